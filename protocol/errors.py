@@ -168,8 +168,10 @@ class ProtocolError(Exception):
 class FrameTooLarge(ProtocolError):
     """A size prefix above the configured maximum (Kafka's `socket.request.max.bytes`)."""
 
-    def __init__(self, size: int, max_frame_bytes: int) -> None:
-        super().__init__(f"frame of {size} bytes exceeds the maximum of {max_frame_bytes} bytes")
+    def __init__(self, *args: object, size: int | None = None, max_frame_bytes: int | None = None) -> None:
+        if not args and size is not None:
+            args = (f"frame of {size} bytes exceeds the maximum of {max_frame_bytes} bytes",)
+        super().__init__(*args)
         self.size = size
         self.max_frame_bytes = max_frame_bytes
 
@@ -194,9 +196,15 @@ class UnsupportedApi(ProtocolError):
     """
 
     def __init__(
-        self, api_key: int, api_version: int, header: Any = None, message: str | None = None
+        self,
+        *args: object,
+        api_key: int | None = None,
+        api_version: int | None = None,
+        header: Any = None,
     ) -> None:
-        super().__init__(message or f"unsupported api key {api_key} version {api_version}")
+        if not args and api_key is not None:
+            args = (f"unsupported api key {api_key} version {api_version}",)
+        super().__init__(*args)
         self.api_key = api_key
         self.api_version = api_version
         self.header = header
