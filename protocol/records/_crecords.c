@@ -1,1 +1,710 @@
-/* placeholder */
+/*
+ * Kafka RecordBatch v2 record section <-> Arrow column buffers.
+ *
+ * decode_records walks the varint record layout once and fills plain buffers
+ * (int64 offsets and timestamps, Arrow binary/string offset arrays, validity
+ * bitmaps and contiguous data) that Python wraps zero-copy with
+ * pyarrow.Array.from_buffers. encode_records does the reverse from the
+ * buffers of Arrow arrays. Every length and varint is bounds-checked against
+ * the bytes actually present; the record count from the batch header is never
+ * used to size an allocation beyond what the remaining bytes can hold.
+ * Malformed input raises ValueError (the Python layer maps it to
+ * CorruptRecordBatch). The GIL is released while walking the bytes.
+ *
+ * Must behave exactly like protocol/records/_pyrecords.py.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Smallest encoded record: length, attributes, timestamp delta, offset delta,
+ * key length, value length, header count -- one byte each. */
+#define MIN_RECORD_BYTES 7
+#define MIN_HEADER_BYTES 2
+
+/* ------------------------------------------------------------------ */
+/* A read-only buffer that owns malloc'd memory, handed to Arrow.      */
+
+typedef struct {
+    PyObject_HEAD
+    char *data;
+    Py_ssize_t size;
+} BufObject;
+
+static void Buf_dealloc(BufObject *self) {
+    free(self->data);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int Buf_getbuffer(BufObject *self, Py_buffer *view, int flags) {
+    return PyBuffer_FillInfo(view, (PyObject *)self, self->data, self->size, 1, flags);
+}
+
+static Py_ssize_t Buf_length(BufObject *self) { return self->size; }
+
+static PyBufferProcs Buf_as_buffer = {(getbufferproc)Buf_getbuffer, NULL};
+static PySequenceMethods Buf_as_sequence = {.sq_length = (lenfunc)Buf_length};
+
+static PyTypeObject BufType = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "pylog.protocol.records._crecords.Buffer",
+    .tp_basicsize = sizeof(BufObject),
+    .tp_dealloc = (destructor)Buf_dealloc,
+    .tp_as_buffer = &Buf_as_buffer,
+    .tp_as_sequence = &Buf_as_sequence,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Read-only memory owned by the record codec (exported through the buffer protocol).",
+};
+
+/* ------------------------------------------------------------------ */
+/* Growable byte buffer.                                               */
+
+typedef struct {
+    char *p;
+    size_t len;
+    size_t cap;
+} GBuf;
+
+static int gb_init(GBuf *b, size_t cap) {
+    if (cap < 64) cap = 64;
+    b->p = (char *)malloc(cap);
+    b->len = 0;
+    b->cap = b->p ? cap : 0;
+    return b->p ? 0 : -1;
+}
+
+static void gb_free(GBuf *b) {
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+static int gb_reserve(GBuf *b, size_t extra) {
+    size_t need = b->len + extra;
+    if (need <= b->cap) return 0;
+    size_t nc = b->cap ? b->cap : 64;
+    while (nc < need) nc *= 2;
+    char *np = (char *)realloc(b->p, nc);
+    if (!np) return -1;
+    b->p = np;
+    b->cap = nc;
+    return 0;
+}
+
+static inline int gb_append(GBuf *b, const void *src, size_t n) {
+    if (gb_reserve(b, n)) return -1;
+    memcpy(b->p + b->len, src, n);
+    b->len += n;
+    return 0;
+}
+
+static inline int gb_append_i32(GBuf *b, int32_t v) { return gb_append(b, &v, sizeof v); }
+
+/* Sets bit `idx` of a growable bitmap to `valid`, zero-filling new bytes. */
+static inline int gb_set_bit(GBuf *b, size_t idx, int valid) {
+    size_t byte = idx >> 3;
+    if (byte >= b->len) {
+        size_t grow = byte + 1 - b->len;
+        if (gb_reserve(b, grow)) return -1;
+        memset(b->p + b->len, 0, grow);
+        b->len = byte + 1;
+    }
+    if (valid) b->p[byte] |= (char)(1u << (idx & 7));
+    return 0;
+}
+
+/* Wraps the buffer's memory in a BufObject (takes ownership; frees on failure). */
+static PyObject *gb_finish(GBuf *b) {
+    size_t keep = b->len ? b->len : 1;
+    if (keep < b->cap) {
+        char *np = (char *)realloc(b->p, keep);
+        if (np) b->p = np;
+    }
+    BufObject *o = PyObject_New(BufObject, &BufType);
+    if (!o) {
+        gb_free(b);
+        return NULL;
+    }
+    o->data = b->p;
+    o->size = (Py_ssize_t)b->len;
+    b->p = NULL;
+    b->len = b->cap = 0;
+    return (PyObject *)o;
+}
+
+/* ------------------------------------------------------------------ */
+/* Varints (Kafka's ByteUtils: zig-zag, at most 5 / 10 bytes).         */
+
+static inline int rd_varint(const uint8_t **pp, const uint8_t *end, int32_t *out) {
+    const uint8_t *p = *pp;
+    uint32_t raw = 0;
+    for (int i = 0; i < 5; i++) {
+        if (p >= end) return -1;
+        uint8_t b = *p++;
+        raw |= (uint32_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *pp = p;
+            *out = (int32_t)((raw >> 1) ^ (0u - (raw & 1u)));
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static inline int rd_varlong(const uint8_t **pp, const uint8_t *end, int64_t *out) {
+    const uint8_t *p = *pp;
+    uint64_t raw = 0;
+    for (int i = 0; i < 10; i++) {
+        if (p >= end) return -1;
+        uint8_t b = *p++;
+        raw |= (uint64_t)(b & 0x7f) << (7 * i);
+        if (!(b & 0x80)) {
+            *pp = p;
+            *out = (int64_t)((raw >> 1) ^ (0ull - (raw & 1ull)));
+            return 0;
+        }
+    }
+    return -1;
+}
+
+static inline uint32_t zz32(int32_t v) { return ((uint32_t)v << 1) ^ (uint32_t)(v >> 31); }
+static inline uint64_t zz64(int64_t v) { return ((uint64_t)v << 1) ^ (uint64_t)(v >> 63); }
+
+static inline int usz(uint64_t v) {
+    int n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static inline uint8_t *wr_uvar(uint8_t *p, uint64_t v) {
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* Strict UTF-8 (RFC 3629: no overlongs, no surrogates, <= U+10FFFF), as Python's decoder. */
+static int utf8_valid(const uint8_t *s, size_t n) {
+    size_t i = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xC2 && c <= 0xDF) {
+            if (i + 1 >= n || (s[i + 1] & 0xC0) != 0x80) return 0;
+            i += 2;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            if (i + 2 >= n) return 0;
+            uint8_t c1 = s[i + 1], c2 = s[i + 2];
+            if ((c1 & 0xC0) != 0x80 || (c2 & 0xC0) != 0x80) return 0;
+            if (c == 0xE0 && c1 < 0xA0) return 0;
+            if (c == 0xED && c1 > 0x9F) return 0;
+            i += 3;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            if (i + 3 >= n) return 0;
+            uint8_t c1 = s[i + 1], c2 = s[i + 2], c3 = s[i + 3];
+            if ((c1 & 0xC0) != 0x80 || (c2 & 0xC0) != 0x80 || (c3 & 0xC0) != 0x80) return 0;
+            if (c == 0xF0 && c1 < 0x90) return 0;
+            if (c == 0xF4 && c1 > 0x8F) return 0;
+            i += 4;
+        } else {
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* ------------------------------------------------------------------ */
+/* decode_records                                                      */
+
+typedef struct {
+    GBuf offsets, timestamps;
+    GBuf kvalid, koff, kdata;
+    GBuf vvalid, voff, vdata;
+    GBuf hoff;
+    GBuf hkoff, hkdata, hvvalid, hvoff, hvdata;
+    int64_t knull, vnull, hvnull, nh;
+} DecodeOut;
+
+#define N_GBUFS 14
+
+static GBuf *dec_bufs(DecodeOut *o, int i) {
+    GBuf *all[N_GBUFS] = {&o->offsets, &o->timestamps, &o->kvalid, &o->koff,  &o->kdata,
+                          &o->vvalid,  &o->voff,       &o->vdata,  &o->hoff,  &o->hkoff,
+                          &o->hkdata,  &o->hvvalid,    &o->hvoff,  &o->hvdata};
+    return all[i];
+}
+
+static void dec_free(DecodeOut *o) {
+    for (int i = 0; i < N_GBUFS; i++) gb_free(dec_bufs(o, i));
+}
+
+#define DFAIL(msg)          \
+    do {                    \
+        err = (msg);        \
+        goto done;          \
+    } while (0)
+#define DMEM()              \
+    do {                    \
+        oom = 1;            \
+        goto done;          \
+    } while (0)
+
+/* Appends a length-prefixed field; nullable fields record validity. Returns an error message or NULL. */
+static inline const char *read_bytes_field(const uint8_t **pp, const uint8_t *rend, GBuf *data, GBuf *offs,
+                                           GBuf *valid, size_t idx, int64_t *nulls, int *oom) {
+    int32_t len;
+    if (rd_varint(pp, rend, &len)) return "truncated length varint";
+    if (len < -1) return "negative field length";
+    if (len == -1) {
+        (*nulls)++;
+        if (gb_set_bit(valid, idx, 0)) goto mem;
+    } else {
+        if ((size_t)len > (size_t)(rend - *pp)) return "field length past end of record";
+        if (gb_append(data, *pp, (size_t)len)) goto mem;
+        *pp += len;
+        if (gb_set_bit(valid, idx, 1)) goto mem;
+    }
+    if (gb_append_i32(offs, (int32_t)data->len)) goto mem;
+    return NULL;
+mem:
+    *oom = 1;
+    return "out of memory";
+}
+
+static PyObject *decode_records(PyObject *self, PyObject *args) {
+    Py_buffer in;
+    long long count, base_offset, base_ts;
+    if (!PyArg_ParseTuple(args, "y*LLL", &in, &count, &base_offset, &base_ts)) return NULL;
+
+    DecodeOut o;
+    memset(&o, 0, sizeof o);
+    const char *err = NULL;
+    int oom = 0;
+    const uint8_t *p = (const uint8_t *)in.buf;
+    const uint8_t *end = p + in.len;
+
+    if (in.len > INT32_MAX) {
+        PyBuffer_Release(&in);
+        PyErr_SetString(PyExc_ValueError, "records section larger than 2 GiB");
+        return NULL;
+    }
+    if (count < 0) {
+        PyBuffer_Release(&in);
+        PyErr_SetString(PyExc_ValueError, "negative record count");
+        return NULL;
+    }
+    if (count > in.len / MIN_RECORD_BYTES) {
+        PyBuffer_Release(&in);
+        PyErr_SetString(PyExc_ValueError, "record count larger than the records section can hold");
+        return NULL;
+    }
+    size_t n = (size_t)count;
+
+    Py_BEGIN_ALLOW_THREADS
+    if (gb_init(&o.offsets, n * 8) || gb_init(&o.timestamps, n * 8) || gb_init(&o.kvalid, n / 8 + 1) ||
+        gb_init(&o.koff, (n + 1) * 4) || gb_init(&o.kdata, 256) || gb_init(&o.vvalid, n / 8 + 1) ||
+        gb_init(&o.voff, (n + 1) * 4) || gb_init(&o.vdata, (size_t)in.len) ||
+        gb_init(&o.hoff, (n + 1) * 4) || gb_init(&o.hkoff, 64) || gb_init(&o.hkdata, 64) ||
+        gb_init(&o.hvvalid, 64) || gb_init(&o.hvoff, 64) || gb_init(&o.hvdata, 64))
+        DMEM();
+    gb_append_i32(&o.koff, 0);
+    gb_append_i32(&o.voff, 0);
+    gb_append_i32(&o.hoff, 0);
+    gb_append_i32(&o.hkoff, 0);
+    gb_append_i32(&o.hvoff, 0);
+    {
+        int64_t *offs = (int64_t *)o.offsets.p;
+        int64_t *tss = (int64_t *)o.timestamps.p;
+        for (size_t i = 0; i < n; i++) {
+            int32_t rlen;
+            if (rd_varint(&p, end, &rlen)) DFAIL("truncated record length");
+            if (rlen < 0) DFAIL("negative record length");
+            if ((size_t)rlen > (size_t)(end - p)) DFAIL("record length past end of batch");
+            const uint8_t *rend = p + rlen;
+            if (p >= rend) DFAIL("truncated record attributes");
+            p++; /* record attributes: unused by Kafka */
+            int64_t tsd;
+            int32_t od;
+            if (rd_varlong(&p, rend, &tsd)) DFAIL("bad timestamp delta");
+            if (rd_varint(&p, rend, &od)) DFAIL("bad offset delta");
+            offs[i] = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)od);
+            tss[i] = (int64_t)((uint64_t)base_ts + (uint64_t)tsd);
+            const char *e;
+            e = read_bytes_field(&p, rend, &o.kdata, &o.koff, &o.kvalid, i, &o.knull, &oom);
+            if (e) DFAIL(e);
+            e = read_bytes_field(&p, rend, &o.vdata, &o.voff, &o.vvalid, i, &o.vnull, &oom);
+            if (e) DFAIL(e);
+            int32_t hc;
+            if (rd_varint(&p, rend, &hc)) DFAIL("bad header count");
+            if (hc < 0) DFAIL("negative header count");
+            if ((size_t)hc > (size_t)(rend - p) / MIN_HEADER_BYTES) DFAIL("header count past end of record");
+            for (int32_t h = 0; h < hc; h++) {
+                int32_t hkl;
+                if (rd_varint(&p, rend, &hkl)) DFAIL("bad header key length");
+                if (hkl < 0) DFAIL("null header key");
+                if ((size_t)hkl > (size_t)(rend - p)) DFAIL("header key past end of record");
+                if (!utf8_valid(p, (size_t)hkl)) DFAIL("header key is not valid UTF-8");
+                if (gb_append(&o.hkdata, p, (size_t)hkl)) DMEM();
+                p += hkl;
+                if (gb_append_i32(&o.hkoff, (int32_t)o.hkdata.len)) DMEM();
+                e = read_bytes_field(&p, rend, &o.hvdata, &o.hvoff, &o.hvvalid, (size_t)o.nh, &o.hvnull, &oom);
+                if (e) DFAIL(e);
+                o.nh++;
+            }
+            if (gb_append_i32(&o.hoff, (int32_t)o.nh)) DMEM();
+            if (p != rend) DFAIL("record length does not match its fields");
+        }
+        o.offsets.len = n * 8;
+        o.timestamps.len = n * 8;
+        if (p != end) DFAIL("bytes left after the last record");
+    }
+done:;
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&in);
+    if (oom) {
+        dec_free(&o);
+        return PyErr_NoMemory();
+    }
+    if (err) {
+        dec_free(&o);
+        PyErr_SetString(PyExc_ValueError, err);
+        return NULL;
+    }
+    /* Validity bitmaps cover every element; drop them when nothing is null. */
+    if (o.knull == 0) gb_free(&o.kvalid);
+    if (o.vnull == 0) gb_free(&o.vvalid);
+    if (o.hvnull == 0) gb_free(&o.hvvalid);
+
+    PyObject *objs[N_GBUFS];
+    for (int i = 0; i < N_GBUFS; i++) {
+        GBuf *b = dec_bufs(&o, i);
+        if (b->p == NULL) {
+            Py_INCREF(Py_None);
+            objs[i] = Py_None;
+        } else {
+            objs[i] = gb_finish(b);
+        }
+        if (!objs[i]) {
+            for (int j = 0; j < i; j++) Py_DECREF(objs[j]);
+            dec_free(&o);
+            return NULL;
+        }
+    }
+    /* (offsets, timestamps, key_valid, key_offsets, key_data, value_valid, value_offsets, value_data,
+        header_offsets, hkey_offsets, hkey_data, hvalue_valid, hvalue_offsets, hvalue_data,
+        key_nulls, value_nulls, hvalue_nulls, header_count) */
+    return Py_BuildValue("(NNNNNNNNNNNNNNLLLL)", objs[0], objs[1], objs[2], objs[3], objs[4], objs[5], objs[6],
+                         objs[7], objs[8], objs[9], objs[10], objs[11], objs[12], objs[13], (long long)o.knull,
+                         (long long)o.vnull, (long long)o.hvnull, (long long)o.nh);
+}
+
+/* ------------------------------------------------------------------ */
+/* encode_records                                                      */
+
+typedef struct {
+    Py_buffer buf;
+    int held;
+} Held;
+
+/* A binary / string Arrow array given as buffers: validity (or none), int32 offsets, data, element offset. */
+typedef struct {
+    int present;
+    Held valid, offs, data;
+    int64_t off;
+    int64_t n_offsets; /* number of int32 entries in offs */
+} BinCol;
+
+static int hold(PyObject *obj, Held *h) {
+    if (obj == Py_None) {
+        h->held = 0;
+        return 0;
+    }
+    if (PyObject_GetBuffer(obj, &h->buf, PyBUF_SIMPLE) < 0) return -1;
+    h->held = 1;
+    return 0;
+}
+
+static void release(Held *h) {
+    if (h->held) PyBuffer_Release(&h->buf);
+    h->held = 0;
+}
+
+static int bincol_parse(PyObject *spec, BinCol *c) {
+    memset(c, 0, sizeof *c);
+    if (spec == Py_None) return 0;
+    PyObject *v, *o, *d;
+    long long off;
+    if (!PyArg_ParseTuple(spec, "OOOL", &v, &o, &d, &off)) return -1;
+    if (off < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative array offset");
+        return -1;
+    }
+    if (hold(v, &c->valid) || hold(o, &c->offs) || hold(d, &c->data)) return -1;
+    if (!c->offs.held) {
+        PyErr_SetString(PyExc_ValueError, "binary column without offsets");
+        return -1;
+    }
+    c->present = 1;
+    c->off = off;
+    c->n_offsets = c->offs.buf.len / 4;
+    return 0;
+}
+
+static void bincol_release(BinCol *c) {
+    release(&c->valid);
+    release(&c->offs);
+    release(&c->data);
+}
+
+/* Element i of the column: sets ptr and len (len = -1 for null). Returns -1 when buffers are inconsistent. */
+static inline int bincol_get(const BinCol *c, int64_t i, const uint8_t **ptr, int64_t *len) {
+    if (!c->present) {
+        *len = -1;
+        return 0;
+    }
+    int64_t k = c->off + i;
+    if (c->valid.held) {
+        if ((k >> 3) >= c->valid.buf.len) return -1;
+        if (!((((const uint8_t *)c->valid.buf.buf)[k >> 3] >> (k & 7)) & 1)) {
+            *len = -1;
+            return 0;
+        }
+    }
+    if (k + 1 >= c->n_offsets) return -1;
+    const int32_t *o = (const int32_t *)c->offs.buf.buf;
+    int32_t a = o[k], b = o[k + 1];
+    if (a < 0 || b < a || (int64_t)b > (int64_t)(c->data.held ? c->data.buf.len : 0)) return -1;
+    *ptr = (const uint8_t *)(c->data.held ? c->data.buf.buf : NULL) + a;
+    *len = b - a;
+    return 0;
+}
+
+static inline int64_t field_size(int64_t len) { return len < 0 ? 1 : usz(zz32((int32_t)len)) + len; }
+
+static inline uint8_t *write_field(uint8_t *w, const uint8_t *src, int64_t len) {
+    if (len < 0) {
+        *w++ = 1; /* zig-zag -1 */
+        return w;
+    }
+    w = wr_uvar(w, zz32((int32_t)len));
+    if (len) memcpy(w, src, (size_t)len);
+    return w + len;
+}
+
+typedef struct {
+    int present;
+    Held lvalid, loffs;
+    int64_t loff;
+    BinCol hk, hv;
+} HdrCol;
+
+static PyObject *encode_records(PyObject *self, PyObject *args) {
+    long long base_offset, base_ts, n_ll, reserve;
+    PyObject *offs_spec, *ts_spec, *key_spec, *val_spec, *hdr_spec;
+    if (!PyArg_ParseTuple(args, "LLLLOOOOO", &base_offset, &base_ts, &n_ll, &reserve, &offs_spec, &ts_spec,
+                          &key_spec, &val_spec, &hdr_spec))
+        return NULL;
+    if (n_ll < 0 || reserve < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative count or reserve");
+        return NULL;
+    }
+    int64_t n = n_ll;
+    Held offs = {0}, tss = {0};
+    long long offs_off = 0, ts_off = 0;
+    BinCol key, val;
+    HdrCol hdr;
+    memset(&key, 0, sizeof key);
+    memset(&val, 0, sizeof val);
+    memset(&hdr, 0, sizeof hdr);
+    PyObject *result = NULL;
+    int32_t *sizes = NULL;
+    const char *err = NULL;
+
+    PyObject *ob, *tb;
+    if (!PyArg_ParseTuple(offs_spec, "OL", &ob, &offs_off) || !PyArg_ParseTuple(ts_spec, "OL", &tb, &ts_off))
+        goto out;
+    if (hold(ob, &offs) || hold(tb, &tss)) goto out;
+    if (!offs.held || !tss.held || offs_off < 0 || ts_off < 0 || offs.buf.len / 8 < offs_off + n ||
+        tss.buf.len / 8 < ts_off + n) {
+        PyErr_SetString(PyExc_ValueError, "offset/timestamp buffers too short");
+        goto out;
+    }
+    if (bincol_parse(key_spec, &key) || bincol_parse(val_spec, &val)) goto out;
+    if (hdr_spec != Py_None) {
+        PyObject *lv, *lo, *hks, *hvs;
+        long long loff;
+        if (!PyArg_ParseTuple(hdr_spec, "OOLOO", &lv, &lo, &loff, &hks, &hvs)) goto out;
+        if (hold(lv, &hdr.lvalid) || hold(lo, &hdr.loffs)) goto out;
+        if (bincol_parse(hks, &hdr.hk) || bincol_parse(hvs, &hdr.hv)) goto out;
+        if (!hdr.loffs.held || !hdr.hk.present || loff < 0 || hdr.loffs.buf.len / 4 < loff + n + 1) {
+            PyErr_SetString(PyExc_ValueError, "header list buffers inconsistent");
+            goto out;
+        }
+        hdr.loff = loff;
+        hdr.present = 1;
+    }
+    sizes = (int32_t *)malloc((size_t)(n ? n : 1) * sizeof(int32_t));
+    if (!sizes) {
+        PyErr_NoMemory();
+        goto out;
+    }
+
+    int64_t total = 0;
+    const int64_t *O = (const int64_t *)offs.buf.buf + offs_off;
+    const int64_t *T = (const int64_t *)tss.buf.buf + ts_off;
+    const int32_t *LO = hdr.present ? (const int32_t *)hdr.loffs.buf.buf + hdr.loff : NULL;
+    const uint8_t *LV = hdr.present && hdr.lvalid.held ? (const uint8_t *)hdr.lvalid.buf.buf : NULL;
+
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < n; i++) {
+        int64_t od;
+        if (__builtin_sub_overflow(O[i], (int64_t)base_offset, &od) || od < INT32_MIN || od > INT32_MAX) {
+            err = "offset delta does not fit in int32";
+            break;
+        }
+        int64_t tsd = (int64_t)((uint64_t)T[i] - (uint64_t)base_ts);
+        const uint8_t *ptr;
+        int64_t kl, vl;
+        if (bincol_get(&key, i, &ptr, &kl) || bincol_get(&val, i, &ptr, &vl)) {
+            err = "inconsistent key/value buffers";
+            break;
+        }
+        int64_t body = 1 + usz(zz64(tsd)) + usz(zz32((int32_t)od)) + field_size(kl) + field_size(vl);
+        int64_t h0 = 0, h1 = 0;
+        if (hdr.present) {
+            int64_t li = hdr.loff + i;
+            int is_null = LV && ((li >> 3) >= hdr.lvalid.buf.len || !((LV[li >> 3] >> (li & 7)) & 1));
+            if (!is_null) {
+                h0 = LO[i];
+                h1 = LO[i + 1];
+                if (h0 < 0 || h1 < h0) {
+                    err = "inconsistent header list offsets";
+                    break;
+                }
+            }
+        }
+        if (h1 - h0 > INT32_MAX) {
+            err = "too many headers";
+            break;
+        }
+        body += usz(zz32((int32_t)(h1 - h0)));
+        for (int64_t j = h0; j < h1; j++) {
+            int64_t hkl, hvl;
+            if (bincol_get(&hdr.hk, j, &ptr, &hkl) || bincol_get(&hdr.hv, j, &ptr, &hvl)) {
+                err = "inconsistent header buffers";
+                break;
+            }
+            if (hkl < 0) {
+                err = "null header key";
+                break;
+            }
+            body += field_size(hkl) + field_size(hvl);
+        }
+        if (err) break;
+        if (body > INT32_MAX) {
+            err = "record larger than 2 GiB";
+            break;
+        }
+        sizes[i] = (int32_t)body;
+        total += usz(zz32((int32_t)body)) + body;
+    }
+    Py_END_ALLOW_THREADS
+    if (err) {
+        PyErr_SetString(PyExc_ValueError, err);
+        goto out;
+    }
+    if (total + reserve > PY_SSIZE_T_MAX / 2) {
+        PyErr_SetString(PyExc_ValueError, "batch too large");
+        goto out;
+    }
+    result = PyByteArray_FromStringAndSize(NULL, (Py_ssize_t)(total + reserve));
+    if (!result) goto out;
+    uint8_t *w = (uint8_t *)PyByteArray_AS_STRING(result);
+    memset(w, 0, (size_t)reserve);
+    w += reserve;
+
+    Py_BEGIN_ALLOW_THREADS
+    for (int64_t i = 0; i < n; i++) {
+        int64_t od = O[i] - (int64_t)base_offset;
+        int64_t tsd = (int64_t)((uint64_t)T[i] - (uint64_t)base_ts);
+        const uint8_t *kp = NULL, *vp = NULL;
+        int64_t kl, vl;
+        bincol_get(&key, i, &kp, &kl);
+        bincol_get(&val, i, &vp, &vl);
+        w = wr_uvar(w, zz32(sizes[i]));
+        *w++ = 0; /* record attributes */
+        w = wr_uvar(w, zz64(tsd));
+        w = wr_uvar(w, zz32((int32_t)od));
+        w = write_field(w, kp, kl);
+        w = write_field(w, vp, vl);
+        int64_t h0 = 0, h1 = 0;
+        if (hdr.present) {
+            int64_t li = hdr.loff + i;
+            int is_null = LV && ((li >> 3) >= hdr.lvalid.buf.len || !((LV[li >> 3] >> (li & 7)) & 1));
+            if (!is_null) {
+                h0 = LO[i];
+                h1 = LO[i + 1];
+            }
+        }
+        w = wr_uvar(w, zz32((int32_t)(h1 - h0)));
+        for (int64_t j = h0; j < h1; j++) {
+            const uint8_t *hkp = NULL, *hvp = NULL;
+            int64_t hkl, hvl;
+            bincol_get(&hdr.hk, j, &hkp, &hkl);
+            bincol_get(&hdr.hv, j, &hvp, &hvl);
+            w = write_field(w, hkp, hkl);
+            w = write_field(w, hvp, hvl);
+        }
+    }
+    Py_END_ALLOW_THREADS
+
+out:
+    free(sizes);
+    release(&offs);
+    release(&tss);
+    bincol_release(&key);
+    bincol_release(&val);
+    release(&hdr.lvalid);
+    release(&hdr.loffs);
+    bincol_release(&hdr.hk);
+    bincol_release(&hdr.hv);
+    return result;
+}
+
+/* ------------------------------------------------------------------ */
+
+static PyMethodDef methods[] = {
+    {"decode_records", decode_records, METH_VARARGS,
+     "decode_records(data, count, base_offset, base_timestamp) -> tuple of column buffers"},
+    {"encode_records", encode_records, METH_VARARGS,
+     "encode_records(base_offset, base_timestamp, n, reserve, offsets, timestamps, key, value, headers)"
+     " -> bytearray"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef moduledef = {
+    PyModuleDef_HEAD_INIT, "_crecords", "C accelerator for Kafka RecordBatch v2 <-> Arrow.", -1, methods,
+};
+
+PyMODINIT_FUNC PyInit__crecords(void) {
+    if (PyType_Ready(&BufType) < 0) return NULL;
+    PyObject *m = PyModule_Create(&moduledef);
+    if (!m) return NULL;
+    Py_INCREF(&BufType);
+    if (PyModule_AddObject(m, "Buffer", (PyObject *)&BufType) < 0) {
+        Py_DECREF(&BufType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,306 @@
+"""RecordBatch v2 <-> ``pa.RecordBatch`` with RECORD_SCHEMA.
+
+The record walk is done by an implementation module (``_crecords`` in C, or its pure-Python twin
+``_pyrecords``) that turns the varint layout into column buffers and back; this module handles
+the batch header, CRC and compression, and wraps the buffers as Arrow arrays without copying.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from types import ModuleType
+from typing import Any, NamedTuple
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import CorruptRecordBatch
+from . import _pyrecords
+from .compression import codec_id, compress, decompress
+from .header import (
+    ATTRIBUTES_OFFSET,
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    CRC_OFFSET,
+    HEADER_SIZE,
+    HEADER_STRUCT,
+    LOG_OVERHEAD,
+    MAGIC,
+    NO_TIMESTAMP,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+    BatchHeader,
+    compute_crc,
+    parse_header,
+    verify_crc,
+)
+
+HEADER_STRUCT_TYPE = pa.struct([("key", pa.string()), ("value", pa.binary())])
+RECORD_SCHEMA = pa.schema(
+    [
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("ms")),
+        ("key", pa.binary()),
+        ("value", pa.binary()),
+        ("headers", pa.list_(HEADER_STRUCT_TYPE)),
+    ]
+)
+
+DEFAULT_MAX_UNCOMPRESSED_BYTES = 64 * 1024 * 1024
+
+try:
+    from . import _crecords as _c_impl
+except ImportError:  # no compiler at install time
+    _c_impl = None
+
+PYTHON_IMPL: ModuleType = _pyrecords
+C_IMPL: ModuleType | None = _c_impl
+_impl: ModuleType = (
+    _c_impl if (_c_impl is not None and os.environ.get("PYLOG_PURE_PYTHON") != "1") else _pyrecords
+)
+IMPLEMENTATION = "c" if _impl is _c_impl else "python"
+
+
+class DecodedBatch(NamedTuple):
+    header: BatchHeader
+    records: pa.RecordBatch
+
+
+def _buf(obj: Any) -> pa.Buffer | None:
+    return None if obj is None else pa.py_buffer(obj)
+
+
+def records_from_buffers(parts: tuple[Any, ...], n: int) -> pa.RecordBatch:
+    """Wrap the implementation's column buffers as a RECORD_SCHEMA batch (zero-copy)."""
+    (off, ts, kv, ko, kd, vv, vo, vd, ho, hko, hkd, hvv, hvo, hvd, knull, vnull, hvnull, nh) = parts
+    hkey = pa.Array.from_buffers(pa.string(), nh, [None, _buf(hko), _buf(hkd)], null_count=0)
+    hval = pa.Array.from_buffers(pa.binary(), nh, [_buf(hvv), _buf(hvo), _buf(hvd)], null_count=hvnull)
+    hstruct = pa.Array.from_buffers(HEADER_STRUCT_TYPE, nh, [None], null_count=0, children=[hkey, hval])
+    columns = [
+        pa.Array.from_buffers(pa.int64(), n, [None, _buf(off)], null_count=0),
+        pa.Array.from_buffers(pa.timestamp("ms"), n, [None, _buf(ts)], null_count=0),
+        pa.Array.from_buffers(pa.binary(), n, [_buf(kv), _buf(ko), _buf(kd)], null_count=knull),
+        pa.Array.from_buffers(pa.binary(), n, [_buf(vv), _buf(vo), _buf(vd)], null_count=vnull),
+        pa.Array.from_buffers(
+            RECORD_SCHEMA.field("headers").type, n, [None, _buf(ho)], null_count=0, children=[hstruct]
+        ),
+    ]
+    return pa.RecordBatch.from_arrays(columns, schema=RECORD_SCHEMA)
+
+
+def decode_records(
+    data: Any, count: int, base_offset: int, base_timestamp: int, *, impl: ModuleType | None = None
+) -> pa.RecordBatch:
+    """Decode an uncompressed records section (the bytes after the 61-byte header)."""
+    mod = impl or _impl
+    try:
+        parts = mod.decode_records(data, count, base_offset, base_timestamp)
+    except ValueError as exc:
+        raise CorruptRecordBatch(str(exc)) from None
+    return records_from_buffers(parts, count)
+
+
+def decode_batch(
+    buf: bytes | bytearray | memoryview,
+    *,
+    verify_crc: bool = True,
+    max_uncompressed_bytes: int = DEFAULT_MAX_UNCOMPRESSED_BYTES,
+    impl: ModuleType | None = None,
+) -> DecodedBatch:
+    """Decode the batch at the start of ``buf`` into its header and a RECORD_SCHEMA batch.
+
+    ``offset`` and ``timestamp`` are absolute (base + delta). Timestamps are the records' own even
+    for LogAppendTime batches (Kafka consumers then use ``header.max_timestamp`` instead), so that
+    re-encoding reproduces the wire bytes.
+    """
+    mv = memoryview(buf).cast("B")
+    header = parse_header(mv)
+    end = LOG_OVERHEAD + header.batch_length
+    if end > len(mv):
+        raise CorruptRecordBatch(f"record batch declares {end} bytes, only {len(mv)} present")
+    batch = mv[:end]
+    if verify_crc:
+        _verify_crc(header, batch)
+    body = batch[HEADER_SIZE:]
+    if header.compression:
+        body = decompress(header.compression, body, max_uncompressed_bytes)
+    records = decode_records(body, header.record_count, header.base_offset, header.base_timestamp, impl=impl)
+    return DecodedBatch(header, records)
+
+
+_verify_crc = verify_crc
+
+
+def _fixed(arr: pa.Array, typ: pa.DataType, fill: int | None) -> pa.Array:
+    if arr.type != typ:
+        arr = arr.cast(typ)
+    if arr.null_count:
+        if fill is None:
+            raise ValueError("offset column must not contain nulls")
+        arr = pc.fill_null(arr, fill)
+    return arr
+
+
+def _bin_spec(arr: pa.Array | None, typ: pa.DataType) -> tuple[Any, Any, Any, int] | None:
+    if arr is None:
+        return None
+    if arr.type != typ:
+        arr = arr.cast(typ)
+    bufs = arr.buffers()
+    return (bufs[0] if arr.null_count else None, bufs[1], bufs[2], arr.offset)
+
+
+def _headers_spec(arr: pa.Array | None) -> tuple[Any, ...] | None:
+    if arr is None:
+        return None
+    if arr.type != RECORD_SCHEMA.field("headers").type:
+        arr = arr.cast(RECORD_SCHEMA.field("headers").type)
+    offsets = arr.offsets  # accounts for the list's own slice offset
+    hstruct = arr.values
+    if hstruct.null_count:
+        raise ValueError("a header entry is null")
+    hkey, hval = hstruct.field(0), hstruct.field(1)  # both account for the struct's offset
+    if hkey.null_count:
+        raise ValueError("a header key is null")
+    return (
+        arr.buffers()[0] if arr.null_count else None,
+        offsets.buffers()[1],
+        offsets.offset,
+        _bin_spec(hkey, pa.string()),
+        _bin_spec(hval, pa.binary()),
+    )
+
+
+def _column(records: pa.RecordBatch, name: str) -> pa.Array | None:
+    idx = records.schema.get_field_index(name)
+    return None if idx < 0 else records.column(idx)
+
+
+def encode_batch(
+    records: pa.RecordBatch | pa.Table,
+    *,
+    base_offset: int,
+    compression: int | str = 0,
+    attributes: int | None = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+    partition_leader_epoch: int = -1,
+    is_transactional: bool = False,
+    is_control: bool = False,
+    timestamp_type: int = 0,
+    max_timestamp: int | None = None,
+    base_timestamp: int | None = None,
+    last_offset_delta: int | None = None,
+    compression_level: int | None = None,
+    impl: ModuleType | None = None,
+) -> bytes:
+    """Encode rows into one RecordBatch v2 with a correct CRC-32C.
+
+    ``offset`` (absolute; offsetDelta = offset - base_offset) and ``timestamp`` are needed; a missing
+    ``key``/``value`` is all null, missing ``headers`` none. ``attributes`` when given overrides
+    compression / timestamp_type / is_transactional / is_control. ``base_timestamp`` defaults to the
+    first record's, ``max_timestamp`` to the largest, ``last_offset_delta`` to the last record's (pass
+    the stored values to reproduce a compacted batch exactly).
+    """
+    mod = impl or _impl
+    if isinstance(records, pa.Table):
+        records = _table_to_batch(records)
+    n = records.num_rows
+    if attributes is None:
+        attributes = codec_id(compression) & COMPRESSION_MASK
+        if timestamp_type:
+            attributes |= TIMESTAMP_TYPE_MASK
+        if is_transactional:
+            attributes |= TRANSACTIONAL_MASK
+        if is_control:
+            attributes |= CONTROL_MASK
+    codec = attributes & COMPRESSION_MASK
+
+    offset_col = _column(records, "offset")
+    if offset_col is None:
+        offsets = pa.array(range(base_offset, base_offset + n), pa.int64())
+    else:
+        offsets = _fixed(offset_col, pa.int64(), None)
+    ts_col = _column(records, "timestamp")
+    if ts_col is None:
+        raise ValueError("records need a timestamp column")
+    if pa.types.is_timestamp(ts_col.type) and ts_col.type.unit != "ms":
+        ts_col = ts_col.cast(pa.timestamp("ms"))
+    timestamps = _fixed(
+        ts_col.view(pa.int64()) if pa.types.is_timestamp(ts_col.type) else ts_col, pa.int64(), NO_TIMESTAMP
+    )
+    if n:
+        first_ts = timestamps[0].as_py()
+        if base_timestamp is None:
+            base_timestamp = first_ts
+        if max_timestamp is None:
+            max_timestamp = pc.max(timestamps).as_py()
+        if last_offset_delta is None:
+            last_offset_delta = offsets[n - 1].as_py() - base_offset
+    else:
+        base_timestamp = NO_TIMESTAMP if base_timestamp is None else base_timestamp
+        max_timestamp = NO_TIMESTAMP if max_timestamp is None else max_timestamp
+        last_offset_delta = 0 if last_offset_delta is None else last_offset_delta
+
+    try:
+        out = mod.encode_records(
+            base_offset,
+            base_timestamp,
+            n,
+            HEADER_SIZE,
+            (offsets.buffers()[1], offsets.offset),
+            (timestamps.buffers()[1], timestamps.offset),
+            _bin_spec(_column(records, "key"), pa.binary()),
+            _bin_spec(_column(records, "value"), pa.binary()),
+            _headers_spec(_column(records, "headers")),
+        )
+    except OverflowError as exc:
+        raise ValueError(str(exc)) from None
+    if codec:
+        payload = compress(codec, memoryview(out)[HEADER_SIZE:], compression_level)
+        del out[HEADER_SIZE:]
+        out += payload
+    HEADER_STRUCT.pack_into(
+        out,
+        0,
+        base_offset,
+        len(out) - LOG_OVERHEAD,
+        partition_leader_epoch,
+        MAGIC,
+        0,
+        attributes,
+        last_offset_delta,
+        base_timestamp,
+        max_timestamp,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        n,
+    )
+    struct.pack_into(">I", out, CRC_OFFSET, compute_crc(out))
+    return bytes(out)
+
+
+def _table_to_batch(table: pa.Table) -> pa.RecordBatch:
+    table = table.combine_chunks()
+    batches = table.to_batches()
+    if not batches:
+        return pa.RecordBatch.from_arrays([c.combine_chunks() for c in table.columns], schema=table.schema)
+    return batches[0]
+
+
+__all__ = [
+    "ATTRIBUTES_OFFSET",
+    "C_IMPL",
+    "DEFAULT_MAX_UNCOMPRESSED_BYTES",
+    "IMPLEMENTATION",
+    "PYTHON_IMPL",
+    "RECORD_SCHEMA",
+    "DecodedBatch",
+    "decode_batch",
+    "decode_records",
+    "encode_batch",
+    "records_from_buffers",
+]
