@@ -1,0 +1,67 @@
+# pylog: set-up, run and test from a fresh clone.
+#   make run   - virtualenv + pylog, then a single-node broker on 127.0.0.1:9092 (data in ./pylog-data)
+#   make test  - virtualenv + test extras + kcat + kafkajs, then ruff and the whole test suite
+
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+VPY := $(VENV)/bin/python
+DATA_DIR ?= ./pylog-data
+LISTEN ?= 127.0.0.1:9092
+JS_DIR := compat-tests/js
+PYTEST_ARGS ?=
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: run test venv install install-test kcat kafkajs lint pytest bench clean
+
+run: install
+	exec $(VENV)/bin/pylog broker --data-dir $(DATA_DIR) --listen $(LISTEN)
+
+test: install-test kcat kafkajs lint pytest
+
+# Debian's Python needs python3-venv (ensurepip) before `python3 -m venv` works.
+$(VPY):
+	@if ! $(PYTHON) -m venv $(VENV); then \
+	  rm -rf $(VENV); \
+	  echo "python venv module unusable; installing Debian's python3-venv"; \
+	  $(SUDO) apt-get update && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y python3-venv \
+	    "python$$($(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])')-venv" && \
+	  $(PYTHON) -m venv $(VENV); \
+	fi
+	$(VPY) -m pip install --quiet --upgrade pip
+
+venv: $(VPY)
+
+install: $(VPY)
+	$(VPY) -m pip install -e .
+
+install-test: $(VPY)
+	$(VPY) -m pip install -e '.[test]'
+
+kcat:
+	@if ! command -v kcat >/dev/null 2>&1; then \
+	  echo "installing Debian's kcat"; \
+	  $(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y kcat; \
+	fi
+	@kcat -V | head -n 4 | tail -n 1
+
+kafkajs: $(JS_DIR)/node_modules/.installed
+
+$(JS_DIR)/node_modules/.installed: $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
+	cd $(JS_DIR) && (npm ci --no-audit --no-fund || npm install --no-audit --no-fund)
+	touch $@
+
+lint: $(VPY)
+	$(VENV)/bin/ruff check .
+
+# pytest exits 5 when it collects nothing; that fails the target like any other error.
+pytest: $(VPY)
+	$(VPY) -m pytest $(wildcard tests compat-tests) $(PYTEST_ARGS)
+
+bench: $(VPY)
+	$(VPY) -m pip install -e '.[bench]'
+	$(VPY) bench/bench_clients.py
+
+clean:
+	rm -rf $(VENV) $(JS_DIR)/node_modules .pytest_cache .ruff_cache
