@@ -1,0 +1,226 @@
+"""Kafka framing: the int32 size prefix and the request / response headers.
+
+Every Kafka message travels as `int32 size` + `size` bytes. `FrameDecoder` turns a byte stream
+into whole frames; it checks each announced size against `max_frame_bytes` before it keeps a
+single byte of the body, so a hostile 2 GiB prefix costs nothing. Frames that arrive inside one
+`bytes` chunk are handed out as zero-copy memoryviews of that chunk; frames split across chunks
+are joined once.
+
+Headers (Kafka's RequestHeader / ResponseHeader):
+- request v0: api_key int16, api_version int16, correlation_id int32
+- request v1: + client_id, a nullable string with an int16 length, even in flexible requests
+  (so that any broker can read the header of an ApiVersions request of any version)
+- request v2: + tagged fields
+- response v0: correlation_id int32; v1: + tagged fields. ApiVersions responses always use v0.
+"""
+
+from __future__ import annotations
+
+from struct import Struct
+from typing import NamedTuple
+
+from .errors import FrameTooLarge, MalformedMessage
+
+DEFAULT_MAX_FRAME_BYTES = 104857600
+"""Kafka's default `socket.request.max.bytes` (100 MiB)."""
+
+_I32 = Struct(">i")
+_HHI = Struct(">hhi")
+_H = Struct(">h")
+
+
+class FrameDecoder:
+    """Split a byte stream into Kafka frames (size prefix stripped).
+
+    After it raises, the stream is unrecoverable: close the connection.
+    """
+
+    __slots__ = ("_have", "_head", "_max", "_need", "_parts")
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self._max = max_frame_bytes
+        self._head = bytearray()  # a partial size prefix (< 4 bytes)
+        self._need = -1  # body size of the frame being collected, -1 while reading a prefix
+        self._have = 0
+        self._parts: list[memoryview] = []
+
+    @property
+    def max_frame_bytes(self) -> int:
+        return self._max
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes held for an incomplete frame (at most the announced frame size)."""
+        return len(self._head) + self._have
+
+    def _check(self, size: int) -> int:
+        if size < 0:
+            raise MalformedMessage(f"negative frame size {size}")
+        if size > self._max:
+            raise FrameTooLarge(size=size, max_frame_bytes=self._max)
+        return size
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
+        """Consume `data`; return the frames it completed, in order.
+
+        `bytes` input is sliced without copying; mutable buffers are copied once, since the
+        caller may reuse them.
+        """
+        if type(data) is not bytes:
+            data = bytes(data)
+        mv = memoryview(data)
+        n = len(mv)
+        pos = 0
+        out: list[memoryview] = []
+        while pos < n:
+            if self._need < 0:
+                head = self._head
+                if not head and n - pos >= 4:
+                    size = self._check(_I32.unpack_from(mv, pos)[0])
+                    pos += 4
+                else:
+                    take = min(4 - len(head), n - pos)
+                    head += mv[pos : pos + take]
+                    pos += take
+                    if len(head) < 4:
+                        break
+                    size = self._check(_I32.unpack(head)[0])
+                    head.clear()
+                if n - pos >= size:
+                    out.append(mv[pos : pos + size])
+                    pos += size
+                    continue
+                self._need = size
+                self._have = 0
+                self._parts = []
+            take = min(self._need - self._have, n - pos)
+            self._parts.append(mv[pos : pos + take])
+            self._have += take
+            pos += take
+            if self._have == self._need:
+                parts = self._parts
+                out.append(memoryview(parts[0] if len(parts) == 1 else b"".join(parts)))
+                self._parts = []
+                self._need = -1
+                self._have = 0
+        return out
+
+
+class RequestHeader(NamedTuple):
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+    header_version: int = 1
+
+
+def skip_tagged_fields(buf: memoryview, pos: int, end: int) -> int:
+    """Skip a tagged-field section (count, then tag / size / payload triples); return the new position."""
+    count, pos = read_uvarint(buf, pos, end)
+    if count > (end - pos) // 2:
+        raise MalformedMessage(f"{count} tagged fields cannot fit in {end - pos} bytes")
+    for _ in range(count):
+        _tag, pos = read_uvarint(buf, pos, end)
+        size, pos = read_uvarint(buf, pos, end)
+        if size > end - pos:
+            raise MalformedMessage(f"tagged field of {size} bytes exceeds the {end - pos} remaining")
+        pos += size
+    return pos
+
+
+def read_uvarint(buf: memoryview | bytes, pos: int, end: int) -> tuple[int, int]:
+    """Read an unsigned varint of at most 5 bytes (Kafka's `readUnsignedVarint`)."""
+    value = 0
+    shift = 0
+    while True:
+        if pos >= end:
+            raise MalformedMessage("truncated varint")
+        b = buf[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+        if shift >= 35:
+            raise MalformedMessage("varint is longer than 5 bytes")
+
+
+def write_uvarint(value: int) -> bytes:
+    """Encode an unsigned varint (values up to 2**32 - 1)."""
+    if value < 0x80:
+        return _UV1[value]
+    out = bytearray()
+    while value >= 0x80:
+        out.append((value & 0x7F) | 0x80)
+        value >>= 7
+    out.append(value)
+    return bytes(out)
+
+
+_UV1 = [bytes((i,)) for i in range(128)]
+
+
+def decode_request_header(frame: memoryview, flexible_from: int | None) -> tuple[RequestHeader, int]:
+    """Parse a request header v1 (v2 when `api_version >= flexible_from`); return it and the body offset.
+
+    `flexible_from` is the API's first flexible version (None: never flexible / unknown API).
+    The header of an ApiVersions request of any version parses, whatever the body holds.
+    """
+    end = len(frame)
+    if end < 10:
+        raise MalformedMessage(f"request header needs at least 10 bytes, frame has {end}")
+    api_key, api_version, correlation_id = _HHI.unpack_from(frame, 0)
+    n = _H.unpack_from(frame, 8)[0]
+    pos = 10
+    if n < 0:
+        client_id = None
+    else:
+        if n > end - pos:
+            raise MalformedMessage(f"client id of {n} bytes exceeds the frame")
+        client_id = str(frame[pos : pos + n], "utf-8", "replace")
+        pos += n
+    version = 1
+    if flexible_from is not None and api_version >= flexible_from:
+        version = 2
+        pos = skip_tagged_fields(frame, pos, end)
+    return RequestHeader(api_key, api_version, correlation_id, client_id, version), pos
+
+
+def encode_request_header(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, header_version: int
+) -> bytes:
+    """Request header bytes for header version 0, 1 or 2."""
+    head = _HHI.pack(api_key, api_version, correlation_id)
+    if header_version == 0:
+        return head
+    if client_id is None:
+        head += b"\xff\xff"
+    else:
+        raw = client_id.encode("utf-8")
+        if len(raw) > 0x7FFF:
+            raise ValueError("client id longer than 32767 bytes")
+        head += _H.pack(len(raw)) + raw
+    if header_version >= 2:
+        head += b"\x00"
+    return head
+
+
+def encode_response_header(correlation_id: int, header_version: int) -> bytes:
+    """Response header bytes for header version 0 or 1."""
+    return _I32.pack(correlation_id) + (b"\x00" if header_version >= 1 else b"")
+
+
+def decode_response_header(frame: memoryview, header_version: int) -> tuple[int, int]:
+    """Parse a response header; return (correlation_id, body offset)."""
+    end = len(frame)
+    if end < 4:
+        raise MalformedMessage("response shorter than its header")
+    correlation_id = _I32.unpack_from(frame, 0)[0]
+    pos = 4
+    if header_version >= 1:
+        pos = skip_tagged_fields(frame, pos, end)
+    return correlation_id, pos
+
+
+def size_prefix(length: int) -> bytes:
+    return _I32.pack(length)
