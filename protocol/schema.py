@@ -9,14 +9,18 @@ the same object shape whatever version the client spoke. `codec.py` compiles the
 
 from __future__ import annotations
 
-import importlib.resources
+import importlib.metadata
+import importlib.util
 import json
 import re
 import uuid
+import warnings
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 SCHEMA_PACKAGE = "kafka.protocol.schemas.resources"
+KAFKA_PYTHON_PIN = ">=3.0.12,<3.1"
 
 FIXED_FORMATS = {
     "int8": "b",
@@ -301,9 +305,32 @@ def _strip_comments(text: str) -> str:
     return _COMMENT.sub("", text)
 
 
+def schema_dir() -> Path:
+    """Where the installed kafka-python keeps Kafka's JSON definitions.
+
+    Located through the import system without importing kafka-python itself (that would pull
+    in its whole client, ~150 modules, for a directory of data files).
+    """
+    spec = importlib.util.find_spec("kafka")
+    if spec is None or not spec.submodule_search_locations:
+        raise ImportError(
+            f"pylog.protocol needs kafka-python{KAFKA_PYTHON_PIN} for Kafka's message definitions"
+        )
+    path = Path(next(iter(spec.submodule_search_locations))).joinpath(*SCHEMA_PACKAGE.split(".")[1:])
+    if not path.is_dir():
+        raise ImportError(f"no Kafka message definitions in {path}; install kafka-python{KAFKA_PYTHON_PIN}")
+    try:
+        version = importlib.metadata.version("kafka-python")
+    except importlib.metadata.PackageNotFoundError:
+        version = None
+    if version is not None and not version.startswith("3.0."):
+        warnings.warn(f"kafka-python {version} is outside the pinned range {KAFKA_PYTHON_PIN}", stacklevel=2)
+    return path
+
+
 def load_message(resource: str) -> MessageSpec:
     """Parse one JSON definition (file name without `.json`)."""
-    text = importlib.resources.files(SCHEMA_PACKAGE).joinpath(resource + ".json").read_text("utf-8")
+    text = schema_dir().joinpath(resource + ".json").read_text("utf-8")
     return parse_message(json.loads(_strip_comments(text)))
 
 
@@ -335,8 +362,7 @@ def parse_message(data: dict[str, Any]) -> MessageSpec:
 def load_all() -> dict[str, MessageSpec]:
     """Every definition shipped in the package, by message name."""
     out: dict[str, MessageSpec] = {}
-    for entry in importlib.resources.files(SCHEMA_PACKAGE).iterdir():
-        if entry.name.endswith(".json"):
-            spec = load_message(entry.name[:-5])
-            out[spec.name] = spec
+    for path in sorted(schema_dir().glob("*.json")):
+        spec = parse_message(json.loads(_strip_comments(path.read_text("utf-8"))))
+        out[spec.name] = spec
     return out
