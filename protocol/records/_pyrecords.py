@@ -21,12 +21,12 @@ def _wrap64(v: int) -> int:
     return v - (1 << 64) if v >> 63 else v
 
 
-def _read_varint(buf: bytes, pos: int, end: int, max_bytes: int, bits: int) -> tuple[int, int]:
+def _read_varint(buf: bytes, pos: int, end: int, max_bytes: int, bits: int, what: str) -> tuple[int, int]:
     raw = 0
     shift = 0
     for _ in range(max_bytes):
         if pos >= end:
-            raise ValueError("truncated varint")
+            raise ValueError(what)
         b = buf[pos]
         pos += 1
         raw |= (b & 0x7F) << shift
@@ -35,7 +35,7 @@ def _read_varint(buf: bytes, pos: int, end: int, max_bytes: int, bits: int) -> t
             raw &= (1 << bits) - 1
             value = (raw >> 1) ^ -(raw & 1)
             return value, pos
-    raise ValueError("varint too long")
+    raise ValueError(what)
 
 
 def _bitmap(valid: list[bool]) -> bytes:
@@ -69,7 +69,7 @@ def decode_records(data: Any, count: int, base_offset: int, base_timestamp: int)
     def field(name: str, rend: int) -> None:
         nonlocal pos
         data_, offs, valid = cols[name]
-        length, pos = _read_varint(buf, pos, rend, 5, 32)
+        length, pos = _read_varint(buf, pos, rend, 5, 32, "truncated length varint")
         if length < -1:
             raise ValueError("negative field length")
         if length == -1:
@@ -83,7 +83,7 @@ def decode_records(data: Any, count: int, base_offset: int, base_timestamp: int)
         offs.append(len(data_))
 
     for _ in range(count):
-        rlen, pos = _read_varint(buf, pos, end, 5, 32)
+        rlen, pos = _read_varint(buf, pos, end, 5, 32, "truncated record length")
         if rlen < 0:
             raise ValueError("negative record length")
         if rlen > end - pos:
@@ -92,19 +92,19 @@ def decode_records(data: Any, count: int, base_offset: int, base_timestamp: int)
         if pos >= rend:
             raise ValueError("truncated record attributes")
         pos += 1
-        ts_delta, pos = _read_varint(buf, pos, rend, 10, 64)
-        offset_delta, pos = _read_varint(buf, pos, rend, 5, 32)
+        ts_delta, pos = _read_varint(buf, pos, rend, 10, 64, "bad timestamp delta")
+        offset_delta, pos = _read_varint(buf, pos, rend, 5, 32, "bad offset delta")
         offsets.append(_wrap64(base_offset + offset_delta))
         timestamps.append(_wrap64(base_timestamp + ts_delta))
         field("key", rend)
         field("value", rend)
-        n_headers, pos = _read_varint(buf, pos, rend, 5, 32)
+        n_headers, pos = _read_varint(buf, pos, rend, 5, 32, "bad header count")
         if n_headers < 0:
             raise ValueError("negative header count")
         if n_headers > (rend - pos) // MIN_HEADER_BYTES:
             raise ValueError("header count past end of record")
         for _ in range(n_headers):
-            klen, pos = _read_varint(buf, pos, rend, 5, 32)
+            klen, pos = _read_varint(buf, pos, rend, 5, 32, "bad header key length")
             if klen < 0:
                 raise ValueError("null header key")
             if klen > rend - pos:
