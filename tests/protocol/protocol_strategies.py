@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import Any
 
 from hypothesis import strategies as st
-
 from pylog.protocol.schema import FieldSpec, MessageSpec, StructSpec
 
 _INTS = {

@@ -5,7 +5,6 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, given, settings
 from protocol_strategies import message_strategy
-
 from pylog.protocol.api import MESSAGES, decode_body, encode_body
 
 _CASES = [
