@@ -1,0 +1,74 @@
+"""`read_topic` and `scan_topic`: the notebook entry points for reading a topic."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from pylog.sdk.decoders import DecodeSpec
+from pylog.sdk.offsets import OffsetSpec, TimestampSpec
+from pylog.sdk.scan import TopicScan
+
+
+def scan_topic(
+    topic: str,
+    *,
+    data_dir: Any = None,
+    bootstrap_servers: Any = None,
+    partitions: Sequence[int] | None = None,
+    starting_offsets: OffsetSpec = "earliest",
+    ending_offsets: OffsetSpec = "latest",
+    starting_timestamp: TimestampSpec = None,
+    ending_timestamp: TimestampSpec = None,
+    include_headers: bool = False,
+    columns: Sequence[str] | None = None,
+    decode: DecodeSpec = None,
+    fetch_options: Any = None,
+) -> TopicScan:
+    """A lazy read of `topic`: call ``.to_arrow()``, ``.to_arrow_batch_reader()``, ``.to_pandas()``,
+    ``.to_polars()`` or ``.to_duckdb(name)``, or hand it to anything that takes an Arrow stream.
+
+    Exactly one source: ``data_dir`` (a pylog broker's data directory, read directly, safe while the
+    broker writes: only committed data up to the high watermark) or ``bootstrap_servers`` (any
+    Kafka-compatible cluster, read_committed). Bounds follow Spark's Kafka source: ``starting_offsets``
+    / ``ending_offsets`` are ``"earliest"``, ``"latest"`` or ``{"topic": {"0": 23, "1": -2}}`` (end
+    exclusive); timestamps (epoch ms, datetime, or per partition) select the first offset at or after
+    them and take precedence. ``columns`` picks output columns (others are never read from disk);
+    ``decode`` turns ``value`` (or ``{"key": ..., "value": ...}``) into typed columns: ``"json"``,
+    ``"utf8"``, a registered name or a callable.
+    """
+    return TopicScan(
+        topic, data_dir=data_dir, bootstrap_servers=bootstrap_servers, partitions=partitions,
+        starting_offsets=starting_offsets, ending_offsets=ending_offsets,
+        starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp,
+        include_headers=include_headers, columns=columns, decode=decode, fetch_options=fetch_options,
+    )
+
+
+def read_topic(
+    topic: str,
+    *,
+    data_dir: Any = None,
+    bootstrap_servers: Any = None,
+    partitions: Sequence[int] | None = None,
+    starting_offsets: OffsetSpec = "earliest",
+    ending_offsets: OffsetSpec = "latest",
+    starting_timestamp: TimestampSpec = None,
+    ending_timestamp: TimestampSpec = None,
+    include_headers: bool = False,
+    columns: Sequence[str] | None = None,
+    decode: DecodeSpec = None,
+    fetch_options: Any = None,
+) -> pa.Table:
+    """Read `topic` into a ``pyarrow.Table`` with Spark's Kafka source columns: ``key binary, value
+    binary, topic string, partition int32, offset int64, timestamp timestamp[ms], timestampType int32``
+    (+ ``headers list<struct<key: string, value: binary>>`` with ``include_headers=True``).
+    Arguments as for `scan_topic`."""
+    return scan_topic(
+        topic, data_dir=data_dir, bootstrap_servers=bootstrap_servers, partitions=partitions,
+        starting_offsets=starting_offsets, ending_offsets=ending_offsets,
+        starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp,
+        include_headers=include_headers, columns=columns, decode=decode, fetch_options=fetch_options,
+    ).to_arrow()

@@ -1,0 +1,190 @@
+"""A lazy read of one topic: bounds and columns are fixed up front, nothing is read until asked.
+
+The scan resolves its offset / timestamp bounds into ``[start, end)`` per partition (`plan`), asks the
+source for only the columns it needs, adds ``topic`` / ``partition`` and applies decoders. Polars,
+pandas and DuckDB are imported only by their adapters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
+
+import pyarrow as pa
+
+from pylog.sdk.decoders import DecodeSpec, apply_decoders, resolve_decoders
+from pylog.sdk.offsets import OffsetSource, OffsetSpec, PartitionRange, TimestampSpec, resolve_ranges
+from pylog.sdk.schema import output_columns, output_schema
+
+if TYPE_CHECKING:
+    import duckdb
+    import pandas
+    import polars
+
+SOURCE_COLUMNS = ("offset", "timestamp", "key", "value", "headers", "timestampType")
+
+
+class TopicSource(OffsetSource, Protocol):
+    def read(self, ranges: list[PartitionRange], columns: Sequence[str]
+             ) -> Iterator[tuple[PartitionRange, pa.RecordBatch]]: ...
+
+    def close(self) -> None: ...
+
+
+def open_source(data_dir: Any, bootstrap_servers: Any, fetch_options: Any = None) -> TopicSource:
+    """Exactly one of a data directory (read the segments) or bootstrap servers (Kafka protocol)."""
+    if (data_dir is None) == (bootstrap_servers is None):
+        raise ValueError("pass exactly one of data_dir= (read a pylog data directory) or "
+                         "bootstrap_servers= (read through the Kafka protocol)"
+                         + ("; both were given" if data_dir is not None else "; neither was given"))
+    if data_dir is not None:
+        from pylog.sdk.dir_source import DirTopicSource
+        return DirTopicSource(data_dir)
+    from pylog.sdk.kafka_source import KafkaTopicSource
+    return KafkaTopicSource(bootstrap_servers, fetch_options)
+
+
+class TopicScan:
+    """What `pylog.scan_topic` returns. Reusable: every ``to_*`` call reads afresh up to the bounds
+    resolved at that moment (``"latest"`` is re-evaluated)."""
+
+    def __init__(
+        self,
+        topic: str,
+        *,
+        data_dir: Any = None,
+        bootstrap_servers: Any = None,
+        partitions: Sequence[int] | None = None,
+        starting_offsets: OffsetSpec = "earliest",
+        ending_offsets: OffsetSpec = "latest",
+        starting_timestamp: TimestampSpec = None,
+        ending_timestamp: TimestampSpec = None,
+        include_headers: bool = False,
+        columns: Sequence[str] | None = None,
+        decode: DecodeSpec = None,
+        fetch_options: Any = None,
+    ) -> None:
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"topic must be a non-empty string, got {topic!r}")
+        if (data_dir is None) == (bootstrap_servers is None):
+            open_source(data_dir, bootstrap_servers)  # raises the explanation
+        self.topic = topic
+        self.data_dir = data_dir
+        self.bootstrap_servers = bootstrap_servers
+        self.partitions = None if partitions is None else [int(p) for p in partitions]
+        self.bounds = dict(starting_offsets=starting_offsets, ending_offsets=ending_offsets,
+                           starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp)
+        self.columns = output_columns(columns, include_headers)
+        self.decode = decode
+        resolve_decoders(decode)  # unknown names fail here, not at read time
+        self.fetch_options = fetch_options
+
+    def __repr__(self) -> str:
+        where = f"data_dir={self.data_dir!r}" if self.data_dir is not None else \
+            f"bootstrap_servers={self.bootstrap_servers!r}"
+        return f"TopicScan({self.topic!r}, {where}, columns={self.columns})"
+
+    def select(self, *columns: str) -> TopicScan:
+        """The same scan returning only `columns`."""
+        clone = object.__new__(TopicScan)
+        clone.__dict__.update(self.__dict__)
+        clone.columns = output_columns(list(columns), False)
+        return clone
+
+    def _source(self) -> TopicSource:
+        return open_source(self.data_dir, self.bootstrap_servers, self.fetch_options)
+
+    def plan(self) -> list[PartitionRange]:
+        """The ``[start, end)`` offsets each partition would be read over, resolved now."""
+        source = self._source()
+        try:
+            return self._plan(source)
+        finally:
+            source.close()
+
+    def _plan(self, source: TopicSource) -> list[PartitionRange]:
+        return resolve_ranges(source, self.topic, partitions=self.partitions, **self.bounds)
+
+    @property
+    def schema(self) -> pa.Schema:
+        """The output schema before decoding (decoded columns get their type from the data)."""
+        return output_schema(self.columns)
+
+    def _raw_batches(self) -> Iterator[pa.RecordBatch]:
+        source = self._source()
+        try:
+            ranges = self._plan(source)
+            wanted = [c for c in SOURCE_COLUMNS if c in self.columns]
+            for r, batch in source.read(ranges, wanted):
+                yield self._finish(r, batch)
+        finally:
+            source.close()
+
+    def _finish(self, r: PartitionRange, batch: pa.RecordBatch) -> pa.RecordBatch:
+        n = batch.num_rows
+        arrays = []
+        for name in self.columns:
+            if name == "topic":
+                arrays.append(pa.repeat(pa.scalar(r.topic, pa.string()), n))
+            elif name == "partition":
+                arrays.append(pa.repeat(pa.scalar(r.partition, pa.int32()), n))
+            else:
+                arrays.append(batch.column(name))
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+
+    def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
+        """A stream of record batches, read as it is consumed."""
+        batches = self._raw_batches()
+        decoders = resolve_decoders(self.decode)
+        if not decoders:
+            return pa.RecordBatchReader.from_batches(self.schema, batches)
+        decoded = (apply_decoders(b, decoders) for b in batches)
+        first = next(decoded, None)
+        if first is None:
+            empty = apply_decoders(_empty_batch(self.schema), decoders)
+            return pa.RecordBatchReader.from_batches(empty.schema, iter(()))
+        return pa.RecordBatchReader.from_batches(first.schema, _chain(first, decoded))
+
+    def to_batches(self) -> Iterator[pa.RecordBatch]:
+        """Record batches as they are read (the iterator form of `to_arrow_batch_reader`)."""
+        return iter(self.to_arrow_batch_reader())
+
+    def to_arrow(self) -> pa.Table:
+        """All records as one ``pyarrow.Table`` (decoders see the whole column, so a JSON schema is
+        inferred from every record)."""
+        table = pa.Table.from_batches(list(self._raw_batches()), schema=self.schema)
+        decoders = resolve_decoders(self.decode)
+        return apply_decoders(table, decoders) if decoders else table
+
+    def to_pandas(self, **kwargs: Any) -> pandas.DataFrame:
+        """``to_arrow().to_pandas(**kwargs)``."""
+        return self.to_arrow().to_pandas(**kwargs)
+
+    def to_polars(self) -> polars.DataFrame:
+        import polars as pl
+
+        return pl.from_arrow(self.to_arrow())  # type: ignore[return-value]
+
+    def to_duckdb(self, table_name: str, connection: duckdb.DuckDBPyConnection | None = None
+                  ) -> duckdb.DuckDBPyConnection:
+        """Register the records as `table_name` (an Arrow-backed view) on `connection` (a new in-memory
+        database by default) and return the connection: ``scan.to_duckdb("t").sql("select ...")``."""
+        import duckdb
+
+        con = connection if connection is not None else duckdb.connect()
+        con.register(table_name, self.to_arrow())
+        return con
+
+    def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
+        return self.to_arrow_batch_reader().__arrow_c_stream__(requested_schema)
+
+
+def _empty_batch(schema: pa.Schema) -> pa.RecordBatch:
+    return pa.RecordBatch.from_arrays([pa.array([], f.type) for f in schema], schema=schema)
+
+
+def _chain(first: pa.RecordBatch, rest: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    yield first
+    schema = first.schema
+    for b in rest:
+        yield b if b.schema.equals(schema) else b.cast(schema)
