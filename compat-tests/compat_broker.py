@@ -54,8 +54,14 @@ class BrokerError(RuntimeError):
 class BrokerProcess:
     """One broker process with its data directory and a log file that outlives restarts."""
 
-    def __init__(self, data_dir: Path, log_path: Path, *, config: dict[str, str] | None = None,
-                 target: str | None = None) -> None:
+    def __init__(
+        self,
+        data_dir: Path,
+        log_path: Path,
+        *,
+        config: dict[str, str] | None = None,
+        target: str | None = None,
+    ) -> None:
         self.data_dir = data_dir
         self.log_path = log_path
         self.config = dict(config or {})
@@ -74,8 +80,7 @@ class BrokerProcess:
         if self.target == "tansu":
             url = f"tcp://127.0.0.1:{port}"
             return [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url]
-        cmd = [*pylog_command(), "broker", "--data-dir", str(self.data_dir),
-               "--listen", f"127.0.0.1:{port}"]
+        cmd = [*pylog_command(), "broker", "--data-dir", str(self.data_dir), "--listen", f"127.0.0.1:{port}"]
         for key, value in self.config.items():
             cmd += ["--config", f"{key}={value}"]
         return cmd
@@ -92,8 +97,14 @@ class BrokerProcess:
         self._log.write(f"\n===== start #{self.starts}: {' '.join(cmd)}\n".encode())
         self._log.flush()
         env = dict(os.environ, PYTHONUNBUFFERED="1")
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL, env=env, start_new_session=True)
+        self.proc = subprocess.Popen(
+            cmd,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            env=env,
+            start_new_session=True,
+        )
         ready = threading.Event()
         found: dict[str, str] = {}
         threading.Thread(target=self._pump, args=(self.proc, ready, found), daemon=True).start()

@@ -52,8 +52,9 @@ def _start(tmp: Path, name: str, config: dict[str, str] | None = None) -> Broker
 
 
 @pytest.fixture(scope="module")
-def _module_broker(tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest) -> Iterator[
-        BrokerProcess]:
+def _module_broker(
+    tmp_path_factory: pytest.TempPathFactory, request: pytest.FixtureRequest
+) -> Iterator[BrokerProcess]:
     tmp = tmp_path_factory.mktemp("broker")
     b = _start(tmp, request.module.__name__)
     yield b
@@ -65,7 +66,9 @@ def broker(_module_broker: BrokerProcess, request: pytest.FixtureRequest) -> Bro
     """The module's shared broker; it must still be alive when a test starts."""
     _used(request.node).append(_module_broker)
     if not _module_broker.alive():
-        pytest.fail(f"the module's broker died (exit code {_module_broker.proc and _module_broker.proc.poll()})")
+        pytest.fail(
+            f"the module's broker died (exit code {_module_broker.proc and _module_broker.proc.poll()})"
+        )
     return _module_broker
 
 
@@ -105,8 +108,13 @@ def kafkajs() -> Path:
         pytest.fail("node is not installed; the kafkajs tests need Node 20")
     if not (JS_DIR / "node_modules" / "kafkajs" / "package.json").exists():
         pytest.fail(f"kafkajs is not installed in {JS_DIR}; run `npm ci` there (`make test` does)")
-    out = subprocess.run(["node", "-e", "console.log(require('kafkajs/package.json').version)"],
-                         cwd=JS_DIR, capture_output=True, text=True, check=False)
+    out = subprocess.run(
+        ["node", "-e", "console.log(require('kafkajs/package.json').version)"],
+        cwd=JS_DIR,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
     if out.stdout.strip() != "2.2.4":
         pytest.fail(f"expected kafkajs 2.2.4 in {JS_DIR}, found {out.stdout.strip() or out.stderr}")
     return JS_DIR / "kafkajs_cli.js"
