@@ -1,0 +1,492 @@
+"""A deterministic, sans-IO Raft core (in the style of etcd-io/raft) for the metadata quorum.
+
+Theory of operation
+-------------------
+A ``RaftNode`` is a pure state machine. The shell feeds it time (``tick()``, one call
+per logical tick), peers' messages (``step(message)``) and proposals
+(``propose(data)``); the node never does I/O. After feeding it, the shell drains
+``ready()``: persist the hard state (term, vote, commit) and new entries, *then* send
+the messages, then apply the committed entries, then ``advance(ready)``. Persisting
+before sending is what makes a vote or an acknowledgement durable before anyone can
+count it; a leader counts its own copy of an entry only when ``advance`` reports it
+persisted, so a quorum of one commits right after its local write.
+
+Roles: every node starts as a follower. A follower that hears nothing from a leader
+for a randomised election timeout (``[election_timeout, 2*election_timeout)`` ticks,
+drawn from the injected ``random.Random``) becomes a *pre-candidate* and asks the
+voters whether they would vote for it at term+1 (pre-vote, Raft thesis §9.6) without
+touching anyone's term. Only when a quorum says yes does it become a candidate,
+increment its term, vote for itself and request real votes. A node that heard from a
+leader within the last election timeout ignores (pre-)vote requests altogether (the
+leader lease), so a partitioned node rejoining with a high term cannot depose a
+healthy leader.
+
+A new leader appends an empty entry of its term: entries of earlier terms are only
+ever committed indirectly, by counting replicas of an entry of the current term
+(Raft §5.4.2). Replication tracks each follower in a ``Progress`` (probe / replicate);
+a rejected APPEND carries a hint (the follower's last index with a term <= the probed
+one) so back-off skips whole terms. Followers learn the commit index from APPENDs
+and heartbeats. With check-quorum, a leader that has not heard from a quorum within
+an election timeout steps down.
+
+Left for later: membership changes (the voter set is static), snapshots and log
+compaction (the log may start after a snapshot point, see ``RaftStorage.snapshot``,
+but no snapshot is ever sent: a follower behind the leader's log start cannot catch
+up yet), leadership transfer and read-index.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable
+
+from pylog.cluster.progress import Progress, ProgressState
+from pylog.cluster.raft_log import LogInvariantError, RaftLog
+from pylog.cluster.raft_types import (
+    Entry,
+    HardState,
+    MemoryStorage,
+    Message,
+    MessageType,
+    NotLeader,
+    RaftStorage,
+    Ready,
+    Role,
+)
+
+__all__ = [
+    "Entry",
+    "HardState",
+    "LogInvariantError",
+    "MemoryStorage",
+    "Message",
+    "MessageType",
+    "NotLeader",
+    "RaftNode",
+    "RaftStorage",
+    "Ready",
+    "Role",
+]
+
+_MT = MessageType
+
+
+class RaftNode:
+    def __init__(
+        self,
+        node_id: int,
+        voters: Iterable[int],
+        storage: RaftStorage,
+        rng: random.Random,
+        election_timeout_ticks: int = 10,
+        heartbeat_ticks: int = 1,
+        *,
+        applied: int | None = None,
+        max_entries_per_message: int = 64,
+        max_inflight: int = 64,
+    ) -> None:
+        if heartbeat_ticks <= 0 or election_timeout_ticks <= heartbeat_ticks:
+            raise ValueError("need 0 < heartbeat_ticks < election_timeout_ticks")
+        self.id = node_id
+        self.voters: tuple[int, ...] = tuple(sorted(set(voters)))
+        if not self.voters:
+            raise ValueError("voters must not be empty")
+        self.quorum = len(self.voters) // 2 + 1
+        self._rng = rng
+        self.election_timeout = election_timeout_ticks
+        self.heartbeat_timeout = heartbeat_ticks
+        self._max_entries = max_entries_per_message
+        self._max_inflight = max_inflight
+
+        hs = storage.hard_state()
+        snap_index, snap_term = storage.snapshot()
+        self.log = RaftLog(storage.entries(), snap_index, snap_term)
+        self.term = hs.term
+        self.vote = hs.vote
+        self.committed = max(min(hs.commit, self.log.last_index()), snap_index)
+        self.applied = snap_index if applied is None else applied
+        self._stable = self.log.last_index()  # highest index known to be persisted
+        self._prev_hard_state = hs
+
+        self.role = Role.FOLLOWER
+        self.leader_id: int | None = None
+        self._msgs: list[Message] = []
+        self._votes: dict[int, bool] = {}
+        self._progress: dict[int, Progress] = {}
+        self._election_elapsed = 0
+        self._heartbeat_elapsed = 0
+        self._randomized_timeout = self.election_timeout
+        self._reset_randomized_timeout()
+
+    # ------------------------------------------------------------------ inputs
+
+    def tick(self) -> None:
+        """Advance logical time by one tick."""
+        if self.role is Role.LEADER:
+            self._tick_leader()
+        else:
+            self._election_elapsed += 1
+            if self.id in self.voters and self._election_elapsed >= self._randomized_timeout:
+                self._election_elapsed = 0
+                self.campaign()
+
+    def campaign(self) -> None:
+        """Start a (pre-)election now, as on an election timeout (no-op on a leader)."""
+        if self.role is Role.LEADER or self.id not in self.voters:
+            return
+        self._election_elapsed = 0
+        self._campaign(pre_vote=True)
+
+    def propose(self, data: bytes) -> int | NotLeader:
+        """Append ``data`` as a new entry; returns its index, or NotLeader with a hint."""
+        if not data:
+            raise ValueError("empty entries are reserved for the leader's no-op")
+        if self.role is not Role.LEADER:
+            return NotLeader(self.leader_id, self.term)
+        entry = Entry(self.term, self.log.last_index() + 1, bytes(data))
+        self.log.append(entry)
+        self._bcast_append()
+        return entry.index
+
+    def step(self, m: Message) -> None:
+        """Handle a message from a peer."""
+        if m.dst != self.id:
+            raise ValueError(f"message for {m.dst} stepped into node {self.id}")
+        if m.term > self.term:
+            if m.type in (_MT.VOTE, _MT.PRE_VOTE) and self._in_lease():
+                return
+            if m.type is _MT.PRE_VOTE or (m.type is _MT.PRE_VOTE_RESP and not m.reject):
+                pass  # a pre-vote never changes anyone's term
+            elif m.type in (_MT.APPEND, _MT.HEARTBEAT):
+                self._become_follower(m.term, m.src)
+            else:
+                self._become_follower(m.term, None)
+        elif m.term < self.term:
+            if m.type in (_MT.APPEND, _MT.HEARTBEAT):
+                # A stale leader (e.g. back from a partition) learns the new term and steps down.
+                self._send(_MT.APPEND_RESP, m.src)
+            elif m.type is _MT.PRE_VOTE:
+                self._send(_MT.PRE_VOTE_RESP, m.src, reject=True)
+            return
+
+        if m.type in (_MT.VOTE, _MT.PRE_VOTE):
+            self._handle_vote_request(m)
+        elif self.role is Role.LEADER:
+            self._step_leader(m)
+        elif self.role in (Role.CANDIDATE, Role.PRE_CANDIDATE):
+            self._step_candidate(m)
+        else:
+            self._step_follower(m)
+
+    # ------------------------------------------------------------------ output
+
+    def has_ready(self) -> bool:
+        return bool(
+            self._msgs
+            or self.log.last_index() > self._stable
+            or self.committed > self.applied
+            or self._hard_state() != self._prev_hard_state
+        )
+
+    def ready(self) -> Ready:
+        """What the shell must do now (see ``Ready``); drains the outgoing messages."""
+        hs = self._hard_state()
+        msgs, self._msgs = tuple(self._msgs), []
+        return Ready(
+            hard_state=hs if hs != self._prev_hard_state else None,
+            entries=self.log.slice(self._stable + 1, self.log.last_index() + 1),
+            committed_entries=self.log.slice(self.applied + 1, self.committed + 1),
+            messages=msgs,
+            role=self.role,
+            leader_id=self.leader_id,
+            term=self.term,
+        )
+
+    def advance(self, rd: Ready) -> None:
+        """The shell persisted, sent and applied everything in ``rd``."""
+        if rd.hard_state is not None:
+            self._prev_hard_state = rd.hard_state
+        if rd.entries:
+            last = rd.entries[-1]
+            # Skip if the log was rewritten since the Ready was made: the next Ready repeats it.
+            if self.log.match_term(last.index, last.term):
+                self._stable = max(self._stable, last.index)
+        if rd.committed_entries:
+            self.applied = max(self.applied, rd.committed_entries[-1].index)
+        leader = self.role is Role.LEADER
+        if leader and self._progress[self.id].maybe_update(self._stable) and self._maybe_commit():
+            self._bcast_append()
+
+    # ------------------------------------------------------------------ status
+
+    @property
+    def last_index(self) -> int:
+        return self.log.last_index()
+
+    @property
+    def stable_index(self) -> int:
+        return self._stable
+
+    def progress(self, node_id: int) -> Progress | None:
+        return self._progress.get(node_id)
+
+    # ------------------------------------------------------------------ roles
+
+    def _hard_state(self) -> HardState:
+        return HardState(self.term, self.vote, self.committed)
+
+    def _reset_randomized_timeout(self) -> None:
+        self._randomized_timeout = self._rng.randrange(self.election_timeout, 2 * self.election_timeout)
+
+    def _reset(self, term: int) -> None:
+        if term != self.term:
+            self.term = term
+            self.vote = None
+        self.leader_id = None
+        self._election_elapsed = 0
+        self._heartbeat_elapsed = 0
+        self._reset_randomized_timeout()
+        self._votes = {}
+        self._progress = {}
+
+    def _become_follower(self, term: int, leader: int | None) -> None:
+        self._reset(term)
+        self.leader_id = leader
+        self.role = Role.FOLLOWER
+
+    def _become_pre_candidate(self) -> None:
+        # No term or vote change: that is the point of pre-vote.
+        self._votes = {}
+        self.leader_id = None
+        self._progress = {}
+        self._reset_randomized_timeout()
+        self.role = Role.PRE_CANDIDATE
+
+    def _become_candidate(self) -> None:
+        self._reset(self.term + 1)
+        self.vote = self.id
+        self.role = Role.CANDIDATE
+
+    def _become_leader(self) -> None:
+        self._reset(self.term)
+        self.leader_id = self.id
+        self.role = Role.LEADER
+        last = self.log.last_index()
+        for v in self.voters:
+            self._progress[v] = Progress(last + 1, self._max_inflight)
+        me = self._progress[self.id]
+        me.maybe_update(self._stable)
+        me.become_replicate()
+        me.recent_active = True
+        self.log.append(Entry(self.term, last + 1, b""))
+
+    def _in_lease(self) -> bool:
+        return self.leader_id is not None and self._election_elapsed < self.election_timeout
+
+    # ------------------------------------------------------------------ elections
+
+    def _campaign(self, pre_vote: bool) -> None:
+        if pre_vote:
+            self._become_pre_candidate()
+            kind, term = _MT.PRE_VOTE, self.term + 1
+        else:
+            self._become_candidate()
+            kind, term = _MT.VOTE, self.term
+        if self._poll(self.id, True) is True:
+            self._won_election(pre_vote)
+            return
+        last_index, last_term = self.log.last_index(), self.log.last_term()
+        for v in self.voters:
+            if v != self.id:
+                self._msgs.append(Message(kind, self.id, v, term, log_term=last_term, index=last_index))
+
+    def _won_election(self, pre_vote: bool) -> None:
+        if pre_vote:
+            self._campaign(pre_vote=False)
+        else:
+            self._become_leader()
+            self._bcast_append()
+
+    def _poll(self, voter: int, granted: bool) -> bool | None:
+        """Record a vote; True when won, False when lost, None while undecided."""
+        self._votes.setdefault(voter, granted)
+        yes = sum(1 for g in self._votes.values() if g)
+        if yes >= self.quorum:
+            return True
+        if len(self._votes) - yes > len(self.voters) - self.quorum:
+            return False
+        return None
+
+    def _handle_vote_request(self, m: Message) -> None:
+        resp = _MT.PRE_VOTE_RESP if m.type is _MT.PRE_VOTE else _MT.VOTE_RESP
+        can_vote = (
+            self.vote == m.src
+            or (self.vote is None and self.leader_id is None)
+            or (m.type is _MT.PRE_VOTE and m.term > self.term)
+        )
+        if can_vote and self.log.is_up_to_date(m.index, m.log_term):
+            self._msgs.append(Message(resp, self.id, m.src, m.term))
+            if m.type is _MT.VOTE:
+                self._election_elapsed = 0
+                self.vote = m.src
+        else:
+            self._send(resp, m.src, reject=True)
+
+    def _step_candidate(self, m: Message) -> None:
+        pre_vote = self.role is Role.PRE_CANDIDATE
+        if m.type is _MT.APPEND:
+            self._become_follower(m.term, m.src)
+            self._handle_append(m)
+        elif m.type is _MT.HEARTBEAT:
+            self._become_follower(m.term, m.src)
+            self._handle_heartbeat(m)
+        elif m.type is (_MT.PRE_VOTE_RESP if pre_vote else _MT.VOTE_RESP):
+            if pre_vote and not m.reject and m.term != self.term + 1:
+                return  # a grant from an earlier pre-campaign
+            result = self._poll(m.src, not m.reject)
+            if result is True:
+                self._won_election(pre_vote)
+            elif result is False:
+                self._become_follower(self.term, None)
+
+    # ------------------------------------------------------------------ followers
+
+    def _step_follower(self, m: Message) -> None:
+        if m.type is _MT.APPEND:
+            self._election_elapsed = 0
+            self.leader_id = m.src
+            self._handle_append(m)
+        elif m.type is _MT.HEARTBEAT:
+            self._election_elapsed = 0
+            self.leader_id = m.src
+            self._handle_heartbeat(m)
+
+    def _handle_append(self, m: Message) -> None:
+        if m.index < self.committed:
+            self._send(_MT.APPEND_RESP, m.src, index=self.committed)
+            return
+        result = self.log.maybe_append(m.index, m.log_term, m.entries, self.committed)
+        if result is None:
+            hint_index, hint_term = self.log.find_conflict_by_term(
+                min(m.index, self.log.last_index()), m.log_term
+            )
+            self._send(
+                _MT.APPEND_RESP, m.src, index=m.index, reject=True, reject_hint=hint_index, log_term=hint_term
+            )
+            return
+        last_new, replaced_from = result
+        if replaced_from:
+            self._stable = min(self._stable, replaced_from - 1)
+        self._commit_to(min(m.commit, last_new))
+        self._send(_MT.APPEND_RESP, m.src, index=last_new)
+
+    def _handle_heartbeat(self, m: Message) -> None:
+        self._commit_to(m.commit)
+        self._send(_MT.HEARTBEAT_RESP, m.src)
+
+    def _commit_to(self, index: int) -> None:
+        if index > self.committed:
+            if index > self.log.last_index():
+                raise LogInvariantError(f"commit {index} beyond last index {self.log.last_index()}")
+            self.committed = index
+
+    # ------------------------------------------------------------------ leaders
+
+    def _tick_leader(self) -> None:
+        self._heartbeat_elapsed += 1
+        self._election_elapsed += 1
+        if self._election_elapsed >= self.election_timeout:
+            self._election_elapsed = 0
+            if not self._check_quorum():
+                self._become_follower(self.term, None)
+                return
+        if self._heartbeat_elapsed >= self.heartbeat_timeout:
+            self._heartbeat_elapsed = 0
+            for v in self.voters:
+                if v != self.id:
+                    pr = self._progress[v]
+                    self._send(_MT.HEARTBEAT, v, commit=min(pr.match, self.committed))
+
+    def _check_quorum(self) -> bool:
+        active = 0
+        for v, pr in self._progress.items():
+            if v == self.id or pr.recent_active:
+                active += 1
+            pr.recent_active = v == self.id
+        return active >= self.quorum
+
+    def _step_leader(self, m: Message) -> None:
+        pr = self._progress.get(m.src)
+        if pr is None:
+            return
+        if m.type is _MT.APPEND_RESP:
+            pr.recent_active = True
+            if m.reject:
+                hint = m.reject_hint
+                if m.log_term > 0:
+                    hint, _ = self.log.find_conflict_by_term(m.reject_hint, m.log_term)
+                if pr.maybe_decrease_to(m.index, hint):
+                    if pr.state is ProgressState.REPLICATE:
+                        pr.become_probe()
+                    self._send_append(m.src)
+                return
+            was_paused = pr.is_paused()
+            if pr.maybe_update(m.index):
+                if pr.state is ProgressState.PROBE:
+                    pr.become_replicate()
+                if self._maybe_commit():
+                    self._bcast_append()
+                elif was_paused:
+                    self._send_append(m.src)
+                while self._send_append(m.src, send_if_empty=False):
+                    pass
+        elif m.type is _MT.HEARTBEAT_RESP:
+            pr.recent_active = True
+            pr.probe_sent = False
+            if pr.state is ProgressState.REPLICATE and pr.is_paused():
+                pr.free_one_inflight()
+            if pr.match < self.log.last_index():
+                self._send_append(m.src)
+
+    def _maybe_commit(self) -> bool:
+        matches = sorted((self._progress[v].match for v in self.voters), reverse=True)
+        candidate = matches[self.quorum - 1]
+        # Only an entry of the current term is committed by counting (Raft §5.4.2).
+        if candidate > self.committed and self.log.term(candidate) == self.term:
+            self.committed = candidate
+            return True
+        return False
+
+    def _bcast_append(self) -> None:
+        for v in self.voters:
+            if v != self.id:
+                self._send_append(v)
+
+    def _send_append(self, to: int, send_if_empty: bool = True) -> bool:
+        pr = self._progress[to]
+        if pr.is_paused():
+            return False
+        prev_index = pr.next - 1
+        prev_term = self.log.term(prev_index)
+        if prev_term is None:
+            return False  # behind our log start: needs a snapshot (not implemented)
+        entries = self.log.slice(pr.next, pr.next + self._max_entries)
+        if not entries and not send_if_empty:
+            return False
+        self._msgs.append(
+            Message(
+                _MT.APPEND,
+                self.id,
+                to,
+                self.term,
+                log_term=prev_term,
+                index=prev_index,
+                entries=entries,
+                commit=self.committed,
+            )
+        )
+        pr.sent(entries[-1].index if entries else 0)
+        return True
+
+    def _send(self, kind: MessageType, to: int, **fields: object) -> None:
+        self._msgs.append(Message(kind, self.id, to, self.term, **fields))  # type: ignore[arg-type]
