@@ -1,0 +1,311 @@
+"""One client connection: frames in, handlers run, responses out in request order.
+
+Requests are dispatched as soon as their frame is complete, in arrival order, so
+the synchronous part of every handler (an append, a read) happens in request
+order. A handler may return an awaitable (fetch long-poll, admin requests that
+wait for the metadata quorum); its slot in the per-connection response queue
+stays open and later responses queue behind it, because Kafka clients match
+responses to requests by position.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import socket
+import time
+from collections import deque
+from typing import TYPE_CHECKING, Any
+
+from pylog.protocol import api
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode, ProtocolError, UnsupportedApi
+from pylog.protocol.framing import FrameDecoder
+
+from pylog.broker import registry
+from pylog.broker.context import RequestContext
+from pylog.broker.error_response import error_response
+from pylog.broker.legacy import unsupported_version_response
+
+if TYPE_CHECKING:
+    from pylog.broker.server import KafkaServer
+
+log = logging.getLogger(__name__)
+
+Parts = list[Any]  # a response frame as bytes-like pieces, size prefix first
+
+
+class _Slot:
+    """A response position; ``parts`` None with ``done`` True means nothing to write."""
+
+    __slots__ = ("done", "parts")
+
+    def __init__(self, parts: Parts | None = None, done: bool = False) -> None:
+        self.parts = parts
+        self.done = done
+
+
+class KafkaConnection(asyncio.Protocol):
+    def __init__(self, server: KafkaServer) -> None:
+        self.server = server
+        self.broker = server.broker
+        self.transport: asyncio.Transport | None = None
+        self.peer = "?"
+        self.decoder = FrameDecoder(server.max_request_bytes)
+        self._queue: deque[_Slot] = deque()
+        self._tasks: set[asyncio.Task] = set()
+        self._closing = False
+        self._close_when_drained = False
+        self._read_paused = False
+        self._write_paused = False
+        self.last_active = time.monotonic()
+
+    # --- asyncio.Protocol -------------------------------------------------------------------
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        peer = transport.get_extra_info("peername")
+        self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        if not self.server.accept(self):
+            log.warning("refusing connection from %s: max.connections reached", self.peer)
+            self._closing = True
+            transport.abort()
+            return
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            try:
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            except OSError:
+                pass
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._closing = True
+        self.server.forget(self)
+        for task in list(self._tasks):
+            task.cancel()
+        self._queue.clear()
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+        self._update_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        self._update_reading()
+
+    def data_received(self, data: bytes) -> None:
+        if self._closing or self._close_when_drained:
+            return
+        self.last_active = time.monotonic()
+        try:
+            frames = self.decoder.feed(data)
+        except ProtocolError as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+            self.close()
+            return
+        for frame in frames:
+            if self._closing or self._close_when_drained:
+                return
+            self._dispatch(frame)
+        self._update_reading()
+
+    # --- dispatch ---------------------------------------------------------------------------
+
+    def _dispatch(self, frame: memoryview) -> None:
+        try:
+            request = api.decode_request(frame)
+        except UnsupportedApi as exc:
+            self._unsupported(frame, exc)
+            return
+        except ProtocolError as exc:
+            log.warning("closing connection from %s: malformed request: %s", self.peer, exc)
+            self.close()
+            return
+        except Exception:
+            log.exception("closing connection from %s: request failed to decode", self.peer)
+            self.close()
+            return
+        header = request.header
+        key, version = header.api_key, header.api_version
+        spec = registry.lookup(key)
+        if spec is None or version > spec.max_version:
+            log.warning("closing connection from %s: api %s v%s is not served", self.peer, key, version)
+            self.close()
+            return
+        if version < self.server.served_floor(key):
+            self._answer_obsolete(frame, header)
+            return
+        ctx = RequestContext(
+            self.broker, key, version, header.correlation_id, header.client_id, self.peer, header
+        )
+        try:
+            result = spec.fn(ctx, request.body)
+        except Exception:
+            log.exception("handler %s v%d failed for %s", spec.name, version, self.peer)
+            self._push(self._error_parts(ctx, request.body))
+            return
+        if inspect.isawaitable(result):
+            slot = _Slot()
+            self._queue.append(slot)
+            task = asyncio.ensure_future(result)
+            self._tasks.add(task)
+            task.add_done_callback(lambda t, s=slot, c=ctx, b=request.body: self._finished(t, s, c, b))
+            return
+        if result is registry.NO_RESPONSE:
+            return
+        if result is registry.CLOSE_CONNECTION:
+            self._close_after_pending()
+            return
+        self._push(self._encode(ctx, result))
+
+    def _finished(self, task: asyncio.Task, slot: _Slot, ctx: RequestContext, body: Any) -> None:
+        self._tasks.discard(task)
+        if self._closing or task.cancelled():
+            return
+        exc = task.exception()
+        if exc is not None:
+            log.error("handler %s v%d failed for %s", ctx.api_key, ctx.api_version, self.peer, exc_info=exc)
+            slot.parts = self._error_parts(ctx, body)
+            if slot.parts is None:
+                self.close()
+                return
+        else:
+            result = task.result()
+            if result is registry.CLOSE_CONNECTION:
+                self._close_when_drained = True
+            elif result is not registry.NO_RESPONSE:
+                slot.parts = self._encode(ctx, result)
+                if slot.parts is None:
+                    return
+        slot.done = True
+        self._flush()
+
+    def _encode(self, ctx: RequestContext, body: Any) -> Parts | None:
+        try:
+            return api.encode_response_parts(ctx.api_key, ctx.api_version, ctx.correlation_id, body)
+        except Exception:
+            log.exception("response %s v%d failed to encode for %s", ctx.api_key, ctx.api_version, self.peer)
+            return self._error_parts(ctx, None)
+
+    def _push(self, parts: Parts | None) -> None:
+        """Queue (or write straight away) a response that is complete; None closes the connection."""
+        if parts is None:
+            self.close()
+            return
+        if not self._queue:
+            self._write(parts)
+        else:
+            self._queue.append(_Slot(parts, True))
+
+    def _flush(self) -> None:
+        queue = self._queue
+        out: Parts = []
+        while queue and queue[0].done:
+            parts = queue.popleft().parts
+            if parts is not None:
+                out.extend(parts)
+        if out:
+            self._write(out)
+        if self._close_when_drained and not queue:
+            self.close()
+            return
+        self._update_reading()
+
+    def _write(self, parts: Parts) -> None:
+        if self.transport is not None and not self._closing:
+            self.transport.writelines(parts)
+            self.last_active = time.monotonic()
+
+    # --- errors -----------------------------------------------------------------------------
+
+    def _unsupported(self, frame: memoryview, exc: UnsupportedApi) -> None:
+        header = exc.header
+        if header is None:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+            self.close()
+            return
+        if header.api_key == ApiKey.API_VERSIONS:
+            # A newer ApiVersions than we know: answer 35 in a v0 body listing what we serve.
+            body = {
+                "error_code": ErrorCode.UNSUPPORTED_VERSION,
+                "api_keys": [
+                    {"api_key": k, "min_version": lo, "max_version": hi}
+                    for k, (lo, hi) in self.server.api_versions.items()
+                ],
+            }
+            self._push(api.encode_response_parts(ApiKey.API_VERSIONS, 0, header.correlation_id, body))
+            return
+        spec = registry.lookup(header.api_key)
+        if spec is not None and 0 <= header.api_version < self.server.served_floor(header.api_key):
+            self._answer_obsolete(frame, header)
+            return
+        log.warning(
+            "closing connection from %s: unsupported api %s v%s",
+            self.peer,
+            header.api_key,
+            header.api_version,
+        )
+        self.close()
+
+    def _answer_obsolete(self, frame: memoryview, header: Any) -> None:
+        """A version inside our advertised range that we do not serve: UNSUPPORTED_VERSION."""
+        parts = unsupported_version_response(frame, header)
+        if parts is None:
+            log.warning(
+                "closing connection from %s: api %s v%s is obsolete",
+                self.peer,
+                header.api_key,
+                header.api_version,
+            )
+        self._push(parts)
+
+    def _error_parts(self, ctx: RequestContext, body: Any) -> Parts | None:
+        """UNKNOWN_SERVER_ERROR for every entry of the request, or None (close instead)."""
+        try:
+            err = error_response(ctx.api_key, ctx.api_version, body, ErrorCode.UNKNOWN_SERVER_ERROR)
+            if err is None:
+                return None
+            return api.encode_response_parts(ctx.api_key, ctx.api_version, ctx.correlation_id, err)
+        except Exception:
+            log.exception("no error response for api %s v%s", ctx.api_key, ctx.api_version)
+            return None
+
+    # --- flow control -----------------------------------------------------------------------
+
+    def _close_after_pending(self) -> None:
+        """Close once the responses already owed are written; read nothing more meanwhile."""
+        if not self._queue:
+            self.close()
+            return
+        self._close_when_drained = True
+        self._update_reading()
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self._closing:
+            return
+        busy = (
+            self._write_paused
+            or self._close_when_drained
+            or len(self._queue) >= self.server.max_queued_requests
+        )
+        if busy and not self._read_paused:
+            self._read_paused = True
+            self.transport.pause_reading()
+        elif not busy and self._read_paused:
+            self._read_paused = False
+            self.transport.resume_reading()
+
+    @property
+    def idle(self) -> bool:
+        return not self._queue and not self._tasks
+
+    def close(self) -> None:
+        if self._closing:
+            return
+        self._closing = True
+        for task in list(self._tasks):
+            task.cancel()
+        if self.transport is not None:
+            self.transport.close()  # writes what is already buffered, then closes

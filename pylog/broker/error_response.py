@@ -1,0 +1,110 @@
+"""Whole-request error answers (a handler bug, an obsolete version): every entry gets ``code``.
+
+A client must be able to match the answer to what it asked, so per-partition APIs
+echo the request's topics and partitions. APIs not covered here get None and the
+connection is closed instead.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+Builder = Callable[[Any, int], dict]
+
+
+def _produce(req: Any, code: int) -> dict:
+    return {
+        "responses": [
+            {
+                "name": t.name,
+                "partition_responses": [
+                    {"index": p.index, "error_code": code, "base_offset": -1} for p in t.partition_data
+                ],
+            }
+            for t in req.topic_data
+        ]
+    }
+
+
+def _fetch(req: Any, code: int) -> dict:
+    return {
+        "error_code": 0,
+        "session_id": 0,
+        "responses": [
+            {
+                "topic": t.topic,
+                "partitions": [
+                    {
+                        "partition_index": p.partition,
+                        "error_code": code,
+                        "high_watermark": -1,
+                        "records": None,
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ],
+    }
+
+
+def _list_offsets(req: Any, code: int) -> dict:
+    return {
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": code, "timestamp": -1, "offset": -1}
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ]
+    }
+
+
+def _offset_commit(req: Any, code: int) -> dict:
+    return {
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": code} for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ]
+    }
+
+
+def _top_level(req: Any, code: int) -> dict:
+    return {"error_code": code}
+
+
+_BUILDERS: dict[int, Builder] = {
+    0: _produce,
+    1: _fetch,
+    2: _list_offsets,
+    8: _offset_commit,
+    9: _top_level,  # OffsetFetch v2+ has a top-level error code
+    10: _top_level,
+    11: _top_level,
+    12: _top_level,
+    13: _top_level,
+    14: _top_level,
+    22: _top_level,
+    25: _top_level,
+    26: _top_level,
+    36: _top_level,
+    60: _top_level,
+}
+
+
+def error_response(api_key: int, api_version: int, request: Any, code: int) -> dict | None:
+    builder = _BUILDERS.get(api_key)
+    if builder is None or request is None:
+        return None
+    if api_key == 9 and api_version < 2:
+        return None
+    return builder(request, code)

@@ -1,0 +1,134 @@
+"""Fetch: read record batches, long-polling on max_wait_ms / min_bytes.
+
+Fetch sessions are declined (session id 0), so every requested partition is in
+every answer. Each partition returns whole batches starting with the one that
+holds the fetch offset; a partition's first batch is returned even when it is
+larger than the byte limits, so no client ever sees a partition it cannot
+progress on. A waiting fetch registers a callback on its partitions; an append
+fires it, and the fetch is rebuilt once per wake-up, never on a timer loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.partition import Partition
+from pylog.broker.registry import handles
+
+READ_COMMITTED = 1
+
+
+@handles(ApiKey.FETCH, versions=(0, 12))
+def fetch(ctx: RequestContext, req: Any) -> Any:
+    response, nbytes, errors = _build(ctx, req)
+    if req.max_wait_ms <= 0 or nbytes >= max(req.min_bytes, 1) or errors:
+        return response
+    return _wait(ctx, req)
+
+
+def _build(ctx: RequestContext, req: Any) -> tuple[dict, int, bool]:
+    replicas = ctx.broker.replicas
+    committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
+    budget = getattr(req, "max_bytes", 0x7FFFFFFF)
+    if budget <= 0:
+        budget = 0x7FFFFFFF
+    total = 0
+    errors = False
+    topics = []
+    for t in req.topics:
+        name = t.topic
+        parts = replicas.topic_partitions(name)
+        out = []
+        for p in t.partitions:
+            part = parts.get(p.partition)
+            if part is None:
+                out.append(_empty(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, committed))
+                errors = True
+                continue
+            entry, size = _read_partition(part, p, committed, budget - total if total < budget else 0)
+            if entry["error_code"]:
+                errors = True
+            total += size
+            out.append(entry)
+        topics.append({"topic": name, "partitions": out})
+    response = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
+    return response, total, errors
+
+
+def _read_partition(part: Partition, p: Any, committed: bool, budget: int) -> tuple[dict, int]:
+    hw = part.high_watermark
+    lso = part.last_stable_offset
+    start = part.log_start_offset
+    offset = p.fetch_offset
+    entry = {
+        "partition_index": p.partition,
+        "error_code": 0,
+        "high_watermark": hw,
+        "last_stable_offset": lso,
+        "log_start_offset": start,
+        "aborted_transactions": [] if committed else None,
+        "preferred_read_replica": -1,
+        "records": None,
+    }
+    if offset < start or offset > part.log_end_offset:
+        entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+        return entry, 0
+    if budget <= 0:
+        return entry, 0
+    limit = min(p.partition_max_bytes, budget) if p.partition_max_bytes > 0 else budget
+    batches = part.read_wire(offset, limit, lso if committed else hw)
+    if not batches:
+        return entry, 0
+    entry["records"] = batches
+    return entry, sum(len(b) for b in batches)
+
+
+def _empty(index: int, code: int, committed: bool) -> dict:
+    return {
+        "partition_index": index,
+        "error_code": code,
+        "high_watermark": -1,
+        "last_stable_offset": -1,
+        "log_start_offset": -1,
+        "aborted_transactions": [] if committed else None,
+        "preferred_read_replica": -1,
+        "records": None,
+    }
+
+
+async def _wait(ctx: RequestContext, req: Any) -> dict:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + req.max_wait_ms / 1000.0
+    min_bytes = max(req.min_bytes, 1)
+    replicas = ctx.broker.replicas
+    watched: list[Partition] = []
+    for t in req.topics:
+        parts = replicas.topic_partitions(t.topic)
+        for p in t.partitions:
+            part = parts.get(p.partition)
+            if part is not None:
+                watched.append(part)
+    while True:
+        fut = loop.create_future()
+
+        def wake(f: asyncio.Future = fut) -> None:
+            if not f.done():
+                f.set_result(None)
+
+        for part in watched:
+            part.add_waiter(wake)
+        timer = loop.call_at(deadline, wake)
+        try:
+            await fut
+        finally:
+            timer.cancel()
+            for part in watched:
+                part.remove_waiter(wake)
+        response, nbytes, errors = _build(ctx, req)
+        if nbytes >= min_bytes or errors or loop.time() >= deadline or ctx.broker.stopping:
+            return response

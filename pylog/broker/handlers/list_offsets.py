@@ -1,0 +1,61 @@
+"""ListOffsets: earliest (-2), latest (-1), max timestamp (-3), or the first offset at a timestamp."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.registry import handles
+
+LATEST = -1
+EARLIEST = -2
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL = -4
+LATEST_TIERED = -5
+READ_COMMITTED = 1
+
+
+@handles(ApiKey.LIST_OFFSETS, versions=(0, 7))
+def list_offsets(ctx: RequestContext, req: Any) -> dict:
+    replicas = ctx.broker.replicas
+    committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
+    topics = []
+    for t in req.topics:
+        parts = replicas.topic_partitions(t.name)
+        out = []
+        for p in t.partitions:
+            part = parts.get(p.partition_index)
+            entry = {
+                "partition_index": p.partition_index,
+                "error_code": 0,
+                "timestamp": -1,
+                "offset": -1,
+                "leader_epoch": -1,
+            }
+            if part is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                ts = p.timestamp
+                if ts in (EARLIEST, EARLIEST_LOCAL):
+                    entry["offset"] = part.log_start_offset
+                elif ts in (LATEST, LATEST_TIERED):
+                    entry["offset"] = part.last_stable_offset if committed else part.high_watermark
+                elif ts == MAX_TIMESTAMP:
+                    with part.lock:
+                        found = part.log.max_timestamp_and_offset()
+                    if found is not None:
+                        entry["timestamp"], entry["offset"] = found[1], found[0]
+                elif ts < 0:
+                    entry["error_code"] = ErrorCode.INVALID_REQUEST
+                else:
+                    with part.lock:
+                        found = part.log.offset_for_timestamp(ts)
+                    limit = part.last_stable_offset if committed else part.high_watermark
+                    if found is not None and found[0] < limit:
+                        entry["offset"], entry["timestamp"] = found[0], found[1]
+            out.append(entry)
+        topics.append({"name": t.name, "partitions": out})
+    return {"throttle_time_ms": 0, "topics": topics}

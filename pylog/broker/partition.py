@@ -1,0 +1,303 @@
+"""One partition this broker leads: its log, idempotence state, wire cache and waiting fetches.
+
+Appends and reads run on the event loop (they touch the page cache only); the
+maintenance thread takes the same lock for retention, compaction and flushing.
+With a single replica the high watermark is the log end offset.
+"""
+
+from __future__ import annotations
+
+import logging
+import struct
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from crc32c import crc32c
+from pylog.protocol import records as rec
+from pylog.protocol.errors import CorruptRecordBatch, ErrorCode, RecordBatchTooLarge
+from pylog.storage import BatchMeta, LogConfig, PartitionLog
+
+from pylog.broker.producer_state import Check, ProducerStateTable, last_sequence
+from pylog.broker.wire_cache import WireCache
+
+log = logging.getLogger(__name__)
+
+CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4, "uncompressed": 0}
+_Q = struct.Struct(">q")
+_I = struct.Struct(">i")
+_U = struct.Struct(">I")
+_ATTR = struct.Struct(">h")
+# attributes (21) .. lastOffsetDelta (23..27) .. baseTimestamp (27..35) .. maxTimestamp (35..43)
+_ATTRIBUTES_AT = 21
+_MAX_TIMESTAMP_AT = 35
+_CRC_AT = 17
+
+
+@dataclass(slots=True)
+class AppendResult:
+    error: int = 0
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+
+
+class Partition:
+    def __init__(
+        self,
+        topic: str,
+        index: int,
+        topic_id: Any,
+        path: Path,
+        configs: dict[str, str],
+        *,
+        now_ms: int,
+        wire_cache_bytes: int,
+        max_uncompressed_bytes: int,
+    ) -> None:
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.path = path
+        self.lock = threading.RLock()
+        self.leader_epoch = 0
+        self.wire = WireCache(wire_cache_bytes)
+        self.producers = ProducerStateTable()
+        self.max_uncompressed_bytes = max_uncompressed_bytes
+        self._waiters: list[Callable[[], None]] = []
+        self.unflushed = 0
+        self.deleted = False
+        self.apply_configs(configs)
+        self.log = PartitionLog.open(path, self.log_config, now_ms=now_ms)
+
+    # --- configuration ----------------------------------------------------------------------
+
+    def apply_configs(self, configs: dict[str, str]) -> None:
+        self.configs = dict(configs)
+        self.log_config = LogConfig.from_kafka(self.configs)
+        self.max_message_bytes = int(configs.get("max.message.bytes", "1048588"))
+        self.log_append_time = configs.get("message.timestamp.type", "CreateTime") == "LogAppendTime"
+        self.target_codec = CODECS.get(configs.get("compression.type", "producer"))
+        self.flush_messages = int(configs.get("flush.messages", str(2**63 - 1)))
+        if hasattr(self, "log"):
+            with self.lock:
+                self.log.config = self.log_config
+
+    # --- offsets ----------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def last_stable_offset(self) -> int:
+        open_txns = [e.txn_first_offset for e in self.producers.producers.values() if e.txn_first_offset >= 0]
+        return min(open_txns) if open_txns else self.high_watermark
+
+    # --- produce ----------------------------------------------------------------------------
+
+    def append_from_client(self, records: memoryview | bytes | None, now_ms: int) -> AppendResult:
+        """Validate one produce partition's records and append them; Kafka errors as data."""
+        if records is None or len(records) == 0:
+            return AppendResult(ErrorCode.CORRUPT_MESSAGE, message="no record batch")
+        try:
+            batches = list(rec.iter_batches(records))
+        except CorruptRecordBatch as exc:
+            return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+        if not batches or sum(h.size_in_bytes for h, _ in batches) != len(records):
+            return AppendResult(ErrorCode.CORRUPT_MESSAGE, message="truncated record batch")
+        if len(batches) != 1:
+            return AppendResult(
+                ErrorCode.INVALID_RECORD, message="a produce request must carry exactly one record batch"
+            )
+        header, view = batches[0]
+        if header.size_in_bytes > self.max_message_bytes:
+            return AppendResult(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                message=f"batch of {header.size_in_bytes} bytes exceeds max.message.bytes "
+                f"{self.max_message_bytes}",
+            )
+        if header.is_control:
+            return AppendResult(ErrorCode.INVALID_RECORD, message="clients may not write control batches")
+        if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
+            return AppendResult(ErrorCode.INVALID_RECORD, message="inconsistent record count")
+        pid = header.producer_id
+        first_seq = header.base_sequence
+        last_seq = last_sequence(first_seq, header.last_offset_delta)
+        with self.lock:
+            if self.deleted:
+                return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            check = (
+                self.producers.check(pid, header.producer_epoch, first_seq, last_seq) if pid >= 0 else Check()
+            )
+            if check.error:
+                return AppendResult(check.error, message=check.message)
+            if check.duplicate is not None:
+                return AppendResult(
+                    0, check.duplicate.first_offset, -1, self.log.log_start_offset, message=None
+                )
+            try:
+                decoded = rec.decode_batch(
+                    view, verify_crc=True, max_uncompressed_bytes=self.max_uncompressed_bytes
+                )
+            except RecordBatchTooLarge as exc:
+                return AppendResult(ErrorCode.MESSAGE_TOO_LARGE, message=str(exc))
+            except (CorruptRecordBatch, ValueError) as exc:
+                return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+            table = decoded.records
+            attributes = header.attributes
+            max_timestamp = header.max_timestamp
+            append_time = -1
+            if self.log_append_time:
+                append_time = now_ms
+                table = _with_timestamp(table, now_ms)
+                attributes |= 0x08
+                max_timestamp = now_ms
+            cacheable = True
+            if self.target_codec is not None and self.target_codec != header.compression:
+                attributes = (attributes & ~0x07) | self.target_codec
+                cacheable = False
+            meta = BatchMeta(
+                base_offset=0,
+                last_offset_delta=header.last_offset_delta,
+                record_count=header.record_count,
+                base_timestamp=header.base_timestamp,
+                max_timestamp=max_timestamp,
+                producer_id=pid,
+                producer_epoch=header.producer_epoch,
+                base_sequence=first_seq,
+                attributes=attributes,
+                partition_leader_epoch=self.leader_epoch,
+            )
+            stored = self.log.append(table, meta, now_ms=now_ms)
+            base = stored.base_offset
+            last = base + header.last_offset_delta
+            if cacheable:
+                wire = _rewrite(view, base, self.leader_epoch, now_ms if self.log_append_time else None)
+                self.wire.add(base, last, wire)
+            else:
+                self.wire.clear()
+            if pid >= 0:
+                self.producers.record(
+                    pid,
+                    header.producer_epoch,
+                    first_seq,
+                    last_seq,
+                    base,
+                    last,
+                    max_timestamp,
+                    is_transactional=header.is_transactional,
+                )
+            self.unflushed += header.record_count
+            log_start = self.log.log_start_offset
+        self.wake()
+        return AppendResult(0, base, append_time, log_start)
+
+    @property
+    def needs_flush(self) -> bool:
+        return self.unflushed >= self.flush_messages
+
+    # --- fetch ------------------------------------------------------------------------------
+
+    def read_wire(self, offset: int, max_bytes: int, max_offset: int) -> list[bytes]:
+        """RecordBatch v2 bytes from the batch containing ``offset``, below ``max_offset``."""
+        if offset >= max_offset:
+            return []
+        cached = self.wire.get(offset, max_bytes, max_offset)
+        if cached is not None:
+            return cached
+        with self.lock:
+            stored = self.log.read(offset, max_bytes, max_offset=max_offset)
+        return [encode_stored(b.meta, b.records) for b in stored]
+
+    # --- waiting fetches --------------------------------------------------------------------
+
+    def add_waiter(self, callback: Callable[[], None]) -> None:
+        self._waiters.append(callback)
+
+    def remove_waiter(self, callback: Callable[[], None]) -> None:
+        try:
+            self._waiters.remove(callback)
+        except ValueError:
+            pass
+
+    def wake(self) -> None:
+        """Something changed (append, truncation, deletion): let waiting fetches look again."""
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for cb in waiters:
+                cb()
+
+    # --- maintenance (any thread, under the lock) -------------------------------------------
+
+    def delete_records_before(self, offset: int) -> int:
+        with self.lock:
+            self.log.delete_records_before(offset)
+            start = self.log.log_start_offset
+            if self.wire.first_offset is not None and self.wire.first_offset < start:
+                self.wire.clear()
+            self.producers.truncate(start)
+            return start
+
+    def flush(self) -> None:
+        with self.lock:
+            if self.deleted:
+                return
+            self.log.flush()
+            self.unflushed = 0
+
+    def close(self) -> None:
+        with self.lock:
+            self.log.close()
+
+
+def encode_stored(meta: Any, records: Any) -> bytes:
+    """RecordBatch v2 bytes of a stored batch, reproducing its header fields."""
+    return rec.encode_batch(
+        records,
+        base_offset=meta.base_offset,
+        attributes=meta.attributes,
+        producer_id=meta.producer_id,
+        producer_epoch=meta.producer_epoch,
+        base_sequence=meta.base_sequence,
+        partition_leader_epoch=meta.partition_leader_epoch,
+        max_timestamp=meta.max_timestamp,
+        base_timestamp=meta.base_timestamp,
+        last_offset_delta=meta.last_offset_delta,
+    )
+
+
+def _rewrite(view: memoryview, base_offset: int, leader_epoch: int, append_time: int | None) -> bytes:
+    """The producer's batch with our base offset and epoch (and LogAppendTime, which re-signs it)."""
+    if append_time is None:
+        # baseOffset and partitionLeaderEpoch are outside the CRC: one copy, no re-signing.
+        return b"".join((_Q.pack(base_offset), view[8:12], _I.pack(leader_epoch), view[16:]))
+    out = bytearray(view)
+    _Q.pack_into(out, 0, base_offset)
+    _I.pack_into(out, 12, leader_epoch)
+    attrs = _ATTR.unpack_from(out, _ATTRIBUTES_AT)[0] | 0x08
+    _ATTR.pack_into(out, _ATTRIBUTES_AT, attrs)
+    _Q.pack_into(out, _MAX_TIMESTAMP_AT, append_time)
+    _U.pack_into(out, _CRC_AT, crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
+    return bytes(out)
+
+
+def _with_timestamp(table: Any, now_ms: int) -> Any:
+    import numpy as np
+    import pyarrow as pa
+
+    i = table.schema.get_field_index("timestamp")
+    field = table.schema.field(i)
+    col = pa.array(np.full(table.num_rows, now_ms, dtype=np.int64)).cast(field.type)
+    return table.set_column(i, field, col)

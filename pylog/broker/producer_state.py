@@ -1,0 +1,168 @@
+"""Idempotent producer state of one partition.
+
+Theory of operation: for every producer id the partition remembers the current
+producer epoch and the metadata of the last five batches it appended (first and
+last sequence, first and last offset). A new batch from a client is checked
+against that entry before it is written:
+
+* epoch lower than the current one -> INVALID_PRODUCER_EPOCH (the producer was fenced);
+* same first/last sequence as a remembered batch -> duplicate, answered with the
+  original offsets and not written again;
+* new epoch -> its first sequence must be 0 (unless the producer had no state);
+* same epoch -> first sequence must follow the last one (wrapping at 2^31-1),
+  unless the producer had no state (retention removed it) -> otherwise
+  OUT_OF_ORDER_SEQUENCE_NUMBER.
+
+State is rebuilt after a restart from the batch metadata kept in the log, by
+replaying ``record`` over the stored batches in offset order.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+NO_PRODUCER_ID = -1
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+INT32_MAX = 2147483647
+BATCHES_KEPT = 5
+
+NONE = 0
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+INVALID_PRODUCER_EPOCH = 47
+
+
+@dataclass(frozen=True, slots=True)
+class BatchEntry:
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+
+
+@dataclass(slots=True)
+class ProducerEntry:
+    epoch: int = NO_PRODUCER_EPOCH
+    batches: deque[BatchEntry] = field(default_factory=lambda: deque(maxlen=BATCHES_KEPT))
+    last_timestamp: int = -1
+    # first offset of the open transaction, or -1
+    txn_first_offset: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    """Outcome of validating a batch: an error, a duplicate (with its offsets), or go ahead."""
+
+    error: int = NONE
+    duplicate: BatchEntry | None = None
+    message: str | None = None
+
+
+def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
+    if base_sequence < 0:
+        return NO_SEQUENCE
+    return (base_sequence + last_offset_delta) % (INT32_MAX + 1)
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+class ProducerStateTable:
+    """Producer id -> entry for one partition."""
+
+    def __init__(self) -> None:
+        self.producers: dict[int, ProducerEntry] = {}
+
+    def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> Check:
+        if producer_id < 0:
+            return Check()
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            return Check()
+        if epoch < entry.epoch:
+            return Check(
+                INVALID_PRODUCER_EPOCH,
+                message=f"producer {producer_id} epoch {epoch} is older than the current epoch {entry.epoch}",
+            )
+        if epoch == entry.epoch:
+            for b in entry.batches:
+                if b.first_seq == first_seq and b.last_seq == last_seq:
+                    return Check(duplicate=b)
+        if first_seq < 0:
+            return Check()
+        if epoch != entry.epoch:
+            if first_seq != 0 and entry.epoch != NO_PRODUCER_EPOCH:
+                return Check(
+                    OUT_OF_ORDER_SEQUENCE_NUMBER,
+                    message=f"new epoch {epoch} of producer {producer_id} must start at sequence 0, "
+                    f"got {first_seq}",
+                )
+            return Check()
+        current = entry.last_seq
+        if current != NO_SEQUENCE and not _in_sequence(current, first_seq):
+            return Check(
+                OUT_OF_ORDER_SEQUENCE_NUMBER,
+                message=f"out of order sequence for producer {producer_id}: {first_seq} "
+                f"(incoming), {current} (last appended)",
+            )
+        return Check()
+
+    def record(
+        self,
+        producer_id: int,
+        epoch: int,
+        first_seq: int,
+        last_seq: int,
+        first_offset: int,
+        last_offset: int,
+        max_timestamp: int,
+        *,
+        is_transactional: bool = False,
+    ) -> None:
+        """Remember an appended batch (also used to replay the log on start)."""
+        if producer_id < 0:
+            return
+        entry = self.producers.get(producer_id)
+        if entry is None:
+            entry = self.producers[producer_id] = ProducerEntry()
+        if epoch != entry.epoch:
+            entry.epoch = epoch
+            entry.batches.clear()
+        if first_seq >= 0:
+            entry.batches.append(BatchEntry(first_seq, last_seq, first_offset, last_offset, max_timestamp))
+        entry.last_timestamp = max(entry.last_timestamp, max_timestamp)
+        if is_transactional and entry.txn_first_offset < 0:
+            entry.txn_first_offset = first_offset
+
+    def end_transaction(self, producer_id: int, epoch: int) -> None:
+        entry = self.producers.get(producer_id)
+        if entry is not None:
+            entry.txn_first_offset = -1
+            entry.epoch = max(entry.epoch, epoch)
+
+    def expire(self, now_ms: int, expiration_ms: int) -> int:
+        """Drop producers idle longer than producer.id.expiration.ms (no open transaction)."""
+        dead = [
+            pid
+            for pid, e in self.producers.items()
+            if e.txn_first_offset < 0 and e.last_timestamp >= 0 and now_ms - e.last_timestamp > expiration_ms
+        ]
+        for pid in dead:
+            del self.producers[pid]
+        return len(dead)
+
+    def truncate(self, log_start_offset: int) -> None:
+        """Forget batches that are no longer in the log (DeleteRecords / retention)."""
+        for pid in list(self.producers):
+            e = self.producers[pid]
+            while e.batches and e.batches[0].last_offset < log_start_offset:
+                e.batches.popleft()
+            if not e.batches and e.txn_first_offset < 0:
+                del self.producers[pid]

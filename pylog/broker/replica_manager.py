@@ -1,0 +1,162 @@
+"""The partitions this broker hosts, kept in step with the metadata image.
+
+Partition logs are created, reconfigured and deleted only by applied metadata
+(topic and partition records, config records), never directly by a request
+handler: a CreateTopics handler commits records and the listener here opens the
+logs. Directories follow Kafka's ``<topic>-<partition>`` naming.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from pylog.broker.partition import Partition
+from pylog.broker.producer_state import last_sequence
+from pylog.config import BrokerConfig
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+
+
+class ReplicaManager:
+    def __init__(self, config: BrokerConfig, data_dir: Path, now_ms: Any) -> None:
+        self.config = config
+        self.data_dir = data_dir
+        self._now_ms = now_ms
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self._by_topic: dict[str, dict[int, Partition]] = {}
+        self.wire_cache_bytes = config.int("pylog.wire.cache.bytes")
+        self.max_uncompressed_bytes = max(
+            config.int("message.max.bytes"), config.int("socket.request.max.bytes")
+        )
+        self._lock = threading.Lock()  # guards the dicts against the maintenance thread
+
+    def get(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def topic_partitions(self, topic: str) -> dict[int, Partition]:
+        return self._by_topic.get(topic, {})
+
+    def snapshot(self) -> list[Partition]:
+        with self._lock:
+            return list(self.partitions.values())
+
+    # --- driven by applied metadata ---------------------------------------------------------
+
+    def ensure_partition(self, topic: str, index: int, topic_id: Any, configs: dict[str, str]) -> Partition:
+        tp = (topic, index)
+        part = self.partitions.get(tp)
+        if part is not None and part.topic_id == topic_id:
+            return part
+        if part is not None:
+            # Same name, new topic id: the old topic was deleted while we were not looking.
+            self.remove_partition(topic, index)
+        path = self.data_dir / f"{topic}-{index}"
+        part = Partition(
+            topic,
+            index,
+            topic_id,
+            path,
+            self.config.topic_configs(configs),
+            now_ms=self._now_ms(),
+            wire_cache_bytes=self.wire_cache_bytes,
+            max_uncompressed_bytes=self.max_uncompressed_bytes,
+        )
+        rebuild_producer_state(part)
+        with self._lock:
+            self.partitions[tp] = part
+            self._by_topic.setdefault(topic, {})[index] = part
+        log.info("opened partition %s-%d (log end offset %d)", topic, index, part.log_end_offset)
+        return part
+
+    def update_configs(self, topic: str, configs: dict[str, str]) -> None:
+        effective = self.config.topic_configs(configs)
+        for part in self.topic_partitions(topic).values():
+            part.apply_configs(effective)
+
+    def remove_partition(self, topic: str, index: int, *, delete_data: bool = True) -> None:
+        with self._lock:
+            part = self.partitions.pop((topic, index), None)
+            parts = self._by_topic.get(topic)
+            if parts is not None:
+                parts.pop(index, None)
+                if not parts:
+                    del self._by_topic[topic]
+        if part is None:
+            return
+        with part.lock:
+            part.deleted = True
+            part.close()
+        part.wake()
+        if delete_data:
+            shutil.rmtree(part.path, ignore_errors=True)
+        log.info("removed partition %s-%d", topic, index)
+
+    def remove_topic(self, topic: str) -> None:
+        for index in list(self.topic_partitions(topic)):
+            self.remove_partition(topic, index)
+
+    def forget_unknown(self, known: Iterable[TopicPartition]) -> None:
+        """Delete logs on disk and in memory that the image does not know (deleted while down)."""
+        keep = set(known)
+        for tp in list(self.partitions):
+            if tp not in keep:
+                self.remove_partition(*tp)
+
+    def close(self) -> None:
+        for part in self.snapshot():
+            try:
+                part.flush()
+                part.close()
+            except Exception:
+                log.exception("closing partition %s-%d failed", part.topic, part.index)
+        with self._lock:
+            self.partitions.clear()
+            self._by_topic.clear()
+
+
+def rebuild_producer_state(part: Partition) -> None:
+    """Replay the batch metadata of the log into the idempotence table (no record decoding)."""
+    metas = iter_batch_metas(part)
+    for m in metas:
+        if m.producer_id < 0:
+            continue
+        last = m.base_offset + m.last_offset_delta
+        part.producers.record(
+            m.producer_id,
+            m.producer_epoch,
+            m.base_sequence,
+            last_sequence(m.base_sequence, m.last_offset_delta),
+            m.base_offset,
+            last,
+            m.max_timestamp,
+            is_transactional=bool(m.attributes & 0x10) and not m.attributes & 0x20,
+        )
+        if m.attributes & 0x20:
+            part.producers.end_transaction(m.producer_id, m.producer_epoch)
+
+
+def iter_batch_metas(part: Partition) -> Iterable[Any]:
+    """Batch metadata of the whole log, oldest first, through the storage's metadata-only scan."""
+    scan = getattr(part.log, "batch_metas", None)
+    if scan is not None:
+        return scan()
+    return _metas_by_reading(part)
+
+
+def _metas_by_reading(part: Partition) -> Iterable[Any]:
+    offset = part.log_start_offset
+    end = part.log_end_offset
+    while offset < end:
+        batches = part.log.read(offset, 8 * 1024 * 1024)
+        if not batches:
+            return
+        for b in batches:
+            yield b.meta
+        offset = batches[-1].meta.base_offset + batches[-1].meta.last_offset_delta + 1

@@ -1,0 +1,85 @@
+"""The listening socket: accepts connections, enforces max.connections and the idle timeout."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from pylog.protocol import api
+
+from pylog.broker import registry
+from pylog.broker.connection import KafkaConnection
+
+if TYPE_CHECKING:
+    from pylog.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+
+class KafkaServer:
+    def __init__(self, broker: Broker, host: str, port: int) -> None:
+        self.broker = broker
+        self.host, self.port = host, port
+        cfg = broker.config
+        codec_versions = api.supported_versions()
+        self.api_versions = registry.advertised_versions(codec_versions)
+        self._floors = {k: registry.served_floor(k, codec_versions) for k in self.api_versions}
+        self.max_request_bytes = cfg.int("socket.request.max.bytes")
+        self.max_connections = cfg.int("max.connections")
+        self.max_queued_requests = max(1, cfg.int("queued.max.requests"))
+        self.idle_ms = cfg.int("connections.max.idle.ms")
+        self.connections: set[KafkaConnection] = set()
+        self._server: asyncio.AbstractServer | None = None
+        self._reaper: asyncio.TimerHandle | None = None
+
+    async def start(self) -> tuple[str, int]:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: KafkaConnection(self), self.host, self.port, reuse_address=True, backlog=1024
+        )
+        sock = self._server.sockets[0]
+        addr = sock.getsockname()
+        self.host, self.port = addr[0], addr[1]
+        self._schedule_reaper()
+        return self.host, self.port
+
+    def served_floor(self, api_key: int) -> int:
+        return self._floors.get(api_key, 0)
+
+    def accept(self, conn: KafkaConnection) -> bool:
+        if len(self.connections) >= self.max_connections:
+            return False
+        self.connections.add(conn)
+        return True
+
+    def forget(self, conn: KafkaConnection) -> None:
+        self.connections.discard(conn)
+
+    def _schedule_reaper(self) -> None:
+        if self.idle_ms <= 0:
+            return
+        interval = min(max(self.idle_ms / 4000.0, 0.05), 30.0)
+        self._reaper = asyncio.get_running_loop().call_later(interval, self._reap_idle)
+
+    def _reap_idle(self) -> None:
+        deadline = time.monotonic() - self.idle_ms / 1000.0
+        for conn in list(self.connections):
+            if conn.idle and conn.last_active < deadline:
+                log.info("closing idle connection from %s", conn.peer)
+                conn.close()
+        self._schedule_reaper()
+
+    async def stop(self) -> None:
+        if self._reaper is not None:
+            self._reaper.cancel()
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self.connections):
+            conn.close()
+        if self._server is not None:
+            try:
+                await asyncio.wait_for(self._server.wait_closed(), 5)
+            except (asyncio.TimeoutError, Exception):
+                pass

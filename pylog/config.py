@@ -1,0 +1,401 @@
+"""Broker and topic configuration under Kafka's names, types and defaults.
+
+Values are kept as Kafka keeps them: strings on the wire, typed here. A topic
+config falls back to its broker synonym (``retention.ms`` <- ``log.retention.ms``
+<- ``log.retention.minutes`` <- ``log.retention.hours``), so DescribeConfigs can
+report the value, its source and the synonym chain exactly as Kafka does.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from enum import IntEnum
+
+LONG_MAX = 9223372036854775807
+INT_MAX = 2147483647
+
+
+class ConfigType(IntEnum):
+    """DescribeConfigs ``config_type`` (v3+)."""
+
+    UNKNOWN = 0
+    BOOLEAN = 1
+    STRING = 2
+    INT = 3
+    SHORT = 4
+    LONG = 5
+    DOUBLE = 6
+    LIST = 7
+    CLASS = 8
+    PASSWORD = 9
+
+
+class ConfigSource(IntEnum):
+    """DescribeConfigs ``config_source`` (v1+)."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+
+
+class ConfigError(ValueError):
+    """An unknown config name or a value of the wrong type."""
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    name: str
+    type: ConfigType
+    default: str | None
+    doc: str = ""
+    choices: tuple[str, ...] = ()
+    read_only: bool = False
+
+    def parse(self, value: str | None) -> object:
+        """Typed value of a Kafka config string; raises ConfigError when it does not fit."""
+        if value is None:
+            return None
+        t = self.type
+        try:
+            if t is ConfigType.BOOLEAN:
+                low = value.strip().lower()
+                if low not in ("true", "false"):
+                    raise ValueError(value)
+                return low == "true"
+            if t in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
+                n = int(value.strip())
+                bound = {ConfigType.INT: INT_MAX, ConfigType.SHORT: 32767, ConfigType.LONG: LONG_MAX}[t]
+                if not -bound - 1 <= n <= bound:
+                    raise ValueError(value)
+                return n
+            if t is ConfigType.DOUBLE:
+                return float(value)
+            if t is ConfigType.LIST:
+                return [v.strip() for v in value.split(",") if v.strip()]
+        except ValueError:
+            raise ConfigError(f"Invalid value {value!r} for configuration {self.name}") from None
+        if self.choices:
+            parts = [v.strip() for v in value.split(",")] if "," in value else [value.strip()]
+            if any(p not in self.choices for p in parts):
+                raise ConfigError(
+                    f"Invalid value {value!r} for configuration {self.name}: must be one of {self.choices}"
+                )
+        return value
+
+
+def _d(name: str, type_: ConfigType, default: object, doc: str = "", **kw: object) -> ConfigDef:
+    if isinstance(default, bool):
+        default = "true" if default else "false"
+    return ConfigDef(name, type_, None if default is None else str(default), doc, **kw)  # type: ignore[arg-type]
+
+
+B, S, INT, L, D, LS = (
+    ConfigType.BOOLEAN,
+    ConfigType.STRING,
+    ConfigType.INT,
+    ConfigType.LONG,
+    ConfigType.DOUBLE,
+    ConfigType.LIST,
+)
+_CLEANUP = ("delete", "compact")
+_COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+_TS_TYPE = ("CreateTime", "LogAppendTime")
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {
+    c.name: c
+    for c in [
+        _d("node.id", INT, 1, "The node id of this broker and controller.", read_only=True),
+        _d("broker.id", INT, 1, "Alias of node.id.", read_only=True),
+        _d("process.roles", LS, "broker,controller", read_only=True),
+        _d("log.dirs", S, None, "The directory holding the partition logs.", read_only=True),
+        _d("log.dir", S, "./pylog-data", read_only=True),
+        _d("listeners", LS, "PLAINTEXT://127.0.0.1:9092", read_only=True),
+        _d("advertised.listeners", LS, None, read_only=True),
+        _d("num.partitions", INT, 1, "Default number of partitions for auto-created topics."),
+        _d("auto.create.topics.enable", B, True, "Create a topic on metadata request for an unknown one."),
+        _d("default.replication.factor", INT, 1),
+        _d("delete.topic.enable", B, True),
+        _d("message.max.bytes", INT, 1048588, "Largest record batch size allowed."),
+        _d("log.retention.hours", INT, 168),
+        _d("log.retention.minutes", INT, None),
+        _d("log.retention.ms", L, None),
+        _d("log.retention.bytes", L, -1),
+        _d("log.retention.check.interval.ms", L, 300000),
+        _d("log.segment.bytes", INT, 1073741824),
+        _d("log.roll.hours", INT, 168),
+        _d("log.roll.ms", L, None),
+        _d("log.roll.jitter.ms", L, None),
+        _d("log.roll.jitter.hours", INT, 0),
+        _d("log.segment.delete.delay.ms", L, 60000),
+        _d("log.cleanup.policy", LS, "delete", choices=_CLEANUP),
+        _d("log.cleaner.enable", B, True),
+        _d("log.cleaner.backoff.ms", L, 15000),
+        _d("log.cleaner.delete.retention.ms", L, 86400000),
+        _d("log.cleaner.min.compaction.lag.ms", L, 0),
+        _d("log.cleaner.max.compaction.lag.ms", L, LONG_MAX),
+        _d("log.cleaner.min.cleanable.ratio", D, 0.5),
+        _d("log.flush.interval.messages", L, LONG_MAX),
+        _d("log.flush.interval.ms", L, None),
+        _d("log.flush.scheduler.interval.ms", L, LONG_MAX),
+        _d("log.flush.offset.checkpoint.interval.ms", INT, 60000),
+        _d("log.index.size.max.bytes", INT, 10485760),
+        _d("log.index.interval.bytes", INT, 4096),
+        _d("log.preallocate", B, False),
+        _d("log.message.timestamp.type", S, "CreateTime", choices=_TS_TYPE),
+        _d("log.message.timestamp.before.max.ms", L, LONG_MAX),
+        _d("log.message.timestamp.after.max.ms", L, 3600000),
+        _d("compression.type", S, "producer", choices=_COMPRESSION),
+        _d("min.insync.replicas", INT, 1),
+        _d("unclean.leader.election.enable", B, False),
+        _d("group.initial.rebalance.delay.ms", INT, 3000),
+        _d("group.min.session.timeout.ms", INT, 6000),
+        _d("group.max.session.timeout.ms", INT, 1800000),
+        _d("group.max.size", INT, INT_MAX),
+        _d("offsets.topic.num.partitions", INT, 50),
+        _d("offsets.topic.replication.factor", ConfigType.SHORT, 1),
+        _d("offsets.topic.segment.bytes", INT, 104857600),
+        _d("offsets.retention.minutes", INT, 10080),
+        _d("offsets.retention.check.interval.ms", L, 600000),
+        _d("offsets.commit.timeout.ms", INT, 5000),
+        _d("offset.metadata.max.bytes", INT, 4096),
+        _d("transaction.state.log.num.partitions", INT, 50),
+        _d("transaction.state.log.replication.factor", ConfigType.SHORT, 1),
+        _d("transaction.state.log.min.isr", INT, 1),
+        _d("transactional.id.expiration.ms", INT, 604800000),
+        _d("transaction.max.timeout.ms", INT, 900000),
+        _d("producer.id.expiration.ms", INT, 86400000),
+        _d("max.incremental.fetch.session.cache.slots", INT, 1000),
+        _d("fetch.max.bytes", INT, 57671680),
+        _d("socket.request.max.bytes", INT, 104857600, "Largest request frame accepted."),
+        _d("socket.send.buffer.bytes", INT, 102400),
+        _d("socket.receive.buffer.bytes", INT, 102400),
+        _d("connections.max.idle.ms", L, 600000, "Idle connections are closed after this."),
+        _d("max.connections", INT, INT_MAX, "Connections beyond this are refused."),
+        _d("max.connections.per.ip", INT, INT_MAX),
+        _d("queued.max.requests", INT, 500, "Requests in flight per connection before reads pause."),
+        _d("num.network.threads", INT, 3),
+        _d("num.io.threads", INT, 8),
+        _d("num.recovery.threads.per.data.dir", INT, 2),
+        _d("replica.fetch.max.bytes", INT, 1048576),
+        _d("request.timeout.ms", INT, 30000),
+        _d("cluster.id", S, None, "Fixed cluster id for a new data dir (random otherwise).", read_only=True),
+        _d("pylog.wire.cache.bytes", L, 8 * 1024 * 1024, "Wire bytes of recent batches kept per partition."),
+    ]
+}
+
+# Topic config -> broker synonyms, most specific first (Kafka's LogConfig.TopicConfigSynonyms).
+TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
+    "cleanup.policy": ("log.cleanup.policy",),
+    "compression.type": ("compression.type",),
+    "delete.retention.ms": ("log.cleaner.delete.retention.ms",),
+    "file.delete.delay.ms": ("log.segment.delete.delay.ms",),
+    "flush.messages": ("log.flush.interval.messages",),
+    "flush.ms": ("log.flush.interval.ms", "log.flush.scheduler.interval.ms"),
+    "index.interval.bytes": ("log.index.interval.bytes",),
+    "max.compaction.lag.ms": ("log.cleaner.max.compaction.lag.ms",),
+    "max.message.bytes": ("message.max.bytes",),
+    "message.timestamp.type": ("log.message.timestamp.type",),
+    "message.timestamp.before.max.ms": ("log.message.timestamp.before.max.ms",),
+    "message.timestamp.after.max.ms": ("log.message.timestamp.after.max.ms",),
+    "min.cleanable.dirty.ratio": ("log.cleaner.min.cleanable.ratio",),
+    "min.compaction.lag.ms": ("log.cleaner.min.compaction.lag.ms",),
+    "min.insync.replicas": ("min.insync.replicas",),
+    "preallocate": ("log.preallocate",),
+    "retention.bytes": ("log.retention.bytes",),
+    "retention.ms": ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+    "segment.bytes": ("log.segment.bytes",),
+    "segment.index.bytes": ("log.index.size.max.bytes",),
+    "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
+    "segment.ms": ("log.roll.ms", "log.roll.hours"),
+    "unclean.leader.election.enable": ("unclean.leader.election.enable",),
+}
+
+TOPIC_CONFIGS: dict[str, ConfigDef] = {
+    c.name: c
+    for c in [
+        _d("cleanup.policy", LS, "delete", choices=_CLEANUP),
+        _d("compression.type", S, "producer", choices=_COMPRESSION),
+        _d("delete.retention.ms", L, 86400000),
+        _d("file.delete.delay.ms", L, 60000),
+        _d("flush.messages", L, LONG_MAX),
+        _d("flush.ms", L, LONG_MAX),
+        _d("index.interval.bytes", INT, 4096),
+        _d("max.compaction.lag.ms", L, LONG_MAX),
+        _d("max.message.bytes", INT, 1048588),
+        _d("message.timestamp.type", S, "CreateTime", choices=_TS_TYPE),
+        _d("message.timestamp.before.max.ms", L, LONG_MAX),
+        _d("message.timestamp.after.max.ms", L, 3600000),
+        _d("min.cleanable.dirty.ratio", D, 0.5),
+        _d("min.compaction.lag.ms", L, 0),
+        _d("min.insync.replicas", INT, 1),
+        _d("preallocate", B, False),
+        _d("retention.bytes", L, -1),
+        _d("retention.ms", L, 604800000),
+        _d("segment.bytes", INT, 1073741824),
+        _d("segment.index.bytes", INT, 10485760),
+        _d("segment.jitter.ms", L, 0),
+        _d("segment.ms", L, 604800000),
+        _d("unclean.leader.election.enable", B, False),
+    ]
+}
+
+# Broker settings given in other units than the topic config they feed.
+_UNIT_MS = {
+    "log.retention.minutes": 60_000,
+    "log.retention.hours": 3_600_000,
+    "log.roll.hours": 3_600_000,
+    "log.roll.jitter.hours": 3_600_000,
+}
+
+
+@dataclass(frozen=True)
+class ResolvedConfig:
+    """One config entry as DescribeConfigs reports it."""
+
+    name: str
+    value: str | None
+    source: ConfigSource
+    type: ConfigType
+    read_only: bool
+    synonyms: tuple[tuple[str, str | None, ConfigSource], ...]
+    doc: str
+
+
+class BrokerConfig:
+    """Static broker settings (from the command line / --config) with typed access."""
+
+    def __init__(self, overrides: Mapping[str, str] | None = None) -> None:
+        self._static: dict[str, str] = {}
+        for name, value in (overrides or {}).items():
+            self.set(name, value)
+
+    def set(self, name: str, value: str) -> None:
+        d = BROKER_CONFIGS.get(name)
+        if d is None:
+            raise ConfigError(f"Unknown broker configuration {name!r}")
+        d.parse(value)
+        self._static[name] = value
+
+    def raw(self, name: str) -> str | None:
+        if name in self._static:
+            return self._static[name]
+        return BROKER_CONFIGS[name].default
+
+    def get(self, name: str) -> object:
+        return BROKER_CONFIGS[name].parse(self.raw(name))
+
+    def int(self, name: str) -> int:
+        v = self.get(name)
+        assert isinstance(v, int), name
+        return v
+
+    def bool(self, name: str) -> bool:
+        return bool(self.get(name))
+
+    @property
+    def node_id(self) -> int:
+        if "node.id" not in self._static and "broker.id" in self._static:
+            return self.int("broker.id")
+        return self.int("node.id")
+
+    def is_set(self, name: str) -> bool:
+        return name in self._static
+
+    def describe(self, names: Iterable[str] | None = None) -> list[ResolvedConfig]:
+        """Broker resource entries (static settings and defaults) in Kafka's shape."""
+        out = []
+        for name in names if names is not None else sorted(BROKER_CONFIGS):
+            d = BROKER_CONFIGS.get(name)
+            if d is None:
+                continue
+            if name in self._static:
+                value, source = self._static[name], ConfigSource.STATIC_BROKER_CONFIG
+            else:
+                value, source = d.default, ConfigSource.DEFAULT_CONFIG
+            syn = ((name, value, source),)
+            out.append(ResolvedConfig(name, value, source, d.type, d.read_only, syn, d.doc))
+        return out
+
+    # --- topic config resolution -------------------------------------------------------------
+
+    def topic_default(self, name: str) -> tuple[str | None, ConfigSource, tuple]:
+        """Value a topic without an override gets, with its source and synonym chain."""
+        synonyms = []
+        chosen: tuple[str | None, ConfigSource] | None = None
+        for broker_name in TOPIC_SYNONYMS.get(name, ()):
+            if broker_name in self._static:
+                raw = self._static[broker_name]
+                value = _to_topic_units(broker_name, raw)
+                synonyms.append((broker_name, raw, ConfigSource.STATIC_BROKER_CONFIG))
+                if chosen is None:
+                    chosen = (value, ConfigSource.STATIC_BROKER_CONFIG)
+        for broker_name in TOPIC_SYNONYMS.get(name, ()):
+            raw = BROKER_CONFIGS[broker_name].default
+            if raw is not None:
+                synonyms.append((broker_name, raw, ConfigSource.DEFAULT_CONFIG))
+                if chosen is None:
+                    chosen = (_to_topic_units(broker_name, raw), ConfigSource.DEFAULT_CONFIG)
+        if chosen is None:
+            chosen = (TOPIC_CONFIGS[name].default, ConfigSource.DEFAULT_CONFIG)
+        return chosen[0], chosen[1], tuple(synonyms)
+
+    def topic_configs(self, overrides: Mapping[str, str]) -> dict[str, str]:
+        """Effective topic configs: overrides over broker-derived defaults (all names)."""
+        out: dict[str, str] = {}
+        for name in TOPIC_CONFIGS:
+            if name in overrides:
+                out[name] = overrides[name]
+            else:
+                value = self.topic_default(name)[0]
+                if value is not None:
+                    out[name] = value
+        return out
+
+    def describe_topic(
+        self, overrides: Mapping[str, str], names: Iterable[str] | None = None
+    ) -> list[ResolvedConfig]:
+        out = []
+        for name in names if names is not None else sorted(TOPIC_CONFIGS):
+            d = TOPIC_CONFIGS.get(name)
+            if d is None:
+                continue
+            value, source, synonyms = self.topic_default(name)
+            if name in overrides:
+                value, source = overrides[name], ConfigSource.DYNAMIC_TOPIC_CONFIG
+                synonyms = ((name, value, source), *synonyms)
+            out.append(ResolvedConfig(name, value, source, d.type, False, synonyms, d.doc))
+        return out
+
+
+def _to_topic_units(broker_name: str, raw: str) -> str:
+    factor = _UNIT_MS.get(broker_name)
+    if factor is None:
+        return raw
+    n = int(raw)
+    return str(n * factor if n >= 0 else n)
+
+
+def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
+    """Raise ConfigError for unknown topic config names or badly typed values."""
+    for name, value in configs.items():
+        d = TOPIC_CONFIGS.get(name)
+        if d is None:
+            raise ConfigError(f"Unknown topic config name: {name}")
+        if value is not None:
+            d.parse(value)
+
+
+def parse_key_values(items: Iterable[str]) -> dict[str, str]:
+    """``["a=1", "b=x"]`` -> ``{"a": "1", "b": "x"}`` for --config flags."""
+    out = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"Expected KEY=VALUE, got {item!r}")
+        out[key.strip()] = value.strip()
+    return out
