@@ -1,0 +1,351 @@
+"""`write_topic`: produce an Arrow table (or Polars / pandas frame, or any Arrow stream) to a topic.
+
+Columns play Spark's Kafka-sink roles: ``key``, ``value``, ``headers``, ``partition`` (by those names
+unless other columns are named). Without a ``value`` column the remaining columns are serialised to
+one JSON object per row. Keys go where the Java client puts them (``toPositive(murmur2(key)) %
+partitions``, vectorised); null keys are spread in sticky runs. Rows are grouped per partition,
+cut into RecordBatch v2 blobs of about ``batch_size`` bytes (encode_batch) and sent as acks=all
+Produce requests, pipelined on one connection per leader so each partition keeps its order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import random
+import time
+from collections.abc import Iterator, Sequence
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from pylog.protocol.records import encode_batch
+from pylog.sdk import aio
+from pylog.sdk.client import PRODUCE, KafkaClient, KafkaError
+from pylog.sdk.murmur2 import partitions_for_keys
+from pylog.sdk.schema import HEADER_TYPE
+
+COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
+_RECORD_OVERHEAD = 24  # varints and attributes per record, for batch sizing
+
+
+@dataclass
+class WriteResult:
+    """What a write appended: per partition the first and last offset assigned by the broker."""
+
+    topic: str
+    records: int = 0
+    offsets: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    def starting_offsets(self) -> dict[str, dict[str, int]]:
+        """Spark offset JSON of the first written record per partition (for read_topic)."""
+        return {self.topic: {str(p): lo for p, (lo, _hi) in sorted(self.offsets.items())}}
+
+    def ending_offsets(self) -> dict[str, dict[str, int]]:
+        """Spark offset JSON just past the last written record per partition (exclusive end)."""
+        return {self.topic: {str(p): hi + 1 for p, (_lo, hi) in sorted(self.offsets.items())}}
+
+    def _add(self, partition: int, base_offset: int, count: int) -> None:
+        last = base_offset + count - 1
+        lo, hi = self.offsets.get(partition, (base_offset, last))
+        self.offsets[partition] = (min(lo, base_offset), max(hi, last))
+        self.records += count
+
+
+def write_topic(
+    data: Any,
+    topic: str,
+    *,
+    bootstrap_servers: Any,
+    key: str | None = None,
+    value: str | Sequence[str] | None = None,
+    headers: str | None = None,
+    partition: int | str | None = None,
+    timestamp: str | None = None,
+    compression: str = "none",
+    batch_size: int = 1_000_000,
+    max_in_flight: int = 8,
+    request_timeout_s: float = 30.0,
+) -> WriteResult:
+    """Produce the rows of `data` to `topic` with acks=all; returns the offsets written per partition.
+
+    `data`: a pyarrow Table / RecordBatch / RecordBatchReader, a Polars or pandas DataFrame, or anything
+    with ``__arrow_c_stream__`` (a `TopicScan` copies a topic). `key` / `value` / `headers` name columns
+    (default: the columns of those names); a value that is not binary or string (a struct, a list of
+    columns, numbers) is written as JSON. `partition`: a fixed partition or a column of partitions;
+    by default keys are hashed like the Java client. `timestamp`: a column of timestamps (or epoch ms);
+    by default the time of the call. `batch_size`: target bytes per record batch (uncompressed).
+    """
+    if compression not in COMPRESSIONS:
+        raise ValueError(f"compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
+    if not isinstance(topic, str) or not topic:
+        raise ValueError(f"topic must be a non-empty string, got {topic!r}")
+    if batch_size <= 0:
+        raise ValueError("batch_size must be positive")
+    batches = _record_batches(data)
+    client = KafkaClient(bootstrap_servers, client_id="pylog-sdk-producer",
+                         request_timeout_s=request_timeout_s)
+    result = WriteResult(topic)
+    try:
+        tm = aio.run(_start(client, topic))
+        num_partitions = len(tm.partitions)
+        leaders = {p: pm.leader for p, pm in tm.partitions.items()}
+        version = client.version(PRODUCE)
+        sticky = _Sticky(num_partitions)
+        now_ms = int(time.time() * 1000)
+        in_flight: list[Future[None]] = []
+        for batch in batches:
+            if batch.num_rows == 0:
+                continue
+            rows, parts = _prepare(batch, key=key, value=value, headers=headers, partition=partition,
+                                   timestamp=timestamp, num_partitions=num_partitions, now_ms=now_ms,
+                                   sticky=sticky, batch_size=batch_size)
+            for request in _requests(rows, parts, leaders, compression, batch_size):
+                in_flight.append(asyncio.run_coroutine_threadsafe(
+                    _produce(client, version, topic, request, result), aio.io_loop()))
+                while len(in_flight) >= max_in_flight:
+                    in_flight.pop(0).result()
+        for fut in in_flight:
+            fut.result()
+    finally:
+        aio.run(client.close())
+    return result
+
+
+async def _start(client: KafkaClient, topic: str) -> Any:
+    await client.start()
+    return await client.topic(topic, allow_auto_topic_creation=True)
+
+
+async def _produce(client: KafkaClient, version: int, topic: str,
+                   request: tuple[int, list[tuple[int, bytes, int]]], result: WriteResult) -> None:
+    leader, blobs = request
+    conn = await client.connection(leader)
+    body = {"transactional_id": None, "acks": -1, "timeout_ms": int(client.timeout_s * 1000),
+            "topic_data": [{"name": topic, "partition_data": [{"index": p, "records": blob}
+                                                              for p, blob, _n in blobs]}]}
+    resp = await conn.request(PRODUCE, version, body)
+    counts = {p: n for p, _blob, n in blobs}
+    for tr in resp.responses:
+        for pr in tr.partition_responses:
+            if pr.error_code:
+                msg = getattr(pr, "error_message", None)
+                raise KafkaError(pr.error_code, f"Produce to {topic}-{pr.index}", msg)
+            result._add(pr.index, pr.base_offset, counts[pr.index])
+
+
+def _record_batches(data: Any) -> Iterator[pa.RecordBatch]:
+    if isinstance(data, pa.RecordBatch):
+        return iter([data])
+    if isinstance(data, pa.Table):
+        return iter(data.to_batches())
+    if isinstance(data, pa.RecordBatchReader):
+        return iter(data)
+    module = type(data).__module__.split(".")[0]
+    if module == "pandas":
+        return iter(pa.Table.from_pandas(data, preserve_index=False).to_batches())
+    if module == "polars" and hasattr(data, "to_arrow"):
+        return iter(data.to_arrow().to_batches())
+    if hasattr(data, "__arrow_c_stream__"):
+        return iter(pa.RecordBatchReader.from_stream(data))
+    if isinstance(data, dict):
+        return iter(pa.table(data).to_batches())
+    if isinstance(data, list):
+        return iter(pa.Table.from_pylist(data).to_batches())
+    raise TypeError(f"write_topic takes an Arrow table / batch / reader, a Polars or pandas DataFrame, "
+                    f"or an Arrow stream, not {type(data).__name__}")
+
+
+class _Sticky:
+    """Null-key placement: runs of about one batch go to one partition, then the next (Kafka's sticky
+    partitioner, in spirit), starting at a random partition."""
+
+    def __init__(self, num_partitions: int) -> None:
+        self.num_partitions = num_partitions
+        self.next = random.randrange(num_partitions)
+
+    def assign(self, count: int, run: int) -> np.ndarray:
+        runs = (np.arange(count) // max(1, run)) + self.next
+        self.next = int(runs[-1] + 1) % self.num_partitions if count else self.next
+        return (runs % self.num_partitions).astype(np.int32)
+
+
+def _column(batch: pa.RecordBatch, name: str, role: str) -> pa.Array:
+    idx = batch.schema.get_field_index(name)
+    if idx < 0:
+        raise ValueError(f"{role}={name!r}: no such column (columns: {batch.schema.names})")
+    return batch.column(idx)
+
+
+def _prepare(batch: pa.RecordBatch, *, key: str | None, value: str | Sequence[str] | None,
+             headers: str | None, partition: int | str | None, timestamp: str | None,
+             num_partitions: int, now_ms: int, sticky: _Sticky, batch_size: int
+             ) -> tuple[pa.RecordBatch, np.ndarray]:
+    """Input rows -> (RECORD_SCHEMA-like batch of timestamp/key/value/headers, partition per row)."""
+    names = batch.schema.names
+    n = batch.num_rows
+    key_name = key if key is not None else ("key" if "key" in names else None)
+    headers_name = headers if headers is not None else ("headers" if "headers" in names else None)
+    part_name = partition if isinstance(partition, str) else (
+        "partition" if partition is None and "partition" in names else None)
+    used = {c for c in (key_name, headers_name, part_name, timestamp) if c is not None}
+    keys = (_to_bytes(_column(batch, key_name, "key"), "key") if key_name is not None
+            else pa.nulls(n, pa.binary()))
+    if value is None and "value" in names:
+        value = "value"
+    if isinstance(value, str):
+        values = _to_bytes(_column(batch, value, "value"), "value")
+    else:
+        cols = list(value) if value is not None else [c for c in names if c not in used | {"topic"}]
+        if not cols:
+            raise ValueError("nothing to write as value: name a value column or pass data with columns")
+        struct = pa.StructArray.from_arrays([_column(batch, c, "value") for c in cols], names=cols)
+        values = _json(struct)
+    hdrs = _headers(_column(batch, headers_name, "headers")) if headers_name is not None else None
+    if timestamp is not None:
+        ts = _column(batch, timestamp, "timestamp")
+        if pa.types.is_timestamp(ts.type) or pa.types.is_date(ts.type):
+            ts = ts.cast(pa.timestamp("ms"))
+        else:
+            ts = ts.cast(pa.int64()).cast(pa.timestamp("ms"))
+        ts = pc.fill_null(ts, pa.scalar(now_ms, pa.timestamp("ms")))
+    else:
+        ts = pa.repeat(pa.scalar(now_ms, pa.timestamp("ms")), n)
+    arrays = [ts, keys, values]
+    fields = ["timestamp", "key", "value"]
+    if hdrs is not None:
+        arrays.append(hdrs)
+        fields.append("headers")
+    rows = pa.RecordBatch.from_arrays(arrays, names=fields)
+    if isinstance(partition, int) and not isinstance(partition, bool):
+        if not 0 <= partition < num_partitions:
+            raise ValueError(f"partition {partition} does not exist: the topic has {num_partitions}")
+        parts = np.full(n, partition, np.int32)
+    elif part_name is not None:
+        col = _column(batch, part_name, "partition")
+        if col.null_count:
+            parts = _partition_by_key(keys, num_partitions, sticky, rows, batch_size)
+            given = pc.fill_null(col.cast(pa.int32()), -1).to_numpy()
+            parts = np.where(given >= 0, given, parts).astype(np.int32)
+        else:
+            parts = col.cast(pa.int32()).to_numpy().astype(np.int32)
+        bad = parts[(parts < 0) | (parts >= num_partitions)]
+        if bad.size:
+            raise ValueError(f"partition {int(bad[0])} does not exist: the topic has {num_partitions}")
+    else:
+        parts = _partition_by_key(keys, num_partitions, sticky, rows, batch_size)
+    return rows, parts
+
+
+def _partition_by_key(keys: pa.Array, num_partitions: int, sticky: _Sticky, rows: pa.RecordBatch,
+                      batch_size: int) -> np.ndarray:
+    parts = partitions_for_keys(keys, num_partitions)
+    null_rows = np.flatnonzero(parts < 0)
+    if null_rows.size:
+        avg = max(1, rows.nbytes // max(1, rows.num_rows))
+        parts[null_rows] = sticky.assign(null_rows.size, batch_size // avg)
+    return parts
+
+
+def _to_bytes(arr: pa.Array, role: str) -> pa.Array:
+    t = arr.type
+    if pa.types.is_binary(t):
+        return arr
+    if pa.types.is_large_binary(t) or pa.types.is_binary_view(t) or pa.types.is_fixed_size_binary(t):
+        return arr.cast(pa.binary())
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
+        return arr.cast(pa.string()).view(pa.binary())
+    if pa.types.is_dictionary(t):
+        return _to_bytes(arr.dictionary_decode(), role)
+    if pa.types.is_null(t):
+        return pa.nulls(len(arr), pa.binary())
+    if pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t) or pa.types.is_decimal(t):
+        return arr.cast(pa.string()).view(pa.binary())
+    return _json(arr)
+
+
+def _json(arr: pa.Array) -> pa.Array:
+    """One JSON text per element (nulls stay null: a tombstone), vectorised by Polars when it can."""
+    wrap = not pa.types.is_struct(arr.type)
+    struct = pa.StructArray.from_arrays([arr], names=["v"]) if wrap else arr
+    try:
+        import polars as pl
+
+        if _has_binary(struct.type):
+            raise TypeError("binary fields")
+        text = pl.Series(struct).struct.json_encode().to_arrow().cast(pa.large_string())
+        if wrap:  # '{"v":...}' -> '...'
+            text = pc.utf8_slice_codeunits(text, 5, -1)
+        out = text.cast(pa.string()).view(pa.binary())
+    except (ImportError, TypeError):
+        out = pa.array([None if v is None else json.dumps(v, default=_json_default, separators=(",", ":"))
+                        .encode() for v in arr.to_pylist()], pa.binary())
+    return pc.if_else(pc.is_valid(arr), out, pa.scalar(None, pa.binary()))
+
+
+def _has_binary(t: pa.DataType) -> bool:
+    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_binary_view(t) or \
+            pa.types.is_fixed_size_binary(t):
+        return True
+    return any(_has_binary(t.field(i).type) for i in range(t.num_fields))
+
+
+def _json_default(v: Any) -> Any:
+    if isinstance(v, bytes):
+        return v.decode("utf-8", "backslashreplace")
+    return str(v)
+
+
+def _headers(arr: pa.Array) -> pa.Array:
+    """Spark's headers column (list of {key, value}) or a map of key -> value, as RECORD_SCHEMA headers."""
+    t = arr.type
+    if pa.types.is_map(t):
+        keys = arr.keys.cast(pa.string())
+        vals = _to_bytes(arr.items, "headers")
+        struct = pa.StructArray.from_arrays([keys, vals], fields=list(HEADER_TYPE.value_type))
+        return pa.ListArray.from_arrays(arr.offsets, struct, mask=arr.is_null()).cast(HEADER_TYPE)
+    try:
+        return arr.cast(HEADER_TYPE)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise ValueError(f"headers must be a list<struct<key: string, value: binary>> or a map column, "
+                         f"not {t}") from exc
+
+
+def _requests(rows: pa.RecordBatch, parts: np.ndarray, leaders: dict[int, int], compression: str,
+              batch_size: int) -> Iterator[tuple[int, list[tuple[int, bytes, int]]]]:
+    """Produce requests: (leader, [(partition, record batch bytes, record count)]), at most one batch
+    per partition per request (Kafka's rule for Produce v3+), in order within each partition."""
+    order = np.argsort(parts, kind="stable")
+    sorted_parts = parts[order]
+    present, starts = np.unique(sorted_parts, return_index=True)
+    ends = np.append(starts[1:], len(order))
+    sizes = _row_sizes(rows)
+    chunks: dict[int, list[pa.RecordBatch]] = {}
+    for p, lo, hi in zip(present.tolist(), starts.tolist(), ends.tolist()):
+        idx = order[lo:hi]
+        part_rows = rows.take(pa.array(idx))
+        cum = np.cumsum(sizes[idx])
+        cuts = np.searchsorted(cum, np.arange(batch_size, int(cum[-1]), batch_size), "right")
+        bounds = [0, *sorted(set(int(c) for c in cuts if 0 < c < len(idx))), len(idx)]
+        chunks[p] = [part_rows.slice(a, b - a) for a, b in itertools.pairwise(bounds)]
+    rounds = max(len(c) for c in chunks.values())
+    for r in range(rounds):
+        by_leader: dict[int, list[tuple[int, bytes, int]]] = {}
+        for p, cs in chunks.items():
+            if r < len(cs):
+                blob = encode_batch(cs[r], base_offset=0, compression=compression)
+                by_leader.setdefault(leaders[p], []).append((p, blob, cs[r].num_rows))
+        yield from by_leader.items()
+
+
+def _row_sizes(rows: pa.RecordBatch) -> np.ndarray:
+    sizes = np.full(rows.num_rows, _RECORD_OVERHEAD, np.int64)
+    for name in ("key", "value"):
+        col = rows.column(name)
+        sizes += pc.fill_null(pc.binary_length(col), 0).to_numpy()
+    return sizes
