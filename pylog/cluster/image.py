@@ -1,0 +1,249 @@
+"""``MetadataImage``: the cluster metadata as of some offset, built by applying records.
+
+Values handed out (``TopicImage``, ``PartitionImage``, ``BrokerRegistration``) are
+frozen, and mappings are read-only views, so readers can keep them; the image itself
+changes only through ``apply`` (called by whoever owns it: the quorum shell for the
+committed image, the controller for its working copy). ``copy()`` gives an
+independent image. Sans-IO.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, replace
+from types import MappingProxyType
+from typing import Any
+
+from pylog.cluster.records import (
+    LEADER_NO_CHANGE,
+    BrokerEndpoint,
+    ConfigRecord,
+    ConfigResourceType,
+    FeatureLevelRecord,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnregisterBrokerRecord,
+)
+
+
+class MetadataApplyError(ValueError):
+    """A record that does not fit the image (a controller bug or a corrupt log)."""
+
+
+@dataclass(frozen=True, slots=True)
+class TopicImage:
+    name: str
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionImage:
+    topic_id: uuid.UUID
+    partition_id: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    broker_id: int
+    incarnation_id: uuid.UUID
+    broker_epoch: int
+    endpoints: tuple[BrokerEndpoint, ...]
+    rack: str | None
+    fenced: bool
+
+
+ConfigKey = tuple[int, str]  # (ConfigResourceType, resource name)
+
+
+class MetadataImage:
+    def __init__(self) -> None:
+        self.offset = 0  # offset of the last applied entry (0: nothing applied)
+        self.next_producer_id = 0
+        self.last_broker_epoch = 0  # highest broker epoch ever handed out
+        self._topics: dict[str, TopicImage] = {}
+        self._topics_by_id: dict[uuid.UUID, TopicImage] = {}
+        self._partitions: dict[uuid.UUID, dict[int, PartitionImage]] = {}
+        self._configs: dict[ConfigKey, dict[str, str]] = {}
+        self._brokers: dict[int, BrokerRegistration] = {}
+        self._features: dict[str, int] = {}
+
+    # ------------------------------------------------------------------ apply
+
+    def apply_batch(self, records: Iterable[MetadataRecord], offset: int) -> None:
+        for r in records:
+            self.apply(r)
+        self.offset = max(self.offset, offset)
+
+    def apply(self, record: MetadataRecord) -> None:
+        handler = getattr(self, "_apply_" + type(record).__name__, None)
+        if handler is None:
+            raise MetadataApplyError(f"unknown metadata record {record!r}")
+        handler(record)
+
+    def _apply_TopicRecord(self, r: TopicRecord) -> None:
+        if r.name in self._topics or r.topic_id in self._topics_by_id:
+            raise MetadataApplyError(f"topic {r.name} / {r.topic_id} already exists")
+        t = TopicImage(r.name, r.topic_id)
+        self._topics[r.name] = t
+        self._topics_by_id[r.topic_id] = t
+        self._partitions[r.topic_id] = {}
+
+    def _apply_PartitionRecord(self, r: PartitionRecord) -> None:
+        parts = self._topic_partitions(r.topic_id)
+        parts[r.partition_id] = PartitionImage(
+            r.topic_id, r.partition_id, r.replicas, r.isr, r.leader, r.leader_epoch, r.partition_epoch
+        )
+
+    def _apply_PartitionChangeRecord(self, r: PartitionChangeRecord) -> None:
+        parts = self._topic_partitions(r.topic_id)
+        p = parts.get(r.partition_id)
+        if p is None:
+            raise MetadataApplyError(f"no partition {r.partition_id} in topic {r.topic_id}")
+        changes: dict[str, Any] = {"partition_epoch": p.partition_epoch + 1}
+        if r.isr is not None:
+            changes["isr"] = r.isr
+        if r.replicas is not None:
+            changes["replicas"] = r.replicas
+        if r.leader != LEADER_NO_CHANGE and r.leader != p.leader:
+            changes["leader"] = r.leader
+            changes["leader_epoch"] = p.leader_epoch + 1
+        parts[r.partition_id] = replace(p, **changes)
+
+    def _apply_RemoveTopicRecord(self, r: RemoveTopicRecord) -> None:
+        t = self._topics_by_id.pop(r.topic_id, None)
+        if t is None:
+            raise MetadataApplyError(f"no topic with id {r.topic_id}")
+        del self._topics[t.name]
+        del self._partitions[r.topic_id]
+        self._configs.pop((ConfigResourceType.TOPIC, t.name), None)
+
+    def _apply_ConfigRecord(self, r: ConfigRecord) -> None:
+        key = (int(r.resource_type), r.resource_name)
+        if r.value is None:
+            cfg = self._configs.get(key)
+            if cfg is not None:
+                cfg.pop(r.name, None)
+                if not cfg:
+                    del self._configs[key]
+        else:
+            self._configs.setdefault(key, {})[r.name] = r.value
+
+    def _apply_RegisterBrokerRecord(self, r: RegisterBrokerRecord) -> None:
+        self._brokers[r.broker_id] = BrokerRegistration(
+            r.broker_id, r.incarnation_id, r.broker_epoch, r.endpoints, r.rack, r.fenced
+        )
+        self.last_broker_epoch = max(self.last_broker_epoch, r.broker_epoch)
+
+    def _apply_UnregisterBrokerRecord(self, r: UnregisterBrokerRecord) -> None:
+        b = self._brokers.get(r.broker_id)
+        if b is not None and b.broker_epoch == r.broker_epoch:
+            del self._brokers[r.broker_id]
+
+    def _apply_ProducerIdsRecord(self, r: ProducerIdsRecord) -> None:
+        if r.producer_ids_end <= self.next_producer_id:
+            raise MetadataApplyError(f"producer ids end {r.producer_ids_end} <= {self.next_producer_id}")
+        self.next_producer_id = r.producer_ids_end
+
+    def _apply_FeatureLevelRecord(self, r: FeatureLevelRecord) -> None:
+        self._features[r.name] = r.feature_level
+
+    def _topic_partitions(self, topic_id: uuid.UUID) -> dict[int, PartitionImage]:
+        parts = self._partitions.get(topic_id)
+        if parts is None:
+            raise MetadataApplyError(f"no topic with id {topic_id}")
+        return parts
+
+    # ------------------------------------------------------------------ queries
+
+    @property
+    def topics(self) -> Mapping[str, TopicImage]:
+        return MappingProxyType(self._topics)
+
+    @property
+    def topics_by_id(self) -> Mapping[uuid.UUID, TopicImage]:
+        return MappingProxyType(self._topics_by_id)
+
+    def topic(self, name_or_id: str | uuid.UUID) -> TopicImage | None:
+        if isinstance(name_or_id, uuid.UUID):
+            return self._topics_by_id.get(name_or_id)
+        return self._topics.get(name_or_id)
+
+    def partitions(self, topic: str | uuid.UUID) -> Mapping[int, PartitionImage]:
+        """The partitions of a topic by id (empty if the topic does not exist)."""
+        t = self.topic(topic)
+        if t is None:
+            return MappingProxyType({})
+        return MappingProxyType(self._partitions[t.topic_id])
+
+    def partition(self, topic: str | uuid.UUID, partition: int) -> PartitionImage | None:
+        return self.partitions(topic).get(partition)
+
+    def configs(self, resource_type: int, resource_name: str) -> Mapping[str, str]:
+        """Overrides set on a resource (defaults are not included)."""
+        return MappingProxyType(self._configs.get((int(resource_type), resource_name), {}))
+
+    def topic_configs(self, name: str) -> Mapping[str, str]:
+        return self.configs(ConfigResourceType.TOPIC, name)
+
+    def broker_configs(self, broker_id: int | None = None) -> Mapping[str, str]:
+        """A broker's overrides, or the cluster-wide defaults when ``broker_id`` is None."""
+        return self.configs(ConfigResourceType.BROKER, "" if broker_id is None else str(broker_id))
+
+    @property
+    def brokers(self) -> Mapping[int, BrokerRegistration]:
+        return MappingProxyType(self._brokers)
+
+    def live_brokers(self) -> list[int]:
+        """Registered, unfenced broker ids, sorted."""
+        return sorted(b.broker_id for b in self._brokers.values() if not b.fenced)
+
+    @property
+    def features(self) -> Mapping[str, int]:
+        return MappingProxyType(self._features)
+
+    # ------------------------------------------------------------------ whole image
+
+    def copy(self) -> MetadataImage:
+        other = MetadataImage()
+        other.offset = self.offset
+        other.next_producer_id = self.next_producer_id
+        other.last_broker_epoch = self.last_broker_epoch
+        other._topics = dict(self._topics)
+        other._topics_by_id = dict(self._topics_by_id)
+        other._partitions = {k: dict(v) for k, v in self._partitions.items()}
+        other._configs = {k: dict(v) for k, v in self._configs.items()}
+        other._brokers = dict(self._brokers)
+        other._features = dict(self._features)
+        return other
+
+    def to_dict(self) -> dict[str, Any]:
+        """A plain, comparable description (for tests, debugging and dumps)."""
+        return {
+            "offset": self.offset,
+            "next_producer_id": self.next_producer_id,
+            "last_broker_epoch": self.last_broker_epoch,
+            "topics": {n: str(t.topic_id) for n, t in sorted(self._topics.items())},
+            "partitions": {
+                str(tid): {i: p for i, p in sorted(parts.items())}
+                for tid, parts in sorted(self._partitions.items(), key=lambda kv: str(kv[0]))
+            },
+            "configs": {f"{k[0]}:{k[1]}": dict(sorted(v.items())) for k, v in sorted(self._configs.items())},
+            "brokers": dict(sorted(self._brokers.items())),
+            "features": dict(sorted(self._features.items())),
+        }
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, MetadataImage) and self.to_dict() == other.to_dict()
+
+    __hash__ = None  # type: ignore[assignment]

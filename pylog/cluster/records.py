@@ -1,0 +1,238 @@
+"""Record types of ``__cluster_metadata`` and their serialization.
+
+The records mirror Kafka's KRaft metadata records (TopicRecord, PartitionRecord,
+PartitionChangeRecord, ConfigRecord, ...) with snake_case fields. One Raft entry
+holds one *batch* of records, applied atomically (e.g. a topic with its configs and
+partitions).
+
+Serialization is compact JSON: ``[{"type": "TopicRecord", "name": ..., ...}, ...]``.
+Metadata changes are rare and small, so readability (``cat`` the log, diff two
+images) beats the few bytes a schema'd binary would save; the ``type`` tag plus
+defaults for missing fields lets records gain fields later. UUIDs are strings,
+lists of ids are JSON arrays.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import uuid
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+# PartitionChangeRecord.leader: the leader did not change / there is no leader.
+LEADER_NO_CHANGE = -2
+NO_LEADER = -1
+
+
+class ConfigResourceType(enum.IntEnum):
+    """Kafka's ConfigResource.Type ids, as in DescribeConfigs / AlterConfigs."""
+
+    UNKNOWN = 0
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+class SecurityProtocol(enum.IntEnum):
+    PLAINTEXT = 0
+    SSL = 1
+    SASL_PLAINTEXT = 2
+    SASL_SSL = 3
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerEndpoint:
+    name: str
+    host: str
+    port: int
+    security_protocol: int = SecurityProtocol.PLAINTEXT
+
+
+@dataclass(frozen=True, slots=True)
+class RegisterBrokerRecord:
+    TYPE: ClassVar[str] = "RegisterBrokerRecord"
+    broker_id: int
+    incarnation_id: uuid.UUID
+    broker_epoch: int
+    endpoints: tuple[BrokerEndpoint, ...] = ()
+    rack: str | None = None
+    fenced: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class UnregisterBrokerRecord:
+    TYPE: ClassVar[str] = "UnregisterBrokerRecord"
+    broker_id: int
+    broker_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class TopicRecord:
+    TYPE: ClassVar[str] = "TopicRecord"
+    name: str
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionRecord:
+    TYPE: ClassVar[str] = "PartitionRecord"
+    topic_id: uuid.UUID
+    partition_id: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    leader: int
+    leader_epoch: int = 0
+    partition_epoch: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionChangeRecord:
+    """A change to a partition; None / LEADER_NO_CHANGE fields are unchanged.
+
+    Applying it bumps the partition epoch; a new leader also bumps the leader epoch.
+    """
+
+    TYPE: ClassVar[str] = "PartitionChangeRecord"
+    topic_id: uuid.UUID
+    partition_id: int
+    isr: tuple[int, ...] | None = None
+    leader: int = LEADER_NO_CHANGE
+    replicas: tuple[int, ...] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveTopicRecord:
+    TYPE: ClassVar[str] = "RemoveTopicRecord"
+    topic_id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigRecord:
+    """Set ``name`` to ``value`` on a resource; ``value=None`` deletes the override.
+
+    A broker resource name is the broker id as a string, or "" for the cluster default.
+    """
+
+    TYPE: ClassVar[str] = "ConfigRecord"
+    resource_type: int
+    resource_name: str
+    name: str
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdsRecord:
+    """A block of producer ids was handed to a broker; ids below ``producer_ids_end`` are taken."""
+
+    TYPE: ClassVar[str] = "ProducerIdsRecord"
+    broker_id: int
+    broker_epoch: int
+    producer_ids_end: int
+
+
+@dataclass(frozen=True, slots=True)
+class FeatureLevelRecord:
+    TYPE: ClassVar[str] = "FeatureLevelRecord"
+    name: str
+    feature_level: int
+
+
+MetadataRecord = (
+    RegisterBrokerRecord
+    | UnregisterBrokerRecord
+    | TopicRecord
+    | PartitionRecord
+    | PartitionChangeRecord
+    | RemoveTopicRecord
+    | ConfigRecord
+    | ProducerIdsRecord
+    | FeatureLevelRecord
+)
+
+RECORD_TYPES: dict[str, type[Any]] = {
+    cls.TYPE: cls
+    for cls in (
+        RegisterBrokerRecord,
+        UnregisterBrokerRecord,
+        TopicRecord,
+        PartitionRecord,
+        PartitionChangeRecord,
+        RemoveTopicRecord,
+        ConfigRecord,
+        ProducerIdsRecord,
+        FeatureLevelRecord,
+    )
+}
+
+
+class RecordDecodeError(ValueError):
+    """Bytes that are not a valid metadata record batch."""
+
+
+def _ids(v: Any) -> tuple[int, ...] | None:
+    return None if v is None else tuple(int(x) for x in v)
+
+
+def _endpoints(v: Any) -> tuple[BrokerEndpoint, ...]:
+    return tuple(BrokerEndpoint(**e) for e in v)
+
+
+# field name -> decoder from its JSON value (fields not listed are JSON scalars)
+_DECODERS: dict[str, Callable[[Any], Any]] = {
+    "topic_id": uuid.UUID,
+    "incarnation_id": uuid.UUID,
+    "replicas": _ids,
+    "isr": _ids,
+    "endpoints": _endpoints,
+}
+
+
+def _encode_value(v: Any) -> Any:
+    if isinstance(v, uuid.UUID):
+        return str(v)
+    if isinstance(v, BrokerEndpoint):
+        return {"name": v.name, "host": v.host, "port": v.port, "security_protocol": int(v.security_protocol)}
+    if isinstance(v, tuple):
+        return [_encode_value(x) for x in v]
+    if isinstance(v, enum.IntEnum):
+        return int(v)
+    return v
+
+
+def record_to_dict(record: MetadataRecord) -> dict[str, Any]:
+    out: dict[str, Any] = {"type": record.TYPE}
+    for f in dataclasses.fields(record):
+        out[f.name] = _encode_value(getattr(record, f.name))
+    return out
+
+
+def record_from_dict(d: dict[str, Any]) -> MetadataRecord:
+    try:
+        cls = RECORD_TYPES[d["type"]]
+        names = {f.name for f in dataclasses.fields(cls)}
+        kwargs = {}
+        for k, v in d.items():
+            if k in names:
+                dec = _DECODERS.get(k)
+                kwargs[k] = dec(v) if dec is not None and v is not None else v
+        return cls(**kwargs)  # type: ignore[no-any-return]
+    except (KeyError, TypeError, ValueError) as e:
+        raise RecordDecodeError(f"bad metadata record {d!r}: {e}") from e
+
+
+def encode_records(records: Iterable[MetadataRecord]) -> bytes:
+    """One Raft entry's payload: a JSON array of records."""
+    return json.dumps([record_to_dict(r) for r in records], separators=(",", ":")).encode()
+
+
+def decode_records(data: bytes) -> list[MetadataRecord]:
+    try:
+        items = json.loads(data)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise RecordDecodeError(f"metadata entry is not JSON: {e}") from e
+    if not isinstance(items, list) or not all(isinstance(i, dict) for i in items):
+        raise RecordDecodeError("metadata entry is not a JSON array of records")
+    return [record_from_dict(i) for i in items]
