@@ -81,45 +81,83 @@ def write_topic(
     by default keys are hashed like the Java client. `timestamp`: a column of timestamps (or epoch ms);
     by default the time of the call. `batch_size`: target bytes per record batch (uncompressed).
     """
-    if compression not in COMPRESSIONS:
-        raise ValueError(f"compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
     if not isinstance(topic, str) or not topic:
         raise ValueError(f"topic must be a non-empty string, got {topic!r}")
-    if batch_size <= 0:
-        raise ValueError("batch_size must be positive")
-    batches = _record_batches(data)
-    client = KafkaClient(bootstrap_servers, client_id="pylog-sdk-producer",
-                         request_timeout_s=request_timeout_s)
-    result = WriteResult(topic)
-    try:
-        tm = aio.run(_start(client, topic))
-        num_partitions = len(tm.partitions)
-        leaders = {p: pm.leader for p, pm in tm.partitions.items()}
-        version = client.version(PRODUCE)
-        sticky = _Sticky(num_partitions)
-        now_ms = int(time.time() * 1000)
-        in_flight: list[Future[None]] = []
-        for batch in batches:
-            if batch.num_rows == 0:
-                continue
-            rows, parts = _prepare(batch, key=key, value=value, headers=headers, partition=partition,
-                                   timestamp=timestamp, num_partitions=num_partitions, now_ms=now_ms,
-                                   sticky=sticky, batch_size=batch_size)
-            for request in _requests(rows, parts, leaders, compression, batch_size):
-                in_flight.append(asyncio.run_coroutine_threadsafe(
-                    _produce(client, version, topic, request, result), aio.io_loop()))
-                while len(in_flight) >= max_in_flight:
-                    in_flight.pop(0).result()
-        for fut in in_flight:
-            fut.result()
-    finally:
-        aio.run(client.close())
-    return result
+    with Producer(bootstrap_servers, compression=compression, batch_size=batch_size,
+                  max_in_flight=max_in_flight, request_timeout_s=request_timeout_s) as producer:
+        for batch in _record_batches(data):
+            producer.send(batch, topic, key=key, value=value, headers=headers, partition=partition,
+                          timestamp=timestamp)
+        results = producer.flush()
+    return results.get(topic, WriteResult(topic))
 
 
-async def _start(client: KafkaClient, topic: str) -> Any:
-    await client.start()
-    return await client.topic(topic, allow_auto_topic_creation=True)
+class Producer:
+    """A Kafka producer for Arrow batches: one client, per-topic metadata and sticky state, up to
+    `max_in_flight` Produce requests outstanding while the calling thread prepares the next ones."""
+
+    def __init__(self, bootstrap_servers: Any, *, compression: str = "none", batch_size: int = 1_000_000,
+                 max_in_flight: int = 8, request_timeout_s: float = 30.0,
+                 client_id: str = "pylog-sdk-producer") -> None:
+        if compression not in COMPRESSIONS:
+            raise ValueError(f"compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
+        if batch_size <= 0:
+            raise ValueError("batch_size must be positive")
+        self.compression, self.batch_size, self.max_in_flight = compression, batch_size, max_in_flight
+        self.client = KafkaClient(bootstrap_servers, client_id=client_id, request_timeout_s=request_timeout_s)
+        aio.run(self.client.start())
+        self.results: dict[str, WriteResult] = {}
+        self._topics: dict[str, tuple[dict[int, int], _Sticky]] = {}
+        self._in_flight: list[Future[None]] = []
+        self._now_ms = int(time.time() * 1000)
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _topic(self, topic: str) -> tuple[dict[int, int], _Sticky]:
+        known = self._topics.get(topic)
+        if known is None:
+            tm = aio.run(self.client.topic(topic, allow_auto_topic_creation=True))
+            leaders = {p: pm.leader for p, pm in tm.partitions.items()}
+            known = self._topics[topic] = (leaders, _Sticky(len(leaders)))
+            self.results[topic] = WriteResult(topic)
+        return known
+
+    def send(self, batch: pa.RecordBatch, topic: str, *, key: str | None = None,
+             value: str | Sequence[str] | None = None, headers: str | None = None,
+             partition: int | str | None = None, timestamp: str | None = None) -> None:
+        """Queue the rows of `batch` for `topic` (column roles as in `write_topic`)."""
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"topic must be a non-empty string, got {topic!r}")
+        leaders, sticky = self._topic(topic)
+        if batch.num_rows == 0:
+            return
+        rows, parts = _prepare(batch, key=key, value=value, headers=headers, partition=partition,
+                               timestamp=timestamp, num_partitions=len(leaders), now_ms=self._now_ms,
+                               sticky=sticky, batch_size=self.batch_size)
+        version = self.client.version(PRODUCE)
+        for request in _requests(rows, parts, leaders, self.compression, self.batch_size):
+            self._in_flight.append(asyncio.run_coroutine_threadsafe(
+                _produce(self.client, version, topic, request, self.results[topic]), aio.io_loop()))
+            while len(self._in_flight) >= self.max_in_flight:
+                self._in_flight.pop(0).result()
+
+    def flush(self) -> dict[str, WriteResult]:
+        """Wait for every acknowledgement; raises the first produce error."""
+        while self._in_flight:
+            self._in_flight.pop(0).result()
+        return self.results
+
+    def close(self) -> None:
+        try:
+            for fut in self._in_flight:
+                fut.cancel()
+            self._in_flight.clear()
+        finally:
+            aio.run(self.client.close())
 
 
 async def _produce(client: KafkaClient, version: int, topic: str,
@@ -155,8 +193,12 @@ def _record_batches(data: Any) -> Iterator[pa.RecordBatch]:
         return iter(pa.RecordBatchReader.from_stream(data))
     if isinstance(data, dict):
         return iter(pa.table(data).to_batches())
+    if isinstance(data, list) and all(isinstance(b, pa.RecordBatch) for b in data):
+        return iter(data)
     if isinstance(data, list):
         return iter(pa.Table.from_pylist(data).to_batches())
+    if isinstance(data, Iterator):
+        return data
     raise TypeError(f"write_topic takes an Arrow table / batch / reader, a Polars or pandas DataFrame, "
                     f"or an Arrow stream, not {type(data).__name__}")
 
