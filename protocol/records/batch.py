@@ -48,6 +48,7 @@ RECORD_SCHEMA = pa.schema(
 )
 
 DEFAULT_MAX_UNCOMPRESSED_BYTES = 64 * 1024 * 1024
+MAX_CODEC = 4  # zstd
 
 try:
     from . import _crecords as _c_impl
@@ -123,6 +124,8 @@ def decode_batch(
     if verify_crc:
         _verify_crc(header, batch)
     body = batch[HEADER_SIZE:]
+    if header.compression > MAX_CODEC:
+        raise CorruptRecordBatch(f"unknown compression codec {header.compression}")
     if header.compression:
         body = decompress(header.compression, body, max_uncompressed_bytes)
     records = decode_records(body, header.record_count, header.base_offset, header.base_timestamp, impl=impl)

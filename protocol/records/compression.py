@@ -12,6 +12,7 @@ compression bomb stops at ``max_bytes`` with RecordBatchTooLarge, never allocati
 from __future__ import annotations
 
 import struct
+import threading
 import zlib
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +39,24 @@ XERIAL_BLOCK_SIZE = 32 * 1024  # snappy-java's default block size
 _FIRST_CHUNK = 64 * 1024
 
 Bytes = bytes | bytearray | memoryview
+
+# zstd contexts are costly to create (about a MB at level 3) and not safe to share between threads.
+_zstd_local = threading.local()
+
+
+def _zstd_compressor(level: int) -> zstandard.ZstdCompressor:
+    cache = _zstd_local.__dict__.setdefault("compressors", {})
+    comp = cache.get(level)
+    if comp is None:
+        comp = cache[level] = zstandard.ZstdCompressor(level=level)
+    return comp
+
+
+def _zstd_decompressor() -> zstandard.ZstdDecompressor:
+    dctx = getattr(_zstd_local, "decompressor", None)
+    if dctx is None:
+        dctx = _zstd_local.decompressor = zstandard.ZstdDecompressor()
+    return dctx
 
 
 def codec_id(codec: int | str) -> int:
@@ -72,7 +91,7 @@ def compress(codec: int | str, data: Bytes, level: int | None = None) -> bytes:
             content_checksum=False,
             store_size=False,
         )
-    return zstandard.ZstdCompressor(level=3 if level is None else level).compress(data)
+    return _zstd_compressor(3 if level is None else level).compress(data)
 
 
 def decompress(codec: int | str, data: Bytes, max_bytes: int) -> bytes:
@@ -219,12 +238,12 @@ def _zstd_decompress(data: Bytes, max_bytes: int) -> bytes:
     if size >= 0:
         # One frame with a declared size (librdkafka): a single exact allocation, truncation detected.
         try:
-            return zstandard.ZstdDecompressor().decompress(src, allow_extra_data=False)
+            return _zstd_decompressor().decompress(src, allow_extra_data=False)
         except zstandard.ZstdError:
             pass  # several frames, or corrupt: the streaming path below decides
     # Streaming producers (the Java client) do not declare the size. The stream reader does not
     # report a truncated frame; the record walk that follows rejects the short section.
-    reader = zstandard.ZstdDecompressor().stream_reader(src, read_across_frames=True)
+    reader = _zstd_decompressor().stream_reader(src, read_across_frames=True)
     done = {"eof": False}
 
     def step(max_len: int) -> bytes:
