@@ -1,0 +1,176 @@
+"""Validation and resolution of config changes for the controller (sans-IO).
+
+Names, types and defaults come from ``pylog.config`` (the one table of Kafka config
+definitions); this module adds Kafka's value ranges and the semantics of
+AlterConfigs (replace the whole set) and IncrementalAlterConfigs
+(SET / DELETE / APPEND / SUBTRACT, where APPEND and SUBTRACT work on list configs
+starting from the current value, the default when there is no override).
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from pylog.cluster.records import ConfigResourceType
+from pylog.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigError, ConfigType
+from pylog.protocol.errors import ErrorCode
+
+
+class AlterConfigOp(enum.IntEnum):
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+@dataclass(frozen=True, slots=True)
+class AlterableConfig:
+    """One IncrementalAlterConfigs operation on a config key."""
+
+    name: str
+    op: int
+    value: str | None = None
+
+
+class ConfigValidationError(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+# Kafka's lower (and a few upper) bounds of topic config values (LogConfig's ConfigDef).
+_TOPIC_RANGES: dict[str, tuple[float | None, float | None]] = {
+    "segment.bytes": (14, None),
+    "segment.ms": (1, None),
+    "segment.jitter.ms": (0, None),
+    "segment.index.bytes": (4, None),
+    "flush.messages": (1, None),
+    "flush.ms": (0, None),
+    "retention.ms": (-1, None),
+    "max.message.bytes": (0, None),
+    "index.interval.bytes": (0, None),
+    "delete.retention.ms": (0, None),
+    "min.compaction.lag.ms": (0, None),
+    "max.compaction.lag.ms": (1, None),
+    "file.delete.delay.ms": (0, None),
+    "min.cleanable.dirty.ratio": (0, 1),
+    "min.insync.replicas": (1, None),
+    "message.timestamp.before.max.ms": (0, None),
+    "message.timestamp.after.max.ms": (0, None),
+}
+
+
+def _definition(resource_type: int, name: str) -> ConfigDef:
+    if resource_type == ConfigResourceType.TOPIC:
+        d = TOPIC_CONFIGS.get(name)
+        if d is None:
+            raise ConfigValidationError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+        return d
+    d = BROKER_CONFIGS.get(name)
+    if d is None:
+        raise ConfigValidationError(ErrorCode.INVALID_CONFIG, f"Unknown broker config name: {name}")
+    if d.read_only:
+        raise ConfigValidationError(
+            ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {{{name}}}"
+        )
+    return d
+
+
+def validate_value(resource_type: int, name: str, value: str | None) -> None:
+    """Raise ConfigValidationError when ``name`` is unknown or ``value`` does not fit it."""
+    d = _definition(resource_type, name)
+    if value is None:
+        return
+    try:
+        parsed = d.parse(value)
+    except ConfigError as e:
+        raise ConfigValidationError(ErrorCode.INVALID_CONFIG, str(e)) from None
+    if d.choices:  # checked here too: ConfigDef.parse returns list values before checking choices
+        bad = [p for p in value.split(",") if p.strip() not in d.choices]
+        if bad:
+            choices = ", ".join(d.choices)
+            message = f"Invalid value {value} for configuration {name}: String must be one of: {choices}"
+            raise ConfigValidationError(ErrorCode.INVALID_CONFIG, message)
+    bounds = _TOPIC_RANGES.get(name) if resource_type == ConfigResourceType.TOPIC else None
+    if bounds is not None and isinstance(parsed, (int, float)):
+        lo, hi = bounds
+        if (lo is not None and parsed < lo) or (hi is not None and parsed > hi):
+            rng = f"at least {lo}" if hi is None else f"between {lo} and {hi}"
+            raise ConfigValidationError(
+                ErrorCode.INVALID_CONFIG,
+                f"Invalid value {value} for configuration {name}: Value must be {rng}",
+            )
+
+
+def validate_resource_name(resource_type: int, name: str) -> None:
+    if resource_type == ConfigResourceType.BROKER:
+        if name != "" and not (name.isdigit() and int(name) >= 0):
+            raise ConfigValidationError(ErrorCode.INVALID_REQUEST, f"Invalid broker name {name!r}")
+    elif resource_type != ConfigResourceType.TOPIC:
+        raise ConfigValidationError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
+
+
+def replace_configs(
+    resource_type: int, current: Mapping[str, str], configs: Mapping[str, str | None]
+) -> dict[str, str | None]:
+    """AlterConfigs: the new set replaces the old. Returns the changes (None = delete)."""
+    for name, value in configs.items():
+        if value is None:
+            raise ConfigValidationError(ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}")
+        validate_value(resource_type, name, value)
+    changes: dict[str, str | None] = {k: None for k in current if k not in configs}
+    changes.update({k: v for k, v in configs.items() if current.get(k) != v})
+    return changes
+
+
+def incremental_changes(
+    resource_type: int, current: Mapping[str, str], ops: Sequence[AlterableConfig]
+) -> dict[str, str | None]:
+    """IncrementalAlterConfigs: apply the operations. Returns the changes (None = delete)."""
+    seen: set[str] = set()
+    changes: dict[str, str | None] = {}
+    for op in ops:
+        if op.name in seen:
+            raise ConfigValidationError(ErrorCode.INVALID_REQUEST, f"Duplicate config key {op.name}")
+        seen.add(op.name)
+        d = _definition(resource_type, op.name)
+        if op.op == AlterConfigOp.DELETE:
+            changes[op.name] = None
+            continue
+        if op.op not in (AlterConfigOp.SET, AlterConfigOp.APPEND, AlterConfigOp.SUBTRACT):
+            raise ConfigValidationError(ErrorCode.INVALID_REQUEST, f"Unknown alter config operation {op.op}")
+        if op.value is None:
+            raise ConfigValidationError(
+                ErrorCode.INVALID_REQUEST, f"Null value not supported for : {op.name}"
+            )
+        if op.op == AlterConfigOp.SET:
+            new = op.value
+        else:
+            if d.type is not ConfigType.LIST:
+                raise ConfigValidationError(
+                    ErrorCode.INVALID_CONFIG,
+                    f"Can't {AlterConfigOp(op.op).name} to key {op.name} because its type is not LIST.",
+                )
+            old = current.get(op.name, d.default)
+            parts = [p.strip() for p in (old or "").split(",") if p.strip()]
+            values = [v.strip() for v in op.value.split(",") if v.strip()]
+            if op.op == AlterConfigOp.APPEND:
+                parts += [v for v in values if v not in parts]
+            else:
+                parts = [p for p in parts if p not in values]
+            new = ",".join(parts)
+        validate_value(resource_type, op.name, new)
+        changes[op.name] = new
+    return {k: v for k, v in changes.items() if current.get(k) != v}
+
+
+def validate_new_topic_configs(configs: Mapping[str, str | None]) -> None:
+    for name, value in configs.items():
+        if value is None:
+            raise ConfigValidationError(
+                ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {name}"
+            )
+        validate_value(ConfigResourceType.TOPIC, name, value)
