@@ -1,0 +1,233 @@
+"""The ``pylog`` Spark data source (PySpark's Python Data Source API): batch and streaming reads and
+writes of Kafka topics, with Spark's Kafka-source schema and options.
+
+Reads plan on the driver (offset ranges per topic partition, cut into input partitions) and read on
+the workers, each yielding ``pyarrow.RecordBatch`` es straight from the data directory or a Fetch.
+Streaming offsets are ``{"topic": {"partition": next offset}}``, like Spark's Kafka source.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+
+import pyarrow as pa
+from pyspark.sql.datasource import (
+    DataSource,
+    DataSourceReader,
+    DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
+    InputPartition,
+)
+from pyspark.sql.streaming.datasource import (
+    ReadAllAvailable,
+    ReadLimit,
+    ReadMaxRows,
+    SupportsTriggerAvailableNow,
+)
+from pyspark.sql.types import (
+    ArrayType,
+    BinaryType,
+    IntegerType,
+    LongType,
+    StringType,
+    StructField,
+    StructType,
+    TimestampType,
+)
+
+from pylog.sdk.offsets import PartitionRange
+from pylog.spark.options import ReadOptions, source_columns, split_ranges, to_spark_batch
+
+HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
+
+
+def kafka_schema(include_headers: bool) -> StructType:
+    """Spark's Kafka source schema."""
+    fields = [
+        StructField("key", BinaryType()),
+        StructField("value", BinaryType()),
+        StructField("topic", StringType()),
+        StructField("partition", IntegerType()),
+        StructField("offset", LongType()),
+        StructField("timestamp", TimestampType()),
+        StructField("timestampType", IntegerType()),
+    ]
+    if include_headers:
+        fields.append(StructField("headers", HEADERS))
+    return StructType(fields)
+
+
+class OffsetRangePartition(InputPartition):
+    """Records [start, end) of one topic partition: one Spark task."""
+
+    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
+        super().__init__((topic, partition, start, end))
+        self.topic, self.partition, self.start, self.end = topic, partition, start, end
+
+    def range(self) -> PartitionRange:
+        return PartitionRange(self.topic, self.partition, self.start, self.end)
+
+
+class PylogDataSource(DataSource):
+    """``spark.read.format("pylog")`` / ``readStream`` / ``write`` / ``writeStream``."""
+
+    @classmethod
+    def name(cls) -> str:
+        return "pylog"
+
+    def schema(self) -> StructType:
+        from pylog.spark.options import _bool
+
+        return kafka_schema(_bool(self.options, "includeHeaders", False))
+
+    def reader(self, schema: StructType) -> DataSourceReader:
+        return PylogBatchReader(ReadOptions.parse(self.options, streaming=False), schema)
+
+    def streamReader(self, schema: StructType) -> DataSourceStreamReader:
+        return PylogStreamReader(ReadOptions.parse(self.options, streaming=True), schema)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        from pylog.spark.sink import PylogBatchWriter, WriteOptions
+
+        return PylogBatchWriter(WriteOptions.parse(self.options, schema))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        from pylog.spark.sink import PylogStreamWriter, WriteOptions
+
+        return PylogStreamWriter(WriteOptions.parse(self.options, schema))
+
+
+def _arrow_schema(schema: StructType) -> pa.Schema:
+    from pyspark.sql.pandas.types import to_arrow_schema
+
+    return to_arrow_schema(schema, timezone="UTC")
+
+
+def _read(options: ReadOptions, schema: StructType, part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
+    target = _arrow_schema(schema)
+    r = part.range()
+    source = options.open()
+    try:
+        for got, batch in source.read([r], source_columns(target)):
+            yield to_spark_batch(got, batch, target)
+    finally:
+        source.close()
+
+
+def _input_partitions(options: ReadOptions, ranges: list[PartitionRange]) -> list[OffsetRangePartition]:
+    pieces = split_ranges(ranges, max_records=options.max_records_per_partition,
+                          min_partitions=options.min_partitions)
+    return [OffsetRangePartition(r.topic, r.partition, r.start, r.end) for r in pieces]
+
+
+class PylogBatchReader(DataSourceReader):
+    def __init__(self, options: ReadOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+
+    def partitions(self) -> Sequence[InputPartition]:
+        source = self.options.open()
+        try:
+            ranges = self.options.ranges(source)
+        finally:
+            source.close()
+        parts = _input_partitions(self.options, ranges)
+        # an empty read still needs one (empty) task
+        return parts or [OffsetRangePartition(self.options.topics[0], 0, 0, 0)]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, OffsetRangePartition)
+        if partition.start >= partition.end:
+            return iter(())
+        return _read(self.options, self.schema, partition)
+
+
+Offsets = dict[str, dict[str, int]]
+
+
+class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """Micro-batches over the committed end of each partition, optionally capped per trigger."""
+
+    def __init__(self, options: ReadOptions, schema: StructType) -> None:
+        self.options = options
+        self.schema = schema
+        self._target: Offsets | None = None  # Trigger.AvailableNow's end
+
+    def _latest(self) -> tuple[Offsets, Offsets]:
+        """(earliest, latest) offsets of every partition now."""
+        source = self.options.open()
+        try:
+            ranges = self.options.ranges(source, starting="earliest", ending="latest", with_timestamps=False)
+        finally:
+            source.close()
+        lo: Offsets = {}
+        hi: Offsets = {}
+        for r in ranges:
+            lo.setdefault(r.topic, {})[str(r.partition)] = r.start
+            hi.setdefault(r.topic, {})[str(r.partition)] = r.end
+        return lo, hi
+
+    def initialOffset(self) -> dict:
+        source = self.options.open()
+        try:
+            ranges = self.options.ranges(source, ending="latest")
+        finally:
+            source.close()
+        out: Offsets = {}
+        for r in ranges:
+            out.setdefault(r.topic, {})[str(r.partition)] = r.start
+        return out
+
+    def getDefaultReadLimit(self) -> ReadLimit:
+        n = self.options.max_offsets_per_trigger
+        return ReadMaxRows(n) if n else ReadAllAvailable()
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        self._target = self._latest()[1]
+
+    def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
+        lo, hi = self._latest()
+        if self._target is not None:
+            cap = self._target
+            hi = {t: {p: min(e, cap.get(t, {}).get(p, e)) for p, e in ps.items()} for t, ps in hi.items()}
+        begin = {t: {p: start.get(t, {}).get(p, lo[t][p]) for p in ps} for t, ps in hi.items()}
+        if isinstance(limit, ReadMaxRows):
+            return _rate_limit(begin, hi, limit.max_rows)
+        return {t: {p: max(e, begin[t][p]) for p, e in ps.items()} for t, ps in hi.items()}
+
+    def partitions(self, start: dict, end: dict) -> Sequence[InputPartition]:
+        missing = any(p not in start.get(t, {}) for t, ps in end.items() for p in ps)
+        lo = self._latest()[0] if missing else {}
+        ranges = []
+        for t, ps in end.items():
+            for p, e in ps.items():
+                s = start.get(t, {}).get(p, lo.get(t, {}).get(p, e))
+                if e > s:
+                    ranges.append(PartitionRange(t, int(p), s, e))
+        return _input_partitions(self.options, ranges)
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        assert isinstance(partition, OffsetRangePartition)
+        return _read(self.options, self.schema, partition)
+
+    def commit(self, end: dict) -> None:
+        pass
+
+
+def _rate_limit(begin: Offsets, end: Offsets, limit: int) -> Offsets:
+    """At most `limit` offsets over all partitions, shared in proportion to each one's backlog
+    (Spark's Kafka source rule: a share below one offset rounds up, others round down)."""
+    lag = {(t, p): max(0, e - begin[t][p]) for t, ps in end.items() for p, e in ps.items()}
+    total = sum(lag.values())
+    out: Offsets = {t: dict(ps) for t, ps in begin.items()}
+    if total <= limit:
+        for t, ps in end.items():
+            for p, e in ps.items():
+                out[t][p] = max(e, begin[t][p])
+        return out
+    for (t, p), size in lag.items():
+        share = limit * size / total
+        take = -(-share // 1) if share < 1 else share // 1
+        out[t][p] = begin[t][p] + min(size, int(take))
+    return out
