@@ -264,8 +264,7 @@ static inline const char *read_bytes_field(const uint8_t **pp, const uint8_t *re
                                            GBuf *valid, size_t idx, int64_t *nulls, int *oom) {
     int32_t len;
     if (rd_varint(pp, rend, &len)) return "truncated length varint";
-    if (len < -1) return "negative field length";
-    if (len == -1) {
+    if (len < 0) { /* Kafka reads any negative length as null */
         (*nulls)++;
         if (gb_set_bit(valid, idx, 0)) goto mem;
     } else {
@@ -560,6 +559,7 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
     }
 
     int64_t total = 0;
+    int64_t max_ts = -1; /* Kafka's NO_TIMESTAMP for an empty batch */
     const int64_t *O = (const int64_t *)offs.buf.buf + offs_off;
     const int64_t *T = (const int64_t *)tss.buf.buf + ts_off;
     const int32_t *LO = hdr.present ? (const int32_t *)hdr.loffs.buf.buf + hdr.loff : NULL;
@@ -573,6 +573,7 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
             break;
         }
         int64_t tsd = (int64_t)((uint64_t)T[i] - (uint64_t)base_ts);
+        if (i == 0 || T[i] > max_ts) max_ts = T[i];
         const uint8_t *ptr;
         int64_t kl, vl;
         if (bincol_get(&key, i, &ptr, &kl) || bincol_get(&val, i, &ptr, &vl)) {
@@ -667,6 +668,10 @@ static PyObject *encode_records(PyObject *self, PyObject *args) {
         }
     }
     Py_END_ALLOW_THREADS
+    {
+        PyObject *pair = Py_BuildValue("(NL)", result, (long long)max_ts);
+        result = pair; /* on failure Py_BuildValue released `result` (N) and returned NULL */
+    }
 
 out:
     free(sizes);
@@ -688,7 +693,7 @@ static PyMethodDef methods[] = {
      "decode_records(data, count, base_offset, base_timestamp) -> tuple of column buffers"},
     {"encode_records", encode_records, METH_VARARGS,
      "encode_records(base_offset, base_timestamp, n, reserve, offsets, timestamps, key, value, headers)"
-     " -> bytearray"},
+     " -> (bytearray, max_timestamp)"},
     {NULL, NULL, 0, NULL},
 };
 

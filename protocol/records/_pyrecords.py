@@ -70,9 +70,7 @@ def decode_records(data: Any, count: int, base_offset: int, base_timestamp: int)
         nonlocal pos
         data_, offs, valid = cols[name]
         length, pos = _read_varint(buf, pos, rend, 5, 32, "truncated length varint")
-        if length < -1:
-            raise ValueError("negative field length")
-        if length == -1:
+        if length < 0:  # Kafka reads any negative length as null
             valid.append(False)
         else:
             if length > rend - pos:
@@ -219,8 +217,11 @@ def encode_records(
     key: tuple[Any, Any, Any, int] | None,
     value: tuple[Any, Any, Any, int] | None,
     headers: tuple[Any, Any, int, Any, Any] | None,
-) -> bytearray:
-    """Write ``n`` records from column buffers; the result starts with ``reserve`` zero bytes."""
+) -> tuple[bytearray, int]:
+    """Write ``n`` records from column buffers into a bytearray that starts with ``reserve`` zero bytes.
+
+    Returns it with the largest timestamp (-1 when there are no records).
+    """
     if n < 0 or reserve < 0:
         raise ValueError("negative count or reserve")
     obuf, ooff = offsets
@@ -241,11 +242,13 @@ def encode_records(
         if not hk.present or loff < 0 or len(lo) < loff + n + 1:
             raise ValueError("header list buffers inconsistent")
     out = bytearray(reserve)
+    max_ts = -1
     for i in range(n):
         od = o[ooff + i] - base_offset
         if od < _INT32_MIN or od > _INT32_MAX:
             raise ValueError("offset delta does not fit in int32")
         tsd = _wrap64(t[toff + i] - base_timestamp)
+        max_ts = t[toff + i] if i == 0 else max(max_ts, t[toff + i])
         body = bytearray(b"\x00")
         _write_uvarint(body, _zz64(tsd))
         _write_uvarint(body, _zz32(od))
@@ -270,4 +273,4 @@ def encode_records(
             raise ValueError("record larger than 2 GiB")
         _write_uvarint(out, _zz32(len(body)))
         out += body
-    return out
+    return out, max_ts

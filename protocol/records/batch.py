@@ -47,6 +47,12 @@ RECORD_SCHEMA = pa.schema(
     ]
 )
 
+HEADERS_TYPE = RECORD_SCHEMA.field("headers").type
+_INT64 = pa.int64()
+_TIMESTAMP_MS = pa.timestamp("ms")
+_BINARY = pa.binary()
+_STRING = pa.string()
+
 DEFAULT_MAX_UNCOMPRESSED_BYTES = 64 * 1024 * 1024
 MAX_CODEC = 4  # zstd
 
@@ -75,17 +81,16 @@ def _buf(obj: Any) -> pa.Buffer | None:
 def records_from_buffers(parts: tuple[Any, ...], n: int) -> pa.RecordBatch:
     """Wrap the implementation's column buffers as a RECORD_SCHEMA batch (zero-copy)."""
     (off, ts, kv, ko, kd, vv, vo, vd, ho, hko, hkd, hvv, hvo, hvd, knull, vnull, hvnull, nh) = parts
-    hkey = pa.Array.from_buffers(pa.string(), nh, [None, _buf(hko), _buf(hkd)], null_count=0)
-    hval = pa.Array.from_buffers(pa.binary(), nh, [_buf(hvv), _buf(hvo), _buf(hvd)], null_count=hvnull)
-    hstruct = pa.Array.from_buffers(HEADER_STRUCT_TYPE, nh, [None], null_count=0, children=[hkey, hval])
+    from_buffers = pa.Array.from_buffers
+    hkey = from_buffers(_STRING, nh, [None, _buf(hko), _buf(hkd)], null_count=0)
+    hval = from_buffers(_BINARY, nh, [_buf(hvv), _buf(hvo), _buf(hvd)], null_count=hvnull)
+    hstruct = from_buffers(HEADER_STRUCT_TYPE, nh, [None], null_count=0, children=[hkey, hval])
     columns = [
-        pa.Array.from_buffers(pa.int64(), n, [None, _buf(off)], null_count=0),
-        pa.Array.from_buffers(pa.timestamp("ms"), n, [None, _buf(ts)], null_count=0),
-        pa.Array.from_buffers(pa.binary(), n, [_buf(kv), _buf(ko), _buf(kd)], null_count=knull),
-        pa.Array.from_buffers(pa.binary(), n, [_buf(vv), _buf(vo), _buf(vd)], null_count=vnull),
-        pa.Array.from_buffers(
-            RECORD_SCHEMA.field("headers").type, n, [None, _buf(ho)], null_count=0, children=[hstruct]
-        ),
+        from_buffers(_INT64, n, [None, _buf(off)], null_count=0),
+        from_buffers(_TIMESTAMP_MS, n, [None, _buf(ts)], null_count=0),
+        from_buffers(_BINARY, n, [_buf(kv), _buf(ko), _buf(kd)], null_count=knull),
+        from_buffers(_BINARY, n, [_buf(vv), _buf(vo), _buf(vd)], null_count=vnull),
+        from_buffers(HEADERS_TYPE, n, [None, _buf(ho)], null_count=0, children=[hstruct]),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=RECORD_SCHEMA)
 
@@ -157,8 +162,8 @@ def _bin_spec(arr: pa.Array | None, typ: pa.DataType) -> tuple[Any, Any, Any, in
 def _headers_spec(arr: pa.Array | None) -> tuple[Any, ...] | None:
     if arr is None:
         return None
-    if arr.type != RECORD_SCHEMA.field("headers").type:
-        arr = arr.cast(RECORD_SCHEMA.field("headers").type)
+    if arr.type != HEADERS_TYPE:
+        arr = arr.cast(HEADERS_TYPE)
     offsets = arr.offsets  # accounts for the list's own slice offset
     hstruct = arr.values
     if hstruct.null_count:
@@ -170,14 +175,14 @@ def _headers_spec(arr: pa.Array | None) -> tuple[Any, ...] | None:
         arr.buffers()[0] if arr.null_count else None,
         offsets.buffers()[1],
         offsets.offset,
-        _bin_spec(hkey, pa.string()),
-        _bin_spec(hval, pa.binary()),
+        _bin_spec(hkey, _STRING),
+        _bin_spec(hval, _BINARY),
     )
 
 
-def _column(records: pa.RecordBatch, name: str) -> pa.Array | None:
-    idx = records.schema.get_field_index(name)
-    return None if idx < 0 else records.column(idx)
+def _int64_at(arr: pa.Array, i: int) -> int:
+    """Element i of a null-free int64 array, without building a scalar."""
+    return memoryview(arr.buffers()[1]).cast("q")[arr.offset + i]
 
 
 def encode_batch(
@@ -221,46 +226,45 @@ def encode_batch(
             attributes |= CONTROL_MASK
     codec = attributes & COMPRESSION_MASK
 
-    offset_col = _column(records, "offset")
+    columns = dict(zip(records.schema.names, records.columns, strict=True))
+    offset_col = columns.get("offset")
     if offset_col is None:
-        offsets = pa.array(range(base_offset, base_offset + n), pa.int64())
+        offsets = pa.array(range(base_offset, base_offset + n), _INT64)
     else:
-        offsets = _fixed(offset_col, pa.int64(), None)
-    ts_col = _column(records, "timestamp")
+        offsets = _fixed(offset_col, _INT64, None)
+    ts_col = columns.get("timestamp")
     if ts_col is None:
         raise ValueError("records need a timestamp column")
-    if pa.types.is_timestamp(ts_col.type) and ts_col.type.unit != "ms":
-        ts_col = ts_col.cast(pa.timestamp("ms"))
-    timestamps = _fixed(
-        ts_col.view(pa.int64()) if pa.types.is_timestamp(ts_col.type) else ts_col, pa.int64(), NO_TIMESTAMP
-    )
+    if pa.types.is_timestamp(ts_col.type):
+        if ts_col.type.unit != "ms":
+            ts_col = ts_col.cast(_TIMESTAMP_MS)
+        ts_col = ts_col.view(_INT64)
+    timestamps = _fixed(ts_col, _INT64, NO_TIMESTAMP)
     if n:
-        first_ts = timestamps[0].as_py()
         if base_timestamp is None:
-            base_timestamp = first_ts
-        if max_timestamp is None:
-            max_timestamp = pc.max(timestamps).as_py()
+            base_timestamp = _int64_at(timestamps, 0)
         if last_offset_delta is None:
-            last_offset_delta = offsets[n - 1].as_py() - base_offset
+            last_offset_delta = _int64_at(offsets, n - 1) - base_offset
     else:
         base_timestamp = NO_TIMESTAMP if base_timestamp is None else base_timestamp
-        max_timestamp = NO_TIMESTAMP if max_timestamp is None else max_timestamp
         last_offset_delta = 0 if last_offset_delta is None else last_offset_delta
 
     try:
-        out = mod.encode_records(
+        out, records_max_timestamp = mod.encode_records(
             base_offset,
             base_timestamp,
             n,
             HEADER_SIZE,
             (offsets.buffers()[1], offsets.offset),
             (timestamps.buffers()[1], timestamps.offset),
-            _bin_spec(_column(records, "key"), pa.binary()),
-            _bin_spec(_column(records, "value"), pa.binary()),
-            _headers_spec(_column(records, "headers")),
+            _bin_spec(columns.get("key"), _BINARY),
+            _bin_spec(columns.get("value"), _BINARY),
+            _headers_spec(columns.get("headers")),
         )
     except OverflowError as exc:
         raise ValueError(str(exc)) from None
+    if max_timestamp is None:
+        max_timestamp = records_max_timestamp
     if codec:
         payload = compress(codec, memoryview(out)[HEADER_SIZE:], compression_level)
         del out[HEADER_SIZE:]

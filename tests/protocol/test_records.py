@@ -356,7 +356,6 @@ GOOD_BODY = b"\x00" + varint(0) + varint(0) + varint(1) + b"k" + varint(1) + b"v
         (record(GOOD_BODY) + b"\x00", 1, "left after"),
         (record(GOOD_BODY)[:-1], 1, "past end|truncated"),
         (record(GOOD_BODY + b"\x00"), 1, "does not match"),
-        (record(b"\x00" + varint(0) + varint(0) + varint(-2) + varint(0) + varint(0)), 1, "negative"),
         (
             record(b"\x00" + varint(0) + varint(0) + varint(-1) + varint(-1) + varint(-1)),
             1,
@@ -415,6 +414,15 @@ GOOD_BODY = b"\x00" + varint(0) + varint(0) + varint(1) + b"k" + varint(1) + b"v
 def test_malformed_sections(impl, section, count, match):
     with pytest.raises(CorruptRecordBatch, match=match):
         R.decode_records(section, count, 0, 0, impl=impl)
+
+
+def test_any_negative_length_is_null_as_in_kafka(impl):
+    body = (
+        b"\x00" + varint(0) + varint(0) + varint(-2) + varint(-7) + varint(1) + varint(1) + b"h" + varint(-3)
+    )
+    rb = R.decode_records(record(body), 1, 0, 0, impl=impl)
+    assert rb.to_pylist()[0]["key"] is None and rb.to_pylist()[0]["value"] is None
+    assert rb.column("headers").to_pylist() == [[{"key": "h", "value": None}]]
 
 
 def test_valid_utf8_header_keys_accepted(impl):
