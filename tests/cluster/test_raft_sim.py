@@ -67,20 +67,20 @@ def heal_and_check_liveness(sim: SimCluster) -> None:
         sim.checker.check_leader_completeness(sim.stable_leader() or node)
 
 
-@pytest.mark.parametrize("seed", range(40))
+@pytest.mark.parametrize("seed", range(60))
 def test_three_nodes_drop_delay_partition(seed: int) -> None:
     rng = random.Random(seed)
     sim = SimCluster(3, seed=seed, drop=0.1, min_delay=0, max_delay=3, **flow_control(rng))
-    chaos(sim, rng, 400, crashes=False)
+    chaos(sim, rng, 500, crashes=False)
     heal_and_check_liveness(sim)
     assert sim.checker.applied, "nothing was ever committed"
 
 
-@pytest.mark.parametrize("seed", range(25))
+@pytest.mark.parametrize("seed", range(40))
 def test_five_nodes_with_crashes(seed: int) -> None:
     rng = random.Random(1000 + seed)
     sim = SimCluster(5, seed=1000 + seed, drop=0.05, min_delay=0, max_delay=4, **flow_control(rng))
-    chaos(sim, rng, 400, crashes=True)
+    chaos(sim, rng, 500, crashes=True)
     heal_and_check_liveness(sim)
 
 

@@ -1,0 +1,315 @@
+"""``MetadataQuorum``: the asyncio shell around the Raft core, the metadata log and the image.
+
+It drives a ``RaftNode`` with a real timer, persists its entries and hard state
+(``MetadataLogStore``), applies committed record batches to the committed
+``MetadataImage``, calls listeners for every applied record, and resolves
+``submit`` futures once their entry is committed *and* applied. It also runs the
+``QuorumController`` while this node leads: the controller is activated with a copy
+of the committed image once the node has applied everything up to the first entry
+of its term, and deactivated when leadership is lost.
+
+Every input (tick, peer message, proposal) is followed by one synchronous pass over
+``ready()``: write entries, then the hard state, then send messages, then apply. File
+writes are synchronous: metadata writes are rare and small.
+
+Voters are static; with one voter (the single-node install) ``start()`` elects this
+node at once and returns with the image caught up and the controller active. With
+more voters, messages leave through ``send`` and arrive through ``receive``; the
+transport itself comes later.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import random
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TypeVar
+
+from pylog.cluster.controller import ControllerResult, QuorumController
+from pylog.cluster.image import MetadataImage, TopicImage
+from pylog.cluster.metadata_log import MetadataLogStore
+from pylog.cluster.raft import Message, NotLeader, RaftNode, Role
+from pylog.cluster.records import (
+    ConfigRecord,
+    ConfigResourceType,
+    MetadataRecord,
+    PartitionChangeRecord,
+    PartitionRecord,
+    RecordDecodeError,
+    RemoveTopicRecord,
+    TopicRecord,
+    decode_records,
+    encode_records,
+)
+from pylog.protocol.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class NotController(Exception):
+    """This node cannot commit the records: it is not (or no longer) the leader."""
+
+    def __init__(self, leader_hint: int | None = None) -> None:
+        super().__init__(f"not the active controller (leader: {leader_hint})")
+        self.leader_hint = leader_hint
+
+
+@dataclass(frozen=True, slots=True)
+class MetadataChange:
+    """One applied record. ``topic`` names the topic the record concerns, if any —
+    for a RemoveTopicRecord, the topic as it was before removal."""
+
+    record: MetadataRecord
+    offset: int
+    topic: TopicImage | None
+
+
+MetadataListener = Callable[[MetadataChange], None]
+
+
+class MetadataQuorum:
+    def __init__(
+        self,
+        data_dir: Path | str,
+        node_id: int,
+        *,
+        voters: Iterable[int] | None = None,
+        seed: int | None = None,
+        tick_ms: int = 50,
+        election_timeout_ticks: int = 10,
+        heartbeat_ticks: int = 1,
+        send: Callable[[Message], None] | None = None,
+        fsync: bool = True,
+        default_num_partitions: int = 1,
+        default_replication_factor: int = 1,
+        delete_topic_enable: bool = True,
+    ) -> None:
+        self.data_dir = Path(data_dir)
+        self.node_id = node_id
+        self.voters = tuple(sorted(set(voters) if voters is not None else {node_id}))
+        self._rng = random.Random(seed)
+        self._tick_s = tick_ms / 1000
+        self._election_ticks = election_timeout_ticks
+        self._heartbeat_ticks = heartbeat_ticks
+        self._send = send
+        self._fsync = fsync
+        self.image = MetadataImage()
+        self.controller = QuorumController(
+            rng=random.Random(self._rng.getrandbits(64)),
+            default_num_partitions=default_num_partitions,
+            default_replication_factor=default_replication_factor,
+            delete_topic_enable=delete_topic_enable,
+            active=False,
+        )
+        self._listeners: list[MetadataListener] = []
+        self._pending: dict[int, tuple[int, asyncio.Future[int]]] = {}
+        self._store: MetadataLogStore | None = None
+        self._node: RaftNode | None = None
+        self._timer: asyncio.Task[None] | None = None
+        self._leader_start = 0  # first index of our current term as leader
+        self._controller_ready: asyncio.Event | None = None
+        self.apply_errors = 0
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def add_listener(self, listener: MetadataListener) -> None:
+        """Called on the event loop for each applied record, replayed ones included
+        (add listeners before ``start()`` to see the whole log)."""
+        self._listeners.append(listener)
+
+    async def start(self) -> None:
+        self._controller_ready = asyncio.Event()
+        self._store = MetadataLogStore(self.data_dir, fsync=self._fsync)
+        if self._store.truncated_bytes:
+            log.warning(
+                "truncated a torn tail of %d bytes from the metadata log", self._store.truncated_bytes
+            )
+        self._node = RaftNode(
+            self.node_id,
+            self.voters,
+            self._store,
+            random.Random(self._rng.getrandbits(64)),
+            self._election_ticks,
+            self._heartbeat_ticks,
+        )
+        self._process_ready()  # replays what is known to be committed
+        if self.voters == (self.node_id,):
+            self._node.campaign()
+            self._process_ready()
+        self._timer = asyncio.create_task(self._run_timer(), name=f"metadata-quorum-{self.node_id}")
+
+    async def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._timer
+            self._timer = None
+        self._fail_pending(None)
+        self.controller.deactivate()
+        if self._store is not None:
+            self._store.close()
+
+    async def wait_for_controller(self) -> None:
+        """Wait until this node is the leader with an active controller."""
+        assert self._controller_ready is not None, "start() first"
+        await self._controller_ready.wait()
+
+    # ------------------------------------------------------------------ status
+
+    @property
+    def is_leader(self) -> bool:
+        return self._node is not None and self._node.role is Role.LEADER
+
+    @property
+    def leader_id(self) -> int | None:
+        return None if self._node is None else self._node.leader_id
+
+    @property
+    def term(self) -> int:
+        """The current Raft term, i.e. the metadata log's leader epoch."""
+        return 0 if self._node is None else self._node.term
+
+    @property
+    def committed_offset(self) -> int:
+        return 0 if self._node is None else self._node.committed
+
+    # ------------------------------------------------------------------ writes
+
+    async def submit(self, records: Sequence[MetadataRecord]) -> int:
+        """Append ``records`` as one atomic batch; returns its offset once committed and applied.
+
+        For records made outside the controller (they are applied to its working image
+        too); commands should go through ``execute``. Raises NotController when this
+        node is not the leader or loses leadership before the batch commits.
+        """
+        if self.controller.active:
+            for r in records:
+                self.controller.image.apply(r)
+        return await self._propose(records)
+
+    async def _propose(self, records: Sequence[MetadataRecord]) -> int:
+        # The proposal happens before the first suspension, so records generated and
+        # proposed without an await in between keep their order in the log.
+        node = self._require_node()
+        result = node.propose(encode_records(records))
+        if isinstance(result, NotLeader):
+            raise NotController(result.leader_hint)
+        fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
+        self._pending[result] = (node.term, fut)
+        self._process_ready()
+        return await fut
+
+    async def execute(self, op: Callable[[QuorumController], ControllerResult[T]]) -> T:
+        """Run a controller command and commit its records; returns the command's response.
+
+        ``await quorum.execute(lambda c: c.create_topics([NewTopic("t", 3, 1)]))``
+        """
+        result = op(self.controller)
+        if not result.records:
+            return result.response
+        try:
+            await self._propose(result.records)
+        except NotController as e:
+            return result.failed(ErrorCode.NOT_CONTROLLER, str(e))
+        return result.response
+
+    def receive(self, message: Message) -> None:
+        """A message from a peer voter (the transport calls this)."""
+        self._require_node().step(message)
+        self._process_ready()
+
+    # ------------------------------------------------------------------ the loop
+
+    async def _run_timer(self) -> None:
+        node = self._require_node()
+        while True:
+            await asyncio.sleep(self._tick_s)
+            node.tick()
+            self._process_ready()
+
+    def _process_ready(self) -> None:
+        node, store = self._require_node(), self._store
+        assert store is not None
+        while node.has_ready():
+            rd = node.ready()
+            store.save(rd)
+            if rd.messages and self._send is not None:
+                for m in rd.messages:
+                    self._send(m)
+            for e in rd.committed_entries:
+                self._apply(e.index, e.term, e.data)
+            node.advance(rd)
+        self._track_leadership(node)
+
+    def _apply(self, index: int, term: int, data: bytes) -> None:
+        if data:
+            try:
+                records = decode_records(data)
+            except RecordDecodeError:
+                log.exception("undecodable metadata entry at offset %d", index)
+                self.apply_errors += 1
+                records = []
+            for r in records:
+                topic = self._topic_before(r)
+                try:
+                    self.image.apply(r)
+                except ValueError:
+                    log.exception("metadata record at offset %d does not apply: %r", index, r)
+                    self.apply_errors += 1
+                    continue
+                change = MetadataChange(r, index, topic if topic is not None else self._topic_after(r))
+                for listener in self._listeners:
+                    try:
+                        listener(change)
+                    except Exception:
+                        log.exception("metadata listener failed on %r", r)
+        self.image.offset = index
+        pending = self._pending.pop(index, None)
+        if pending is not None:
+            proposed_term, fut = pending
+            if not fut.done():
+                if proposed_term == term:
+                    fut.set_result(index)
+                else:
+                    fut.set_exception(NotController(self.leader_id))
+
+    def _topic_before(self, r: MetadataRecord) -> TopicImage | None:
+        return self.image.topic(r.topic_id) if isinstance(r, RemoveTopicRecord) else None
+
+    def _topic_after(self, r: MetadataRecord) -> TopicImage | None:
+        if isinstance(r, (TopicRecord, PartitionRecord, PartitionChangeRecord)):
+            return self.image.topic(r.topic_id)
+        if isinstance(r, ConfigRecord) and r.resource_type == ConfigResourceType.TOPIC:
+            return self.image.topic(r.resource_name)
+        return None
+
+    def _track_leadership(self, node: RaftNode) -> None:
+        if node.role is Role.LEADER:
+            if self._leader_start == 0:
+                self._leader_start = node.last_index
+            if not self.controller.active and node.applied >= self._leader_start:
+                self.controller.activate(self.image.copy())
+                if self._controller_ready is not None:
+                    self._controller_ready.set()
+        elif self._leader_start:
+            self._leader_start = 0
+            self.controller.deactivate()
+            if self._controller_ready is not None:
+                self._controller_ready.clear()
+            self._fail_pending(node.leader_id)
+
+    def _fail_pending(self, leader_hint: int | None) -> None:
+        pending, self._pending = self._pending, {}
+        for _, fut in pending.values():
+            if not fut.done():
+                fut.set_exception(NotController(leader_hint))
+
+    def _require_node(self) -> RaftNode:
+        if self._node is None:
+            raise RuntimeError("MetadataQuorum.start() has not been called")
+        return self._node
