@@ -107,9 +107,16 @@ def kafkajs(command: str, args: dict[str, Any], *, timeout: float = 60.0, allow_
 
     With ``allow_error`` a failed command returns ``{"error": ..., "type": ...}`` instead of raising.
     """
-    cmd = ["node", str(JS_CLI), command, json.dumps(args)]
+    cmd = ["node", str(JS_CLI), command, "-"]
     try:
-        out = subprocess.run(cmd, capture_output=True, timeout=timeout, cwd=JS_CLI.parent, check=False)
+        out = subprocess.run(
+            cmd,
+            input=json.dumps(args).encode(),
+            capture_output=True,
+            timeout=timeout,
+            cwd=JS_CLI.parent,
+            check=False,
+        )
     except subprocess.TimeoutExpired as exc:
         raise AssertionError(
             f"kafkajs {command} timed out after {timeout}s\n"

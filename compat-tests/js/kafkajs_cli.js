@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // kafkajs 2.2.4, unmodified, driven from pylog's compatibility tests.
 //
-// Usage: node kafkajs_cli.js <command> '<json args>'
+// Usage: node kafkajs_cli.js <command> '<json args>'   (or '-' to read the JSON from stdin)
 // Prints one JSON document on stdout (the last line); kafkajs logs go to stderr.
 // Keys, values and header values travel base64-encoded so binary data survives.
 //
@@ -192,8 +192,10 @@ async function admin(args) {
 const commands = { produce, consume, member, admin }
 
 async function main() {
-  const [command, json] = process.argv.slice(2)
+  const [command, arg] = process.argv.slice(2)
   if (!commands[command]) throw new Error(`unknown command ${command}; one of ${Object.keys(commands)}`)
+  // '-' reads the arguments from stdin (large messages do not fit on a command line).
+  const json = arg === '-' ? require('fs').readFileSync(0, 'utf8') : arg
   const out = await commands[command](JSON.parse(json || '{}'))
   if (out !== undefined) {
     process.stdout.write(JSON.stringify(out, (_k, v) => (typeof v === 'bigint' ? v.toString() : v)) + '\n')
