@@ -56,8 +56,9 @@ def rate(fn: Callable[[], int], seconds: float) -> float:
             return best
 
 
-def line(direction: str, size: int, codec: str, label: str, rate_: float, payload: float) -> None:
-    print(f"{direction:9} {size:>4}B {codec:5} {label:15} {rate_:>12,.0f} {rate_ * payload / 1e6:>8.1f}")
+def line(direction: str, size: int, per: int, codec: str, label: str, rate_: float, payload: float) -> None:
+    mbps = rate_ * payload / 1e6
+    print(f"{direction:9} {size:>4}B {per:>6} {codec:5} {label:15} {rate_:>12,.0f} {mbps:>8.1f}")
 
 
 def main() -> None:
@@ -68,11 +69,13 @@ def main() -> None:
     impls = {"C": R.C_IMPL, "pure Python": R.PYTHON_IMPL}
     if impls["C"] is None:
         raise SystemExit("the C accelerator is not built: pip install --no-deps -e .")
-    cases = [(100, 1000), (1000, 500)]
-    print(f"{'direction':9} {'size':>5} {'codec':5} {'implementation':15} {'records/s':>12} {'MB/s':>8}")
-    print("-" * 60)
+    cases = [(100, 1000), (1000, 500), (100, 10)]
+    head = f"{'direction':9} {'size':>5} {'batch':>6} {'codec':5} {'implementation':15} "
+    head += f"{'records/s':>12} {'MB/s':>8}"
+    print(head)
+    print("-" * len(head))
     for value_size, per_batch in cases:
-        rows = [make_rows(per_batch, value_size, seed) for seed in range(4)]
+        rows = [make_rows(per_batch, value_size, seed) for seed in range(4 if per_batch > 100 else 200)]
         payload = (
             sum(len(r) for rb in rows[:1] for r in rb.column("key").to_pylist()) / per_batch + value_size
         )
@@ -97,7 +100,7 @@ def main() -> None:
                 secs = args.seconds if mod is R.C_IMPL else args.seconds / 2
                 for direction, fn in (("decode", decode), ("encode", encode)):
                     r = rate(fn, secs)
-                    line(direction, value_size, codec_name, label, r, payload)
+                    line(direction, value_size, per_batch, codec_name, label, r, payload)
 
             def aio_decode(wire=wire) -> int:
                 n = 0
@@ -119,8 +122,8 @@ def main() -> None:
 
             for direction, fn in (("decode", aio_decode), ("encode", aio_encode)):
                 r = rate(fn, args.seconds)
-                line(direction, value_size, codec_name, "aiokafka (peer)", r, payload)
-        print("-" * 60)
+                line(direction, value_size, per_batch, codec_name, "aiokafka (peer)", r, payload)
+        print("-" * len(head))
 
 
 if __name__ == "__main__":
