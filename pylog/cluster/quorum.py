@@ -113,6 +113,7 @@ class MetadataQuorum:
         self._timer: asyncio.Task[None] | None = None
         self._leader_start = 0  # first index of our current term as leader
         self._controller_ready: asyncio.Event | None = None
+        self._processing = False
         self.apply_errors = 0
 
     # ------------------------------------------------------------------ lifecycle
@@ -125,6 +126,7 @@ class MetadataQuorum:
     async def start(self) -> None:
         self._controller_ready = asyncio.Event()
         self._store = MetadataLogStore(self.data_dir, fsync=self._fsync)
+        self._store.extra_state = {"node_id": self.node_id, "voters": list(self.voters)}
         if self._store.truncated_bytes:
             log.warning(
                 "truncated a torn tail of %d bytes from the metadata log", self._store.truncated_bytes
@@ -233,6 +235,15 @@ class MetadataQuorum:
             self._process_ready()
 
     def _process_ready(self) -> None:
+        if self._processing:  # a listener fed the node: the running pass picks it up
+            return
+        self._processing = True
+        try:
+            self._drain_ready()
+        finally:
+            self._processing = False
+
+    def _drain_ready(self) -> None:
         node, store = self._require_node(), self._store
         assert store is not None
         while node.has_ready():

@@ -152,6 +152,8 @@ class RaftNode:
         """Handle a message from a peer."""
         if m.dst != self.id:
             raise ValueError(f"message for {m.dst} stepped into node {self.id}")
+        if m.src not in self.voters:
+            return  # static membership: strangers get no votes and no say
         if m.term > self.term:
             if m.type in (_MT.VOTE, _MT.PRE_VOTE) and self._in_lease():
                 return

@@ -115,9 +115,10 @@ class RaftStorage(Protocol):
 class MemoryStorage:
     """In-memory storage, used by tests and as the template of a durable one."""
 
-    def __init__(self) -> None:
-        self._hard_state = HardState()
-        self._entries: list[Entry] = []
+    def __init__(self, entries: Sequence[Entry] = (), hard_state: HardState | None = None) -> None:
+        """Optionally start from persisted ``entries`` (indexes 1..n) and ``hard_state``."""
+        self._hard_state = hard_state if hard_state is not None else HardState()
+        self._entries: list[Entry] = list(entries)
         self._snapshot = (0, 0)
 
     def hard_state(self) -> HardState:

@@ -190,7 +190,7 @@ def test_quorum_state_file(tmp_path: Path) -> None:
 
     run(go())
     state = json.loads((tmp_path / METADATA_DIR / STATE_FILE).read_text())
-    assert state == {"term": 1, "vote": 7, "commit": 2}
+    assert state == {"term": 1, "vote": 7, "commit": 2, "node_id": 7, "voters": [7]}
     assert not (tmp_path / METADATA_DIR / (STATE_FILE + ".tmp")).exists()
 
 

@@ -101,9 +101,7 @@ def _stepped(node: RaftNode, storage: MemoryStorage, m: Message) -> list[Message
 
 def test_leader_commits_earlier_term_entries_only_through_current_term_entry() -> None:
     # Node 1 holds [t1, t2]; it becomes leader of term 3 and appends its no-op at 3.
-    storage = MemoryStorage()
-    storage._entries = [Entry(1, 1, b"a"), Entry(2, 2, b"b")]
-    storage._hard_state = HardState(term=2, vote=None, commit=1)
+    storage = MemoryStorage([Entry(1, 1, b"a"), Entry(2, 2, b"b")], HardState(term=2, vote=None, commit=1))
     node = RaftNode(1, [1, 2, 3], storage, random.Random(0))
     node.campaign()
     drain(node, storage)
@@ -122,12 +120,11 @@ def test_leader_commits_earlier_term_entries_only_through_current_term_entry() -
 
 def test_conflict_back_off_skips_whole_terms() -> None:
     # Leader-to-be: 1 x t1, then 30 x t4. Follower: 1 x t1, then 30 x t2 and 30 x t3 (never committed).
-    s1, s2 = MemoryStorage(), MemoryStorage()
-    s1._entries = [Entry(1, 1, b"base")] + [Entry(4, i, b"L") for i in range(2, 32)]
-    s2._entries = [Entry(1, 1, b"base")] + [Entry(2, i, b"x") for i in range(2, 32)]
-    s2._entries += [Entry(3, i, b"y") for i in range(32, 62)]
-    s1._hard_state = HardState(term=4, commit=1)
-    s2._hard_state = HardState(term=4, commit=1)
+    leader_log = [Entry(1, 1, b"base")] + [Entry(4, i, b"L") for i in range(2, 32)]
+    follower_log = [Entry(1, 1, b"base")] + [Entry(2, i, b"x") for i in range(2, 32)]
+    follower_log += [Entry(3, i, b"y") for i in range(32, 62)]
+    s1 = MemoryStorage(leader_log, HardState(term=4, commit=1))
+    s2 = MemoryStorage(follower_log, HardState(term=4, commit=1))
     n1 = RaftNode(1, [1, 2], s1, random.Random(0))
     n2 = RaftNode(2, [1, 2], s2, random.Random(0))
     n1.campaign()
@@ -213,9 +210,8 @@ class Manual:
         self.nodes: dict[int, RaftNode] = {}
         self.queue: list[Message] = []
         for i, terms in logs.items():
-            s = MemoryStorage()
-            s._entries = [Entry(t, idx + 1, f"e{idx + 1}t{t}".encode()) for idx, t in enumerate(terms)]
-            s._hard_state = HardState(term=term, commit=1)
+            entries = [Entry(t, idx + 1, f"e{idx + 1}t{t}".encode()) for idx, t in enumerate(terms)]
+            s = MemoryStorage(entries, HardState(term=term, commit=1))
             self.stores[i] = s
             self.nodes[i] = RaftNode(i, list(logs), s, random.Random(i), max_entries_per_message=max_entries)
             self.checker.last_applied[i] = 0
