@@ -122,11 +122,12 @@ def test_offsets_of_empty_group_expire_retention_after_it_became_empty():
 
 
 def test_live_consumer_group_keeps_offsets_of_subscribed_topics_only():
-    s = Shell(coordinator(offsets_retention_check_interval_ms=60_000))
-    a, gen = stable_group(s, topics=("t",))
+    s = Shell(coordinator(offsets_retention_check_interval_ms=3_600_000))
+    a, ha = s.join_new(protocols=(("range", subscription("t")),), session=1_800_000)
+    gen, _, _ = s.stabilize([ha])
     commit(s, ("t", 0, 5), ("old", 0, 9), gen=gen, member=a)
-    while s.now < 7 * DAY + 120_000:  # heartbeats keep the member alive past the retention
-        s.now += 5_000
+    while s.now < 7 * DAY + 2 * 3_600_000:  # heartbeats keep the member alive past the retention
+        s.now += 600_000
         assert s.heartbeat(a, gen) == E.NONE
     assert fetched(s) == {("t", 0): 5}
 
