@@ -410,6 +410,8 @@ class GroupCoordinator(GroupMembership):
         return out
 
     def _replay(self, records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> None:
+        if self._next_retention_check_ms is None:
+            self._next_retention_check_ms = now_ms + self.config.offsets_retention_check_interval_ms
         metas: dict[str, GroupMetadataValue] = {}
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         for key, value in records:

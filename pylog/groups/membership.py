@@ -283,7 +283,7 @@ class GroupMembership:
         if group.members and not group.maybe_elect_new_joined_leader():
             # Only static members that have not rejoined are left: wait for them or their expiry.
             group.join_timer = self._timers.push(
-                now_ms + group.rebalance_timeout_ms, TimerKind.JOIN, group.group_id
+                now_ms + max(group.rebalance_timeout_ms, 1), TimerKind.JOIN, group.group_id
             )
             return
         group.init_next_generation(now_ms)

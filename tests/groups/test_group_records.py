@@ -178,3 +178,19 @@ def test_load_partition_replaces_only_that_partition():
     assert c2.fetch_offsets(GROUP).partitions[0].offset == 10
     c2.load_partition(p, [], now_ms=s.now)
     assert c2.group(GROUP) is None
+
+
+def test_config_from_kafka_properties():
+    from pylog.groups import GroupConfig
+
+    cfg = GroupConfig.from_kafka(
+        {"group.initial.rebalance.delay.ms": "0", "offsets.topic.num.partitions": "1", "log.dirs": "/x"}
+    )
+    assert cfg.group_initial_rebalance_delay_ms == 0 and cfg.offsets_topic_num_partitions == 1
+    assert cfg.offsets_retention_ms == 7 * 86_400_000
+
+
+def test_loaded_coordinator_schedules_the_retention_check():
+    c = coordinator()
+    c.load([], now_ms=1000)
+    assert c.next_deadline_ms() == 1000 + c.config.offsets_retention_check_interval_ms
