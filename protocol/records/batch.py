@@ -33,8 +33,8 @@ from .header import (
     BatchHeader,
     compute_crc,
     parse_header,
-    verify_crc,
 )
+from .header import verify_crc as _check_crc
 
 HEADER_STRUCT_TYPE = pa.struct([("key", pa.string()), ("value", pa.binary())])
 RECORD_SCHEMA = pa.schema(
@@ -127,7 +127,7 @@ def decode_batch(
         raise CorruptRecordBatch(f"record batch declares {end} bytes, only {len(mv)} present")
     batch = mv[:end]
     if verify_crc:
-        _verify_crc(header, batch)
+        _check_crc(header, batch)
     body = batch[HEADER_SIZE:]
     if header.compression > MAX_CODEC:
         raise CorruptRecordBatch(f"unknown compression codec {header.compression}")
@@ -135,9 +135,6 @@ def decode_batch(
         body = decompress(header.compression, body, max_uncompressed_bytes)
     records = decode_records(body, header.record_count, header.base_offset, header.base_timestamp, impl=impl)
     return DecodedBatch(header, records)
-
-
-_verify_crc = verify_crc
 
 
 def _fixed(arr: pa.Array, typ: pa.DataType, fill: int | None) -> pa.Array:
