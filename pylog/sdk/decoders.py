@@ -21,8 +21,8 @@ Decoder = Callable[[pa.Array], pa.Array]
 DecodeSpec = Union[str, Decoder, Mapping[str, Union[str, Decoder]], None]  # noqa: UP007
 
 _EMPTY_OBJECT = pa.scalar(b"{}", pa.binary())
-_NEWLINE = pa.scalar(b"\n", pa.binary())
-_NOTHING = pa.scalar(b"", pa.binary())
+_NEWLINE = pa.scalar(b"\n", pa.large_binary())
+_NOTHING = pa.scalar(b"", pa.large_binary())
 
 
 class JsonDecoder:
@@ -41,7 +41,8 @@ class JsonDecoder:
         try:
             struct = self._arrow(values, missing, n)
         except (pa.ArrowInvalid, ValueError) as exc:
-            raise ValueError(f"decode='json': value is not a JSON object per record ({exc})") from exc
+            raise ValueError(f"decode='json' needs one JSON object per record ({exc}); "
+                             "decode='json-any' takes any JSON value") from exc
         if self.schema is None:
             self.schema = pa.schema(list(struct.type))
         return struct
@@ -54,7 +55,7 @@ class JsonDecoder:
             # a raw newline can only be insignificant whitespace inside JSON text
             filled = pc.replace_substring(filled, "\n", " ")
         # value + "\n" for every row: the data buffer of the result is the newline-delimited document
-        lines = pc.binary_join_element_wise(filled, _NOTHING, _NEWLINE).cast(pa.large_binary())
+        lines = pc.binary_join_element_wise(filled.cast(pa.large_binary()), _NOTHING, _NEWLINE)
         offsets = np.frombuffer(lines.buffers()[1], np.int64, n + 1, lines.offset * 8)
         doc = lines.buffers()[2][int(offsets[0]) : int(offsets[n])]
         read_options = pa_json.ReadOptions(use_threads=False, block_size=max(len(doc) + 1, 1 << 20))
@@ -94,7 +95,11 @@ def decode_utf8(values: pa.Array) -> pa.Array:
 
 def decode_json_python(values: pa.Array) -> pa.Array:
     """Per-record ``json.loads`` for values that are not all JSON objects (arrays, scalars)."""
-    return pa.array([None if v is None else json.loads(v) for v in _as_binary(values).to_pylist()])
+    parsed = [None if v is None else json.loads(v) for v in _as_binary(values).to_pylist()]
+    try:
+        return pa.array(parsed)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise ValueError(f"decode='json-any': the values are JSON of mixed types ({exc})") from exc
 
 
 _REGISTRY: dict[str, Callable[[], Decoder]] = {
