@@ -1,0 +1,345 @@
+"""Kafka client throughput and latency against pylog and Tansu, side by side in one run.
+
+A confluent-kafka (librdkafka) producer writes N records to a fresh topic, then a consumer reads
+them back (partition assignment, no group), on each broker in turn. Every row also reports the
+broker's CPU seconds per million records (from /proc/PID/stat) and, at the end, its resident
+memory (VmRSS / VmHWM from /proc/PID/status). The latency rows send at a fixed rate and measure
+end-to-end time (produce call to consumer delivery) as p50 / p99 / p99.9.
+
+    python bench/bench_clients.py                      # default rows (~10-20 s each per broker)
+    python bench/bench_clients.py --records 50000      # quicker
+    python bench/bench_clients.py --matrix             # sizes x acks x codecs x partitions
+    python bench/bench_clients.py --brokers pylog      # one broker only
+
+The ratio column is pylog / tansu: above 1 is better for rates, below 1 is better for CPU,
+memory and latency.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import statistics
+import sys
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from common import BenchBroker
+
+DEFAULT_RECORDS = 300_000
+
+
+@dataclass(frozen=True)
+class Scenario:
+    size: int
+    acks: str = "1"
+    compression: str = "none"
+    partitions: int = 1
+
+    @property
+    def label(self) -> str:
+        size = f"{self.size} B" if self.size < 1000 else f"{self.size // 1000} KB"
+        return f"{size}, acks={self.acks}, {self.compression}, {self.partitions}p"
+
+
+@dataclass
+class Row:
+    label: str
+    metric: str
+    values: dict[str, float | None] = field(default_factory=dict)
+    higher_is_better: bool = True
+
+
+def payload(size: int, i: int) -> bytes:
+    # Half repetitive text, half varying digits: compressible, but not trivially so.
+    head = (b"pylog bench record %012d " % i) * (size // 64 + 1)
+    return head[:size]
+
+
+def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        md = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
+        if md is not None and md.error is None and len(md.partitions) == partitions:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"topic {topic} did not appear")
+
+
+def produce(bootstrap: str, topic: str, sc: Scenario, n: int) -> float:
+    """Seconds to send n records and receive every acknowledgement."""
+    from confluent_kafka import Producer
+
+    p = Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "acks": "all" if sc.acks == "all" else sc.acks,
+            "compression.type": sc.compression,
+            "linger.ms": 5,
+            "queue.buffering.max.messages": 500_000,
+            "enable.idempotence": False,
+        }
+    )
+    failures = []
+
+    def on_delivery(err: Any, _msg: Any) -> None:
+        if err is not None:
+            failures.append(err)
+
+    values = [payload(sc.size, i) for i in range(1024)]
+    start = time.perf_counter()
+    for i in range(n):
+        while True:
+            try:
+                p.produce(topic, values[i & 1023], partition=i % sc.partitions, on_delivery=on_delivery)
+                break
+            except BufferError:
+                p.poll(0.005)
+        if i & 1023 == 0:
+            p.poll(0)
+    left = p.flush(300)
+    elapsed = time.perf_counter() - start
+    if left or failures:
+        raise RuntimeError(f"produce: {left} unacknowledged, {len(failures)} failed ({failures[:1]})")
+    return elapsed
+
+
+def consume(bootstrap: str, topic: str, sc: Scenario, n: int) -> float:
+    """Seconds to read n records from the beginning of every partition."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "bench-" + uuid.uuid4().hex,
+            "enable.auto.commit": False,
+            "enable.partition.eof": False,
+        }
+    )
+    try:
+        got = 0
+        start = time.perf_counter()
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(sc.partitions)])
+        deadline = start + 300
+        while got < n:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"consume: {got} of {n} records in 300 s")
+            for m in c.consume(num_messages=10_000, timeout=1.0):
+                if m.error() is None:
+                    got += 1
+        return time.perf_counter() - start
+    finally:
+        c.close()
+
+
+def latency(bootstrap: str, topic: str, rate: int, seconds: float, size: int) -> list[float]:
+    """End-to-end milliseconds for records sent at a fixed rate (acks=1, no linger)."""
+    from confluent_kafka import OFFSET_BEGINNING, Consumer, Producer, TopicPartition
+
+    total = int(rate * seconds)
+    samples: list[float] = []
+    ready = threading.Event()
+    done = threading.Event()
+
+    def reader() -> None:
+        c = Consumer(
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "bench-lat-" + uuid.uuid4().hex,
+                "enable.auto.commit": False,
+                "fetch.wait.max.ms": 100,
+            }
+        )
+        c.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
+        c.poll(0.5)
+        ready.set()
+        deadline = time.monotonic() + seconds + 60
+        while len(samples) < total and time.monotonic() < deadline:
+            for m in c.consume(num_messages=1000, timeout=0.2):
+                if m.error() is None:
+                    samples.append((time.time_ns() - int.from_bytes(m.value()[:8], "big")) / 1e6)
+        c.close()
+        done.set()
+
+    t = threading.Thread(target=reader, daemon=True)
+    t.start()
+    ready.wait(30)
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "1", "linger.ms": 0, "enable.idempotence": False})
+    filler = b"x" * max(0, size - 8)
+    start = time.perf_counter()
+    for i in range(total):
+        target = start + i / rate
+        delay = target - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        p.produce(topic, time.time_ns().to_bytes(8, "big") + filler, partition=0)
+        p.poll(0)
+    p.flush(60)
+    done.wait(seconds + 90)
+    return samples
+
+
+def quantile(sorted_values: list[float], q: float) -> float:
+    if not sorted_values:
+        return float("nan")
+    return sorted_values[min(len(sorted_values) - 1, int(q * len(sorted_values)))]
+
+
+def scenarios(matrix: bool) -> list[Scenario]:
+    if matrix:
+        return [
+            Scenario(size, acks, codec, parts)
+            for size, acks, codec, parts in itertools.product(
+                (100, 1000), ("1", "all"), ("none", "lz4"), (1, 6)
+            )
+        ]
+    # The two base rows, then one factor changed at a time from the 1 KB row.
+    return [
+        Scenario(100),
+        Scenario(1000),
+        Scenario(1000, acks="all"),
+        Scenario(1000, compression="lz4"),
+        Scenario(1000, partitions=6),
+    ]
+
+
+def records_for(sc: Scenario, base: int) -> int:
+    # 1 KB rows move ten times the bytes of 100 B rows; fewer records keep the row time similar.
+    return base if sc.size < 1000 else max(1000, base // 4)
+
+
+def run(args: argparse.Namespace) -> list[Row]:
+    brokers = {kind: BenchBroker(kind).start() for kind in args.brokers}
+    rows: list[Row] = []
+
+    def record(label: str, metric: str, kind: str, value: float | None, higher: bool = True) -> None:
+        for r in rows:
+            if r.label == label and r.metric == metric:
+                r.values[kind] = value
+                return
+        rows.append(Row(label, metric, {kind: value}, higher))
+
+    def guarded(kind: str, what: str, fn: Callable[..., Any], *fn_args: Any) -> Any:
+        try:
+            return fn(*fn_args)
+        except Exception as exc:  # a peer missing a feature must not end the run
+            print(f"  {kind}: {what} failed: {exc}", file=sys.stderr)
+            return None
+
+    try:
+        for sc in scenarios(args.matrix):
+            n = records_for(sc, args.records)
+            mb = n * sc.size / 1e6
+            for kind, b in brokers.items():
+                topic = f"bench-{uuid.uuid4().hex[:8]}"
+                print(f"[{kind}] {sc.label}: {n} records", file=sys.stderr)
+                guarded(kind, "create topic", create_topic, b.bootstrap, topic, sc.partitions)
+                cpu0 = b.stats().cpu_s
+                secs = guarded(kind, "produce", produce, b.bootstrap, topic, sc, n)
+                cpu1 = b.stats().cpu_s
+                label = f"produce {sc.label}"
+                record(label, "records/s", kind, n / secs if secs else None)
+                record(label, "MB/s", kind, mb / secs if secs else None)
+                record(
+                    label, "broker CPU s / M records", kind, (cpu1 - cpu0) / n * 1e6 if secs else None, False
+                )
+                csecs = guarded(kind, "consume", consume, b.bootstrap, topic, sc, n) if secs else None
+                cpu2 = b.stats().cpu_s
+                label = f"consume {sc.label}"
+                record(label, "records/s", kind, n / csecs if csecs else None)
+                record(label, "MB/s", kind, mb / csecs if csecs else None)
+                record(
+                    label, "broker CPU s / M records", kind, (cpu2 - cpu1) / n * 1e6 if csecs else None, False
+                )
+
+        if args.latency_rate > 0:
+            label = f"end-to-end latency, {args.latency_rate}/s x {args.latency_seconds:g} s, 100 B"
+            for kind, b in brokers.items():
+                topic = f"bench-lat-{uuid.uuid4().hex[:8]}"
+                print(f"[{kind}] {label}", file=sys.stderr)
+                guarded(kind, "create topic", create_topic, b.bootstrap, topic, 1)
+                samples = guarded(
+                    kind, "latency", latency, b.bootstrap, topic, args.latency_rate, args.latency_seconds, 100
+                )
+                s = sorted(samples or [])
+                for name, q in (("p50 ms", 0.5), ("p99 ms", 0.99), ("p99.9 ms", 0.999)):
+                    record(label, name, kind, quantile(s, q) if s else None, False)
+                record(label, "mean ms", kind, statistics.fmean(s) if s else None, False)
+
+        for kind, b in brokers.items():
+            st = b.stats()
+            record("broker memory at the end", "RSS MB", kind, st.rss_mb, False)
+            record("broker memory at the end", "peak RSS MB", kind, st.hwm_mb, False)
+    finally:
+        for b in brokers.values():
+            b.stop()
+    return rows
+
+
+def fmt(v: float | None) -> str:
+    if v is None:
+        return "error"
+    if v != v:  # NaN
+        return "-"
+    if v >= 1000:
+        return f"{v:,.0f}"
+    if v >= 10:
+        return f"{v:.1f}"
+    return f"{v:.3g}"
+
+
+def table(rows: list[Row], kinds: list[str]) -> str:
+    header = ["row", "metric", *kinds]
+    if kinds == ["pylog", "tansu"]:
+        header.append("pylog/tansu")
+    lines = []
+    for r in rows:
+        cells = [r.label, r.metric, *(fmt(r.values.get(k)) for k in kinds)]
+        if len(header) > len(kinds) + 2:
+            a, b = r.values.get("pylog"), r.values.get("tansu")
+            cells.append(f"{a / b:.2f}" if a is not None and b else "-")
+        lines.append(cells)
+    widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]
+    out = ["| " + " | ".join(h.ljust(w) for h, w in zip(header, widths)) + " |"]
+    out.append("|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    for cells in lines:
+        out.append(
+            "| "
+            + " | ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+            + " |"
+        )
+    return "\n".join(out)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument(
+        "--records", type=int, default=DEFAULT_RECORDS, help="records per 100 B row (1 KB rows: a quarter)"
+    )
+    ap.add_argument("--brokers", default="pylog,tansu", type=lambda s: [x for x in s.split(",") if x])
+    ap.add_argument(
+        "--matrix", action="store_true", help="every combination of size, acks, codec, partitions"
+    )
+    ap.add_argument("--latency-rate", type=int, default=2000, help="records/s for the latency row (0: skip)")
+    ap.add_argument("--latency-seconds", type=float, default=10.0)
+    ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
+    args = ap.parse_args()
+    rows = run(args)
+    print(table(rows, args.brokers))
+    if args.json:
+        args.json.parent.mkdir(parents=True, exist_ok=True)
+        args.json.write_text(json.dumps([asdict(r) for r in rows], indent=2))
+
+
+if __name__ == "__main__":
+    main()
