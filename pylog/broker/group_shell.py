@@ -1,0 +1,360 @@
+"""The asyncio shell around the sans-IO group coordinator: log, timers, parked requests.
+
+`pylog.groups.GroupCoordinator` decides; this shell does what it cannot:
+
+* Durability. Every call's `Output.records` are appended to the internal compacted topic
+  `__consumer_offsets` (one RecordBatch per partition, through the broker's partition layer)
+  *before* the call's response is sent or any parked JoinGroup / SyncGroup is answered, so an
+  acknowledged commit survives a crash. A failed append answers the affected requests with
+  Kafka's mapped error and reloads the partition from the log, which is what Kafka does when it
+  loses a partition.
+* Time. One loop timer sleeps until `next_deadline_ms()` and calls `tick` (session expiry,
+  rebalance and sync timeouts, offsets retention).
+* Parked requests. JoinGroup / SyncGroup get a future keyed by a handle; completions resolve
+  them. A client that disconnected meanwhile has its completion dropped.
+* Ownership. The shell coordinates the `__consumer_offsets` partitions this broker leads. On start
+  it replays them (before the listener opens, so a restarted single node never answers
+  COORDINATOR_LOAD_IN_PROGRESS); the topic itself is created on the first FindCoordinator, as
+  Kafka does, with `offsets.topic.num.partitions` partitions. Once the topic exists its actual
+  partition count decides which partition holds a group, whatever the setting says later.
+
+Leadership changes of `__consumer_offsets` partitions in a multi-broker cluster are picked up
+lazily (a partition this broker leads is loaded when a request for it arrives); giving up a
+partition is not handled yet.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import random
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+from pylog.protocol import records as rec
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.metadata import NewTopic
+from pylog.config import BROKER_CONFIGS
+from pylog.groups import (
+    CoordinatorRecord,
+    GroupConfig,
+    GroupCoordinator,
+    JoinGroupResult,
+    Output,
+    SyncGroupResult,
+    append_error_to_response,
+    partition_for,
+)
+
+if TYPE_CHECKING:
+    from pylog.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+OFFSETS_TOPIC = "__consumer_offsets"
+CREATE_WAIT_S = 10.0
+LOAD_READ_BYTES = 8 * 1024 * 1024
+_CONTROL = 0x20
+_HEADERS_TYPE = rec.RECORD_SCHEMA.field("headers").type
+
+# What a failed append turns a call's response into (the response shapes of `pylog.groups`).
+ResponseOnError = Callable[[Any, ErrorCode], Any]
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class GroupShell:
+    """Owns the broker's GroupCoordinator; request handlers call it through this object."""
+
+    def __init__(self, broker: Broker, *, clock: Callable[[], int] = wall_clock_ms) -> None:
+        self.broker = broker
+        self.clock = clock
+        props = {n: broker.config.raw(n) for n in BROKER_CONFIGS}
+        self.config = GroupConfig.from_kafka({k: v for k, v in props.items() if v is not None})
+        self.coordinator: GroupCoordinator | None = None
+        self._handles = itertools.count(1)
+        self._parked: dict[int, asyncio.Future[JoinGroupResult | SyncGroupResult]] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline: int | None = None
+        self._creating: asyncio.Future[None] | None = None
+        self._loaded: set[int] = set()  # partitions the coordinator owns
+        self._stopped = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Build the coordinator and replay the partitions of `__consumer_offsets` this broker leads."""
+        info = self.broker.metadata.topic(OFFSETS_TOPIC)
+        if info is not None and len(info.partitions) != self.config.offsets_topic_num_partitions:
+            log.warning(
+                "%s has %d partitions; offsets.topic.num.partitions=%d is ignored",
+                OFFSETS_TOPIC,
+                len(info.partitions),
+                self.config.offsets_topic_num_partitions,
+            )
+            self.config = replace(self.config, offsets_topic_num_partitions=len(info.partitions))
+        seed = random.SystemRandom().getrandbits(128)
+        self.coordinator = GroupCoordinator(self.config, rng=random.Random(seed), owned_partitions=())
+        loop = asyncio.get_running_loop()
+        for p in self._led_partitions():
+            self.coordinator.mark_loading(p)
+        for p in self._led_partitions():
+            records = await loop.run_in_executor(None, self._read_partition, p)
+            self._load(p, records)
+        self._reschedule()
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        for fut in self._parked.values():
+            if not fut.done():
+                fut.cancel()
+        self._parked.clear()
+
+    # ------------------------------------------------------------------ ownership
+
+    @property
+    def num_partitions(self) -> int:
+        return self.config.offsets_topic_num_partitions
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def _led_partitions(self) -> list[int]:
+        info = self.broker.metadata.topic(OFFSETS_TOPIC)
+        if info is None:
+            return []
+        me = self.broker.node_id
+        return [
+            p.index
+            for p in sorted(info.partitions.values(), key=lambda p: p.index)
+            if p.leader == me and self.broker.replicas.get(OFFSETS_TOPIC, p.index) is not None
+        ]
+
+    def coordinator_error(self, group_id: str) -> ErrorCode:
+        """Why this broker cannot coordinate `group_id` now (NONE if it can); loads lazily."""
+        if self.coordinator is None or self._stopped:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        info = self.broker.metadata.topic(OFFSETS_TOPIC)
+        if info is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        p = self.partition_for(group_id)
+        pinfo = info.partitions.get(p)
+        if pinfo is None or pinfo.leader != self.broker.node_id:
+            return ErrorCode.NOT_COORDINATOR
+        if self.broker.replicas.get(OFFSETS_TOPIC, p) is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if p not in self._loaded:
+            # Led here but not loaded (created meanwhile, or leadership moved here).
+            self._load(p, self._read_partition(p))
+            self._reschedule()
+        return ErrorCode.NONE
+
+    def _load(self, p: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        assert self.coordinator is not None
+        self.coordinator.load_partition(p, records, now_ms=self.clock())
+        self._loaded.add(p)
+
+    async def ensure_offsets_topic(self) -> ErrorCode:
+        """Create `__consumer_offsets` if missing (first FindCoordinator); NONE once it exists."""
+        md = self.broker.metadata
+        if md.topic(OFFSETS_TOPIC) is not None:
+            return ErrorCode.NONE
+        if self._creating is None or self._creating.done():
+            self._creating = asyncio.ensure_future(self._create_offsets_topic())
+        try:
+            await asyncio.wait_for(asyncio.shield(self._creating), CREATE_WAIT_S)
+        except asyncio.TimeoutError:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        except Exception:
+            log.exception("creating %s failed", OFFSETS_TOPIC)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode.NONE if md.topic(OFFSETS_TOPIC) is not None else ErrorCode.COORDINATOR_NOT_AVAILABLE
+
+    async def _create_offsets_topic(self) -> None:
+        cfg = self.broker.config
+        topic = NewTopic(
+            OFFSETS_TOPIC,
+            self.num_partitions,
+            cfg.int("offsets.topic.replication.factor"),
+            {
+                "cleanup.policy": "compact",
+                "compression.type": "producer",
+                "segment.bytes": str(cfg.int("offsets.topic.segment.bytes")),
+            },
+        )
+        (outcome,) = await self.broker.metadata.create_topics([topic], validate_only=False)
+        if not outcome.ok and self.broker.metadata.topic(OFFSETS_TOPIC) is None:
+            log.error("creating %s failed: %s %s", OFFSETS_TOPIC, outcome.error, outcome.message)
+            return
+        log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
+
+    # ------------------------------------------------------------------ parked requests
+
+    def park(self) -> tuple[int, asyncio.Future[JoinGroupResult | SyncGroupResult]]:
+        """A handle for a JoinGroup / SyncGroup and the future its completion resolves."""
+        handle = next(self._handles)
+        fut: asyncio.Future[JoinGroupResult | SyncGroupResult] = asyncio.get_running_loop().create_future()
+        self._parked[handle] = fut
+        fut.add_done_callback(lambda _f, h=handle: self._parked.pop(h, None))
+        return handle, fut
+
+    # ------------------------------------------------------------------ applying outputs
+
+    def apply(
+        self, out: Output, on_error: ResponseOnError | None = None, *, offset_commit: bool = False
+    ) -> Any:
+        """Persist `out.records`, then resolve completions; returns the (possibly failed) response."""
+        error = self._persist(out.records)
+        response = out.response
+        completions = out.completions
+        if error is not ErrorCode.NONE:
+            mapped = append_error_to_response(error, offset_commit=offset_commit)
+            if on_error is not None and response is not None:
+                response = on_error(response, mapped)
+            completions = [(h, _failed(r, mapped)) for h, r in completions]
+        self._resolve(completions)
+        self._reschedule()
+        return response
+
+    def _resolve(self, completions: Iterable[tuple[Any, JoinGroupResult | SyncGroupResult]]) -> None:
+        for handle, result in completions:
+            fut = self._parked.pop(handle, None)
+            if fut is not None and not fut.done():
+                fut.set_result(result)
+
+    def _persist(self, records: list[CoordinatorRecord]) -> ErrorCode:
+        if not records:
+            return ErrorCode.NONE
+        by_partition: dict[int, list[CoordinatorRecord]] = {}
+        for r in records:
+            by_partition.setdefault(r.partition, []).append(r)
+        first_error = ErrorCode.NONE
+        for p, recs in by_partition.items():
+            error = self._append(p, recs)
+            if error is not ErrorCode.NONE:
+                log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, p, error.name)
+                self._reload(p)
+                if first_error is ErrorCode.NONE:
+                    first_error = error
+        return first_error
+
+    def _append(self, p: int, recs: list[CoordinatorRecord]) -> ErrorCode:
+        part = self.broker.replicas.get(OFFSETS_TOPIC, p)
+        if part is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        now = self.clock()
+        n = len(recs)
+        batch = pa.RecordBatch.from_arrays(
+            [
+                pa.array(range(n), pa.int64()),
+                pa.array([now] * n, pa.timestamp("ms")),
+                pa.array([r.key for r in recs], pa.binary()),
+                pa.array([r.value for r in recs], pa.binary()),
+                pa.array([[]] * n, _HEADERS_TYPE),
+            ],
+            schema=rec.RECORD_SCHEMA,
+        )
+        wire = rec.encode_batch(batch, base_offset=0)
+        result = part.append_from_client(wire, now)
+        return ErrorCode(result.error)
+
+    def _reload(self, p: int) -> None:
+        """The log is behind memory for `p`: fail its parked requests and replay it."""
+        assert self.coordinator is not None
+        out = self.coordinator.unload_partition(p)
+        self._loaded.discard(p)
+        self._resolve(out.completions)
+        if self.broker.replicas.get(OFFSETS_TOPIC, p) is not None:
+            try:
+                self._load(p, self._read_partition(p))
+            except Exception:
+                log.exception("reloading %s-%d failed", OFFSETS_TOPIC, p)
+
+    def _read_partition(self, p: int) -> list[tuple[bytes, bytes | None]]:
+        """Every (key, value) of a partition, oldest first (control batches skipped)."""
+        part = self.broker.replicas.get(OFFSETS_TOPIC, p)
+        if part is None:
+            return []
+        return list(_iter_records(part.log))
+
+    # ------------------------------------------------------------------ timers
+
+    def _reschedule(self) -> None:
+        if self.coordinator is None or self._stopped:
+            return
+        deadline = self.coordinator.next_deadline_ms()
+        if deadline == self._timer_deadline and self._timer is not None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_deadline = deadline
+        if deadline is not None:
+            delay = max(deadline - self.clock(), 0) / 1000.0
+            self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_deadline = None
+        if self.coordinator is None or self._stopped:
+            return
+        try:
+            self.apply(self.coordinator.tick(self.clock()))
+        except Exception:
+            log.exception("group coordinator tick failed")
+            self._reschedule()
+
+
+def _iter_records(plog: Any) -> Iterator[tuple[bytes, bytes | None]]:
+    offset = plog.log_start_offset
+    end = plog.log_end_offset
+    while offset < end:
+        batches = plog.read(offset, LOAD_READ_BYTES)
+        if not batches:
+            return
+        for b in batches:
+            if not b.meta.attributes & _CONTROL:
+                keys = b.records.column("key").to_pylist()
+                values = b.records.column("value").to_pylist()
+                for k, v in zip(keys, values):
+                    if k is not None:
+                        yield k, v
+        last = batches[-1].meta
+        offset = last.base_offset + last.last_offset_delta + 1
+
+
+def _failed(result: JoinGroupResult | SyncGroupResult, error: ErrorCode) -> JoinGroupResult | SyncGroupResult:
+    if isinstance(result, JoinGroupResult):
+        return JoinGroupResult(error, member_id=result.member_id)
+    return SyncGroupResult(error)
+
+
+# ---------------------------------------------------------------------------- for the handlers
+
+
+def shell_of(broker: Any) -> GroupShell | None:
+    """The broker's group shell, None before it started."""
+    return getattr(broker, "groups", None)
+
+
+def client_host(peer: str) -> str:
+    """Kafka reports a member's host as `/ip` (the peer is `ip:port`)."""
+    host = peer.rpartition(":")[0] or peer
+    return "/" + host.strip("[]")
+
+
+def not_available(shell: GroupShell | None, group_id: str) -> ErrorCode:
+    """The coordinator error for `group_id` (COORDINATOR_NOT_AVAILABLE without a shell)."""
+    if shell is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return shell.coordinator_error(group_id)

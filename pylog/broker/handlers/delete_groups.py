@@ -1,0 +1,34 @@
+"""DeleteGroups: removes Empty groups and their committed offsets (tombstones in the log)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.group_shell import not_available, shell_of
+from pylog.broker.registry import handles
+
+
+@handles(ApiKey.DELETE_GROUPS, versions=(0, 2))
+def delete_groups(ctx: RequestContext, req: Any) -> dict:
+    shell = shell_of(ctx.broker)
+    names = list(req.groups_names)
+    errors: dict[str, ErrorCode] = {}
+    deletable = []
+    for gid in names:
+        error = not_available(shell, gid)
+        if error is ErrorCode.NONE:
+            deletable.append(gid)
+        else:
+            errors[gid] = error
+    if deletable and shell is not None and shell.coordinator is not None:
+        out = shell.coordinator.delete_groups(deletable, now_ms=shell.clock())
+        results = shell.apply(out, lambda r, e: [(gid, e) for gid, _ in r])
+        errors.update(dict(results))
+    return {
+        "throttle_time_ms": 0,
+        "results": [{"group_id": gid, "error_code": errors[gid]} for gid in dict.fromkeys(names)],
+    }

@@ -1,0 +1,50 @@
+"""DescribeGroups: state, protocol and members (with metadata and assignment when Stable)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.group_shell import not_available, shell_of
+from pylog.broker.registry import handles
+from pylog.groups import DescribedGroup
+
+AUTHORIZED_OPS_UNKNOWN = -2147483648
+
+
+@handles(ApiKey.DESCRIBE_GROUPS, versions=(0, 5))
+def describe_groups(ctx: RequestContext, req: Any) -> dict:
+    shell = shell_of(ctx.broker)
+    described = []
+    for gid in req.groups:
+        error = not_available(shell, gid)
+        if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
+            described.append(DescribedGroup(error, gid, "", "", ""))
+        else:
+            described.extend(shell.coordinator.describe_groups([gid]))
+    return {"throttle_time_ms": 0, "groups": [_entry(g) for g in described]}
+
+
+def _entry(g: DescribedGroup) -> dict:
+    return {
+        "error_code": g.error,
+        "group_id": g.group_id,
+        "group_state": g.group_state,
+        "protocol_type": g.protocol_type,
+        "protocol_data": g.protocol_data,
+        "members": [
+            {
+                "member_id": m.member_id,
+                "group_instance_id": m.group_instance_id,
+                "client_id": m.client_id,
+                "client_host": m.client_host,
+                "member_metadata": m.member_metadata,
+                "member_assignment": m.member_assignment,
+            }
+            for m in g.members
+        ],
+        "authorized_operations": AUTHORIZED_OPS_UNKNOWN,
+    }

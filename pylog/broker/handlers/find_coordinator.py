@@ -1,0 +1,78 @@
+"""FindCoordinator: the leader of the `__consumer_offsets` partition that holds a group.
+
+The first request creates `__consumer_offsets` and waits for it (milliseconds with a quorum of
+one) instead of answering COORDINATOR_NOT_AVAILABLE as Kafka does, so a fresh broker costs a
+first consumer no retry back-off. Key type 1 (transactional ids) gets COORDINATOR_NOT_AVAILABLE:
+pylog has no transaction coordinator yet, and that error makes producers retry rather than fail.
+v4+ batch several keys.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.group_shell import OFFSETS_TOPIC, shell_of
+from pylog.broker.registry import handles
+
+GROUP, TRANSACTION = 0, 1
+NO_NODE = (-1, "", -1)
+
+
+@handles(ApiKey.FIND_COORDINATOR, versions=(0, 6))
+async def find_coordinator(ctx: RequestContext, req: Any) -> dict:
+    key_type = getattr(req, "key_type", GROUP)
+    keys = list(req.coordinator_keys or []) if ctx.api_version >= 4 else [req.key]
+    answers = [await _find(ctx, key_type, key) for key in keys]
+    if ctx.api_version >= 4:
+        return {
+            "throttle_time_ms": 0,
+            "coordinators": [
+                {"key": key, "node_id": node, "host": host, "port": port, "error_code": error,
+                 "error_message": _message(error)}
+                for key, (error, (node, host, port)) in zip(keys, answers)
+            ],
+        }
+    error, (node, host, port) = answers[0]
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "error_message": _message(error),
+        "node_id": node,
+        "host": host,
+        "port": port,
+    }
+
+
+async def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:
+    if key_type == TRANSACTION:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
+    if key_type != GROUP:
+        return ErrorCode.INVALID_REQUEST, NO_NODE
+    shell = shell_of(ctx.broker)
+    if shell is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
+    if ctx.broker.metadata.topic(OFFSETS_TOPIC) is None:
+        error = await shell.ensure_offsets_topic()
+        if error is not ErrorCode.NONE:
+            return error, NO_NODE
+    return _leader_of(ctx, OFFSETS_TOPIC, shell.partition_for(key))
+
+
+def _leader_of(ctx: RequestContext, topic: str, partition: int) -> tuple[ErrorCode, tuple[int, str, int]]:
+    md = ctx.broker.metadata
+    info = md.topic(topic)
+    pinfo = info.partitions.get(partition) if info is not None else None
+    if pinfo is None or pinfo.leader < 0:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
+    for b in md.brokers():
+        if b.node_id == pinfo.leader:
+            return ErrorCode.NONE, (b.node_id, b.host, b.port)
+    return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
+
+
+def _message(error: ErrorCode) -> str | None:
+    return None if error is ErrorCode.NONE else error.name

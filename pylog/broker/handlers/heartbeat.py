@@ -1,0 +1,28 @@
+"""Heartbeat: keeps a member's session alive; REBALANCE_IN_PROGRESS tells it to rejoin."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.group_shell import not_available, shell_of
+from pylog.broker.registry import handles
+
+
+@handles(ApiKey.HEARTBEAT, versions=(0, 4))
+def heartbeat(ctx: RequestContext, req: Any) -> dict:
+    shell = shell_of(ctx.broker)
+    error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
+    if error is ErrorCode.NONE and shell is not None and shell.coordinator is not None:
+        out = shell.coordinator.heartbeat(
+            req.group_id,
+            req.generation_id,
+            req.member_id,
+            getattr(req, "group_instance_id", None),
+            now_ms=shell.clock(),
+        )
+        error = shell.apply(out, lambda _r, e: e)
+    return {"throttle_time_ms": 0, "error_code": error}

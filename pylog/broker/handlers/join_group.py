@@ -1,0 +1,69 @@
+"""JoinGroup: parked in the coordinator until the rebalance's join phase completes.
+
+The answer is the coordinator's `JoinGroupResult` for this request's handle, possibly resolved
+by a later call (another member joining, a timer). A client that disconnects while parked gets
+nothing; its member stays until the coordinator's timers remove it, as in Kafka.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.group_shell import client_host, not_available, shell_of
+from pylog.broker.registry import handles
+from pylog.groups import JoinGroupResult
+
+
+@handles(ApiKey.JOIN_GROUP, versions=(0, 7))
+def join_group(ctx: RequestContext, req: Any) -> Any:
+    shell = shell_of(ctx.broker)
+    error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
+    if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
+        return response(ctx, JoinGroupResult(error, member_id=req.member_id))
+    handle, fut = shell.park()
+    out = shell.coordinator.join_group(
+        req.group_id,
+        req.member_id,
+        getattr(req, "group_instance_id", None),
+        ctx.client_id or "",
+        client_host(ctx.client_host),
+        req.session_timeout_ms,
+        getattr(req, "rebalance_timeout_ms", -1),
+        req.protocol_type,
+        [(p.name, p.metadata) for p in req.protocols],
+        reason=getattr(req, "reason", None),
+        api_version=ctx.api_version,
+        now_ms=shell.clock(),
+        handle=handle,
+    )
+    shell.apply(out)
+    if fut.done():
+        return response(ctx, fut.result())
+    return _wait(ctx, fut)
+
+
+async def _wait(ctx: RequestContext, fut: Any) -> dict:
+    return response(ctx, await fut)
+
+
+def response(ctx: RequestContext, r: JoinGroupResult) -> dict:
+    v = ctx.api_version
+    return {
+        "throttle_time_ms": 0,
+        "error_code": r.error,
+        "generation_id": r.generation_id,
+        "protocol_type": r.protocol_type,
+        # Non-nullable before v7.
+        "protocol_name": r.protocol_name if r.protocol_name is not None or v >= 7 else "",
+        "leader": r.leader,
+        "skip_assignment": r.skip_assignment,
+        "member_id": r.member_id,
+        "members": [
+            {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata}
+            for m in r.members
+        ],
+    }

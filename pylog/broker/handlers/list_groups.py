@@ -1,0 +1,35 @@
+"""ListGroups: the groups this broker coordinates, filtered by state (v4+) and type (v5+)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.group_shell import shell_of
+from pylog.broker.registry import handles
+
+
+@handles(ApiKey.LIST_GROUPS, versions=(0, 5))
+def list_groups(ctx: RequestContext, req: Any) -> dict:
+    shell = shell_of(ctx.broker)
+    if shell is None or shell.coordinator is None:
+        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
+    error, groups = shell.coordinator.list_groups(
+        getattr(req, "states_filter", None), getattr(req, "types_filter", None)
+    )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "groups": [
+            {
+                "group_id": g.group_id,
+                "protocol_type": g.protocol_type,
+                "group_state": g.group_state,
+                "group_type": g.group_type,
+            }
+            for g in groups
+        ],
+    }

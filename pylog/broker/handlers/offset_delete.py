@@ -1,0 +1,51 @@
+"""OffsetDelete: drops committed offsets of partitions a group no longer consumes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.group_shell import not_available, shell_of
+from pylog.broker.registry import handles
+from pylog.groups import OffsetDeleteResult
+
+
+@handles(ApiKey.OFFSET_DELETE, versions=(0, 0))
+def offset_delete(ctx: RequestContext, req: Any) -> dict:
+    shell = shell_of(ctx.broker)
+    error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
+    if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
+        return {"error_code": error, "throttle_time_ms": 0, "topics": []}
+    md = ctx.broker.metadata
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    known = []
+    for t in req.topics:
+        info = md.topic(t.name)
+        for p in t.partitions:
+            if info is None or p.partition_index not in info.partitions:
+                errors[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                known.append((t.name, p.partition_index))
+    out = shell.coordinator.delete_offsets(req.group_id, known, now_ms=shell.clock())
+    result: OffsetDeleteResult = shell.apply(out, lambda r, e: OffsetDeleteResult(e))
+    if result.error is not ErrorCode.NONE:
+        return {"error_code": result.error, "throttle_time_ms": 0, "topics": []}
+    for pe in result.partitions:
+        errors[(pe.topic, pe.partition)] = pe.error
+    return {
+        "error_code": ErrorCode.NONE,
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": errors[(t.name, p.partition_index)]}
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ],
+    }

@@ -1,0 +1,64 @@
+"""OffsetFetch: one group (v1-7) or several (v8+); `topics` null fetches every committed offset.
+
+Before v8 a group-level error is reported at the top (v2+) and copied onto every requested
+partition, which is what v1 clients read. `require_stable` (v7+) asks to wait out pending
+transactional commits; pylog has no transactional offset commits, so nothing is ever pending.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.group_shell import not_available, shell_of
+from pylog.broker.registry import handles
+from pylog.groups import FetchedOffset, OffsetFetchResult
+
+
+@handles(ApiKey.OFFSET_FETCH, versions=(0, 9))
+def offset_fetch(ctx: RequestContext, req: Any) -> dict:
+    if ctx.api_version >= 8:
+        groups = [_fetch(ctx, g.group_id, g.topics) for g in req.groups]
+        return {"throttle_time_ms": 0, "groups": [_group_entry(g) for g in groups]}
+    r = _fetch(ctx, req.group_id, req.topics)
+    topics = _topics(r)
+    if r.error is not ErrorCode.NONE:
+        requested = [(t.name, list(t.partition_indexes)) for t in req.topics or []]
+        topics = [
+            {"name": name, "partitions": [_partition(FetchedOffset(name, i, -1, error=r.error)) for i in ps]}
+            for name, ps in requested
+        ]
+    return {"throttle_time_ms": 0, "topics": topics, "error_code": r.error}
+
+
+def _fetch(ctx: RequestContext, group_id: str, topics: Any) -> OffsetFetchResult:
+    shell = shell_of(ctx.broker)
+    error = not_available(shell, group_id)
+    if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
+        return OffsetFetchResult(group_id, error)
+    wanted = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
+    return shell.coordinator.fetch_offsets(group_id, wanted)
+
+
+def _topics(r: OffsetFetchResult) -> list[dict]:
+    by_topic: dict[str, list[dict]] = {}
+    for p in r.partitions:
+        by_topic.setdefault(p.topic, []).append(_partition(p))
+    return [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+
+
+def _partition(p: FetchedOffset) -> dict:
+    return {
+        "partition_index": p.partition,
+        "committed_offset": p.offset,
+        "committed_leader_epoch": p.leader_epoch,
+        "metadata": p.metadata,
+        "error_code": p.error,
+    }
+
+
+def _group_entry(r: OffsetFetchResult) -> dict:
+    return {"group_id": r.group_id, "topics": _topics(r), "error_code": r.error}

@@ -1,0 +1,51 @@
+"""SyncGroup: followers are parked until the leader's SyncGroup brings the assignment."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.group_shell import not_available, shell_of
+from pylog.broker.registry import handles
+from pylog.groups import SyncGroupResult
+
+
+@handles(ApiKey.SYNC_GROUP, versions=(0, 5))
+def sync_group(ctx: RequestContext, req: Any) -> Any:
+    shell = shell_of(ctx.broker)
+    error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
+    if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
+        return _response(SyncGroupResult(error))
+    handle, fut = shell.park()
+    out = shell.coordinator.sync_group(
+        req.group_id,
+        req.generation_id,
+        req.member_id,
+        getattr(req, "group_instance_id", None),
+        getattr(req, "protocol_type", None),
+        getattr(req, "protocol_name", None),
+        [(a.member_id, a.assignment) for a in req.assignments],
+        now_ms=shell.clock(),
+        handle=handle,
+    )
+    shell.apply(out)
+    if fut.done():
+        return _response(fut.result())
+    return _wait(fut)
+
+
+async def _wait(fut: Any) -> dict:
+    return _response(await fut)
+
+
+def _response(r: SyncGroupResult) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": r.error,
+        "protocol_type": r.protocol_type,
+        "protocol_name": r.protocol_name,
+        "assignment": r.assignment,
+    }
