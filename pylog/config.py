@@ -75,17 +75,15 @@ class ConfigDef:
                 return n
             if t is ConfigType.DOUBLE:
                 return float(value)
-            if t is ConfigType.LIST:
-                return [v.strip() for v in value.split(",") if v.strip()]
         except ValueError:
             raise ConfigError(f"Invalid value {value!r} for configuration {self.name}") from None
-        if self.choices:
-            parts = [v.strip() for v in value.split(",")] if "," in value else [value.strip()]
-            if any(p not in self.choices for p in parts):
-                raise ConfigError(
-                    f"Invalid value {value!r} for configuration {self.name}: must be one of {self.choices}"
-                )
-        return value
+        parts = [v.strip() for v in value.split(",") if v.strip()]
+        if self.choices and (not parts or any(p not in self.choices for p in parts)):
+            raise ConfigError(
+                f"Invalid value {value} for configuration {self.name}: String must be one of: "
+                + ", ".join(self.choices)
+            )
+        return parts if t is ConfigType.LIST else value
 
 
 def _d(name: str, type_: ConfigType, default: object, doc: str = "", **kw: object) -> ConfigDef:
@@ -267,10 +265,13 @@ class ResolvedConfig:
 
 
 class BrokerConfig:
-    """Static broker settings (from the command line / --config) with typed access."""
+    """Broker settings with Kafka's precedence: dynamic per-broker, dynamic cluster default,
+    static (command line / --config), built-in default."""
 
     def __init__(self, overrides: Mapping[str, str] | None = None) -> None:
         self._static: dict[str, str] = {}
+        self._dynamic_default: dict[str, str] = {}
+        self._dynamic_broker: dict[str, str] = {}
         for name, value in (overrides or {}).items():
             self.set(name, value)
 
@@ -281,9 +282,32 @@ class BrokerConfig:
         d.parse(value)
         self._static[name] = value
 
+    def set_dynamic(self, cluster_default: Mapping[str, str], this_broker: Mapping[str, str]) -> None:
+        """Dynamic broker configs from the metadata log (unknown names are ignored)."""
+        self._dynamic_default = {k: v for k, v in cluster_default.items() if k in BROKER_CONFIGS}
+        self._dynamic_broker = {k: v for k, v in this_broker.items() if k in BROKER_CONFIGS}
+
+    def _layers(self) -> tuple[tuple[dict[str, str], ConfigSource], ...]:
+        return (
+            (self._dynamic_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
+            (self._dynamic_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),
+            (self._static, ConfigSource.STATIC_BROKER_CONFIG),
+        )
+
+    def _resolve(self, name: str) -> tuple[str | None, ConfigSource, tuple]:
+        """Value, source and synonym chain of one broker config."""
+        synonyms = [(name, layer[name], source) for layer, source in self._layers() if name in layer]
+        default = BROKER_CONFIGS[name].default
+        if default is not None:
+            synonyms.append((name, default, ConfigSource.DEFAULT_CONFIG))
+        if synonyms:
+            return synonyms[0][1], synonyms[0][2], tuple(synonyms)
+        return None, ConfigSource.DEFAULT_CONFIG, ()
+
     def raw(self, name: str) -> str | None:
-        if name in self._static:
-            return self._static[name]
+        for layer, _ in self._layers():
+            if name in layer:
+                return layer[name]
         return BROKER_CONFIGS[name].default
 
     def get(self, name: str) -> object:
@@ -303,46 +327,34 @@ class BrokerConfig:
             return self.int("broker.id")
         return self.int("node.id")
 
-    def is_set(self, name: str) -> bool:
-        return name in self._static
-
     def describe(self, names: Iterable[str] | None = None) -> list[ResolvedConfig]:
-        """Broker resource entries (static settings and defaults) in Kafka's shape."""
+        """Broker resource entries in Kafka's shape (value, source, synonyms)."""
         out = []
         for name in names if names is not None else sorted(BROKER_CONFIGS):
             d = BROKER_CONFIGS.get(name)
             if d is None:
                 continue
-            if name in self._static:
-                value, source = self._static[name], ConfigSource.STATIC_BROKER_CONFIG
-            else:
-                value, source = d.default, ConfigSource.DEFAULT_CONFIG
-            syn = ((name, value, source),)
-            out.append(ResolvedConfig(name, value, source, d.type, d.read_only, syn, d.doc))
+            value, source, synonyms = self._resolve(name)
+            out.append(ResolvedConfig(name, value, source, d.type, d.read_only, synonyms, d.doc))
         return out
 
     # --- topic config resolution -------------------------------------------------------------
 
     def topic_default(self, name: str) -> tuple[str | None, ConfigSource, tuple]:
         """Value a topic without an override gets, with its source and synonym chain."""
+        broker_names = TOPIC_SYNONYMS.get(name, ())
         synonyms = []
-        chosen: tuple[str | None, ConfigSource] | None = None
-        for broker_name in TOPIC_SYNONYMS.get(name, ()):
-            if broker_name in self._static:
-                raw = self._static[broker_name]
-                value = _to_topic_units(broker_name, raw)
-                synonyms.append((broker_name, raw, ConfigSource.STATIC_BROKER_CONFIG))
-                if chosen is None:
-                    chosen = (value, ConfigSource.STATIC_BROKER_CONFIG)
-        for broker_name in TOPIC_SYNONYMS.get(name, ()):
-            raw = BROKER_CONFIGS[broker_name].default
-            if raw is not None:
-                synonyms.append((broker_name, raw, ConfigSource.DEFAULT_CONFIG))
-                if chosen is None:
-                    chosen = (_to_topic_units(broker_name, raw), ConfigSource.DEFAULT_CONFIG)
-        if chosen is None:
-            chosen = (TOPIC_CONFIGS[name].default, ConfigSource.DEFAULT_CONFIG)
-        return chosen[0], chosen[1], tuple(synonyms)
+        for layer, source in self._layers():
+            synonyms += [(b, layer[b], source) for b in broker_names if b in layer]
+        synonyms += [
+            (b, BROKER_CONFIGS[b].default, ConfigSource.DEFAULT_CONFIG)
+            for b in broker_names
+            if BROKER_CONFIGS[b].default is not None
+        ]
+        if synonyms:
+            broker_name, raw, source = synonyms[0]
+            return _to_topic_units(broker_name, raw), source, tuple(synonyms)
+        return TOPIC_CONFIGS[name].default, ConfigSource.DEFAULT_CONFIG, ()
 
     def topic_configs(self, overrides: Mapping[str, str]) -> dict[str, str]:
         """Effective topic configs: overrides over broker-derived defaults (all names)."""

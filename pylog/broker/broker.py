@@ -16,6 +16,7 @@ from typing import Any
 
 from pylog.broker import handlers  # noqa: F401  (registers every API handler)
 from pylog.broker.maintenance import Maintenance
+from pylog.broker.metadata import BrokerMetadata, open_metadata
 from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.server import KafkaServer
@@ -36,21 +37,18 @@ class Broker:
         *,
         listen: tuple[str, int] = ("127.0.0.1", 9092),
         advertised: tuple[str, int] | None = None,
-        metadata_factory: Any = None,
     ) -> None:
         self.config = config
         self.data_dir = Path(data_dir).resolve()
         self.listen = listen
         self._advertised = advertised
         self.node_id = config.node_id
-        self._metadata_factory = metadata_factory
-        self.metadata: Any = None
+        self.metadata: BrokerMetadata | None = None  # type: ignore[assignment]
         self.replicas = ReplicaManager(config, self.data_dir, now_ms)
         self.maintenance = Maintenance(config, self.replicas, now_ms)
         self.producer_ids: ProducerIdManager | None = None
         self.server: KafkaServer | None = None
         self.stopping = False
-        self._started = False
 
     @property
     def bound_address(self) -> tuple[str, int]:
@@ -69,29 +67,31 @@ class Broker:
 
     async def start(self) -> None:
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        factory = self._metadata_factory
-        if factory is None:
-            from pylog.broker.cluster_adapter import open_metadata as factory
-        self.metadata = await factory(self)
+        self.metadata = await open_metadata(self)
         self.producer_ids = ProducerIdManager(self.metadata)
         self.server = KafkaServer(self, *self.listen)
         await self.server.start()
-        await self.metadata.register_broker(self.node_id, *self.advertised)
+        await self.metadata.register(*self.advertised)
         self.maintenance.start()
-        self._started = True
 
     # --- driven by the metadata image (called on the event loop) ----------------------------
 
-    def on_topic(self, name: str, topic_id: Any, partitions: list[int], configs: dict[str, str]) -> None:
-        """A topic exists (created, grown, replayed on start) with these partitions and overrides."""
-        for index in partitions:
-            self.replicas.ensure_partition(name, index, topic_id, dict(configs))
+    def on_partition(self, topic: str, index: int, topic_id: Any, configs: dict[str, str]) -> None:
+        """The image assigns this partition here (created, grown, or found on start)."""
+        part = self.replicas.ensure_partition(topic, index, topic_id, configs)
+        part.on_roll = self.maintenance.request_seal
 
-    def on_topic_configs(self, name: str, configs: dict[str, str]) -> None:
-        self.replicas.update_configs(name, dict(configs))
+    def on_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
+        self.replicas.update_configs(topic, configs)
 
-    def on_topic_deleted(self, name: str) -> None:
-        self.replicas.remove_topic(name)
+    def on_broker_configs(self) -> None:
+        """Dynamic broker configs changed: topic defaults derived from them may have too."""
+        assert self.metadata is not None
+        for topic in list(self.replicas.topics()):
+            self.replicas.update_configs(topic, self.metadata.topic_configs(topic))
+
+    def on_topic_deleted(self, topic: str) -> None:
+        self.replicas.remove_topic(topic)
 
     # --- shutdown ---------------------------------------------------------------------------
 

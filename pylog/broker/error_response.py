@@ -39,7 +39,7 @@ def _fetch(req: Any, code: int) -> dict:
                         "partition_index": p.partition,
                         "error_code": code,
                         "high_watermark": -1,
-                        "records": None,
+                        "records": b"",
                     }
                     for p in t.partitions
                 ],

@@ -1,9 +1,11 @@
-"""Storage upkeep off the event loop: retention, compaction and flushing on Kafka's timers.
+"""Storage upkeep off the event loop: sealing, retention, compaction and time-based flushes.
 
-One daemon thread wakes for the earliest due job (``log.retention.check.interval.ms``,
-``log.cleaner.backoff.ms``, ``log.flush.scheduler.interval.ms``) or when the produce
-path asks for a flush (``flush.messages`` reached). Each job takes the partition's
-lock only for the storage call it makes.
+One daemon thread wakes for the earliest due job or when a partition asks for
+work (its active segment rolled, so the rolled IPC stream can be sealed into an
+IPC file). Timers follow Kafka's names: ``log.retention.check.interval.ms``,
+``log.cleaner.backoff.ms`` (compacted topics), ``log.flush.scheduler.interval.ms``
+(topics with ``flush.ms``). The partition log is thread-safe and swaps rewritten
+files in under its own lock, so the event loop keeps appending and reading.
 """
 
 from __future__ import annotations
@@ -22,35 +24,37 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+LONG_MAX = 2**63 - 1
 MAX_SLEEP_S = 3600.0
+FLUSH_CHECK_S = 1.0  # when log.flush.scheduler.interval.ms is unset but a topic has flush.ms
 
 
 class Maintenance:
     def __init__(self, config: BrokerConfig, replicas: ReplicaManager, now_ms: Callable[[], int]) -> None:
         self.replicas = replicas
         self._now_ms = now_ms
-        self.retention_interval_ms = config.int("log.retention.check.interval.ms")
-        self.cleaner_interval_ms = (
-            config.int("log.cleaner.backoff.ms") if config.bool("log.cleaner.enable") else 0
+        self.retention_s = config.int("log.retention.check.interval.ms") / 1000.0
+        self.cleaner_s = (
+            config.int("log.cleaner.backoff.ms") / 1000.0 if config.bool("log.cleaner.enable") else None
         )
-        self.flush_interval_ms = config.int("log.flush.scheduler.interval.ms")
+        scheduler_ms = config.int("log.flush.scheduler.interval.ms")
+        self.flush_s = FLUSH_CHECK_S if scheduler_ms >= LONG_MAX else scheduler_ms / 1000.0
         self.producer_expiration_ms = config.int("producer.id.expiration.ms")
         self._cond = threading.Condition()
-        self._flush_requests: dict[int, Partition] = {}
+        self._seal: dict[int, Partition] = {}
         self._stop = False
         self._thread: threading.Thread | None = None
         self._due: dict[str, float] = {}
-        self._last_flush: dict[int, int] = {}
 
     def start(self) -> None:
         now = time.monotonic()
         self._due = {
-            "retention": now + self.retention_interval_ms / 1000.0,
-            "cleaner": now + self.cleaner_interval_ms / 1000.0
-            if self.cleaner_interval_ms > 0
-            else float("inf"),
-            "flush": now + min(self.flush_interval_ms / 1000.0, MAX_SLEEP_S),
+            "retention": now + self.retention_s,
+            "cleaner": now + self.cleaner_s if self.cleaner_s is not None else float("inf"),
+            "flush": now + self.flush_s,
         }
+        for part in self.replicas.snapshot():  # segments rolled before a restart
+            self._seal[id(part)] = part
         self._thread = threading.Thread(target=self._run, name="pylog-maintenance", daemon=True)
         self._thread.start()
 
@@ -59,38 +63,38 @@ class Maintenance:
             self._stop = True
             self._cond.notify_all()
         if self._thread is not None:
-            self._thread.join(timeout=30)
+            self._thread.join(timeout=60)
+            self._thread = None
 
-    def request_flush(self, part: Partition) -> None:
+    def request_seal(self, part: Partition) -> None:
+        """A partition rolled its active segment (called on the event loop)."""
         with self._cond:
-            self._flush_requests[id(part)] = part
+            self._seal[id(part)] = part
             self._cond.notify()
 
     def _run(self) -> None:
         while True:
             with self._cond:
-                if self._stop:
-                    return
-                if not self._flush_requests:
+                if not self._seal and not self._stop:
                     wait = min(self._due.values()) - time.monotonic()
                     if wait > 0:
                         self._cond.wait(min(wait, MAX_SLEEP_S))
                 if self._stop:
                     return
-                flushes = list(self._flush_requests.values())
-                self._flush_requests.clear()
-            for part in flushes:
-                self._guard("flush", part, part.flush)
+                seal = list(self._seal.values())
+                self._seal.clear()
+            for part in seal:
+                self._guard("sealing", part, lambda p=part: p.log.seal_pending())
             now = time.monotonic()
             if now >= self._due["retention"]:
                 self.run_retention()
-                self._due["retention"] = time.monotonic() + self.retention_interval_ms / 1000.0
+                self._due["retention"] = time.monotonic() + self.retention_s
             if now >= self._due["cleaner"]:
                 self.run_cleaner()
-                self._due["cleaner"] = time.monotonic() + self.cleaner_interval_ms / 1000.0
+                self._due["cleaner"] = time.monotonic() + (self.cleaner_s or MAX_SLEEP_S)
             if now >= self._due["flush"]:
                 self.run_time_flush()
-                self._due["flush"] = time.monotonic() + min(self.flush_interval_ms / 1000.0, MAX_SLEEP_S)
+                self._due["flush"] = time.monotonic() + self.flush_s
 
     def _guard(self, what: str, part: Partition, fn: Callable[[], object]) -> None:
         if part.deleted:
@@ -98,21 +102,17 @@ class Maintenance:
         try:
             fn()
         except Exception:
-            log.exception("%s of %s-%d failed", what, part.topic, part.index)
+            if not part.deleted:
+                log.exception("%s of %s-%d failed", what, part.topic, part.index)
 
     def run_retention(self) -> None:
         now = self._now_ms()
         for part in self.replicas.snapshot():
 
             def job(part: Partition = part) -> None:
+                if part.log.apply_retention(now, max_offset=part.high_watermark):
+                    part.forget_below(part.log_start_offset)
                 with part.lock:
-                    if part.deleted:
-                        return
-                    part.log.apply_retention(now)
-                    start = part.log.log_start_offset
-                    if part.wire.first_offset is not None and part.wire.first_offset < start:
-                        part.wire.clear()
-                    part.producers.truncate(start)
                     part.producers.expire(now, self.producer_expiration_ms)
 
             self._guard("retention", part, job)
@@ -120,25 +120,17 @@ class Maintenance:
     def run_cleaner(self) -> None:
         now = self._now_ms()
         for part in self.replicas.snapshot():
-            if "compact" not in part.configs.get("cleanup.policy", "delete"):
-                continue
+            if part.log_config.compact:
 
-            def job(part: Partition = part) -> None:
-                with part.lock:
-                    if part.deleted:
-                        return
-                    part.log.compact(now)
-                    part.wire.clear()
+                def job(part: Partition = part) -> None:
+                    with part.lock:
+                        stable = part.last_stable_offset
+                    part.log.compact(now, max_offset=stable)
 
-            self._guard("compaction", part, job)
+                self._guard("compaction", part, job)
 
     def run_time_flush(self) -> None:
         now = self._now_ms()
         for part in self.replicas.snapshot():
-            flush_ms = part.log_config.flush_ms if hasattr(part.log_config, "flush_ms") else None
-            if flush_ms is None or flush_ms >= 2**62:
-                continue
-            last = self._last_flush.get(id(part), 0)
-            if now - last >= flush_ms and part.unflushed:
-                self._last_flush[id(part)] = now
-                self._guard("flush", part, part.flush)
+            if part.log_config.flush_ms < LONG_MAX:
+                self._guard("flush", part, lambda p=part: p.log.maybe_flush(now))

@@ -1,7 +1,9 @@
 """One partition this broker leads: its log, idempotence state, wire cache and waiting fetches.
 
-Appends and reads run on the event loop (they touch the page cache only); the
-maintenance thread takes the same lock for retention, compaction and flushing.
+Appends and reads run on the event loop: an append decodes one batch (C
+accelerator) and writes it to the page cache. The partition log is thread-safe;
+``lock`` guards this object's own state (producer table, wire cache) against
+the maintenance thread, which never holds it across a storage call.
 With a single replica the high watermark is the log end offset.
 """
 
@@ -18,22 +20,25 @@ from typing import Any
 from crc32c import crc32c
 from pylog.protocol import records as rec
 from pylog.protocol.errors import CorruptRecordBatch, ErrorCode, RecordBatchTooLarge
-from pylog.storage import BatchMeta, LogConfig, PartitionLog
+from pylog.storage import BatchMeta, InvalidAppend, InvalidRecord, LogConfig, PartitionLog, StorageError
 
-from pylog.broker.producer_state import Check, ProducerStateTable, last_sequence
+from pylog.broker.producer_state import ProducerStateTable, last_sequence
 from pylog.broker.wire_cache import WireCache
 
 log = logging.getLogger(__name__)
 
 CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4, "uncompressed": 0}
+TIMESTAMP_TYPE_MASK = 0x08
+LONG_MAX = 2**63 - 1
 _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
 _U = struct.Struct(">I")
-_ATTR = struct.Struct(">h")
-# attributes (21) .. lastOffsetDelta (23..27) .. baseTimestamp (27..35) .. maxTimestamp (35..43)
+_H = struct.Struct(">h")
+# byte positions in a RecordBatch v2 header
+_PARTITION_LEADER_EPOCH_AT = 12
+_CRC_AT = 17
 _ATTRIBUTES_AT = 21
 _MAX_TIMESTAMP_AT = 35
-_CRC_AT = 17
 
 
 @dataclass(slots=True)
@@ -68,23 +73,26 @@ class Partition:
         self.producers = ProducerStateTable()
         self.max_uncompressed_bytes = max_uncompressed_bytes
         self._waiters: list[Callable[[], None]] = []
-        self.unflushed = 0
         self.deleted = False
+        self.on_roll: Callable[[Partition], None] | None = None
+        self.log_config = LogConfig()
         self.apply_configs(configs)
         self.log = PartitionLog.open(path, self.log_config, now_ms=now_ms)
 
     # --- configuration ----------------------------------------------------------------------
 
     def apply_configs(self, configs: dict[str, str]) -> None:
+        try:
+            log_config = LogConfig.from_kafka(configs)
+        except ValueError as exc:
+            log.error("%s-%d keeps its previous log config: %s", self.topic, self.index, exc)
+            return
         self.configs = dict(configs)
-        self.log_config = LogConfig.from_kafka(self.configs)
-        self.max_message_bytes = int(configs.get("max.message.bytes", "1048588"))
-        self.log_append_time = configs.get("message.timestamp.type", "CreateTime") == "LogAppendTime"
+        self.log_config = log_config
+        self.max_message_bytes = log_config.max_message_bytes
         self.target_codec = CODECS.get(configs.get("compression.type", "producer"))
-        self.flush_messages = int(configs.get("flush.messages", str(2**63 - 1)))
         if hasattr(self, "log"):
-            with self.lock:
-                self.log.config = self.log_config
+            self.log.config = log_config
 
     # --- offsets ----------------------------------------------------------------------------
 
@@ -102,14 +110,14 @@ class Partition:
 
     @property
     def last_stable_offset(self) -> int:
-        open_txns = [e.txn_first_offset for e in self.producers.producers.values() if e.txn_first_offset >= 0]
-        return min(open_txns) if open_txns else self.high_watermark
+        first = self.producers.first_open_transaction_offset()
+        return self.high_watermark if first is None else first
 
     # --- produce ----------------------------------------------------------------------------
 
     def append_from_client(self, records: memoryview | bytes | None, now_ms: int) -> AppendResult:
         """Validate one produce partition's records and append them; Kafka errors as data."""
-        if records is None or len(records) == 0:
+        if not records:
             return AppendResult(ErrorCode.CORRUPT_MESSAGE, message="no record batch")
         try:
             batches = list(rec.iter_batches(records))
@@ -138,54 +146,53 @@ class Partition:
         with self.lock:
             if self.deleted:
                 return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            check = (
-                self.producers.check(pid, header.producer_epoch, first_seq, last_seq) if pid >= 0 else Check()
-            )
-            if check.error:
-                return AppendResult(check.error, message=check.message)
-            if check.duplicate is not None:
-                return AppendResult(
-                    0, check.duplicate.first_offset, -1, self.log.log_start_offset, message=None
-                )
+            if pid >= 0:
+                check = self.producers.check(pid, header.producer_epoch, first_seq, last_seq)
+                if check.error:
+                    return AppendResult(check.error, message=check.message)
+                if check.duplicate is not None:
+                    return AppendResult(0, check.duplicate.first_offset, -1, self.log.log_start_offset)
             try:
                 decoded = rec.decode_batch(
                     view, verify_crc=True, max_uncompressed_bytes=self.max_uncompressed_bytes
                 )
             except RecordBatchTooLarge as exc:
                 return AppendResult(ErrorCode.MESSAGE_TOO_LARGE, message=str(exc))
-            except (CorruptRecordBatch, ValueError) as exc:
+            except CorruptRecordBatch as exc:
                 return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
-            table = decoded.records
-            attributes = header.attributes
-            max_timestamp = header.max_timestamp
-            append_time = -1
-            if self.log_append_time:
-                append_time = now_ms
-                table = _with_timestamp(table, now_ms)
-                attributes |= 0x08
-                max_timestamp = now_ms
+            attributes = header.attributes & ~TIMESTAMP_TYPE_MASK
             cacheable = True
             if self.target_codec is not None and self.target_codec != header.compression:
+                # compression.type other than "producer": fetches re-encode with the topic's codec
                 attributes = (attributes & ~0x07) | self.target_codec
                 cacheable = False
             meta = BatchMeta(
-                base_offset=0,
+                base_offset=header.base_offset,
                 last_offset_delta=header.last_offset_delta,
                 record_count=header.record_count,
                 base_timestamp=header.base_timestamp,
-                max_timestamp=max_timestamp,
+                max_timestamp=header.max_timestamp,
                 producer_id=pid,
                 producer_epoch=header.producer_epoch,
                 base_sequence=first_seq,
                 attributes=attributes,
                 partition_leader_epoch=self.leader_epoch,
             )
-            stored = self.log.append(table, meta, now_ms=now_ms)
+            segments = self.log.segment_count
+            try:
+                stored = self.log.append(decoded.records, meta, now_ms=now_ms)
+            except InvalidRecord as exc:
+                return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
+            except InvalidAppend as exc:
+                return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+            except StorageError as exc:
+                log.error("append to %s-%d failed: %s", self.topic, self.index, exc)
+                return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
             base = stored.base_offset
-            last = base + header.last_offset_delta
+            last = stored.last_offset
+            append_time = stored.max_timestamp if stored.attributes & TIMESTAMP_TYPE_MASK else -1
             if cacheable:
-                wire = _rewrite(view, base, self.leader_epoch, now_ms if self.log_append_time else None)
-                self.wire.add(base, last, wire)
+                self.wire.add(base, last, _rewrite(view, base, self.leader_epoch, append_time))
             else:
                 self.wire.clear()
             if pid >= 0:
@@ -196,29 +203,26 @@ class Partition:
                     last_seq,
                     base,
                     last,
-                    max_timestamp,
+                    stored.max_timestamp,
                     is_transactional=header.is_transactional,
                 )
-            self.unflushed += header.record_count
             log_start = self.log.log_start_offset
+            rolled = self.log.segment_count != segments
+        if rolled and self.on_roll is not None:
+            self.on_roll(self)
         self.wake()
         return AppendResult(0, base, append_time, log_start)
-
-    @property
-    def needs_flush(self) -> bool:
-        return self.unflushed >= self.flush_messages
 
     # --- fetch ------------------------------------------------------------------------------
 
     def read_wire(self, offset: int, max_bytes: int, max_offset: int) -> list[bytes]:
-        """RecordBatch v2 bytes from the batch containing ``offset``, below ``max_offset``."""
+        """RecordBatch v2 bytes from the batch containing ``offset``, wholly below ``max_offset``."""
         if offset >= max_offset:
             return []
         cached = self.wire.get(offset, max_bytes, max_offset)
         if cached is not None:
             return cached
-        with self.lock:
-            stored = self.log.read(offset, max_bytes, max_offset=max_offset)
+        stored = self.log.read(offset, max_bytes, max_offset=max_offset)
         return [encode_stored(b.meta, b.records) for b in stored]
 
     # --- waiting fetches --------------------------------------------------------------------
@@ -239,27 +243,19 @@ class Partition:
             for cb in waiters:
                 cb()
 
-    # --- maintenance (any thread, under the lock) -------------------------------------------
+    # --- log start changes (any thread) -----------------------------------------------------
 
     def delete_records_before(self, offset: int) -> int:
-        with self.lock:
-            self.log.delete_records_before(offset)
-            start = self.log.log_start_offset
-            if self.wire.first_offset is not None and self.wire.first_offset < start:
-                self.wire.clear()
-            self.producers.truncate(start)
-            return start
+        start = self.log.delete_records_before(offset)
+        self.forget_below(start)
+        return start
 
-    def flush(self) -> None:
+    def forget_below(self, log_start_offset: int) -> None:
         with self.lock:
-            if self.deleted:
-                return
-            self.log.flush()
-            self.unflushed = 0
+            self.producers.truncate(log_start_offset)
 
     def close(self) -> None:
-        with self.lock:
-            self.log.close()
+        self.log.close()
 
 
 def encode_stored(meta: Any, records: Any) -> bytes:
@@ -278,26 +274,15 @@ def encode_stored(meta: Any, records: Any) -> bytes:
     )
 
 
-def _rewrite(view: memoryview, base_offset: int, leader_epoch: int, append_time: int | None) -> bytes:
-    """The producer's batch with our base offset and epoch (and LogAppendTime, which re-signs it)."""
-    if append_time is None:
+def _rewrite(view: memoryview, base_offset: int, leader_epoch: int, append_time: int) -> bytes:
+    """The producer's batch with our base offset and epoch (LogAppendTime re-signs it)."""
+    if append_time < 0:
         # baseOffset and partitionLeaderEpoch are outside the CRC: one copy, no re-signing.
         return b"".join((_Q.pack(base_offset), view[8:12], _I.pack(leader_epoch), view[16:]))
     out = bytearray(view)
     _Q.pack_into(out, 0, base_offset)
-    _I.pack_into(out, 12, leader_epoch)
-    attrs = _ATTR.unpack_from(out, _ATTRIBUTES_AT)[0] | 0x08
-    _ATTR.pack_into(out, _ATTRIBUTES_AT, attrs)
+    _I.pack_into(out, _PARTITION_LEADER_EPOCH_AT, leader_epoch)
+    _H.pack_into(out, _ATTRIBUTES_AT, _H.unpack_from(out, _ATTRIBUTES_AT)[0] | TIMESTAMP_TYPE_MASK)
     _Q.pack_into(out, _MAX_TIMESTAMP_AT, append_time)
     _U.pack_into(out, _CRC_AT, crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
     return bytes(out)
-
-
-def _with_timestamp(table: Any, now_ms: int) -> Any:
-    import numpy as np
-    import pyarrow as pa
-
-    i = table.schema.get_field_index("timestamp")
-    field = table.schema.field(i)
-    col = pa.array(np.full(table.num_rows, now_ms, dtype=np.int64)).cast(field.type)
-    return table.set_column(i, field, col)

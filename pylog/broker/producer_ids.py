@@ -39,5 +39,10 @@ class ProducerIdManager:
                     self._pending = None
 
     async def _reserve(self) -> None:
-        start, length = await self._metadata.allocate_producer_ids(self._block_size)
-        self._next, self._end = start, start + length
+        md = self._metadata
+        result = await md.execute(
+            lambda c: c.allocate_producer_ids(md.node_id, md.broker_epoch, self._block_size)
+        )
+        if result.error_code:
+            raise RuntimeError(f"no producer ids: {result.error_message}")
+        self._next, self._end = result.first_producer_id, result.first_producer_id + result.count

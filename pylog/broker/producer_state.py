@@ -79,6 +79,7 @@ class ProducerStateTable:
 
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
+        self.open_transactions: dict[int, int] = {}  # producer id -> first offset
 
     def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> Check:
         if producer_id < 0:
@@ -140,12 +141,18 @@ class ProducerStateTable:
         entry.last_timestamp = max(entry.last_timestamp, max_timestamp)
         if is_transactional and entry.txn_first_offset < 0:
             entry.txn_first_offset = first_offset
+            self.open_transactions[producer_id] = first_offset
 
     def end_transaction(self, producer_id: int, epoch: int) -> None:
         entry = self.producers.get(producer_id)
         if entry is not None:
             entry.txn_first_offset = -1
             entry.epoch = max(entry.epoch, epoch)
+        self.open_transactions.pop(producer_id, None)
+
+    def first_open_transaction_offset(self) -> int | None:
+        """First offset of the oldest open transaction (the last stable offset), if any."""
+        return min(self.open_transactions.values()) if self.open_transactions else None
 
     def expire(self, now_ms: int, expiration_ms: int) -> int:
         """Drop producers idle longer than producer.id.expiration.ms (no open transaction)."""

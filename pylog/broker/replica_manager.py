@@ -15,6 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from pylog.storage import list_partitions
+
 from pylog.broker.partition import Partition
 from pylog.broker.producer_state import last_sequence
 from pylog.config import BrokerConfig
@@ -22,6 +24,8 @@ from pylog.config import BrokerConfig
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+_EMPTY: dict[int, Partition] = {}
+PARTITION_METADATA = "partition.metadata"
 
 
 class ReplicaManager:
@@ -41,7 +45,10 @@ class ReplicaManager:
         return self.partitions.get((topic, index))
 
     def topic_partitions(self, topic: str) -> dict[int, Partition]:
-        return self._by_topic.get(topic, {})
+        return self._by_topic.get(topic, _EMPTY)
+
+    def topics(self) -> list[str]:
+        return list(self._by_topic)
 
     def snapshot(self) -> list[Partition]:
         with self._lock:
@@ -58,6 +65,7 @@ class ReplicaManager:
             # Same name, new topic id: the old topic was deleted while we were not looking.
             self.remove_partition(topic, index)
         path = self.data_dir / f"{topic}-{index}"
+        _claim_directory(path, topic_id)
         part = Partition(
             topic,
             index,
@@ -102,12 +110,14 @@ class ReplicaManager:
         for index in list(self.topic_partitions(topic)):
             self.remove_partition(topic, index)
 
-    def forget_unknown(self, known: Iterable[TopicPartition]) -> None:
-        """Delete logs on disk and in memory that the image does not know (deleted while down)."""
+    def delete_strays(self, known: Iterable[TopicPartition], *, skip: Iterable[str] = ()) -> None:
+        """Delete partition directories the image does not assign here (deleted while down)."""
         keep = set(known)
-        for tp in list(self.partitions):
-            if tp not in keep:
-                self.remove_partition(*tp)
+        skipped = set(skip)
+        for d in list_partitions(self.data_dir):
+            if d.path.name not in skipped and (d.topic, d.partition) not in keep:
+                log.info("deleting %s: its topic no longer exists", d.path)
+                shutil.rmtree(d.path, ignore_errors=True)
 
     def close(self) -> None:
         for part in self.snapshot():
@@ -119,6 +129,24 @@ class ReplicaManager:
         with self._lock:
             self.partitions.clear()
             self._by_topic.clear()
+
+
+def _claim_directory(path: Path, topic_id: Any) -> None:
+    """Make ``path`` belong to ``topic_id`` (Kafka's partition.metadata): data left by an older
+    topic of the same name (deleted while the broker was down) is removed first."""
+    marker = path / PARTITION_METADATA
+    expected = f"version: 0\ntopic_id: {topic_id}\n"
+    if marker.exists():
+        if marker.read_text("utf-8") == expected:
+            return
+        log.warning("%s held a previous topic of the same name; removing its data", path)
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists() and any(path.iterdir()):
+        log.warning("%s has no %s; adopting its data for topic id %s", path, PARTITION_METADATA, topic_id)
+    path.mkdir(parents=True, exist_ok=True)
+    tmp = marker.with_suffix(".tmp")
+    tmp.write_text(expected, "utf-8")
+    tmp.replace(marker)
 
 
 def rebuild_producer_state(part: Partition) -> None:

@@ -18,24 +18,24 @@ AUTHORIZED_OPS_UNKNOWN = -2147483648
 def describe_cluster(ctx: RequestContext, req: Any) -> dict:
     md = ctx.broker.metadata
     endpoint_type = getattr(req, "endpoint_type", BROKERS_ENDPOINT)
-    if endpoint_type != BROKERS_ENDPOINT:
-        return {
-            "error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
-            "error_message": "Only the broker endpoint type is served",
-            "endpoint_type": endpoint_type,
-            "cluster_id": md.cluster_id,
-            "controller_id": -1,
-            "brokers": [],
-        }
-    return {
+    body: dict[str, Any] = {
         "throttle_time_ms": 0,
         "error_code": 0,
         "error_message": None,
-        "endpoint_type": BROKERS_ENDPOINT,
+        "endpoint_type": endpoint_type,
         "cluster_id": md.cluster_id,
         "controller_id": md.controller_id,
         "brokers": [
-            {"broker_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in md.brokers()
+            {"broker_id": node, "host": host, "port": port, "rack": rack}
+            for node, host, port, rack in md.brokers()
         ],
         "cluster_authorized_operations": AUTHORIZED_OPS_UNKNOWN,
     }
+    if endpoint_type != BROKERS_ENDPOINT:
+        body.update(
+            error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
+            error_message="Only the brokers endpoint type is served",
+            controller_id=-1,
+            brokers=[],
+        )
+    return body

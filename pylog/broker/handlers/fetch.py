@@ -73,7 +73,7 @@ def _read_partition(part: Partition, p: Any, committed: bool, budget: int) -> tu
         "log_start_offset": start,
         "aborted_transactions": [] if committed else None,
         "preferred_read_replica": -1,
-        "records": None,
+        "records": b"",
     }
     if offset < start or offset > part.log_end_offset:
         entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
@@ -97,7 +97,7 @@ def _empty(index: int, code: int, committed: bool) -> dict:
         "log_start_offset": -1,
         "aborted_transactions": [] if committed else None,
         "preferred_read_replica": -1,
-        "records": None,
+        "records": b"",
     }
 
 

@@ -44,18 +44,16 @@ def list_offsets(ctx: RequestContext, req: Any) -> dict:
                 elif ts in (LATEST, LATEST_TIERED):
                     entry["offset"] = part.last_stable_offset if committed else part.high_watermark
                 elif ts == MAX_TIMESTAMP:
-                    with part.lock:
-                        found = part.log.max_timestamp_and_offset()
+                    found = part.log.max_timestamp_and_offset()
                     if found is not None:
-                        entry["timestamp"], entry["offset"] = found[1], found[0]
+                        entry["timestamp"], entry["offset"] = found
                 elif ts < 0:
                     entry["error_code"] = ErrorCode.INVALID_REQUEST
                 else:
-                    with part.lock:
-                        found = part.log.offset_for_timestamp(ts)
                     limit = part.last_stable_offset if committed else part.high_watermark
-                    if found is not None and found[0] < limit:
-                        entry["offset"], entry["timestamp"] = found[0], found[1]
+                    found = part.log.offset_for_timestamp(ts, max_offset=limit)
+                    if found is not None:
+                        entry["offset"], entry["timestamp"] = found
             out.append(entry)
         topics.append({"name": t.name, "partitions": out})
     return {"throttle_time_ms": 0, "topics": topics}

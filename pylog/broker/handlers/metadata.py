@@ -15,8 +15,10 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.metadata import INTERNAL_TOPICS, NewTopic, TopicInfo, validate_topic_name
+from pylog.broker.metadata import INTERNAL_TOPICS
 from pylog.broker.registry import handles
+from pylog.cluster.controller import NewTopic, validate_topic_name
+from pylog.cluster.image import TopicImage
 
 AUTHORIZED_OPS_UNKNOWN = -2147483648
 ZERO_UUID = uuid.UUID(int=0)
@@ -28,86 +30,77 @@ def metadata(ctx: RequestContext, req: Any) -> Any:
     md = ctx.broker.metadata
     requested = req.topics
     if requested is None or (ctx.api_version == 0 and not requested):
-        return _response(ctx, [_topic_entry(t) for t in sorted(md.topics().values(), key=lambda t: t.name)])
-    allow_auto = bool(getattr(req, "allow_auto_topic_creation", True))
-    auto = allow_auto and ctx.broker.config.bool("auto.create.topics.enable")
-    names: list[str | None] = []
-    for t in requested:
-        name = t.name
-        if name is None and getattr(t, "topic_id", None) not in (None, ZERO_UUID):
-            info = md.topic_by_id(t.topic_id)
-            name = info.name if info is not None else None
-            if info is None:
-                names.append(None)
-                continue
-        names.append(name)
-    missing = [n for n in dict.fromkeys(names) if n is not None and md.topic(n) is None]
-    creatable = [n for n in missing if auto and n not in INTERNAL_TOPICS and validate_topic_name(n).ok]
-    if creatable:
-        return _auto_create_then_answer(ctx, req, names, creatable)
-    return _answer(ctx, req, names)
-
-
-async def _auto_create_then_answer(ctx: RequestContext, req: Any, names: list, creatable: list[str]) -> Any:
-    cfg = ctx.broker.config
-    topics = [
-        NewTopic(n, cfg.int("num.partitions"), cfg.int("default.replication.factor")) for n in creatable
+        topics = [_topic_entry(ctx, t) for _, t in sorted(md.image.topics.items())]
+        return _response(ctx, topics)
+    auto = bool(getattr(req, "allow_auto_topic_creation", True)) and ctx.broker.config.bool(
+        "auto.create.topics.enable"
+    )
+    missing = [
+        t.name
+        for t in requested
+        if t.name is not None and md.topic(t.name) is None and t.name not in INTERNAL_TOPICS
     ]
+    creatable = [n for n in dict.fromkeys(missing) if auto and validate_topic_name(n)[0] == 0]
+    if creatable:
+        return _auto_create_then_answer(ctx, req, creatable)
+    return _answer(ctx, req)
+
+
+async def _auto_create_then_answer(ctx: RequestContext, req: Any, creatable: list[str]) -> Any:
+    md = ctx.broker.metadata
     try:
         await asyncio.wait_for(
-            ctx.broker.metadata.create_topics(topics, validate_only=False), AUTO_CREATE_WAIT_S
+            md.execute(lambda c: c.create_topics([NewTopic(n) for n in creatable])), AUTO_CREATE_WAIT_S
         )
     except asyncio.TimeoutError:
         pass
-    return _answer(ctx, req, names, pending=set(creatable))
+    return _answer(ctx, req, pending=set(creatable))
 
 
-def _answer(ctx: RequestContext, req: Any, names: list[str | None], pending: set[str] = frozenset()) -> Any:  # type: ignore[assignment]
+def _answer(ctx: RequestContext, req: Any, pending: frozenset[str] | set[str] = frozenset()) -> dict:
     md = ctx.broker.metadata
     entries = []
-    for i, name in enumerate(names):
-        if name is None:
-            entries.append(
-                {
-                    "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
-                    "name": None,
-                    "topic_id": req.topics[i].topic_id,
-                    "partitions": [],
-                }
-            )
-            continue
-        info = md.topic(name)
+    for t in req.topics:
+        topic_id = getattr(t, "topic_id", None)
+        info = md.topic(t.name) if t.name is not None else None
+        if info is None and t.name is None and topic_id not in (None, ZERO_UUID):
+            info = md.topic(topic_id)
+            if info is None:
+                entries.append(_error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
+                continue
         if info is not None:
-            entries.append(_topic_entry(info))
+            entries.append(_topic_entry(ctx, info))
             continue
-        bad = validate_topic_name(name)
-        if not bad.ok:
-            code = bad.error
-        elif name in pending:
-            code = ErrorCode.LEADER_NOT_AVAILABLE
-        else:
-            code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        entries.append({"error_code": code, "name": name, "topic_id": ZERO_UUID, "partitions": []})
+        code, _ = validate_topic_name(t.name or "")
+        if not code:
+            code = (
+                ErrorCode.LEADER_NOT_AVAILABLE if t.name in pending else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            )
+        entries.append(_error_entry(t.name, code, ZERO_UUID))
     return _response(ctx, entries)
 
 
-def _topic_entry(info: TopicInfo) -> dict:
+def _error_entry(name: str | None, code: int, topic_id: Any) -> dict:
+    return {"error_code": code, "name": name, "topic_id": topic_id, "partitions": []}
+
+
+def _topic_entry(ctx: RequestContext, topic: TopicImage) -> dict:
     return {
         "error_code": 0,
-        "name": info.name,
-        "topic_id": info.topic_id,
-        "is_internal": info.internal,
+        "name": topic.name,
+        "topic_id": topic.topic_id,
+        "is_internal": topic.name in INTERNAL_TOPICS,
         "partitions": [
             {
                 "error_code": 0,
-                "partition_index": p.index,
+                "partition_index": p.partition_id,
                 "leader_id": p.leader,
                 "leader_epoch": -1,
                 "replica_nodes": list(p.replicas),
                 "isr_nodes": list(p.isr),
                 "offline_replicas": [],
             }
-            for p in sorted(info.partitions.values(), key=lambda p: p.index)
+            for p in ctx.broker.metadata.partitions(topic)
         ],
         "topic_authorized_operations": AUTHORIZED_OPS_UNKNOWN,
     }
@@ -118,7 +111,8 @@ def _response(ctx: RequestContext, topics: list[dict]) -> dict:
     return {
         "throttle_time_ms": 0,
         "brokers": [
-            {"node_id": b.node_id, "host": b.host, "port": b.port, "rack": b.rack} for b in md.brokers()
+            {"node_id": node, "host": host, "port": port, "rack": rack}
+            for node, host, port, rack in md.brokers()
         ],
         "cluster_id": md.cluster_id,
         "controller_id": md.controller_id,

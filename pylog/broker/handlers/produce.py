@@ -45,8 +45,6 @@ def produce(ctx: RequestContext, req: Any) -> Any:
                     "record_errors": [],
                     "error_message": res.message if res.error else None,
                 }
-                if res.error == 0 and part.needs_flush:
-                    broker.maintenance.request_flush(part)
             failed = failed or entry["error_code"] != 0
             out.append(entry)
         responses.append({"name": t.name, "partition_responses": out})

@@ -1,0 +1,75 @@
+"""ApiVersions over a real socket, including versions the broker does not know."""
+
+from __future__ import annotations
+
+import struct
+
+from harness import Client
+from pylog.protocol import api
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+EXPECTED_MAX = {
+    ApiKey.PRODUCE: 10,
+    ApiKey.FETCH: 12,
+    ApiKey.LIST_OFFSETS: 7,
+    ApiKey.METADATA: 12,
+    ApiKey.API_VERSIONS: 4,
+    ApiKey.CREATE_TOPICS: 7,
+    ApiKey.DELETE_TOPICS: 6,
+    ApiKey.DELETE_RECORDS: 2,
+    ApiKey.INIT_PRODUCER_ID: 4,
+    ApiKey.DESCRIBE_CONFIGS: 4,
+    ApiKey.ALTER_CONFIGS: 2,
+    ApiKey.CREATE_PARTITIONS: 3,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
+    ApiKey.DESCRIBE_CLUSTER: 1,
+}
+
+
+def test_every_version_of_api_versions_lists_min_zero(client: Client) -> None:
+    for version in range(5):
+        resp = client.request(
+            ApiKey.API_VERSIONS,
+            version,
+            {"client_software_name": "pylog-test", "client_software_version": "1.0"},
+        )
+        assert resp.error_code == 0
+        table = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        for key, hi in EXPECTED_MAX.items():
+            assert table[key] == (0, hi), key
+        assert all(lo == 0 for lo, _ in table.values())
+
+
+def test_unknown_api_versions_version_gets_35_in_a_v0_body(client: Client) -> None:
+    # ApiVersions v9: a flexible header (tagged fields) and a body we cannot know.
+    head = struct.pack(">hhih", ApiKey.API_VERSIONS, 9, 77, 4) + b"test" + b"\x00"
+    client.send_raw(struct.pack(">i", len(head) + 3) + head + b"\x01\x01\x00")
+    frame = client.read_frame()
+    corr, body = api.decode_response(ApiKey.API_VERSIONS, 0, frame)
+    assert corr == 77
+    assert body.error_code == ErrorCode.UNSUPPORTED_VERSION
+    table = {k.api_key: k.max_version for k in body.api_keys}
+    assert table[ApiKey.PRODUCE] == 10
+    # the connection stays usable
+    assert client.request(ApiKey.API_VERSIONS, 3, {}).error_code == 0
+
+
+def test_obsolete_produce_version_is_answered_unsupported(client: Client) -> None:
+    body = {
+        "acks": 1,
+        "timeout_ms": 1000,
+        "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b""}]}],
+    }
+    spec = next(m for m in api.MESSAGES.values() if m.api_key == 0 and m.kind == "request")
+    parts = api.encode_body(spec, 2, body)
+    head = struct.pack(">hhih", ApiKey.PRODUCE, 2, 5, 1) + b"x"
+    payload = head + b"".join(bytes(p) for p in parts)
+    client.send_raw(struct.pack(">i", len(payload)) + payload)
+    frame = client.read_frame()
+    resp_spec = next(m for m in api.MESSAGES.values() if m.api_key == 0 and m.kind == "response")
+    assert struct.unpack(">i", frame[:4])[0] == 5
+    resp, _ = api.decode_body(resp_spec, 2, memoryview(frame), 4)
+    part = resp.responses[0].partition_responses[0]
+    assert part.error_code == ErrorCode.UNSUPPORTED_VERSION
+    assert client.request(ApiKey.API_VERSIONS, 0, {}).error_code == 0
