@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from pylog.broker import handlers  # noqa: F401  (registers every API handler)
+from pylog.broker.group_shell import GroupShell
 from pylog.broker.maintenance import Maintenance
 from pylog.broker.metadata import BrokerMetadata, open_metadata
 from pylog.broker.producer_ids import ProducerIdManager
@@ -47,6 +48,7 @@ class Broker:
         self.replicas = ReplicaManager(config, self.data_dir, now_ms)
         self.maintenance = Maintenance(config, self.replicas, now_ms)
         self.producer_ids: ProducerIdManager | None = None
+        self.groups: GroupShell | None = None
         self.server: KafkaServer | None = None
         self.stopping = False
 
@@ -69,6 +71,8 @@ class Broker:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.metadata = await open_metadata(self)
         self.producer_ids = ProducerIdManager(self.metadata)
+        self.groups = GroupShell(self)
+        await self.groups.start()  # replays __consumer_offsets before anyone can ask
         self.server = KafkaServer(self, *self.listen)
         await self.server.start()
         await self.metadata.register(*self.advertised)
@@ -99,6 +103,8 @@ class Broker:
         self.stopping = True
         if self.server is not None:
             await self.server.stop()
+        if self.groups is not None:
+            self.groups.stop()
         self.maintenance.stop()
         for part in self.replicas.snapshot():
             part.wake()
