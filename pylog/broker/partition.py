@@ -254,7 +254,9 @@ class Partition:
         with self.lock:
             self.producers.truncate(log_start_offset)
 
-    def close(self) -> None:
+    def close(self, *, flush: bool = True) -> None:
+        if flush:
+            self.log.flush()
         self.log.close()
 
 

@@ -100,7 +100,7 @@ class ReplicaManager:
             return
         with part.lock:
             part.deleted = True
-            part.close()
+            part.close(flush=False)
         part.wake()
         if delete_data:
             shutil.rmtree(part.path, ignore_errors=True)
@@ -122,7 +122,6 @@ class ReplicaManager:
     def close(self) -> None:
         for part in self.snapshot():
             try:
-                part.flush()
                 part.close()
             except Exception:
                 log.exception("closing partition %s-%d failed", part.topic, part.index)
