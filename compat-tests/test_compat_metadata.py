@@ -67,12 +67,17 @@ def test_aiokafka_metadata(broker: BrokerProcess, topic_name: str) -> None:
     create_topic(broker.bootstrap, topic_name, partitions=3)
 
     async def go() -> tuple[set[str], set[int] | None]:
+        from aiokafka import AIOKafkaProducer
+
         c = AIOKafkaConsumer(bootstrap_servers=broker.bootstrap)
+        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap)
         await asyncio.wait_for(c.start(), 30)
+        await asyncio.wait_for(p.start(), 30)
         try:
-            return await c.topics(), c.partitions_for_topic(topic_name)
+            return await c.topics(), await asyncio.wait_for(p.partitions_for(topic_name), 30)
         finally:
             await c.stop()
+            await p.stop()
 
     topics, partitions = asyncio.run(go())
     assert topic_name in topics
