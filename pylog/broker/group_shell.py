@@ -38,7 +38,7 @@ import pyarrow as pa
 from pylog.protocol import records as rec
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.metadata import NewTopic
+from pylog.cluster.controller import NewTopic
 from pylog.config import BROKER_CONFIGS
 from pylog.groups import (
     CoordinatorRecord,
@@ -91,15 +91,15 @@ class GroupShell:
 
     async def start(self) -> None:
         """Build the coordinator and replay the partitions of `__consumer_offsets` this broker leads."""
-        info = self.broker.metadata.topic(OFFSETS_TOPIC)
-        if info is not None and len(info.partitions) != self.config.offsets_topic_num_partitions:
+        leaders = self.offsets_leaders()
+        if leaders is not None and len(leaders) != self.config.offsets_topic_num_partitions:
             log.warning(
                 "%s has %d partitions; offsets.topic.num.partitions=%d is ignored",
                 OFFSETS_TOPIC,
-                len(info.partitions),
+                len(leaders),
                 self.config.offsets_topic_num_partitions,
             )
-            self.config = replace(self.config, offsets_topic_num_partitions=len(info.partitions))
+            self.config = replace(self.config, offsets_topic_num_partitions=len(leaders))
         seed = random.SystemRandom().getrandbits(128)
         self.coordinator = GroupCoordinator(self.config, rng=random.Random(seed), owned_partitions=())
         loop = asyncio.get_running_loop()
@@ -129,27 +129,31 @@ class GroupShell:
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self.num_partitions)
 
+    def offsets_leaders(self) -> dict[int, int] | None:
+        """Leader of each `__consumer_offsets` partition; None while the topic does not exist."""
+        md = self.broker.metadata
+        topic = md.topic(OFFSETS_TOPIC)
+        if topic is None:
+            return None
+        return {p.partition_id: p.leader for p in md.partitions(topic)}
+
     def _led_partitions(self) -> list[int]:
-        info = self.broker.metadata.topic(OFFSETS_TOPIC)
-        if info is None:
-            return []
         me = self.broker.node_id
         return [
-            p.index
-            for p in sorted(info.partitions.values(), key=lambda p: p.index)
-            if p.leader == me and self.broker.replicas.get(OFFSETS_TOPIC, p.index) is not None
+            p
+            for p, leader in sorted((self.offsets_leaders() or {}).items())
+            if leader == me and self.broker.replicas.get(OFFSETS_TOPIC, p) is not None
         ]
 
     def coordinator_error(self, group_id: str) -> ErrorCode:
         """Why this broker cannot coordinate `group_id` now (NONE if it can); loads lazily."""
         if self.coordinator is None or self._stopped:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        info = self.broker.metadata.topic(OFFSETS_TOPIC)
-        if info is None:
+        leaders = self.offsets_leaders()
+        if leaders is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         p = self.partition_for(group_id)
-        pinfo = info.partitions.get(p)
-        if pinfo is None or pinfo.leader != self.broker.node_id:
+        if leaders.get(p) != self.broker.node_id:
             return ErrorCode.NOT_COORDINATOR
         if self.broker.replicas.get(OFFSETS_TOPIC, p) is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -186,15 +190,15 @@ class GroupShell:
             OFFSETS_TOPIC,
             self.num_partitions,
             cfg.int("offsets.topic.replication.factor"),
-            {
+            configs={
                 "cleanup.policy": "compact",
                 "compression.type": "producer",
                 "segment.bytes": str(cfg.int("offsets.topic.segment.bytes")),
             },
         )
-        (outcome,) = await self.broker.metadata.create_topics([topic], validate_only=False)
-        if not outcome.ok and self.broker.metadata.topic(OFFSETS_TOPIC) is None:
-            log.error("creating %s failed: %s %s", OFFSETS_TOPIC, outcome.error, outcome.message)
+        (result,) = await self.broker.metadata.execute(lambda c: c.create_topics([topic]))
+        if result.error_code and self.broker.metadata.topic(OFFSETS_TOPIC) is None:
+            log.error("creating %s failed: %s %s", OFFSETS_TOPIC, result.error_code, result.error_message)
             return
         log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
 

@@ -15,11 +15,12 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import OFFSETS_TOPIC, shell_of
+from pylog.broker.group_shell import shell_of
 from pylog.broker.registry import handles
 
 GROUP, TRANSACTION = 0, 1
 NO_NODE = (-1, "", -1)
+Answer = tuple[ErrorCode, tuple[int, str, int]]
 
 
 @handles(ApiKey.FIND_COORDINATOR, versions=(0, 6))
@@ -47,7 +48,7 @@ async def find_coordinator(ctx: RequestContext, req: Any) -> dict:
     }
 
 
-async def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode, tuple[int, str, int]]:
+async def _find(ctx: RequestContext, key_type: int, key: str) -> Answer:
     if key_type == TRANSACTION:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
     if key_type != GROUP:
@@ -55,22 +56,20 @@ async def _find(ctx: RequestContext, key_type: int, key: str) -> tuple[ErrorCode
     shell = shell_of(ctx.broker)
     if shell is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
-    if ctx.broker.metadata.topic(OFFSETS_TOPIC) is None:
+    leaders = shell.offsets_leaders()
+    if leaders is None:
         error = await shell.ensure_offsets_topic()
         if error is not ErrorCode.NONE:
             return error, NO_NODE
-    return _leader_of(ctx, OFFSETS_TOPIC, shell.partition_for(key))
+        leaders = shell.offsets_leaders()
+    return _leader_of(ctx, leaders, shell.partition_for(key))
 
 
-def _leader_of(ctx: RequestContext, topic: str, partition: int) -> tuple[ErrorCode, tuple[int, str, int]]:
-    md = ctx.broker.metadata
-    info = md.topic(topic)
-    pinfo = info.partitions.get(partition) if info is not None else None
-    if pinfo is None or pinfo.leader < 0:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
-    for b in md.brokers():
-        if b.node_id == pinfo.leader:
-            return ErrorCode.NONE, (b.node_id, b.host, b.port)
+def _leader_of(ctx: RequestContext, leaders: dict[int, int] | None, partition: int) -> Answer:
+    leader = (leaders or {}).get(partition, -1)
+    for node, host, port, _rack in ctx.broker.metadata.brokers():
+        if node == leader:
+            return ErrorCode.NONE, (node, host, port)
     return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
 
 

@@ -26,12 +26,11 @@ def offset_commit(ctx: RequestContext, req: Any) -> dict:
     group_error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
     commits: list[OffsetCommitPartition] = []
     for t in req.topics:
-        info = md.topic(t.name)
         for p in t.partitions:
             tp = (t.name, p.partition_index)
             if group_error is not ErrorCode.NONE:
                 errors[tp] = group_error
-            elif info is None or p.partition_index not in info.partitions:
+            elif md.image.partition(t.name, p.partition_index) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 commits.append(

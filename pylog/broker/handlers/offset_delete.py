@@ -23,9 +23,8 @@ def offset_delete(ctx: RequestContext, req: Any) -> dict:
     errors: dict[tuple[str, int], ErrorCode] = {}
     known = []
     for t in req.topics:
-        info = md.topic(t.name)
         for p in t.partitions:
-            if info is None or p.partition_index not in info.partitions:
+            if md.image.partition(t.name, p.partition_index) is None:
                 errors[(t.name, p.partition_index)] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 known.append((t.name, p.partition_index))
