@@ -150,11 +150,23 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("compression.type", S, "producer", choices=_COMPRESSION),
         _d("min.insync.replicas", INT, 1),
         _d("unclean.leader.election.enable", B, False),
-        _d("group.initial.rebalance.delay.ms", INT, 3000),
+        _d(
+            "group.initial.rebalance.delay.ms",
+            INT,
+            100,
+            "Wait before the first generation of an empty group, extended while members keep joining "
+            "(Kafka: 3000; 100 ms lets a lone notebook consumer start at once).",
+        ),
         _d("group.min.session.timeout.ms", INT, 6000),
         _d("group.max.session.timeout.ms", INT, 1800000),
         _d("group.max.size", INT, INT_MAX),
-        _d("offsets.topic.num.partitions", INT, 50),
+        _d(
+            "offsets.topic.num.partitions",
+            INT,
+            10,
+            "Partitions of __consumer_offsets, fixed when it is created (Kafka: 50, sized for large "
+            "clusters; 10 still spreads coordinators over a small cluster and is cheap to create).",
+        ),
         _d("offsets.topic.replication.factor", ConfigType.SHORT, 1),
         _d("offsets.topic.segment.bytes", INT, 104857600),
         _d("offsets.retention.minutes", INT, 10080),
