@@ -1,1 +1,82 @@
-"""pylog."""
+"""Notebook widgets for a Kafka cluster or a pylog data directory: consumer lag, partitions, records.
+
+    import pylog.widgets as pw
+    pw.lag_widget("billing", bootstrap_servers="localhost:9092")      # live, Burrow statuses, chart
+    pw.partitions_widget("clicks", bootstrap_servers="localhost:9092", data_dir="./pylog-data")
+    pw.topic_browser("clicks", n=20, bootstrap_servers="localhost:9092")
+    df = pw.lag("billing", bootstrap_servers="localhost:9092")         # the same, as pandas DataFrames
+    df = pw.partitions("clicks", data_dir="./pylog-data")
+
+Built on anywidget rather than a custom ipywidgets 8 widget: anywidget ships its front end inside the
+Python package (the ES module in ``widget.js`` is sent to the browser with the widget's state), so it
+renders in JupyterLab, Notebook 7, VS Code and Colab with no lab extension to build or install and no
+CDN; a hand-written ipywidgets widget would need a separately built and installed front-end package.
+Charts are inline SVG drawn by that module. Every widget also carries a ``text/html`` rendering (static
+tables and SVG) for front ends without widget support, and ``to_html()`` exports a standalone page.
+
+The DataFrame forms (`lag`, `groups`, `partitions`, `latest_records`) return pandas DataFrames: small
+tables with list and nullable integer columns, meant to be looked at; unknown values are <NA>. Everything
+goes through the Kafka protocol via the SDK's client (`pylog.widgets.admin` adds the group and cluster
+APIs) or reads a data directory read-only.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+_LAZY = {
+    "lag": "pylog.widgets.lag",
+    "groups": "pylog.widgets.lag",
+    "LagMonitor": "pylog.widgets.lag",
+    "partitions": "pylog.widgets.partitions",
+    "latest_records": "pylog.widgets.browse",
+    "LagWidget": "pylog.widgets.views",
+    "PartitionsWidget": "pylog.widgets.views",
+    "TopicBrowser": "pylog.widgets.views",
+    "Status": "pylog.widgets.burrow",
+    "OffsetSample": "pylog.widgets.burrow",
+    "LagWindow": "pylog.widgets.burrow",
+    "evaluate_partition": "pylog.widgets.burrow",
+    "evaluate_group": "pylog.widgets.burrow",
+    "to_html": "pylog.widgets.export",
+}
+
+__all__ = sorted([*_LAZY, "lag_widget", "partitions_widget", "topic_browser"])
+
+
+def lag_widget(group: str | list[str] | None = None, *, bootstrap_servers: Any, interval_s: float = 2.0,
+               live: bool = True) -> Any:
+    """A `LagWidget` for `group` (None: all groups), refreshing every `interval_s` seconds."""
+    from pylog.widgets.views import LagWidget
+
+    return LagWidget(group, bootstrap_servers=bootstrap_servers, interval_s=interval_s, live=live)
+
+
+def partitions_widget(topic: str, *, bootstrap_servers: Any = None, data_dir: Any = None,
+                      metric: str = "records") -> Any:
+    """A `PartitionsWidget` for `topic` from a cluster, a data directory or both."""
+    from pylog.widgets.views import PartitionsWidget
+
+    return PartitionsWidget(topic, bootstrap_servers=bootstrap_servers, data_dir=data_dir, metric=metric)
+
+
+def topic_browser(topic: str, n: int = 20, *, bootstrap_servers: Any = None, data_dir: Any = None,
+                  decode: str = "auto") -> Any:
+    """A `TopicBrowser` of the latest `n` records of `topic`."""
+    from pylog.widgets.views import TopicBrowser
+
+    return TopicBrowser(topic, n, bootstrap_servers=bootstrap_servers, data_dir=data_dir, decode=decode)
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pylog.widgets' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_LAZY])

@@ -1,0 +1,361 @@
+"""Admin queries the widgets need, over the SDK's Kafka client: any Kafka-compatible cluster.
+
+The SDK's `KafkaClient` negotiates only the APIs a read needs; this module asks the broker for its
+full ApiVersions ranges and speaks the group / cluster APIs (ListGroups, FindCoordinator,
+DescribeGroups, OffsetFetch, ListOffsets, Metadata with replicas / ISR, DescribeLogDirs) through
+`BrokerConnection.request`. Coroutines run on the SDK's I/O loop; `Admin` is the blocking face.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+from collections.abc import Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from pylog.protocol import api
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.sdk import aio
+from pylog.sdk.client import BrokerConnection, KafkaClient, KafkaError
+
+T = TypeVar("T")
+
+# (lowest we can read, highest we ask for); OffsetFetch stays <= 9 (v10 names topics by id)
+WANTED: dict[int, tuple[int, int]] = {
+    ApiKey.METADATA: (1, 12),
+    ApiKey.LIST_OFFSETS: (1, 7),
+    ApiKey.FIND_COORDINATOR: (0, 4),
+    ApiKey.LIST_GROUPS: (0, 4),
+    ApiKey.DESCRIBE_GROUPS: (0, 5),
+    ApiKey.OFFSET_FETCH: (1, 9),
+    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
+    ApiKey.DESCRIBE_CLUSTER: (0, 1),
+}
+EARLIEST, LATEST = -2, -1
+READ_UNCOMMITTED = 0
+GROUP_KEY = 0
+
+
+@dataclass
+class Broker:
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+@dataclass
+class PartitionInfo:
+    partition: int
+    leader: int
+    replicas: list[int]
+    isr: list[int]
+    offline: list[int]
+    error_code: int = 0
+
+
+@dataclass
+class ClusterInfo:
+    cluster_id: str | None
+    controller_id: int
+    brokers: dict[int, Broker]
+    topics: dict[str, dict[int, PartitionInfo]]
+    topic_errors: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class GroupMember:
+    member_id: str
+    client_id: str
+    host: str
+    group_instance_id: str | None
+    assignment: dict[str, list[int]]
+
+
+@dataclass
+class GroupDescription:
+    group: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: list[GroupMember]
+    coordinator: Broker | None
+    error_code: int = 0
+
+
+def decode_assignment(data: bytes | memoryview | None) -> dict[str, list[int]]:
+    """Kafka's ConsumerProtocolAssignment (v0-v3: version, [topic, [partition]], user data) ->
+    {topic: [partitions]}; anything that is not one (another protocol type) decodes to {}."""
+    if not data:
+        return {}
+    buf = bytes(data)
+    try:
+        (version,) = struct.unpack_from(">h", buf, 0)
+        if version < 0:
+            return {}
+        pos = 2
+        (n_topics,) = struct.unpack_from(">i", buf, pos)
+        pos += 4
+        out: dict[str, list[int]] = {}
+        for _ in range(max(0, n_topics)):
+            (n,) = struct.unpack_from(">h", buf, pos)
+            pos += 2
+            topic = buf[pos : pos + n].decode()
+            pos += n
+            (count,) = struct.unpack_from(">i", buf, pos)
+            pos += 4
+            parts = list(struct.unpack_from(f">{max(0, count)}i", buf, pos))
+            pos += 4 * max(0, count)
+            out.setdefault(topic, []).extend(parts)
+        return out
+    except (struct.error, UnicodeDecodeError):
+        return {}
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).decode(errors="replace")
+    return str(value)
+
+
+class AsyncAdmin:
+    """Admin queries on one `KafkaClient`; create, `await start()`, use, `await close()`."""
+
+    def __init__(self, bootstrap_servers: str | Sequence[str], *, client_id: str = "pylog-widgets",
+                 request_timeout_s: float = 10.0) -> None:
+        self.client = KafkaClient(bootstrap_servers, client_id=client_id,
+                                  request_timeout_s=request_timeout_s)
+        self.ranges: dict[int, tuple[int, int]] = {}
+        self._started = False
+
+    async def start(self) -> None:
+        if self._started:
+            return
+        await self.client.start()
+        conn = await self.client.any_connection()
+        resp = await conn.request(ApiKey.API_VERSIONS, 0, {})
+        if resp.error_code:
+            raise KafkaError(resp.error_code, "ApiVersions")
+        self.ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        self._started = True
+
+    async def close(self) -> None:
+        self._started = False
+        await self.client.close()
+
+    def has(self, key: int) -> bool:
+        return self._version_or_none(key) is not None
+
+    def _version_or_none(self, key: int) -> int | None:
+        if key not in self.ranges:
+            return None
+        b_lo, b_hi = self.ranges[key]
+        c_lo, c_hi = api.supported_versions().get(key, (0, -1))
+        lo, hi = WANTED[key]
+        version = min(hi, b_hi, c_hi)
+        return version if version >= max(lo, b_lo, c_lo) else None
+
+    def version(self, key: int) -> int:
+        v = self._version_or_none(key)
+        if v is None:
+            lo, hi = WANTED[key]
+            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"{ApiKey(key).name} v{lo}-{hi}",
+                             "the broker does not offer this API")
+        return v
+
+    async def _bootstrap(self) -> BrokerConnection:
+        return await self.client.any_connection()
+
+    async def cluster(self, topics: list[str] | None = None) -> ClusterInfo:
+        """Metadata for `topics` (None: all topics) with replicas, ISR and offline replicas."""
+        version = self.version(ApiKey.METADATA)
+        body = {"topics": None if topics is None else [{"name": t} for t in topics],
+                "allow_auto_topic_creation": False}
+        resp = await (await self._bootstrap()).request(ApiKey.METADATA, version, body)
+        brokers = {b.node_id: Broker(b.node_id, b.host, b.port, getattr(b, "rack", None))
+                   for b in resp.brokers}
+        self.client.metadata_cache.brokers.update({b.node_id: (b.host, b.port) for b in brokers.values()})
+        out: dict[str, dict[int, PartitionInfo]] = {}
+        errors: dict[str, int] = {}
+        for t in resp.topics:
+            if t.error_code:
+                errors[t.name] = t.error_code
+            parts = {}
+            for p in t.partitions:
+                parts[p.partition_index] = PartitionInfo(
+                    p.partition_index, p.leader_id, list(p.replica_nodes), list(p.isr_nodes),
+                    list(getattr(p, "offline_replicas", None) or []), p.error_code)
+            out[t.name] = parts
+        cluster_id = getattr(resp, "cluster_id", None)
+        return ClusterInfo(cluster_id, getattr(resp, "controller_id", -1), brokers, out, errors)
+
+    async def list_offsets(self, topic: str, partitions: dict[int, PartitionInfo], timestamp: int
+                           ) -> dict[int, int | None]:
+        """{partition: offset} for `timestamp` (-2 log start, -1 high watermark) from each leader,
+        read_uncommitted like Kafka's consumer-groups tool; None where the partition answered an error."""
+        version = self.version(ApiKey.LIST_OFFSETS)
+        by_leader: dict[int, list[int]] = {}
+        for p, info in partitions.items():
+            by_leader.setdefault(info.leader, []).append(p)
+
+        async def one(node: int, parts: list[int]) -> dict[int, int | None]:
+            if node < 0:
+                return dict.fromkeys(parts)
+            body = {"replica_id": -1, "isolation_level": READ_UNCOMMITTED,
+                    "topics": [{"name": topic, "partitions": [
+                        {"partition_index": p, "timestamp": timestamp, "max_num_offsets": 1}
+                        for p in parts]}]}
+            resp = await (await self.client.connection(node)).request(ApiKey.LIST_OFFSETS, version, body)
+            got: dict[int, int | None] = {}
+            for t in resp.topics:
+                for pr in t.partitions:
+                    got[pr.partition_index] = None if pr.error_code else pr.offset
+            return got
+
+        merged: dict[int, int | None] = {}
+        for r in await asyncio.gather(*(one(n, ps) for n, ps in by_leader.items())):
+            merged.update(r)
+        return merged
+
+    async def list_groups(self) -> list[tuple[str, str, str]]:
+        """[(group id, protocol type, state or "")] from every broker (each lists the groups it
+        coordinates)."""
+        version = self.version(ApiKey.LIST_GROUPS)
+        info = await self.cluster([])
+        nodes = sorted(info.brokers) or [None]
+
+        async def one(node: int | None) -> list[tuple[str, str, str]]:
+            conn = await (self._bootstrap() if node is None else self.client.connection(node))
+            resp = await conn.request(ApiKey.LIST_GROUPS, version, {})
+            if resp.error_code:
+                raise KafkaError(resp.error_code, "ListGroups")
+            return [(g.group_id, _text(g.protocol_type), _text(getattr(g, "group_state", "")))
+                    for g in resp.groups]
+
+        seen: dict[str, tuple[str, str, str]] = {}
+        for listed in await asyncio.gather(*(one(n) for n in nodes)):
+            for g in listed:
+                seen.setdefault(g[0], g)
+        return [seen[k] for k in sorted(seen)]
+
+    async def find_coordinator(self, group: str) -> Broker:
+        version = self.version(ApiKey.FIND_COORDINATOR)
+        conn = await self._bootstrap()
+        attempt = 0
+        while True:
+            if version >= 4:
+                resp = await conn.request(ApiKey.FIND_COORDINATOR, version,
+                                          {"key_type": GROUP_KEY, "coordinator_keys": [group]})
+                c = resp.coordinators[0]
+                code, node, host, port = c.error_code, c.node_id, c.host, c.port
+            else:
+                resp = await conn.request(ApiKey.FIND_COORDINATOR, version,
+                                          {"key": group, "key_type": GROUP_KEY})
+                code, node, host, port = resp.error_code, resp.node_id, resp.host, resp.port
+            attempt += 1
+            if code in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS) \
+                    and attempt < 20:
+                await asyncio.sleep(0.1)
+                continue
+            if code:
+                raise KafkaError(code, f"FindCoordinator for group {group!r}")
+            self.client.metadata_cache.brokers[node] = (host, port)
+            return Broker(node, host, port)
+
+    async def describe_group(self, group: str) -> GroupDescription:
+        coordinator = await self.find_coordinator(group)
+        version = self.version(ApiKey.DESCRIBE_GROUPS)
+        conn = await self.client.connection(coordinator.node_id)
+        resp = await conn.request(ApiKey.DESCRIBE_GROUPS, version, {"groups": [group]})
+        g = resp.groups[0]
+        members = []
+        consumer = _text(g.protocol_type) in ("consumer", "")
+        for m in g.members:
+            members.append(GroupMember(
+                _text(m.member_id), _text(m.client_id), _text(m.client_host).lstrip("/"),
+                getattr(m, "group_instance_id", None),
+                decode_assignment(m.member_assignment) if consumer else {}))
+        return GroupDescription(group, _text(g.group_state), _text(g.protocol_type), _text(g.protocol_data),
+                                members, coordinator, g.error_code)
+
+    async def committed_offsets(self, group: str, coordinator: Broker) -> dict[tuple[str, int], int]:
+        """{(topic, partition): committed offset} of every partition the group has committed."""
+        version = self.version(ApiKey.OFFSET_FETCH)
+        conn = await self.client.connection(coordinator.node_id)
+        if version >= 8:
+            body: dict[str, Any] = {"groups": [{"group_id": group, "topics": None}], "require_stable": False}
+        elif version >= 2:
+            body = {"group_id": group, "topics": None}
+        else:
+            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, "OffsetFetch",
+                             "v2+ is needed to fetch all topics")
+        resp = await conn.request(ApiKey.OFFSET_FETCH, version, body)
+        if version >= 8:
+            g = resp.groups[0]
+            code, topics = g.error_code, g.topics
+        else:
+            code, topics = resp.error_code, resp.topics
+        if code:
+            raise KafkaError(code, f"OffsetFetch for group {group!r}")
+        out = {}
+        for t in topics:
+            for p in t.partitions:
+                if not p.error_code and p.committed_offset >= 0:
+                    out[(t.name, p.partition_index)] = p.committed_offset
+        return out
+
+    async def log_dir_sizes(self, topic: str) -> dict[int, int] | None:
+        """{partition: bytes on disk} from DescribeLogDirs (summed over brokers' leader replicas), or
+        None when the broker does not offer the API."""
+        if not self.has(ApiKey.DESCRIBE_LOG_DIRS):
+            return None
+        version = self.version(ApiKey.DESCRIBE_LOG_DIRS)
+        info = await self.cluster([topic])
+        parts = info.topics.get(topic, {})
+        sizes: dict[int, int] = {}
+        for node in sorted({p.leader for p in parts.values() if p.leader >= 0}):
+            conn = await self.client.connection(node)
+            body = {"topics": [{"topic": topic, "partitions": sorted(p for p, i in parts.items()
+                                                                     if i.leader == node)}]}
+            resp = await conn.request(ApiKey.DESCRIBE_LOG_DIRS, version, body)
+            for result in resp.results:
+                if result.error_code:
+                    continue
+                for t in result.topics:
+                    for p in t.partitions:
+                        if t.name == topic and not p.is_future_key:
+                            sizes[p.partition_index] = sizes.get(p.partition_index, 0) + p.partition_size
+        return sizes
+
+
+class Admin:
+    """Blocking `AsyncAdmin`: one client, reused across calls; a context manager."""
+
+    def __init__(self, bootstrap_servers: str | Sequence[str], **kwargs: Any) -> None:
+        self.bootstrap_servers = bootstrap_servers
+        self.aio = AsyncAdmin(bootstrap_servers, **kwargs)
+
+    def __enter__(self) -> Admin:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def run(self, make: Any) -> Any:
+        """Run ``make(async_admin)`` (a coroutine function) on the SDK's I/O loop, started first."""
+        async def go() -> Any:
+            await self.aio.start()
+            return await make(self.aio)
+        return _run(go())
+
+    def close(self) -> None:
+        _run(self.aio.close())
+
+
+def _run(coro: Coroutine[Any, Any, T]) -> T:
+    return aio.run(coro)

@@ -1,0 +1,231 @@
+"""The widgets: `LagWidget`, `PartitionsWidget`, `TopicBrowser` (anywidget; see the package doc).
+
+Each holds its state in synced traits drawn by ``widget.js``, refreshes on demand (`refresh`, the
+Refresh button) or live from a background thread (`start` / `stop`, the Pause / Resume button),
+and carries a ``text/html`` rendering for front ends without widget support.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from pathlib import Path
+from typing import Any
+
+import anywidget
+import traitlets
+from pylog.widgets import browse, export, html
+from pylog.widgets import partitions as partitions_mod
+from pylog.widgets.admin import Admin
+from pylog.widgets.burrow import LagWindow
+from pylog.widgets.lag import LagMonitor
+
+_HERE = Path(__file__).parent
+
+
+class _LiveWidget(anywidget.AnyWidget):  # type: ignore[misc]
+    """Shared plumbing: refresh under a lock, a stoppable refresh thread, HTML fallbacks."""
+
+    _esm = _HERE / "widget.js"
+    _css = _HERE / "widget.css"
+    kind = traitlets.Unicode("").tag(sync=True)
+    error = traitlets.Unicode("").tag(sync=True)
+    running = traitlets.Bool(False).tag(sync=True)
+    interval_s = traitlets.Float(2.0).tag(sync=True)
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._refresh_lock = threading.Lock()
+        self._thread: threading.Thread | None = None
+        self._stop_event = threading.Event()
+        self.on_msg(self._on_front_end_msg)
+
+    def _fetch(self) -> None:
+        raise NotImplementedError
+
+    def refresh(self) -> None:
+        """Query the source once and redraw; a failure is shown in the widget, not raised."""
+        with self._refresh_lock:
+            try:
+                self._fetch()
+                if self.error:
+                    self.error = ""
+            except Exception as exc:
+                self.error = f"{type(exc).__name__}: {exc}"
+
+    def start(self, interval_s: float | None = None) -> None:
+        """Refresh every `interval_s` seconds in a background thread until `stop`."""
+        if interval_s is not None:
+            if interval_s <= 0:
+                raise ValueError(f"interval_s must be positive, got {interval_s}")
+            self.interval_s = float(interval_s)
+        self.running = True
+
+    def stop(self) -> None:
+        """Stop live refreshing (waits for a refresh in progress)."""
+        self.running = False
+
+    @traitlets.observe("running")
+    def _on_running(self, change: dict[str, Any]) -> None:
+        if change["new"]:
+            if self._thread is None or not self._thread.is_alive():
+                self._stop_event = threading.Event()
+                self._thread = threading.Thread(target=self._loop, args=(self._stop_event,),
+                                                name=f"pylog-{self.kind}-refresh", daemon=True)
+                self._thread.start()
+        else:
+            self._stop_event.set()
+            thread = self._thread
+            if thread is not None and thread is not threading.current_thread():
+                thread.join(timeout=60)
+            self._thread = None
+
+    def _loop(self, stop: threading.Event) -> None:
+        while not stop.is_set():
+            self.refresh()
+            stop.wait(self.interval_s)
+
+    def _on_front_end_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
+        if isinstance(content, dict) and content.get("type") == "refresh":
+            self.refresh()
+
+    def close(self) -> None:
+        self.stop()
+        super().close()
+
+    def _repr_html_(self) -> str:
+        raise NotImplementedError
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if bundle is None:
+            return None
+        data, metadata = bundle if isinstance(bundle, tuple) else (bundle, {})
+        data = {**data, "text/html": self._repr_html_()}
+        return data, metadata
+
+    def to_html(self, *, title: str | None = None) -> str:
+        """This widget as a standalone, offline HTML page (its ESM, CSS and current state inlined)."""
+        return export.to_html(self, title=title)
+
+    def save_html(self, path: str | os.PathLike[str], *, title: str | None = None) -> str:
+        return export.save_html(self, path, title=title)
+
+
+class LagWidget(_LiveWidget):
+    """Consumer lag of a group (or several, or all): state, members, coordinator, per-partition
+    committed / log end / lag / owner / Burrow status, totals, and a lag-over-time chart.
+
+    ``live=True`` (default) starts refreshing every `interval_s` seconds; `stop` ends it.
+    ``window_size`` is Burrow's number of samples per partition."""
+
+    snapshot = traitlets.Dict().tag(sync=True)
+    history = traitlets.Dict().tag(sync=True)
+
+    def __init__(self, group: str | list[str] | None = None, *, bootstrap_servers: Any,
+                 interval_s: float = 2.0, live: bool = True, window_size: int = 10,
+                 history_size: int = 240) -> None:
+        super().__init__(kind="lag", interval_s=float(interval_s))
+        self.monitor = LagMonitor(group, bootstrap_servers=bootstrap_servers,
+                                  window=LagWindow(size=window_size), history_size=history_size)
+        self.refresh()
+        if live:
+            self.start()
+
+    def _fetch(self) -> None:
+        snap = self.monitor.poll()
+        with self.hold_sync():
+            self.history = self.monitor.history_json()
+            self.snapshot = snap
+
+    def dataframe(self) -> Any:
+        """The per-partition lag of the last refresh (as `pylog.widgets.lag`)."""
+        return self.monitor.partitions_frame()
+
+    def groups_dataframe(self) -> Any:
+        return self.monitor.groups_frame()
+
+    def close(self) -> None:
+        super().close()
+        self.monitor.close()
+
+    def _repr_html_(self) -> str:
+        return html.lag_html(self.snapshot or {"groups": []}, self.history)
+
+
+class PartitionsWidget(_LiveWidget):
+    """A topic's partitions with a bar chart of records or bytes per partition (``metric``)."""
+
+    snapshot = traitlets.Dict().tag(sync=True)
+    metric = traitlets.Unicode("records").tag(sync=True)
+
+    def __init__(self, topic: str, *, bootstrap_servers: Any = None, data_dir: Any = None,
+                 metric: str = "records", interval_s: float = 5.0, live: bool = False) -> None:
+        if bootstrap_servers is None and data_dir is None:
+            raise ValueError("pass bootstrap_servers=, data_dir= or both")
+        if metric not in ("records", "bytes"):
+            raise ValueError(f"metric must be 'records' or 'bytes', got {metric!r}")
+        super().__init__(kind="partitions", metric=metric, interval_s=float(interval_s))
+        self.topic, self.bootstrap_servers, self.data_dir = topic, bootstrap_servers, data_dir
+        self._admin = Admin(bootstrap_servers) if bootstrap_servers is not None else None
+        self.refresh()
+        if live:
+            self.start()
+
+    def _fetch(self) -> None:
+        self.snapshot = partitions_mod.snapshot(self.topic, data_dir=self.data_dir, admin=self._admin)
+
+    def dataframe(self) -> Any:
+        return partitions_mod.frame(self.snapshot)
+
+    def close(self) -> None:
+        super().close()
+        if self._admin is not None:
+            self._admin.close()
+
+    def _repr_html_(self) -> str:
+        return html.partitions_html(self.snapshot or {"partitions": [], "notes": []}, self.metric)
+
+
+class TopicBrowser(_LiveWidget):
+    """The latest `n` records of a topic, decoded (``decode``: auto / utf8 / json / hex)."""
+
+    topic = traitlets.Unicode("").tag(sync=True)
+    n = traitlets.Int(20).tag(sync=True)
+    decode = traitlets.Unicode("auto").tag(sync=True)
+    records = traitlets.List().tag(sync=True)
+
+    def __init__(self, topic: str, n: int = 20, *, bootstrap_servers: Any = None, data_dir: Any = None,
+                 decode: str = "auto", partitions: list[int] | None = None, interval_s: float = 5.0,
+                 live: bool = False) -> None:
+        if decode not in browse.DECODINGS:
+            raise ValueError(f"decode must be one of {browse.DECODINGS}, got {decode!r}")
+        super().__init__(kind="browser", topic=topic, n=int(n), decode=decode, interval_s=float(interval_s))
+        self.bootstrap_servers, self.data_dir, self.partitions = bootstrap_servers, data_dir, partitions
+        self._table: Any = None
+        self.refresh()
+        if live:
+            self.start()
+
+    def _fetch(self) -> None:
+        self._table = browse.latest_table(self.topic, self.n, bootstrap_servers=self.bootstrap_servers,
+                                          data_dir=self.data_dir, partitions=self.partitions)
+        self.records = browse.records_json(self._table, self.decode)
+
+    @traitlets.observe("decode")
+    def _on_decode(self, change: dict[str, Any]) -> None:
+        if change["new"] not in browse.DECODINGS:
+            self.decode = change["old"]
+            return
+        if getattr(self, "_table", None) is not None:
+            self.records = browse.records_json(self._table, change["new"])
+
+    def dataframe(self) -> Any:
+        import pandas as pd
+
+        df = pd.DataFrame(self.records, columns=browse.COLUMNS)
+        df["timestamp"] = pd.to_datetime(df["timestamp"], unit="ms")
+        return df
+
+    def _repr_html_(self) -> str:
+        return html.records_html(self.topic, self.records)
