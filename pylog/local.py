@@ -1,0 +1,138 @@
+"""`LocalBroker`: a single-node pylog broker in a child process, for notebooks and examples.
+
+    with pylog.LocalBroker() as broker:                 # free port, temporary data directory
+        pylog.write_topic(df, "clicks", bootstrap_servers=broker.bootstrap_servers)
+
+It runs ``python -m pylog broker --listen 127.0.0.1:0`` with the current interpreter and reads the
+bound port from the line the broker prints. The broker's log goes to ``broker.log_path``. A broker
+still running when the interpreter exits is stopped.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import weakref
+from collections.abc import Mapping
+from pathlib import Path
+
+_READY = re.compile(r"pylog broker listening on (\[?[^\s\]]+\]?):(\d+), data in (.+)$")
+
+
+class LocalBroker:
+    """A pylog broker process. `start()` / `stop()`, or use it as a context manager.
+
+    ``data_dir``: where the broker keeps its logs (default: a temporary directory, deleted on stop
+    unless ``keep_data=True``). ``config``: Kafka broker configs (``{"num.partitions": "3"}``).
+    """
+
+    def __init__(self, data_dir: str | os.PathLike[str] | None = None, *, host: str = "127.0.0.1",
+                 port: int = 0, config: Mapping[str, object] | None = None, log_level: str = "INFO",
+                 keep_data: bool = False, startup_timeout_s: float = 60.0) -> None:
+        self._tmp = Path(tempfile.mkdtemp(prefix="pylog-broker-"))
+        self.data_dir = Path(data_dir).resolve() if data_dir is not None else self._tmp / "data"
+        self._owns_data = data_dir is None and not keep_data
+        self.listen = f"{host}:{port}"
+        self.config = {str(k): str(v) for k, v in (config or {}).items()}
+        self.log_level = log_level
+        self.startup_timeout_s = startup_timeout_s
+        self.log_path = self._tmp / "broker.log"
+        self.host: str | None = None
+        self.port: int | None = None
+        self.process: subprocess.Popen[bytes] | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    @property
+    def bootstrap_servers(self) -> str:
+        if self.port is None:
+            raise RuntimeError("the broker is not running; call start() first")
+        host = self.host or "127.0.0.1"
+        return f"[{host}]:{self.port}" if ":" in host else f"{host}:{self.port}"
+
+    @property
+    def running(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def start(self) -> LocalBroker:
+        if self.running:
+            return self
+        args = [sys.executable, "-m", "pylog", "broker", "--data-dir", str(self.data_dir),
+                "--listen", self.listen, "--log-level", self.log_level]
+        for k, v in self.config.items():
+            args += ["--config", f"{k}={v}"]
+        out_path = self._tmp / "broker.stdout"
+        with open(out_path, "wb") as out, open(self.log_path, "ab") as err:
+            self.process = subprocess.Popen(args, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                            start_new_session=True)
+        self._finalizer = weakref.finalize(self, _terminate, self.process, None)
+        deadline = time.monotonic() + self.startup_timeout_s
+        while True:
+            match = _READY.search(out_path.read_text(errors="replace"))
+            if match:
+                self.host, self.port = match.group(1).strip("[]"), int(match.group(2))
+                return self
+            if self.process.poll() is not None:
+                code = self.process.returncode
+                self.process = None
+                raise RuntimeError(f"the pylog broker exited with code {code} before listening:\n"
+                                   f"{self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"the pylog broker did not listen within {self.startup_timeout_s}s:\n"
+                                   f"{self.log_tail()}")
+            time.sleep(0.05)
+
+    def stop(self, timeout_s: float = 20.0) -> None:
+        """SIGTERM, wait up to `timeout_s`, then SIGKILL; deletes a temporary data directory."""
+        proc, self.process = self.process, None
+        if proc is not None:
+            _terminate(proc, timeout_s)
+        if self._finalizer is not None:
+            self._finalizer.detach()
+            self._finalizer = None
+        self.port = None
+        if self._owns_data:
+            shutil.rmtree(self.data_dir, ignore_errors=True)
+
+    def close(self) -> None:
+        """Stop the broker and remove the helper's temporary files (and a temporary data directory)."""
+        self.stop()
+        keep = not self._owns_data and self.data_dir.is_relative_to(self._tmp)
+        if not keep:
+            shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return ""
+
+    def __enter__(self) -> LocalBroker:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = f"bootstrap_servers={self.bootstrap_servers!r}" if self.running else "stopped"
+        return f"LocalBroker({state}, data_dir={str(self.data_dir)!r})"
+
+
+def _terminate(proc: subprocess.Popen[bytes], timeout_s: float | None) -> None:
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=timeout_s if timeout_s is not None else 10.0)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            proc.kill()
+        proc.wait()
