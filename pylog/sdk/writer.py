@@ -41,14 +41,18 @@ class WriteResult:
     topic: str
     records: int = 0
     offsets: dict[int, tuple[int, int]] = field(default_factory=dict)
+    num_partitions: int = 0
 
     def starting_offsets(self) -> dict[str, dict[str, int]]:
-        """Spark offset JSON of the first written record per partition (for read_topic)."""
-        return {self.topic: {str(p): lo for p, (lo, _hi) in sorted(self.offsets.items())}}
+        """Spark offset JSON of the first written record per partition, ``-1`` (latest) for partitions
+        this write did not touch: with `ending_offsets`, a read of exactly what was written."""
+        return {self.topic: {str(p): self.offsets[p][0] if p in self.offsets else -1
+                             for p in range(max(self.num_partitions, max(self.offsets, default=-1) + 1))}}
 
     def ending_offsets(self) -> dict[str, dict[str, int]]:
         """Spark offset JSON just past the last written record per partition (exclusive end)."""
-        return {self.topic: {str(p): hi + 1 for p, (_lo, hi) in sorted(self.offsets.items())}}
+        return {self.topic: {str(p): self.offsets[p][1] + 1 if p in self.offsets else -1
+                             for p in range(max(self.num_partitions, max(self.offsets, default=-1) + 1))}}
 
     def _add(self, partition: int, base_offset: int, count: int) -> None:
         last = base_offset + count - 1
@@ -123,7 +127,7 @@ class Producer:
             tm = aio.run(self.client.topic(topic, allow_auto_topic_creation=True))
             leaders = {p: pm.leader for p, pm in tm.partitions.items()}
             known = self._topics[topic] = (leaders, _Sticky(len(leaders)))
-            self.results[topic] = WriteResult(topic)
+            self.results[topic] = WriteResult(topic, num_partitions=len(leaders))
         return known
 
     def send(self, batch: pa.RecordBatch, topic: str, *, key: str | None = None,
