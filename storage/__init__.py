@@ -1,1 +1,38 @@
-"""pylog."""
+"""pylog.storage: the partition log, Arrow IPC segments with offset / time indexes (see FORMAT.md)."""
+
+from .checkpoint import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
+from .config import LogConfig
+from .errors import (
+    CorruptSegment,
+    InvalidAppend,
+    InvalidRecord,
+    OffsetOutOfRange,
+    ReadOnlyLog,
+    StorageError,
+)
+from .log import CompactionResult, PartitionDir, PartitionLog, list_partitions, read_segments
+from .schema import RECORD_SCHEMA, BatchMeta, StoredBatch
+from .segment import MAPPED_SEGMENTS, Stats
+
+__all__ = [
+    "MAPPED_SEGMENTS",
+    "RECORD_SCHEMA",
+    "UNDEFINED_EPOCH",
+    "UNDEFINED_EPOCH_OFFSET",
+    "BatchMeta",
+    "CompactionResult",
+    "CorruptSegment",
+    "InvalidAppend",
+    "InvalidRecord",
+    "LeaderEpochCache",
+    "LogConfig",
+    "OffsetOutOfRange",
+    "PartitionDir",
+    "PartitionLog",
+    "ReadOnlyLog",
+    "Stats",
+    "StorageError",
+    "StoredBatch",
+    "list_partitions",
+    "read_segments",
+]

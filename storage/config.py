@@ -1,0 +1,79 @@
+"""Per-topic log configuration under Kafka's topic config names and defaults."""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+
+LONG_MAX = 2**63 - 1
+
+_POLICIES = {"delete", "compact", "compact,delete", "delete,compact"}
+_TIMESTAMP_TYPES = {"CreateTime", "LogAppendTime"}
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Topic-level settings the partition log obeys; field names are Kafka's with `_` for `.`."""
+
+    segment_bytes: int = field(default=1073741824, metadata={"kafka": "segment.bytes"})
+    segment_ms: int = field(default=604800000, metadata={"kafka": "segment.ms"})
+    segment_index_bytes: int = field(default=10485760, metadata={"kafka": "segment.index.bytes"})
+    index_interval_bytes: int = field(default=4096, metadata={"kafka": "index.interval.bytes"})
+    retention_ms: int = field(default=604800000, metadata={"kafka": "retention.ms"})
+    retention_bytes: int = field(default=-1, metadata={"kafka": "retention.bytes"})
+    cleanup_policy: str = field(default="delete", metadata={"kafka": "cleanup.policy"})
+    delete_retention_ms: int = field(default=86400000, metadata={"kafka": "delete.retention.ms"})
+    min_compaction_lag_ms: int = field(default=0, metadata={"kafka": "min.compaction.lag.ms"})
+    max_compaction_lag_ms: int = field(default=LONG_MAX, metadata={"kafka": "max.compaction.lag.ms"})
+    min_cleanable_dirty_ratio: float = field(default=0.5, metadata={"kafka": "min.cleanable.dirty.ratio"})
+    flush_messages: int = field(default=LONG_MAX, metadata={"kafka": "flush.messages"})
+    flush_ms: int = field(default=LONG_MAX, metadata={"kafka": "flush.ms"})
+    message_timestamp_type: str = field(default="CreateTime", metadata={"kafka": "message.timestamp.type"})
+    max_message_bytes: int = field(default=1048588, metadata={"kafka": "max.message.bytes"})
+
+    def __post_init__(self) -> None:
+        if self.cleanup_policy.replace(" ", "") not in _POLICIES:
+            raise ValueError(f"cleanup.policy must be delete and/or compact, not {self.cleanup_policy!r}")
+        if self.message_timestamp_type not in _TIMESTAMP_TYPES:
+            raise ValueError(f"message.timestamp.type must be CreateTime or LogAppendTime, "
+                             f"not {self.message_timestamp_type!r}")
+        if self.segment_bytes < 14:
+            raise ValueError("segment.bytes must be at least 14")
+        if self.segment_index_bytes < 4 * 80:
+            raise ValueError("segment.index.bytes too small")
+
+    @property
+    def compact(self) -> bool:
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        return "delete" in self.cleanup_policy
+
+    @classmethod
+    def from_kafka(cls, configs: dict[str, str], *, strict: bool = False) -> LogConfig:
+        """Build from Kafka topic configs (`{"segment.bytes": "1024"}`); unknown names are ignored
+        unless `strict`, malformed values raise ValueError."""
+        by_name = {f.metadata["kafka"]: f for f in dataclasses.fields(cls)}
+        kwargs: dict[str, object] = {}
+        for name, raw in configs.items():
+            f = by_name.get(name)
+            if f is None:
+                if strict:
+                    raise ValueError(f"unknown topic config {name!r}")
+                continue
+            if f.type in ("int", int):
+                kwargs[f.name] = int(raw)
+            elif f.type in ("float", float):
+                kwargs[f.name] = float(raw)
+            else:
+                kwargs[f.name] = str(raw).replace(" ", "")
+        return cls(**kwargs)  # type: ignore[arg-type]
+
+    def to_kafka(self) -> dict[str, str]:
+        """Kafka names to string values (DescribeConfigs)."""
+        return {f.metadata["kafka"]: str(getattr(self, f.name)) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def kafka_names(cls) -> list[str]:
+        return [f.metadata["kafka"] for f in dataclasses.fields(cls)]

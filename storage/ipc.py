@@ -1,0 +1,211 @@
+"""Arrow IPC framing used by segments: encoding one message per batch, walking encapsulated messages.
+
+An encapsulated IPC message is `0xFFFFFFFF`, an int32 metadata length (padded to 8), a flatbuffer
+`Message` and a body of `Message.bodyLength` bytes. Recovery and index rebuilds need only the
+lengths and the message's `custom_metadata` (where pylog keeps the batch metadata), so this module
+reads those few flatbuffer fields itself instead of materialising the record batch.
+"""
+
+from __future__ import annotations
+
+import base64
+import os
+import struct
+from typing import NamedTuple
+
+import pyarrow as pa
+import pyarrow.ipc as ipc
+
+from .schema import BATCH_DTYPE, RECORD_SCHEMA
+
+CONTINUATION = b"\xff\xff\xff\xff"
+FILE_MAGIC = b"ARROW1"
+BATCHES_KEY = "pylog.batches"
+SCHEMA_MESSAGE: bytes = RECORD_SCHEMA.serialize().to_pybytes()
+FILE_PREFIX = 8 + len(SCHEMA_MESSAGE)  # "ARROW1\0\0" then the schema message
+
+_HEADER_RECORD_BATCH = 3
+_I32 = struct.Struct("<i")
+_U32 = struct.Struct("<I")
+_U16 = struct.Struct("<H")
+_I64 = struct.Struct("<q")
+
+
+class MessageInfo(NamedTuple):
+    """Where one complete encapsulated message lies and what pylog stored in it."""
+
+    position: int
+    length: int
+    is_record_batch: bool
+    batches: bytes | None  # packed BATCH_DTYPE entries from custom metadata, if present
+
+
+class _Collect:
+    """File-like sink that keeps the writer's output chunks (pyarrow passes body buffers zero-copy)."""
+
+    closed = False
+
+    def __init__(self) -> None:
+        self.chunks: list[object] = []
+
+    def write(self, data: object) -> int:
+        self.chunks.append(data)
+        return len(data)  # type: ignore[arg-type]
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+
+class MessageEncoder:
+    """Encodes record batches as encapsulated IPC messages carrying pylog batch metadata.
+
+    One long-lived stream writer is reused; its schema message is produced once at construction
+    and discarded, so every `encode` yields exactly one record batch message.
+    """
+
+    def __init__(self) -> None:
+        self._sink = _Collect()
+        self._writer = ipc.new_stream(pa.PythonFile(self._sink, mode="w"), RECORD_SCHEMA)
+        self._writer.write_batch(pa.RecordBatch.from_pylist([], schema=RECORD_SCHEMA))
+        self._sink.chunks.clear()
+
+    def encode(self, batch: pa.RecordBatch, entries: bytes) -> tuple[list[object], int]:
+        """Chunks of one message (for os.writev) and its total length."""
+        self._sink.chunks.clear()
+        self._writer.write_batch(batch, custom_metadata={BATCHES_KEY: encode_entries(entries)})
+        chunks = self._sink.chunks
+        self._sink.chunks = []
+        return chunks, sum(len(c) for c in chunks)  # type: ignore[arg-type]
+
+
+def encode_entries(entries: bytes) -> str:
+    return base64.b64encode(entries).decode("ascii")
+
+
+def decode_entries(text: bytes) -> bytes:
+    raw = base64.b64decode(text, validate=True)
+    if len(raw) % BATCH_DTYPE.itemsize:
+        raise ValueError("batch metadata length is not a whole number of entries")
+    return raw
+
+
+def write_all(fd: int, chunks: list[object]) -> None:
+    """Hand every chunk to the kernel (os.writev, retried on short writes)."""
+    views = [v for v in (memoryview(c).cast("B") for c in chunks) if len(v)]  # type: ignore[arg-type]
+    while views:
+        n = os.writev(fd, views[:1024])
+        while n and views:
+            if n >= len(views[0]):
+                n -= len(views[0])
+                views.pop(0)
+            else:
+                views[0] = views[0][n:]
+                n = 0
+
+
+def _field(buf: memoryview, table: int, index: int) -> int | None:
+    """Absolute position of field `index` of the flatbuffer table at `table`, or None if absent."""
+    vtable = table - _I32.unpack_from(buf, table)[0]
+    vlen = _U16.unpack_from(buf, vtable)[0]
+    slot = 4 + 2 * index
+    if slot + 2 > vlen:
+        return None
+    rel = _U16.unpack_from(buf, vtable + slot)[0]
+    return table + rel if rel else None
+
+
+def _indirect(buf: memoryview, pos: int) -> int:
+    return pos + _U32.unpack_from(buf, pos)[0]
+
+
+def _string(buf: memoryview, pos: int) -> bytes:
+    start = _indirect(buf, pos)
+    n = _U32.unpack_from(buf, start)[0]
+    if start + 4 + n > len(buf):
+        raise ValueError("string past end of metadata")
+    return bytes(buf[start + 4:start + 4 + n])
+
+
+def parse_message(buf: memoryview, pos: int) -> MessageInfo | None:
+    """The complete message starting at `pos`, or None if the bytes there are not one (torn,
+    end-of-stream marker, or garbage)."""
+    end = len(buf)
+    if pos + 8 > end or bytes(buf[pos:pos + 4]) != CONTINUATION:
+        return None
+    meta_len = _I32.unpack_from(buf, pos + 4)[0]
+    if meta_len <= 0 or meta_len % 8 or pos + 8 + meta_len > end:
+        return None
+    fb = buf[pos + 8:pos + 8 + meta_len]
+    try:
+        root = _indirect(fb, 0)
+        htype_at = _field(fb, root, 1)
+        htype = fb[htype_at] if htype_at is not None else 0
+        body_at = _field(fb, root, 3)
+        body_len = _I64.unpack_from(fb, body_at)[0] if body_at is not None else 0
+        batches = None
+        meta_at = _field(fb, root, 4)
+        if meta_at is not None:
+            vec = _indirect(fb, meta_at)
+            for i in range(_U32.unpack_from(fb, vec)[0]):
+                kv = _indirect(fb, vec + 4 + 4 * i)
+                k_at, v_at = _field(fb, kv, 0), _field(fb, kv, 1)
+                if k_at is not None and v_at is not None and _string(fb, k_at) == BATCHES_KEY.encode():
+                    batches = decode_entries(_string(fb, v_at))
+    except (struct.error, IndexError, ValueError):
+        return None
+    if body_len < 0 or body_len % 8:
+        return None
+    length = 8 + meta_len + body_len
+    if pos + length > end:
+        return None
+    return MessageInfo(pos, length, htype == _HEADER_RECORD_BATCH, batches)
+
+
+def scan_messages(buf: memoryview, pos: int) -> list[MessageInfo]:
+    """Every complete record batch message from `pos` on, stopping at the first incomplete one."""
+    out: list[MessageInfo] = []
+    while True:
+        info = parse_message(buf, pos)
+        if info is None:
+            return out
+        if info.is_record_batch:
+            out.append(info)
+        pos += info.length
+
+
+def read_batch(buf: pa.Buffer, position: int, length: int) -> pa.RecordBatch:
+    """The record batch of one message, zero-copy over `buf`."""
+    return ipc.read_record_batch(buf.slice(position, length), RECORD_SCHEMA)
+
+
+class FileBlockWriter:
+    """Writes an Arrow IPC *file* to an fd, reporting where each record batch message lands."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._sink = _Collect()
+        self._writer = ipc.new_file(pa.PythonFile(self._sink, mode="w"), RECORD_SCHEMA)
+        self._written = 0
+
+    def _drain(self) -> int:
+        chunks, self._sink.chunks = self._sink.chunks, []
+        write_all(self._fd, chunks)
+        n = sum(len(c) for c in chunks)  # type: ignore[arg-type]
+        self._written += n
+        return n
+
+    def write(self, batch: pa.RecordBatch, entries: bytes) -> tuple[int, int]:
+        """Append one block; returns (position, length) of its message in the file."""
+        lead = 0 if self._written else FILE_PREFIX  # the writer emits magic and schema lazily
+        start = self._written + lead
+        self._writer.write_batch(batch, custom_metadata={BATCHES_KEY: encode_entries(entries)})
+        return start, self._drain() - lead
+
+    def close(self) -> int:
+        """Write the footer; returns the file size."""
+        self._writer.close()
+        self._drain()
+        return self._written

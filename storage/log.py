@@ -1,0 +1,638 @@
+"""PartitionLog: the segments of one partition directory behind Kafka's log operations.
+
+Theory of operation. The last segment is active (an appendable IPC stream); every other segment is
+immutable. Appends write to the active segment only (data, then side files) and roll it by size,
+age or index size; a rolled stream stays readable as is until a background job (`seal_pending`)
+rewrites it as an IPC file. Background jobs (sealing, compaction) build new files without any
+lock and swap them in under the log lock after checking that their segment is still current
+(`retired` tells them it was truncated or deleted meanwhile). Reads, appends and structural
+changes (roll, truncation, retention) take the same lock, so a reader sees each segment either
+before or after a swap, never in between. The log end offset lives in memory and is rebuilt from
+the data on open; the log start offset and the leader epoch cache are checkpointed.
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+import re
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import NamedTuple
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .checkpoint import (
+    LEADER_EPOCH_FILE,
+    LeaderEpochCache,
+    read_log_start_offset,
+    write_log_start_offset,
+)
+from .config import LONG_MAX, LogConfig
+from .errors import InvalidAppend, InvalidRecord, OffsetOutOfRange, ReadOnlyLog
+from .files import fsync_dir
+from .ipc import MessageEncoder
+from .rewrite import Block, coalesce, recover_swaps, write_segment
+from .schema import BATCH_DTYPE, RECORD_SCHEMA, TIMESTAMP_TYPE_MASK, BatchMeta, StoredBatch
+from .segment import FILE_EXT, SIDE_EXTS, STREAM_EXT, Segment, SegmentSnapshot
+
+_NAME_RE = re.compile(r"^(\d{20})(\.[a-z]+)$")
+_PARTITION_RE = re.compile(r"^(.+)-(\d+)$")
+READ_CHUNK = 4096  # batch entries examined at a time by read()
+
+
+class PartitionDir(NamedTuple):
+    topic: str
+    partition: int
+    path: Path
+
+
+def list_partitions(data_dir: str | os.PathLike[str]) -> list[PartitionDir]:
+    """Partition directories (`<topic>-<partition>`) of a data dir, by topic then partition;
+    reads nothing but the directory listing."""
+    out = []
+    for entry in os.scandir(data_dir):
+        m = _PARTITION_RE.match(entry.name)
+        if m and entry.is_dir():
+            out.append(PartitionDir(m.group(1), int(m.group(2)), Path(entry.path)))
+    return sorted(out, key=lambda p: (p.topic, p.partition))
+
+
+def _load_segments(directory: Path, readonly: bool) -> list[Segment]:
+    data: dict[int, dict[str, int]] = {}
+    side: set[int] = set()
+    for entry in os.scandir(directory):
+        m = _NAME_RE.match(entry.name)
+        if not m:
+            continue
+        base, ext = int(m.group(1)), m.group(2)
+        if ext in (FILE_EXT, STREAM_EXT):
+            data.setdefault(base, {})[ext] = entry.stat().st_size
+        elif ext in SIDE_EXTS:
+            side.add(base)
+    segments = []
+    for base in sorted(data):
+        exts = data[base]
+        sealed = FILE_EXT in exts
+        if sealed and STREAM_EXT in exts and not readonly:
+            os.unlink(directory / f"{base:020d}{STREAM_EXT}")
+        seg = Segment(directory, base, sealed=sealed, data_size=exts[FILE_EXT if sealed else STREAM_EXT],
+                      readonly=readonly)
+        if not sealed:
+            seg.recover()
+        segments.append(seg)
+    if not readonly:
+        for base in side - data.keys():
+            for ext in SIDE_EXTS:
+                try:
+                    os.unlink(directory / f"{base:020d}{ext}")
+                except FileNotFoundError:
+                    pass
+    return segments
+
+
+class PartitionLog:
+    """The log of one partition; see the module docstring."""
+
+    def __init__(self, directory: Path, config: LogConfig, *, readonly: bool) -> None:
+        self.dir = directory
+        self.config = config
+        self.readonly = readonly
+        m = _PARTITION_RE.match(directory.name)
+        self.topic: str | None = m.group(1) if m else None
+        self.partition: int | None = int(m.group(2)) if m else None
+        self._lock = threading.RLock()
+        self._job_lock = threading.Lock()
+        self._segments: tuple[Segment, ...] = ()
+        self._bases: list[int] = []
+        self._log_start_offset = 0
+        self._log_end_offset = 0
+        self._encoder: MessageEncoder | None = None
+        self._unflushed = 0
+        self._last_flush_ms = 0
+        self._dir_dirty = False
+        self._first_dirty_offset = 0
+        self._epochs = LeaderEpochCache(directory / LEADER_EPOCH_FILE, readonly=readonly)
+
+    # -- opening -------------------------------------------------------------------------------
+
+    @classmethod
+    def open(cls, path: str | os.PathLike[str], config: LogConfig | None = None, *,
+             now_ms: int) -> PartitionLog:
+        """Open (creating if missing) a partition directory for writing; recovers an interrupted
+        swap and a torn active segment. Reads no record data of sealed segments."""
+        directory = Path(path)
+        directory.mkdir(parents=True, exist_ok=True)
+        log = cls(directory, config or LogConfig(), readonly=False)
+        recover_swaps(directory)
+        segments = _load_segments(directory, readonly=False)
+        lso = read_log_start_offset(directory)
+        if not segments:
+            segments = [Segment.create(directory, lso)]
+            log._dir_dirty = True
+        elif segments[-1].sealed:
+            segments.append(Segment.create(directory, max(segments[-1].next_offset, lso)))
+            log._dir_dirty = True
+        log._set_segments(segments)
+        log._log_end_offset = segments[-1].next_offset
+        log._log_start_offset = max(lso, segments[0].base_offset)
+        log._first_dirty_offset = log._log_start_offset
+        log._last_flush_ms = now_ms
+        log._epochs.truncate_from_end(log._log_end_offset)
+        log._epochs.truncate_from_start(log._log_start_offset)
+        return log
+
+    @classmethod
+    def open_readonly(cls, path: str | os.PathLike[str], config: LogConfig | None = None) -> PartitionLog:
+        """Open a partition directory another process may be writing, for reading only: never
+        writes, truncates or deletes; ignores a torn tail and side entries past the data. The view
+        is fixed at open (reopen to see newer data)."""
+        directory = Path(path)
+        if not directory.is_dir():
+            raise FileNotFoundError(directory)
+        log = cls(directory, config or LogConfig(), readonly=True)
+        segments = _load_segments(directory, readonly=True)
+        lso = read_log_start_offset(directory)
+        log._set_segments(segments)
+        log._log_end_offset = segments[-1].next_offset if segments else lso
+        log._log_start_offset = max(lso, segments[0].base_offset) if segments else lso
+        return log
+
+    def _set_segments(self, segments: list[Segment] | tuple[Segment, ...]) -> None:
+        self._segments = tuple(segments)
+        self._bases = [s.base_offset for s in segments]
+
+    def _check_writable(self) -> None:
+        if self.readonly:
+            raise ReadOnlyLog(str(self.dir))
+
+    # -- properties ----------------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._log_end_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.data_size for s in self._segments)
+
+    @property
+    def segment_count(self) -> int:
+        return len(self._segments)
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._epochs.latest_epoch
+
+    def epoch_entries(self) -> list[tuple[int, int]]:
+        return self._epochs.entries()
+
+    def segment_base_offsets(self) -> list[int]:
+        return list(self._bases)
+
+    # -- appending -----------------------------------------------------------------------------
+
+    def append(self, records: pa.RecordBatch, meta: BatchMeta, *, now_ms: int,
+               base_offset: int | None = None) -> BatchMeta:
+        """Append one Kafka batch. As leader (`base_offset` None) it is assigned the log end offset
+        and, under LogAppendTime, the append time; a follower passes the leader's base offset
+        (>= the log end offset; gaps allowed). The `offset` column is shifted by the same amount
+        as the base offset. Returns the stored metadata. On return the bytes are in the kernel
+        (fsync follows flush.messages / flush.ms)."""
+        self._check_writable()
+        n = records.num_rows
+        if n == 0:
+            raise InvalidAppend("empty batch")
+        if not records.schema.equals(RECORD_SCHEMA):
+            try:
+                records = records.cast(RECORD_SCHEMA)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError, ValueError) as exc:
+                raise InvalidAppend(f"records do not match RECORD_SCHEMA: {exc}") from exc
+        if meta.last_offset_delta < n - 1:
+            raise InvalidAppend(f"{n} records but last offset delta {meta.last_offset_delta}")
+        offsets = records.column(0)
+        first, last = offsets[0].as_py(), offsets[n - 1].as_py()
+        if first is None or last is None or first < meta.base_offset or last > meta.last_offset:
+            raise InvalidAppend(f"offsets {first}..{last} outside the batch's {meta.base_offset}.."
+                                f"{meta.last_offset}")
+        if self.config.compact and not meta.is_control and records.column(2).null_count:
+            raise InvalidRecord("compacted topic: records must have a key")
+        with self._lock:
+            leo = self._log_end_offset
+            base = leo if base_offset is None else base_offset
+            if base < leo:
+                raise InvalidAppend(f"base offset {base} is below the log end offset {leo}")
+            if base != meta.base_offset:
+                shifted = pc.add(offsets, base - meta.base_offset)
+                records = records.set_column(0, RECORD_SCHEMA.field(0), shifted)
+            attributes, base_ts, max_ts = meta.attributes, meta.base_timestamp, meta.max_timestamp
+            if base_offset is None and self.config.message_timestamp_type == "LogAppendTime":
+                ts = pa.array(np.full(n, now_ms, dtype="datetime64[ms]"), RECORD_SCHEMA.field(1).type)
+                records = records.set_column(1, RECORD_SCHEMA.field(1), ts)
+                attributes |= TIMESTAMP_TYPE_MASK
+                base_ts = max_ts = now_ms
+            else:
+                col_max = pc.max(records.column(1))
+                if col_max.is_valid:
+                    max_ts = max(max_ts, col_max.value)
+            stored = meta._replace(base_offset=base, record_count=n, base_timestamp=base_ts,
+                                   max_timestamp=max_ts, attributes=attributes)
+            self._maybe_roll(records, now_ms)
+            if self._encoder is None:
+                self._encoder = MessageEncoder()
+            self._segments[-1].append(records, stored, now_ms, self._encoder)
+            self._log_end_offset = stored.next_offset
+            epoch = stored.partition_leader_epoch
+            if epoch >= 0 and epoch != self._epochs.latest_epoch:
+                self._epochs.assign(epoch, base)
+            self._unflushed += n
+            flush_ms = self.config.flush_ms
+            if self._unflushed >= self.config.flush_messages or (
+                    flush_ms != LONG_MAX and now_ms - self._last_flush_ms >= flush_ms):
+                self.flush(now_ms)
+        return stored
+
+    def _maybe_roll(self, records: pa.RecordBatch, now_ms: int) -> None:
+        active = self._segments[-1]
+        count = active.batch_count
+        if count == 0:
+            return
+        c = self.config
+        if (active.data_size + records.nbytes > c.segment_bytes
+                or now_ms - active.first_append_time >= c.segment_ms
+                or (count + 1) * BATCH_DTYPE.itemsize > c.segment_index_bytes):
+            self.roll()
+
+    def roll(self) -> None:
+        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+        self._check_writable()
+        with self._lock:
+            active = self._segments[-1]
+            if active.batch_count == 0:
+                return
+            if self.config.flush_messages != LONG_MAX or self.config.flush_ms != LONG_MAX:
+                active.fsync()
+            active.close()
+            self._set_segments((*self._segments, Segment.create(self.dir, self._log_end_offset)))
+            self._dir_dirty = True
+
+    def assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
+        """Record that `epoch` begins at `start_offset` (a new leader calls it with its log end offset)."""
+        self._check_writable()
+        with self._lock:
+            self._epochs.assign(epoch, start_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch: (epoch, end offset), or (-1, -1) when unknown."""
+        with self._lock:
+            return self._epochs.end_offset_for(epoch, self._log_end_offset)
+
+    # -- reading -------------------------------------------------------------------------------
+
+    def _check_offset(self, offset: int) -> None:
+        if offset < self._log_start_offset or offset > self._log_end_offset:
+            raise OffsetOutOfRange(offset, self._log_start_offset, self._log_end_offset)
+
+    def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None) -> list[StoredBatch]:
+        """Whole batches from the one holding `start_offset`, in order, while their stored sizes fit
+        `max_bytes` (the first batch always comes, even if larger). With `max_offset` (e.g. the
+        high watermark) only batches wholly below it. Records are zero-copy slices of the mapped
+        segment. Raises OffsetOutOfRange outside [log start, log end]."""
+        with self._lock:
+            self._check_offset(start_offset)
+            limit = self._log_end_offset if max_offset is None else min(max_offset, self._log_end_offset)
+            out: list[StoredBatch] = []
+            if start_offset >= limit:
+                return out
+            budget = max_bytes
+            si = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
+            for seg in self._segments[si:]:
+                if seg.base_offset >= limit:
+                    break
+                i = seg.find_batch(start_offset) if seg is self._segments[si] else 0
+                stop = seg.find_batch(limit)
+                batches = seg.files()[0]
+                while i < stop:
+                    entries = batches.entries(i, min(stop, i + READ_CHUNK))
+                    sizes = np.cumsum(entries["size"], dtype=np.int64)
+                    take = int(np.searchsorted(sizes, budget, side="right"))
+                    if not out and take == 0:
+                        take = 1
+                    if take:
+                        out.extend(seg.stored_batches(entries[:take]))
+                        budget -= int(sizes[take - 1])
+                    if take < len(entries):
+                        return out
+                    i += take
+            return out
+
+    def scan(self, start_offset: int | None = None,
+             end_offset: int | None = None) -> Iterator[pa.RecordBatch]:
+        """Record batches holding exactly the records with start <= offset < end (zero-copy slices;
+        control records included), for analysts rather than Kafka fetches."""
+        start = self._log_start_offset if start_offset is None else max(start_offset, self._log_start_offset)
+        end = self._log_end_offset if end_offset is None else min(end_offset, self._log_end_offset)
+        with self._lock:
+            segments = self._segments
+        for k, seg in enumerate(segments):
+            seg_end = segments[k + 1].base_offset if k + 1 < len(segments) else self._log_end_offset
+            if seg_end <= start or seg.base_offset >= end:
+                continue
+            with self._lock:
+                if seg.retired:
+                    continue
+                index = seg.files()[1]
+                m0 = max(0, index.search("offset", start, "right") - 1)
+                m1 = index.search("offset", end, "left")
+                parts = [seg.message(m) for m in range(m0, m1)]
+            for rb in parts:
+                offs = rb.column(0).to_numpy()
+                a, b = np.searchsorted(offs, [start, end])
+                if b > a:
+                    yield rb.slice(int(a), int(b - a))
+
+    def read_table(self, start_offset: int | None = None, end_offset: int | None = None) -> pa.Table:
+        return pa.Table.from_batches(list(self.scan(start_offset, end_offset)), schema=RECORD_SCHEMA)
+
+    def offset_for_timestamp(self, timestamp_ms: int, *,
+                             max_offset: int | None = None) -> tuple[int, int] | None:
+        """ListOffsets by time: (offset, timestamp) of the first record at or after the log start
+        offset whose timestamp is >= `timestamp_ms`, or None (also when that offset is not below
+        `max_offset`)."""
+        with self._lock:
+            lso = self._log_start_offset
+            for seg in self._segments:
+                if seg.max_timestamp < timestamp_ms:
+                    continue
+                index, times = seg.files()[1], seg.files()[2]
+                for m in range(times.search("timestamp", timestamp_ms, "left"), len(index)):
+                    rb = seg.message(m)
+                    offs = rb.column(0).to_numpy()
+                    ts = rb.column(1).cast(pa.int64()).to_numpy()
+                    hits = np.flatnonzero((ts >= timestamp_ms) & (offs >= lso))
+                    if len(hits):
+                        off = int(offs[hits[0]])
+                        if max_offset is not None and off >= max_offset:
+                            return None
+                        return off, int(ts[hits[0]])
+            return None
+
+    def max_timestamp_and_offset(self) -> tuple[int, int] | None:
+        """(largest timestamp, offset of the first record carrying it), or None when empty."""
+        with self._lock:
+            best = max((s.max_timestamp for s in self._segments), default=-1)
+            for seg in self._segments:
+                if seg.batch_count == 0 or seg.max_timestamp != best:
+                    continue
+                index, times = seg.files()[1], seg.files()[2]
+                for m in range(times.search("timestamp", best, "left"), len(index)):
+                    rb = seg.message(m)
+                    ts = rb.column(1).cast(pa.int64()).to_numpy()
+                    hits = np.flatnonzero(ts == best)
+                    if len(hits):
+                        return best, int(rb.column(0)[int(hits[0])].as_py())
+            return None
+
+    # -- truncation and deletion ---------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove every batch whose last offset is >= `offset` (replication). The log end offset
+        becomes the end of what remains (`offset` when it falls on a batch boundary)."""
+        self._check_writable()
+        with self._lock:
+            if offset >= self._log_end_offset:
+                return
+            if offset < self._segments[0].base_offset:
+                self.truncate_fully_and_start_at(offset)
+                return
+            si = bisect.bisect_right(self._bases, offset) - 1
+            for seg in reversed(self._segments[si + 1:]):
+                seg.delete_files()
+            seg = self._segments[si]
+            nb = seg.find_batch(offset)
+            if nb == seg.batch_count:  # nothing to cut here
+                if seg.sealed or seg is not self._segments[-1]:
+                    seg.close()
+                    new = Segment.create(self.dir, seg.next_offset)
+                    self._set_segments((*self._segments[:si + 1], new))
+                else:
+                    self._set_segments(self._segments[:si + 1])
+            else:
+                kept = _kept_blocks(seg.snapshot(), nb)
+                written = write_segment(self.dir, seg.base_offset, kept, sealed=False)
+                written.commit()
+                seg.close()
+                seg.retired = True
+                new = Segment(self.dir, seg.base_offset, sealed=False, data_size=written.data_size,
+                              readonly=False)
+                self._set_segments((*self._segments[:si], new))
+            self._dir_dirty = True
+            self._log_end_offset = self._segments[-1].next_offset
+            self._first_dirty_offset = min(self._first_dirty_offset, self._log_end_offset)
+            if offset < self._log_start_offset:
+                self._set_log_start_offset(offset)
+            self._epochs.truncate_from_end(self._log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and start empty at `offset` (a follower behind the leader's log start)."""
+        self._check_writable()
+        with self._lock:
+            for seg in reversed(self._segments):
+                seg.delete_files()
+            self._set_segments([Segment.create(self.dir, offset)])
+            self._dir_dirty = True
+            self._log_end_offset = offset
+            self._first_dirty_offset = offset
+            self._set_log_start_offset(offset, force=True)
+            self._epochs.clear()
+
+    def _set_log_start_offset(self, offset: int, *, force: bool = False) -> None:
+        if offset != self._log_start_offset or force:
+            self._log_start_offset = offset
+            write_log_start_offset(self.dir, offset)
+            self._epochs.truncate_from_start(offset)
+
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: advance the log start offset to `offset` (checkpointed before returning)
+        and delete segments wholly below it. Returns the new log start offset (low watermark)."""
+        self._check_writable()
+        with self._lock:
+            if offset > self._log_end_offset or offset < 0:
+                raise OffsetOutOfRange(offset, self._log_start_offset, self._log_end_offset)
+            if offset > self._log_start_offset:
+                self._set_log_start_offset(offset)
+                self._delete_prefix(lambda seg, next_base: next_base <= offset)
+            return self._log_start_offset
+
+    def apply_retention(self, now_ms: int, *, max_offset: int | None = None) -> int:
+        """Delete the oldest sealed or rolled segments that are past `retention.ms` (by their
+        largest timestamp) or over `retention.bytes` (cleanup.policy delete), or wholly below the
+        log start offset; never the active segment, nor one reaching `max_offset` (pass the high
+        watermark). Returns the number of segments deleted."""
+        self._check_writable()
+        c = self.config
+        with self._lock:
+            total = self.size_bytes
+            lso = self._log_start_offset
+
+            def expired(seg: Segment, next_base: int) -> bool:
+                nonlocal total
+                if max_offset is not None and next_base > max_offset:
+                    return False
+                gone = next_base <= lso or (c.delete and (
+                    (c.retention_ms >= 0 and now_ms - seg.max_timestamp > c.retention_ms)
+                    or (c.retention_bytes >= 0 and total - seg.data_size >= c.retention_bytes)))
+                if gone:
+                    total -= seg.data_size
+                return gone
+
+            return self._delete_prefix(expired)
+
+    def _delete_prefix(self, should_delete) -> int:  # type: ignore[no-untyped-def]
+        segs = self._segments
+        n = 0
+        while n < len(segs) - 1 and should_delete(segs[n], segs[n + 1].base_offset):
+            n += 1
+        if n:
+            for seg in segs[:n]:
+                seg.delete_files()
+            self._set_segments(segs[n:])
+            if segs[n].base_offset > self._log_start_offset:
+                self._set_log_start_offset(segs[n].base_offset)
+        return n
+
+    # -- background jobs -----------------------------------------------------------------------
+
+    def seal_pending(self, limit: int | None = None) -> int:
+        """Rewrite rolled IPC-stream segments as IPC files (coalescing small batches). Safe to run
+        on a background thread while the owner appends and reads; returns segments sealed."""
+        self._check_writable()
+        done = 0
+        with self._job_lock:
+            while limit is None or done < limit:
+                with self._lock:
+                    pending = [s for s in self._segments[:-1] if not s.sealed and not s.busy]
+                    if not pending:
+                        return done
+                    seg = pending[0]
+                    seg.busy = True
+                    snap = seg.snapshot()
+                try:
+                    written = write_segment(self.dir, seg.base_offset, coalesce(snap.blocks()), sealed=True)
+                    if self._swap_in(seg, written):
+                        done += 1
+                finally:
+                    seg.busy = False
+        return done
+
+    def _swap_in(self, seg: Segment, written) -> bool:  # type: ignore[no-untyped-def]
+        """Replace `seg` by rewritten files unless it changed meanwhile (then discard them)."""
+        with self._lock:
+            if seg.retired or seg not in self._segments:
+                written.discard()
+                return False
+            written.commit()
+            seg.close()
+            seg.retired = True
+            new = Segment(self.dir, seg.base_offset, sealed=written.sealed, data_size=written.data_size,
+                          readonly=False)
+            self._set_segments([new if s is seg else s for s in self._segments])
+            return True
+
+    def _remove_segment(self, seg: Segment) -> bool:
+        """Drop a segment compaction emptied (never the first or the active one)."""
+        with self._lock:
+            if seg.retired or seg not in self._segments[1:-1]:
+                return False
+            seg.delete_files()
+            self._set_segments([s for s in self._segments if s is not seg])
+            return True
+
+    def compact(self, now_ms: int, *, max_offset: int | None = None) -> CompactionResult:
+        """Log compaction of the segments before the active one (and below `max_offset`, e.g.
+        the last stable offset); see `compaction.py`. Safe on a background thread."""
+        from .compaction import compact_log
+
+        self._check_writable()
+        with self._job_lock:
+            return compact_log(self, now_ms, max_offset)
+
+    # -- durability and lifetime ---------------------------------------------------------------
+
+    def flush(self, now_ms: int | None = None) -> None:
+        """fsync everything written so far (data, side files, directory)."""
+        if self.readonly:
+            return
+        with self._lock:
+            for seg in self._segments:
+                seg.fsync()
+            if self._dir_dirty:
+                fsync_dir(self.dir)
+                self._dir_dirty = False
+            self._unflushed = 0
+            if now_ms is not None:
+                self._last_flush_ms = now_ms
+
+    def maybe_flush(self, now_ms: int) -> bool:
+        """fsync if `flush.ms` has passed since the last flush and something is unflushed."""
+        if self._unflushed and now_ms - self._last_flush_ms >= self.config.flush_ms:
+            self.flush(now_ms)
+            return True
+        return False
+
+    def close(self) -> None:
+        with self._lock:
+            for seg in self._segments:
+                seg.close()
+
+    def __enter__(self) -> PartitionLog:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (f"PartitionLog({str(self.dir)!r}, start={self._log_start_offset}, "
+                f"end={self._log_end_offset}, segments={len(self._segments)})")
+
+
+class CompactionResult(NamedTuple):
+    segments: int  # segments rewritten
+    records_before: int
+    records_after: int
+
+
+def _kept_blocks(snap: SegmentSnapshot, nb: int) -> list[Block]:
+    """Blocks of the first `nb` batches of a segment (the last block cut at a batch boundary)."""
+    out: list[Block] = []
+    for rb, e in snap.blocks():
+        if not len(e) or nb <= 0:
+            break
+        if len(e) <= nb:
+            out.append((rb, e))
+        else:
+            kept = e[:nb]
+            rows = int(kept["row"][-1]) + int(kept["record_count"][-1])
+            out.append((rb.slice(0, rows), kept))
+        nb -= len(e)
+    return out
+
+
+def read_segments(path: str | os.PathLike[str], start_offset: int | None = None,
+                  end_offset: int | None = None, *, max_offset: int | None = None) -> pa.Table:
+    """Records with start <= offset < end (and < `max_offset`, e.g. the high watermark) of a
+    partition directory, read-only and safe while a broker writes it."""
+    log = PartitionLog.open_readonly(path)
+    try:
+        if max_offset is not None:
+            end_offset = max_offset if end_offset is None else min(end_offset, max_offset)
+        return log.read_table(start_offset, end_offset)
+    finally:
+        log.close()

@@ -1,0 +1,194 @@
+"""Writing whole segments (sealing, compaction, truncation) and swapping them in atomically.
+
+New files are written under temporary names, fsynced, then swapped in by renames in a fixed order:
+every `<base>.<ext>.swap` first (`.index`, `.timeindex`, `.batches`, data), then each `.swap` onto
+its final name in the same order, the replaced data file (other extension) being unlinked just
+before the new one lands. `recover_swaps` finishes or undoes an interrupted swap on open: if
+`<base>.index.swap` still exists the final renames had not begun and the `.swap` files are dropped,
+otherwise the remaining renames are completed.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import re
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from .files import fsync_dir
+from .ipc import SCHEMA_MESSAGE, FileBlockWriter, MessageEncoder, write_all
+from .schema import BATCH_DTYPE
+from .segment import (
+    BATCHES_EXT,
+    FILE_EXT,
+    INDEX_EXT,
+    STREAM_EXT,
+    TIME_EXT,
+    segment_name,
+    side_entries,
+)
+
+TARGET_BLOCK_ROWS = 1 << 20
+TARGET_BLOCK_BYTES = 16 << 20
+SWAP_ORDER = (INDEX_EXT, TIME_EXT, BATCHES_EXT)
+_counter = itertools.count()
+_SWAP_RE = re.compile(r"^(\d{20})(\.[a-z]+)\.swap$")
+
+Block = tuple[pa.RecordBatch, np.ndarray]  # rows and their BATCH_DTYPE entries (row relative to rows)
+
+
+def coalesce(blocks: list[Block], *, max_rows: int = TARGET_BLOCK_ROWS,
+             max_bytes: int = TARGET_BLOCK_BYTES) -> list[Block]:
+    """Merge consecutive blocks into bigger ones (never splitting a Kafka batch)."""
+    out: list[Block] = []
+    group: list[Block] = []
+    rows = size = 0
+
+    def close() -> None:
+        if not group:
+            return
+        if len(group) == 1:
+            out.append(group[0])
+        else:
+            parts, base = [], 0
+            for rb, e in group:
+                e = e.copy()
+                e["row"] += base
+                base += rb.num_rows
+                parts.append(e)
+            out.append((pa.concat_batches([rb for rb, _ in group]), np.concatenate(parts)))
+        group.clear()
+
+    for rb, e in blocks:
+        n = rb.get_total_buffer_size()
+        if group and (rows + rb.num_rows > max_rows or size + n > max_bytes):
+            close()
+            rows = size = 0
+        group.append((rb, e))
+        rows += rb.num_rows
+        size += n
+    close()
+    return out
+
+
+class Written:
+    """Temporary files of one rewritten segment, ready to be swapped in."""
+
+    def __init__(self, directory: Path, base_offset: int, sealed: bool, data_size: int,
+                 tmp: dict[str, Path]) -> None:
+        self.directory = directory
+        self.base_offset = base_offset
+        self.sealed = sealed
+        self.data_size = data_size
+        self.tmp = tmp
+
+    @property
+    def data_ext(self) -> str:
+        return FILE_EXT if self.sealed else STREAM_EXT
+
+    def discard(self) -> None:
+        for p in self.tmp.values():
+            try:
+                os.unlink(p)
+            except FileNotFoundError:
+                pass
+
+    def commit(self) -> None:
+        """Swap the files in (the caller holds the log's lock)."""
+        name = self.directory / segment_name(self.base_offset)
+        order = (*SWAP_ORDER, self.data_ext)
+        for ext in order:
+            os.replace(self.tmp[ext], f"{name}{ext}.swap")
+        fsync_dir(self.directory)
+        _finish_swap(self.directory, self.base_offset, order)
+        fsync_dir(self.directory)
+
+
+def _finish_swap(directory: Path, base_offset: int, order: tuple[str, ...]) -> None:
+    name = directory / segment_name(base_offset)
+    for ext in order:
+        swap = Path(f"{name}{ext}.swap")
+        if not swap.exists():
+            continue
+        if ext in (FILE_EXT, STREAM_EXT):
+            other = STREAM_EXT if ext == FILE_EXT else FILE_EXT
+            try:
+                os.unlink(f"{name}{other}")
+            except FileNotFoundError:
+                pass
+        os.replace(swap, f"{name}{ext}")
+
+
+def recover_swaps(directory: Path) -> None:
+    """Complete or undo swaps interrupted by a crash; remove temporary files."""
+    pending: dict[int, set[str]] = {}
+    for entry in os.scandir(directory):
+        if entry.name.endswith(".tmp"):
+            os.unlink(entry.path)
+            continue
+        m = _SWAP_RE.match(entry.name)
+        if m:
+            pending.setdefault(int(m.group(1)), set()).add(m.group(2))
+    for base, exts in pending.items():
+        if INDEX_EXT in exts:
+            for ext in exts:
+                os.unlink(directory / f"{segment_name(base)}{ext}.swap")
+        else:
+            data = [e for e in (FILE_EXT, STREAM_EXT) if e in exts]
+            _finish_swap(directory, base, (*SWAP_ORDER, *data))
+    if pending:
+        fsync_dir(directory)
+
+
+def _tmp(directory: Path, base_offset: int, ext: str) -> Path:
+    return directory / f"{segment_name(base_offset)}{ext}.{os.getpid()}-{next(_counter)}.tmp"
+
+
+def _write_raw(path: Path, data: bytes) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        write_all(fd, [data])
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def write_segment(directory: Path, base_offset: int, blocks: list[Block], *, sealed: bool) -> Written:
+    """Write `blocks` as a new sealed (IPC file) or active (IPC stream) segment under temporary
+    names; each block's entries get their message number, and are embedded in the message."""
+    ext = FILE_EXT if sealed else STREAM_EXT
+    tmp = {e: _tmp(directory, base_offset, e) for e in (*SWAP_ORDER, ext)}
+    placed: list[tuple[int, int, np.ndarray]] = []
+    fd = os.open(tmp[ext], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    try:
+        if sealed:
+            writer = FileBlockWriter(fd)
+            for m, (rb, e) in enumerate(blocks):
+                e = e.copy()
+                e["message"] = m
+                pos, length = writer.write(rb, e.tobytes())
+                placed.append((pos, length, e))
+            size = writer.close()
+        else:
+            write_all(fd, [SCHEMA_MESSAGE])
+            size = len(SCHEMA_MESSAGE)
+            encoder = MessageEncoder()
+            for m, (rb, e) in enumerate(blocks):
+                e = e.copy()
+                e["message"] = m
+                chunks, length = encoder.encode(rb, e.tobytes())
+                write_all(fd, chunks)
+                placed.append((size, length, e))
+                size += length
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    index_raw, times_raw = side_entries(placed)
+    batches_raw = b"".join(e.tobytes() for _, _, e in placed) if placed else b""
+    for e, raw in ((INDEX_EXT, index_raw), (TIME_EXT, times_raw), (BATCHES_EXT, batches_raw)):
+        _write_raw(tmp[e], raw)
+    assert len(batches_raw) % BATCH_DTYPE.itemsize == 0
+    return Written(directory, base_offset, sealed, size, tmp)

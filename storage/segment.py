@@ -1,0 +1,463 @@
+"""One segment: an Arrow IPC data file and its three fixed-width side files.
+
+The active segment's data is an IPC *stream* (`<base>.arrows`): the schema message, then one record
+batch message per appended Kafka batch, each carrying that batch's metadata entry in its custom
+metadata. A sealed segment's data is an IPC *file* (`<base>.arrow`) whose blocks may hold several
+Kafka batches. Either way `.index` maps each message to its byte range, `.timeindex` holds the
+running maximum timestamp per message and `.batches` one entry per Kafka batch (message and row).
+The data file is always written first, so the side files can be rebuilt from it.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import threading
+from collections import OrderedDict
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from .errors import CorruptSegment
+from .files import OPEN_FLAGS, RecordFile, write_file
+from .ipc import (
+    FILE_PREFIX,
+    SCHEMA_MESSAGE,
+    MessageEncoder,
+    MessageInfo,
+    read_batch,
+    scan_messages,
+    write_all,
+)
+from .schema import (
+    BATCH_DTYPE,
+    INDEX_DTYPE,
+    TIME_DTYPE,
+    BatchMeta,
+    StoredBatch,
+    metas_from_entries,
+    pack_entry,
+)
+
+STREAM_EXT = ".arrows"
+FILE_EXT = ".arrow"
+INDEX_EXT = ".index"
+TIME_EXT = ".timeindex"
+BATCHES_EXT = ".batches"
+SIDE_EXTS = (INDEX_EXT, TIME_EXT, BATCHES_EXT)
+
+
+def segment_name(base_offset: int) -> str:
+    return f"{base_offset:020d}"
+
+
+class Stats:
+    """Process-wide counters (tests use them to prove what was not touched)."""
+
+    data_maps = 0  # data files memory-mapped
+    sealed_maps = 0  # of which sealed segments
+    index_rebuilds = 0  # side files rebuilt from data
+
+
+class _MappedSegments:
+    """LRU of sealed segments whose data and side files are mapped; evicting drops our references
+    (a map lives on while a returned record batch still points into it)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self._lru: OrderedDict[int, Segment] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def touch(self, seg: Segment) -> None:
+        with self._lock:
+            self._lru[id(seg)] = seg
+            self._lru.move_to_end(id(seg))
+            victims = []
+            while len(self._lru) > self.limit:
+                victims.append(self._lru.popitem(last=False)[1])
+        for v in victims:
+            v.unmap()
+
+    def forget(self, seg: Segment) -> None:
+        with self._lock:
+            self._lru.pop(id(seg), None)
+
+
+MAPPED_SEGMENTS = _MappedSegments(256)
+
+
+def _map_file(path: Path, size: int) -> pa.Buffer:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    finally:
+        os.close(fd)
+    Stats.data_maps += 1
+    return pa.py_buffer(mm)
+
+
+def entries_from_message(info: MessageInfo, ordinal: int, buf: pa.Buffer) -> np.ndarray:
+    """BATCH_DTYPE entries of one message: from its custom metadata, or derived from the rows for
+    an IPC message pylog did not write (producer fields unknown)."""
+    if info.batches is not None:
+        e = np.frombuffer(info.batches, BATCH_DTYPE).copy()
+        e["size"] = np.where(e["size"] == 0, info.length, e["size"])
+    else:
+        rb = read_batch(buf, info.position, info.length)
+        e = np.zeros(1, BATCH_DTYPE)
+        if rb.num_rows:
+            offs = rb.column(0).to_numpy()
+            ts = rb.column(1).cast(pa.int64()).to_numpy()
+            e["base_offset"], e["last_offset_delta"] = offs[0], offs[-1] - offs[0]
+            e["base_timestamp"], e["max_timestamp"] = ts[0], ts.max()
+        e["record_count"], e["size"] = rb.num_rows, info.length
+        e["producer_id"] = e["producer_epoch"] = e["base_sequence"] = e["partition_leader_epoch"] = -1
+        e["append_time"] = e["delete_horizon"] = -1
+    e["message"] = ordinal
+    return e
+
+
+def side_entries(blocks: list[tuple[int, int, np.ndarray]], first_batch: int = 0,
+                 running_max: int = -1) -> tuple[bytes, bytes]:
+    """`.index` and `.timeindex` bytes for messages given as (position, length, batch entries)."""
+    n = len(blocks)
+    index = np.zeros(n, INDEX_DTYPE)
+    times = np.zeros(n, TIME_DTYPE)
+    b = first_batch
+    for i, (pos, length, e) in enumerate(blocks):
+        first = int(e["base_offset"][0])
+        index[i] = (first, pos, length, b)
+        if len(e):
+            running_max = max(running_max, int(e["max_timestamp"].max()))
+        times[i] = (running_max, first)
+        b += len(e)
+    return index.tobytes(), times.tobytes()
+
+
+class Segment:
+    """A segment of a partition log; the owning PartitionLog serialises calls on it."""
+
+    def __init__(self, directory: Path, base_offset: int, *, sealed: bool, data_size: int,
+                 readonly: bool) -> None:
+        self.dir = directory
+        self.base_offset = base_offset
+        self.sealed = sealed
+        self.data_size = data_size
+        self.readonly = readonly
+        self.retired = False  # replaced or deleted; background work on it must be discarded
+        self.busy = False  # a background job (seal, compaction) is rewriting it
+        self._files: tuple[RecordFile, RecordFile, RecordFile] | None = None
+        self._buf: pa.Buffer | None = None
+        self._fd: int | None = None
+        self._max_ts: int | None = None
+        self._next_offset: int | None = None
+        self.dirty = False  # written since the last fsync
+
+    # -- files ---------------------------------------------------------------------------------
+
+    def path(self, ext: str) -> Path:
+        return self.dir / (segment_name(self.base_offset) + ext)
+
+    @property
+    def data_path(self) -> Path:
+        return self.path(FILE_EXT if self.sealed else STREAM_EXT)
+
+    @property
+    def data_start(self) -> int:
+        """Position of the first record batch message."""
+        return FILE_PREFIX if self.sealed else len(SCHEMA_MESSAGE)
+
+    @classmethod
+    def create(cls, directory: Path, base_offset: int) -> Segment:
+        """A new, empty active segment: the schema message and empty side files."""
+        seg = cls(directory, base_offset, sealed=False, data_size=len(SCHEMA_MESSAGE), readonly=False)
+        for ext in SIDE_EXTS:
+            write_file(seg.path(ext), b"", sync=False)
+        write_file(seg.data_path, SCHEMA_MESSAGE, sync=False)
+        seg._files = seg._open_files()
+        seg._max_ts, seg._next_offset = -1, base_offset
+        return seg
+
+    def _open_files(self) -> tuple[RecordFile, RecordFile, RecordFile]:
+        copy = self.readonly and not self.sealed
+        return (RecordFile(self.path(BATCHES_EXT), BATCH_DTYPE, copy=copy),
+                RecordFile(self.path(INDEX_EXT), INDEX_DTYPE, copy=copy),
+                RecordFile(self.path(TIME_EXT), TIME_DTYPE, copy=copy))
+
+    def files(self) -> tuple[RecordFile, RecordFile, RecordFile]:
+        """(batches, index, timeindex), opened on first use; a sealed segment's are checked against
+        its data then and rebuilt if they do not match."""
+        if self._files is None:
+            files = self._open_files()
+            if self.sealed and not self._consistent(files):
+                files = self._rebuild(files)
+            self._files = files
+        return self._files
+
+    def _consistent(self, files: tuple[RecordFile, RecordFile, RecordFile]) -> bool:
+        batches, index, times = files
+        if any(_size(f.path) < 0 for f in files):
+            return False
+        if len(index) == len(times) == len(batches) == 0:
+            return True  # emptied by compaction
+        if len(index) != len(times) or len(index) == 0 or len(batches) == 0:
+            return False
+        last = index[-1]
+        return (int(last["position"]) + int(last["length"]) <= self.data_size
+                and int(batches[-1]["message"]) == len(index) - 1
+                and int(last["batch"]) < len(batches))
+
+    def _rebuild(self, files: tuple[RecordFile, RecordFile, RecordFile]) -> tuple[RecordFile, ...]:
+        """Side files of a sealed segment from its data (custom metadata of every block)."""
+        Stats.index_rebuilds += 1
+        buf = self.buffer(self.data_size)
+        if self.data_size < FILE_PREFIX or bytes(memoryview(buf)[:6]) != b"ARROW1":
+            raise CorruptSegment(f"{self.data_path}: not an Arrow IPC file")
+        infos = scan_messages(memoryview(buf), FILE_PREFIX)
+        blocks = [(info.position, info.length, entries_from_message(info, i, buf))
+                  for i, info in enumerate(infos)]
+        index_raw, times_raw = side_entries(blocks)
+        batches_raw = b"".join(e.tobytes() for _, _, e in blocks)
+        batches, index, times = files
+        if self.readonly:
+            return tuple(_memory_file(f, raw) for f, raw in
+                         ((batches, batches_raw), (index, index_raw), (times, times_raw)))  # type: ignore[return-value]
+        for f, raw in ((batches, batches_raw), (index, index_raw), (times, times_raw)):
+            f.replace(raw)
+        return files
+
+    def buffer(self, need: int = 0) -> pa.Buffer:
+        """The data file mapped, covering at least `need` bytes (remapped as the stream grows)."""
+        buf = self._buf
+        if buf is None or buf.size < need:
+            buf = _map_file(self.data_path, self.data_size)
+            self._buf = buf
+            if self.sealed:
+                Stats.sealed_maps += 1
+        if self.sealed:
+            MAPPED_SEGMENTS.touch(self)
+        return buf
+
+    def unmap(self) -> None:
+        self._buf = None
+        if self._files is not None:
+            for f in self._files:
+                f.release()
+
+    # -- queries -------------------------------------------------------------------------------
+
+    @property
+    def batch_count(self) -> int:
+        return len(self.files()[0])
+
+    @property
+    def next_offset(self) -> int:
+        """One past the last offset stored (the base offset when empty)."""
+        if self._next_offset is None:
+            batches = self.files()[0]
+            if len(batches):
+                e = batches[-1]
+                self._next_offset = int(e["base_offset"]) + int(e["last_offset_delta"]) + 1
+            else:
+                self._next_offset = self.base_offset
+        return self._next_offset
+
+    @property
+    def max_timestamp(self) -> int:
+        """Largest record timestamp in the segment (-1 when empty)."""
+        if self._max_ts is None:
+            times = self.files()[2]
+            self._max_ts = int(times[-1]["timestamp"]) if len(times) else -1
+        return self._max_ts
+
+    @property
+    def first_append_time(self) -> int:
+        batches = self.files()[0]
+        return int(batches[0]["append_time"]) if len(batches) else -1
+
+    def find_batch(self, offset: int) -> int:
+        """Index of the first batch whose last offset is >= `offset` (batch_count if none)."""
+        batches = self.files()[0]
+        i = batches.search("base_offset", offset, "right") - 1
+        if i >= 0:
+            e = batches[i]
+            if int(e["base_offset"]) + int(e["last_offset_delta"]) >= offset:
+                return i
+        return i + 1
+
+    def message(self, m: int) -> pa.RecordBatch:
+        """Rows of message `m`, zero-copy over the mapped data."""
+        e = self.files()[1][m]
+        pos, length = int(e["position"]), int(e["length"])
+        return read_batch(self.buffer(pos + length), pos, length)
+
+    def stored_batches(self, entries: np.ndarray) -> list[StoredBatch]:
+        """StoredBatch for each entry of a contiguous run of this segment's `.batches`."""
+        metas = metas_from_entries(entries)
+        msgs = entries["message"].tolist()
+        rows = entries["row"].tolist()
+        out: list[StoredBatch] = []
+        last_m, rb = -1, None
+        for meta, m, row in zip(metas, msgs, rows):
+            if m != last_m:
+                rb, last_m = self.message(m), m
+            assert rb is not None
+            out.append(StoredBatch(meta, rb.slice(row, meta.record_count)))
+        return out
+
+    def snapshot(self) -> SegmentSnapshot:
+        """The data mapped and the side entries, fixed now (take it under the log's lock; decode
+        the blocks outside it)."""
+        batches, index, _ = self.files()
+        ix = np.array(index.entries())
+        b = np.array(batches.entries())
+        buf = self.buffer(_end(ix[-1]) if len(ix) else 0) if len(ix) else pa.py_buffer(b"")
+        return SegmentSnapshot(self.base_offset, self.sealed, buf, ix, b)
+
+    # -- writing (active segment) --------------------------------------------------------------
+
+    def append(self, records: pa.RecordBatch, meta: BatchMeta, append_time: int,
+               encoder: MessageEncoder) -> int:
+        """Write one Kafka batch as one message; data first, then `.batches`, `.index`, `.timeindex`.
+        Returns the message length."""
+        batches, index, times = self.files()
+        msg, batch_no, pos = len(index), len(batches), self.data_size
+        chunks, length = encoder.encode(
+            records, pack_entry(meta, append_time=append_time, message=msg, row=0, size=0))
+        if self._fd is None:
+            self._fd = os.open(self.data_path, OPEN_FLAGS, 0o644)
+        write_all(self._fd, chunks)
+        self.data_size += length
+        batches.append(pack_entry(meta, append_time=append_time, message=msg, row=0, size=length))
+        index.append(np.array([(meta.base_offset, pos, length, batch_no)], INDEX_DTYPE).tobytes())
+        self._max_ts = max(self.max_timestamp, meta.max_timestamp)
+        times.append(np.array([(self._max_ts, meta.base_offset)], TIME_DTYPE).tobytes())
+        self._next_offset = meta.next_offset
+        self.dirty = True
+        return length
+
+    def recover(self) -> None:
+        """Validate the tail of a stream segment: drop side entries that point past the data, rebuild
+        entries for complete messages they lack, cut a torn last message. A read-only segment
+        does the same in memory and never writes."""
+        files = self.files()
+        batches, index, times = files
+        size = self.data_size
+        n_schema = len(SCHEMA_MESSAGE)
+        head_ok = size >= n_schema and _pread(self.data_path, 0, n_schema) == SCHEMA_MESSAGE
+        k = 0
+        if head_ok:
+            k = min(len(index), len(times))
+            k = min(k, int(batches[-1]["message"]) + 1) if len(batches) else 0
+            if k and _end(index[k - 1]) > size:
+                ends = index.entries(0, k)
+                k = int(np.searchsorted(ends["position"] + ends["length"], size, side="right"))
+        end = _end(index[k - 1]) if k else len(SCHEMA_MESSAGE)
+        exact = (head_ok and end == size and k == len(index) == len(times)
+                 and len(batches) * BATCH_DTYPE.itemsize == _size(batches.path)
+                 and len(index) * INDEX_DTYPE.itemsize == _size(index.path)
+                 and len(times) * TIME_DTYPE.itemsize == _size(times.path))
+        if exact:
+            return
+        nb = batches.search("message", k - 1, "right") if k else 0  # through the last kept message
+        kept = [f.entries(0, n).tobytes() for f, n in ((batches, nb), (index, k), (times, k))]
+        blocks: list[tuple[int, int, np.ndarray]] = []
+        if head_ok and size > end:
+            buf = _map_file(self.data_path, size)
+            blocks = [(info.position, info.length, entries_from_message(info, k + i, buf))
+                      for i, info in enumerate(scan_messages(memoryview(buf), end))]
+            if blocks:
+                end = blocks[-1][0] + blocks[-1][1]
+            Stats.index_rebuilds += 1
+        running = int(times[k - 1]["timestamp"]) if k else -1
+        index_raw, times_raw = side_entries(blocks, nb, running)
+        rebuilt = b"".join(e.tobytes() for _, _, e in blocks)
+        raws = (kept[0] + rebuilt, kept[1] + index_raw, kept[2] + times_raw)
+        if self.readonly:
+            self._files = tuple(_memory_file(f, raw) for f, raw in zip(files, raws))  # type: ignore[assignment]
+            self.data_size = end if head_ok else 0
+        else:
+            if not head_ok:
+                write_file(self.data_path, SCHEMA_MESSAGE, sync=False)
+                end = len(SCHEMA_MESSAGE)
+            elif end < size:
+                os.truncate(self.data_path, end)
+            self.data_size = end
+            for f, raw in zip(files, raws):
+                f.replace(raw)
+        self._max_ts = self._next_offset = None
+        self._buf = None
+
+    def fsync(self) -> None:
+        if self.dirty:
+            if self._fd is not None:
+                os.fsync(self._fd)
+            if self._files is not None:
+                for f in self._files:
+                    f.fsync()
+            self.dirty = False
+
+    def close(self) -> None:
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+        if self._files is not None:
+            for f in self._files:
+                f.close()
+        MAPPED_SEGMENTS.forget(self)
+
+    def delete_files(self) -> None:
+        """Unlink data first, then the side files (an orphan side file is removed on open)."""
+        self.close()
+        self.retired = True
+        for ext in (FILE_EXT, STREAM_EXT, *SIDE_EXTS):
+            try:
+                os.unlink(self.path(ext))
+            except FileNotFoundError:
+                pass
+
+
+class SegmentSnapshot:
+    """An immutable view of one segment for background jobs."""
+
+    def __init__(self, base_offset: int, sealed: bool, buf: pa.Buffer, index: np.ndarray,
+                 batches: np.ndarray) -> None:
+        self.base_offset = base_offset
+        self.sealed = sealed
+        self.buf = buf
+        self.index = index
+        self.batches = batches
+
+    def blocks(self) -> list[tuple[pa.RecordBatch, np.ndarray]]:
+        """Every message's rows with its batch entries."""
+        bounds = [*self.index["batch"].tolist(), len(self.batches)]
+        return [(read_batch(self.buf, int(e["position"]), int(e["length"])),
+                 self.batches[bounds[m]:bounds[m + 1]]) for m, e in enumerate(self.index)]
+
+
+def _end(e: np.void) -> int:
+    return int(e["position"]) + int(e["length"])
+
+
+def _size(path: Path) -> int:
+    try:
+        return os.stat(path).st_size
+    except FileNotFoundError:
+        return -1
+
+
+def _pread(path: Path, pos: int, n: int) -> bytes:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        return os.pread(fd, n, pos)
+    finally:
+        os.close(fd)
+
+
+def _memory_file(f: RecordFile, raw: bytes) -> RecordFile:
+    """A RecordFile whose entries live in memory only (read-only recovery)."""
+    mem = RecordFile(f.path, f.dtype, count=0, copy=True)
+    mem._mapped = np.frombuffer(raw, f.dtype)
+    mem._count = len(mem._mapped)
+    return mem
