@@ -200,12 +200,13 @@ class PartitionLog:
     # -- appending -----------------------------------------------------------------------------
 
     def append(self, records: pa.RecordBatch, meta: BatchMeta, *, now_ms: int,
-               base_offset: int | None = None) -> BatchMeta:
+               base_offset: int | None = None, wire_size: int | None = None) -> BatchMeta:
         """Append one Kafka batch. As leader (`base_offset` None) it is assigned the log end offset
         and, under LogAppendTime, the append time; a follower passes the leader's base offset
         (>= the log end offset; gaps allowed). The `offset` column is shifted by the same amount
-        as the base offset. Returns the stored metadata. On return the bytes are in the kernel
-        (fsync follows flush.messages / flush.ms)."""
+        as the base offset. `wire_size` (the producer's batch size in bytes) is what fetch budgets
+        count for this batch; without it the Arrow size of the records is used. Returns the stored
+        metadata. On return the bytes are in the kernel (fsync follows flush.messages / flush.ms)."""
         self._check_writable()
         n = records.num_rows
         if n == 0:
@@ -247,7 +248,8 @@ class PartitionLog:
             self._maybe_roll(records, now_ms)
             if self._encoder is None:
                 self._encoder = MessageEncoder()
-            self._segments[-1].append(records, stored, now_ms, self._encoder)
+            size = records.nbytes if wire_size is None else wire_size
+            self._segments[-1].append(records, stored, now_ms, size, self._encoder)
             self._log_end_offset = stored.next_offset
             epoch = stored.partition_leader_epoch
             if epoch >= 0 and epoch != self._epochs.latest_epoch:

@@ -102,7 +102,6 @@ def entries_from_message(info: MessageInfo, ordinal: int, buf: pa.Buffer) -> np.
     an IPC message pylog did not write (producer fields unknown)."""
     if info.batches is not None:
         e = np.frombuffer(info.batches, BATCH_DTYPE).copy()
-        e["size"] = np.where(e["size"] == 0, info.length, e["size"])
     else:
         rb = read_batch(buf, info.position, info.length)
         e = np.zeros(1, BATCH_DTYPE)
@@ -317,19 +316,19 @@ class Segment:
 
     # -- writing (active segment) --------------------------------------------------------------
 
-    def append(self, records: pa.RecordBatch, meta: BatchMeta, append_time: int,
+    def append(self, records: pa.RecordBatch, meta: BatchMeta, append_time: int, size: int,
                encoder: MessageEncoder) -> int:
         """Write one Kafka batch as one message; data first, then `.batches`, `.index`, `.timeindex`.
-        Returns the message length."""
+        `size` is the batch's size for fetch budgets. Returns the message length."""
         batches, index, times = self.files()
         msg, batch_no, pos = len(index), len(batches), self.data_size
-        chunks, length = encoder.encode(
-            records, pack_entry(meta, append_time=append_time, message=msg, row=0, size=0))
+        entry = pack_entry(meta, append_time=append_time, message=msg, row=0, size=size)
+        chunks, length = encoder.encode(records, entry)
         if self._fd is None:
             self._fd = os.open(self.data_path, OPEN_FLAGS, 0o644)
         write_all(self._fd, chunks)
         self.data_size += length
-        batches.append(pack_entry(meta, append_time=append_time, message=msg, row=0, size=length))
+        batches.append(entry)
         index.append(np.array([(meta.base_offset, pos, length, batch_no)], INDEX_DTYPE).tobytes())
         self._max_ts = max(self.max_timestamp, meta.max_timestamp)
         times.append(np.array([(self._max_ts, meta.base_offset)], TIME_DTYPE).tobytes())

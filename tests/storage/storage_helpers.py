@@ -1,0 +1,33 @@
+"""Record batches and metadata for storage tests."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+from pylog.storage import RECORD_SCHEMA, BatchMeta
+
+CONTROL = 0x20
+TRANSACTIONAL = 0x10
+
+
+def records(n: int, *, ts: int = 1_000, keys: list[bytes | None] | None = None,
+            values: list[bytes | None] | None = None, value_size: int = 10,
+            timestamps: list[int] | None = None, headers: bool = True) -> pa.RecordBatch:
+    """`n` records with offsets 0..n-1 (a producer's batch before the log assigns offsets)."""
+    keys = keys if keys is not None else [b"k%d" % i for i in range(n)]
+    values = values if values is not None else [bytes([65 + i % 26]) * value_size for i in range(n)]
+    timestamps = timestamps if timestamps is not None else [ts + i for i in range(n)]
+    hdrs = [[{"key": "h", "value": b"%d" % i}] if headers else [] for i in range(n)]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(range(n), pa.int64()), pa.array(timestamps, pa.timestamp("ms")),
+         pa.array(keys, pa.binary()), pa.array(values, pa.binary()),
+         pa.array(hdrs, RECORD_SCHEMA.field("headers").type)],
+        schema=RECORD_SCHEMA)
+
+
+def meta_for(rb: pa.RecordBatch, *, producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
+             attributes: int = 0, leader_epoch: int = -1) -> BatchMeta:
+    """Metadata a producer's batch header would carry for `rb` (base offset 0)."""
+    ts = rb.column(1).cast(pa.int64()).to_pylist()
+    n = rb.num_rows
+    return BatchMeta(0, n - 1, n, ts[0], max(ts), producer_id, producer_epoch, base_sequence, attributes,
+                     leader_epoch)
