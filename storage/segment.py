@@ -196,8 +196,8 @@ class Segment:
 
     def _consistent(self, files: tuple[RecordFile, RecordFile, RecordFile]) -> bool:
         batches, index, times = files
-        if any(_size(f.path) < 0 for f in files):
-            return False
+        if any(_size(f.path) != len(f) * f.dtype.itemsize for f in files):
+            return False  # missing, or a torn entry (sealed side files are written whole)
         if len(index) == len(times) == len(batches) == 0:
             return True  # emptied by compaction
         if len(index) != len(times) or len(index) == 0 or len(batches) == 0:
