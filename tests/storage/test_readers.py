@@ -86,7 +86,7 @@ def test_opening_many_partitions_reads_no_sealed_data(tmp_path: Path) -> None:
     logs = [PartitionLog.open(p.path, cfg, now_ms=0) for p in list_partitions(data)]
     assert len(logs) == 300
     assert Stats.sealed_maps == sealed_before and Stats.data_maps == maps_before
-    assert _fds() == fds_before  # no descriptor is kept open by an idle partition
+    assert _fds() <= fds_before  # no descriptor is kept open by an idle partition
     assert not _mapped(data)
     assert all(lg.log_end_offset == 240 for lg in logs)
     # a read maps only what it touches, and the LRU bounds how many sealed segments stay mapped
@@ -102,4 +102,4 @@ def test_opening_many_partitions_reads_no_sealed_data(tmp_path: Path) -> None:
         MAPPED_SEGMENTS.limit = limit
     for lg in logs:
         lg.close()
-    assert _fds() == fds_before
+    assert _fds() <= fds_before
