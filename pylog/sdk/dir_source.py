@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from pylog.protocol.records import parse_control_record
+from pylog.sdk.constant import int32_column
 from pylog.sdk.offsets import PartitionRange, UnknownTopicError
 from pylog.storage import PartitionLog, StoredBatch, list_partitions
 
@@ -195,14 +196,14 @@ def _filtered_rows(part: _Partition, r: PartitionRange) -> Iterator[pa.RecordBat
         if ts_type == 1:
             append_time = pa.repeat(pa.scalar(meta.max_timestamp, pa.timestamp("ms")), n)
             rows = rows.set_column(1, "timestamp", append_time)
-        yield rows.append_column("timestampType", pa.repeat(pa.scalar(ts_type, pa.int32()), n))
+        yield rows.append_column("timestampType", int32_column(ts_type, n))
 
 
 def _select(batch: pa.RecordBatch, columns: Sequence[str], plain: bool) -> pa.RecordBatch:
     arrays = []
     for name in columns:
         if name == "timestampType" and plain:
-            arrays.append(pa.repeat(pa.scalar(0, pa.int32()), batch.num_rows))
+            arrays.append(int32_column(0, batch.num_rows))
         else:
             arrays.append(batch.column(name))
     return pa.RecordBatch.from_arrays(arrays, names=list(columns))

@@ -24,6 +24,7 @@ from pylog.protocol.errors import ErrorCode
 from pylog.protocol.records import decode_batch, iter_batches, parse_control_record
 from pylog.sdk import aio
 from pylog.sdk.client import FETCH, READ_COMMITTED, KafkaClient, KafkaError
+from pylog.sdk.constant import int32_column
 from pylog.sdk.offsets import OffsetOutOfRangeError, PartitionRange, UnknownTopicError
 
 EARLIEST_TS, LATEST_TS = -2, -1
@@ -266,7 +267,7 @@ def _shape(batch: pa.RecordBatch, header: Any, columns: tuple[str, ...]) -> pa.R
     n = batch.num_rows
     for name in columns:
         if name == "timestampType":
-            arrays.append(pa.repeat(pa.scalar(header.timestamp_type, pa.int32()), n))
+            arrays.append(int32_column(header.timestamp_type, n))
         elif name == "timestamp" and header.timestamp_type == 1:
             arrays.append(pa.repeat(pa.scalar(header.max_timestamp, pa.timestamp("ms")), n))
         else:

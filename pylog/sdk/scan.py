@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
+from pylog.sdk.constant import ConstantPool
 from pylog.sdk.decoders import DecodeSpec, apply_decoders, resolve_decoders
 from pylog.sdk.offsets import OffsetSource, OffsetSpec, PartitionRange, TimestampSpec, resolve_ranges
 from pylog.sdk.schema import output_columns, output_schema
@@ -115,19 +116,23 @@ class TopicScan:
         try:
             ranges = self._plan(source)
             wanted = [c for c in SOURCE_COLUMNS if c in self.columns]
+            pool = ConstantPool()
+            seen: dict[PartitionRange, int] = {}
             for r, batch in source.read(ranges, wanted):
-                yield self._finish(r, batch)
+                yield self._finish(r, batch, pool, r.count - seen.get(r, 0))
+                seen[r] = seen.get(r, 0) + batch.num_rows
         finally:
             source.close()
 
-    def _finish(self, r: PartitionRange, batch: pa.RecordBatch) -> pa.RecordBatch:
+    def _finish(self, r: PartitionRange, batch: pa.RecordBatch, pool: ConstantPool, left: int
+                ) -> pa.RecordBatch:
         n = batch.num_rows
         arrays = []
         for name in self.columns:
             if name == "topic":
-                arrays.append(pa.repeat(pa.scalar(r.topic, pa.string()), n))
+                arrays.append(pool.take((r, name), r.topic, n, left))
             elif name == "partition":
-                arrays.append(pa.repeat(pa.scalar(r.partition, pa.int32()), n))
+                arrays.append(pool.take((r, name), r.partition, n, left))
             else:
                 arrays.append(batch.column(name))
         return pa.RecordBatch.from_arrays(arrays, schema=self.schema)

@@ -18,6 +18,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from pylog.sdk.constant import int32_column, string_column
 from pylog.sdk.offsets import PartitionRange, resolve_ranges
 from pylog.sdk.scan import SOURCE_COLUMNS, TopicSource, open_source
 
@@ -211,9 +212,9 @@ def to_spark_batch(r: PartitionRange, batch: pa.RecordBatch, target: pa.Schema) 
     arrays = []
     for f in target:
         if f.name == "topic":
-            arr = pa.repeat(pa.scalar(r.topic, pa.string()), n)
+            arr = string_column(r.topic, n)
         elif f.name == "partition":
-            arr = pa.repeat(pa.scalar(r.partition, pa.int32()), n)
+            arr = int32_column(r.partition, n)
         elif f.name in SOURCE_COLUMNS:
             arr = batch.column(f.name)
         else:
