@@ -37,7 +37,7 @@ class FetchOptions:
 
     fetch_max_bytes: int = 64 * 1024 * 1024
     max_partition_fetch_bytes: int = 16 * 1024 * 1024
-    lanes_per_broker: int = 2
+    lanes_per_broker: int = 4
     coalesce_below_rows: int = 4096
     request_timeout_s: float = 30.0
     client_id: str = "pylog-sdk"
