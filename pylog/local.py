@@ -4,8 +4,12 @@
         pylog.write_topic(df, "clicks", bootstrap_servers=broker.bootstrap_servers)
 
 It runs ``python -m pylog broker --listen 127.0.0.1:0`` with the current interpreter and reads the
-bound port from the line the broker prints. The broker's log goes to ``broker.log_path``. A broker
-still running when the interpreter exits is stopped.
+bound port from the line the broker prints. The broker's log goes to ``broker.log_path``.
+
+The broker is started through a small watchdog process holding a pipe from this one: when this
+process goes away, even killed (a notebook kernel shut down hard), the pipe closes and the watchdog
+stops the broker. The watchdog runs in its own session, so interrupting a notebook cell (SIGINT to
+the kernel's process group) does not stop the broker; `stop` sends it SIGTERM, which it forwards.
 """
 
 from __future__ import annotations
@@ -18,11 +22,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
+_REMOVE_ENV = "PYLOG_LOCAL_BROKER_REMOVE"
 _READY = re.compile(r"pylog broker listening on (\[?[^\s\]]+\]?):(\d+), data in (.+)$")
 
 
@@ -63,14 +69,17 @@ class LocalBroker:
     def start(self) -> LocalBroker:
         if self.running:
             return self
-        args = [sys.executable, "-m", "pylog", "broker", "--data-dir", str(self.data_dir),
+        args = [sys.executable, "-m", "pylog.local", "broker", "--data-dir", str(self.data_dir),
                 "--listen", self.listen, "--log-level", self.log_level]
         for k, v in self.config.items():
             args += ["--config", f"{k}={v}"]
         out_path = self._tmp / "broker.stdout"
+        env = dict(os.environ)
+        if self._owns_data:  # the watchdog removes it if this process dies without stopping the broker
+            env[_REMOVE_ENV] = str(self._tmp)
         with open(out_path, "wb") as out, open(self.log_path, "ab") as err:
-            self.process = subprocess.Popen(args, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                            start_new_session=True)
+            self.process = subprocess.Popen(args, stdout=out, stderr=err, stdin=subprocess.PIPE,
+                                            start_new_session=True, env=env)
         self._finalizer = weakref.finalize(self, _terminate, self.process, None)
         deadline = time.monotonic() + self.startup_timeout_s
         while True:
@@ -126,13 +135,53 @@ class LocalBroker:
 
 
 def _terminate(proc: subprocess.Popen[bytes], timeout_s: float | None) -> None:
-    if proc.poll() is not None:
-        return
-    with contextlib.suppress(ProcessLookupError):
-        proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=timeout_s if timeout_s is not None else 10.0)
-    except subprocess.TimeoutExpired:
+    if proc.poll() is None:
         with contextlib.suppress(ProcessLookupError):
-            proc.kill()
-        proc.wait()
+            proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=timeout_s if timeout_s is not None else 10.0)
+        except subprocess.TimeoutExpired:
+            with contextlib.suppress(ProcessLookupError):
+                proc.kill()
+            proc.wait()
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+
+
+def _watchdog(args: list[str]) -> int:
+    """Run ``python -m pylog <args>``; stop it on SIGTERM / SIGINT (forwarded) or when stdin closes."""
+    broker = subprocess.Popen([sys.executable, "-m", "pylog", *args], stdin=subprocess.DEVNULL)
+    stop_requested: list[tuple[float, str]] = []
+
+    def stop(signum: object = None, _frame: object = None) -> None:
+        if not stop_requested:
+            stop_requested.append((time.monotonic(), "parent" if signum is None else "signal"))
+            with contextlib.suppress(ProcessLookupError):
+                broker.send_signal(signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
+    def watch_parent() -> None:
+        with contextlib.suppress(OSError):
+            while os.read(0, 4096):  # unbuffered: no lock held at interpreter shutdown
+                pass
+        stop()
+
+    threading.Thread(target=watch_parent, daemon=True).start()
+    while True:
+        try:
+            code = broker.wait(timeout=1.0)
+            break
+        except subprocess.TimeoutExpired:
+            if stop_requested and time.monotonic() - stop_requested[0][0] > 30:
+                broker.kill()
+    remove = os.environ.get(_REMOVE_ENV)
+    if remove and stop_requested and stop_requested[0][1] == "parent":
+        shutil.rmtree(remove, ignore_errors=True)
+    return code
+
+
+if __name__ == "__main__":
+    raise SystemExit(_watchdog(sys.argv[1:]))

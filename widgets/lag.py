@@ -102,7 +102,7 @@ def build_snapshot(raws: list[_GroupRaw], ends: dict[tuple[str, int], int | None
             "members": [{"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
                          "partitions": sum(len(ps) for ps in m.assignment.values())} for m in desc.members],
             "total_lag": sum(lags), "max_lag": max(lags, default=0),
-            "status": evaluate_group(statuses).value, "partitions": rows,
+            "status": evaluate_group(statuses).value if statuses else None, "partitions": rows,
         })
     window.forget_except(seen)
     return {"updated_ms": now_ms, "error": None, "groups": groups}

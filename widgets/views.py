@@ -96,6 +96,12 @@ class _LiveWidget(anywidget.AnyWidget):  # type: ignore[misc]
     def _repr_html_(self) -> str:
         raise NotImplementedError
 
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self._describe()}, running={self.running})"
+
+    def _describe(self) -> str:
+        return ""
+
     def _repr_mimebundle_(self, **kwargs: Any) -> Any:
         bundle = super()._repr_mimebundle_(**kwargs)
         if bundle is None:
@@ -138,6 +144,10 @@ class LagWidget(_LiveWidget):
             self.history = self.monitor.history_json()
             self.snapshot = snap
 
+    def _describe(self) -> str:
+        groups = self.monitor.groups
+        return f"group={'all' if groups is None else ', '.join(groups)!r}"
+
     def dataframe(self) -> Any:
         """The per-partition lag of the last refresh (as `pylog.widgets.lag`)."""
         return self.monitor.partitions_frame()
@@ -174,6 +184,9 @@ class PartitionsWidget(_LiveWidget):
 
     def _fetch(self) -> None:
         self.snapshot = partitions_mod.snapshot(self.topic, data_dir=self.data_dir, admin=self._admin)
+
+    def _describe(self) -> str:
+        return f"topic={self.topic!r}"
 
     def dataframe(self) -> Any:
         return partitions_mod.frame(self.snapshot)
@@ -219,6 +232,9 @@ class TopicBrowser(_LiveWidget):
             return
         if getattr(self, "_table", None) is not None:
             self.records = browse.records_json(self._table, change["new"])
+
+    def _describe(self) -> str:
+        return f"topic={self.topic!r}, n={self.n}"
 
     def dataframe(self) -> Any:
         import pandas as pd
