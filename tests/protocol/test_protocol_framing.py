@@ -1,0 +1,153 @@
+"""FrameDecoder and the request / response headers."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from pylog.protocol.errors import FrameTooLarge, MalformedMessage, ProtocolError
+from pylog.protocol.framing import (
+    DEFAULT_MAX_FRAME_BYTES,
+    FrameDecoder,
+    decode_request_header,
+    decode_response_header,
+    encode_request_header,
+    encode_response_header,
+    read_uvarint,
+    write_uvarint,
+)
+
+
+def _frame(body: bytes) -> bytes:
+    return struct.pack(">i", len(body)) + body
+
+
+def test_default_max_is_kafkas_socket_request_max_bytes() -> None:
+    assert FrameDecoder().max_frame_bytes == DEFAULT_MAX_FRAME_BYTES == 100 * 1024 * 1024
+
+
+def test_whole_frames_in_one_chunk_are_zero_copy_views() -> None:
+    data = _frame(b"first") + _frame(b"") + _frame(b"third!")
+    frames = FrameDecoder().feed(data)
+    assert [bytes(f) for f in frames] == [b"first", b"", b"third!"]
+    assert all(isinstance(f, memoryview) and f.obj is data for f in frames)
+
+
+def test_byte_by_byte() -> None:
+    dec = FrameDecoder()
+    data = _frame(b"hello") + _frame(b"world")
+    out = []
+    for i in range(len(data)):
+        out += dec.feed(data[i : i + 1])
+    assert [bytes(f) for f in out] == [b"hello", b"world"]
+    assert dec.buffered_bytes == 0
+
+
+@settings(max_examples=50, deadline=None, database=None)
+@given(
+    st.lists(st.binary(max_size=40), max_size=6),
+    st.lists(st.integers(1, 30), min_size=1, max_size=20),
+)
+def test_any_chunking_gives_the_same_frames(bodies: list[bytes], cuts: list[int]) -> None:
+    stream = b"".join(_frame(b) for b in bodies)
+    dec = FrameDecoder()
+    out: list[bytes] = []
+    pos, i = 0, 0
+    while pos < len(stream):
+        step = cuts[i % len(cuts)]
+        out += [bytes(f) for f in dec.feed(stream[pos : pos + step])]
+        pos += step
+        i += 1
+    assert out == bodies
+    assert dec.buffered_bytes == 0
+
+
+def test_mutable_input_is_copied() -> None:
+    buf = bytearray(_frame(b"abc"))
+    (frame,) = FrameDecoder().feed(buf)
+    buf[4:7] = b"xyz"
+    assert bytes(frame) == b"abc"
+
+
+def test_too_large_is_rejected_on_the_prefix() -> None:
+    dec = FrameDecoder(max_frame_bytes=10)
+    assert dec.feed(_frame(b"x" * 10))[0] == b"x" * 10
+    with pytest.raises(FrameTooLarge) as info:
+        dec.feed(struct.pack(">i", 11))
+    assert info.value.size == 11 and info.value.max_frame_bytes == 10
+    assert isinstance(info.value, ProtocolError)
+
+
+def test_too_large_split_prefix() -> None:
+    dec = FrameDecoder(max_frame_bytes=1000)
+    assert dec.feed(b"\x7f\xff") == []
+    with pytest.raises(FrameTooLarge):
+        dec.feed(b"\xff\xff")
+
+
+def test_negative_size_is_malformed() -> None:
+    with pytest.raises(MalformedMessage):
+        FrameDecoder().feed(b"\xff\xff\xff\xfe")
+
+
+def test_partial_frame_is_buffered_only_as_received() -> None:
+    dec = FrameDecoder()
+    assert dec.feed(struct.pack(">i", 50_000_000) + b"abc") == []
+    assert dec.buffered_bytes == 3
+
+
+@pytest.mark.parametrize("client_id", ["", "kafka-python-3.0.12", None, "ü-ñ"])
+@pytest.mark.parametrize("version", [1, 2])
+def test_request_header_round_trip(client_id: str | None, version: int) -> None:
+    raw = encode_request_header(18, 3, 12345, client_id, version) + b"BODY"
+    header, pos = decode_request_header(memoryview(raw), 3 if version == 2 else None)
+    assert (header.api_key, header.api_version, header.correlation_id) == (18, 3, 12345)
+    assert header.client_id == client_id
+    assert header.header_version == version
+    assert raw[pos:] == b"BODY"
+
+
+def test_request_header_v0_has_no_client_id() -> None:
+    assert encode_request_header(7, 0, 1, "ignored", 0) == struct.pack(">hhi", 7, 0, 1)
+
+
+def test_client_id_is_int16_length_even_when_flexible() -> None:
+    raw = encode_request_header(18, 4, 1, "ab", 2)
+    assert raw == struct.pack(">hhih", 18, 4, 1, 2) + b"ab" + b"\x00"
+
+
+def test_request_header_skips_unknown_tagged_fields() -> None:
+    raw = struct.pack(">hhih", 3, 12, 9, 1) + b"c" + b"\x02" + b"\x05\x02hi" + b"\x09\x00" + b"BODY"
+    header, pos = decode_request_header(memoryview(raw), 9)
+    assert header.client_id == "c" and raw[pos:] == b"BODY"
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"\x00\x03\x00\x0c\x00\x00\x00\x01\x00", b"\x00\x03\x00\x0c\x00\x00\x00\x01\x00\x09ab", b""],
+)
+def test_truncated_request_header(raw: bytes) -> None:
+    with pytest.raises(MalformedMessage):
+        decode_request_header(memoryview(raw), None)
+
+
+@pytest.mark.parametrize("version", [0, 1])
+def test_response_header(version: int) -> None:
+    raw = encode_response_header(-5, version)
+    assert len(raw) == 4 + version
+    assert decode_response_header(memoryview(raw + b"X"), version) == (-5, 4 + version)
+
+
+@pytest.mark.parametrize("value", [0, 1, 127, 128, 300, 16383, 16384, 2**21, 2**28, 2**32 - 1])
+def test_uvarint_round_trip(value: int) -> None:
+    raw = write_uvarint(value)
+    assert read_uvarint(raw, 0, len(raw)) == (value, len(raw))
+
+
+def test_uvarint_longer_than_five_bytes() -> None:
+    with pytest.raises(MalformedMessage):
+        read_uvarint(b"\xff" * 10, 0, 10)
+    with pytest.raises(MalformedMessage):
+        read_uvarint(b"\x80\x80", 0, 2)
