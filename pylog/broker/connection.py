@@ -104,10 +104,17 @@ class KafkaConnection(asyncio.Protocol):
             log.warning("closing connection from %s: %s", self.peer, exc)
             self.close()
             return
-        for frame in frames:
-            if self._closing or self._close_when_drained:
-                return
-            self._dispatch(frame)
+        # Responses completed while handling this chunk leave in one write.
+        self._out = out = []
+        try:
+            for frame in frames:
+                if self._closing or self._close_when_drained:
+                    break
+                self._dispatch(frame)
+        finally:
+            self._out = None
+            if out:
+                self._send(out)
         self._update_reading()
 
     # --- dispatch ---------------------------------------------------------------------------
@@ -213,6 +220,12 @@ class KafkaConnection(asyncio.Protocol):
         self._update_reading()
 
     def _write(self, parts: Parts) -> None:
+        if self._out is not None:
+            self._out.extend(parts)
+        else:
+            self._send(parts)
+
+    def _send(self, parts: Parts) -> None:
         if self.transport is not None and not self._closing:
             self.transport.writelines(parts)
             self.last_active = time.monotonic()
@@ -307,4 +320,7 @@ class KafkaConnection(asyncio.Protocol):
         for task in list(self._tasks):
             task.cancel()
         if self.transport is not None:
+            if self._out:
+                self.transport.writelines(self._out)  # answers owed before the bad frame
+                self._out.clear()
             self.transport.close()  # writes what is already buffered, then closes

@@ -20,6 +20,7 @@ from typing import Any
 from crc32c import crc32c
 from pylog.protocol import records as rec
 from pylog.protocol.errors import CorruptRecordBatch, ErrorCode, RecordBatchTooLarge
+from pylog.protocol.records.compression import decompress
 from pylog.storage import BatchMeta, InvalidAppend, InvalidRecord, LogConfig, PartitionLog, StorageError
 
 from pylog.broker.producer_state import ProducerStateTable, last_sequence
@@ -152,10 +153,9 @@ class Partition:
                     return AppendResult(check.error, message=check.message)
                 if check.duplicate is not None:
                     return AppendResult(0, check.duplicate.first_offset, -1, self.log.log_start_offset)
+            leo = self.log.log_end_offset
             try:
-                decoded = rec.decode_batch(
-                    view, verify_crc=True, max_uncompressed_bytes=self.max_uncompressed_bytes
-                )
+                table = _decode_at(view, header, leo, self.max_uncompressed_bytes)
             except RecordBatchTooLarge as exc:
                 return AppendResult(ErrorCode.MESSAGE_TOO_LARGE, message=str(exc))
             except CorruptRecordBatch as exc:
@@ -167,7 +167,7 @@ class Partition:
                 attributes = (attributes & ~0x07) | self.target_codec
                 cacheable = False
             meta = BatchMeta(
-                base_offset=header.base_offset,
+                base_offset=leo,
                 last_offset_delta=header.last_offset_delta,
                 record_count=header.record_count,
                 base_timestamp=header.base_timestamp,
@@ -180,7 +180,7 @@ class Partition:
             )
             segments = self.log.segment_count
             try:
-                stored = self.log.append(decoded.records, meta, now_ms=now_ms)
+                stored = self.log.append(table, meta, now_ms=now_ms)
             except InvalidRecord as exc:
                 return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
             except InvalidAppend as exc:
@@ -258,6 +258,17 @@ class Partition:
         if flush:
             self.log.flush()
         self.log.close()
+
+
+def _decode_at(view: memoryview, header: Any, base_offset: int, max_uncompressed_bytes: int) -> Any:
+    """``decode_batch`` with offsets counted from ``base_offset`` (the log end offset), so the log
+    stores the rows as they are instead of shifting the offset column on every append."""
+    if rec.compute_crc(view) != header.crc:
+        raise CorruptRecordBatch(f"record batch CRC mismatch (stored {header.crc:#010x})")
+    body = view[rec.HEADER_SIZE :]
+    if header.compression:
+        body = decompress(header.compression, body, max_uncompressed_bytes)
+    return rec.decode_records(body, header.record_count, base_offset, header.base_timestamp)
 
 
 def encode_stored(meta: Any, records: Any) -> bytes:
