@@ -356,6 +356,10 @@ def parse_message(data: dict[str, Any]) -> MessageSpec:
         if st is not root:
             st.cls = _make_class(st, f"{name}.{sname}")
             setattr(root.cls, sname, st.cls)
+    for st in structs.values():  # also reachable from the parent: Request.Topic.Partition
+        for f in st.fields:
+            if f.struct is not None and st is not root:
+                setattr(st.cls, f.struct.name, f.struct.cls)
     return msg
 
 
