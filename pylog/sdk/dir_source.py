@@ -12,9 +12,8 @@ is ignored; the view is fixed at open). What a reader may see matches a read_com
 - Control batches never become rows, and a transactional batch is dropped when its producer's next
   marker is an ABORT.
 
-The batch metadata (80 bytes a batch) is read once per partition to learn all three. With no
-transactional batches and CreateTime timestamps, rows come from ``PartitionLog.scan`` as zero-copy
-slices of the mapped segments and unrequested columns are never touched.
+The batches (metadata and rows, from ``PartitionLog.read``) are listed once per partition to learn all
+three; rows are zero-copy slices of the mapped segments and unrequested columns are never touched.
 """
 
 from __future__ import annotations
@@ -33,10 +32,11 @@ from pylog.sdk.offsets import PartitionRange, UnknownTopicError
 from pylog.storage import PartitionLog, StoredBatch, list_partitions
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
-_TIMESTAMP_TYPE = 0x08
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
 _ALL = 1 << 62
+SMALL_BATCH_ROWS = 4096
+COALESCED_ROWS = 65536
 
 
 @dataclass
@@ -48,8 +48,8 @@ class _Partition:
     high_watermark: int
     last_stable: int
     batches: list[StoredBatch]
+    starts: np.ndarray  # base offset per batch
     keep: np.ndarray  # per batch: a committed data batch
-    plain: bool  # no control / transactional batches and no LogAppendTime: rows can come from scan()
 
 
 def read_hw_checkpoint(data_dir: Path) -> dict[tuple[str, int], int]:
@@ -128,9 +128,8 @@ class DirTopicSource:
             if r.count <= 0:
                 continue
             part = self._partition(r.topic, r.partition)
-            batches = _plain_rows(part, r) if part.plain else _filtered_rows(part, r)
-            for batch in batches:
-                yield r, _select(batch, columns, part.plain)
+            for batch in _rows(part, r, columns):
+                yield r, batch
 
 
 def _load(log: PartitionLog, hw_checkpoint: int | None) -> _Partition:
@@ -143,8 +142,8 @@ def _load(log: PartitionLog, hw_checkpoint: int | None) -> _Partition:
     last_stable = hw
     if special.any():
         keep, last_stable = _transactions(batches, np.flatnonzero(special), hw)
-    plain = not special.any() and not (attrs & _TIMESTAMP_TYPE).any()
-    return _Partition(log, log_start, hw, last_stable, batches, keep, plain)
+    starts = np.fromiter((b.meta.base_offset for b in batches), np.int64, len(batches))
+    return _Partition(log, log_start, hw, last_stable, batches, starts, keep)
 
 
 def _transactions(batches: list[StoredBatch], special: np.ndarray, hw: int) -> tuple[np.ndarray, int]:
@@ -171,39 +170,46 @@ def _transactions(batches: list[StoredBatch], special: np.ndarray, hw: int) -> t
     return keep, min([hw, *first.values()])
 
 
-def _plain_rows(part: _Partition, r: PartitionRange) -> Iterator[pa.RecordBatch]:
-    yield from part.log.scan(r.start, r.end)
-
-
-def _filtered_rows(part: _Partition, r: PartitionRange) -> Iterator[pa.RecordBatch]:
-    """Committed data batches overlapping [start, end), clipped, with per-batch timestamp types
-    (LogAppendTime batches carry the broker's time in max_timestamp, every record's timestamp)."""
-    starts = np.fromiter((b.meta.base_offset for b in part.batches), np.int64, len(part.batches))
-    lo = max(0, int(np.searchsorted(starts, r.start, "right")) - 1)
-    hi = int(np.searchsorted(starts, r.end, "left"))
+def _rows(part: _Partition, r: PartitionRange, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+    """The committed data batches overlapping [start, end), clipped, as zero-copy slices of the mapped
+    segments; runs of small batches (a producer sending a few records at a time) become one batch."""
+    lo = max(0, int(np.searchsorted(part.starts, r.start, "right")) - 1)
+    hi = int(np.searchsorted(part.starts, r.end, "left"))
+    stored = [c for c in columns if c != "timestampType"]
+    with_type = "timestampType" in columns
+    run: list[pa.RecordBatch] = []
+    run_rows = 0
     for i in range(lo, hi):
         if not part.keep[i]:
             continue
         meta, rows = part.batches[i]
         if meta.base_offset < r.start or meta.last_offset >= r.end:
-            offs = rows.column(0).to_numpy()
-            a, b = np.searchsorted(offs, [r.start, r.end])
+            a, b = np.searchsorted(rows.column(0).to_numpy(), [r.start, r.end])
             rows = rows.slice(int(a), int(b - a))
-        if rows.num_rows == 0:
-            continue
-        ts_type = meta.timestamp_type
         n = rows.num_rows
-        if ts_type == 1:
+        if n == 0:
+            continue
+        if meta.timestamp_type == 1 and "timestamp" in stored:
+            # LogAppendTime: the broker's time, kept in max_timestamp, is every record's timestamp
             append_time = pa.repeat(pa.scalar(meta.max_timestamp, pa.timestamp("ms")), n)
             rows = rows.set_column(1, "timestamp", append_time)
-        yield rows.append_column("timestampType", int32_column(ts_type, n))
+        out = rows.select(stored)
+        if with_type:
+            out = out.append_column("timestampType", int32_column(meta.timestamp_type, n))
+        if n >= SMALL_BATCH_ROWS:
+            if run:
+                yield _concat(run)
+                run, run_rows = [], 0
+            yield out
+            continue
+        run.append(out)
+        run_rows += n
+        if run_rows >= COALESCED_ROWS:
+            yield _concat(run)
+            run, run_rows = [], 0
+    if run:
+        yield _concat(run)
 
 
-def _select(batch: pa.RecordBatch, columns: Sequence[str], plain: bool) -> pa.RecordBatch:
-    arrays = []
-    for name in columns:
-        if name == "timestampType" and plain:
-            arrays.append(int32_column(0, batch.num_rows))
-        else:
-            arrays.append(batch.column(name))
-    return pa.RecordBatch.from_arrays(arrays, names=list(columns))
+def _concat(run: list[pa.RecordBatch]) -> pa.RecordBatch:
+    return run[0] if len(run) == 1 else pa.concat_batches(run)

@@ -76,6 +76,7 @@ class TopicScan:
         self.bounds = dict(starting_offsets=starting_offsets, ending_offsets=ending_offsets,
                            starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp)
         self.columns = output_columns(columns, include_headers)
+        self._schema: pa.Schema | None = None
         self.decode = decode
         resolve_decoders(decode)  # unknown names fail here, not at read time
         self.fetch_options = fetch_options
@@ -109,7 +110,9 @@ class TopicScan:
     @property
     def schema(self) -> pa.Schema:
         """The output schema before decoding (decoded columns get their type from the data)."""
-        return output_schema(self.columns)
+        if self._schema is None or self._schema.names != self.columns:
+            self._schema = output_schema(self.columns)
+        return self._schema
 
     def _raw_batches(self) -> Iterator[pa.RecordBatch]:
         source = self._source()
@@ -127,6 +130,9 @@ class TopicScan:
     def _finish(self, r: PartitionRange, batch: pa.RecordBatch, pool: ConstantPool, left: int
                 ) -> pa.RecordBatch:
         n = batch.num_rows
+        schema = self.schema
+        if "topic" not in self.columns and "partition" not in self.columns:
+            return batch.select(self.columns)
         arrays = []
         for name in self.columns:
             if name == "topic":
@@ -135,7 +141,7 @@ class TopicScan:
                 arrays.append(pool.take((r, name), r.partition, n, left))
             else:
                 arrays.append(batch.column(name))
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        return pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
         """A stream of record batches, read as it is consumed."""
