@@ -10,7 +10,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pylog.config import BrokerConfig, ConfigError, parse_key_values
+from pylog.config import BROKER_CONFIGS, BrokerConfig, ConfigError, parse_key_values
 
 log = logging.getLogger("pylog")
 
@@ -72,7 +72,11 @@ def _run_broker(args: argparse.Namespace) -> int:
         stream=sys.stderr,
     )
     try:
-        config = BrokerConfig(parse_key_values(args.config))
+        settings = parse_key_values(args.config)
+        for name in [n for n in settings if n not in BROKER_CONFIGS]:
+            log.warning("ignoring unknown broker config %s", name)  # as Kafka does
+            del settings[name]
+        config = BrokerConfig(settings)
     except ConfigError as exc:
         print(f"pylog: {exc}", file=sys.stderr)
         return 2

@@ -91,6 +91,10 @@ class Partition:
         self.configs = dict(configs)
         self.log_config = log_config
         self.max_message_bytes = log_config.max_message_bytes
+        self.log_append_time = log_config.message_timestamp_type == "LogAppendTime"
+        self.timestamp_after_max_ms = int(configs.get("message.timestamp.after.max.ms", LONG_MAX))
+        self.timestamp_before_max_ms = int(configs.get("message.timestamp.before.max.ms", LONG_MAX))
+        self.min_insync_replicas = int(configs.get("min.insync.replicas", 1))
         self.target_codec = CODECS.get(configs.get("compression.type", "producer"))
         if hasattr(self, "log"):
             self.log.config = log_config
@@ -141,6 +145,21 @@ class Partition:
             return AppendResult(ErrorCode.INVALID_RECORD, message="clients may not write control batches")
         if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
             return AppendResult(ErrorCode.INVALID_RECORD, message="inconsistent record count")
+        if header.is_transactional:
+            return AppendResult(ErrorCode.INVALID_TXN_STATE, message="transactions are not supported yet")
+        if not self.log_append_time and header.max_timestamp >= 0:
+            if header.max_timestamp - now_ms > self.timestamp_after_max_ms:
+                return AppendResult(
+                    ErrorCode.INVALID_TIMESTAMP,
+                    message=f"timestamp {header.max_timestamp} is more than message.timestamp.after.max.ms "
+                    f"{self.timestamp_after_max_ms} in the future",
+                )
+            if now_ms - header.base_timestamp > self.timestamp_before_max_ms:
+                return AppendResult(
+                    ErrorCode.INVALID_TIMESTAMP,
+                    message=f"timestamp {header.base_timestamp} is more than message.timestamp.before.max.ms "
+                    f"{self.timestamp_before_max_ms} in the past",
+                )
         pid = header.producer_id
         first_seq = header.base_sequence
         last_seq = last_sequence(first_seq, header.last_offset_delta)

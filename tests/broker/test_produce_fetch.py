@@ -212,3 +212,21 @@ def test_list_offsets(client: Client) -> None:
     assert ask(3000)[:2] == (0, 2)
     assert ask(9000)[:2] == (0, -1)
     assert ask(-3) == (0, 2, 5000)
+
+
+def test_timestamps_too_far_in_the_future_are_refused(client: Client) -> None:
+    import time
+
+    create(client, "future", configs={"message.timestamp.after.max.ms": "60000"})
+    later = time.time_ns() // 1_000_000 + 3_600_000
+    assert (
+        produce(client, "future", make_batch([b"x"], timestamp=later)).error_code
+        == ErrorCode.INVALID_TIMESTAMP
+    )
+    assert produce(client, "future", make_batch([b"x"])).error_code == 0
+
+
+def test_acks_all_needs_min_insync_replicas(client: Client) -> None:
+    create(client, "isr", configs={"min.insync.replicas": "2"})
+    assert produce(client, "isr", make_batch([b"x"]), acks=-1).error_code == ErrorCode.NOT_ENOUGH_REPLICAS
+    assert produce(client, "isr", make_batch([b"x"]), acks=1).error_code == 0

@@ -15,6 +15,8 @@ from pylog.protocol.errors import ErrorCode
 from pylog.broker.context import RequestContext
 from pylog.broker.registry import CLOSE_CONNECTION, NO_RESPONSE, handles
 
+ISR_SIZE = 1  # a single node: the leader is the only in-sync replica
+
 
 @handles(ApiKey.PRODUCE, versions=(0, 10))
 def produce(ctx: RequestContext, req: Any) -> Any:
@@ -34,6 +36,8 @@ def produce(ctx: RequestContext, req: Any) -> Any:
                 entry = _error(p.index, ErrorCode.INVALID_REQUIRED_ACKS)
             elif part is None:
                 entry = _error(p.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif acks == -1 and part.min_insync_replicas > ISR_SIZE:
+                entry = _error(p.index, ErrorCode.NOT_ENOUGH_REPLICAS)
             else:
                 res = part.append_from_client(p.records, now)
                 entry = {
