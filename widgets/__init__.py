@@ -26,10 +26,10 @@ import importlib
 from typing import Any
 
 _LAZY = {
-    "lag": "pylog.widgets.lag",
-    "groups": "pylog.widgets.lag",
-    "LagMonitor": "pylog.widgets.lag",
-    "partitions": "pylog.widgets.partitions",
+    "lag": "pylog.widgets.consumer_lag",
+    "groups": "pylog.widgets.consumer_lag",
+    "LagMonitor": "pylog.widgets.consumer_lag",
+    "partitions": "pylog.widgets.topic_partitions",
     "latest_records": "pylog.widgets.browse",
     "LagWidget": "pylog.widgets.views",
     "PartitionsWidget": "pylog.widgets.views",

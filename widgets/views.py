@@ -15,10 +15,10 @@ from typing import Any
 import anywidget
 import traitlets
 from pylog.widgets import browse, export, html
-from pylog.widgets import partitions as partitions_mod
+from pylog.widgets import topic_partitions as partitions_mod
 from pylog.widgets.admin import Admin
 from pylog.widgets.burrow import LagWindow
-from pylog.widgets.lag import LagMonitor
+from pylog.widgets.consumer_lag import LagMonitor
 
 _HERE = Path(__file__).parent
 
@@ -63,7 +63,8 @@ class _LiveWidget(anywidget.AnyWidget):  # type: ignore[misc]
 
     def stop(self) -> None:
         """Stop live refreshing (waits for a refresh in progress)."""
-        self.running = False
+        if getattr(self, "_thread", None) is not None or self.running:
+            self.running = False
 
     @traitlets.observe("running")
     def _on_running(self, change: dict[str, Any]) -> None:
@@ -157,7 +158,9 @@ class LagWidget(_LiveWidget):
 
     def close(self) -> None:
         super().close()
-        self.monitor.close()
+        monitor = getattr(self, "monitor", None)
+        if monitor is not None:
+            monitor.close()
 
     def _repr_html_(self) -> str:
         return html.lag_html(self.snapshot or {"groups": []}, self.history)
@@ -193,8 +196,9 @@ class PartitionsWidget(_LiveWidget):
 
     def close(self) -> None:
         super().close()
-        if self._admin is not None:
-            self._admin.close()
+        admin = getattr(self, "_admin", None)
+        if admin is not None:
+            admin.close()
 
     def _repr_html_(self) -> str:
         return html.partitions_html(self.snapshot or {"partitions": [], "notes": []}, self.metric)

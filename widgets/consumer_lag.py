@@ -122,8 +122,9 @@ class LagMonitor:
         self.snapshot: dict[str, Any] = {"updated_ms": 0, "error": None, "groups": []}
         self._admin: Admin | None = None
 
-    def poll(self) -> dict[str, Any]:
-        """One poll: the new snapshot (also kept as ``self.snapshot``). Errors propagate."""
+    def poll(self, now_ms: int | None = None) -> dict[str, Any]:
+        """One poll: the new snapshot (also kept as ``self.snapshot``). Errors propagate. `now_ms`
+        (default: the wall clock) is the time the samples are taken at."""
         if self._admin is None:
             self._admin = Admin(self.bootstrap_servers)
         admin = self._admin
@@ -132,7 +133,8 @@ class LagMonitor:
         except BaseException:
             self.close()
             raise
-        now_ms = int(time.time() * 1000)
+        if now_ms is None:
+            now_ms = int(time.time() * 1000)
         snap = build_snapshot(raws, ends, self.window, now_ms)
         for g in snap["groups"]:
             points = self.history.setdefault(g["group"], deque(maxlen=self.history_size))
