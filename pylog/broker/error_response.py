@@ -78,6 +78,48 @@ def _offset_commit(req: Any, code: int) -> dict:
     }
 
 
+def _offset_fetch(req: Any, code: int) -> dict:
+    if getattr(req, "groups", None):
+        return {"groups": [{"group_id": g.group_id, "topics": [], "error_code": code} for g in req.groups]}
+    return {
+        "error_code": code,
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p, "committed_offset": -1, "metadata": "", "error_code": code}
+                    for p in t.partition_indexes
+                ],
+            }
+            for t in req.topics or []
+        ],
+    }
+
+
+def _create_topics(req: Any, code: int) -> dict:
+    return {"topics": [{"name": t.name, "error_code": code, "error_message": None} for t in req.topics]}
+
+
+def _delete_topics(req: Any, code: int) -> dict:
+    names = [t.name for t in req.topics] if getattr(req, "topics", None) else req.topic_names
+    return {"responses": [{"name": n, "error_code": code} for n in names or []]}
+
+
+def _describe_configs(req: Any, code: int) -> dict:
+    return {
+        "results": [
+            {
+                "error_code": code,
+                "error_message": None,
+                "resource_type": r.resource_type,
+                "resource_name": r.resource_name,
+                "configs": [],
+            }
+            for r in req.resources
+        ]
+    }
+
+
 def _top_level(req: Any, code: int) -> dict:
     return {"error_code": code}
 
@@ -87,15 +129,18 @@ _BUILDERS: dict[int, Builder] = {
     1: _fetch,
     2: _list_offsets,
     8: _offset_commit,
-    9: _top_level,  # OffsetFetch v2+ has a top-level error code
+    9: _offset_fetch,
     10: _top_level,
     11: _top_level,
     12: _top_level,
     13: _top_level,
     14: _top_level,
+    19: _create_topics,
+    20: _delete_topics,
     22: _top_level,
     25: _top_level,
     26: _top_level,
+    32: _describe_configs,
     36: _top_level,
     60: _top_level,
 }
@@ -104,7 +149,5 @@ _BUILDERS: dict[int, Builder] = {
 def error_response(api_key: int, api_version: int, request: Any, code: int) -> dict | None:
     builder = _BUILDERS.get(api_key)
     if builder is None or request is None:
-        return None
-    if api_key == 9 and api_version < 2:
         return None
     return builder(request, code)

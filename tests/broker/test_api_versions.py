@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from harness import Client
 from pylog.protocol import api
 from pylog.protocol.api import ApiKey
@@ -73,3 +74,90 @@ def test_obsolete_produce_version_is_answered_unsupported(client: Client) -> Non
     part = resp.responses[0].partition_responses[0]
     assert part.error_code == ErrorCode.UNSUPPORTED_VERSION
     assert client.request(ApiKey.API_VERSIONS, 0, {}).error_code == 0
+
+
+def _legacy_request(api_key: int, version: int, corr: int, body: dict) -> bytes:
+    spec = next(m for m in api.MESSAGES.values() if m.api_key == api_key and m.kind == "request")
+    payload = struct.pack(">hhih", api_key, version, corr, 1) + b"x"
+    payload += b"".join(bytes(p) for p in api.encode_body(spec, version, body))
+    return struct.pack(">i", len(payload)) + payload
+
+
+def _legacy_response(api_key: int, version: int, frame: bytes) -> tuple[int, object]:
+    spec = next(m for m in api.MESSAGES.values() if m.api_key == api_key and m.kind == "response")
+    return struct.unpack(">i", frame[:4])[0], api.decode_body(spec, version, memoryview(frame), 4)[0]
+
+
+@pytest.mark.parametrize(
+    ("api_key", "version", "body", "codes"),
+    [
+        (
+            ApiKey.FETCH,
+            3,
+            {
+                "replica_id": -1,
+                "max_wait_ms": 0,
+                "min_bytes": 1,
+                "max_bytes": 100,
+                "topics": [
+                    {
+                        "topic": "t",
+                        "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 100}],
+                    }
+                ],
+            },
+            lambda r: [p.error_code for t in r.responses for p in t.partitions],
+        ),
+        (
+            ApiKey.LIST_OFFSETS,
+            0,
+            {
+                "replica_id": -1,
+                "topics": [
+                    {
+                        "name": "t",
+                        "partitions": [{"partition_index": 0, "timestamp": -1, "max_num_offsets": 1}],
+                    }
+                ],
+            },
+            lambda r: [p.error_code for t in r.topics for p in t.partitions],
+        ),
+        (
+            ApiKey.CREATE_TOPICS,
+            1,
+            {
+                "topics": [
+                    {
+                        "name": "t",
+                        "num_partitions": 1,
+                        "replication_factor": 1,
+                        "assignments": [],
+                        "configs": [],
+                    }
+                ],
+                "timeout_ms": 1000,
+            },
+            lambda r: [t.error_code for t in r.topics],
+        ),
+        (
+            ApiKey.DELETE_TOPICS,
+            0,
+            {"topic_names": ["t"], "timeout_ms": 1000},
+            lambda r: [t.error_code for t in r.responses],
+        ),
+        (
+            ApiKey.DESCRIBE_CONFIGS,
+            0,
+            {"resources": [{"resource_type": 2, "resource_name": "t", "configuration_keys": None}]},
+            lambda r: [x.error_code for x in r.results],
+        ),
+    ],
+)
+def test_obsolete_versions_of_other_apis(
+    client: Client, api_key: int, version: int, body: dict, codes: object
+) -> None:
+    client.send_raw(_legacy_request(api_key, version, 9, body))
+    corr, resp = _legacy_response(api_key, version, client.read_frame())
+    assert corr == 9
+    assert codes(resp) == [ErrorCode.UNSUPPORTED_VERSION]  # type: ignore[operator]
+    assert client.request(ApiKey.API_VERSIONS, 3, {}).error_code == 0
