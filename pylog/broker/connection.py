@@ -143,9 +143,7 @@ class KafkaConnection(asyncio.Protocol):
         if version < self.server.served_floor(key):
             self._answer_obsolete(frame, header)
             return
-        ctx = RequestContext(
-            self.broker, key, version, header.correlation_id, header.client_id, self.peer, header
-        )
+        ctx = RequestContext(self.broker, key, version, header.correlation_id, header.client_id, self.peer)
         try:
             result = spec.fn(ctx, request.body)
         except Exception:

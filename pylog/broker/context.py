@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from pylog.broker.broker import Broker
@@ -18,7 +18,6 @@ class RequestContext:
     correlation_id: int
     client_id: str | None
     client_host: str
-    header: Any = None
 
     @staticmethod
     def now_ms() -> int:

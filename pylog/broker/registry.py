@@ -52,10 +52,6 @@ def lookup(api_key: int) -> HandlerSpec | None:
     return _REGISTRY.get(api_key)
 
 
-def registered() -> dict[int, HandlerSpec]:
-    return dict(_REGISTRY)
-
-
 def advertised_versions(codec: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
     """ApiVersions table: min 0, max = what both the handler and the codec support."""
     out = {}

@@ -27,10 +27,6 @@ class WireCache:
         return len(self._data)
 
     @property
-    def size_bytes(self) -> int:
-        return self._bytes
-
-    @property
     def first_offset(self) -> int | None:
         return self._bases[0] if self._bases else None
 
