@@ -412,6 +412,8 @@ class _Generator:
             else:
                 L.append("    tags = []")
                 for f in tagged:
+                    if f.default_kind == "struct" and f.struct is not None:
+                        self.gen_not_default(f.struct)
                     L.append(f"    x = o.{f.name}")
                     L.append(f"    if {self.differs_from_default('x', f)}:")
                     L.append("        sub = []")
@@ -427,14 +429,40 @@ class _Generator:
             return var
         if f.default_kind == "struct":
             assert f.struct is not None
-            cls = self.cls_name(f.struct)
-            dflt = self.const(f.struct.cls(), "_dflt")
-            return f"{var} is not None and _coerce({cls}, {var}) != {dflt}"
+            return f"nd_{f.struct.name}({var})"
         if f.type == "uuid":
             return f"_uuidb({var}) != _Z16"
         if f.default is None:
             return f"{var} is not None"
         return f"{var} != {self.default_expr(f)}"
+
+    def gen_not_default(self, st: StructSpec) -> None:
+        """`nd_<Struct>(x)`: does x differ from a default-constructed struct in this version's fields?"""
+        name = f"nd_{st.name}"
+        if name in self.done:
+            return
+        self.done.add(name)
+        cls = self.cls_name(st)
+        terms = []
+        for f in st.fields:
+            if not f.present(self.version):
+                continue
+            x = f"x.{f.name}"
+            if f.default_kind == "list":
+                terms.append(f"{x} is None or len({x}) > 0")
+            elif f.default_kind == "struct":
+                assert f.struct is not None
+                self.gen_not_default(f.struct)
+                terms.append(f"{x} is None or nd_{f.struct.name}({x})")
+            else:
+                terms.append(self.differs_from_default(x, f))
+        body = " or ".join(f"({t})" for t in terms) or "False"
+        self.src.append(
+            f"def {name}(x):\n"
+            f"    if x is None: return True\n"
+            f"    if x.__class__ is not {cls}: x = _coerce({cls}, x)\n"
+            f"    return {body}\n"
+        )
 
     def enc_length(self, L: list[str], ind: str, w: str, expr: str, f: FieldSpec, kind: str) -> None:
         if f.compact(self.version, self.flexible):

@@ -90,7 +90,11 @@ class Message:
     def __eq__(self, other: object) -> bool:
         if type(other) is not type(self):
             return NotImplemented
-        return all(_same(getattr(self, n), getattr(other, n)) for n in self._fields)
+        for n in self._fields:
+            a, b = getattr(self, n), getattr(other, n)
+            if a is not b and not _same(a, b):
+                return False
+        return True
 
     __hash__ = None  # type: ignore[assignment]
 
