@@ -136,6 +136,10 @@ class PartitionLog:
         elif segments[-1].sealed:
             segments.append(Segment.create(directory, max(segments[-1].next_offset, lso)))
             log._dir_dirty = True
+        if lso > segments[-1].next_offset:  # an interrupted truncation below the log start offset
+            segments[-1].close()
+            segments.append(Segment.create(directory, lso))
+            log._dir_dirty = True
         log._set_segments(segments)
         log._log_end_offset = segments[-1].next_offset
         log._log_start_offset = max(lso, segments[0].base_offset)
@@ -405,8 +409,9 @@ class PartitionLog:
     # -- truncation and deletion ---------------------------------------------------------------
 
     def truncate_to(self, offset: int) -> None:
-        """Remove every batch whose last offset is >= `offset` (replication). The log end offset
-        becomes the end of what remains (`offset` when it falls on a batch boundary)."""
+        """Remove every batch whose last offset is >= `offset` (replication); the log end offset
+        becomes `offset` (as in Kafka, a batch straddling it goes whole, leaving a gap below it),
+        and the log start offset at most `offset`."""
         self._check_writable()
         with self._lock:
             if offset >= self._log_end_offset:
@@ -419,24 +424,21 @@ class PartitionLog:
                 seg.delete_files()
             seg = self._segments[si]
             nb = seg.find_batch(offset)
-            if nb == seg.batch_count:  # nothing to cut here
-                if seg.sealed or seg is not self._segments[-1]:
-                    seg.close()
-                    new = Segment.create(self.dir, seg.next_offset)
-                    self._set_segments((*self._segments[:si + 1], new))
-                else:
-                    self._set_segments(self._segments[:si + 1])
-            else:
+            if nb < seg.batch_count or (seg.sealed and seg.batch_count == 0 and seg.base_offset == offset):
                 kept = _kept_blocks(seg.snapshot(), nb)
                 written = write_segment(self.dir, seg.base_offset, kept, sealed=False)
                 written.commit()
                 seg.close()
                 seg.retired = True
-                new = Segment(self.dir, seg.base_offset, sealed=False, data_size=written.data_size,
+                seg = Segment(self.dir, seg.base_offset, sealed=False, data_size=written.data_size,
                               readonly=False)
-                self._set_segments((*self._segments[:si], new))
+            segments = [*self._segments[:si], seg]
+            if seg.sealed or seg.next_offset < offset:
+                seg.close()
+                segments.append(Segment.create(self.dir, offset))
+            self._set_segments(segments)
             self._dir_dirty = True
-            self._log_end_offset = self._segments[-1].next_offset
+            self._log_end_offset = offset
             self._first_dirty_offset = min(self._first_dirty_offset, self._log_end_offset)
             if offset < self._log_start_offset:
                 self._set_log_start_offset(offset)

@@ -146,7 +146,10 @@ def test_truncate_to_batch_boundaries(tmp_path: Path) -> None:
     assert log.segment_count > 2
     log.truncate_to(100)
     assert log.log_end_offset == 50
-    log.truncate_to(37)  # inside batch 35..39: the whole batch goes
+    log.truncate_to(37)  # inside batch 35..39: the whole batch goes, 35 and 36 become a gap
+    assert log.log_end_offset == 37 and _offsets(log) == list(range(35))
+    assert _append(log, 1).base_offset == 37
+    log.truncate_to(35)
     assert log.log_end_offset == 35 and _offsets(log) == list(range(35))
     log.truncate_to(10)
     assert log.log_end_offset == 10 and _offsets(log) == list(range(10))
