@@ -151,3 +151,18 @@ def test_uvarint_longer_than_five_bytes() -> None:
         read_uvarint(b"\xff" * 10, 0, 10)
     with pytest.raises(MalformedMessage):
         read_uvarint(b"\x80\x80", 0, 2)
+
+
+@pytest.mark.parametrize("client_id", ["abc", None])
+def test_hand_written_headers_match_kafkas_header_schema(client_id: str | None) -> None:
+    from pylog.protocol.api import MESSAGES, encode_body
+
+    spec = MESSAGES["RequestHeader"]
+    body = {"request_api_key": 3, "request_api_version": 12, "correlation_id": 5, "client_id": client_id}
+    for version in (1, 2):
+        expected = encode_request_header(3, 12, 5, client_id, version)
+        assert b"".join(encode_body(spec, version, body)) == expected
+    spec = MESSAGES["ResponseHeader"]
+    for version in (0, 1):
+        expected = encode_response_header(5, version)
+        assert b"".join(encode_body(spec, version, {"correlation_id": 5})) == expected

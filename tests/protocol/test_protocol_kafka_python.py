@@ -68,7 +68,7 @@ def test_kafka_python_knows_most_messages() -> None:
 def test_bytes_identical_through_kafka_python(name: str, version: int) -> None:
     spec, theirs_cls = MESSAGES[name], _KP[name]
 
-    @settings(max_examples=3, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+    @settings(max_examples=2, deadline=None, database=None, suppress_health_check=list(HealthCheck))
     @given(message_strategy(spec, version))
     def check(obj: Any) -> None:
         if name == "ApiVersionsResponse":

@@ -15,7 +15,7 @@ _CASES = [
 ]
 
 _SETTINGS = settings(
-    max_examples=10,
+    max_examples=6,
     deadline=None,
     database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
