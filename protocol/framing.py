@@ -19,7 +19,7 @@ from __future__ import annotations
 from struct import Struct
 from typing import NamedTuple
 
-from .errors import FrameTooLarge, MalformedMessage
+from .errors import FrameTooLarge, MalformedMessage, ProtocolError
 
 DEFAULT_MAX_FRAME_BYTES = 104857600
 """Kafka's default `socket.request.max.bytes` (100 MiB)."""
@@ -32,10 +32,12 @@ _H = Struct(">h")
 class FrameDecoder:
     """Split a byte stream into Kafka frames (size prefix stripped).
 
-    After it raises, the stream is unrecoverable: close the connection.
+    When a chunk holds whole frames followed by a bad size prefix, `feed` first returns those
+    frames (Kafka would serve them before giving up) and raises on the next call. After it
+    raises, the stream is unrecoverable: close the connection.
     """
 
-    __slots__ = ("_have", "_head", "_max", "_need", "_parts")
+    __slots__ = ("_error", "_have", "_head", "_max", "_need", "_parts")
 
     def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
         self._max = max_frame_bytes
@@ -43,6 +45,7 @@ class FrameDecoder:
         self._need = -1  # body size of the frame being collected, -1 while reading a prefix
         self._have = 0
         self._parts: list[memoryview] = []
+        self._error: ProtocolError | None = None
 
     @property
     def max_frame_bytes(self) -> int:
@@ -66,12 +69,25 @@ class FrameDecoder:
         `bytes` input is sliced without copying; mutable buffers are copied once, since the
         caller may reuse them.
         """
+        if self._error is not None:
+            raise self._error
         if type(data) is not bytes:
             data = bytes(data)
         mv = memoryview(data)
         n = len(mv)
         pos = 0
         out: list[memoryview] = []
+        try:
+            self._consume(mv, n, pos, out)
+        except ProtocolError as exc:
+            self._error = exc
+            self._parts = []
+            self._head.clear()
+            if not out:
+                raise
+        return out
+
+    def _consume(self, mv: memoryview, n: int, pos: int, out: list[memoryview]) -> None:
         while pos < n:
             if self._need < 0:
                 head = self._head
@@ -103,7 +119,6 @@ class FrameDecoder:
                 self._parts = []
                 self._need = -1
                 self._have = 0
-        return out
 
 
 class RequestHeader(NamedTuple):

@@ -80,6 +80,16 @@ def test_too_large_is_rejected_on_the_prefix() -> None:
     assert isinstance(info.value, ProtocolError)
 
 
+def test_frames_before_a_bad_prefix_are_served_first() -> None:
+    dec = FrameDecoder(max_frame_bytes=100)
+    frames = dec.feed(_frame(b"ok-1") + _frame(b"ok-2") + struct.pack(">i", 101) + b"zz")
+    assert [bytes(f) for f in frames] == [b"ok-1", b"ok-2"]
+    with pytest.raises(FrameTooLarge):
+        dec.feed(b"")
+    with pytest.raises(FrameTooLarge):
+        dec.feed(_frame(b"late"))
+
+
 def test_too_large_split_prefix() -> None:
     dec = FrameDecoder(max_frame_bytes=1000)
     assert dec.feed(b"\x7f\xff") == []
