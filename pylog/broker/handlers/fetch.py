@@ -11,14 +11,18 @@ fires it, and the fetch is rebuilt once per wake-up, never on a timer loop.
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.storage import OffsetOutOfRange, StorageError
 
 from pylog.broker.context import RequestContext
 from pylog.broker.partition import Partition
 from pylog.broker.registry import handles
+
+log = logging.getLogger(__name__)
 
 READ_COMMITTED = 1
 
@@ -81,7 +85,16 @@ def _read_partition(part: Partition, p: Any, committed: bool, budget: int) -> tu
     if budget <= 0:
         return entry, 0
     limit = min(p.partition_max_bytes, budget) if p.partition_max_bytes > 0 else budget
-    batches = part.read_wire(offset, limit, lso if committed else hw)
+    try:
+        batches = part.read_wire(offset, limit, lso if committed else hw)
+    except OffsetOutOfRange:  # retention or DeleteRecords moved the log start meanwhile
+        entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+        entry["log_start_offset"] = part.log_start_offset
+        return entry, 0
+    except StorageError as exc:
+        log.error("reading %s-%d failed: %s", part.topic, part.index, exc)
+        entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+        return entry, 0
     if not batches:
         return entry, 0
     entry["records"] = batches
