@@ -109,7 +109,29 @@ def pylog_cases(partitions: int) -> dict[str, Callable[[], Any]]:
     fetch = fetch_body(partitions)
     resp_frame = memoryview(encode_response(ApiKey.FETCH, 12, 1, fetch))[4:]
     fetch_obj = decode_response(ApiKey.FETCH, 12, resp_frame)[1]
+    fetch_req = {
+        "max_wait_ms": 500,
+        "min_bytes": 1,
+        "isolation_level": 1,
+        "topics": [
+            {
+                "topic": "orders",
+                "partitions": [{"partition": i, "fetch_offset": 10} for i in range(partitions)],
+            }
+        ],
+    }
+    fetch_req_frame = memoryview(encode_request(ApiKey.FETCH, 12, 1, "bench", fetch_req))[4:]
+    produce_resp = {
+        "responses": [
+            {
+                "name": "orders",
+                "partition_responses": [{"index": i, "base_offset": 42} for i in range(partitions)],
+            }
+        ]
+    }
     return {
+        "FetchRequest v12 decode": lambda: decode_request(fetch_req_frame),
+        "ProduceResponse v9 encode (dict)": lambda: encode_response(ApiKey.PRODUCE, 9, 1, produce_resp),
         "ProduceRequest v9 decode": lambda: decode_request(req_frame),
         "ProduceRequest v9 encode": lambda: encode_request(ApiKey.PRODUCE, 9, 1, "bench", produce_obj),
         "FetchResponse v12 decode": lambda: decode_response(ApiKey.FETCH, 12, resp_frame),
