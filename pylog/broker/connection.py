@@ -115,6 +115,12 @@ class KafkaConnection(asyncio.Protocol):
             self._out = None
             if out:
                 self._send(out)
+        try:
+            self.decoder.feed(b"")  # raises now if a broken frame followed the ones just served
+        except ProtocolError as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+            self.close()
+            return
         self._update_reading()
 
     # --- dispatch ---------------------------------------------------------------------------

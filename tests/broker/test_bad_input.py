@@ -6,6 +6,7 @@ import struct
 
 import pytest
 from harness import BrokerThread, Client
+from pylog.protocol import api
 from pylog.protocol.api import ApiKey
 
 
@@ -63,3 +64,15 @@ def test_frame_above_socket_request_max_bytes(tmp_path) -> None:
         _still_serving(b)
     finally:
         b.stop()
+
+
+def test_frames_before_a_broken_one_are_answered(broker: BrokerThread) -> None:
+    c = Client(broker.address)
+    good = api.encode_request(ApiKey.API_VERSIONS, 3, 41, "x", {})
+    c._sent[41] = (ApiKey.API_VERSIONS, 3)
+    c.send_raw(good + struct.pack(">i", -1) + b"junk")
+    corr, resp = c.recv()
+    assert corr == 41 and resp.error_code == 0
+    assert c.is_closed()
+    c.close()
+    _still_serving(broker)
