@@ -9,6 +9,11 @@ records without a key are always kept. A batch keeps its base offset and last of
 fewer records; an emptied batch is dropped unless it is its producer's last batch in the range
 (kept empty so producer state survives). Each segment is rewritten as a sealed segment with the
 same base offset and swapped in atomically; the active segment is never touched.
+
+A run is due (Kafka's cleaner rules) when the not-yet-cleaned segments are at least
+`min.cleanable.dirty.ratio` of the cleanable bytes, when one of them is older than
+`max.compaction.lag.ms`, or when a kept tombstone's delete horizon has passed. Which segments
+are clean is known in memory only, so the first run after a restart cleans everything.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from .config import LONG_MAX
 from .rewrite import Block, coalesce, write_segment
 from .schema import CONTROL_MASK
 from .segment import Segment, SegmentSnapshot
@@ -43,13 +49,35 @@ def _cleanable(log: PartitionLog, now_ms: int, max_offset: int | None) -> list[S
     return out
 
 
-def plan(snaps: list[SegmentSnapshot], now_ms: int,
-         delete_retention_ms: int) -> tuple[list[list[Block] | None], int, int]:
-    """New blocks for each segment (None when it would not change), records before and after."""
+def _due(log: PartitionLog, chosen: list[Segment], now_ms: int) -> bool:
+    c = log.config
+    dirty = [s for s in chosen if not s.cleaned]
+    if dirty:
+        total = sum(s.data_size for s in chosen)
+        if sum(s.data_size for s in dirty) >= c.min_cleanable_dirty_ratio * total:
+            return True
+        if c.max_compaction_lag_ms < LONG_MAX and any(
+                0 <= s.first_append_time <= now_ms - c.max_compaction_lag_ms for s in dirty):
+            return True
+    return log._next_horizon_ms <= now_ms
+
+
+class Plan:
+    """What one run does: new blocks per segment (None: unchanged), counts, next tombstone horizon."""
+
+    def __init__(self, blocks: list[list[Block] | None], before: int, after: int, horizon: int) -> None:
+        self.blocks = blocks
+        self.before = before
+        self.after = after
+        self.horizon = horizon
+
+
+def plan(snaps: list[SegmentSnapshot], now_ms: int, delete_retention_ms: int) -> Plan:
+    """Compute the run over the given segments (the columnar part)."""
     blocks = [snap.blocks() for snap in snaps]
     flat = [b for seg in blocks for b in seg]
     if not flat:
-        return [None] * len(snaps), 0, 0
+        return Plan([None] * len(snaps), 0, 0, LONG_MAX)
     entries = np.concatenate([e for _, e in flat])
     counts = entries["record_count"].astype(np.int64)
     nb = len(entries)
@@ -88,6 +116,8 @@ def plan(snaps: list[SegmentSnapshot], now_ms: int,
     out["record_count"] = kept
     has_tomb = np.bincount(batch_of_row, weights=tomb, minlength=nb) > 0
     out["delete_horizon"] = np.where(has_tomb & (horizon < 0), now_ms + delete_retention_ms, horizon)
+    pending = out["delete_horizon"][has_tomb & keep_batch]
+    next_horizon = int(pending.min()) if len(pending) else LONG_MAX
     shrunk = kept < counts
     scaled = np.maximum(EMPTY_BATCH_SIZE, entries["size"] * kept // np.maximum(counts, 1))
     out["size"] = np.where(shrunk, scaled, entries["size"])
@@ -121,33 +151,36 @@ def plan(snaps: list[SegmentSnapshot], now_ms: int,
             plans.append(new_blocks)
         b0 += n_batches
         r0 += n_rows
-    return plans, len(offsets), int(keep.sum())
+    return Plan(plans, len(offsets), int(keep.sum()), next_horizon)
 
 
-def compact_log(log: PartitionLog, now_ms: int, max_offset: int | None) -> CompactionResult:
-    """Compact `log` (caller holds the log's job lock)."""
+def compact_log(log: PartitionLog, now_ms: int, max_offset: int | None, force: bool) -> CompactionResult:
+    """Compact `log` if a run is due (caller holds the log's job lock)."""
     from .log import CompactionResult
 
     if not log.config.compact:
         return CompactionResult(0, 0, 0)
     with log._lock:
         chosen = _cleanable(log, now_ms, max_offset)
+        if not chosen or not (force or _due(log, chosen, now_ms)):
+            return CompactionResult(0, 0, 0)
         for seg in chosen:
             seg.busy = True
         snaps = [seg.snapshot() for seg in chosen]
     rewritten = 0
     try:
-        plans, before, after = plan(snaps, now_ms, log.config.delete_retention_ms)
-        for seg, blocks in zip(chosen, plans):
+        run = plan(snaps, now_ms, log.config.delete_retention_ms)
+        for seg, blocks in zip(chosen, run.blocks):
             if blocks is None:
-                continue
-            if not blocks and seg is not chosen[0]:
+                seg.cleaned = True
+            elif not blocks and seg is not chosen[0]:
                 rewritten += log._remove_segment(seg)
-                continue
-            written = write_segment(log.dir, seg.base_offset, coalesce(blocks), sealed=True)
-            rewritten += log._swap_in(seg, written)
+            else:
+                written = write_segment(log.dir, seg.base_offset, coalesce(blocks), sealed=True)
+                rewritten += log._swap_in(seg, written, cleaned=True)
+        log._next_horizon_ms = run.horizon
     finally:
         for seg in chosen:
             seg.busy = False
-    return CompactionResult(rewritten, before, after)
+    return CompactionResult(rewritten, run.before, run.after)
 

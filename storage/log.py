@@ -114,7 +114,7 @@ class PartitionLog:
         self._unflushed = 0
         self._last_flush_ms = 0
         self._dir_dirty = False
-        self._first_dirty_offset = 0
+        self._next_horizon_ms = LONG_MAX  # earliest delete horizon of a tombstone compaction kept
         self._epochs = LeaderEpochCache(directory / LEADER_EPOCH_FILE, readonly=readonly)
 
     # -- opening -------------------------------------------------------------------------------
@@ -143,7 +143,6 @@ class PartitionLog:
         log._set_segments(segments)
         log._log_end_offset = segments[-1].next_offset
         log._log_start_offset = max(lso, segments[0].base_offset)
-        log._first_dirty_offset = log._log_start_offset
         log._last_flush_ms = now_ms
         log._epochs.truncate_from_end(log._log_end_offset)
         log._epochs.truncate_from_start(log._log_start_offset)
@@ -439,7 +438,6 @@ class PartitionLog:
             self._set_segments(segments)
             self._dir_dirty = True
             self._log_end_offset = offset
-            self._first_dirty_offset = min(self._first_dirty_offset, self._log_end_offset)
             if offset < self._log_start_offset:
                 self._set_log_start_offset(offset)
             self._epochs.truncate_from_end(self._log_end_offset)
@@ -453,7 +451,6 @@ class PartitionLog:
             self._set_segments([Segment.create(self.dir, offset)])
             self._dir_dirty = True
             self._log_end_offset = offset
-            self._first_dirty_offset = offset
             self._set_log_start_offset(offset, force=True)
             self._epochs.clear()
 
@@ -536,7 +533,7 @@ class PartitionLog:
                     seg.busy = False
         return done
 
-    def _swap_in(self, seg: Segment, written) -> bool:  # type: ignore[no-untyped-def]
+    def _swap_in(self, seg: Segment, written, *, cleaned: bool = False) -> bool:  # type: ignore[no-untyped-def]
         """Replace `seg` by rewritten files unless it changed meanwhile (then discard them)."""
         with self._lock:
             if seg.retired or seg not in self._segments:
@@ -547,6 +544,7 @@ class PartitionLog:
             seg.retired = True
             new = Segment(self.dir, seg.base_offset, sealed=written.sealed, data_size=written.data_size,
                           readonly=False)
+            new.cleaned = cleaned or seg.cleaned
             self._set_segments([new if s is seg else s for s in self._segments])
             return True
 
@@ -559,14 +557,15 @@ class PartitionLog:
             self._set_segments([s for s in self._segments if s is not seg])
             return True
 
-    def compact(self, now_ms: int, *, max_offset: int | None = None) -> CompactionResult:
+    def compact(self, now_ms: int, *, max_offset: int | None = None, force: bool = False) -> CompactionResult:
         """Log compaction of the segments before the active one (and below `max_offset`, e.g.
-        the last stable offset); see `compaction.py`. Safe on a background thread."""
+        the last stable offset) when a run is due by Kafka's cleaner rules, or always with
+        `force`; see `compaction.py`. Safe on a background thread; cheap when nothing is due."""
         from .compaction import compact_log
 
         self._check_writable()
         with self._job_lock:
-            return compact_log(self, now_ms, max_offset)
+            return compact_log(self, now_ms, max_offset, force)
 
     # -- durability and lifetime ---------------------------------------------------------------
 

@@ -146,6 +146,7 @@ class Segment:
         self.readonly = readonly
         self.retired = False  # replaced or deleted; background work on it must be discarded
         self.busy = False  # a background job (seal, compaction) is rewriting it
+        self.cleaned = False  # written or checked by compaction since this process opened it
         self._files: tuple[RecordFile, RecordFile, RecordFile] | None = None
         self._buf: pa.Buffer | None = None
         self._fd: int | None = None

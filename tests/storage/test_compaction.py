@@ -128,3 +128,34 @@ def test_background_seal_and_compaction_while_appending_and_reading(tmp_path: Pa
     reopened = PartitionLog.open(tmp_path / "t-0", cfg, now_ms=0)
     assert _rows(reopened) == rows
     assert all(s.sealed for s in reopened._segments[:-1])
+
+
+def test_runs_only_when_due(tmp_path: Path) -> None:
+    cfg = LogConfig(segment_bytes=2500, cleanup_policy="compact", min_cleanable_dirty_ratio=0.5)
+    log = PartitionLog.open(tmp_path / "t-0", cfg, now_ms=0)
+
+    def fill(segments: int) -> None:
+        target = log.segment_count + segments
+        while log.segment_count < target:
+            _put(log, [b"k%d" % (log.log_end_offset % 5)], [b"v" * 100])
+
+    fill(6)
+    assert log.compact(now_ms=0).segments > 0
+    assert log.compact(now_ms=0) == (0, 0, 0)  # nothing dirty since
+    fill(1)
+    assert log.compact(now_ms=0) == (0, 0, 0)  # one dirty segment of many: below the ratio
+    assert log.compact(now_ms=0, force=True).records_before > 0
+    fill(8)
+    assert log.compact(now_ms=0).segments > 0
+    lagging = PartitionLog.open(tmp_path / "t-1", LogConfig(segment_bytes=2500, cleanup_policy="compact",
+                                                             max_compaction_lag_ms=1000), now_ms=0)
+    for i in range(40):
+        rb = records(1, keys=[b"k"], value_size=100)
+        lagging.append(rb, meta_for(rb), now_ms=i)
+    lagging.compact(now_ms=0, force=True)
+    lagging.roll()
+    rb = records(1, keys=[b"k"], value_size=100)
+    lagging.append(rb, meta_for(rb), now_ms=100)
+    lagging.roll()
+    assert lagging.compact(now_ms=500) == (0, 0, 0)
+    assert lagging.compact(now_ms=1100).records_before > 0  # the dirty segment outlived the max lag

@@ -114,7 +114,7 @@ class LogMachine(RuleBasedStateMachine):
                 if off < active:
                     latest[key] = off
         keep = set(latest.values())
-        self.log.compact(self.now)
+        self.log.compact(self.now, force=True)
         for b in self.batches:
             b.rows = [r for r in b.rows if r[0] >= active or r[0] in keep]
         self.batches = [b for b in self.batches if b.rows]
