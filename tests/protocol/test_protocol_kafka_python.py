@@ -11,15 +11,11 @@ import importlib
 import pkgutil
 import struct
 import uuid
+import warnings
 from typing import Any
 
-import kafka.protocol as kp
 import pytest
 from hypothesis import HealthCheck, given, settings
-from kafka.protocol.api_message import ApiMessage
-from kafka.protocol.consumer import FetchRequest, FetchResponse
-from kafka.protocol.metadata import ApiVersionsRequest, ApiVersionsResponse, MetadataRequest, MetadataResponse
-from kafka.protocol.producer import ProduceRequest, ProduceResponse
 from protocol_strategies import message_strategy
 from pylog.protocol.api import (
     MESSAGES,
@@ -31,6 +27,20 @@ from pylog.protocol.api import (
     encode_request,
     encode_response,
 )
+
+with warnings.catch_warnings():
+    # kafka-python 3.0 reads its JSON through a deprecated importlib.resources call when imported
+    warnings.simplefilter("ignore", DeprecationWarning)
+    import kafka.protocol as kp
+    from kafka.protocol.api_message import ApiMessage
+    from kafka.protocol.consumer import FetchRequest, FetchResponse
+    from kafka.protocol.metadata import (
+        ApiVersionsRequest,
+        ApiVersionsResponse,
+        MetadataRequest,
+        MetadataResponse,
+    )
+    from kafka.protocol.producer import ProduceRequest, ProduceResponse
 
 
 def _kafka_python_classes() -> dict[str, type[ApiMessage]]:
@@ -50,7 +60,9 @@ def _kafka_python_classes() -> dict[str, type[ApiMessage]]:
     return out
 
 
-_KP = _kafka_python_classes()
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore", DeprecationWarning)
+    _KP = _kafka_python_classes()
 _CASES = [
     (name, v)
     for name in sorted(_KP)
