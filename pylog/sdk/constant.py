@@ -11,9 +11,18 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+_zeros = pa.py_buffer(np.zeros(0, np.int32))
+
 
 def int32_column(value: int, n: int) -> pa.Array:
-    data = np.zeros(n, np.int32) if value == 0 else np.full(n, value, np.int32)
+    """`value` n times; zeros are views of one shared, lazily mapped zero buffer (costs no memory
+    until read, and reading maps the kernel's zero page)."""
+    global _zeros
+    if value == 0:
+        if _zeros.size < 4 * n:
+            _zeros = pa.py_buffer(np.zeros(max(n, 2 * _zeros.size // 4, 1 << 16), np.int32))
+        return pa.Array.from_buffers(pa.int32(), n, [None, _zeros], null_count=0)
+    data = np.full(n, value, np.int32)
     return pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(data)], null_count=0)
 
 

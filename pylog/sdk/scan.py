@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
-from pylog.sdk.constant import ConstantPool
+from pylog.sdk.constant import ConstantPool, int32_column, string_column
 from pylog.sdk.decoders import DecodeSpec, apply_decoders, resolve_decoders
 from pylog.sdk.offsets import OffsetSource, OffsetSpec, PartitionRange, TimestampSpec, resolve_ranges
 from pylog.sdk.schema import output_columns, output_schema
@@ -114,18 +114,21 @@ class TopicScan:
             self._schema = output_schema(self.columns)
         return self._schema
 
-    def _raw_batches(self) -> Iterator[pa.RecordBatch]:
+    def _source_batches(self) -> Iterator[tuple[PartitionRange, pa.RecordBatch]]:
+        """(range, batch of the source columns this scan needs), in the order the source reads them."""
         source = self._source()
         try:
             ranges = self._plan(source)
-            wanted = [c for c in SOURCE_COLUMNS if c in self.columns]
-            pool = ConstantPool()
-            seen: dict[PartitionRange, int] = {}
-            for r, batch in source.read(ranges, wanted):
-                yield self._finish(r, batch, pool, r.count - seen.get(r, 0))
-                seen[r] = seen.get(r, 0) + batch.num_rows
+            yield from source.read(ranges, [c for c in SOURCE_COLUMNS if c in self.columns])
         finally:
             source.close()
+
+    def _raw_batches(self) -> Iterator[pa.RecordBatch]:
+        pool = ConstantPool()
+        seen: dict[PartitionRange, int] = {}
+        for r, batch in self._source_batches():
+            yield self._finish(r, batch, pool, r.count - seen.get(r, 0))
+            seen[r] = seen.get(r, 0) + batch.num_rows
 
     def _finish(self, r: PartitionRange, batch: pa.RecordBatch, pool: ConstantPool, left: int
                 ) -> pa.RecordBatch:
@@ -163,7 +166,26 @@ class TopicScan:
     def to_arrow(self) -> pa.Table:
         """All records as one ``pyarrow.Table`` (decoders see the whole column, so a JSON schema is
         inferred from every record)."""
-        table = pa.Table.from_batches(list(self._raw_batches()), schema=self.schema)
+        schema = self.schema
+        stored = output_schema([c for c in SOURCE_COLUMNS if c in self.columns])
+        batches: list[pa.RecordBatch] = []
+        runs: list[tuple[PartitionRange, int]] = []  # consecutive batches of one range share constants
+        for r, batch in self._source_batches():
+            batches.append(batch)
+            if runs and runs[-1][0] is r:
+                runs[-1] = (r, runs[-1][1] + batch.num_rows)
+            else:
+                runs.append((r, batch.num_rows))
+        read = pa.Table.from_batches(batches, schema=stored)
+        columns = []
+        for field in schema:
+            if field.name == "topic":
+                columns.append(pa.chunked_array([string_column(r.topic, n) for r, n in runs], field.type))
+            elif field.name == "partition":
+                columns.append(pa.chunked_array([int32_column(r.partition, n) for r, n in runs], field.type))
+            else:
+                columns.append(read.column(field.name))
+        table = pa.Table.from_arrays(columns, schema=schema)
         decoders = resolve_decoders(self.decode)
         return apply_decoders(table, decoders) if decoders else table
 
