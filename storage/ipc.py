@@ -129,14 +129,16 @@ def _string(buf: memoryview, pos: int) -> bytes:
     return bytes(buf[start + 4:start + 4 + n])
 
 
-def parse_message(buf: memoryview, pos: int) -> MessageInfo | None:
+def parse_message(buf: memoryview, pos: int, end: int | None = None) -> MessageInfo | None:
     """The complete message starting at `pos`, or None if the bytes there are not one (torn,
-    end-of-stream marker, or garbage)."""
-    end = len(buf)
-    if pos + 8 > end or bytes(buf[pos:pos + 4]) != CONTINUATION:
+    end-of-stream marker, or garbage). `buf` must hold at least the prefix and metadata; the body
+    must end within `end` (default: the end of `buf`)."""
+    if end is None:
+        end = len(buf)
+    if pos + 8 > len(buf) or bytes(buf[pos:pos + 4]) != CONTINUATION:
         return None
     meta_len = _I32.unpack_from(buf, pos + 4)[0]
-    if meta_len <= 0 or meta_len % 8 or pos + 8 + meta_len > end:
+    if meta_len <= 0 or meta_len % 8 or pos + 8 + meta_len > min(end, len(buf)):
         return None
     fb = buf[pos + 8:pos + 8 + meta_len]
     try:

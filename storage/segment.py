@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import struct
 import threading
 from collections import OrderedDict
 from pathlib import Path
@@ -26,6 +27,7 @@ from .ipc import (
     SCHEMA_MESSAGE,
     MessageEncoder,
     MessageInfo,
+    parse_message,
     read_batch,
     scan_messages,
     write_all,
@@ -40,6 +42,8 @@ from .schema import (
     pack_entry,
 )
 
+_I32 = struct.Struct("<i")
+_I64 = struct.Struct("<q")
 STREAM_EXT = ".arrows"
 FILE_EXT = ".arrow"
 INDEX_EXT = ".index"
@@ -195,6 +199,21 @@ class Segment:
             self._files = files
         return self._files
 
+    def _matches_data(self, entry: np.void) -> bool:
+        """Whether the message an index entry names is really there (read-only openers check the
+        last one, as a writer may be swapping files under them)."""
+        pos, length = int(entry["position"]), int(entry["length"])
+        fd = os.open(self.data_path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            head = os.pread(fd, 8, pos)
+            meta_len = _I32.unpack(head[4:8])[0] if len(head) == 8 else -1
+            raw = head + os.pread(fd, meta_len, pos + 8) if 0 < meta_len < length else b""
+        finally:
+            os.close(fd)
+        info = parse_message(memoryview(raw), 0, end=length) if raw else None
+        return (info is not None and info.length == length and info.batches is not None
+                and len(info.batches) >= 8 and _I64.unpack(info.batches[:8])[0] == int(entry["offset"]))
+
     def _consistent(self, files: tuple[RecordFile, RecordFile, RecordFile]) -> bool:
         batches, index, times = files
         if any(_size(f.path) != len(f) * f.dtype.itemsize for f in files):
@@ -206,7 +225,8 @@ class Segment:
         last = index[-1]
         return (int(last["position"]) + int(last["length"]) <= self.data_size
                 and int(batches[-1]["message"]) == len(index) - 1
-                and int(last["batch"]) < len(batches))
+                and int(last["batch"]) < len(batches)
+                and (not self.readonly or self._matches_data(last)))
 
     def _rebuild(self, files: tuple[RecordFile, RecordFile, RecordFile]) -> tuple[RecordFile, ...]:
         """Side files of a sealed segment from its data (custom metadata of every block)."""
@@ -353,6 +373,8 @@ class Segment:
             if k and _end(index[k - 1]) > size:
                 ends = index.entries(0, k)
                 k = int(np.searchsorted(ends["position"] + ends["length"], size, side="right"))
+            if k and self.readonly and not self._matches_data(index[k - 1]):
+                k = 0  # side files from another layout (a swap in progress): index the data afresh
         end = _end(index[k - 1]) if k else len(SCHEMA_MESSAGE)
         exact = (head_ok and end == size and k == len(index) == len(times)
                  and len(batches) * BATCH_DTYPE.itemsize == _size(batches.path)
