@@ -5,6 +5,7 @@
     pw.partitions_widget("clicks", bootstrap_servers="localhost:9092", data_dir="./pylog-data")
     pw.topic_browser("clicks", n=20, bootstrap_servers="localhost:9092")
     df = pw.lag("billing", bootstrap_servers="localhost:9092")         # the same, as pandas DataFrames
+    df = pw.lag("billing", data_dir="./pylog-data")                   # offline, from __consumer_offsets
     df = pw.partitions("clicks", data_dir="./pylog-data")
 
 Built on anywidget rather than a custom ipywidgets 8 widget: anywidget ships its front end inside the
@@ -45,12 +46,13 @@ _LAZY = {
 __all__ = sorted([*_LAZY, "lag_widget", "partitions_widget", "topic_browser"])
 
 
-def lag_widget(group: str | list[str] | None = None, *, bootstrap_servers: Any, interval_s: float = 2.0,
-               live: bool = True) -> Any:
+def lag_widget(group: str | list[str] | None = None, *, bootstrap_servers: Any = None, data_dir: Any = None,
+               interval_s: float = 2.0, live: bool = True) -> Any:
     """A `LagWidget` for `group` (None: all groups), refreshing every `interval_s` seconds."""
     from pylog.widgets.views import LagWidget
 
-    return LagWidget(group, bootstrap_servers=bootstrap_servers, interval_s=interval_s, live=live)
+    return LagWidget(group, bootstrap_servers=bootstrap_servers, data_dir=data_dir, interval_s=interval_s,
+                     live=live)
 
 
 def partitions_widget(topic: str, *, bootstrap_servers: Any = None, data_dir: Any = None,

@@ -3,7 +3,9 @@
 `LagMonitor` polls a cluster (ListGroups, FindCoordinator, DescribeGroups, OffsetFetch, Metadata,
 ListOffsets) and feeds a `LagWindow`, so repeated polls give Burrow statuses and a lag history;
 `lag()` and `groups()` are its one-shot DataFrame forms. Log end offsets are high watermarks
-(read_uncommitted), as in Kafka's ``kafka-consumer-groups.sh``.
+(read_uncommitted), as in Kafka's ``kafka-consumer-groups.sh``. Given a data directory instead,
+it reads ``__consumer_offsets`` and the logs there (`pylog.widgets.dir_lag`), where the commit
+history itself is Burrow's window.
 """
 
 from __future__ import annotations
@@ -11,12 +13,12 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from pylog.widgets.admin import LATEST, Admin, AsyncAdmin, GroupDescription
-from pylog.widgets.burrow import LagWindow, Status, evaluate_group
+from pylog.widgets.burrow import LagWindow, Status, evaluate_group, evaluate_partition
 
 if TYPE_CHECKING:
     import pandas
@@ -64,9 +66,13 @@ def _coordinator(desc: GroupDescription) -> str:
     return "" if c is None else f"{c.host}:{c.port} (node {c.node_id})"
 
 
+Judge = Callable[[tuple[str, str, int], int, int, bool], "Status | None"]
+
+
 def build_snapshot(raws: list[_GroupRaw], ends: dict[tuple[str, int], int | None], window: LagWindow,
-                   now_ms: int) -> dict[str, Any]:
-    """The JSON-able state the widget and the DataFrames are drawn from; feeds `window`."""
+                   now_ms: int, judge: Judge | None = None) -> dict[str, Any]:
+    """The JSON-able state the widget and the DataFrames are drawn from. Statuses come from
+    ``judge(key, committed, log_end, committing)``; by default polls feed `window`."""
     groups = []
     seen: list[tuple[str, str, int]] = []
     for raw in raws:
@@ -87,7 +93,8 @@ def build_snapshot(raws: list[_GroupRaw], ends: dict[tuple[str, int], int | None
                 key = (desc.group, topic, p)
                 seen.append(key)
                 committing = owner is not None or (not owners and bool(desc.members))
-                s = window.observe(key, committed, end, now_ms, committing=committing)
+                s = (judge(key, committed, end, committing) if judge is not None
+                     else window.observe(key, committed, end, now_ms, committing=committing))
                 status = None if s is None else s.value
             rows.append({
                 "topic": topic, "partition": p, "committed": committed, "log_end": end, "lag": lag,
@@ -112,10 +119,14 @@ class LagMonitor:
     """Polls lag for `group` (a name, several, or None for all groups) and remembers a window of
     samples per partition (Burrow statuses) and `history_size` points of total lag per group."""
 
-    def __init__(self, group: str | Sequence[str] | None = None, *, bootstrap_servers: Any,
-                 window: LagWindow | None = None, history_size: int = 240) -> None:
+    def __init__(self, group: str | Sequence[str] | None = None, *, bootstrap_servers: Any = None,
+                 data_dir: Any = None, window: LagWindow | None = None, history_size: int = 240) -> None:
+        if (bootstrap_servers is None) == (data_dir is None):
+            raise ValueError("pass exactly one of bootstrap_servers= (a Kafka cluster) or data_dir= "
+                             "(a pylog data directory)")
         self.groups = [group] if isinstance(group, str) else (None if group is None else list(group))
         self.bootstrap_servers = bootstrap_servers
+        self.data_dir = data_dir
         self.window = window or LagWindow()
         self.history: dict[str, deque[tuple[int, int]]] = {}
         self.history_size = history_size
@@ -125,6 +136,31 @@ class LagMonitor:
     def poll(self, now_ms: int | None = None) -> dict[str, Any]:
         """One poll: the new snapshot (also kept as ``self.snapshot``). Errors propagate. `now_ms`
         (default: the wall clock) is the time the samples are taken at."""
+        if now_ms is None:
+            now_ms = int(time.time() * 1000)
+        snap = self._poll_dir(now_ms) if self.data_dir is not None else self._poll_cluster(now_ms)
+        for g in snap["groups"]:
+            points = self.history.setdefault(g["group"], deque(maxlen=self.history_size))
+            points.append((now_ms, g["total_lag"]))
+        self.snapshot = snap
+        return snap
+
+    def _poll_dir(self, now_ms: int) -> dict[str, Any]:
+        from pylog.widgets.dir_lag import collect_dir
+
+        found, ends, history = collect_dir(self.data_dir, self.groups, self.window.size)
+        raws = [_GroupRaw(desc, committed) for desc, committed in found]
+
+        def judge(key: tuple[str, str, int], committed: int, end: int, _committing: bool) -> Status | None:
+            samples = history.get(key)
+            lag = max(0, end - committed)
+            if not samples or (len(samples) < 2 and lag > self.window.allowed_lag):
+                return Status.OK if lag <= self.window.allowed_lag else None  # one commit: no trend yet
+            return evaluate_partition(samples, lag, now_ms, allowed_lag=self.window.allowed_lag)
+
+        return build_snapshot(raws, ends, self.window, now_ms, judge)
+
+    def _poll_cluster(self, now_ms: int) -> dict[str, Any]:
         if self._admin is None:
             self._admin = Admin(self.bootstrap_servers)
         admin = self._admin
@@ -133,14 +169,7 @@ class LagMonitor:
         except BaseException:
             self.close()
             raise
-        if now_ms is None:
-            now_ms = int(time.time() * 1000)
-        snap = build_snapshot(raws, ends, self.window, now_ms)
-        for g in snap["groups"]:
-            points = self.history.setdefault(g["group"], deque(maxlen=self.history_size))
-            points.append((now_ms, g["total_lag"]))
-        self.snapshot = snap
-        return snap
+        return build_snapshot(raws, ends, self.window, now_ms)
 
     def history_json(self) -> dict[str, list[list[int]]]:
         return {g: [list(p) for p in points] for g, points in self.history.items()}
@@ -186,15 +215,16 @@ def groups_frame(snapshot: dict[str, Any]) -> pandas.DataFrame:
     return df
 
 
-def lag(group: str | Sequence[str] | None = None, *, bootstrap_servers: Any,
+def lag(group: str | Sequence[str] | None = None, *, bootstrap_servers: Any = None, data_dir: Any = None,
         monitor: LagMonitor | None = None) -> pandas.DataFrame:
     """Per-partition lag of `group` (None: all groups) as a pandas DataFrame with columns
     ``group, topic, partition, committed_offset, log_end_offset, lag, status, member_id, client_id,
     host, group_state, coordinator``. ``lag`` is ``log_end_offset - committed_offset`` (<NA> where the
     group has not committed). ``status`` is Burrow's and needs a window of polls: a single call
     decides only OK (zero lag); pass the same `monitor` (a `LagMonitor`) to successive calls, or use
-    the widget, to get WARN / STALL / STOP / ERR."""
-    mon = monitor or LagMonitor(group, bootstrap_servers=bootstrap_servers)
+    the widget, to get WARN / STALL / STOP / ERR. With ``data_dir=`` (a pylog data directory, no
+    broker) the commit history stored there is the window, so one call judges every partition."""
+    mon = monitor or LagMonitor(group, bootstrap_servers=bootstrap_servers, data_dir=data_dir)
     try:
         mon.poll()
     finally:
@@ -203,10 +233,11 @@ def lag(group: str | Sequence[str] | None = None, *, bootstrap_servers: Any,
     return mon.partitions_frame()
 
 
-def groups(group: str | Sequence[str] | None = None, *, bootstrap_servers: Any) -> pandas.DataFrame:
+def groups(group: str | Sequence[str] | None = None, *, bootstrap_servers: Any = None,
+           data_dir: Any = None) -> pandas.DataFrame:
     """One row per group: ``group, state, protocol_type, protocol, members, coordinator, partitions,
-    total_lag, max_lag, status``."""
-    mon = LagMonitor(group, bootstrap_servers=bootstrap_servers)
+    total_lag, max_lag, status`` (from a cluster or a data directory, as `lag`)."""
+    mon = LagMonitor(group, bootstrap_servers=bootstrap_servers, data_dir=data_dir)
     try:
         mon.poll()
     finally:

@@ -124,17 +124,19 @@ class LagWidget(_LiveWidget):
     committed / log end / lag / owner / Burrow status, totals, and a lag-over-time chart.
 
     ``live=True`` (default) starts refreshing every `interval_s` seconds; `stop` ends it.
-    ``window_size`` is Burrow's number of samples per partition."""
+    ``window_size`` is Burrow's number of samples per partition. From a cluster
+    (``bootstrap_servers``) or a pylog data directory (``data_dir``)."""
 
     snapshot = traitlets.Dict().tag(sync=True)
     history = traitlets.Dict().tag(sync=True)
 
-    def __init__(self, group: str | list[str] | None = None, *, bootstrap_servers: Any,
-                 interval_s: float = 2.0, live: bool = True, window_size: int = 10,
+    def __init__(self, group: str | list[str] | None = None, *, bootstrap_servers: Any = None,
+                 data_dir: Any = None, interval_s: float = 2.0, live: bool = True, window_size: int = 10,
                  history_size: int = 240) -> None:
+        monitor = LagMonitor(group, bootstrap_servers=bootstrap_servers, data_dir=data_dir,
+                             window=LagWindow(size=window_size), history_size=history_size)
         super().__init__(kind="lag", interval_s=float(interval_s))
-        self.monitor = LagMonitor(group, bootstrap_servers=bootstrap_servers,
-                                  window=LagWindow(size=window_size), history_size=history_size)
+        self.monitor = monitor
         self.refresh()
         if live:
             self.start()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import struct
+import time
 
 import pandas as pd
 import pylog.widgets as pw
@@ -170,3 +171,36 @@ def test_decode_assignment() -> None:
     assert decode_assignment(assignment({"a": [0, 2], "bb": [1]})) == {"a": [0, 2], "bb": [1]}
     assert decode_assignment(b"") == {} and decode_assignment(None) == {}
     assert decode_assignment(b"\x00\x01\x00") == {}  # truncated: not a consumer assignment
+
+
+def test_lag_from_the_data_dir(broker) -> None:  # type: ignore[no-untyped-def]
+    bs = broker.bootstrap_servers
+    create_topic(bs, "ledger", 2)
+    produce(bs, "ledger", [6, 4])
+    commit(bs, "books", {("ledger", 0): 2, ("ledger", 1): 4})
+    produce(bs, "ledger", [4, 0], start=100)
+    commit(bs, "books", {("ledger", 0): 3})
+    consumer = member(bs, "auditors", "ledger", "auditor-1")
+    try:
+        consumer.commit(to_commit({("ledger", 0): 1}))
+        offline = pw.lag(["books", "auditors"], data_dir=broker.data_dir)
+        online = pw.lag(["books", "auditors"], bootstrap_servers=bs)
+    finally:
+        consumer.close()
+    cols = ["group", "topic", "partition", "committed_offset", "log_end_offset", "lag", "client_id"]
+    assert offline[cols].astype(object).fillna(-1).values.tolist() == \
+        online[cols].astype(object).fillna(-1).values.tolist()
+    assert offline[offline["group"] == "books"]["lag"].tolist() == [7, 0]
+    # two commits of p0, the lag grew between them, and an hour later nobody has committed since: STOP
+    mon = LagMonitor("books", data_dir=broker.data_dir)
+    snap = mon.poll(now_ms=int(time.time() * 1000) + 3_600_000)
+    assert [p["status"] for p in snap["groups"][0]["partitions"]] == ["STOP", "OK"]
+    assert snap["groups"][0]["status"] == "ERR"
+    auditors = offline[offline["group"] == "auditors"]
+    assert set(auditors["group_state"]) == {"Stable"} and set(auditors["client_id"]) == {"auditor-1"}
+    assert pd.isna(auditors["status"].tolist()[0])  # a single commit shows no trend
+    g = pw.groups(data_dir=broker.data_dir).set_index("group")
+    assert g.loc["books", "total_lag"] == 7
+    assert g.loc["auditors", "members"] == 0 and g.loc["auditors", "state"] == "Empty"  # it has left
+    with pytest.raises(ValueError, match="exactly one"):
+        pw.lag("books", bootstrap_servers=bs, data_dir=broker.data_dir)
