@@ -94,6 +94,19 @@ def test_client_records_identical_through_both_sources(broker: Broker) -> None:
     assert set(over_kafka.column("topic").unique().to_pylist()) == {topic}
     assert over_kafka.column("timestampType").unique().to_pylist() == [0]
 
+    # the adapters hold the same records
+    scan = pylog.scan_topic(topic, bootstrap_servers=broker.bootstrap, include_headers=True)
+    pdf = scan.to_pandas()
+    assert sorted(zip(pdf["partition"], pdf["offset"], pdf["key"], pdf["value"])) == [e[:4] for e in expected]
+    pl_df = pylog.scan_topic(topic, data_dir=broker.data_dir, include_headers=True).to_polars()
+    assert sorted(zip(*(pl_df[c].to_list() for c in ("partition", "offset", "key", "value")))) == [
+        e[:4] for e in expected]
+    con = scan.to_duckdb("records")
+    query = 'select "partition", "offset", "key", "value", epoch_ms("timestamp") from records'
+    got = con.sql(query).fetchall()
+    assert sorted(tuple(bytes(x) if isinstance(x, (bytes, bytearray, memoryview)) else x for x in row)
+                  for row in got) == [e[:5] for e in expected]
+
 
 def test_adapters_over_kafka(broker: Broker) -> None:
     topic = _topic(broker, 2)

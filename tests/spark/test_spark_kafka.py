@@ -26,13 +26,20 @@ def _topic(broker: Broker, partitions: int) -> str:
 
 
 def _produce(bootstrap: str, topic: str, start: int, n: int) -> None:
+    """Half the records through kafka-python, half through confluent-kafka."""
+    from confluent_kafka import Producer
     from kafka import KafkaProducer
 
+    half = start + n // 2
     p = KafkaProducer(bootstrap_servers=bootstrap)
-    for i in range(start, start + n):
+    for i in range(start, half):
         p.send(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), headers=[("i", str(i).encode())])
     p.flush()
     p.close()
+    cp = Producer({"bootstrap.servers": bootstrap, "compression.type": "zstd"})
+    for i in range(half, start + n):
+        cp.produce(topic, key=f"k{i}".encode(), value=f"v{i}".encode(), headers=[("i", str(i).encode())])
+    assert cp.flush(30) == 0
 
 
 def test_batch_and_streaming_reads(spark, broker: Broker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
