@@ -32,7 +32,7 @@ from typing import Any
 
 from common import BenchBroker
 
-DEFAULT_RECORDS = 1_000_000
+DEFAULT_RECORDS = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -223,9 +223,8 @@ def delete_topic(bootstrap: str, topic: str) -> None:
     """Free the row's data (Tansu keeps it in memory, pylog on disk) before the next row."""
     from confluent_kafka.admin import AdminClient
 
-    AdminClient({"bootstrap.servers": bootstrap}).delete_topics([topic], operation_timeout=30)[topic].result(
-        60
-    )
+    admin = AdminClient({"bootstrap.servers": bootstrap})  # must outlive the future
+    admin.delete_topics([topic], operation_timeout=30)[topic].result(60)
 
 
 def run(args: argparse.Namespace) -> list[Row]:
