@@ -10,6 +10,7 @@ A real ``pylog broker`` is started on a fresh data directory and the records are
 - read_topic(data_dir=...) against pyarrow reading the segments' IPC bytes directly (target >= 0.8x);
 - a confluent-kafka consumer loop building a pandas DataFrame against read_topic(data_dir) (>= 50x);
 - read_topic(bootstrap_servers=...) through the Kafka protocol;
+- decode="json" against Polars' str.json_decode and a json.loads loop;
 - Spark: format("pylog") with dataDir against spark.read.parquet of the same rows (within 2x).
 """
 
@@ -146,10 +147,30 @@ def spark_bench(data_dir: Path, table: pa.Table, workdir: Path) -> tuple[float, 
     return t_pylog, t_parquet
 
 
+def decode_rows(n: int) -> list[tuple[str, float, int, str]]:
+    """decode="json" (Arrow's JSON reader over the newline-joined values) against Polars'
+    str.json_decode and a json.loads loop, on n JSON objects."""
+    import json
+
+    import polars as pl
+
+    from pylog.sdk.decoders import JsonDecoder
+
+    values = pa.array([json.dumps({"id": i, "user": f"user-{i % 1000}", "score": i * 0.5, "tags": ["a", "b"]})
+                       .encode() for i in range(n)], pa.binary())
+    t_arrow, out = timed(lambda: JsonDecoder()(values), repeat=3)
+    t_polars, _ = timed(lambda: pl.Series(values.cast(pa.string())).str.json_decode(infer_schema_length=None))
+    t_loads, _ = timed(lambda: [json.loads(v) for v in values.to_pylist()])
+    assert len(out) == n
+    return [("decode='json' (pyarrow.json)", t_arrow, n, "chosen"),
+            ("polars str.json_decode", t_polars, n, f"{t_polars / t_arrow:.1f}x decode='json' time"),
+            ("json.loads per record", t_loads, n, f"{t_loads / t_arrow:.1f}x decode='json' time")]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=10_000_000)
-    ap.add_argument("--skip", default="", help="comma list of: bootstrap, confluent, spark")
+    ap.add_argument("--skip", default="", help="comma list of: bootstrap, confluent, decode, spark")
     ap.add_argument("--keep", action="store_true", help="keep the data directory")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
@@ -186,6 +207,8 @@ def main() -> None:
             t_conf, got = timed(lambda: confluent_loop(broker.bootstrap, n))
             rows.append(("confluent-kafka loop -> pandas", t_conf, got,
                          f"read_topic(data_dir) {t_conf / t_dir:.0f}x faster (target >= 50x)"))
+        if "decode" not in skip:
+            rows += decode_rows(min(n, 1_000_000))
         if "spark" not in skip:
             t_spark, t_parquet = spark_bench(data_dir, table, workdir)
             rows.append(("spark.read.parquet (same rows)", t_parquet, n, "baseline"))
