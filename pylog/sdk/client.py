@@ -140,9 +140,10 @@ class BrokerConnection:
                     raise
                 if not fut.done():
                     fut.set_result(body)
-        except (asyncio.IncompleteReadError, OSError, ConnectionError, Exception) as exc:
-            self._fail(exc if not isinstance(exc, asyncio.IncompleteReadError)
-                       else ConnectionError(f"{self.host}:{self.port} closed the connection"))
+        except asyncio.IncompleteReadError:
+            self._fail(ConnectionError(f"{self.host}:{self.port} closed the connection"))
+        except Exception as exc:
+            self._fail(exc)
 
     def _fail(self, exc: BaseException) -> None:
         if self._broken is None:
@@ -151,6 +152,7 @@ class BrokerConnection:
             *_, fut = self._pending.popleft()
             if not fut.done():
                 fut.set_exception(ConnectionError(f"connection to {self.host}:{self.port} failed: {exc}"))
+                fut.exception()  # a caller that gave up (cancelled) must not leave it "never retrieved"
         if self._writer is not None:
             self._writer.close()
 

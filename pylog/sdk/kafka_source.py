@@ -196,10 +196,11 @@ async def _fetch_lane(client: KafkaClient, leader: int, lane: int, ranges: list[
                         continue
                     for batch in _consume_partition(cursor, pr, columns, options):
                         await queue.put((cursor.range, batch))
-    except BaseException as exc:
+    except asyncio.CancelledError:
+        raise  # the reader is gone: nobody waits for this lane
+    except Exception as exc:
         await queue.put(exc)
-        raise
-    finally:
+    else:
         await queue.put(_DONE)
 
 
