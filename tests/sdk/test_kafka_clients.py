@@ -233,3 +233,22 @@ def test_errors_over_kafka(broker: Broker, tmp_path: Path) -> None:
                           compression="brotli")
     with pytest.raises(ValueError, match="key='nope': no such column"):
         pylog.write_topic(pa.table({"value": [b"a"]}), topic, bootstrap_servers=broker.bootstrap, key="nope")
+
+
+def test_reader_closed_early_leaves_nothing_running(broker: Broker) -> None:
+    import asyncio
+
+    from pylog.sdk import aio
+
+    topic = _topic(broker, 2)
+    pylog.write_topic(pa.table({"value": [b"x" * 1000] * 20_000}), topic, bootstrap_servers=broker.bootstrap,
+                      batch_size=100_000)
+    reader = pylog.scan_topic(topic, bootstrap_servers=broker.bootstrap).to_arrow_batch_reader()
+    assert reader.read_next_batch().num_rows > 0
+    reader.close()
+    del reader
+
+    async def running() -> list[str]:
+        return [repr(t) for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+    assert aio.run(running()) == []
