@@ -56,6 +56,7 @@ class RecordFile:
         self._count = count
         self._mapped: np.ndarray | None = None  # entries [0, len(_mapped)) of the file
         self._tail: np.ndarray | None = None  # entries appended after the map, in memory
+        self._tail_bytes = memoryview(b"")  # the same, as bytes
         self._tail_len = 0
         self._fd: int | None = None
 
@@ -125,23 +126,28 @@ class RecordFile:
         """Append packed entries: to the kernel first, then to the in-memory tail."""
         if self._fd is None:
             self._fd = os.open(self.path, OPEN_FLAGS, 0o644)
-        view = memoryview(raw)
-        while view:
-            view = view[os.write(self._fd, view):]
-        new = np.frombuffer(raw, self.dtype)
-        if self._tail_len + len(new) > TAIL_CAPACITY:
-            self._count += len(new)
+        written = os.write(self._fd, raw)
+        if written < len(raw):
+            view = memoryview(raw)[written:]
+            while view:
+                view = view[os.write(self._fd, view):]
+        n = len(raw) // self.dtype.itemsize
+        end = self._tail_len + n
+        if end > TAIL_CAPACITY:  # map the file afresh on the next read
+            self._count += n
             self._tail, self._tail_len, self._mapped = None, 0, None
             return
-        if self._tail is None or self._tail_len + len(new) > len(self._tail):
-            grown = np.zeros(min(TAIL_CAPACITY, max(16, 2 * (self._tail_len + len(new)))), self.dtype)
+        if self._tail is None or end > len(self._tail):
+            grown = np.zeros(min(TAIL_CAPACITY, max(16, 2 * end)), self.dtype)
             if self._tail is not None:
                 grown[:self._tail_len] = self._tail[:self._tail_len]
             self._map()  # the map must cover everything before the tail
             self._tail = grown
-        self._tail[self._tail_len:self._tail_len + len(new)] = new
-        self._tail_len += len(new)
-        self._count += len(new)
+            self._tail_bytes = memoryview(grown.view(np.uint8))
+        size = self.dtype.itemsize
+        self._tail_bytes[self._tail_len * size:end * size] = raw
+        self._tail_len = end
+        self._count += n
 
     def replace(self, raw: bytes) -> None:
         """Make the file hold exactly `raw` (a new file renamed over the old one)."""

@@ -22,6 +22,7 @@ CONTINUATION = b"\xff\xff\xff\xff"
 FILE_MAGIC = b"ARROW1"
 BATCHES_KEY = "pylog.batches"
 SCHEMA_MESSAGE: bytes = RECORD_SCHEMA.serialize().to_pybytes()
+_WRITE_OPTIONS = ipc.IpcWriteOptions()
 FILE_PREFIX = 8 + len(SCHEMA_MESSAGE)  # "ARROW1\0\0" then the schema message
 
 _HEADER_RECORD_BATCH = 3
@@ -59,26 +60,14 @@ class _Collect:
         pass
 
 
-class MessageEncoder:
-    """Encodes record batches as encapsulated IPC messages carrying pylog batch metadata.
-
-    One long-lived stream writer is reused; its schema message is produced once at construction
-    and discarded, so every `encode` yields exactly one record batch message.
-    """
-
-    def __init__(self) -> None:
-        self._sink = _Collect()
-        self._writer = ipc.new_stream(pa.PythonFile(self._sink, mode="w"), RECORD_SCHEMA)
-        self._writer.write_batch(pa.RecordBatch.from_pylist([], schema=RECORD_SCHEMA))
-        self._sink.chunks.clear()
-
-    def encode(self, batch: pa.RecordBatch, entries: bytes) -> tuple[list[object], int]:
-        """Chunks of one message (for os.writev) and its total length."""
-        self._sink.chunks.clear()
-        self._writer.write_batch(batch, custom_metadata={BATCHES_KEY: encode_entries(entries)})
-        chunks = self._sink.chunks
-        self._sink.chunks = []
-        return chunks, sum(len(c) for c in chunks)  # type: ignore[arg-type]
+def encode_message(batch: pa.RecordBatch, entries: bytes) -> pa.Buffer:
+    """One encapsulated record batch message carrying `entries` (packed BATCH_DTYPE) as custom
+    metadata. A fresh stream writer per call is cheaper than feeding a long-lived one through a
+    Python sink; its schema message is sliced off."""
+    sink = pa.BufferOutputStream()
+    writer = ipc.RecordBatchStreamWriter(sink, RECORD_SCHEMA, options=_WRITE_OPTIONS)
+    writer.write_batch(batch, custom_metadata={BATCHES_KEY: encode_entries(entries)})
+    return sink.getvalue().slice(len(SCHEMA_MESSAGE))
 
 
 def encode_entries(entries: bytes) -> str:

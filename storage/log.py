@@ -23,7 +23,6 @@ from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from .checkpoint import (
     LEADER_EPOCH_FILE,
@@ -34,7 +33,6 @@ from .checkpoint import (
 from .config import LONG_MAX, LogConfig
 from .errors import InvalidAppend, InvalidRecord, OffsetOutOfRange, ReadOnlyLog
 from .files import fsync_dir
-from .ipc import MessageEncoder
 from .rewrite import Block, coalesce, recover_swaps, write_segment
 from .schema import BATCH_DTYPE, RECORD_SCHEMA, TIMESTAMP_TYPE_MASK, BatchMeta, StoredBatch
 from .segment import FILE_EXT, SIDE_EXTS, STREAM_EXT, Segment, SegmentSnapshot
@@ -110,7 +108,6 @@ class PartitionLog:
         self._bases: list[int] = []
         self._log_start_offset = 0
         self._log_end_offset = 0
-        self._encoder: MessageEncoder | None = None
         self._unflushed = 0
         self._last_flush_ms = 0
         self._dir_dirty = False
@@ -221,9 +218,9 @@ class PartitionLog:
                 raise InvalidAppend(f"records do not match RECORD_SCHEMA: {exc}") from exc
         if meta.last_offset_delta < n - 1:
             raise InvalidAppend(f"{n} records but last offset delta {meta.last_offset_delta}")
-        offsets = records.column(0)
-        first, last = offsets[0].as_py(), offsets[n - 1].as_py()
-        if first is None or last is None or first < meta.base_offset or last > meta.last_offset:
+        offsets = _int64_values(records.column(0))
+        first, last = int(offsets[0]), int(offsets[-1])
+        if records.column(0).null_count or first < meta.base_offset or last > meta.last_offset:
             raise InvalidAppend(f"offsets {first}..{last} outside the batch's {meta.base_offset}.."
                                 f"{meta.last_offset}")
         if self.config.compact and not meta.is_control and records.column(2).null_count:
@@ -234,7 +231,8 @@ class PartitionLog:
             if base < leo:
                 raise InvalidAppend(f"base offset {base} is below the log end offset {leo}")
             if base != meta.base_offset:
-                shifted = pc.add(offsets, base - meta.base_offset)
+                moved = pa.py_buffer(offsets + (base - meta.base_offset))
+                shifted = pa.Array.from_buffers(pa.int64(), n, [None, moved])
                 records = records.set_column(0, RECORD_SCHEMA.field(0), shifted)
             attributes, base_ts, max_ts = meta.attributes, meta.base_timestamp, meta.max_timestamp
             if base_offset is None and self.config.message_timestamp_type == "LogAppendTime":
@@ -242,17 +240,13 @@ class PartitionLog:
                 records = records.set_column(1, RECORD_SCHEMA.field(1), ts)
                 attributes |= TIMESTAMP_TYPE_MASK
                 base_ts = max_ts = now_ms
-            else:
-                col_max = pc.max(records.column(1))
-                if col_max.is_valid:
-                    max_ts = max(max_ts, col_max.value)
+            elif records.column(1).null_count == 0:
+                max_ts = max(max_ts, int(_int64_values(records.column(1)).max()))
             stored = meta._replace(base_offset=base, record_count=n, base_timestamp=base_ts,
                                    max_timestamp=max_ts, attributes=attributes)
             self._maybe_roll(records, now_ms)
-            if self._encoder is None:
-                self._encoder = MessageEncoder()
-            size = records.nbytes if wire_size is None else wire_size
-            self._segments[-1].append(records, stored, now_ms, size, self._encoder)
+            size = records.get_total_buffer_size() if wire_size is None else wire_size
+            self._segments[-1].append(records, stored, now_ms, size)
             self._log_end_offset = stored.next_offset
             epoch = stored.partition_leader_epoch
             if epoch >= 0 and epoch != self._epochs.latest_epoch:
@@ -270,7 +264,7 @@ class PartitionLog:
         if count == 0:
             return
         c = self.config
-        if (active.data_size + records.nbytes > c.segment_bytes
+        if (active.data_size + records.get_total_buffer_size() > c.segment_bytes
                 or now_ms - active.first_append_time >= c.segment_ms
                 or (count + 1) * BATCH_DTYPE.itemsize > c.segment_index_bytes):
             self.roll()
@@ -610,6 +604,11 @@ class CompactionResult(NamedTuple):
     segments: int  # segments rewritten
     records_before: int
     records_after: int
+
+
+def _int64_values(col: pa.Array) -> np.ndarray:
+    """The values of an int64-backed column without a copy."""
+    return np.frombuffer(col.buffers()[1], np.int64, len(col), col.offset * 8)
 
 
 def _kept_blocks(snap: SegmentSnapshot, nb: int) -> list[Block]:

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from .files import fsync_dir
-from .ipc import SCHEMA_MESSAGE, FileBlockWriter, MessageEncoder, write_all
+from .ipc import SCHEMA_MESSAGE, FileBlockWriter, encode_message, write_all
 from .schema import BATCH_DTYPE
 from .segment import (
     BATCHES_EXT,
@@ -175,14 +175,13 @@ def write_segment(directory: Path, base_offset: int, blocks: list[Block], *, sea
         else:
             write_all(fd, [SCHEMA_MESSAGE])
             size = len(SCHEMA_MESSAGE)
-            encoder = MessageEncoder()
             for m, (rb, e) in enumerate(blocks):
                 e = e.copy()
                 e["message"] = m
-                chunks, length = encoder.encode(rb, e.tobytes())
-                write_all(fd, chunks)
-                placed.append((size, length, e))
-                size += length
+                message = encode_message(rb, e.tobytes())
+                write_all(fd, [message])
+                placed.append((size, message.size, e))
+                size += message.size
         os.fsync(fd)
     finally:
         os.close(fd)

@@ -25,8 +25,8 @@ from .files import OPEN_FLAGS, RecordFile, write_file
 from .ipc import (
     FILE_PREFIX,
     SCHEMA_MESSAGE,
-    MessageEncoder,
     MessageInfo,
+    encode_message,
     parse_message,
     read_batch,
     scan_messages,
@@ -35,7 +35,9 @@ from .ipc import (
 from .schema import (
     BATCH_DTYPE,
     INDEX_DTYPE,
+    INDEX_STRUCT,
     TIME_DTYPE,
+    TIME_STRUCT,
     BatchMeta,
     StoredBatch,
     metas_from_entries,
@@ -156,6 +158,7 @@ class Segment:
         self._fd: int | None = None
         self._max_ts: int | None = None
         self._next_offset: int | None = None
+        self._first_append: int | None = None
         self.dirty = False  # written since the last fsync
 
     # -- files ---------------------------------------------------------------------------------
@@ -293,8 +296,12 @@ class Segment:
 
     @property
     def first_append_time(self) -> int:
-        batches = self.files()[0]
-        return int(batches[0]["append_time"]) if len(batches) else -1
+        if self._first_append is None:
+            batches = self.files()[0]
+            if not len(batches):
+                return -1
+            self._first_append = int(batches[0]["append_time"])
+        return self._first_append
 
     def find_batch(self, offset: int) -> int:
         """Index of the first batch whose last offset is >= `offset` (batch_count if none)."""
@@ -337,22 +344,22 @@ class Segment:
 
     # -- writing (active segment) --------------------------------------------------------------
 
-    def append(self, records: pa.RecordBatch, meta: BatchMeta, append_time: int, size: int,
-               encoder: MessageEncoder) -> int:
+    def append(self, records: pa.RecordBatch, meta: BatchMeta, append_time: int, size: int) -> int:
         """Write one Kafka batch as one message; data first, then `.batches`, `.index`, `.timeindex`.
         `size` is the batch's size for fetch budgets. Returns the message length."""
         batches, index, times = self.files()
         msg, batch_no, pos = len(index), len(batches), self.data_size
         entry = pack_entry(meta, append_time=append_time, message=msg, row=0, size=size)
-        chunks, length = encoder.encode(records, entry)
+        message = encode_message(records, entry)
+        length = message.size
         if self._fd is None:
             self._fd = os.open(self.data_path, OPEN_FLAGS, 0o644)
-        write_all(self._fd, chunks)
+        write_all(self._fd, [message])
         self.data_size += length
         batches.append(entry)
-        index.append(np.array([(meta.base_offset, pos, length, batch_no)], INDEX_DTYPE).tobytes())
+        index.append(INDEX_STRUCT.pack(meta.base_offset, pos, length, batch_no))
         self._max_ts = max(self.max_timestamp, meta.max_timestamp)
-        times.append(np.array([(self._max_ts, meta.base_offset)], TIME_DTYPE).tobytes())
+        times.append(TIME_STRUCT.pack(self._max_ts, meta.base_offset))
         self._next_offset = meta.next_offset
         self.dirty = True
         return length
