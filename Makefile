@@ -12,7 +12,7 @@ JS_DIR := compat-tests/js
 PYTEST_ARGS ?=
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test venv install install-test kcat kafkajs lint pytest bench clean
+.PHONY: run test venv install install-test kcat kafkajs chromium lint pytest bench clean
 
 run: install
 	exec $(VENV)/bin/pylog broker --data-dir $(DATA_DIR) --listen $(LISTEN)
@@ -50,6 +50,13 @@ kcat:
 	  $(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y kcat; \
 	fi
 	@kcat -V | head -n 4 | tail -n 1
+
+# Headless Chromium renders the notebook widgets in the browser test.
+chromium:
+	@if [ ! -x /usr/bin/chromium ]; then \
+	  echo "installing Debian's chromium"; \
+	  $(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
+	fi
 
 kafkajs: $(JS_DIR)/node_modules/.installed
 
