@@ -111,6 +111,7 @@ class PartitionLog:
         self._unflushed = 0
         self._last_flush_ms = 0
         self._dir_dirty = False
+        self._closed = False
         self._next_horizon_ms = LONG_MAX  # earliest delete horizon of a tombstone compaction kept
         self._epochs = LeaderEpochCache(directory / LEADER_EPOCH_FILE, readonly=readonly)
 
@@ -514,7 +515,7 @@ class PartitionLog:
             while limit is None or done < limit:
                 with self._lock:
                     pending = [s for s in self._segments[:-1] if not s.sealed and not s.busy]
-                    if not pending:
+                    if not pending or self._closed:
                         return done
                     seg = pending[0]
                     seg.busy = True
@@ -530,7 +531,7 @@ class PartitionLog:
     def _swap_in(self, seg: Segment, written, *, cleaned: bool = False) -> bool:  # type: ignore[no-untyped-def]
         """Replace `seg` by rewritten files unless it changed meanwhile (then discard them)."""
         with self._lock:
-            if seg.retired or seg not in self._segments:
+            if self._closed or seg.retired or seg not in self._segments:
                 written.discard()
                 return False
             written.commit()
@@ -545,7 +546,7 @@ class PartitionLog:
     def _remove_segment(self, seg: Segment) -> bool:
         """Drop a segment compaction emptied (never the first or the active one)."""
         with self._lock:
-            if seg.retired or seg not in self._segments[1:-1]:
+            if self._closed or seg.retired or seg not in self._segments[1:-1]:
                 return False
             seg.delete_files()
             self._set_segments([s for s in self._segments if s is not seg])
@@ -585,7 +586,9 @@ class PartitionLog:
         return False
 
     def close(self) -> None:
+        """Release descriptors; a background job still running discards its work."""
         with self._lock:
+            self._closed = True
             for seg in self._segments:
                 seg.close()
 
