@@ -113,11 +113,6 @@ TIME_DTYPE = np.dtype([("timestamp", "<i8"), ("offset", "<i8")])
 META_FIELDS = BatchMeta._fields
 
 
-def meta_from_entry(entry: np.void) -> BatchMeta:
-    """Build a BatchMeta from one BATCH_DTYPE entry."""
-    return BatchMeta(*(int(entry[f]) for f in META_FIELDS))
-
-
 def metas_from_entries(entries: np.ndarray) -> list[BatchMeta]:
     """Build BatchMetas for a slice of BATCH_DTYPE entries (column-wise, not field-by-field)."""
     cols = [entries[f].tolist() for f in META_FIELDS]
