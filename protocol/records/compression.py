@@ -216,7 +216,62 @@ def _xerial_compress(data: Bytes) -> bytes:
     return b"".join(parts)
 
 
+_LZ4_MAGIC = 0x184D2204
+_LZ4_BLOCK_MAX = {4: 64 * 1024, 5: 256 * 1024, 6: 1024 * 1024, 7: 4 * 1024 * 1024}
+_U32LE = struct.Struct("<I")
+
+
+def _lz4_frame_bound(mv: memoryview) -> int | None:
+    """Most bytes one LZ4 frame spanning exactly ``mv`` can decompress to (its declared content
+    size, else blocks x block maximum), read from the frame and block headers alone; None when
+    ``mv`` is not exactly one well-formed frame (the streaming path then decides)."""
+    n = len(mv)
+    if n < 7 or _U32LE.unpack_from(mv, 0)[0] != _LZ4_MAGIC:
+        return None
+    flg, bd = mv[4], mv[5]
+    block_max = _LZ4_BLOCK_MAX.get((bd >> 4) & 0x07)
+    if flg >> 6 != 1 or block_max is None:
+        return None
+    pos = 7
+    content_size = None
+    if flg & 0x08:
+        if n < 15:
+            return None
+        content_size = int.from_bytes(mv[6:14], "little")
+        pos += 8
+    if flg & 0x01:  # dictionary id
+        pos += 4
+    block_checksum = 4 if flg & 0x10 else 0
+    blocks = 0
+    while True:
+        if pos + 4 > n:
+            return None
+        size = _U32LE.unpack_from(mv, pos)[0]
+        pos += 4
+        if size == 0:  # end mark
+            break
+        size &= 0x7FFFFFFF
+        if size > block_max:
+            return None
+        pos += size + block_checksum
+        blocks += 1
+    if flg & 0x04:  # content checksum
+        pos += 4
+    if pos != n:
+        return None
+    bound = blocks * block_max
+    return bound if content_size is None else min(bound, content_size)
+
+
 def _lz4_decompress(data: Bytes, max_bytes: int) -> bytes:
+    mv = memoryview(data).cast("B")
+    bound = _lz4_frame_bound(mv)
+    if bound is not None and bound <= max_bytes:
+        # The frame cannot exceed the limit: one call, no chunked pulls and joins.
+        out = lz4.frame.decompress(mv)
+        if len(out) > bound:
+            raise CorruptRecordBatch("lz4 frame decompresses past its block bound")
+        return out
     d = lz4.frame.LZ4FrameDecompressor()
     state = {"src": bytes(data)}
 
