@@ -43,20 +43,27 @@ class ProcStats:
     cpu_s: float  # user + system CPU seconds so far
     rss_mb: float  # resident set now
     hwm_mb: float  # peak resident set
+    anon_mb: float = 0.0  # of the resident set: heap and anonymous maps (caches, Python objects)
+    file_mb: float = 0.0  # of the resident set: mapped files (segment data in the page cache)
 
 
 def proc_stats(pid: int) -> ProcStats:
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     utime, stime = int(fields[11]), int(fields[12])  # fields 14 and 15 of proc(5)
-    rss = hwm = 0.0
+    mem = {}
     with open(f"/proc/{pid}/status") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                rss = int(line.split()[1]) / 1024
-            elif line.startswith("VmHWM:"):
-                hwm = int(line.split()[1]) / 1024
-    return ProcStats((utime + stime) / CLK_TCK, rss, hwm)
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile", "RssShmem"):
+                mem[key] = int(value.split()[0]) / 1024
+    return ProcStats(
+        (utime + stime) / CLK_TCK,
+        mem.get("VmRSS", 0.0),
+        mem.get("VmHWM", 0.0),
+        mem.get("RssAnon", 0.0),
+        mem.get("RssFile", 0.0) + mem.get("RssShmem", 0.0),
+    )
 
 
 class BenchBroker:
