@@ -1,6 +1,6 @@
 """Build the optional C accelerator; pylog falls back to its pure-Python twin without it."""
 
-from setuptools import setup, find_packages
+from setuptools import find_packages, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.extension import Extension
 
@@ -11,13 +11,13 @@ class OptionalBuildExt(build_ext):
     def run(self) -> None:
         try:
             super().run()
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             print(f"pylog: C accelerator not built ({exc}); using the pure-Python implementation")
 
     def build_extension(self, ext: Extension) -> None:
         try:
             super().build_extension(ext)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             print(f"pylog: {ext.name} not built ({exc}); using the pure-Python implementation")
 
 
