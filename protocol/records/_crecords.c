@@ -4,7 +4,8 @@
  * decode_records walks the varint record layout once and fills plain buffers
  * (int64 offsets and timestamps, Arrow binary/string offset arrays, validity
  * bitmaps and contiguous data) that Python wraps zero-copy with
- * pyarrow.Array.from_buffers. encode_records does the reverse from the
+ * pyarrow.Array.from_buffers, or (decode_records_arrow) hands to Arrow as
+ * one struct array through the Arrow C data interface. encode_records does the reverse from the
  * buffers of Arrow arrays. Every length and varint is bounds-checked against
  * the bytes actually present; the record count from the batch header is never
  * used to size an allocation beyond what the remaining bytes can hold.
@@ -248,17 +249,6 @@ static void dec_free(DecodeOut *o) {
     for (int i = 0; i < N_GBUFS; i++) gb_free(dec_bufs(o, i));
 }
 
-#define DFAIL(msg)          \
-    do {                    \
-        err = (msg);        \
-        goto done;          \
-    } while (0)
-#define DMEM()              \
-    do {                    \
-        oom = 1;            \
-        goto done;          \
-    } while (0)
-
 /* Appends a length-prefixed field; nullable fields record validity. Returns an error message or NULL. */
 static inline const char *read_bytes_field(const uint8_t **pp, const uint8_t *rend, GBuf *data, GBuf *offs,
                                            GBuf *valid, size_t idx, int64_t *nulls, int *oom) {
@@ -280,109 +270,122 @@ mem:
     return "out of memory";
 }
 
+/* Walks `count` records of an uncompressed records section into `o` (call without the GIL).
+ * Returns NULL, or an error message (with *oom set when it is an allocation failure). */
+static const char *decode_walk(const uint8_t *p, const uint8_t *end, size_t n, long long base_offset,
+                               long long base_ts, DecodeOut *o, int *oom) {
+    const char *err = NULL;
+    if (gb_init(&o->offsets, n * 8) || gb_init(&o->timestamps, n * 8) || gb_init(&o->kvalid, n / 8 + 1) ||
+        gb_init(&o->koff, (n + 1) * 4) || gb_init(&o->kdata, 256) || gb_init(&o->vvalid, n / 8 + 1) ||
+        gb_init(&o->voff, (n + 1) * 4) || gb_init(&o->vdata, (size_t)(end - p)) ||
+        gb_init(&o->hoff, (n + 1) * 4) || gb_init(&o->hkoff, 64) || gb_init(&o->hkdata, 64) ||
+        gb_init(&o->hvvalid, 64) || gb_init(&o->hvoff, 64) || gb_init(&o->hvdata, 64)) {
+        *oom = 1;
+        return "out of memory";
+    }
+    gb_append_i32(&o->koff, 0);
+    gb_append_i32(&o->voff, 0);
+    gb_append_i32(&o->hoff, 0);
+    gb_append_i32(&o->hkoff, 0);
+    gb_append_i32(&o->hvoff, 0);
+    int64_t *offs = (int64_t *)o->offsets.p;
+    int64_t *tss = (int64_t *)o->timestamps.p;
+    for (size_t i = 0; i < n; i++) {
+        int32_t rlen;
+        if (rd_varint(&p, end, &rlen)) return "truncated record length";
+        if (rlen < 0) return "negative record length";
+        if ((size_t)rlen > (size_t)(end - p)) return "record length past end of batch";
+        const uint8_t *rend = p + rlen;
+        if (p >= rend) return "truncated record attributes";
+        p++; /* record attributes: unused by Kafka */
+        int64_t tsd;
+        int32_t od;
+        if (rd_varlong(&p, rend, &tsd)) return "bad timestamp delta";
+        if (rd_varint(&p, rend, &od)) return "bad offset delta";
+        offs[i] = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)od);
+        tss[i] = (int64_t)((uint64_t)base_ts + (uint64_t)tsd);
+        err = read_bytes_field(&p, rend, &o->kdata, &o->koff, &o->kvalid, i, &o->knull, oom);
+        if (err) return err;
+        err = read_bytes_field(&p, rend, &o->vdata, &o->voff, &o->vvalid, i, &o->vnull, oom);
+        if (err) return err;
+        int32_t hc;
+        if (rd_varint(&p, rend, &hc)) return "bad header count";
+        if (hc < 0) return "negative header count";
+        if ((size_t)hc > (size_t)(rend - p) / MIN_HEADER_BYTES) return "header count past end of record";
+        for (int32_t h = 0; h < hc; h++) {
+            int32_t hkl;
+            if (rd_varint(&p, rend, &hkl)) return "bad header key length";
+            if (hkl < 0) return "null header key";
+            if ((size_t)hkl > (size_t)(rend - p)) return "header key past end of record";
+            if (!utf8_valid(p, (size_t)hkl)) return "header key is not valid UTF-8";
+            if (gb_append(&o->hkdata, p, (size_t)hkl)) goto mem;
+            p += hkl;
+            if (gb_append_i32(&o->hkoff, (int32_t)o->hkdata.len)) goto mem;
+            err = read_bytes_field(&p, rend, &o->hvdata, &o->hvoff, &o->hvvalid, (size_t)o->nh, &o->hvnull, oom);
+            if (err) return err;
+            o->nh++;
+        }
+        if (gb_append_i32(&o->hoff, (int32_t)o->nh)) goto mem;
+        if (p != rend) return "record length does not match its fields";
+    }
+    o->offsets.len = n * 8;
+    o->timestamps.len = n * 8;
+    if (p != end) return "bytes left after the last record";
+    /* Validity bitmaps cover every element; drop them when nothing is null. */
+    if (o->knull == 0) gb_free(&o->kvalid);
+    if (o->vnull == 0) gb_free(&o->vvalid);
+    if (o->hvnull == 0) gb_free(&o->hvvalid);
+    return NULL;
+mem:
+    *oom = 1;
+    return "out of memory";
+}
+
+/* Checks the arguments shared by both decoders; sets a Python error and returns -1 when they are bad. */
+static int decode_check(Py_buffer *in, long long count) {
+    if (in->len > INT32_MAX) {
+        PyErr_SetString(PyExc_ValueError, "records section larger than 2 GiB");
+        return -1;
+    }
+    if (count < 0) {
+        PyErr_SetString(PyExc_ValueError, "negative record count");
+        return -1;
+    }
+    if (count > in->len / MIN_RECORD_BYTES) {
+        PyErr_SetString(PyExc_ValueError, "record count larger than the records section can hold");
+        return -1;
+    }
+    return 0;
+}
+
+/* Runs the walk without the GIL; on failure frees `o`, sets the Python error and returns -1. */
+static int decode_run(Py_buffer *in, long long count, long long base_offset, long long base_ts, DecodeOut *o) {
+    const char *err;
+    int oom = 0;
+    const uint8_t *p = (const uint8_t *)in->buf;
+    memset(o, 0, sizeof *o);
+    Py_BEGIN_ALLOW_THREADS
+    err = decode_walk(p, p + in->len, (size_t)count, base_offset, base_ts, o, &oom);
+    Py_END_ALLOW_THREADS
+    if (err) {
+        dec_free(o);
+        if (oom)
+            PyErr_NoMemory();
+        else
+            PyErr_SetString(PyExc_ValueError, err);
+        return -1;
+    }
+    return 0;
+}
+
 static PyObject *decode_records(PyObject *self, PyObject *args) {
     Py_buffer in;
     long long count, base_offset, base_ts;
     if (!PyArg_ParseTuple(args, "y*LLL", &in, &count, &base_offset, &base_ts)) return NULL;
-
     DecodeOut o;
-    memset(&o, 0, sizeof o);
-    const char *err = NULL;
-    int oom = 0;
-    const uint8_t *p = (const uint8_t *)in.buf;
-    const uint8_t *end = p + in.len;
-
-    if (in.len > INT32_MAX) {
-        PyBuffer_Release(&in);
-        PyErr_SetString(PyExc_ValueError, "records section larger than 2 GiB");
-        return NULL;
-    }
-    if (count < 0) {
-        PyBuffer_Release(&in);
-        PyErr_SetString(PyExc_ValueError, "negative record count");
-        return NULL;
-    }
-    if (count > in.len / MIN_RECORD_BYTES) {
-        PyBuffer_Release(&in);
-        PyErr_SetString(PyExc_ValueError, "record count larger than the records section can hold");
-        return NULL;
-    }
-    size_t n = (size_t)count;
-
-    Py_BEGIN_ALLOW_THREADS
-    if (gb_init(&o.offsets, n * 8) || gb_init(&o.timestamps, n * 8) || gb_init(&o.kvalid, n / 8 + 1) ||
-        gb_init(&o.koff, (n + 1) * 4) || gb_init(&o.kdata, 256) || gb_init(&o.vvalid, n / 8 + 1) ||
-        gb_init(&o.voff, (n + 1) * 4) || gb_init(&o.vdata, (size_t)in.len) ||
-        gb_init(&o.hoff, (n + 1) * 4) || gb_init(&o.hkoff, 64) || gb_init(&o.hkdata, 64) ||
-        gb_init(&o.hvvalid, 64) || gb_init(&o.hvoff, 64) || gb_init(&o.hvdata, 64))
-        DMEM();
-    gb_append_i32(&o.koff, 0);
-    gb_append_i32(&o.voff, 0);
-    gb_append_i32(&o.hoff, 0);
-    gb_append_i32(&o.hkoff, 0);
-    gb_append_i32(&o.hvoff, 0);
-    {
-        int64_t *offs = (int64_t *)o.offsets.p;
-        int64_t *tss = (int64_t *)o.timestamps.p;
-        for (size_t i = 0; i < n; i++) {
-            int32_t rlen;
-            if (rd_varint(&p, end, &rlen)) DFAIL("truncated record length");
-            if (rlen < 0) DFAIL("negative record length");
-            if ((size_t)rlen > (size_t)(end - p)) DFAIL("record length past end of batch");
-            const uint8_t *rend = p + rlen;
-            if (p >= rend) DFAIL("truncated record attributes");
-            p++; /* record attributes: unused by Kafka */
-            int64_t tsd;
-            int32_t od;
-            if (rd_varlong(&p, rend, &tsd)) DFAIL("bad timestamp delta");
-            if (rd_varint(&p, rend, &od)) DFAIL("bad offset delta");
-            offs[i] = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)od);
-            tss[i] = (int64_t)((uint64_t)base_ts + (uint64_t)tsd);
-            const char *e;
-            e = read_bytes_field(&p, rend, &o.kdata, &o.koff, &o.kvalid, i, &o.knull, &oom);
-            if (e) DFAIL(e);
-            e = read_bytes_field(&p, rend, &o.vdata, &o.voff, &o.vvalid, i, &o.vnull, &oom);
-            if (e) DFAIL(e);
-            int32_t hc;
-            if (rd_varint(&p, rend, &hc)) DFAIL("bad header count");
-            if (hc < 0) DFAIL("negative header count");
-            if ((size_t)hc > (size_t)(rend - p) / MIN_HEADER_BYTES) DFAIL("header count past end of record");
-            for (int32_t h = 0; h < hc; h++) {
-                int32_t hkl;
-                if (rd_varint(&p, rend, &hkl)) DFAIL("bad header key length");
-                if (hkl < 0) DFAIL("null header key");
-                if ((size_t)hkl > (size_t)(rend - p)) DFAIL("header key past end of record");
-                if (!utf8_valid(p, (size_t)hkl)) DFAIL("header key is not valid UTF-8");
-                if (gb_append(&o.hkdata, p, (size_t)hkl)) DMEM();
-                p += hkl;
-                if (gb_append_i32(&o.hkoff, (int32_t)o.hkdata.len)) DMEM();
-                e = read_bytes_field(&p, rend, &o.hvdata, &o.hvoff, &o.hvvalid, (size_t)o.nh, &o.hvnull, &oom);
-                if (e) DFAIL(e);
-                o.nh++;
-            }
-            if (gb_append_i32(&o.hoff, (int32_t)o.nh)) DMEM();
-            if (p != rend) DFAIL("record length does not match its fields");
-        }
-        o.offsets.len = n * 8;
-        o.timestamps.len = n * 8;
-        if (p != end) DFAIL("bytes left after the last record");
-    }
-done:;
-    Py_END_ALLOW_THREADS
+    int bad = decode_check(&in, count) || decode_run(&in, count, base_offset, base_ts, &o);
     PyBuffer_Release(&in);
-    if (oom) {
-        dec_free(&o);
-        return PyErr_NoMemory();
-    }
-    if (err) {
-        dec_free(&o);
-        PyErr_SetString(PyExc_ValueError, err);
-        return NULL;
-    }
-    /* Validity bitmaps cover every element; drop them when nothing is null. */
-    if (o.knull == 0) gb_free(&o.kvalid);
-    if (o.vnull == 0) gb_free(&o.vvalid);
-    if (o.hvnull == 0) gb_free(&o.hvvalid);
+    if (bad) return NULL;
 
     PyObject *objs[N_GBUFS];
     for (int i = 0; i < N_GBUFS; i++) {
@@ -405,6 +408,116 @@ done:;
     return Py_BuildValue("(NNNNNNNNNNNNNNLLLL)", objs[0], objs[1], objs[2], objs[3], objs[4], objs[5], objs[6],
                          objs[7], objs[8], objs[9], objs[10], objs[11], objs[12], objs[13], (long long)o.knull,
                          (long long)o.vnull, (long long)o.hvnull, (long long)o.nh);
+}
+
+/* ------------------------------------------------------------------ */
+/* decode_records_arrow: the same walk, handed to Arrow through the C  */
+/* data interface as one struct array (one import instead of a dozen   */
+/* Array.from_buffers calls).                                          */
+
+struct ArrowArray {
+    int64_t length;
+    int64_t null_count;
+    int64_t offset;
+    int64_t n_buffers;
+    int64_t n_children;
+    const void **buffers;
+    struct ArrowArray **children;
+    struct ArrowArray *dictionary;
+    void (*release)(struct ArrowArray *);
+    void *private_data;
+};
+
+/* Array slots: 0 the record batch, 1 offset, 2 timestamp, 3 key, 4 value, 5 headers list,
+ * 6 header struct, 7 header key, 8 header value. */
+#define N_ARRAYS 9
+
+typedef struct {
+    DecodeOut o;
+    struct ArrowArray arrays[N_ARRAYS];
+    struct ArrowArray *top_children[5];
+    struct ArrowArray *list_children[1];
+    struct ArrowArray *struct_children[2];
+    const void *bufs[20];
+} ArrowHolder;
+
+static void child_release(struct ArrowArray *a) { a->release = NULL; }
+
+static void holder_release(struct ArrowArray *a) {
+    ArrowHolder *h = (ArrowHolder *)a->private_data;
+    for (int i = 1; i < N_ARRAYS; i++)
+        if (h->arrays[i].release) h->arrays[i].release(&h->arrays[i]);
+    dec_free(&h->o);
+    free(h);
+    a->release = NULL;
+}
+
+static void set_array(struct ArrowArray *a, int64_t length, int64_t nulls, int64_t n_buffers,
+                      const void **buffers, int64_t n_children, struct ArrowArray **children, ArrowHolder *h,
+                      int top) {
+    a->length = length;
+    a->null_count = nulls;
+    a->offset = 0;
+    a->n_buffers = n_buffers;
+    a->n_children = n_children;
+    a->buffers = buffers;
+    a->children = children;
+    a->dictionary = NULL;
+    a->release = top ? holder_release : child_release;
+    a->private_data = h;
+}
+
+/* Fills `h->arrays` over the decoded buffers (which stay owned by `h`). */
+static void holder_build(ArrowHolder *h, int64_t n) {
+    DecodeOut *o = &h->o;
+    const void **b = h->bufs;
+    b[0] = NULL;                                       /* batch validity */
+    b[1] = NULL, b[2] = o->offsets.p;                  /* offset */
+    b[3] = NULL, b[4] = o->timestamps.p;               /* timestamp */
+    b[5] = o->kvalid.p, b[6] = o->koff.p, b[7] = o->kdata.p;     /* key */
+    b[8] = o->vvalid.p, b[9] = o->voff.p, b[10] = o->vdata.p;    /* value */
+    b[11] = NULL, b[12] = o->hoff.p;                   /* headers list */
+    b[13] = NULL;                                      /* header struct */
+    b[14] = NULL, b[15] = o->hkoff.p, b[16] = o->hkdata.p;       /* header key (string) */
+    b[17] = o->hvvalid.p, b[18] = o->hvoff.p, b[19] = o->hvdata.p; /* header value */
+    for (int i = 0; i < 5; i++) h->top_children[i] = &h->arrays[1 + i];
+    h->list_children[0] = &h->arrays[6];
+    h->struct_children[0] = &h->arrays[7];
+    h->struct_children[1] = &h->arrays[8];
+    set_array(&h->arrays[0], n, 0, 1, &b[0], 5, h->top_children, h, 1);
+    set_array(&h->arrays[1], n, 0, 2, &b[1], 0, NULL, h, 0);
+    set_array(&h->arrays[2], n, 0, 2, &b[3], 0, NULL, h, 0);
+    set_array(&h->arrays[3], n, o->knull, 3, &b[5], 0, NULL, h, 0);
+    set_array(&h->arrays[4], n, o->vnull, 3, &b[8], 0, NULL, h, 0);
+    set_array(&h->arrays[5], n, 0, 2, &b[11], 1, h->list_children, h, 0);
+    set_array(&h->arrays[6], o->nh, 0, 1, &b[13], 2, h->struct_children, h, 0);
+    set_array(&h->arrays[7], o->nh, 0, 3, &b[14], 0, NULL, h, 0);
+    set_array(&h->arrays[8], o->nh, o->hvnull, 3, &b[17], 0, NULL, h, 0);
+}
+
+static PyObject *decode_records_arrow(PyObject *self, PyObject *args) {
+    Py_buffer in;
+    long long count, base_offset, base_ts;
+    PyObject *importer, *schema;
+    if (!PyArg_ParseTuple(args, "y*LLLOO", &in, &count, &base_offset, &base_ts, &importer, &schema)) return NULL;
+    ArrowHolder *h = (ArrowHolder *)calloc(1, sizeof(ArrowHolder));
+    if (!h) {
+        PyBuffer_Release(&in);
+        return PyErr_NoMemory();
+    }
+    int bad = decode_check(&in, count) || decode_run(&in, count, base_offset, base_ts, &h->o);
+    PyBuffer_Release(&in);
+    if (bad) {
+        free(h);
+        return NULL;
+    }
+    holder_build(h, (int64_t)count);
+    /* The array lives on the stack: the importer moves it out (marking it released) or fails. */
+    struct ArrowArray top = h->arrays[0];
+    h->arrays[0].release = NULL;
+    PyObject *result = PyObject_CallFunction(importer, "KO", (unsigned long long)(uintptr_t)&top, schema);
+    if (top.release) top.release(&top);
+    return result;
 }
 
 /* ------------------------------------------------------------------ */
@@ -691,6 +804,9 @@ out:
 static PyMethodDef methods[] = {
     {"decode_records", decode_records, METH_VARARGS,
      "decode_records(data, count, base_offset, base_timestamp) -> tuple of column buffers"},
+    {"decode_records_arrow", decode_records_arrow, METH_VARARGS,
+     "decode_records_arrow(data, count, base_offset, base_timestamp, importer, schema) -> importer(address"
+     " of an ArrowArray holding the records as one struct array, schema)"},
     {"encode_records", encode_records, METH_VARARGS,
      "encode_records(base_offset, base_timestamp, n, reserve, offsets, timestamps, key, value, headers)"
      " -> (bytearray, max_timestamp)"},

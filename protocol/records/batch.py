@@ -67,6 +67,8 @@ _impl: ModuleType = (
     _c_impl if (_c_impl is not None and os.environ.get("PYLOG_PURE_PYTHON") != "1") else _pyrecords
 )
 IMPLEMENTATION = "c" if _impl is _c_impl else "python"
+_import_batch = pa.RecordBatch._import_from_c
+_c_arrow = getattr(_c_impl, "decode_records_arrow", None)  # absent from an accelerator built before it
 
 
 class DecodedBatch(NamedTuple):
@@ -101,6 +103,8 @@ def decode_records(
     """Decode an uncompressed records section (the bytes after the 61-byte header)."""
     mod = impl or _impl
     try:
+        if mod is _c_impl and _c_arrow is not None:  # one C data interface import, not a dozen from_buffers
+            return _c_arrow(data, count, base_offset, base_timestamp, _import_batch, RECORD_SCHEMA)
         parts = mod.decode_records(data, count, base_offset, base_timestamp)
     except ValueError as exc:
         raise CorruptRecordBatch(str(exc)) from None
