@@ -124,17 +124,10 @@ class Partition:
         """Validate one produce partition's records and append them; Kafka errors as data."""
         if not records:
             return AppendResult(ErrorCode.CORRUPT_MESSAGE, message="no record batch")
-        try:
-            batches = list(rec.iter_batches(records))
-        except CorruptRecordBatch as exc:
-            return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
-        if not batches or sum(h.size_in_bytes for h, _ in batches) != len(records):
-            return AppendResult(ErrorCode.CORRUPT_MESSAGE, message="truncated record batch")
-        if len(batches) != 1:
-            return AppendResult(
-                ErrorCode.INVALID_RECORD, message="a produce request must carry exactly one record batch"
-            )
-        header, view = batches[0]
+        header = _single_batch_header(records)
+        if header is None:
+            return _classify_records(records)
+        view = records if type(records) is memoryview else memoryview(records)
         if header.size_in_bytes > self.max_message_bytes:
             return AppendResult(
                 ErrorCode.MESSAGE_TOO_LARGE,
@@ -277,6 +270,30 @@ class Partition:
         if flush:
             self.log.flush()
         self.log.close()
+
+
+def _single_batch_header(records: memoryview | bytes) -> Any:
+    """The header of ``records`` when they are exactly one well-formed batch (the common case,
+    parsed without splitting the blob); None otherwise."""
+    if len(records) < rec.HEADER_SIZE or _I.unpack_from(records, 8)[0] + 12 != len(records):
+        return None
+    try:
+        return rec.parse_header(records)
+    except CorruptRecordBatch:
+        return None
+
+
+def _classify_records(records: memoryview | bytes) -> AppendResult:
+    """Why ``records`` are not exactly one batch: broken, truncated, or several."""
+    try:
+        batches = list(rec.iter_batches(records))
+    except CorruptRecordBatch as exc:
+        return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+    if not batches or sum(h.size_in_bytes for h, _ in batches) != len(records):
+        return AppendResult(ErrorCode.CORRUPT_MESSAGE, message="truncated record batch")
+    return AppendResult(
+        ErrorCode.INVALID_RECORD, message="a produce request must carry exactly one record batch"
+    )
 
 
 def _decode_at(view: memoryview, header: Any, base_offset: int, max_uncompressed_bytes: int) -> Any:
