@@ -8,11 +8,17 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
+# The helper modules beside this file (compat_broker, compat_clients, ...) import by plain name under
+# any pytest import mode, including importlib (which leaves sys.path alone).
+sys.path.insert(0, str(Path(__file__).parent))
+
 from compat_broker import BrokerProcess
 
 JS_DIR = Path(__file__).parent / "js"
