@@ -1,4 +1,4 @@
-"""Reading a topic straight from a pylog data directory: the Arrow segments, no broker, no copy.
+"""Reading a topic straight from a pylog data directory: the Arrow segments, no broker.
 
 Partitions are ``<data_dir>/<topic>-<partition>`` directories opened with
 ``PartitionLog.open_readonly``, which is safe while a broker appends, rolls or seals them (a torn tail
@@ -13,7 +13,8 @@ is ignored; the view is fixed at open). What a reader may see matches a read_com
   marker is an ABORT.
 
 The batches (metadata and rows, from ``PartitionLog.read``) are listed once per partition to learn all
-three; rows are zero-copy slices of the mapped segments and unrequested columns are never touched.
+three; rows are zero-copy slices of the mapped segments (runs of small batches are concatenated)
+and unrequested columns are never touched.
 """
 
 from __future__ import annotations

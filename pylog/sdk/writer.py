@@ -261,7 +261,7 @@ def _prepare(batch: pa.RecordBatch, *, key: str | None, value: str | Sequence[st
             ts = ts.cast(pa.int64()).cast(pa.timestamp("ms"))
         ts = pc.fill_null(ts, pa.scalar(now_ms, pa.timestamp("ms")))
     else:
-        ts = pa.repeat(pa.scalar(now_ms, pa.timestamp("ms")), n)
+        ts = pa.array(np.full(n, now_ms, "datetime64[ms]"), pa.timestamp("ms"))
     arrays = [ts, keys, values]
     fields = ["timestamp", "key", "value"]
     if hdrs is not None:
