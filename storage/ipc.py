@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import os
 import struct
+import threading
 from typing import NamedTuple
 
 import pyarrow as pa
@@ -60,24 +61,49 @@ class _Collect:
         pass
 
 
+class _StreamChunks(threading.local):
+    """Per thread: one long-lived IPC stream writer filling a preallocated chunk, so a small append
+    costs one `write_batch` (no writer, schema message or size estimate per message). Messages are
+    slices of the chunk; a full chunk is dropped (it lives on while a slice still points into it)."""
+
+    def __init__(self) -> None:
+        self.buf: pa.Buffer | None = None
+        self.sink: pa.FixedSizeBufferWriter | None = None
+        self.writer: ipc.RecordBatchStreamWriter | None = None
+
+    def start(self, size: int) -> None:
+        self.buf = pa.allocate_buffer(max(STREAM_CHUNK_BYTES, size + len(SCHEMA_MESSAGE)))
+        self.sink = pa.FixedSizeBufferWriter(self.buf)
+        self.writer = ipc.RecordBatchStreamWriter(self.sink, RECORD_SCHEMA, options=_WRITE_OPTIONS)
+
+    def drop(self) -> None:
+        self.buf = self.sink = self.writer = None
+
+
+STREAM_CHUNK_BYTES = 256 * 1024
+_chunks = _StreamChunks()
+
+
 def encode_message(batch: pa.RecordBatch, entries: bytes) -> pa.Buffer:
     """One encapsulated record batch message carrying `entries` (packed BATCH_DTYPE) as custom
-    metadata. A fresh stream writer per call, into a buffer allocated once at the right size, is
-    cheaper than feeding a long-lived writer through a Python sink; its schema message is sliced
-    off."""
+    metadata, as a zero-copy slice of the calling thread's stream chunk (see `_StreamChunks`)."""
     metadata = {BATCHES_KEY: encode_entries(entries)}
-    size = ipc.get_record_batch_size(batch) + len(SCHEMA_MESSAGE) + len(metadata[BATCHES_KEY]) + 1024
-    buf = pa.allocate_buffer(size)
-    sink = pa.FixedSizeBufferWriter(buf)
+    # Metadata flatbuffer (nodes, buffers, custom metadata) plus 8-byte padding of 19 buffers.
+    need = batch.get_total_buffer_size() + len(metadata[BATCHES_KEY]) + 2048
+    c = _chunks
+    if c.buf is None or c.buf.size - c.sink.tell() < need:  # type: ignore[union-attr]
+        c.start(need)
+    assert c.buf is not None and c.sink is not None and c.writer is not None
+    start = c.sink.tell() or len(SCHEMA_MESSAGE)  # a fresh writer emits the schema message first
     try:
-        ipc.RecordBatchStreamWriter(sink, RECORD_SCHEMA, options=_WRITE_OPTIONS).write_batch(
-            batch, custom_metadata=metadata)
-        return buf.slice(len(SCHEMA_MESSAGE), sink.tell() - len(SCHEMA_MESSAGE))
-    except (pa.ArrowInvalid, OSError):  # the estimate was short: let the stream grow
+        c.writer.write_batch(batch, custom_metadata=metadata)
+    except (pa.ArrowInvalid, OSError):  # the estimate was short (or the writer broke): grow instead
+        c.drop()
         grow = pa.BufferOutputStream()
         ipc.RecordBatchStreamWriter(grow, RECORD_SCHEMA, options=_WRITE_OPTIONS).write_batch(
             batch, custom_metadata=metadata)
         return grow.getvalue().slice(len(SCHEMA_MESSAGE))
+    return c.buf.slice(start, c.sink.tell() - start)
 
 
 def encode_entries(entries: bytes) -> str:
