@@ -44,10 +44,12 @@ def write_file(path: Path, data: bytes, *, sync: bool = True) -> None:
 class RecordFile:
     """A file of `dtype` entries; see the module docstring."""
 
-    def __init__(self, path: Path, dtype: np.dtype, *, count: int | None = None, copy: bool = False) -> None:
+    def __init__(self, path: Path, dtype: np.dtype, *, count: int | None = None, copy: bool = False,
+                 readonly: bool = False) -> None:
         self.path = path
         self.dtype = dtype
         self._copy = copy  # read with a copy instead of a map (a reader of a file another process writes)
+        self._readonly = readonly  # never appended to: map (or read) it whole on first use
         if count is None:
             try:
                 count = os.stat(path).st_size // dtype.itemsize
@@ -96,7 +98,8 @@ class RecordFile:
             i += self._count
         if not 0 <= i < self._count:
             raise IndexError(i)
-        if self._mapped is None and self._tail_len == 0:  # one entry: read it, do not map the file
+        if self._mapped is None and self._tail_len == 0 and not self._readonly:
+            # a writer's idle file: read the one entry rather than holding a map for it
             size = self.dtype.itemsize
             fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
             try:

@@ -187,10 +187,10 @@ class Segment:
         return seg
 
     def _open_files(self) -> tuple[RecordFile, RecordFile, RecordFile]:
-        copy = self.readonly and not self.sealed
-        return (RecordFile(self.path(BATCHES_EXT), BATCH_DTYPE, copy=copy),
-                RecordFile(self.path(INDEX_EXT), INDEX_DTYPE, copy=copy),
-                RecordFile(self.path(TIME_EXT), TIME_DTYPE, copy=copy))
+        copy, ro = self.readonly and not self.sealed, self.readonly
+        return (RecordFile(self.path(BATCHES_EXT), BATCH_DTYPE, copy=copy, readonly=ro),
+                RecordFile(self.path(INDEX_EXT), INDEX_DTYPE, copy=copy, readonly=ro),
+                RecordFile(self.path(TIME_EXT), TIME_DTYPE, copy=copy, readonly=ro))
 
     def files(self) -> tuple[RecordFile, RecordFile, RecordFile]:
         """(batches, index, timeindex), opened on first use; a sealed segment's are checked against
