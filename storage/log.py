@@ -333,10 +333,33 @@ class PartitionLog:
                     i += take
             return out
 
+    def batch_metadata(self, start_offset: int | None = None, end_offset: int | None = None, *,
+                       attributes: int = 0) -> np.ndarray:
+        """The `.batches` entries (BATCH_DTYPE, FORMAT.md; a copy) of every batch holding an offset in
+        [start, end), clipped to [log start, log end), in offset order; with `attributes`, only
+        batches with any of those attribute bits set (e.g. TRANSACTIONAL_MASK | CONTROL_MASK). Reads
+        the mapped side files alone (a binary search per segment), so its cost follows the range,
+        not the partition (a filter on `attributes` looks at every entry in the range)."""
+        start = self._log_start_offset if start_offset is None else max(start_offset, self._log_start_offset)
+        end = self._log_end_offset if end_offset is None else min(end_offset, self._log_end_offset)
+        parts: list[np.ndarray] = []
+        with self._lock:
+            si = max(0, bisect.bisect_right(self._bases, start) - 1)
+            for seg in self._segments[si:] if start < end else ():
+                if seg.base_offset >= end:
+                    break
+                batches = seg.files()[0]
+                i = seg.find_batch(start) if seg.base_offset < start else 0
+                entries = batches.entries(i, batches.search("base_offset", end, "left"))
+                if attributes:
+                    entries = entries[(entries["attributes"] & attributes) != 0]
+                parts.append(np.array(entries))  # copied under the lock: the caller may keep it
+        return np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else np.zeros(0, BATCH_DTYPE)
+
     def scan(self, start_offset: int | None = None,
              end_offset: int | None = None) -> Iterator[pa.RecordBatch]:
-        """Record batches holding exactly the records with start <= offset < end (zero-copy slices;
-        control records included), for analysts rather than Kafka fetches."""
+        """Record batches holding exactly the records with start <= offset < end (zero-copy slices
+        of whole Arrow messages; control records included), for analysts rather than Kafka fetches."""
         start = self._log_start_offset if start_offset is None else max(start_offset, self._log_start_offset)
         end = self._log_end_offset if end_offset is None else min(end_offset, self._log_end_offset)
         with self._lock:
@@ -350,13 +373,15 @@ class PartitionLog:
                     continue
                 index = seg.files()[1]
                 m0 = max(0, index.search("offset", start, "right") - 1)
-                m1 = index.search("offset", end, "left")
-                parts = [seg.message(m) for m in range(m0, m1)]
-            for rb in parts:
-                offs = rb.column(0).to_numpy()
-                a, b = np.searchsorted(offs, [start, end])
-                if b > a:
-                    yield rb.slice(int(a), int(b - a))
+                parts = seg.messages(m0, index.search("offset", end, "left"))
+            last = len(parts) - 1
+            for j, rb in enumerate(parts):
+                if j == 0 or j == last:  # messages between the first and the last lie inside the range
+                    offs = rb.column(0).to_numpy()
+                    a, b = np.searchsorted(offs, [start, end])
+                    rb = rb.slice(int(a), int(b - a))
+                if rb.num_rows:
+                    yield rb
 
     def read_table(self, start_offset: int | None = None, end_offset: int | None = None) -> pa.Table:
         return pa.Table.from_batches(list(self.scan(start_offset, end_offset)), schema=RECORD_SCHEMA)

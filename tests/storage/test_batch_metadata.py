@@ -40,3 +40,95 @@ def test_readonly_record_file_reads_entries_without_reopening(tmp_path: Path,
         got = [f[i] for i in range(len(f))] + [f[-1]]
         assert np.array(got).tobytes() == np.concatenate([expected, expected[-1:]]).tobytes()
     assert opened == []
+
+
+def _side_entries(directory: Path) -> np.ndarray:
+    """Every `.batches` entry of a partition, straight from the files."""
+    return np.concatenate([np.fromfile(p, BATCH_DTYPE) for p in sorted(directory.glob("*.batches"))])
+
+
+def _overlapping(entries: np.ndarray, start: int, end: int) -> np.ndarray:
+    last = entries["base_offset"] + entries["last_offset_delta"]
+    return entries[(last >= start) & (entries["base_offset"] < end) & (start < end)]
+
+
+def test_batch_metadata_over_ranges_and_segments(tmp_path: Path) -> None:
+    log = _log(tmp_path / "t-0", 60)
+    assert log.seal_pending() >= 2 and log.segment_count >= 4
+    everything = _side_entries(tmp_path / "t-0")
+    assert log.batch_metadata().tobytes() == everything.tobytes()
+    ro = PartitionLog.open_readonly(tmp_path / "t-0")
+    end = log.log_end_offset
+    rng = np.random.default_rng(3)
+    for start, stop in [(0, end), (0, 1), (end - 1, end), (5, 5), (7, 3), (-4, end + 9), (end, end + 5),
+                        *rng.integers(0, end + 1, size=(40, 2)).tolist()]:
+        want = _overlapping(everything, max(start, 0), min(stop, end))
+        for reader in (log, ro):
+            got = reader.batch_metadata(start, stop)
+            assert got.dtype == BATCH_DTYPE
+            assert got.tobytes() == want.tobytes(), (start, stop)
+    assert log.batch_metadata(end, None).dtype == BATCH_DTYPE and len(log.batch_metadata(end)) == 0
+    ro.close()
+    log.close()
+
+
+def test_batch_metadata_is_a_copy_clipped_to_the_log_start(tmp_path: Path) -> None:
+    log = _log(tmp_path / "t-0", 20, segment_bytes=1 << 30)
+    first = log.batch_metadata(0, 3)
+    got = first.copy()
+    for _ in range(5):
+        rb = records(2)
+        log.append(rb, meta_for(rb), now_ms=0)
+    assert first.tobytes() == got.tobytes()
+    log.delete_records_before(6)  # inside the batch holding offsets 6..8
+    meta = log.batch_metadata()
+    assert meta["base_offset"][0] == 6 and len(meta) == len(_side_entries(tmp_path / "t-0")) - 3
+    assert log.batch_metadata(0, 7)["base_offset"].tolist() == [6]
+    log.close()
+
+
+def test_batch_metadata_filters_attributes(tmp_path: Path) -> None:
+    log = PartitionLog.open(tmp_path / "t-0", now_ms=0)
+    kinds = [0, 0x10, 0, 0x30, 0x08, 0x10, 0x30, 0]
+    for i, attrs in enumerate(kinds):
+        rb = records(3 if attrs != 0x30 else 1)
+        log.append(rb, meta_for(rb, producer_id=5 if attrs & 0x10 else -1, attributes=attrs), now_ms=i)
+    got = log.batch_metadata(attributes=0x30)
+    assert got["attributes"].tolist() == [0x10, 0x30, 0x10, 0x30]
+    assert got["producer_id"].tolist() == [5] * 4
+    assert log.batch_metadata(attributes=0x20)["base_offset"].tolist() == [9, 16]
+    assert log.batch_metadata(4, 11, attributes=0x08)["base_offset"].tolist() == [10]
+    assert len(log.batch_metadata(4, 10, attributes=0x08)) == 0
+    log.close()
+
+
+def test_batch_metadata_reads_only_segments_in_range(tmp_path: Path) -> None:
+    from pylog.storage import Stats
+
+    log = _log(tmp_path / "t-0", 60)
+    log.seal_pending()
+    bases = log.segment_base_offsets()
+    log.close()
+    for base in bases[:-2]:  # lost side files are rebuilt from the data, if anything looks at them
+        for ext in (".batches", ".index", ".timeindex"):
+            (tmp_path / "t-0" / f"{base:020d}{ext}").unlink()
+    ro = PartitionLog.open_readonly(tmp_path / "t-0")
+    rebuilds = Stats.index_rebuilds
+    got = ro.batch_metadata(bases[-2], bases[-2] + 3)
+    assert got["base_offset"][0] == bases[-2] and Stats.index_rebuilds == rebuilds
+    assert len(ro.batch_metadata(0, 1)) == 1 and Stats.index_rebuilds == rebuilds + 1
+    ro.close()
+
+
+def test_scan_clips_to_the_range(tmp_path: Path) -> None:
+    log = _log(tmp_path / "t-0", 60)
+    log.seal_pending()
+    log.delete_records_before(3)
+    end = log.log_end_offset
+    rng = np.random.default_rng(5)
+    ranges = [(0, end), (4, 5), (end - 1, end + 3), *rng.integers(0, end + 1, size=(30, 2)).tolist()]
+    for start, stop in ranges:
+        rows = [o for rb in log.scan(start, stop) for o in rb.column(0).to_pylist()]
+        assert rows == list(range(max(start, 3), min(stop, end))), (start, stop)
+        assert all(rb.num_rows for rb in log.scan(start, stop))
+    log.close()
