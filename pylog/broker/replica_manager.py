@@ -15,10 +15,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 from pylog.storage import list_partitions
-from pylog.storage.schema import BATCH_DTYPE, metas_from_entries
-from pylog.storage.segment import BATCHES_EXT
+from pylog.storage.schema import metas_from_entries
 
 from pylog.broker.partition import Partition
 from pylog.broker.producer_state import last_sequence
@@ -173,35 +171,7 @@ def rebuild_producer_state(part: Partition) -> None:
 
 
 def iter_batch_metas(part: Partition) -> Iterable[Any]:
-    """Batch metadata of the producers' batches in the log, oldest first, read from the segments'
-    ``.batches`` side files (one fixed-width entry per batch) without touching any record."""
-    metas = _metas_from_side_files(part)
-    return metas if metas is not None else _metas_by_reading(part)
-
-
-def _metas_from_side_files(part: Partition) -> list[Any] | None:
-    start = part.log_start_offset
-    chunks = []
-    for base in part.log.segment_base_offsets():
-        path = part.path / f"{base:020d}{BATCHES_EXT}"
-        try:
-            raw = path.read_bytes()
-        except OSError:
-            return None
-        if len(raw) % BATCH_DTYPE.itemsize:
-            return None
-        entries = np.frombuffer(raw, BATCH_DTYPE)
-        chunks.append(entries[(entries["producer_id"] >= 0) & (entries["base_offset"] >= start)])
-    return [m for chunk in chunks for m in metas_from_entries(chunk)]
-
-
-def _metas_by_reading(part: Partition) -> Iterable[Any]:
-    offset = part.log_start_offset
-    end = part.log_end_offset
-    while offset < end:
-        batches = part.log.read(offset, 8 * 1024 * 1024)
-        if not batches:
-            return
-        for b in batches:
-            yield b.meta
-        offset = batches[-1].meta.base_offset + batches[-1].meta.last_offset_delta + 1
+    """Batch metadata of the producers' batches in the log, oldest first, from the segments'
+    ``.batches`` side files (PartitionLog.batch_metadata) without touching any record."""
+    entries = part.log.batch_metadata()
+    return metas_from_entries(entries[entries["producer_id"] >= 0])
