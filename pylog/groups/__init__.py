@@ -22,6 +22,8 @@ from pylog.groups.types import (
     Output,
     PartitionError,
     SyncGroupResult,
+    TxnMarkerRecord,
+    TxnOffsetRecord,
 )
 
 __all__ = [
@@ -45,6 +47,8 @@ __all__ = [
     "Output",
     "PartitionError",
     "SyncGroupResult",
+    "TxnMarkerRecord",
+    "TxnOffsetRecord",
     "append_error_to_response",
     "partition_for",
 ]

@@ -14,8 +14,15 @@ that partition is ahead of the log: the shell answers the affected requests with
 `append_error_to_response` and reloads the partition (`unload_partition`, then `load_partition`
 from the log), which is what Kafka does when it loses the partition.
 
+TxnOffsetCommit follows Kafka: the offsets are written as a transactional batch of the producer
+(`CoordinatorRecord.producer_id`) and kept *pending* per producer; they become the group's
+committed offsets when the transaction's COMMIT marker lands in the group's partition
+(`complete_txn`, called by the shell that writes markers) and are dropped on ABORT. OffsetFetch
+with `require_stable` answers UNSTABLE_OFFSET_COMMIT for a partition with a pending commit.
+
 `load_partition` replays a partition's records: offsets come back as committed, groups come
-back with their generation, protocol, leader, members and assignments (Stable), or Empty. Loaded
+back with their generation, protocol, leader, members and assignments (Stable), or Empty;
+transactional offsets follow their markers (still pending when no marker came yet). Loaded
 members are not trusted to be alive: their session restarts at load time, so members that keep
 heartbeating carry on in the same generation and the others expire.
 """
@@ -52,10 +59,14 @@ from pylog.groups.types import (
     Output,
     PartitionError,
     TopicPartition,
+    TxnMarkerRecord,
+    TxnOffsetRecord,
 )
 from pylog.protocol.errors import ErrorCode
 
-__all__ = ["GroupCoordinator", "append_error_to_response"]
+__all__ = ["GroupCoordinator", "LogEntry", "append_error_to_response"]
+
+LogEntry = tuple[bytes, bytes | None] | TxnOffsetRecord | TxnMarkerRecord
 
 
 def append_error_to_response(error: ErrorCode, *, offset_commit: bool = False) -> ErrorCode:
@@ -91,6 +102,8 @@ class GroupCoordinator(GroupMembership):
     ) -> None:
         super().__init__(config, rng=rng, owned_partitions=owned_partitions)
         self._next_retention_check_ms: int | None = None
+        # producer id -> group id -> offsets committed in that producer's open transaction
+        self._pending_txn: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
 
     # ------------------------------------------------------------------ timers
 
@@ -124,6 +137,7 @@ class GroupCoordinator(GroupMembership):
                 and not group.offsets
                 and not group.members
                 and not group.pending_members
+                and not any(group.group_id in by_group for by_group in self._pending_txn.values())
             ):
                 self._delete_group(group, out)
 
@@ -248,12 +262,103 @@ class GroupCoordinator(GroupMembership):
             return ErrorCode.REBALANCE_IN_PROGRESS
         return ErrorCode.NONE
 
+    # ------------------------------------------------------------------ TxnOffsetCommit
+
+    def txn_commit_offsets(
+        self,
+        group_id: str,
+        producer_id: int,
+        producer_epoch: int,
+        generation_id: int,
+        member_id: str,
+        group_instance_id: str | None,
+        partitions: Iterable[OffsetCommitPartition],
+        *,
+        now_ms: int,
+    ) -> Output:
+        """TxnOffsetCommit. `Output.response` is a list of PartitionError in request order.
+
+        v0-2 carry no member: the commit is accepted whatever the group does (Kafka's rule);
+        v3+ members are checked like OffsetCommit's, without the rebalance check.
+        """
+        out = Output()
+        self._run_timers(now_ms, out)
+        parts = list(partitions)
+        error = self._validate_txn_commit(group_id, generation_id, member_id, group_instance_id)
+        if error is not ErrorCode.NONE:
+            out.response = [PartitionError(p.topic, p.partition, error) for p in parts]
+            return out
+        group = self._get_or_create(group_id, now_ms)
+        pending = self._pending_txn.setdefault(producer_id, {}).setdefault(group_id, {})
+        results = []
+        for p in parts:
+            metadata = p.metadata or ""
+            if len(metadata) > self.config.offset_metadata_max_bytes:
+                results.append(PartitionError(p.topic, p.partition, ErrorCode.OFFSET_METADATA_TOO_LARGE))
+                continue
+            value = OffsetAndMetadata(p.offset, p.leader_epoch, metadata, now_ms)
+            pending[(p.topic, p.partition)] = value
+            out.records.append(
+                CoordinatorRecord(
+                    group.partition,
+                    offset_commit_key(group_id, p.topic, p.partition),
+                    encode_offset_value(value),
+                    producer_id,
+                    producer_epoch,
+                )
+            )
+            results.append(PartitionError(p.topic, p.partition, ErrorCode.NONE))
+        out.response = results
+        return out
+
+    def _validate_txn_commit(
+        self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode:
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID
+        if (e := self._coordinator_error(group_id)) is not ErrorCode.NONE:
+            return e
+        group = self._groups.get(group_id)
+        if group is None:
+            return ErrorCode.NONE
+        if group_instance_id is not None and group.static_members.get(group_instance_id) != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+        if member_id and member_id not in group.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id >= 0 and generation_id != group.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
+    def complete_txn(self, producer_id: int, partition: int, commit: bool, *, now_ms: int) -> None:
+        """A COMMIT / ABORT marker of `producer_id` was written to `partition`: its pending offsets
+        for the groups of that partition become committed offsets, or are dropped."""
+        by_group = self._pending_txn.get(producer_id)
+        if not by_group:
+            return
+        for gid in [g for g in by_group if self.partition_for(g) == partition]:
+            offsets = by_group.pop(gid)
+            if commit:
+                self._get_or_create(gid, now_ms).offsets.update(offsets)
+        if not by_group:
+            del self._pending_txn[producer_id]
+
+    def has_pending_txn_offsets(self, group_id: str, tp: TopicPartition) -> bool:
+        return any(tp in by_group.get(group_id, ()) for by_group in self._pending_txn.values())
+
     # ------------------------------------------------------------------ OffsetFetch / OffsetDelete
 
     def fetch_offsets(
-        self, group_id: str, partitions: Iterable[TopicPartition] | None = None
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition] | None = None,
+        *,
+        require_stable: bool = False,
     ) -> OffsetFetchResult:
-        """OffsetFetch for one group; `partitions=None` fetches all. Unknown: offset -1, no error."""
+        """OffsetFetch for one group; `partitions=None` fetches all. Unknown: offset -1, no error.
+
+        `require_stable` (v7+): a partition with a pending transactional commit answers
+        UNSTABLE_OFFSET_COMMIT (the client retries until the transaction ends).
+        """
         if (e := self._coordinator_error(group_id)) is not ErrorCode.NONE:
             return OffsetFetchResult(group_id, e)
         group = self._groups.get(group_id)
@@ -262,7 +367,9 @@ class GroupCoordinator(GroupMembership):
         result = []
         for tp in wanted:
             o = offsets.get(tp)
-            if o is None:
+            if require_stable and self._pending_txn and self.has_pending_txn_offsets(group_id, tp):
+                result.append(FetchedOffset(tp[0], tp[1], -1, error=ErrorCode.UNSTABLE_OFFSET_COMMIT))
+            elif o is None:
                 result.append(FetchedOffset(tp[0], tp[1], -1))
             else:
                 result.append(FetchedOffset(tp[0], tp[1], o.offset, o.leader_epoch, o.metadata))
@@ -382,18 +489,18 @@ class GroupCoordinator(GroupMembership):
         """Answer COORDINATOR_LOAD_IN_PROGRESS for `partition` until `load_partition`."""
         self._loading.add(partition)
 
-    def load_partition(
-        self, partition: int, records: Iterable[tuple[bytes, bytes | None]], *, now_ms: int
-    ) -> None:
-        """Become coordinator of `partition`, rebuilding its groups from its (key, value) records."""
+    def load_partition(self, partition: int, records: Iterable[LogEntry], *, now_ms: int) -> None:
+        """Become coordinator of `partition`, rebuilding its groups from its records: (key, value)
+        pairs, with `TxnOffsetRecord` / `TxnMarkerRecord` for transactional batches and markers."""
         for gid in [g for g, grp in self._groups.items() if grp.partition == partition]:
             del self._groups[gid]
+        self._drop_pending_txn(partition)
         self._replay(records, now_ms)
         self._loading.discard(partition)
         if self._owned is not None:
             self._owned.add(partition)
 
-    def load(self, records: Iterable[tuple[bytes, bytes | None]], *, now_ms: int) -> None:
+    def load(self, records: Iterable[LogEntry], *, now_ms: int) -> None:
         """Replay records of any partitions (single node start-up: the whole topic)."""
         self._replay(records, now_ms)
 
@@ -404,17 +511,39 @@ class GroupCoordinator(GroupMembership):
             for m in group.members.values():
                 self._fail_parked(m, ErrorCode.NOT_COORDINATOR, out)
             del self._groups[group.group_id]
+        self._drop_pending_txn(partition)
         if self._owned is None:
             self._owned = set(range(self.config.offsets_topic_num_partitions))
         self._owned.discard(partition)
         return out
 
-    def _replay(self, records: Iterable[tuple[bytes, bytes | None]], now_ms: int) -> None:
+    def _drop_pending_txn(self, partition: int) -> None:
+        for pid in list(self._pending_txn):
+            by_group = self._pending_txn[pid]
+            for gid in [g for g in by_group if self.partition_for(g) == partition]:
+                del by_group[gid]
+            if not by_group:
+                del self._pending_txn[pid]
+
+    def _replay(self, records: Iterable[LogEntry], now_ms: int) -> None:
         if self._next_retention_check_ms is None:
             self._next_retention_check_ms = now_ms + self.config.offsets_retention_check_interval_ms
         metas: dict[str, GroupMetadataValue] = {}
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
-        for key, value in records:
+        pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
+        for entry in records:
+            if isinstance(entry, TxnMarkerRecord):
+                for gid, committed in pending.pop(entry.producer_id, {}).items():
+                    if entry.commit:
+                        offsets.setdefault(gid, {}).update(committed)
+                continue
+            if isinstance(entry, TxnOffsetRecord):
+                k = decode_key(bytes(entry.key))
+                if isinstance(k, OffsetKey) and entry.value is not None:
+                    by_group = pending.setdefault(entry.producer_id, {}).setdefault(k.group_id, {})
+                    by_group[(k.topic, k.partition)] = decode_offset_value(bytes(entry.value))
+                continue
+            key, value = entry
             k = decode_key(bytes(key))
             if isinstance(k, OffsetKey):
                 tp = (k.topic, k.partition)
@@ -427,7 +556,11 @@ class GroupCoordinator(GroupMembership):
                     metas.pop(k.group_id, None)
                 else:
                     metas[k.group_id] = decode_group_value(bytes(value))
-        for gid in dict.fromkeys([*metas, *(g for g, o in offsets.items() if o)]):
+        for pid, by_group in pending.items():
+            for gid, txn_offsets in by_group.items():
+                self._pending_txn.setdefault(pid, {}).setdefault(gid, {}).update(txn_offsets)
+        with_pending = (g for by_group in pending.values() for g in by_group)
+        for gid in dict.fromkeys([*metas, *(g for g, o in offsets.items() if o), *with_pending]):
             p = self.partition_for(gid)
             group = ClassicGroup.from_metadata(gid, p, metas[gid]) if gid in metas else ClassicGroup(gid, p)
             group.offsets = offsets.get(gid, {})

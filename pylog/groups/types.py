@@ -182,11 +182,34 @@ class OffsetDeleteResult:
 
 @dataclass(frozen=True)
 class CoordinatorRecord:
-    """A record for `__consumer_offsets`; `value=None` is a tombstone."""
+    """A record for a coordinator's compacted topic; `value=None` is a tombstone.
+
+    `producer_id` >= 0 marks a TxnOffsetCommit record: it is appended in a transactional batch of
+    that producer (and epoch) and counts only once the transaction's COMMIT marker follows.
+    """
 
     partition: int
     key: bytes
     value: bytes | None
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@dataclass(frozen=True)
+class TxnOffsetRecord:
+    """Replay input: a record of a transactional batch in `__consumer_offsets`."""
+
+    producer_id: int
+    key: bytes
+    value: bytes | None
+
+
+@dataclass(frozen=True)
+class TxnMarkerRecord:
+    """Replay input: a COMMIT / ABORT control record in `__consumer_offsets`."""
+
+    producer_id: int
+    commit: bool
 
 
 @dataclass
