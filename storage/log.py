@@ -219,9 +219,10 @@ class PartitionLog:
                 raise InvalidAppend(f"records do not match RECORD_SCHEMA: {exc}") from exc
         if meta.last_offset_delta < n - 1:
             raise InvalidAppend(f"{n} records but last offset delta {meta.last_offset_delta}")
-        offsets = _int64_values(records.column(0))
+        offset_col, ts_col = records.column(0), records.column(1)
+        offsets = _int64_values(offset_col)
         first, last = int(offsets[0]), int(offsets[-1])
-        if records.column(0).null_count or first < meta.base_offset or last > meta.last_offset:
+        if offset_col.null_count or first < meta.base_offset or last > meta.last_offset:
             raise InvalidAppend(f"offsets {first}..{last} outside the batch's {meta.base_offset}.."
                                 f"{meta.last_offset}")
         if self.config.compact and not meta.is_control and records.column(2).null_count:
@@ -241,12 +242,15 @@ class PartitionLog:
                 records = records.set_column(1, RECORD_SCHEMA.field(1), ts)
                 attributes |= TIMESTAMP_TYPE_MASK
                 base_ts = max_ts = now_ms
-            elif records.column(1).null_count == 0:
-                max_ts = max(max_ts, int(_int64_values(records.column(1)).max()))
-            stored = meta._replace(base_offset=base, record_count=n, base_timestamp=base_ts,
-                                   max_timestamp=max_ts, attributes=attributes)
-            self._maybe_roll(records, now_ms)
-            size = records.get_total_buffer_size() if wire_size is None else wire_size
+            elif ts_col.null_count == 0:
+                ts = _int64_values(ts_col)
+                max_ts = max(max_ts, int(ts[0] if n == 1 else ts.max()))
+            stored = BatchMeta(base, meta.last_offset_delta, n, base_ts, max_ts, meta.producer_id,
+                               meta.producer_epoch, meta.base_sequence, attributes,
+                               meta.partition_leader_epoch)
+            buffer_size = records.get_total_buffer_size()
+            self._maybe_roll(buffer_size, now_ms)
+            size = buffer_size if wire_size is None else wire_size
             self._segments[-1].append(records, stored, now_ms, size)
             self._log_end_offset = stored.next_offset
             epoch = stored.partition_leader_epoch
@@ -259,13 +263,15 @@ class PartitionLog:
                 self.flush(now_ms)
         return stored
 
-    def _maybe_roll(self, records: pa.RecordBatch, now_ms: int) -> None:
+    def _maybe_roll(self, size: int, now_ms: int) -> None:
+        """Roll before appending `size` more bytes when the active segment is due by size, age or
+        index size (an empty segment never rolls)."""
         active = self._segments[-1]
         count = active.batch_count
         if count == 0:
             return
         c = self.config
-        if (active.data_size + records.get_total_buffer_size() > c.segment_bytes
+        if (active.data_size + size > c.segment_bytes
                 or now_ms - active.first_append_time >= c.segment_ms
                 or (count + 1) * BATCH_DTYPE.itemsize > c.segment_index_bytes):
             self.roll()

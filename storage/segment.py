@@ -364,7 +364,9 @@ class Segment:
         length = message.size
         if self._fd is None:
             self._fd = os.open(self.data_path, OPEN_FLAGS, 0o644)
-        write_all(self._fd, [message])
+        written = os.write(self._fd, message)
+        if written != length:  # a short write: hand over the rest
+            write_all(self._fd, [message.slice(written)])
         self.data_size += length
         batches.append(entry)
         index.append(INDEX_STRUCT.pack(meta.base_offset, pos, length, batch_no))
