@@ -7,7 +7,8 @@
   *before* the call's response is sent or any parked JoinGroup / SyncGroup is answered, so an
   acknowledged commit survives a crash. A failed append answers the affected requests with
   Kafka's mapped error and reloads the partition from the log, which is what Kafka does when it
-  loses a partition.
+  loses a partition. TxnOffsetCommit records go in transactional batches of their producer; the
+  transaction shell completes them (`GroupCoordinator.complete_txn`) when it writes the marker.
 * Time. One loop timer sleeps until `next_deadline_ms()` and calls `tick` (session expiry,
   rebalance and sync timeouts, offsets retention).
 * Parked requests. JoinGroup / SyncGroup get a future keyed by a handle; completions resolve
@@ -30,14 +31,13 @@ import itertools
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-import pyarrow as pa
-from pylog.protocol import records as rec
 from pylog.protocol.errors import ErrorCode
 
+from pylog.broker.internal_topics import InternalTopic, append_records, batches_by_partition, iter_log_entries
 from pylog.cluster.controller import NewTopic
 from pylog.config import BROKER_CONFIGS
 from pylog.groups import (
@@ -50,6 +50,7 @@ from pylog.groups import (
     append_error_to_response,
     partition_for,
 )
+from pylog.groups.coordinator import LogEntry
 
 if TYPE_CHECKING:
     from pylog.broker.broker import Broker
@@ -57,10 +58,6 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
-CREATE_WAIT_S = 10.0
-LOAD_READ_BYTES = 8 * 1024 * 1024
-_CONTROL = 0x20
-_HEADERS_TYPE = rec.RECORD_SCHEMA.field("headers").type
 
 # What a failed append turns a call's response into (the response shapes of `pylog.groups`).
 ResponseOnError = Callable[[Any, ErrorCode], Any]
@@ -83,7 +80,7 @@ class GroupShell:
         self._parked: dict[int, asyncio.Future[JoinGroupResult | SyncGroupResult]] = {}
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
-        self._creating: asyncio.Future[None] | None = None
+        self._topic = InternalTopic(broker, OFFSETS_TOPIC, self._offsets_topic)
         self._loaded: set[int] = set()  # partitions the coordinator owns
         self._stopped = False
 
@@ -131,11 +128,7 @@ class GroupShell:
 
     def offsets_leaders(self) -> dict[int, int] | None:
         """Leader of each `__consumer_offsets` partition; None while the topic does not exist."""
-        md = self.broker.metadata
-        topic = md.topic(OFFSETS_TOPIC)
-        if topic is None:
-            return None
-        return {p.partition_id: p.leader for p in md.partitions(topic)}
+        return self._topic.leaders()
 
     def _led_partitions(self) -> list[int]:
         me = self.broker.node_id
@@ -163,30 +156,18 @@ class GroupShell:
             self._reschedule()
         return ErrorCode.NONE
 
-    def _load(self, p: int, records: list[tuple[bytes, bytes | None]]) -> None:
+    def _load(self, p: int, records: list[LogEntry]) -> None:
         assert self.coordinator is not None
         self.coordinator.load_partition(p, records, now_ms=self.clock())
         self._loaded.add(p)
 
     async def ensure_offsets_topic(self) -> ErrorCode:
         """Create `__consumer_offsets` if missing (first FindCoordinator); NONE once it exists."""
-        md = self.broker.metadata
-        if md.topic(OFFSETS_TOPIC) is not None:
-            return ErrorCode.NONE
-        if self._creating is None or self._creating.done():
-            self._creating = asyncio.ensure_future(self._create_offsets_topic())
-        try:
-            await asyncio.wait_for(asyncio.shield(self._creating), CREATE_WAIT_S)
-        except asyncio.TimeoutError:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        except Exception:
-            log.exception("creating %s failed", OFFSETS_TOPIC)
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return ErrorCode.NONE if md.topic(OFFSETS_TOPIC) is not None else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return await self._topic.ensure()
 
-    async def _create_offsets_topic(self) -> None:
+    def _offsets_topic(self) -> NewTopic:
         cfg = self.broker.config
-        topic = NewTopic(
+        return NewTopic(
             OFFSETS_TOPIC,
             self.num_partitions,
             cfg.int("offsets.topic.replication.factor"),
@@ -196,11 +177,6 @@ class GroupShell:
                 "segment.bytes": str(cfg.int("offsets.topic.segment.bytes")),
             },
         )
-        (result,) = await self.broker.metadata.execute(lambda c: c.create_topics([topic]))
-        if result.error_code and self.broker.metadata.topic(OFFSETS_TOPIC) is None:
-            log.error("creating %s failed: %s %s", OFFSETS_TOPIC, result.error_code, result.error_message)
-            return
-        log.info("created %s with %d partitions", OFFSETS_TOPIC, self.num_partitions)
 
     # ------------------------------------------------------------------ parked requests
 
@@ -239,12 +215,13 @@ class GroupShell:
     def _persist(self, records: list[CoordinatorRecord]) -> ErrorCode:
         if not records:
             return ErrorCode.NONE
-        by_partition: dict[int, list[CoordinatorRecord]] = {}
-        for r in records:
-            by_partition.setdefault(r.partition, []).append(r)
         first_error = ErrorCode.NONE
-        for p, recs in by_partition.items():
-            error = self._append(p, recs)
+        for p, runs in batches_by_partition(records).items():
+            error = ErrorCode.NONE
+            for recs in runs:
+                error = self._append(p, recs)
+                if error is not ErrorCode.NONE:
+                    break
             if error is not ErrorCode.NONE:
                 log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, p, error.name)
                 self._reload(p)
@@ -256,21 +233,7 @@ class GroupShell:
         part = self.broker.replicas.get(OFFSETS_TOPIC, p)
         if part is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        now = self.clock()
-        n = len(recs)
-        batch = pa.RecordBatch.from_arrays(
-            [
-                pa.array(range(n), pa.int64()),
-                pa.array([now] * n, pa.timestamp("ms")),
-                pa.array([r.key for r in recs], pa.binary()),
-                pa.array([r.value for r in recs], pa.binary()),
-                pa.array([[]] * n, _HEADERS_TYPE),
-            ],
-            schema=rec.RECORD_SCHEMA,
-        )
-        wire = rec.encode_batch(batch, base_offset=0)
-        result = part.append_from_client(wire, now)
-        return ErrorCode(result.error)
+        return append_records(part, recs, self.clock())
 
     def _reload(self, p: int) -> None:
         """The log is behind memory for `p`: fail its parked requests and replay it."""
@@ -284,12 +247,12 @@ class GroupShell:
             except Exception:
                 log.exception("reloading %s-%d failed", OFFSETS_TOPIC, p)
 
-    def _read_partition(self, p: int) -> list[tuple[bytes, bytes | None]]:
-        """Every (key, value) of a partition, oldest first (control batches skipped)."""
+    def _read_partition(self, p: int) -> list[LogEntry]:
+        """Every record of a partition, oldest first, with transactional ones and markers marked."""
         part = self.broker.replicas.get(OFFSETS_TOPIC, p)
         if part is None:
             return []
-        return list(_iter_records(part.log))
+        return list(iter_log_entries(part.log))
 
     # ------------------------------------------------------------------ timers
 
@@ -317,24 +280,6 @@ class GroupShell:
         except Exception:
             log.exception("group coordinator tick failed")
             self._reschedule()
-
-
-def _iter_records(plog: Any) -> Iterator[tuple[bytes, bytes | None]]:
-    offset = plog.log_start_offset
-    end = plog.log_end_offset
-    while offset < end:
-        batches = plog.read(offset, LOAD_READ_BYTES)
-        if not batches:
-            return
-        for b in batches:
-            if not b.meta.attributes & _CONTROL:
-                keys = b.records.column("key").to_pylist()
-                values = b.records.column("value").to_pylist()
-                for k, v in zip(keys, values):
-                    if k is not None:
-                        yield k, v
-        last = batches[-1].meta
-        offset = last.base_offset + last.last_offset_delta + 1
 
 
 def _failed(result: JoinGroupResult | SyncGroupResult, error: ErrorCode) -> JoinGroupResult | SyncGroupResult:
