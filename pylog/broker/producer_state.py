@@ -13,12 +13,21 @@ against that entry before it is written:
   unless the producer had no state (retention removed it) -> otherwise
   OUT_OF_ORDER_SEQUENCE_NUMBER.
 
+Transactions: a producer's first transactional batch opens its transaction in
+this partition (its first offset bounds the last stable offset); the COMMIT or
+ABORT marker ends it (``end_transaction``). An aborted transaction is kept in
+``aborted`` as (producer id, first offset, marker offset), Kafka's aborted
+transaction index, which read_committed fetches report so consumers skip its
+batches.
+
 State is rebuilt after a restart from the batch metadata kept in the log, by
-replaying ``record`` over the stored batches in offset order.
+replaying ``record`` (and ``end_transaction`` for markers) over the stored
+batches in offset order.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import deque
 from dataclasses import dataclass, field
 
@@ -56,6 +65,13 @@ class ProducerEntry:
 
 
 @dataclass(frozen=True, slots=True)
+class AbortedTxn:
+    producer_id: int
+    first_offset: int
+    last_offset: int  # the ABORT marker's offset
+
+
+@dataclass(frozen=True, slots=True)
 class Check:
     """Outcome of validating a batch: an error, a duplicate (with its offsets), or go ahead."""
 
@@ -80,6 +96,8 @@ class ProducerStateTable:
     def __init__(self) -> None:
         self.producers: dict[int, ProducerEntry] = {}
         self.open_transactions: dict[int, int] = {}  # producer id -> first offset
+        # ordered by marker offset; replaced, never mutated, when truncated (readers on other threads)
+        self.aborted: list[AbortedTxn] = []
 
     def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> Check:
         if producer_id < 0:
@@ -143,12 +161,28 @@ class ProducerStateTable:
             entry.txn_first_offset = first_offset
             self.open_transactions[producer_id] = first_offset
 
-    def end_transaction(self, producer_id: int, epoch: int) -> None:
+    def end_transaction(
+        self, producer_id: int, epoch: int, *, marker_offset: int = -1, aborted: bool = False
+    ) -> int | None:
+        """A COMMIT / ABORT marker at ``marker_offset``: close the producer's open transaction
+        (returning its first offset, None if none was open) and index it if aborted."""
         entry = self.producers.get(producer_id)
         if entry is not None:
             entry.txn_first_offset = -1
             entry.epoch = max(entry.epoch, epoch)
-        self.open_transactions.pop(producer_id, None)
+        first = self.open_transactions.pop(producer_id, None)
+        if aborted and first is not None and marker_offset >= 0:
+            self.aborted.append(AbortedTxn(producer_id, first, marker_offset))
+        return first
+
+    def aborted_transactions(self, fetch_offset: int, upper_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [fetch_offset, upper_offset): ending at or after the
+        fetch offset and starting before the upper bound."""
+        aborted = self.aborted
+        if not aborted:
+            return []
+        i = bisect_left(aborted, fetch_offset, key=lambda a: a.last_offset)
+        return [a for a in aborted[i:] if a.first_offset < upper_offset]
 
     def first_open_transaction_offset(self) -> int | None:
         """First offset of the oldest open transaction (the last stable offset), if any."""
@@ -166,7 +200,10 @@ class ProducerStateTable:
         return len(dead)
 
     def truncate(self, log_start_offset: int) -> None:
-        """Forget batches that are no longer in the log (DeleteRecords / retention)."""
+        """Forget batches and aborted transactions no longer in the log (DeleteRecords / retention)."""
+        if self.aborted and self.aborted[0].last_offset < log_start_offset:
+            i = bisect_left(self.aborted, log_start_offset, key=lambda a: a.last_offset)
+            self.aborted = self.aborted[i:]
         for pid in list(self.producers):
             e = self.producers[pid]
             while e.batches and e.batches[0].last_offset < log_start_offset:
