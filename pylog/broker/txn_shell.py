@@ -1,0 +1,374 @@
+"""The asyncio shell around the sans-IO transaction coordinator: log, markers, timers, producer ids.
+
+`pylog.txn.TransactionCoordinator` decides; this shell does what it cannot:
+
+* Durability. A call's `Output.records` are appended to `__transaction_state` (through the
+  partition layer) before anything else happens: only then is the response sent and are the
+  markers written. A failed append answers with Kafka's mapped error and reloads the partition
+  from the log (the in-memory state was ahead of it); transactions the reload finds preparing get
+  their markers again.
+* Markers. Each COMMIT / ABORT marker is a control batch appended to the transaction's partition
+  here (`transactions.write_marker`); a marker in `__consumer_offsets` also completes the group
+  coordinator's pending TxnOffsetCommit offsets. Written markers are reported back, which
+  persists CompleteCommit / CompleteAbort. Markers that could not be written (a storage error, a
+  partition not open here yet) are retried on a timer; a partition whose topic was deleted counts
+  as done. Markers are written right after the Prepare record, before the EndTxn answer leaves,
+  so a client that sees its commit acknowledged finds the records readable.
+* Time. One loop timer sleeps until `next_deadline_ms()` (timed-out transactions, idle ids).
+* Producer ids. The core's allocator takes a spare id the shell reserved beforehand (ids come in
+  blocks reserved through the metadata log, which may need an await).
+* Ownership, as in the group shell: the `__transaction_state` partitions this broker leads,
+  replayed on start before the listener opens, the topic created on the first FindCoordinator
+  for a transactional id.
+
+Transactional produce requests are verified here (`verify_produce`, installed on every
+partition): the batch's producer must have the partition in its Ongoing transaction. Markers
+for partitions led by other brokers (WriteTxnMarkers) are not implemented: a multi-broker
+cluster retries them until the partition is local.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.internal_topics import (
+    InternalTopic,
+    append_records,
+    batches_by_partition,
+    iter_log_entries,
+    plain_records,
+)
+from pylog.broker.transactions import write_marker
+from pylog.cluster.controller import NewTopic
+from pylog.config import BROKER_CONFIGS
+from pylog.groups import CoordinatorRecord, append_error_to_response
+from pylog.txn import (
+    OFFSETS_TOPIC,
+    TRANSACTION_STATE_TOPIC,
+    Output,
+    TransactionCoordinator,
+    TxnConfig,
+    TxnMarkers,
+    partition_for,
+)
+
+if TYPE_CHECKING:
+    from pylog.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+MARKER_RETRY_S = 0.1
+
+ResponseOnError = Callable[[Any, ErrorCode], Any]
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class TxnShell:
+    """Owns the broker's TransactionCoordinator; request handlers call it through this object."""
+
+    def __init__(self, broker: Broker, *, clock: Callable[[], int] = wall_clock_ms) -> None:
+        self.broker = broker
+        self.clock = clock
+        props = {n: broker.config.raw(n) for n in BROKER_CONFIGS}
+        self.config = TxnConfig.from_kafka({k: str(v) for k, v in props.items() if v is not None})
+        self.coordinator: TransactionCoordinator | None = None
+        self._topic = InternalTopic(broker, TRANSACTION_STATE_TOPIC, self._state_topic)
+        self._spare_pid: int | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline: int | None = None
+        self._marker_retry: asyncio.TimerHandle | None = None
+        self._loaded: set[int] = set()
+        self._stopped = False
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Build the coordinator and replay the partitions of `__transaction_state` led here."""
+        leaders = self.leaders()
+        n = self.config.transaction_state_log_num_partitions
+        if leaders is not None and len(leaders) != n:
+            log.warning(
+                "%s has %d partitions; transaction.state.log.num.partitions=%d is ignored",
+                TRANSACTION_STATE_TOPIC,
+                len(leaders),
+                n,
+            )
+            self.config = replace(self.config, transaction_state_log_num_partitions=len(leaders))
+        self.coordinator = TransactionCoordinator(
+            self.config, allocate_producer_id=self._take_producer_id, owned_partitions=()
+        )
+        loop = asyncio.get_running_loop()
+        led = self._led_partitions()
+        for p in led:
+            self.coordinator.mark_loading(p)
+        for p in led:
+            records = await loop.run_in_executor(None, self._read_partition, p)
+            self._load(p, records)
+        self._reschedule()
+
+    def stop(self) -> None:
+        self._stopped = True
+        for handle in (self._timer, self._marker_retry):
+            if handle is not None:
+                handle.cancel()
+        self._timer = self._marker_retry = None
+
+    # ------------------------------------------------------------------ ownership
+
+    def partition_for(self, transactional_id: str) -> int:
+        return partition_for(transactional_id, self.config.transaction_state_log_num_partitions)
+
+    def leaders(self) -> dict[int, int] | None:
+        """Leader of each `__transaction_state` partition; None while the topic does not exist."""
+        return self._topic.leaders()
+
+    async def ensure_topic(self) -> ErrorCode:
+        """Create `__transaction_state` if missing; NONE once it exists."""
+        return await self._topic.ensure()
+
+    def _state_topic(self) -> NewTopic:
+        cfg = self.broker.config
+        return NewTopic(
+            TRANSACTION_STATE_TOPIC,
+            self.config.transaction_state_log_num_partitions,
+            cfg.int("transaction.state.log.replication.factor"),
+            configs={
+                "cleanup.policy": "compact",
+                "compression.type": "producer",
+                "min.insync.replicas": str(cfg.int("transaction.state.log.min.isr")),
+                "segment.bytes": str(cfg.int("transaction.state.log.segment.bytes")),
+                "unclean.leader.election.enable": "false",
+            },
+        )
+
+    def _led_partitions(self) -> list[int]:
+        me = self.broker.node_id
+        return [
+            p
+            for p, leader in sorted((self.leaders() or {}).items())
+            if leader == me and self.broker.replicas.get(TRANSACTION_STATE_TOPIC, p) is not None
+        ]
+
+    def coordinator_error(self, transactional_id: str) -> ErrorCode:
+        """Why this broker cannot coordinate `transactional_id` now (NONE if it can); loads lazily."""
+        if self.coordinator is None or self._stopped:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        leaders = self.leaders()
+        if leaders is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        p = self.partition_for(transactional_id)
+        if leaders.get(p) != self.broker.node_id:
+            return ErrorCode.NOT_COORDINATOR
+        if self.broker.replicas.get(TRANSACTION_STATE_TOPIC, p) is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if p not in self._loaded:
+            self._load(p, self._read_partition(p))
+            self._reschedule()
+        return ErrorCode.NONE
+
+    def _load(self, p: int, records: list[tuple[bytes, bytes | None]]) -> None:
+        assert self.coordinator is not None
+        part = self.broker.replicas.get(TRANSACTION_STATE_TOPIC, p)
+        epoch = part.leader_epoch if part is not None else 0
+        out = self.coordinator.load_partition(p, records, coordinator_epoch=epoch, now_ms=self.clock())
+        self._loaded.add(p)
+        self.apply(out)
+
+    def _read_partition(self, p: int) -> list[tuple[bytes, bytes | None]]:
+        part = self.broker.replicas.get(TRANSACTION_STATE_TOPIC, p)
+        if part is None:
+            return []
+        return list(plain_records(iter_log_entries(part.log)))
+
+    # ------------------------------------------------------------------ producer ids
+
+    async def reserve_producer_id(self) -> None:
+        """Make sure the allocator has an id to hand out (call before `init_producer_id`)."""
+        if self._spare_pid is None:
+            pid = self.broker.producer_ids.next_now()
+            if pid is None:
+                pid = await self.broker.producer_ids.next()
+            if self._spare_pid is None:
+                self._spare_pid = pid
+
+    def _take_producer_id(self) -> int:
+        pid = self._spare_pid
+        if pid is None:
+            raise RuntimeError("no producer id reserved")
+        self._spare_pid = None
+        return pid
+
+    # ------------------------------------------------------------------ produce verification
+
+    def verify_produce(self, part: Any, producer_id: int, producer_epoch: int) -> int:
+        """The error for a transactional batch of this producer to `part` (0: go ahead)."""
+        c = self.coordinator
+        if c is None:
+            return ErrorCode.INVALID_TXN_STATE
+        error = c.verify_produce(producer_id, producer_epoch, (part.topic, part.index))
+        unknown = error is ErrorCode.INVALID_TXN_STATE and c.transactional_id_of(producer_id) is None
+        if unknown and not self._coordinates_every_id():
+            return ErrorCode.NONE  # coordinated by another broker: not verifiable here
+        return error
+
+    def _coordinates_every_id(self) -> bool:
+        if len(self.broker.metadata.brokers()) <= 1:
+            return True
+        leaders = self.leaders()
+        return leaders is not None and all(
+            leader == self.broker.node_id and p in self._loaded for p, leader in leaders.items()
+        )
+
+    # ------------------------------------------------------------------ applying outputs
+
+    def apply(self, out: Output, on_error: ResponseOnError | None = None) -> Any:
+        """Persist `out.records`, then write `out.markers`; returns the (possibly failed) response."""
+        error = self._persist(out.records)
+        response = out.response
+        if error is not ErrorCode.NONE:
+            if on_error is not None and response is not None:
+                response = on_error(response, append_error_to_response(error))
+        else:
+            self._write_markers(out.markers)
+        self._reschedule()
+        return response
+
+    def _persist(self, records: list[CoordinatorRecord]) -> ErrorCode:
+        first_error = ErrorCode.NONE
+        for p, runs in batches_by_partition(records).items():
+            part = self.broker.replicas.get(TRANSACTION_STATE_TOPIC, p)
+            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if part is not None:
+                for recs in runs:
+                    error = append_records(part, recs, self.clock())
+                    if error is not ErrorCode.NONE:
+                        break
+            if error is not ErrorCode.NONE:
+                log.error("append to %s-%d failed: %s", TRANSACTION_STATE_TOPIC, p, error.name)
+                self._reload(p)
+                if first_error is ErrorCode.NONE:
+                    first_error = error
+        return first_error
+
+    def _reload(self, p: int) -> None:
+        assert self.coordinator is not None
+        self.coordinator.unload_partition(p)
+        self._loaded.discard(p)
+        if self.broker.replicas.get(TRANSACTION_STATE_TOPIC, p) is not None:
+            try:
+                self._load(p, self._read_partition(p))
+            except Exception:
+                log.exception("reloading %s-%d failed", TRANSACTION_STATE_TOPIC, p)
+
+    def _write_markers(self, markers: list[TxnMarkers]) -> None:
+        assert self.coordinator is not None
+        retry = False
+        for m in markers:
+            written = []
+            for topic, p in m.partitions:
+                if self._write_marker(m, topic, p):
+                    written.append((topic, p))
+                else:
+                    retry = True
+            if written:
+                done = self.coordinator.markers_written(
+                    m.transactional_id, m.producer_id, m.producer_epoch, written, now_ms=self.clock()
+                )
+                self.apply(done)
+        if retry:
+            self._schedule_marker_retry()
+
+    def _write_marker(self, m: TxnMarkers, topic: str, p: int) -> bool:
+        """True when the partition holds the marker (or no longer exists)."""
+        part = self.broker.replicas.get(topic, p)
+        if part is None:
+            return self.broker.metadata.image.partition(topic, p) is None
+        now = self.clock()
+        error = write_marker(part, m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch, now)
+        if error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
+            return self.broker.metadata.image.partition(topic, p) is None
+        if error is ErrorCode.INVALID_PRODUCER_EPOCH:
+            log.warning("%s-%d has a newer epoch of producer %d than marker epoch %d; skipped",
+                        topic, p, m.producer_id, m.producer_epoch)
+            return True
+        if error is not ErrorCode.NONE:
+            log.error("writing a marker to %s-%d failed: %s", topic, p, error.name)
+            return False
+        if topic == OFFSETS_TOPIC and self.broker.groups is not None:
+            groups = self.broker.groups.coordinator
+            if groups is not None:
+                groups.complete_txn(m.producer_id, p, m.commit, now_ms=now)
+        return True
+
+    def _schedule_marker_retry(self) -> None:
+        if self._marker_retry is None and not self._stopped:
+            self._marker_retry = asyncio.get_running_loop().call_later(MARKER_RETRY_S, self._retry_markers)
+
+    def _retry_markers(self) -> None:
+        self._marker_retry = None
+        if self.coordinator is None or self._stopped:
+            return
+        try:
+            self._write_markers(self.coordinator.pending_markers())
+        except Exception:
+            log.exception("retrying transaction markers failed")
+            self._schedule_marker_retry()
+
+    # ------------------------------------------------------------------ timers
+
+    def _reschedule(self) -> None:
+        if self.coordinator is None or self._stopped:
+            return
+        deadline = self.coordinator.next_deadline_ms()
+        if deadline == self._timer_deadline and self._timer is not None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_deadline = deadline
+        if deadline is not None:
+            delay = max(deadline - self.clock(), 0) / 1000.0
+            self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_deadline = None
+        if self.coordinator is None or self._stopped:
+            return
+        try:
+            self.apply(self.coordinator.tick(self.clock()))
+        except Exception:
+            log.exception("transaction coordinator tick failed")
+            self._reschedule()
+
+
+# ---------------------------------------------------------------------------- for the handlers
+
+
+def txn_shell_of(broker: Any) -> TxnShell | None:
+    """The broker's transaction shell, None before it started."""
+    return getattr(broker, "txn", None)
+
+
+def not_available(shell: TxnShell | None, transactional_id: str) -> ErrorCode:
+    """The coordinator error for `transactional_id` (COORDINATOR_NOT_AVAILABLE without a shell)."""
+    if shell is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return shell.coordinator_error(transactional_id)
+
+
+def fenced_error(error: ErrorCode, api_version: int, first_version_with_fenced: int) -> ErrorCode:
+    """PRODUCER_FENCED (KIP-588) is reported as INVALID_PRODUCER_EPOCH to older request versions."""
+    if error is ErrorCode.PRODUCER_FENCED and api_version < first_version_with_fenced:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return error
