@@ -2,8 +2,10 @@
 
 ``pa.repeat`` walks rows one by one (about 100 ns a row for a string); these builders fill whole
 buffers with numpy: zeros come from calloc (free until touched), other integers from one fill, a
-string's data by doubling copies. `ConstantPool` builds each column once per topic partition and
-hands out slices, so a read of many small batches pays once.
+string's offsets and data by doubling copies. Arrow arrays are immutable, so every batch of one value
+can be a slice of one shared column: `ConstantPool` builds a column per value once, at most
+`CHUNK_ROWS` long, and serves any length as slices of it (a long column as several chunks), so the
+memory written per read does not grow with the number of rows.
 """
 
 from __future__ import annotations
@@ -11,7 +13,27 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+CHUNK_ROWS = 1 << 18  # longest column a pool builds; longer requests become several chunks
+
 _zeros = pa.py_buffer(np.zeros(0, np.int32))
+
+
+def _filled(n: int, dtype: type[np.generic]) -> tuple[pa.Buffer, np.ndarray]:
+    """A buffer from Arrow's memory pool (memory of freed columns is reused) and a writable view."""
+    buf = pa.allocate_buffer(n * np.dtype(dtype).itemsize)
+    return buf, np.frombuffer(buf, dtype)
+
+
+def _double(a: np.ndarray, done: int, step: int) -> None:
+    """Fill a[done:] by repeating a[:done], adding `step` per element for each element copied
+    (log2(n) vectorised copies)."""
+    while done < len(a):
+        k = min(done, len(a) - done)
+        if step:
+            np.add(a[:k], done * step, out=a[done:done + k])
+        else:
+            a[done:done + k] = a[:k]
+        done += k
 
 
 def int32_column(value: int, n: int) -> pa.Array:
@@ -22,41 +44,51 @@ def int32_column(value: int, n: int) -> pa.Array:
         if _zeros.size < 4 * n:
             _zeros = pa.py_buffer(np.zeros(max(n, 2 * _zeros.size // 4, 1 << 16), np.int32))
         return pa.Array.from_buffers(pa.int32(), n, [None, _zeros], null_count=0)
-    data = np.full(n, value, np.int32)
-    return pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(data)], null_count=0)
+    buf, data = _filled(n, np.int32)
+    data.fill(value)
+    return pa.Array.from_buffers(pa.int32(), n, [None, buf], null_count=0)
 
 
 def string_column(value: str, n: int) -> pa.Array:
     raw = value.encode()
     width = len(raw)
     large = width * n >= 2**31 - 1
-    offsets = np.arange(0, (n + 1) * width, width, dtype=np.int64 if large else np.int32) if width else \
-        np.zeros(n + 1, np.int64 if large else np.int32)
-    data = np.empty(width * n, np.uint8)
+    obuf, offsets = _filled(n + 1, np.int64 if large else np.int32)
+    offsets[0] = 0
+    if n:
+        offsets[1] = width
+        _double(offsets[1:], 1, width)
+    dbuf, data = _filled(width * n, np.uint8)
     if width and n:
         data[:width] = np.frombuffer(raw, np.uint8)
-        done = width
-        while done < data.size:  # doubling copies: log2(n) memcpys
-            step = min(done, data.size - done)
-            data[done:done + step] = data[:step]
-            done += step
+        _double(data, width, 0)
     typ = pa.large_string() if large else pa.string()
-    arr = pa.Array.from_buffers(typ, n, [None, pa.py_buffer(offsets), pa.py_buffer(data)], null_count=0)
+    arr = pa.Array.from_buffers(typ, n, [None, obuf, dbuf], null_count=0)
     return arr.cast(pa.string()) if large else arr
 
 
 class ConstantPool:
-    """Slices of per-key constant columns: `take(key, value, n, expect)` returns the next n rows,
-    allocating `expect` rows (at least n) when the current column runs out."""
+    """One column per value (a str makes a string column, an int an int32 one), at least as long as
+    the longest batch asked for, handed out as slices from its start."""
 
     def __init__(self) -> None:
-        self._columns: dict[object, tuple[pa.Array, int]] = {}
+        self._columns: dict[tuple[type, int | str], pa.Array] = {}
 
-    def take(self, key: object, value: int | str, n: int, expect: int) -> pa.Array:
-        column, used = self._columns.get(key, (None, 0))
-        if column is None or used + n > len(column):
-            size = max(n, expect)
+    def _column(self, value: int | str, n: int) -> pa.Array:
+        key = (type(value), value)
+        column = self._columns.get(key)
+        if column is None or len(column) < n:
+            size = max(n, min(CHUNK_ROWS, 2 * len(column) if column is not None else 1 << 12))
             column = string_column(value, size) if isinstance(value, str) else int32_column(value, size)
-            used = 0
-        self._columns[key] = (column, used + n)
-        return column.slice(used, n)
+            self._columns[key] = column
+        return column
+
+    def take(self, value: int | str, n: int) -> pa.Array:
+        """`value` n times (one slice)."""
+        return self._column(value, n).slice(0, n)
+
+    def chunks(self, value: int | str, n: int) -> list[pa.Array]:
+        """`value` n times as slices of one column of at most CHUNK_ROWS rows."""
+        column = self._column(value, min(n, CHUNK_ROWS))
+        step = len(column)
+        return [column.slice(0, min(step, n - i)) for i in range(0, n, step)]

@@ -12,45 +12,35 @@ is ignored; the view is fixed at open). What a reader may see matches a read_com
 - Control batches never become rows, and a transactional batch is dropped when its producer's next
   marker is an ABORT.
 
-The batches (metadata and rows, from ``PartitionLog.read``) are listed once per partition to learn all
-three; rows are zero-copy slices of the mapped segments (runs of small batches are concatenated)
-and unrequested columns are never touched.
+Only batch metadata is read to plan (``PartitionLog.batch_metadata``: binary searches of the ``.batches``
+side files, no record data): for the last stable offset, the transactional and control batches below
+the high watermark (one vectorised pass); for a range, its LogAppendTime batches and its transactional
+batches with their markers. Rows are zero-copy slices of whole Arrow messages (``PartitionLog.scan``),
+filtered only where a dropped batch lies; runs of small messages are concatenated, and unrequested
+columns are never touched.
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from pylog.protocol.records import parse_control_record
-from pylog.sdk.constant import int32_column
+from pylog.sdk.constant import ConstantPool
 from pylog.sdk.offsets import PartitionRange, UnknownTopicError
-from pylog.storage import PartitionLog, StoredBatch, list_partitions
+from pylog.storage import PartitionLog, list_partitions
 
 HW_CHECKPOINT = "replication-offset-checkpoint"
+_LOG_APPEND_TIME = 0x08
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
-_ALL = 1 << 62
 SMALL_BATCH_ROWS = 4096
 COALESCED_ROWS = 65536
-
-
-@dataclass
-class _Partition:
-    """A partition's read-only log and what its batch metadata says."""
-
-    log: PartitionLog
-    log_start: int
-    high_watermark: int
-    last_stable: int
-    batches: list[StoredBatch]
-    starts: np.ndarray  # base offset per batch
-    keep: np.ndarray  # per batch: a committed data batch
 
 
 def read_hw_checkpoint(data_dir: Path) -> dict[tuple[str, int], int]:
@@ -104,8 +94,8 @@ class DirTopicSource:
             path = self._dirs.get((topic, partition))
             if path is None:
                 raise UnknownTopicError(f"topic {topic!r} has no partition {partition} in {str(self.root)!r}")
-            part = self._open[(topic, partition)] = _load(PartitionLog.open_readonly(path),
-                                                          self._hw.get((topic, partition)))
+            part = self._open[(topic, partition)] = _Partition(PartitionLog.open_readonly(path),
+                                                               self._hw.get((topic, partition)))
         return part
 
     def offset_bounds(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
@@ -133,70 +123,133 @@ class DirTopicSource:
                 yield r, batch
 
 
-def _load(log: PartitionLog, hw_checkpoint: int | None) -> _Partition:
-    log_start = log.log_start_offset
-    hw = log.log_end_offset if hw_checkpoint is None else min(hw_checkpoint, log.log_end_offset)
-    batches = log.read(log_start, _ALL, max_offset=hw) if hw > log_start else []
-    attrs = np.fromiter((b.meta.attributes for b in batches), np.int16, len(batches))
-    special = (attrs & (_TRANSACTIONAL | _CONTROL)) != 0
-    keep = np.ones(len(batches), bool)
-    last_stable = hw
-    if special.any():
-        keep, last_stable = _transactions(batches, np.flatnonzero(special), hw)
-    starts = np.fromiter((b.meta.base_offset for b in batches), np.int64, len(batches))
-    return _Partition(log, log_start, hw, last_stable, batches, starts, keep)
+class _Partition:
+    """A partition's read-only log and what a committed reader may see of it. The last stable offset
+    needs every transactional / control batch below the high watermark (one filtered pass over the
+    `.batches` side files, made only when asked); reading a range needs only those from the range
+    on, up to the markers of its transactions."""
+
+    def __init__(self, log: PartitionLog, hw_checkpoint: int | None) -> None:
+        self.log = log
+        self.log_start = log.log_start_offset
+        self.high_watermark = log.log_end_offset if hw_checkpoint is None else \
+            min(hw_checkpoint, log.log_end_offset)
+        self._all: _Transactions | None = None
+        self._last_stable: int | None = None
+
+    def _special(self, start: int, end: int) -> np.ndarray:
+        return self.log.batch_metadata(start, end, attributes=_TRANSACTIONAL | _CONTROL)
+
+    @property
+    def last_stable(self) -> int:
+        if self._last_stable is None:
+            self._all = _Transactions(self.log, self._special(self.log_start, self.high_watermark))
+            first_open = self._all.first_open
+            hw = self.high_watermark
+            self._last_stable = hw if first_open is None else min(hw, first_open)
+        return self._last_stable
+
+    def dropped(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """(first, last) offsets of the batches in [start, end) a committed reader skips."""
+        txn = self._all
+        if txn is None:
+            found = [self._special(start, end)]
+            txn = _Transactions(self.log, found[0])
+            hi, step = end, max(end - start, 1 << 16)
+            while hi < self.high_watermark and txn.open_before(end):  # look for their markers
+                stop = min(self.high_watermark, hi + step)
+                more = self._special(hi, stop)
+                found.append(more[more["base_offset"] >= hi])
+                txn = _Transactions(self.log, np.concatenate(found))
+                hi, step = stop, 2 * step
+        return txn.dropped(start, end)
 
 
-def _transactions(batches: list[StoredBatch], special: np.ndarray, hw: int) -> tuple[np.ndarray, int]:
-    """(committed-data mask per batch, last stable offset): a transaction's batches are dropped when
-    its producer's next marker is ABORT; a transaction with no marker yet bounds the stable offset."""
-    keep = np.ones(len(batches), bool)
-    pending: dict[int, list[int]] = {}  # producer id -> batches of its open transaction
-    first: dict[int, int] = {}  # producer id -> first offset of its open transaction
-    for i in special.tolist():
-        meta = batches[i].meta
-        pid = meta.producer_id
-        if meta.is_control:
-            keep[i] = False
-            rows = batches[i].records
-            if rows.num_rows:
-                marker = parse_control_record(rows.column("key")[0].as_py(), rows.column("value")[0].as_py())
-                if marker.is_abort:
-                    keep[pending.get(pid, [])] = False
-            pending.pop(pid, None)
-            first.pop(pid, None)
-        else:
-            pending.setdefault(pid, []).append(i)
-            first.setdefault(pid, meta.base_offset)
-    return keep, min([hw, *first.values()])
+class _Transactions:
+    """The transactional and control batches of a partition (offset order): the marker ending each
+    transactional batch's transaction, found for all of them at once, and where the earliest
+    transaction without a marker begins. Whether a marker is an ABORT is read from its record
+    only when a read reaches one of its batches."""
+
+    def __init__(self, log: PartitionLog, special: np.ndarray) -> None:
+        self.log = log
+        self.first = special["base_offset"]
+        self.last = self.first + special["last_offset_delta"]
+        self.control = (special["attributes"] & _CONTROL) != 0
+        n = len(special)
+        pid = special["producer_id"]
+        order = np.argsort(pid, kind="stable")  # by producer, in offset order within one
+        sorted_pid = pid[order]
+        pos = np.where(self.control[order], np.arange(n), n)
+        nxt = np.minimum.accumulate(pos[::-1])[::-1]  # the next control batch, in that order
+        found = nxt < n
+        found[found] = sorted_pid[nxt[found]] == sorted_pid[found]  # ... of the same producer
+        self.marker = np.full(n, -1, np.int64)  # per batch: index of its marker, -1 while open
+        self.marker[order[found]] = order[nxt[found]]
+        self._open = ~self.control & (self.marker < 0)
+        self.first_open: int | None = int(self.first[self._open].min()) if self._open.any() else None
+        self._abort: dict[int, bool] = {}
+
+    def open_before(self, offset: int) -> bool:
+        """Whether a transactional batch below `offset` has no marker among these batches."""
+        return self.first_open is not None and self.first_open < offset
+
+    def _is_abort(self, m: int) -> bool:
+        if m not in self._abort:
+            rows = self.log.read(int(self.first[m]), 1)[0].records
+            self._abort[m] = bool(rows.num_rows) and parse_control_record(
+                rows.column(2)[0].as_py(), rows.column(3)[0].as_py()).is_abort
+        return self._abort[m]
+
+    def dropped(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+        """(first, last) offsets of the batches in [start, end) a committed reader skips: control
+        batches, and transactional batches whose marker is an ABORT (or that have none yet)."""
+        hit = np.flatnonzero((self.last >= start) & (self.first < end))
+        markers = self.marker[hit]
+        drop = self.control[hit] | (markers < 0)
+        for m in np.unique(markers[~drop]).tolist():
+            if self._is_abort(m):
+                drop |= markers == m
+        hit = hit[drop]
+        return self.first[hit], self.last[hit]
+
+
+def _covered(offsets: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.ndarray:
+    """Per offset: whether it lies in one of the sorted, disjoint intervals [first, last]."""
+    i = np.searchsorted(first, offsets, "right") - 1
+    return (i >= 0) & (offsets <= last[np.maximum(i, 0)])
 
 
 def _rows(part: _Partition, r: PartitionRange, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
-    """The committed data batches overlapping [start, end), clipped, as zero-copy slices of the mapped
-    segments; runs of small batches (a producer sending a few records at a time) become one batch."""
-    lo = max(0, int(np.searchsorted(part.starts, r.start, "right")) - 1)
-    hi = int(np.searchsorted(part.starts, r.end, "left"))
+    """The committed data rows of [start, end) as zero-copy slices of the mapped segments' messages
+    (filtered only where a skipped batch lies); runs of small messages become one batch."""
+    drop_first, drop_last = part.dropped(r.start, r.end)
     stored = [c for c in columns if c != "timestampType"]
     with_type = "timestampType" in columns
+    lat_first = lat_last = lat_ts = _NONE
+    if with_type or "timestamp" in stored:
+        lat = part.log.batch_metadata(r.start, r.end, attributes=_LOG_APPEND_TIME)
+        lat_first, lat_ts = lat["base_offset"], lat["max_timestamp"]
+        lat_last = lat_first + lat["last_offset_delta"]
+    zeros = ConstantPool()
     run: list[pa.RecordBatch] = []
     run_rows = 0
-    for i in range(lo, hi):
-        if not part.keep[i]:
-            continue
-        meta, rows = part.batches[i]
-        if meta.base_offset < r.start or meta.last_offset >= r.end:
-            a, b = np.searchsorted(rows.column(0).to_numpy(), [r.start, r.end])
-            rows = rows.slice(int(a), int(b - a))
+    special = len(drop_first) or len(lat_first)
+    for rows in part.log.scan(r.start, r.end):
+        ts_type = None
+        if special:
+            offsets = rows.column(0).to_numpy()
+            lo, hi = int(offsets[0]), int(offsets[-1])
+            if _overlaps(drop_first, drop_last, lo, hi):
+                rows = rows.filter(pa.array(~_covered(offsets, drop_first, drop_last)))
+                if not rows.num_rows:
+                    continue
+            if _overlaps(lat_first, lat_last, lo, hi):
+                rows, ts_type = _log_append_time(rows, lat_first, lat_last, lat_ts, "timestamp" in stored)
         n = rows.num_rows
-        if n == 0:
-            continue
-        if meta.timestamp_type == 1 and "timestamp" in stored:
-            # LogAppendTime: the broker's time, kept in max_timestamp, is every record's timestamp
-            append_time = pa.repeat(pa.scalar(meta.max_timestamp, pa.timestamp("ms")), n)
-            rows = rows.set_column(1, "timestamp", append_time)
         out = rows.select(stored)
         if with_type:
-            out = out.append_column("timestampType", int32_column(meta.timestamp_type, n))
+            out = out.append_column("timestampType", zeros.take(0, n) if ts_type is None else ts_type)
         if n >= SMALL_BATCH_ROWS:
             if run:
                 yield _concat(run)
@@ -210,6 +263,28 @@ def _rows(part: _Partition, r: PartitionRange, columns: Sequence[str]) -> Iterat
             run, run_rows = [], 0
     if run:
         yield _concat(run)
+
+
+_NONE = np.zeros(0, np.int64)
+
+
+def _overlaps(first: np.ndarray, last: np.ndarray, lo: int, hi: int) -> bool:
+    """Whether any of the sorted, disjoint intervals [first, last] meets [lo, hi]."""
+    i = int(np.searchsorted(last, lo, "left"))
+    return i < len(first) and int(first[i]) <= hi
+
+
+def _log_append_time(rows: pa.RecordBatch, first: np.ndarray, last: np.ndarray, ts: np.ndarray,
+                     set_timestamps: bool) -> tuple[pa.RecordBatch, pa.Array]:
+    """LogAppendTime batches: the broker's time, kept in max_timestamp, is every record's timestamp;
+    returns the rows so corrected and their timestampType column."""
+    offsets = rows.column(0).to_numpy()
+    hit = _covered(offsets, first, last)
+    if set_timestamps:
+        at = ts[np.maximum(np.searchsorted(first, offsets, "right") - 1, 0)]
+        stamped = pc.if_else(pa.array(hit), pa.array(at, pa.int64()).cast(pa.timestamp("ms")), rows.column(1))
+        rows = rows.set_column(1, "timestamp", stamped)
+    return rows, pa.array(hit.astype(np.int32))
 
 
 def _concat(run: list[pa.RecordBatch]) -> pa.RecordBatch:

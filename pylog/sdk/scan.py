@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
-from pylog.sdk.constant import ConstantPool, int32_column, string_column
+from pylog.sdk.constant import ConstantPool
 from pylog.sdk.decoders import DecodeSpec, apply_decoders, resolve_decoders
 from pylog.sdk.offsets import OffsetSource, OffsetSpec, PartitionRange, TimestampSpec, resolve_ranges
 from pylog.sdk.schema import output_columns, output_schema
@@ -125,26 +125,22 @@ class TopicScan:
 
     def _raw_batches(self) -> Iterator[pa.RecordBatch]:
         pool = ConstantPool()
-        seen: dict[PartitionRange, int] = {}
         for r, batch in self._source_batches():
-            yield self._finish(r, batch, pool, r.count - seen.get(r, 0))
-            seen[r] = seen.get(r, 0) + batch.num_rows
+            yield self._finish(r, batch, pool)
 
-    def _finish(self, r: PartitionRange, batch: pa.RecordBatch, pool: ConstantPool, left: int
-                ) -> pa.RecordBatch:
-        n = batch.num_rows
-        schema = self.schema
+    def _finish(self, r: PartitionRange, batch: pa.RecordBatch, pool: ConstantPool) -> pa.RecordBatch:
         if "topic" not in self.columns and "partition" not in self.columns:
             return batch.select(self.columns)
+        n = batch.num_rows
         arrays = []
         for name in self.columns:
             if name == "topic":
-                arrays.append(pool.take((r, name), r.topic, n, left))
+                arrays.append(pool.take(r.topic, n))
             elif name == "partition":
-                arrays.append(pool.take((r, name), r.partition, n, left))
+                arrays.append(pool.take(r.partition, n))
             else:
                 arrays.append(batch.column(name))
-        return pa.RecordBatch.from_arrays(arrays, schema=schema)
+        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
 
     def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
         """A stream of record batches, read as it is consumed."""
@@ -176,16 +172,16 @@ class TopicScan:
                 runs[-1] = (r, runs[-1][1] + batch.num_rows)
             else:
                 runs.append((r, batch.num_rows))
-        read = pa.Table.from_batches(batches, schema=stored)
-        columns = []
-        for field in schema:
-            if field.name == "topic":
-                columns.append(pa.chunked_array([string_column(r.topic, n) for r, n in runs], field.type))
-            elif field.name == "partition":
-                columns.append(pa.chunked_array([int32_column(r.partition, n) for r, n in runs], field.type))
-            else:
-                columns.append(read.column(field.name))
-        table = pa.Table.from_arrays(columns, schema=schema)
+        table = pa.Table.from_batches(batches, schema=stored)
+        pool = ConstantPool()
+        for i, field in enumerate(schema):
+            if field.name in ("topic", "partition"):
+                chunks = [c for r, n in runs for c in pool.chunks(getattr(r, field.name), n)]
+                # add_column, not Table.from_arrays: validating every chunk would fault in a page
+                # of each mapped message's offsets
+                table = table.add_column(i, field, pa.chunked_array(chunks, field.type))
+        if table.schema.names != schema.names:
+            table = table.select(schema.names)
         decoders = resolve_decoders(self.decode)
         return apply_decoders(table, decoders) if decoders else table
 
