@@ -76,6 +76,8 @@ class Partition:
         self._waiters: list[Callable[[], None]] = []
         self.deleted = False
         self.on_roll: Callable[[Partition], None] | None = None
+        # the transaction coordinator's check of a transactional batch (error code, 0 = accept)
+        self.txn_verifier: Callable[[Partition, int, int], int] | None = None
         self.log_config = LogConfig()
         self.apply_configs(configs)
         self.log = PartitionLog.open(path, self.log_config, now_ms=now_ms)
@@ -139,7 +141,12 @@ class Partition:
         if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
             return AppendResult(ErrorCode.INVALID_RECORD, message="inconsistent record count")
         if header.is_transactional:
-            return AppendResult(ErrorCode.INVALID_TXN_STATE, message="transactions are not supported yet")
+            verify = self.txn_verifier
+            error = ErrorCode.INVALID_TXN_STATE
+            if verify is not None:
+                error = verify(self, header.producer_id, header.producer_epoch)
+            if error:
+                return AppendResult(error, message=f"transactional batch refused: {ErrorCode(error).name}")
         if not self.log_append_time and header.max_timestamp >= 0:
             if header.max_timestamp - now_ms > self.timestamp_after_max_ms:
                 return AppendResult(
