@@ -1,5 +1,8 @@
 """Fetch: read record batches, long-polling on max_wait_ms / min_bytes.
 
+read_committed fetches (isolation level 1) stop at the last stable offset and list the aborted
+transactions overlapping the returned batches, so the consumer skips their records.
+
 Fetch sessions are declined (session id 0), so every requested partition is in
 every answer. Each partition returns whole batches starting with the one that
 holds the fetch offset; a partition's first batch is returned even when it is
@@ -21,6 +24,7 @@ from pylog.storage import OffsetOutOfRange, StorageError
 from pylog.broker.context import RequestContext
 from pylog.broker.partition import Partition
 from pylog.broker.registry import handles
+from pylog.broker.transactions import aborted_for_fetch
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +102,8 @@ def _read_partition(part: Partition, p: Any, committed: bool, budget: int) -> tu
     if not batches:
         return entry, 0
     entry["records"] = batches
+    if committed:
+        entry["aborted_transactions"] = aborted_for_fetch(part, offset, batches)
     return entry, sum(len(b) for b in batches)
 
 
