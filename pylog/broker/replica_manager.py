@@ -20,6 +20,7 @@ from pylog.storage.schema import metas_from_entries
 
 from pylog.broker.partition import Partition
 from pylog.broker.producer_state import last_sequence
+from pylog.broker.transactions import is_abort_marker
 from pylog.config import BrokerConfig
 
 log = logging.getLogger(__name__)
@@ -150,7 +151,8 @@ def _claim_directory(path: Path, topic_id: Any) -> None:
 
 
 def rebuild_producer_state(part: Partition) -> None:
-    """Replay the batch metadata of the log into the idempotence table (no record decoding)."""
+    """Replay the batch metadata of the log into the idempotence table: open transactions (the last
+    stable offset) and the aborted-transactions index come back too; only markers' records are read."""
     metas = iter_batch_metas(part)
     for m in metas:
         if m.producer_id < 0:
@@ -167,7 +169,13 @@ def rebuild_producer_state(part: Partition) -> None:
             is_transactional=bool(m.attributes & 0x10) and not m.attributes & 0x20,
         )
         if m.attributes & 0x20:
-            part.producers.end_transaction(m.producer_id, m.producer_epoch)
+            # A marker: whether it aborts is in its record (read only for open transactions).
+            aborted = m.producer_id in part.producers.open_transactions and is_abort_marker(
+                part.log, m.base_offset
+            )
+            part.producers.end_transaction(
+                m.producer_id, m.producer_epoch, marker_offset=m.base_offset, aborted=aborted
+            )
 
 
 def iter_batch_metas(part: Partition) -> Iterable[Any]:
