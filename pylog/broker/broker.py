@@ -21,6 +21,7 @@ from pylog.broker.metadata import BrokerMetadata, open_metadata
 from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.server import KafkaServer
+from pylog.broker.txn_shell import TxnShell
 from pylog.config import BrokerConfig
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,7 @@ class Broker:
         self.maintenance = Maintenance(config, self.replicas, now_ms)
         self.producer_ids: ProducerIdManager | None = None
         self.groups: GroupShell | None = None
+        self.txn = TxnShell(self)  # exists before partitions open: it verifies their transactional batches
         self.server: KafkaServer | None = None
         self.stopping = False
 
@@ -73,6 +75,7 @@ class Broker:
         self.producer_ids = ProducerIdManager(self.metadata)
         self.groups = GroupShell(self)
         await self.groups.start()  # replays __consumer_offsets before anyone can ask
+        await self.txn.start()  # replays __transaction_state; re-drives markers of preparing ones
         self.server = KafkaServer(self, *self.listen)
         await self.server.start()
         await self.metadata.register(*self.advertised)
@@ -84,6 +87,7 @@ class Broker:
         """The image assigns this partition here (created, grown, or found on start)."""
         part = self.replicas.ensure_partition(topic, index, topic_id, configs)
         part.on_roll = self.maintenance.request_seal
+        part.txn_verifier = self.txn.verify_produce
 
     def on_topic_configs(self, topic: str, configs: dict[str, str]) -> None:
         self.replicas.update_configs(topic, configs)
@@ -105,6 +109,7 @@ class Broker:
             await self.server.stop()
         if self.groups is not None:
             self.groups.stop()
+        self.txn.stop()
         self.maintenance.stop()
         for part in self.replicas.snapshot():
             part.wake()

@@ -1,6 +1,8 @@
 """One module per Kafka API; importing this package registers them all."""
 
 from pylog.broker.handlers import (  # noqa: F401
+    add_offsets_to_txn,
+    add_partitions_to_txn,
     api_versions,
     configs,
     create_partitions,
@@ -10,6 +12,9 @@ from pylog.broker.handlers import (  # noqa: F401
     delete_topics,
     describe_cluster,
     describe_groups,
+    describe_producers,
+    describe_transactions,
+    end_txn,
     fetch,
     find_coordinator,
     heartbeat,
@@ -18,10 +23,12 @@ from pylog.broker.handlers import (  # noqa: F401
     leave_group,
     list_groups,
     list_offsets,
+    list_transactions,
     metadata,
     offset_commit,
     offset_delete,
     offset_fetch,
     produce,
     sync_group,
+    txn_offset_commit,
 )

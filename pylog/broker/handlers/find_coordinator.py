@@ -1,10 +1,9 @@
-"""FindCoordinator: the leader of the `__consumer_offsets` partition that holds a group.
+"""FindCoordinator: the leader of the `__consumer_offsets` partition that holds a group (key type 0)
+or of the `__transaction_state` partition that holds a transactional id (key type 1).
 
-The first request creates `__consumer_offsets` and waits for it (milliseconds with a quorum of
-one) instead of answering COORDINATOR_NOT_AVAILABLE as Kafka does, so a fresh broker costs a
-first consumer no retry back-off. Key type 1 (transactional ids) gets COORDINATOR_NOT_AVAILABLE:
-pylog has no transaction coordinator yet, and that error makes producers retry rather than fail.
-v4+ batch several keys.
+The first request creates the topic and waits for it (milliseconds with a quorum of one)
+instead of answering COORDINATOR_NOT_AVAILABLE as Kafka does, so a fresh broker costs a first
+consumer or transactional producer no retry back-off. v4+ batch several keys.
 """
 
 from __future__ import annotations
@@ -17,6 +16,7 @@ from pylog.protocol.errors import ErrorCode
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import shell_of
 from pylog.broker.registry import handles
+from pylog.broker.txn_shell import txn_shell_of
 
 GROUP, TRANSACTION = 0, 1
 NO_NODE = (-1, "", -1)
@@ -50,7 +50,7 @@ async def find_coordinator(ctx: RequestContext, req: Any) -> dict:
 
 async def _find(ctx: RequestContext, key_type: int, key: str) -> Answer:
     if key_type == TRANSACTION:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
+        return await _find_transaction_coordinator(ctx, key)
     if key_type != GROUP:
         return ErrorCode.INVALID_REQUEST, NO_NODE
     shell = shell_of(ctx.broker)
@@ -62,6 +62,21 @@ async def _find(ctx: RequestContext, key_type: int, key: str) -> Answer:
         if error is not ErrorCode.NONE:
             return error, NO_NODE
         leaders = shell.offsets_leaders()
+    return _leader_of(ctx, leaders, shell.partition_for(key))
+
+
+async def _find_transaction_coordinator(ctx: RequestContext, key: str) -> Answer:
+    if not key:
+        return ErrorCode.INVALID_REQUEST, NO_NODE
+    shell = txn_shell_of(ctx.broker)
+    if shell is None:
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
+    leaders = shell.leaders()
+    if leaders is None:
+        error = await shell.ensure_topic()
+        if error is not ErrorCode.NONE:
+            return error, NO_NODE
+        leaders = shell.leaders()
     return _leader_of(ctx, leaders, shell.partition_for(key))
 
 

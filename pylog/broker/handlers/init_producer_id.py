@@ -1,8 +1,8 @@
-"""InitProducerId for idempotent producers: a fresh producer id, epoch 0.
+"""InitProducerId: a fresh producer id (idempotent producers) or, with a transactional id, the
+transaction coordinator's id and epoch for it (fencing older incarnations).
 
-Ids come from blocks reserved through the metadata log, so they are never
-handed out twice, even across restarts. Transactional ids belong to the
-transaction coordinator and are answered with NOT_COORDINATOR until it exists.
+Ids come from blocks reserved through the metadata log, so they are never handed out twice,
+even across restarts. PRODUCER_FENCED is reported as INVALID_PRODUCER_EPOCH before v4.
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
 from pylog.broker.registry import handles
+from pylog.broker.txn_shell import fenced_error, not_available, txn_shell_of
 
 
 @handles(ApiKey.INIT_PRODUCER_ID, versions=(0, 4))
 def init_producer_id(ctx: RequestContext, req: Any) -> Any:
     if req.transactional_id is not None:
-        return _answer(ErrorCode.NOT_COORDINATOR, -1, -1)
+        return _transactional(ctx, req)
     pid = ctx.broker.producer_ids.next_now()
     if pid is not None:
         return _answer(0, pid, 0)
@@ -32,6 +33,32 @@ async def _allocate(ctx: RequestContext) -> dict:
     except Exception:
         return _answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)
     return _answer(0, pid, 0)
+
+
+async def _transactional(ctx: RequestContext, req: Any) -> dict:
+    shell = txn_shell_of(ctx.broker)
+    txn_id = req.transactional_id
+    if txn_id and (error := not_available(shell, txn_id)) is not ErrorCode.NONE:
+        return _answer(error, -1, -1)
+    if shell is None:
+        return _answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)
+    try:
+        await shell.reserve_producer_id()  # the coordinator's allocator cannot wait
+    except Exception:
+        return _answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)
+    if txn_id and (error := not_available(shell, txn_id)) is not ErrorCode.NONE:
+        return _answer(error, -1, -1)  # lost the partition while waiting
+    if shell.coordinator is None:
+        return _answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)
+    out = shell.coordinator.init_producer_id(
+        txn_id,
+        req.transaction_timeout_ms,
+        producer_id=getattr(req, "producer_id", -1),
+        producer_epoch=getattr(req, "producer_epoch", -1),
+        now_ms=shell.clock(),
+    )
+    result = shell.apply(out, lambda r, e: type(r)(e))
+    return _answer(fenced_error(result.error, ctx.api_version, 4), result.producer_id, result.producer_epoch)
 
 
 def _answer(code: int, pid: int, epoch: int) -> dict:

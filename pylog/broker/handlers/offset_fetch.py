@@ -2,7 +2,7 @@
 
 Before v8 a group-level error is reported at the top (v2+) and copied onto every requested
 partition, which is what v1 clients read. `require_stable` (v7+) asks to wait out pending
-transactional commits; pylog has no transactional offset commits, so nothing is ever pending.
+transactional commits: such a partition answers UNSTABLE_OFFSET_COMMIT and the client retries.
 """
 
 from __future__ import annotations
@@ -20,10 +20,11 @@ from pylog.groups import FetchedOffset, OffsetFetchResult
 
 @handles(ApiKey.OFFSET_FETCH, versions=(0, 9))
 def offset_fetch(ctx: RequestContext, req: Any) -> dict:
+    stable = bool(getattr(req, "require_stable", False))
     if ctx.api_version >= 8:
-        groups = [_fetch(ctx, g.group_id, g.topics) for g in req.groups]
+        groups = [_fetch(ctx, g.group_id, g.topics, stable) for g in req.groups]
         return {"throttle_time_ms": 0, "groups": [_group_entry(g) for g in groups]}
-    r = _fetch(ctx, req.group_id, req.topics)
+    r = _fetch(ctx, req.group_id, req.topics, stable)
     topics = _topics(r)
     if r.error is not ErrorCode.NONE:
         requested = [(t.name, list(t.partition_indexes)) for t in req.topics or []]
@@ -34,13 +35,13 @@ def offset_fetch(ctx: RequestContext, req: Any) -> dict:
     return {"throttle_time_ms": 0, "topics": topics, "error_code": r.error}
 
 
-def _fetch(ctx: RequestContext, group_id: str, topics: Any) -> OffsetFetchResult:
+def _fetch(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool) -> OffsetFetchResult:
     shell = shell_of(ctx.broker)
     error = not_available(shell, group_id)
     if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
         return OffsetFetchResult(group_id, error)
     wanted = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
-    return shell.coordinator.fetch_offsets(group_id, wanted)
+    return shell.coordinator.fetch_offsets(group_id, wanted, require_stable=require_stable)
 
 
 def _topics(r: OffsetFetchResult) -> list[dict]:

@@ -1,0 +1,39 @@
+"""AddOffsetsToTxn: the group's `__consumer_offsets` partition joins the producer's transaction.
+
+The client then sends TxnOffsetCommit to the group coordinator; the transaction's marker in
+that partition decides whether those offsets count.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.group_shell import shell_of as group_shell_of
+from pylog.broker.registry import handles
+from pylog.broker.txn_shell import fenced_error, not_available, txn_shell_of
+
+
+@handles(ApiKey.ADD_OFFSETS_TO_TXN, versions=(0, 3))
+def add_offsets_to_txn(ctx: RequestContext, req: Any) -> dict:
+    shell = txn_shell_of(ctx.broker)
+    groups = group_shell_of(ctx.broker)
+    txn_id = req.transactional_id
+    error = not_available(shell, txn_id) if txn_id else ErrorCode.INVALID_REQUEST
+    if error is ErrorCode.NONE and not req.group_id:
+        error = ErrorCode.INVALID_GROUP_ID
+    if error is ErrorCode.NONE and groups is None:
+        error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if error is ErrorCode.NONE and shell is not None and shell.coordinator is not None and groups is not None:
+        out = shell.coordinator.add_offsets_to_txn(
+            txn_id,
+            req.producer_id,
+            req.producer_epoch,
+            groups.partition_for(req.group_id),
+            now_ms=shell.clock(),
+        )
+        error = shell.apply(out, lambda _r, e: e)
+    return {"throttle_time_ms": 0, "error_code": fenced_error(error, ctx.api_version, 2)}

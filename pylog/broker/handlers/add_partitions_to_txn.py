@@ -1,0 +1,64 @@
+"""AddPartitionsToTxn (v0-3, one transaction per request): partitions join the producer's transaction.
+
+As in Kafka, a request naming a partition the cluster does not know is refused whole: those
+partitions get UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED. Otherwise the
+coordinator's single answer applies to every partition. The batched v4+ form is broker-to-broker
+(verification) and not served.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.registry import handles
+from pylog.broker.txn_shell import fenced_error, not_available, txn_shell_of
+
+
+@handles(ApiKey.ADD_PARTITIONS_TO_TXN, versions=(0, 3))
+def add_partitions_to_txn(ctx: RequestContext, req: Any) -> dict:
+    requested = [(t.name, list(t.partitions)) for t in req.v3_and_below_topics]
+    image = ctx.broker.metadata.image
+    unknown = {(name, p) for name, ps in requested for p in ps if image.partition(name, p) is None}
+    errors: dict[tuple[str, int], ErrorCode] = {}
+    if unknown:
+        for name, ps in requested:
+            for p in ps:
+                unknown_tp = (name, p) in unknown
+                errors[(name, p)] = (
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if unknown_tp else ErrorCode.OPERATION_NOT_ATTEMPTED
+                )
+    else:
+        error = _add(ctx, req, [(name, p) for name, ps in requested for p in ps])
+        errors = {(name, p): error for name, ps in requested for p in ps}
+    return {
+        "throttle_time_ms": 0,
+        "results_by_topic_v3_and_below": [
+            {
+                "name": name,
+                "results_by_partition": [
+                    {"partition_index": p, "partition_error_code": errors[(name, p)]} for p in ps
+                ],
+            }
+            for name, ps in requested
+        ],
+    }
+
+
+def _add(ctx: RequestContext, req: Any, partitions: list[tuple[str, int]]) -> ErrorCode:
+    shell = txn_shell_of(ctx.broker)
+    txn_id = req.v3_and_below_transactional_id
+    error = not_available(shell, txn_id) if txn_id else ErrorCode.INVALID_REQUEST
+    if error is ErrorCode.NONE and shell is not None and shell.coordinator is not None:
+        out = shell.coordinator.add_partitions_to_txn(
+            txn_id,
+            req.v3_and_below_producer_id,
+            req.v3_and_below_producer_epoch,
+            partitions,
+            now_ms=shell.clock(),
+        )
+        error = shell.apply(out, lambda _r, e: e)
+    return fenced_error(error, ctx.api_version, 2)

@@ -1,0 +1,42 @@
+"""DescribeProducers: the producers a partition remembers (idempotence and open transactions)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.registry import handles
+
+
+@handles(ApiKey.DESCRIBE_PRODUCERS, versions=(0, 0))
+def describe_producers(ctx: RequestContext, req: Any) -> dict:
+    replicas = ctx.broker.replicas
+    topics = []
+    for t in req.topics:
+        parts = replicas.topic_partitions(t.name)
+        out = []
+        for index in t.partition_indexes:
+            part = parts.get(index)
+            if part is None:
+                out.append({"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                            "error_message": None, "active_producers": []})
+                continue
+            with part.lock:
+                producers = [
+                    {
+                        "producer_id": pid,
+                        "producer_epoch": e.epoch,
+                        "last_sequence": e.last_seq,
+                        "last_timestamp": e.last_timestamp,
+                        "coordinator_epoch": -1,
+                        "current_txn_start_offset": e.txn_first_offset,
+                    }
+                    for pid, e in part.producers.producers.items()
+                ]
+            out.append({"partition_index": index, "error_code": 0, "error_message": None,
+                        "active_producers": producers})
+        topics.append({"name": t.name, "partitions": out})
+    return {"throttle_time_ms": 0, "topics": topics}

@@ -1,0 +1,38 @@
+"""DescribeTransactions: state, producer, timeout and partitions of transactional ids."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.registry import handles
+from pylog.broker.txn_shell import not_available, txn_shell_of
+from pylog.txn import DescribedTransaction
+
+
+@handles(ApiKey.DESCRIBE_TRANSACTIONS, versions=(0, 0))
+def describe_transactions(ctx: RequestContext, req: Any) -> dict:
+    shell = txn_shell_of(ctx.broker)
+    states = []
+    for txn_id in req.transactional_ids:
+        error = not_available(shell, txn_id) if txn_id else ErrorCode.NONE
+        if error is ErrorCode.NONE and shell is not None and shell.coordinator is not None:
+            (d,) = shell.coordinator.describe_transactions([txn_id])
+        else:
+            d = DescribedTransaction(error, txn_id)
+        states.append(
+            {
+                "error_code": d.error,
+                "transactional_id": d.transactional_id,
+                "transaction_state": d.transaction_state,
+                "transaction_timeout_ms": d.transaction_timeout_ms,
+                "transaction_start_time_ms": d.transaction_start_time_ms,
+                "producer_id": d.producer_id,
+                "producer_epoch": d.producer_epoch,
+                "topics": [{"topic": t, "partitions": list(ps)} for t, ps in d.topics],
+            }
+        )
+    return {"throttle_time_ms": 0, "transaction_states": states}

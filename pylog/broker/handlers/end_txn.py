@@ -1,0 +1,29 @@
+"""EndTxn: commit or abort the producer's transaction.
+
+The answer is sent once PrepareCommit / PrepareAbort is in `__transaction_state` and the
+markers are written (see the transaction shell), so committed records are readable by then.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.registry import handles
+from pylog.broker.txn_shell import fenced_error, not_available, txn_shell_of
+
+
+@handles(ApiKey.END_TXN, versions=(0, 3))
+def end_txn(ctx: RequestContext, req: Any) -> dict:
+    shell = txn_shell_of(ctx.broker)
+    txn_id = req.transactional_id
+    error = not_available(shell, txn_id) if txn_id else ErrorCode.INVALID_REQUEST
+    if error is ErrorCode.NONE and shell is not None and shell.coordinator is not None:
+        out = shell.coordinator.end_txn(
+            txn_id, req.producer_id, req.producer_epoch, bool(req.committed), now_ms=shell.clock()
+        )
+        error = shell.apply(out, lambda _r, e: e)
+    return {"throttle_time_ms": 0, "error_code": fenced_error(error, ctx.api_version, 2)}

@@ -1,0 +1,44 @@
+"""ListTransactions: the transactional ids this broker coordinates, filtered by state, producer
+id and (v1) how long the transaction has been running. Unknown state names are echoed back."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.registry import handles
+from pylog.broker.txn_shell import txn_shell_of
+from pylog.txn import TxnState
+
+
+@handles(ApiKey.LIST_TRANSACTIONS, versions=(0, 1))
+def list_transactions(ctx: RequestContext, req: Any) -> dict:
+    shell = txn_shell_of(ctx.broker)
+    names = list(req.state_filters or [])
+    unknown = [n for n in names if TxnState.from_kafka_name(n) is None]
+    if shell is None or shell.coordinator is None:
+        return _answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, unknown, [])
+    error, listed = shell.coordinator.list_transactions(
+        names,
+        list(req.producer_id_filters or []),
+        getattr(req, "duration_filter", -1),
+        now_ms=shell.clock(),
+    )
+    states = [
+        {"transactional_id": t.transactional_id, "producer_id": t.producer_id,
+         "transaction_state": t.transaction_state}
+        for t in listed
+    ]
+    return _answer(error, unknown, states)
+
+
+def _answer(error: ErrorCode, unknown: list[str], states: list[dict]) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "unknown_state_filters": unknown,
+        "transaction_states": states,
+    }
