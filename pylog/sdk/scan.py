@@ -132,15 +132,12 @@ class TopicScan:
         if "topic" not in self.columns and "partition" not in self.columns:
             return batch.select(self.columns)
         n = batch.num_rows
-        arrays = []
-        for name in self.columns:
-            if name == "topic":
-                arrays.append(pool.take(r.topic, n))
-            elif name == "partition":
-                arrays.append(pool.take(r.partition, n))
-            else:
-                arrays.append(batch.column(name))
-        return pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+        for i, field in enumerate(self.schema):
+            if field.name in ("topic", "partition"):
+                # add_column, not RecordBatch.from_arrays: validation would fault in a page of the
+                # mapped message's offsets
+                batch = batch.add_column(i, field, pool.take(getattr(r, field.name), n))
+        return batch if batch.schema.names == self.columns else batch.select(self.columns)
 
     def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
         """A stream of record batches, read as it is consumed."""
