@@ -204,6 +204,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("request.timeout.ms", INT, 30000),
         _d("cluster.id", S, None, "Fixed cluster id for a new data dir (random otherwise).", read_only=True),
         _d("pylog.wire.cache.bytes", L, 8 * 1024 * 1024, "Wire bytes of recent batches kept per partition."),
+        _d(
+            "pylog.wire.cache.total.bytes",
+            L,
+            64 * 1024 * 1024,
+            "Wire bytes of recent batches kept across partitions: each gets an equal share, at most "
+            "pylog.wire.cache.bytes.",
+        ),
     ]
 }
 

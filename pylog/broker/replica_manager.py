@@ -38,6 +38,7 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self._by_topic: dict[str, dict[int, Partition]] = {}
         self.wire_cache_bytes = config.int("pylog.wire.cache.bytes")
+        self.wire_cache_total_bytes = config.int("pylog.wire.cache.total.bytes")
         self.max_uncompressed_bytes = max(
             config.int("message.max.bytes"), config.int("socket.request.max.bytes")
         )
@@ -82,8 +83,21 @@ class ReplicaManager:
         with self._lock:
             self.partitions[tp] = part
             self._by_topic.setdefault(topic, {})[index] = part
+        self._share_wire_cache()
         log.info("opened partition %s-%d (log end offset %d)", topic, index, part.log_end_offset)
         return part
+
+    def wire_cache_share(self) -> int:
+        """Each partition's wire cache bound: an equal share of the broker-wide budget, at most the
+        per-partition setting (a notebook broker with many partitions stays within the budget)."""
+        return min(self.wire_cache_bytes, self.wire_cache_total_bytes // max(1, len(self.partitions)))
+
+    def _share_wire_cache(self) -> None:
+        share = self.wire_cache_share()
+        for part in self.snapshot():
+            if part.wire.max_bytes != share:
+                with part.lock:
+                    part.wire.resize(share)
 
     def update_configs(self, topic: str, configs: dict[str, str]) -> None:
         effective = self.config.topic_configs(configs)
@@ -100,6 +114,7 @@ class ReplicaManager:
                     del self._by_topic[topic]
         if part is None:
             return
+        self._share_wire_cache()
         with part.lock:
             part.deleted = True
             part.close(flush=False)

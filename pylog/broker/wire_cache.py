@@ -70,6 +70,14 @@ class WireCache:
             i += 1
         return out
 
+    def resize(self, max_bytes: int) -> None:
+        """Change the bound, dropping the oldest batches that no longer fit."""
+        self.max_bytes = max_bytes
+        while self._bytes > max(max_bytes, 0):
+            self._bases.popleft()
+            self._lasts.popleft()
+            self._bytes -= len(self._data.popleft())
+
     def truncate_from(self, offset: int) -> None:
         """Drop cached batches at or after ``offset`` (log truncation)."""
         while self._bases and self._lasts[-1] >= offset:
