@@ -3,11 +3,13 @@
     python bench/bench_sdk.py                  # 10M records (about 1 GB of values)
     python bench/bench_sdk.py --records 500000 # smaller
     python bench/bench_sdk.py --skip spark,confluent
+    python bench/bench_sdk.py --keep ...; python bench/bench_sdk.py --data-dir /tmp/bench-sdk-XXXX/data
 
 A real ``pylog broker`` is started on a fresh data directory and the records are produced with
 ``pylog.write_topic``. Then, each timed on the same data:
 
-- read_topic(data_dir=...) against pyarrow reading the segments' IPC bytes directly (target >= 0.8x);
+- read_topic(data_dir=...) against pyarrow reading the segments' IPC bytes directly (target >= 0.8x),
+  and the same as a batch stream, and the last 10k records of each partition;
 - a confluent-kafka consumer loop building a pandas DataFrame against read_topic(data_dir) (>= 50x);
 - read_topic(bootstrap_servers=...) through the Kafka protocol;
 - decode="json" against Polars' str.json_decode and a json.loads loop;
@@ -172,26 +174,40 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=10_000_000)
     ap.add_argument("--skip", default="", help="comma list of: bootstrap, confluent, decode, spark")
     ap.add_argument("--keep", action="store_true", help="keep the data directory")
+    ap.add_argument("--data-dir", type=Path, help="reuse a data directory kept by an earlier run (--keep): "
+                    "the broker serves it and nothing is produced")
     args = ap.parse_args()
     skip = set(filter(None, args.skip.split(",")))
     n = args.records
     workdir = Path(tempfile.mkdtemp(prefix="bench-sdk-"))
-    data_dir = workdir / "data"
+    data_dir = args.data_dir or workdir / "data"
     broker = Broker(data_dir, workdir / "broker.log")
     rows: list[tuple[str, float, int, str]] = []
     try:
-        create_topic(broker.bootstrap, TOPIC, PARTITIONS)
-        t_produce = produce(broker.bootstrap, n)
-        rows.append(("write_topic (bootstrap, acks=all)", t_produce, n, ""))
+        if args.data_dir is None:
+            create_topic(broker.bootstrap, TOPIC, PARTITIONS)
+            t_produce = produce(broker.bootstrap, n)
+            rows.append(("write_topic (bootstrap, acks=all)", t_produce, n, ""))
 
-        t_raw, raw_n = timed(lambda: raw_ipc(data_dir), repeat=3)
-        t_dir, table = timed(lambda: pylog.read_topic(TOPIC, data_dir=data_dir), repeat=3)
-        t_stored, _ = timed(lambda: pylog.read_topic(TOPIC, data_dir=data_dir, columns=STORED), repeat=3)
+        t_raw, raw_n = timed(lambda: raw_ipc(data_dir), repeat=5)
+        t_dir, table = timed(lambda: pylog.read_topic(TOPIC, data_dir=data_dir), repeat=5)
+        t_stored, _ = timed(lambda: pylog.read_topic(TOPIC, data_dir=data_dir, columns=STORED), repeat=5)
+        n = table.num_rows if args.data_dir is not None else n
         assert table.num_rows == n and raw_n >= n, (table.num_rows, raw_n)
         rows.append(("pyarrow: IPC segments, memory-mapped", t_raw, raw_n, "baseline (zero-copy)"))
         rows.append(("read_topic(data_dir)", t_dir, n, f"{t_raw / t_dir:.2f}x of pyarrow (target >= 0.8x)"))
         rows.append(("read_topic(data_dir, stored columns)", t_stored, n,
                      f"{t_raw / t_stored:.2f}x of pyarrow (no topic/partition/timestampType)"))
+        scan = pylog.scan_topic(TOPIC, data_dir=data_dir)
+        t_reader, got = timed(lambda: sum(b.num_rows for b in scan.to_arrow_batch_reader()), repeat=5)
+        assert got == n
+        rows.append(("scan_topic(data_dir) batch reader", t_reader, n, f"{t_raw / t_reader:.2f}x of pyarrow"))
+        tail = 10_000
+        starts = {TOPIC: {str(r.partition): max(0, r.end - tail) for r in scan.plan()}}
+        t_tail, got_tail = timed(
+            lambda: pylog.read_topic(TOPIC, data_dir=data_dir, starting_offsets=starts).num_rows, repeat=5)
+        rows.append(("read_topic(data_dir) last 10k per part", t_tail, got_tail,
+                     "plan and read of a range cost what the range holds"))
         t_raw_scan, _ = timed(lambda: scan_values(raw_tables(data_dir)), repeat=3)
         t_dir_scan, _ = timed(lambda: scan_values([pylog.read_topic(TOPIC, data_dir=data_dir)]), repeat=3)
         rows.append(("pyarrow IPC, then scan every value byte", t_raw_scan, raw_n, "baseline"))
@@ -217,7 +233,7 @@ def main() -> None:
     finally:
         broker.stop()
         if not args.keep:
-            shutil.rmtree(workdir, ignore_errors=True)
+            shutil.rmtree(workdir, ignore_errors=True)  # with --data-dir, only the broker's log
 
     print(f"\n{n:,} records of {VALUE_BYTES} B over {PARTITIONS} partitions "
           f"(record codec: {IMPLEMENTATION})\n")
