@@ -25,9 +25,15 @@ def write_end(bootstrap: str, topic: str, partitions: Sequence[int]) -> None:
 
 
 def read_to_end(
-    bootstrap: str, topic: str, partitions: Sequence[int], *, committed: bool, timeout: float = 40.0
+    bootstrap: str,
+    topic: str,
+    partitions: Sequence[int],
+    *,
+    committed: bool,
+    timeout: float = 40.0,
+    ends: int = 1,
 ) -> dict[int, list[bytes]]:
-    """Values per partition, in offset order, up to (not including) the end sentinel."""
+    """Values per partition, in offset order, up to the `ends`-th end sentinel (sentinels left out)."""
     from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
     c = Consumer(
@@ -40,6 +46,7 @@ def read_to_end(
     )
     out: dict[int, list[bytes]] = {p: [] for p in partitions}
     done: set[int] = set()
+    seen = dict.fromkeys(partitions, 0)
     try:
         c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
         deadline = time.monotonic() + timeout
@@ -54,7 +61,9 @@ def read_to_end(
             if m.partition() in done:
                 continue
             if m.value() == END:
-                done.add(m.partition())
+                seen[m.partition()] += 1
+                if seen[m.partition()] == ends:
+                    done.add(m.partition())
             else:
                 out[m.partition()].append(m.value())
     finally:
