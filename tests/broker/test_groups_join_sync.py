@@ -57,9 +57,9 @@ def test_find_coordinator_creates_the_offsets_topic(client: Client, broker: Brok
             ("a", 0, me, port),
             ("b", 0, me, port),
         ]
-    # No transaction coordinator yet: producers retry on this error.
+    # Transactional ids are found too (tests/broker/test_txn_broker.py covers them).
     r = client.request(ApiKey.FIND_COORDINATOR, 3, {"key": "txn", "key_type": 1})
-    assert r.error_code == E.COORDINATOR_NOT_AVAILABLE and r.node_id == -1
+    assert (r.error_code, r.node_id) == (0, me)
     r = client.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 7, "coordinator_keys": ["x"]})
     assert r.coordinators[0].error_code == E.INVALID_REQUEST
 
