@@ -227,3 +227,20 @@ def test_timed_out_transaction_is_aborted_and_fenced(tmp_path: Path) -> None:
         c.close()
     finally:
         b.stop()
+
+
+def test_transaction_apis_are_advertised(client: Client) -> None:
+    body = {"client_software_name": "t", "client_software_version": "1"}
+    resp = client.request(ApiKey.API_VERSIONS, 3, body)
+    table = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+    expected = {
+        ApiKey.INIT_PRODUCER_ID: 4,
+        ApiKey.ADD_PARTITIONS_TO_TXN: 3,
+        ApiKey.ADD_OFFSETS_TO_TXN: 3,
+        ApiKey.END_TXN: 3,
+        ApiKey.TXN_OFFSET_COMMIT: 3,
+        ApiKey.DESCRIBE_PRODUCERS: 0,
+        ApiKey.DESCRIBE_TRANSACTIONS: 0,
+        ApiKey.LIST_TRANSACTIONS: 1,
+    }
+    assert {k: table[k] for k in expected} == {k: (0, hi) for k, hi in expected.items()}
