@@ -128,3 +128,106 @@ def test_kcat_transactional_produce(broker: BrokerProcess, topic_name: str, kcat
         check=True,
     )
     assert out.stdout.split(b"\n")[:7] == [*values("kcat", 6), b"__end__"]
+
+
+def test_aiokafka_transactions(broker: BrokerProcess, topic_name: str) -> None:
+    """aiokafka speaks the oldest versions (InitProducerId / AddPartitionsToTxn / EndTxn v0)."""
+    import asyncio
+
+    from aiokafka import AIOKafkaProducer
+
+    async def run() -> None:
+        p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=unique("aio-txn"))
+        await asyncio.wait_for(p.start(), 30)
+        try:
+            async with p.transaction():
+                for v in values("ac", 4):
+                    await p.send(topic_name, value=v, partition=0)
+            await p.begin_transaction()
+            await (await p.send(topic_name, value=b"aa", partition=0))
+            await p.abort_transaction()
+            async with p.transaction():
+                await p.send(topic_name, value=b"ac-last", partition=0)
+        finally:
+            await asyncio.wait_for(p.stop(), 20)
+
+    create_topic(broker.bootstrap, topic_name)
+    asyncio.run(run())
+    write_end(broker.bootstrap, topic_name, (0,))
+    committed = read_to_end(broker.bootstrap, topic_name, (0,), committed=True)[0]
+    assert committed == [*values("ac", 4), b"ac-last"]
+    everything = read_to_end(broker.bootstrap, topic_name, (0,), committed=False)[0]
+    assert everything == [*values("ac", 4), b"aa", b"ac-last"]
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "kafkajs", "aiokafka"])
+def test_offsets_sent_to_the_transaction(
+    broker: BrokerProcess, topic_name: str, client: str, request: pytest.FixtureRequest
+) -> None:
+    """TxnOffsetCommit from each client: offsets count once the transaction commits, not if it aborts."""
+    from kafka import KafkaConsumer, TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    create_topic(broker.bootstrap, topic_name)
+    group = unique(f"{client}-txn-group")
+    txn_id = unique(f"{client}-txn")
+    if client == "kafka-python":
+        from kafka import KafkaProducer
+
+        p = KafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=txn_id, max_block_ms=30000)
+        try:
+            p.init_transactions()
+            for offset, commit in ((7, True), (99, False)):
+                p.begin_transaction()
+                p.send(topic_name, value=b"x", partition=0)
+                p.send_offsets_to_transaction(
+                    {TopicPartition(topic_name, 0): OffsetAndMetadata(offset, "", -1)}, group
+                )
+                if commit:
+                    p.commit_transaction()
+                else:
+                    p.abort_transaction()
+        finally:
+            p.close(timeout=10)
+    elif client == "kafkajs":
+        request.getfixturevalue("kafkajs")
+        offsets = {"groupId": group, "topic": topic_name}
+        kafkajs_txn(
+            {
+                "brokers": [broker.bootstrap],
+                "transactionalId": txn_id,
+                "transactions": [
+                    {"topic": topic_name, "values": ["x"], "partition": 0, "end": "commit",
+                     "offsets": {**offsets, "partitions": [{"partition": 0, "offset": 7}]}},
+                    {"topic": topic_name, "values": ["y"], "partition": 0, "end": "abort",
+                     "offsets": {**offsets, "partitions": [{"partition": 0, "offset": 99}]}},
+                ],
+            }
+        )
+    else:
+        import asyncio
+
+        from aiokafka import AIOKafkaProducer
+        from aiokafka.structs import TopicPartition as AioTP
+
+        async def run() -> None:
+            p = AIOKafkaProducer(bootstrap_servers=broker.bootstrap, transactional_id=txn_id)
+            await asyncio.wait_for(p.start(), 30)
+            try:
+                for offset, commit in ((7, True), (99, False)):
+                    await p.begin_transaction()
+                    await p.send(topic_name, value=b"x", partition=0)
+                    await p.send_offsets_to_transaction({AioTP(topic_name, 0): offset}, group)
+                    if commit:
+                        await p.commit_transaction()
+                    else:
+                        await p.abort_transaction()
+            finally:
+                await asyncio.wait_for(p.stop(), 20)
+
+        asyncio.run(run())
+    c = KafkaConsumer(bootstrap_servers=broker.bootstrap, group_id=group, request_timeout_ms=20000)
+    try:
+        assert c.committed(TopicPartition(topic_name, 0)) == 7
+    finally:
+        c.close()
