@@ -55,6 +55,7 @@ class Row:
     metric: str
     values: dict[str, float | None] = field(default_factory=dict)
     higher_is_better: bool = True
+    samples: dict[str, list[float | None]] = field(default_factory=dict)
 
 
 def payload(size: int, i: int) -> bytes:
@@ -259,11 +260,16 @@ def run(args: argparse.Namespace) -> list[Row]:
     rows: list[Row] = []
 
     def record(label: str, metric: str, kind: str, value: float | None, higher: bool = True) -> None:
+        # Each repetition adds a sample; the row shows their median (None if any run failed).
         for r in rows:
             if r.label == label and r.metric == metric:
-                r.values[kind] = value
-                return
-        rows.append(Row(label, metric, {kind: value}, higher))
+                break
+        else:
+            r = Row(label, metric, {}, higher)
+            rows.append(r)
+        r.samples.setdefault(kind, []).append(value)
+        got = r.samples[kind]
+        r.values[kind] = None if any(v is None for v in got) else statistics.median(got)  # type: ignore[type-var]
 
     def guarded(kind: str, what: str, fn: Callable[..., Any], *fn_args: Any) -> Any:
         try:
@@ -273,7 +279,7 @@ def run(args: argparse.Namespace) -> list[Row]:
             return None
 
     try:
-        for sc in scenarios(args.matrix):
+        for sc, _rep in itertools.product(scenarios(args.matrix), range(args.repeat)):
             n = records_for(sc, args.records)
             mb = n * sc.size / 1e6
             for kind, b in brokers.items():
@@ -301,7 +307,7 @@ def run(args: argparse.Namespace) -> list[Row]:
 
         if args.latency_rate > 0:
             label = f"end-to-end latency, {args.latency_rate}/s x {args.latency_seconds:g} s, 100 B"
-            for kind, b in brokers.items():
+            for _rep, (kind, b) in itertools.product(range(args.repeat), brokers.items()):
                 topic = f"bench-lat-{uuid.uuid4().hex[:8]}"
                 print(f"[{kind}] {label}", file=sys.stderr)
                 guarded(kind, "create topic", create_topic, b.bootstrap, topic, 1)
@@ -375,6 +381,9 @@ def main() -> None:
         "--latency-rate", type=int, default=10_000, help="records/s for the latency row (0: skip)"
     )
     ap.add_argument("--latency-seconds", type=float, default=10.0)
+    ap.add_argument(
+        "--repeat", type=int, default=1, help="run every row this many times, brokers alternating; medians"
+    )
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
     args = ap.parse_args()
     rows = run(args)
