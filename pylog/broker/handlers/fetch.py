@@ -132,22 +132,25 @@ async def _wait(ctx: RequestContext, req: Any) -> dict:
             part = parts.get(p.partition)
             if part is not None:
                 watched.append(part)
-    while True:
-        fut = loop.create_future()
+    current: list[asyncio.Future] = []
 
-        def wake(f: asyncio.Future = fut) -> None:
-            if not f.done():
-                f.set_result(None)
+    def wake() -> None:
+        if current and not current[-1].done():
+            current[-1].set_result(None)
 
-        for part in watched:
-            part.add_waiter(wake)
-        timer = loop.call_at(deadline, wake)
-        try:
-            await fut
-        finally:
-            timer.cancel()
+    timer = loop.call_at(deadline, wake)  # one timer per waiting fetch, not per wake-up
+    try:
+        while True:
+            current[:] = [loop.create_future()]
             for part in watched:
-                part.remove_waiter(wake)
-        response, nbytes, errors = _build(ctx, req)
-        if nbytes >= min_bytes or errors or loop.time() >= deadline or ctx.broker.stopping:
-            return response
+                part.add_waiter(wake)
+            try:
+                await current[-1]
+            finally:
+                for part in watched:
+                    part.remove_waiter(wake)
+            response, nbytes, errors = _build(ctx, req)
+            if nbytes >= min_bytes or errors or loop.time() >= deadline or ctx.broker.stopping:
+                return response
+    finally:
+        timer.cancel()
