@@ -1,19 +1,25 @@
 """Log compaction (cleanup.policy=compact) as a columnar job.
 
 Over the cleanable prefix of the log (segments before the active one, older than
-`min.compaction.lag.ms`, below the caller's bound) every record whose key has a later record is
-dropped: the key column is grouped with Arrow (`group_by(key).max(offset)`), the survivors are the
-rows at those offsets. Tombstones (null value) survive until their batch's delete horizon, which is
-set to `now + delete.retention.ms` the first time a cleaning keeps them. Control batches and
-records without a key are always kept. A batch keeps its base offset and last offset delta with
-fewer records; an emptied batch is dropped unless it is its producer's last batch in the range
-(kept empty so producer state survives). Each segment is rewritten as a sealed segment with the
-same base offset and swapped in atomically; the active segment is never touched.
+`min.compaction.lag.ms`, below the caller's bound, normally the last stable offset) every record
+whose key has a later record is dropped: the key column is grouped with Arrow
+(`group_by(key).max(offset)`), the survivors are the rows at those offsets. Tombstones (null value)
+survive until their batch's delete horizon, which is set to `now + delete.retention.ms` the first
+time a cleaning keeps them. Records without a key are always kept.
+
+Transactions follow Kafka's LogCleaner (see `transactions`): records of aborted transactions are
+removed and take no part in choosing the latest record of a key; records of transactions still
+open are left alone. A marker stays while its transaction has data batches in the log; once it
+has none the marker gets a delete horizon like a tombstone and goes after it (a run is prompted
+for the first cleaning that finds it so). A batch keeps its base offset and last offset delta with
+fewer records; an emptied batch is dropped unless it is its producer's last batch in the log
+(kept empty so the producer's epoch and sequence survive). Each segment is rewritten as a sealed
+segment with the same base offset and swapped in atomically; the active segment is never touched.
 
 A run is due (Kafka's cleaner rules) when the not-yet-cleaned segments are at least
 `min.cleanable.dirty.ratio` of the cleanable bytes, when one of them is older than
-`max.compaction.lag.ms`, or when a kept tombstone's delete horizon has passed. Which segments
-are clean is known in memory only, so the first run after a restart cleans everything.
+`max.compaction.lag.ms`, or when a kept tombstone's or marker's delete horizon has passed. Which
+segments are clean is known in memory only, so the first run after a restart cleans everything.
 """
 
 from __future__ import annotations
@@ -24,9 +30,11 @@ import numpy as np
 import pyarrow as pa
 
 from .config import LONG_MAX
+from .errors import OffsetOutOfRange
 from .rewrite import Block, coalesce, write_segment
 from .schema import CONTROL_MASK
 from .segment import Segment, SegmentSnapshot
+from .transactions import ABORT, OPEN, UNKNOWN_MARKER, Resolver, all_open, classify, control_types
 
 if TYPE_CHECKING:
     from .log import CompactionResult, PartitionLog
@@ -63,17 +71,22 @@ def _due(log: PartitionLog, chosen: list[Segment], now_ms: int) -> bool:
 
 
 class Plan:
-    """What one run does: new blocks per segment (None: unchanged), counts, next tombstone horizon."""
+    """What one run does: new blocks per segment (None: unchanged), counts, next horizon, and the
+    ABORT markers whose transactions have no records left (the aborted index may forget them)."""
 
-    def __init__(self, blocks: list[list[Block] | None], before: int, after: int, horizon: int) -> None:
+    def __init__(self, blocks: list[list[Block] | None], before: int, after: int, horizon: int,
+                 cleared_aborts: tuple[int, ...] = ()) -> None:
         self.blocks = blocks
         self.before = before
         self.after = after
         self.horizon = horizon
+        self.cleared_aborts = cleared_aborts
 
 
-def plan(snaps: list[SegmentSnapshot], now_ms: int, delete_retention_ms: int) -> Plan:
-    """Compute the run over the given segments (the columnar part)."""
+def plan(snaps: list[SegmentSnapshot], now_ms: int, delete_retention_ms: int, *,
+         tail: np.ndarray | None = None, resolve: Resolver = all_open) -> Plan:
+    """Compute the run over the given segments (the columnar part). `tail` holds the `.batches`
+    entries after them (producers' later batches); `resolve` types the markers found there."""
     blocks = [snap.blocks() for snap in snaps]
     flat = [b for seg in blocks for b in seg]
     if not flat:
@@ -88,36 +101,51 @@ def plan(snaps: list[SegmentSnapshot], now_ms: int, delete_retention_ms: int) ->
     key_null = keys.is_null().to_numpy(zero_copy_only=False)
     value_null = np.concatenate([rb.column(3).is_null().to_numpy(zero_copy_only=False) for rb, _ in flat])
     is_control = (entries["attributes"] & CONTROL_MASK) != 0
+    horizon = entries["delete_horizon"]
+    pids = entries["producer_id"]
 
-    eligible = ~is_control[batch_of_row] & ~key_null
-    keep = ~eligible
+    marker_types = np.full(nb, UNKNOWN_MARKER, np.int16)
+    with_record = is_control & (counts > 0)
+    if with_record.any():  # a marker's type is its first record's key
+        first_rows = (np.cumsum(counts) - counts)[with_record]
+        marker_types[with_record] = control_types(keys.take(pa.array(first_rows)))
+    txn = classify(entries, marker_types, resolve)
+    drop_all = txn.aborted | (is_control & txn.discardable & (horizon >= 0) & (horizon <= now_ms))
+
+    eligible = ~(is_control | txn.aborted | txn.undecided)[batch_of_row] & ~key_null
+    keep = ~eligible & ~drop_all[batch_of_row]
     if eligible.any():
         grouped = pa.table({"key": keys.filter(pa.array(eligible)), "offset": offsets[eligible]})
         latest = grouped.group_by("key", use_threads=False).aggregate([("offset", "max")])
         keep[np.searchsorted(offsets, latest.column("offset_max").to_numpy())] = True
-    horizon = entries["delete_horizon"]
     tomb = eligible & value_null & keep
     expired = tomb & (horizon[batch_of_row] >= 0) & (horizon[batch_of_row] <= now_ms)
     keep &= ~expired
     tomb &= keep
 
     kept = np.bincount(batch_of_row, weights=keep, minlength=nb).astype(np.int64)
-    keep_batch = (kept > 0) | is_control
-    pids = entries["producer_id"]
-    empty_idem = (kept == 0) & ~is_control & (pids >= 0)
-    if empty_idem.any():  # an emptied batch stays if it is the producer's last one
-        rev_pids = pids[::-1]
-        _, last_rev = np.unique(rev_pids, return_index=True)
+    keep_batch = kept > 0
+    if (~keep_batch & (pids >= 0)).any():  # an emptied batch stays if it is the producer's last
+        _, last_rev = np.unique(pids[::-1], return_index=True)
         last = np.zeros(nb, bool)
         last[nb - 1 - last_rev] = True
-        keep_batch |= empty_idem & last
+        if tail is not None and len(tail):
+            last &= ~np.isin(pids, tail["producer_id"])
+        keep_batch |= last & (pids >= 0)
 
     out = entries.copy()
     out["record_count"] = kept
     has_tomb = np.bincount(batch_of_row, weights=tomb, minlength=nb) > 0
-    out["delete_horizon"] = np.where(has_tomb & (horizon < 0), now_ms + delete_retention_ms, horizon)
-    pending = out["delete_horizon"][has_tomb & keep_batch]
+    waiting_marker = is_control & txn.discardable & (kept > 0)
+    timed = has_tomb | waiting_marker
+    out["delete_horizon"] = np.where(timed & (horizon < 0), now_ms + delete_retention_ms, horizon)
+    pending = out["delete_horizon"][timed & keep_batch]
     next_horizon = int(pending.min()) if len(pending) else LONG_MAX
+    # A marker whose transaction's last batches go in this run is discardable in the next one.
+    closing = txn.marker_of[(txn.marker_of >= 0) & keep_batch]
+    has_data = np.bincount(closing, minlength=nb) > 0
+    if (is_control & ~txn.discardable & ~has_data & keep_batch).any():
+        next_horizon = min(next_horizon, now_ms)
     shrunk = kept < counts
     scaled = np.maximum(EMPTY_BATCH_SIZE, entries["size"] * kept // np.maximum(counts, 1))
     out["size"] = np.where(shrunk, scaled, entries["size"])
@@ -127,6 +155,7 @@ def plan(snaps: list[SegmentSnapshot], now_ms: int, delete_retention_ms: int) ->
         starts = np.searchsorted(kept_batch, np.flatnonzero(nonempty))
         out["max_timestamp"][nonempty] = np.maximum.reduceat(kept_ts, starts)
     changed_batch = shrunk | (out["delete_horizon"] != horizon) | ~keep_batch
+    cleared = entries["base_offset"][is_control & txn.discardable & (marker_types == ABORT)]
 
     plans: list[list[Block] | None] = []
     b0 = r0 = 0
@@ -151,7 +180,7 @@ def plan(snaps: list[SegmentSnapshot], now_ms: int, delete_retention_ms: int) ->
             plans.append(new_blocks)
         b0 += n_batches
         r0 += n_rows
-    return Plan(plans, len(offsets), int(keep.sum()), next_horizon)
+    return Plan(plans, len(offsets), int(keep.sum()), next_horizon, tuple(cleared.tolist()))
 
 
 def compact_log(log: PartitionLog, now_ms: int, max_offset: int | None, force: bool) -> CompactionResult:
@@ -167,9 +196,10 @@ def compact_log(log: PartitionLog, now_ms: int, max_offset: int | None, force: b
         for seg in chosen:
             seg.busy = True
         snaps = [seg.snapshot() for seg in chosen]
+        tail = log.batch_metadata(log._segments[len(chosen)].base_offset)
     rewritten = 0
     try:
-        run = plan(snaps, now_ms, log.config.delete_retention_ms)
+        run = plan(snaps, now_ms, log.config.delete_retention_ms, tail=tail, resolve=_resolver(log, tail))
         for seg, blocks in zip(chosen, run.blocks):
             if blocks is None:
                 seg.cleaned = True
@@ -182,5 +212,34 @@ def compact_log(log: PartitionLog, now_ms: int, max_offset: int | None, force: b
     finally:
         for seg in chosen:
             seg.busy = False
-    return CompactionResult(rewritten, run.before, run.after)
+    return CompactionResult(rewritten, run.before, run.after, run.cleared_aborts)
 
+
+def _resolver(log: PartitionLog, tail: np.ndarray) -> Resolver:
+    """Types of the producers' first markers in `tail` (one record read per producer asked about:
+    only transactions that span the end of the run)."""
+    markers = tail[(tail["attributes"] & CONTROL_MASK) != 0]
+    producers, first = np.unique(markers["producer_id"], return_index=True)
+
+    def resolve(pids: np.ndarray) -> np.ndarray:
+        out = np.full(len(pids), OPEN, np.int16)
+        for pid in np.unique(pids).tolist():
+            i = int(np.searchsorted(producers, pid))
+            if i < len(producers) and producers[i] == pid:
+                out[pids == pid] = _marker_type(log, markers[first[i]])
+        return out
+
+    return resolve
+
+
+def _marker_type(log: PartitionLog, entry: np.void) -> int:
+    if int(entry["record_count"]) == 0:
+        return UNKNOWN_MARKER
+    offset = int(entry["base_offset"])
+    try:
+        stored = log.read(offset, 1, max_offset=offset + 1)
+    except OffsetOutOfRange:  # truncated meanwhile: treat the transaction as open
+        return OPEN
+    if not stored or stored[0].meta.base_offset != offset or not stored[0].records.num_rows:
+        return OPEN
+    return int(control_types(stored[0].records.column(2).slice(0, 1))[0])

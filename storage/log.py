@@ -638,6 +638,9 @@ class CompactionResult(NamedTuple):
     segments: int  # segments rewritten
     records_before: int
     records_after: int
+    # ABORT markers (offsets) whose transactions have no records left: an aborted-transactions
+    # index may forget them before the markers themselves go
+    cleared_aborts: tuple[int, ...] = ()
 
 
 def _int64_values(col: pa.Array) -> np.ndarray:

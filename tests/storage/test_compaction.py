@@ -141,9 +141,9 @@ def test_runs_only_when_due(tmp_path: Path) -> None:
 
     fill(6)
     assert log.compact(now_ms=0).segments > 0
-    assert log.compact(now_ms=0) == (0, 0, 0)  # nothing dirty since
+    assert log.compact(now_ms=0)[:3] == (0, 0, 0)  # nothing dirty since
     fill(1)
-    assert log.compact(now_ms=0) == (0, 0, 0)  # one dirty segment of many: below the ratio
+    assert log.compact(now_ms=0)[:3] == (0, 0, 0)  # one dirty segment of many: below the ratio
     assert log.compact(now_ms=0, force=True).records_before > 0
     fill(8)
     assert log.compact(now_ms=0).segments > 0
@@ -157,5 +157,5 @@ def test_runs_only_when_due(tmp_path: Path) -> None:
     rb = records(1, keys=[b"k"], value_size=100)
     lagging.append(rb, meta_for(rb), now_ms=100)
     lagging.roll()
-    assert lagging.compact(now_ms=500) == (0, 0, 0)
+    assert lagging.compact(now_ms=500)[:3] == (0, 0, 0)
     assert lagging.compact(now_ms=1100).records_before > 0  # the dirty segment outlived the max lag
