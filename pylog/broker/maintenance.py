@@ -125,7 +125,12 @@ class Maintenance:
                 def job(part: Partition = part) -> None:
                     with part.lock:
                         stable = part.last_stable_offset
-                    part.log.compact(now, max_offset=stable)
+                    result = part.log.compact(now, max_offset=stable)
+                    if result.segments or result.cleared_aborts:
+                        with part.lock:
+                            if result.segments:  # cached wire bytes may predate the rewrite
+                                part.wire.clear()
+                            part.producers.forget_aborted(result.cleared_aborts)
 
                 self._guard("compaction", part, job)
 

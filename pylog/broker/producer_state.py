@@ -18,7 +18,9 @@ this partition (its first offset bounds the last stable offset); the COMMIT or
 ABORT marker ends it (``end_transaction``). An aborted transaction is kept in
 ``aborted`` as (producer id, first offset, marker offset), Kafka's aborted
 transaction index, which read_committed fetches report so consumers skip its
-batches.
+batches. Log compaction removes an aborted transaction's records and later its
+marker; the entry is dropped (``forget_aborted``) once the records are gone,
+before the marker can go, as Kafka's cleaner drops it from the index.
 
 State is rebuilt after a restart from the batch metadata kept in the log, by
 replaying ``record`` (and ``end_transaction`` for markers) over the stored
@@ -29,6 +31,7 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 NO_PRODUCER_ID = -1
@@ -183,6 +186,14 @@ class ProducerStateTable:
             return []
         i = bisect_left(aborted, fetch_offset, key=lambda a: a.last_offset)
         return [a for a in aborted[i:] if a.first_offset < upper_offset]
+
+    def forget_aborted(self, marker_offsets: Iterable[int]) -> None:
+        """Drop the aborted transactions ended by these markers: compaction removed their records,
+        and the markers themselves may go next (a reader must never be told of an aborted
+        transaction whose marker it cannot reach)."""
+        gone = set(marker_offsets)
+        if gone and self.aborted:
+            self.aborted = [a for a in self.aborted if a.last_offset not in gone]
 
     def first_open_transaction_offset(self) -> int | None:
         """First offset of the oldest open transaction (the last stable offset), if any."""

@@ -35,3 +35,14 @@ def test_a_fencing_marker_bumps_the_epoch() -> None:
     t.end_transaction(1, 1, marker_offset=1, aborted=True)
     assert t.check(1, 0, 1, 1).error == 47  # INVALID_PRODUCER_EPOCH
     assert t.check(1, 1, 0, 0).error == 0
+
+
+def test_compaction_makes_the_index_forget_aborted_transactions() -> None:
+    t = ProducerStateTable()
+    for pid, first, marker in ((1, 0, 2), (2, 3, 4), (1, 5, 6)):
+        t.record(pid, 0, 0, 0, first, first, 0, is_transactional=True)
+        t.end_transaction(pid, 0, marker_offset=marker, aborted=True)
+    t.forget_aborted((2, 6, 99))
+    assert t.aborted == [AbortedTxn(2, 3, 4)]
+    t.forget_aborted(())
+    assert t.aborted_transactions(0, 10) == [AbortedTxn(2, 3, 4)]
