@@ -5,10 +5,12 @@
 * Durability. Every call's `Output.records` are appended to the internal compacted topic
   `__consumer_offsets` (one RecordBatch per partition, through the broker's partition layer)
   *before* the call's response is sent or any parked JoinGroup / SyncGroup is answered, so an
-  acknowledged commit survives a crash. A failed append answers the affected requests with
-  Kafka's mapped error and reloads the partition from the log, which is what Kafka does when it
-  loses a partition. TxnOffsetCommit records go in transactional batches of their producer; the
-  transaction shell completes them (`GroupCoordinator.complete_txn`) when it writes the marker.
+  acknowledged commit survives a crash. Each batch's base offset goes back to the coordinator
+  (`records_appended`), which orders plain and transactional commits by log position. A failed
+  append answers the affected requests with Kafka's mapped error and reloads the partition from
+  the log, which is what Kafka does when it loses a partition. TxnOffsetCommit records go in
+  transactional batches of their producer; the transaction shell completes them
+  (`GroupCoordinator.complete_txn`) when it writes the marker.
 * Time. One loop timer sleeps until `next_deadline_ms()` and calls `tick` (session expiry,
   rebalance and sync timeouts, offsets retention).
 * Parked requests. JoinGroup / SyncGroup get a future keyed by a handle; completions resolve
@@ -37,7 +39,12 @@ from typing import TYPE_CHECKING, Any
 
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.internal_topics import InternalTopic, append_records, batches_by_partition, iter_log_entries
+from pylog.broker.internal_topics import (
+    InternalTopic,
+    append_records_at,
+    batches_by_partition,
+    iter_log_entries,
+)
 from pylog.cluster.controller import NewTopic
 from pylog.config import BROKER_CONFIGS
 from pylog.groups import (
@@ -219,9 +226,11 @@ class GroupShell:
         for p, runs in batches_by_partition(records).items():
             error = ErrorCode.NONE
             for recs in runs:
-                error = self._append(p, recs)
+                error, base_offset = self._append(p, recs)
                 if error is not ErrorCode.NONE:
                     break
+                assert self.coordinator is not None
+                self.coordinator.records_appended(recs, base_offset)
             if error is not ErrorCode.NONE:
                 log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, p, error.name)
                 self._reload(p)
@@ -229,11 +238,12 @@ class GroupShell:
                     first_error = error
         return first_error
 
-    def _append(self, p: int, recs: list[CoordinatorRecord]) -> ErrorCode:
+    def _append(self, p: int, recs: list[CoordinatorRecord]) -> tuple[ErrorCode, int]:
+        """Append one batch; its error and base offset."""
         part = self.broker.replicas.get(OFFSETS_TOPIC, p)
         if part is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return append_records(part, recs, self.clock())
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
+        return append_records_at(part, recs, self.clock())
 
     def _reload(self, p: int) -> None:
         """The log is behind memory for `p`: fail its parked requests and replay it."""

@@ -76,6 +76,11 @@ class InternalTopic:
 def append_records(part: Any, recs: list[CoordinatorRecord], now_ms: int) -> ErrorCode:
     """Append `recs` (all of one producer id / epoch) as one batch; a producer id >= 0 makes it
     a transactional batch of that producer (TxnOffsetCommit)."""
+    return append_records_at(part, recs, now_ms)[0]
+
+
+def append_records_at(part: Any, recs: list[CoordinatorRecord], now_ms: int) -> tuple[ErrorCode, int]:
+    """`append_records`, also answering the batch's base offset (-1 on error)."""
     n = len(recs)
     batch = pa.RecordBatch.from_arrays(
         [
@@ -98,7 +103,8 @@ def append_records(part: Any, recs: list[CoordinatorRecord], now_ms: int) -> Err
         )
     else:
         wire = rec.encode_batch(batch, base_offset=0)
-    return ErrorCode(part.append_from_client(wire, now_ms).error)
+    result = part.append_from_client(wire, now_ms)
+    return ErrorCode(result.error), result.base_offset if result.error == 0 else -1
 
 
 def batches_by_partition(records: list[CoordinatorRecord]) -> dict[int, list[list[CoordinatorRecord]]]:
@@ -115,7 +121,7 @@ def batches_by_partition(records: list[CoordinatorRecord]) -> dict[int, list[lis
 
 
 def iter_log_entries(plog: Any) -> Iterator[LogEntry]:
-    """Every record of a partition, oldest first: (key, value) for plain records,
+    """Every record of a partition, oldest first: (key, value, offset) for plain records,
     `TxnOffsetRecord` for records of transactional batches, `TxnMarkerRecord` for markers."""
     offset = plog.log_start_offset
     end = plog.log_end_offset
@@ -127,19 +133,20 @@ def iter_log_entries(plog: Any) -> Iterator[LogEntry]:
             attrs = b.meta.attributes
             keys = b.records.column("key").to_pylist()
             values = b.records.column("value").to_pylist()
+            offsets = b.records.column("offset").to_pylist()
             if attrs & _CONTROL:
                 for k, v in zip(keys, values):
                     marker = rec.parse_control_record(k, v)
                     if marker.is_commit or marker.is_abort:
                         yield TxnMarkerRecord(b.meta.producer_id, marker.is_commit)
             elif attrs & _TRANSACTIONAL:
-                for k, v in zip(keys, values):
+                for k, v, o in zip(keys, values, offsets):
                     if k is not None:
-                        yield TxnOffsetRecord(b.meta.producer_id, k, v)
+                        yield TxnOffsetRecord(b.meta.producer_id, k, v, o)
             else:
-                for k, v in zip(keys, values):
+                for k, v, o in zip(keys, values, offsets):
                     if k is not None:
-                        yield k, v
+                        yield k, v, o
         last = batches[-1].meta
         offset = last.base_offset + last.last_offset_delta + 1
 
@@ -148,4 +155,4 @@ def plain_records(entries: Iterator[LogEntry]) -> Iterator[tuple[bytes, bytes | 
     """The (key, value) records of `iter_log_entries` (a log no producer writes transactionally)."""
     for e in entries:
         if isinstance(e, tuple):
-            yield e
+            yield e[0], e[1]

@@ -19,6 +19,10 @@ TxnOffsetCommit follows Kafka: the offsets are written as a transactional batch 
 committed offsets when the transaction's COMMIT marker lands in the group's partition
 (`complete_txn`, called by the shell that writes markers) and are dropped on ABORT. OffsetFetch
 with `require_stable` answers UNSTABLE_OFFSET_COMMIT for a partition with a pending commit.
+Whichever record was appended later wins, as in Kafka: every offset remembers the log offset of
+its record (`records_appended` live, the replayed entries' offsets on load), a COMMIT marker
+materialises a pending offset only over an older committed one, and an offset tombstone (expiry,
+OffsetDelete, group deletion) also drops pending offsets of that partition.
 
 `load_partition` replays a partition's records: offsets come back as committed, groups come
 back with their generation, protocol, leader, members and assignments (Stable), or Empty;
@@ -30,7 +34,8 @@ heartbeating carry on in the same generation and the others expire.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
+from dataclasses import replace
 
 from pylog.groups.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
 from pylog.groups.membership import GroupMembership
@@ -66,7 +71,8 @@ from pylog.protocol.errors import ErrorCode
 
 __all__ = ["GroupCoordinator", "LogEntry", "append_error_to_response"]
 
-LogEntry = tuple[bytes, bytes | None] | TxnOffsetRecord | TxnMarkerRecord
+LogEntry = tuple[bytes, bytes | None] | tuple[bytes, bytes | None, int] | TxnOffsetRecord | TxnMarkerRecord
+"""A replayed record: (key, value) or (key, value, log offset), a transactional one, or a marker."""
 
 
 def append_error_to_response(error: ErrorCode, *, offset_commit: bool = False) -> ErrorCode:
@@ -141,8 +147,7 @@ class GroupCoordinator(GroupMembership):
             ):
                 self._delete_group(group, out)
 
-    @staticmethod
-    def _expired_offsets(group: ClassicGroup, now_ms: int, retention_ms: int) -> list[TopicPartition]:
+    def _expired_offsets(self, group: ClassicGroup, now_ms: int, retention_ms: int) -> list[TopicPartition]:
         # Kafka 2.1+ semantics: offsets of a group with members never expire (except for topics a
         # Stable consumer group no longer subscribes to); an Empty group's offsets expire one
         # retention period after it became Empty; a standalone group's after their commit.
@@ -161,7 +166,7 @@ class GroupCoordinator(GroupMembership):
             return []
         expired = []
         for tp, o in group.offsets.items():
-            if tp[0] in subscribed:
+            if tp[0] in subscribed or self.has_pending_txn_offsets(group.group_id, tp):
                 continue
             if o.expire_timestamp is not None:
                 if now_ms >= o.expire_timestamp:
@@ -172,6 +177,7 @@ class GroupCoordinator(GroupMembership):
 
     def _offset_tombstone(self, group: ClassicGroup, tp: TopicPartition, out: Output) -> None:
         out.records.append(CoordinatorRecord(group.partition, offset_commit_key(group.group_id, *tp), None))
+        _drop_pending(self._pending_txn, group.group_id, tp)
 
     def _delete_group(self, group: ClassicGroup, out: Output) -> None:
         for tp in group.offsets:
@@ -331,16 +337,35 @@ class GroupCoordinator(GroupMembership):
 
     def complete_txn(self, producer_id: int, partition: int, commit: bool, *, now_ms: int) -> None:
         """A COMMIT / ABORT marker of `producer_id` was written to `partition`: its pending offsets
-        for the groups of that partition become committed offsets, or are dropped."""
+        for the groups of that partition become committed offsets unless a plain commit of the
+        same partition was appended after them, or are dropped."""
         by_group = self._pending_txn.get(producer_id)
         if not by_group:
             return
         for gid in [g for g in by_group if self.partition_for(g) == partition]:
             offsets = by_group.pop(gid)
             if commit:
-                self._get_or_create(gid, now_ms).offsets.update(offsets)
+                _materialise(self._get_or_create(gid, now_ms).offsets, offsets)
         if not by_group:
             del self._pending_txn[producer_id]
+
+    def records_appended(self, records: Sequence[CoordinatorRecord], first_offset: int) -> None:
+        """The shell appended `records` (one batch of an Output's records) at consecutive log
+        offsets from `first_offset`: the offsets they carry remember where they landed."""
+        for at, r in enumerate(records, first_offset):
+            if r.value is None:
+                continue
+            k = decode_key(r.key)
+            if not isinstance(k, OffsetKey):
+                continue
+            if r.producer_id >= 0:
+                offsets = self._pending_txn.get(r.producer_id, {}).get(k.group_id)
+            else:
+                group = self._groups.get(k.group_id)
+                offsets = group.offsets if group is not None else None
+            tp = (k.topic, k.partition)
+            if offsets is not None and tp in offsets:
+                offsets[tp] = replace(offsets[tp], record_offset=at)
 
     def has_pending_txn_offsets(self, group_id: str, tp: TopicPartition) -> bool:
         return any(tp in by_group.get(group_id, ()) for by_group in self._pending_txn.values())
@@ -531,26 +556,32 @@ class GroupCoordinator(GroupMembership):
         metas: dict[str, GroupMetadataValue] = {}
         offsets: dict[str, dict[TopicPartition, OffsetAndMetadata]] = {}
         pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
+        at = -1  # log offset of the entry (counted when the entries do not carry it)
         for entry in records:
             if isinstance(entry, TxnMarkerRecord):
                 for gid, committed in pending.pop(entry.producer_id, {}).items():
                     if entry.commit:
-                        offsets.setdefault(gid, {}).update(committed)
+                        _materialise(offsets.setdefault(gid, {}), committed)
                 continue
             if isinstance(entry, TxnOffsetRecord):
+                at = entry.offset if entry.offset >= 0 else at + 1
                 k = decode_key(bytes(entry.key))
                 if isinstance(k, OffsetKey) and entry.value is not None:
                     by_group = pending.setdefault(entry.producer_id, {}).setdefault(k.group_id, {})
-                    by_group[(k.topic, k.partition)] = decode_offset_value(bytes(entry.value))
+                    value = replace(decode_offset_value(bytes(entry.value)), record_offset=at)
+                    by_group[(k.topic, k.partition)] = value
                 continue
-            key, value = entry
+            key, value = entry[0], entry[1]
+            at = entry[2] if len(entry) > 2 and entry[2] >= 0 else at + 1  # type: ignore[misc]
             k = decode_key(bytes(key))
             if isinstance(k, OffsetKey):
                 tp = (k.topic, k.partition)
                 if value is None:
                     offsets.get(k.group_id, {}).pop(tp, None)
+                    _drop_pending(pending, k.group_id, tp)
                 else:
-                    offsets.setdefault(k.group_id, {})[tp] = decode_offset_value(bytes(value))
+                    stored = replace(decode_offset_value(bytes(value)), record_offset=at)
+                    offsets.setdefault(k.group_id, {})[tp] = stored
             elif isinstance(k, GroupKey):
                 if value is None:
                     metas.pop(k.group_id, None)
@@ -567,3 +598,26 @@ class GroupCoordinator(GroupMembership):
             for m in group.members.values():
                 self._schedule_heartbeat(group, m, now_ms)
             self._groups[gid] = group
+
+
+def _materialise(
+    committed: dict[TopicPartition, OffsetAndMetadata], txn_offsets: dict[TopicPartition, OffsetAndMetadata]
+) -> None:
+    """A COMMIT marker: each transactional offset replaces the committed one unless that was
+    appended later (Kafka compares record offsets; unknown ones let the transactional offset win)."""
+    for tp, o in txn_offsets.items():
+        current = committed.get(tp)
+        if current is None or min(o.record_offset, current.record_offset) < 0 or (
+            o.record_offset > current.record_offset
+        ):
+            committed[tp] = o
+
+
+def _drop_pending(
+    pending: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]], group_id: str, tp: TopicPartition
+) -> None:
+    """An offset tombstone of `group_id` / `tp` also removes that partition's pending offsets."""
+    for by_group in pending.values():
+        offsets = by_group.get(group_id)
+        if offsets is not None:
+            offsets.pop(tp, None)

@@ -15,7 +15,7 @@ skipped by the loader.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
@@ -47,6 +47,8 @@ class OffsetAndMetadata:
     metadata: str
     commit_timestamp: int
     expire_timestamp: int | None = None
+    # log offset of the `__consumer_offsets` record carrying it (-1 until known); not encoded
+    record_offset: int = field(default=-1, compare=False)
 
 
 @dataclass(frozen=True)

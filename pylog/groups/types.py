@@ -197,11 +197,13 @@ class CoordinatorRecord:
 
 @dataclass(frozen=True)
 class TxnOffsetRecord:
-    """Replay input: a record of a transactional batch in `__consumer_offsets`."""
+    """Replay input: a record of a transactional batch in `__consumer_offsets` (`offset`: its log
+    offset, -1 if unknown)."""
 
     producer_id: int
     key: bytes
     value: bytes | None
+    offset: int = -1
 
 
 @dataclass(frozen=True)
@@ -216,10 +218,11 @@ class TxnMarkerRecord:
 class Output:
     """What one call produced.
 
-    The shell appends `records` (in order) to `__consumer_offsets` first, and only after the
-    append succeeded sends `response` (the answer to this call, for APIs that never wait) and
-    resolves each `(handle, result)` of `completions` (JoinGroup / SyncGroup answers, this call's
-    own or earlier parked ones).
+    The shell appends `records` (in order) to `__consumer_offsets` first, reports where each
+    batch landed (`GroupCoordinator.records_appended`, before its next call into the
+    coordinator), and only after the append succeeded sends `response` (the answer to this call,
+    for APIs that never wait) and resolves each `(handle, result)` of `completions` (JoinGroup /
+    SyncGroup answers, this call's own or earlier parked ones).
     """
 
     response: Any = None

@@ -183,3 +183,35 @@ def test_aborted_txn_offset_commit_does_not_hide_the_committed_offset(tmp_path: 
         c.close()
     finally:
         b.stop()
+
+
+def test_plain_commit_after_a_txn_offset_commit_wins_at_the_marker(tmp_path: Path) -> None:
+    config = {**NO_BACKGROUND_CLEANER, "offsets.topic.num.partitions": "1",
+              "offsets.topic.segment.bytes": "100"}
+    group, tp = "g", ("t", 0)
+    b = BrokerThread(tmp_path / "data", config).start()
+    try:
+        c = Client(b.address)
+        create(c, "t")
+        c.request(ApiKey.FIND_COORDINATOR, 3, {"key": group, "key_type": 0})
+        find_txn_coordinator(c, "p")
+        pid, epoch = begin(c, "p")
+        assert add_offsets(c, "p", pid, epoch, group) == 0
+        assert txn_offset_commit(c, "p", group, pid, epoch, {tp: 9}) == {tp: 0}
+        assert commit(c, group, {tp: 5}) == {tp: 0}  # appended after the transactional record
+        assert end_txn(c, "p", pid, epoch, True) == 0
+        assert offset_fetch(c, group, [tp], stable=True) == {tp: 5}
+        c.close()
+    finally:
+        b.stop()
+    for cleaned in (False, True):
+        b = BrokerThread(tmp_path / "data", config).start()
+        try:
+            c = Client(b.address)
+            assert offset_fetch(c, group, [tp], stable=True) == {tp: 5}
+            if not cleaned:
+                assert commit(c, "other", {tp: 1}) == {tp: 0}  # rolls past the marker
+                clean(b)
+            c.close()
+        finally:
+            b.stop()
