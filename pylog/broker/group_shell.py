@@ -32,19 +32,14 @@ import asyncio
 import itertools
 import logging
 import random
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.internal_topics import (
-    InternalTopic,
-    append_records_at,
-    batches_by_partition,
-    iter_log_entries,
-)
+from pylog.broker.coordinator_shell import CoordinatorShell, ResponseOnError, wall_clock_ms
+from pylog.broker.internal_topics import iter_log_entries
 from pylog.cluster.controller import NewTopic
 from pylog.config import BROKER_CONFIGS
 from pylog.groups import (
@@ -66,30 +61,19 @@ log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
-# What a failed append turns a call's response into (the response shapes of `pylog.groups`).
-ResponseOnError = Callable[[Any, ErrorCode], Any]
 
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-class GroupShell:
+class GroupShell(CoordinatorShell):
     """Owns the broker's GroupCoordinator; request handlers call it through this object."""
 
+    coordinator: GroupCoordinator | None
+    tick_name = "group coordinator"
+
     def __init__(self, broker: Broker, *, clock: Callable[[], int] = wall_clock_ms) -> None:
-        self.broker = broker
-        self.clock = clock
+        super().__init__(broker, OFFSETS_TOPIC, self._offsets_topic, clock)
         props = {n: broker.config.raw(n) for n in BROKER_CONFIGS}
         self.config = GroupConfig.from_kafka({k: v for k, v in props.items() if v is not None})
-        self.coordinator: GroupCoordinator | None = None
         self._handles = itertools.count(1)
         self._parked: dict[int, asyncio.Future[JoinGroupResult | SyncGroupResult]] = {}
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_deadline: int | None = None
-        self._topic = InternalTopic(broker, OFFSETS_TOPIC, self._offsets_topic)
-        self._loaded: set[int] = set()  # partitions the coordinator owns
-        self._stopped = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -106,19 +90,10 @@ class GroupShell:
             self.config = replace(self.config, offsets_topic_num_partitions=len(leaders))
         seed = random.SystemRandom().getrandbits(128)
         self.coordinator = GroupCoordinator(self.config, rng=random.Random(seed), owned_partitions=())
-        loop = asyncio.get_running_loop()
-        for p in self._led_partitions():
-            self.coordinator.mark_loading(p)
-        for p in self._led_partitions():
-            records = await loop.run_in_executor(None, self._read_partition, p)
-            self._load(p, records)
-        self._reschedule()
+        await self._replay_led_partitions()
 
     def stop(self) -> None:
-        self._stopped = True
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
+        super().stop()
         for fut in self._parked.values():
             if not fut.done():
                 fut.cancel()
@@ -135,33 +110,7 @@ class GroupShell:
 
     def offsets_leaders(self) -> dict[int, int] | None:
         """Leader of each `__consumer_offsets` partition; None while the topic does not exist."""
-        return self._topic.leaders()
-
-    def _led_partitions(self) -> list[int]:
-        me = self.broker.node_id
-        return [
-            p
-            for p, leader in sorted((self.offsets_leaders() or {}).items())
-            if leader == me and self.broker.replicas.get(OFFSETS_TOPIC, p) is not None
-        ]
-
-    def coordinator_error(self, group_id: str) -> ErrorCode:
-        """Why this broker cannot coordinate `group_id` now (NONE if it can); loads lazily."""
-        if self.coordinator is None or self._stopped:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        leaders = self.offsets_leaders()
-        if leaders is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        p = self.partition_for(group_id)
-        if leaders.get(p) != self.broker.node_id:
-            return ErrorCode.NOT_COORDINATOR
-        if self.broker.replicas.get(OFFSETS_TOPIC, p) is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if p not in self._loaded:
-            # Led here but not loaded (created meanwhile, or leadership moved here).
-            self._load(p, self._read_partition(p))
-            self._reschedule()
-        return ErrorCode.NONE
+        return self.leaders()
 
     def _load(self, p: int, records: list[LogEntry]) -> None:
         assert self.coordinator is not None
@@ -219,77 +168,18 @@ class GroupShell:
             if fut is not None and not fut.done():
                 fut.set_result(result)
 
-    def _persist(self, records: list[CoordinatorRecord]) -> ErrorCode:
-        if not records:
-            return ErrorCode.NONE
-        first_error = ErrorCode.NONE
-        for p, runs in batches_by_partition(records).items():
-            error = ErrorCode.NONE
-            for recs in runs:
-                error, base_offset = self._append(p, recs)
-                if error is not ErrorCode.NONE:
-                    break
-                assert self.coordinator is not None
-                self.coordinator.records_appended(recs, base_offset)
-            if error is not ErrorCode.NONE:
-                log.error("append to %s-%d failed: %s", OFFSETS_TOPIC, p, error.name)
-                self._reload(p)
-                if first_error is ErrorCode.NONE:
-                    first_error = error
-        return first_error
-
-    def _append(self, p: int, recs: list[CoordinatorRecord]) -> tuple[ErrorCode, int]:
-        """Append one batch; its error and base offset."""
-        part = self.broker.replicas.get(OFFSETS_TOPIC, p)
-        if part is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
-        return append_records_at(part, recs, self.clock())
-
-    def _reload(self, p: int) -> None:
-        """The log is behind memory for `p`: fail its parked requests and replay it."""
+    def _records_appended(self, recs: list[CoordinatorRecord], base_offset: int) -> None:
         assert self.coordinator is not None
-        out = self.coordinator.unload_partition(p)
-        self._loaded.discard(p)
+        self.coordinator.records_appended(recs, base_offset)
+
+    def _partition_unloaded(self, out: Output) -> None:
+        """Fail the parked requests of the unloaded partition."""
         self._resolve(out.completions)
-        if self.broker.replicas.get(OFFSETS_TOPIC, p) is not None:
-            try:
-                self._load(p, self._read_partition(p))
-            except Exception:
-                log.exception("reloading %s-%d failed", OFFSETS_TOPIC, p)
 
     def _read_partition(self, p: int) -> list[LogEntry]:
         """Every record of a partition, oldest first, with transactional ones and markers marked."""
-        part = self.broker.replicas.get(OFFSETS_TOPIC, p)
-        if part is None:
-            return []
-        return list(iter_log_entries(part.log))
-
-    # ------------------------------------------------------------------ timers
-
-    def _reschedule(self) -> None:
-        if self.coordinator is None or self._stopped:
-            return
-        deadline = self.coordinator.next_deadline_ms()
-        if deadline == self._timer_deadline and self._timer is not None:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_deadline = deadline
-        if deadline is not None:
-            delay = max(deadline - self.clock(), 0) / 1000.0
-            self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._timer_deadline = None
-        if self.coordinator is None or self._stopped:
-            return
-        try:
-            self.apply(self.coordinator.tick(self.clock()))
-        except Exception:
-            log.exception("group coordinator tick failed")
-            self._reschedule()
+        plog = self._log_of(p)
+        return [] if plog is None else list(iter_log_entries(plog))
 
 
 def _failed(result: JoinGroupResult | SyncGroupResult, error: ErrorCode) -> JoinGroupResult | SyncGroupResult:

@@ -31,24 +31,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.internal_topics import (
-    InternalTopic,
-    append_records,
-    batches_by_partition,
-    iter_log_entries,
-    plain_records,
-)
+from pylog.broker.coordinator_shell import CoordinatorShell, ResponseOnError, wall_clock_ms
+from pylog.broker.internal_topics import iter_log_entries, plain_records
 from pylog.broker.transactions import write_marker
 from pylog.cluster.controller import NewTopic
 from pylog.config import BROKER_CONFIGS
-from pylog.groups import CoordinatorRecord, append_error_to_response
+from pylog.groups import append_error_to_response
 from pylog.txn import (
     OFFSETS_TOPIC,
     TRANSACTION_STATE_TOPIC,
@@ -66,29 +60,19 @@ log = logging.getLogger(__name__)
 
 MARKER_RETRY_S = 0.1
 
-ResponseOnError = Callable[[Any, ErrorCode], Any]
 
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-class TxnShell:
+class TxnShell(CoordinatorShell):
     """Owns the broker's TransactionCoordinator; request handlers call it through this object."""
 
+    coordinator: TransactionCoordinator | None
+    tick_name = "transaction coordinator"
+
     def __init__(self, broker: Broker, *, clock: Callable[[], int] = wall_clock_ms) -> None:
-        self.broker = broker
-        self.clock = clock
+        super().__init__(broker, TRANSACTION_STATE_TOPIC, self._state_topic, clock)
         props = {n: broker.config.raw(n) for n in BROKER_CONFIGS}
         self.config = TxnConfig.from_kafka({k: str(v) for k, v in props.items() if v is not None})
-        self.coordinator: TransactionCoordinator | None = None
-        self._topic = InternalTopic(broker, TRANSACTION_STATE_TOPIC, self._state_topic)
         self._spare_pid: int | None = None
-        self._timer: asyncio.TimerHandle | None = None
-        self._timer_deadline: int | None = None
         self._marker_retry: asyncio.TimerHandle | None = None
-        self._loaded: set[int] = set()
-        self._stopped = False
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -107,30 +91,18 @@ class TxnShell:
         self.coordinator = TransactionCoordinator(
             self.config, allocate_producer_id=self._take_producer_id, owned_partitions=()
         )
-        loop = asyncio.get_running_loop()
-        led = self._led_partitions()
-        for p in led:
-            self.coordinator.mark_loading(p)
-        for p in led:
-            records = await loop.run_in_executor(None, self._read_partition, p)
-            self._load(p, records)
-        self._reschedule()
+        await self._replay_led_partitions()
 
     def stop(self) -> None:
-        self._stopped = True
-        for handle in (self._timer, self._marker_retry):
-            if handle is not None:
-                handle.cancel()
-        self._timer = self._marker_retry = None
+        super().stop()
+        if self._marker_retry is not None:
+            self._marker_retry.cancel()
+        self._marker_retry = None
 
     # ------------------------------------------------------------------ ownership
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.config.transaction_state_log_num_partitions)
-
-    def leaders(self) -> dict[int, int] | None:
-        """Leader of each `__transaction_state` partition; None while the topic does not exist."""
-        return self._topic.leaders()
 
     async def ensure_topic(self) -> ErrorCode:
         """Create `__transaction_state` if missing; NONE once it exists."""
@@ -151,31 +123,6 @@ class TxnShell:
             },
         )
 
-    def _led_partitions(self) -> list[int]:
-        me = self.broker.node_id
-        return [
-            p
-            for p, leader in sorted((self.leaders() or {}).items())
-            if leader == me and self.broker.replicas.get(TRANSACTION_STATE_TOPIC, p) is not None
-        ]
-
-    def coordinator_error(self, transactional_id: str) -> ErrorCode:
-        """Why this broker cannot coordinate `transactional_id` now (NONE if it can); loads lazily."""
-        if self.coordinator is None or self._stopped:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        leaders = self.leaders()
-        if leaders is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        p = self.partition_for(transactional_id)
-        if leaders.get(p) != self.broker.node_id:
-            return ErrorCode.NOT_COORDINATOR
-        if self.broker.replicas.get(TRANSACTION_STATE_TOPIC, p) is None:
-            return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        if p not in self._loaded:
-            self._load(p, self._read_partition(p))
-            self._reschedule()
-        return ErrorCode.NONE
-
     def _load(self, p: int, records: list[tuple[bytes, bytes | None]]) -> None:
         assert self.coordinator is not None
         part = self.broker.replicas.get(TRANSACTION_STATE_TOPIC, p)
@@ -185,10 +132,8 @@ class TxnShell:
         self.apply(out)
 
     def _read_partition(self, p: int) -> list[tuple[bytes, bytes | None]]:
-        part = self.broker.replicas.get(TRANSACTION_STATE_TOPIC, p)
-        if part is None:
-            return []
-        return list(plain_records(iter_log_entries(part.log)))
+        plog = self._log_of(p)
+        return [] if plog is None else list(plain_records(iter_log_entries(plog)))
 
     # ------------------------------------------------------------------ producer ids
 
@@ -243,33 +188,6 @@ class TxnShell:
         self._reschedule()
         return response
 
-    def _persist(self, records: list[CoordinatorRecord]) -> ErrorCode:
-        first_error = ErrorCode.NONE
-        for p, runs in batches_by_partition(records).items():
-            part = self.broker.replicas.get(TRANSACTION_STATE_TOPIC, p)
-            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            if part is not None:
-                for recs in runs:
-                    error = append_records(part, recs, self.clock())
-                    if error is not ErrorCode.NONE:
-                        break
-            if error is not ErrorCode.NONE:
-                log.error("append to %s-%d failed: %s", TRANSACTION_STATE_TOPIC, p, error.name)
-                self._reload(p)
-                if first_error is ErrorCode.NONE:
-                    first_error = error
-        return first_error
-
-    def _reload(self, p: int) -> None:
-        assert self.coordinator is not None
-        self.coordinator.unload_partition(p)
-        self._loaded.discard(p)
-        if self.broker.replicas.get(TRANSACTION_STATE_TOPIC, p) is not None:
-            try:
-                self._load(p, self._read_partition(p))
-            except Exception:
-                log.exception("reloading %s-%d failed", TRANSACTION_STATE_TOPIC, p)
-
     def _write_markers(self, markers: list[TxnMarkers]) -> None:
         assert self.coordinator is not None
         retry = False
@@ -323,33 +241,6 @@ class TxnShell:
         except Exception:
             log.exception("retrying transaction markers failed")
             self._schedule_marker_retry()
-
-    # ------------------------------------------------------------------ timers
-
-    def _reschedule(self) -> None:
-        if self.coordinator is None or self._stopped:
-            return
-        deadline = self.coordinator.next_deadline_ms()
-        if deadline == self._timer_deadline and self._timer is not None:
-            return
-        if self._timer is not None:
-            self._timer.cancel()
-            self._timer = None
-        self._timer_deadline = deadline
-        if deadline is not None:
-            delay = max(deadline - self.clock(), 0) / 1000.0
-            self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
-
-    def _on_timer(self) -> None:
-        self._timer = None
-        self._timer_deadline = None
-        if self.coordinator is None or self._stopped:
-            return
-        try:
-            self.apply(self.coordinator.tick(self.clock()))
-        except Exception:
-            log.exception("transaction coordinator tick failed")
-            self._reschedule()
 
 
 # ---------------------------------------------------------------------------- for the handlers

@@ -1,0 +1,196 @@
+"""What the group and transaction shells share around their sans-IO coordinators.
+
+Both own the partitions of one compacted internal topic that this broker leads, replay them into
+the coordinator (on start, or lazily when a request for a partition not loaded yet arrives),
+append each call's records there before answering (a failed append reloads the partition: memory
+was ahead of the log), and keep one loop timer on the coordinator's `next_deadline_ms()`. The
+subclass supplies what differs: how a replayed partition is loaded, what an appended batch or an
+unloaded partition means to its coordinator, and what `apply` does with an `Output`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.internal_topics import InternalTopic, append_records_at, batches_by_partition
+from pylog.cluster.controller import NewTopic
+from pylog.groups import CoordinatorRecord
+
+if TYPE_CHECKING:
+    from pylog.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+# What a failed append turns a call's response into (the response shapes of `pylog.groups`).
+ResponseOnError = Callable[[Any, ErrorCode], Any]
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class CoordinatorShell:
+    """Ownership, persistence and the deadline timer of one internal topic's coordinator."""
+
+    coordinator: Any  # the sans-IO coordinator, None until `start`
+    tick_name = "coordinator"  # for the log line of a failed tick
+
+    def __init__(
+        self, broker: Broker, topic: str, new_topic: Callable[[], NewTopic], clock: Callable[[], int]
+    ) -> None:
+        self.broker = broker
+        self.clock = clock
+        self.coordinator = None
+        self._topic_name = topic
+        self._topic = InternalTopic(broker, topic, new_topic)
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_deadline: int | None = None
+        self._loaded: set[int] = set()  # partitions the coordinator owns
+        self._stopped = False
+
+    # ------------------------------------------------------------------ subclass hooks
+
+    def _load(self, p: int, records: list[Any]) -> None:
+        """Hand partition `p`'s replayed records to the coordinator (and mark it loaded)."""
+        raise NotImplementedError
+
+    def _read_partition(self, p: int) -> list[Any]:
+        """Every record of partition `p`, oldest first, in the form `_load` takes."""
+        raise NotImplementedError
+
+    def apply(self, out: Any, on_error: ResponseOnError | None = None) -> Any:
+        raise NotImplementedError
+
+    def _records_appended(self, recs: list[CoordinatorRecord], base_offset: int) -> None:
+        """One batch of `recs` is in the log at `base_offset`."""
+
+    def _partition_unloaded(self, out: Any) -> None:
+        """What `unload_partition` answered, before the partition is replayed again."""
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def _replay_led_partitions(self) -> None:
+        """Mark every led partition loading, then replay them one by one (start)."""
+        loop = asyncio.get_running_loop()
+        led = self._led_partitions()
+        for p in led:
+            self.coordinator.mark_loading(p)
+        for p in led:
+            records = await loop.run_in_executor(None, self._read_partition, p)
+            self._load(p, records)
+        self._reschedule()
+
+    def stop(self) -> None:
+        self._stopped = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    # ------------------------------------------------------------------ ownership
+
+    def leaders(self) -> dict[int, int] | None:
+        """Leader of each partition of the internal topic; None while the topic does not exist."""
+        return self._topic.leaders()
+
+    def partition_for(self, key: str) -> int:
+        raise NotImplementedError
+
+    def _led_partitions(self) -> list[int]:
+        me = self.broker.node_id
+        return [
+            p
+            for p, leader in sorted((self.leaders() or {}).items())
+            if leader == me and self.broker.replicas.get(self._topic_name, p) is not None
+        ]
+
+    def coordinator_error(self, key: str) -> ErrorCode:
+        """Why this broker cannot coordinate `key` now (NONE if it can); loads lazily."""
+        if self.coordinator is None or self._stopped:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        leaders = self.leaders()
+        if leaders is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        p = self.partition_for(key)
+        if leaders.get(p) != self.broker.node_id:
+            return ErrorCode.NOT_COORDINATOR
+        if self.broker.replicas.get(self._topic_name, p) is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if p not in self._loaded:
+            # Led here but not loaded (created meanwhile, or leadership moved here).
+            self._load(p, self._read_partition(p))
+            self._reschedule()
+        return ErrorCode.NONE
+
+    # ------------------------------------------------------------------ persistence
+
+    def _persist(self, records: list[CoordinatorRecord]) -> ErrorCode:
+        """Append `records` (one batch per run); the first error, after reloading what failed."""
+        first_error = ErrorCode.NONE
+        for p, runs in batches_by_partition(records).items():
+            error = self._append_runs(p, runs)
+            if error is not ErrorCode.NONE:
+                log.error("append to %s-%d failed: %s", self._topic_name, p, error.name)
+                self._reload(p)
+                if first_error is ErrorCode.NONE:
+                    first_error = error
+        return first_error
+
+    def _append_runs(self, p: int, runs: list[list[CoordinatorRecord]]) -> ErrorCode:
+        for recs in runs:
+            part = self.broker.replicas.get(self._topic_name, p)
+            if part is None:
+                return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            error, base_offset = append_records_at(part, recs, self.clock())
+            if error is not ErrorCode.NONE:
+                return error
+            self._records_appended(recs, base_offset)
+        return ErrorCode.NONE
+
+    def _reload(self, p: int) -> None:
+        """The log is behind memory for `p`: unload it and replay it."""
+        out = self.coordinator.unload_partition(p)
+        self._loaded.discard(p)
+        self._partition_unloaded(out)
+        if self.broker.replicas.get(self._topic_name, p) is not None:
+            try:
+                self._load(p, self._read_partition(p))
+            except Exception:
+                log.exception("reloading %s-%d failed", self._topic_name, p)
+
+    def _log_of(self, p: int) -> Any:
+        """The partition log of `p`, None if it is not open here."""
+        part = self.broker.replicas.get(self._topic_name, p)
+        return part.log if part is not None else None
+
+    # ------------------------------------------------------------------ timers
+
+    def _reschedule(self) -> None:
+        if self.coordinator is None or self._stopped:
+            return
+        deadline = self.coordinator.next_deadline_ms()
+        if deadline == self._timer_deadline and self._timer is not None:
+            return
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        self._timer_deadline = deadline
+        if deadline is not None:
+            delay = max(deadline - self.clock(), 0) / 1000.0
+            self._timer = asyncio.get_running_loop().call_later(delay, self._on_timer)
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_deadline = None
+        if self.coordinator is None or self._stopped:
+            return
+        try:
+            self.apply(self.coordinator.tick(self.clock()))
+        except Exception:
+            log.exception("%s tick failed", self.tick_name)
+            self._reschedule()
