@@ -47,7 +47,9 @@ from pylog.groups import (
     GroupConfig,
     GroupCoordinator,
     JoinGroupResult,
+    OffsetCommitPartition,
     Output,
+    PartitionError,
     SyncGroupResult,
     append_error_to_response,
     partition_for,
@@ -60,6 +62,9 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 OFFSETS_TOPIC = "__consumer_offsets"
+
+# An (Txn)OffsetCommit answer in the making: the error of each (topic, partition).
+CommitErrors = dict[tuple[str, int], ErrorCode]
 
 
 class GroupShell(CoordinatorShell):
@@ -207,3 +212,57 @@ def not_available(shell: GroupShell | None, group_id: str) -> ErrorCode:
     if shell is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     return shell.coordinator_error(group_id)
+
+
+def commits_of(req: Any, error: ErrorCode, image: Any) -> tuple[CommitErrors, list[OffsetCommitPartition]]:
+    """The partitions of an (Txn)OffsetCommit request that go to the coordinator, and the errors
+    of the others: `error` for every partition unless NONE, else UNKNOWN_TOPIC_OR_PARTITION for
+    partitions the cluster does not know (they never reach the coordinator, as in Kafka)."""
+    errors: CommitErrors = {}
+    commits: list[OffsetCommitPartition] = []
+    for t in req.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if error is not ErrorCode.NONE:
+                errors[tp] = error
+            elif image.partition(t.name, p.partition_index) is None:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                commits.append(
+                    OffsetCommitPartition(
+                        t.name,
+                        p.partition_index,
+                        p.committed_offset,
+                        getattr(p, "committed_leader_epoch", -1),
+                        p.committed_metadata,
+                    )
+                )
+    return errors, commits
+
+
+def apply_commits(shell: GroupShell, out: Output, errors: CommitErrors) -> None:
+    """Persist a commit's output; its per-partition errors (a failed append fails them all) go in `errors`."""
+    results: list[PartitionError] = shell.apply(out, _failed_commits, offset_commit=True)
+    for r in results:
+        errors[(r.topic, r.partition)] = r.error
+
+
+def commit_response(req: Any, errors: CommitErrors) -> dict:
+    """The (Txn)OffsetCommit response: every requested partition with its error."""
+    return {
+        "throttle_time_ms": 0,
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": errors[(t.name, p.partition_index)]}
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ],
+    }
+
+
+def _failed_commits(results: list[PartitionError], error: ErrorCode) -> list[PartitionError]:
+    return [PartitionError(r.topic, r.partition, error) for r in results]

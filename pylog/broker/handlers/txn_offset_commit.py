@@ -15,39 +15,19 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import not_available, shell_of
+from pylog.broker.group_shell import apply_commits, commit_response, commits_of, not_available, shell_of
 from pylog.broker.registry import handles
 from pylog.broker.txn_shell import txn_shell_of
-from pylog.groups import OffsetCommitPartition, PartitionError
 from pylog.txn import OFFSETS_TOPIC
 
 
 @handles(ApiKey.TXN_OFFSET_COMMIT, versions=(0, 3))
 def txn_offset_commit(ctx: RequestContext, req: Any) -> dict:
     shell = shell_of(ctx.broker)
-    image = ctx.broker.metadata.image
     error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
     if error is ErrorCode.NONE and shell is not None:
         error = _verify(ctx, req, shell.partition_for(req.group_id))
-    errors: dict[tuple[str, int], ErrorCode] = {}
-    commits: list[OffsetCommitPartition] = []
-    for t in req.topics:
-        for p in t.partitions:
-            tp = (t.name, p.partition_index)
-            if error is not ErrorCode.NONE:
-                errors[tp] = error
-            elif image.partition(t.name, p.partition_index) is None:
-                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                commits.append(
-                    OffsetCommitPartition(
-                        t.name,
-                        p.partition_index,
-                        p.committed_offset,
-                        getattr(p, "committed_leader_epoch", -1),
-                        p.committed_metadata,
-                    )
-                )
+    errors, commits = commits_of(req, error, ctx.broker.metadata.image)
     if commits and shell is not None and shell.coordinator is not None:
         out = shell.coordinator.txn_commit_offsets(
             req.group_id,
@@ -59,22 +39,8 @@ def txn_offset_commit(ctx: RequestContext, req: Any) -> dict:
             commits,
             now_ms=shell.clock(),
         )
-        results: list[PartitionError] = shell.apply(out, _failed, offset_commit=True)
-        for r in results:
-            errors[(r.topic, r.partition)] = r.error
-    return {
-        "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": t.name,
-                "partitions": [
-                    {"partition_index": p.partition_index, "error_code": errors[(t.name, p.partition_index)]}
-                    for p in t.partitions
-                ],
-            }
-            for t in req.topics
-        ],
-    }
+        apply_commits(shell, out, errors)
+    return commit_response(req, errors)
 
 
 def _verify(ctx: RequestContext, req: Any, offsets_partition: int) -> ErrorCode:
@@ -86,6 +52,3 @@ def _verify(ctx: RequestContext, req: Any, offsets_partition: int) -> ErrorCode:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     return ErrorCode(txn.verify_produce(part, req.producer_id, req.producer_epoch))
 
-
-def _failed(results: list[PartitionError], error: ErrorCode) -> list[PartitionError]:
-    return [PartitionError(r.topic, r.partition, error) for r in results]
