@@ -5,8 +5,7 @@ Importing ``pylog`` is cheap: submodules load on first attribute access.
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from pylog._lazy import lazy_exports
 
 __version__ = "0.1.0"
 
@@ -19,14 +18,4 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pylog' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

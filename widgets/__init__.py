@@ -23,8 +23,9 @@ APIs) or reads a data directory read-only.
 
 from __future__ import annotations
 
-import importlib
 from typing import Any
+
+from pylog._lazy import lazy_exports
 
 _LAZY = {
     "lag": "pylog.widgets.consumer_lag",
@@ -71,14 +72,4 @@ def topic_browser(topic: str, n: int = 20, *, bootstrap_servers: Any = None, dat
     return TopicBrowser(topic, n, bootstrap_servers=bootstrap_servers, data_dir=data_dir, decode=decode)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pylog.widgets' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

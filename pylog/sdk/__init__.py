@@ -12,8 +12,7 @@ Columns follow Spark's Kafka source: key, value, topic, partition, offset, times
 
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from pylog._lazy import lazy_exports
 
 _LAZY = {
     "read_topic": "pylog.sdk.api",
@@ -33,14 +32,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'pylog.sdk' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted([*globals(), *_LAZY])
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
