@@ -3,6 +3,10 @@
 The per-record work runs in the C accelerator ``_crecords`` when it was built, else in its
 pure-Python twin ``_pyrecords``; ``PYLOG_PURE_PYTHON=1`` forces the twin. Both are exposed
 (``C_IMPL``, ``PYTHON_IMPL``) and every decode/encode function takes ``impl=`` for tests.
+
+Only magic 2 is read. The legacy MessageSet formats (magic 0 and 1) are not: no client we
+serve sends them to a broker that advertises Produce >= 3, Kafka 4 dropped them too, and the
+Produce 0-2 / Fetch 0-3 versions that carry them are answered with UNSUPPORTED_VERSION.
 """
 
 from .batch import (
