@@ -154,6 +154,13 @@ def test_produce_errors(broker: BrokerThread, client: Client) -> None:
     assert produce(client, "errs", make_batch([b"ok"])).base_offset == 0
 
 
+def test_clients_cannot_append_to_internal_topics(client: Client) -> None:
+    group = {"key": "g-internal", "key_type": 0}
+    assert client.request(ApiKey.FIND_COORDINATOR, 3, group).error_code == ErrorCode.NONE
+    entry = produce(client, "__consumer_offsets", make_batch([b"forged"]))
+    assert entry.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
 def test_acks_zero_gets_no_response(client: Client) -> None:
     create(client, "fire")
     produce(client, "fire", make_batch([b"a"]), acks=0)

@@ -13,6 +13,7 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
+from pylog.broker.metadata import INTERNAL_TOPICS
 from pylog.broker.registry import CLOSE_CONNECTION, NO_RESPONSE, handles
 
 ISR_SIZE = 1  # a single node: the leader is the only in-sync replica
@@ -36,6 +37,9 @@ def produce(ctx: RequestContext, req: Any) -> Any:
                 entry = _error(p.index, ErrorCode.INVALID_REQUIRED_ACKS)
             elif part is None:
                 entry = _error(p.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            elif t.name in INTERNAL_TOPICS:
+                # Only the coordinators write there (Kafka: "Cannot append to internal topic").
+                entry = _error(p.index, ErrorCode.INVALID_TOPIC_EXCEPTION)
             elif acks == -1 and part.min_insync_replicas > ISR_SIZE:
                 entry = _error(p.index, ErrorCode.NOT_ENOUGH_REPLICAS)
             else:
