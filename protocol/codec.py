@@ -20,7 +20,7 @@ from collections.abc import Callable
 from typing import Any
 
 from .errors import MalformedMessage
-from .framing import skip_tagged_fields, write_uvarint
+from .framing import read_uvarint, skip_tagged_fields, write_uvarint
 from .schema import FIXED_FORMATS, ZERO_UUID, FieldSpec, Message, MessageSpec, StructSpec
 
 Decoder = Callable[[memoryview, int, int], tuple[Any, int]]
@@ -32,19 +32,7 @@ _UV1 = [bytes((i,)) for i in range(128)]
 
 def _uvarint_rest(buf: memoryview, pos: int, first: int, end: int) -> tuple[int, int]:
     """Finish an unsigned varint whose first byte (>= 0x80) was already read."""
-    value = first & 0x7F
-    shift = 7
-    while True:
-        if pos >= end:
-            raise MalformedMessage("truncated varint")
-        b = buf[pos]
-        pos += 1
-        value |= (b & 0x7F) << shift
-        if b < 0x80:
-            return value, pos
-        shift += 7
-        if shift >= 35:
-            raise MalformedMessage("varint is longer than 5 bytes")
+    return read_uvarint(buf, pos - 1, end)
 
 
 def _uuid_from(raw: bytes) -> uuid.UUID:
