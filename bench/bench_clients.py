@@ -31,7 +31,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from common import BenchBroker
+from common import BenchBroker, create_topic
 
 DEFAULT_RECORDS = 2_000_000
 
@@ -62,20 +62,6 @@ def payload(size: int, i: int) -> bytes:
     # Half repetitive text, half varying digits: compressible, but not trivially so.
     head = (b"pylog bench record %012d " % i) * (size // 64 + 1)
     return head[:size]
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        md = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
-        if md is not None and md.error is None and len(md.partitions) == partitions:
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"topic {topic} did not appear")
 
 
 def produce(bootstrap: str, topic: str, sc: Scenario, n: int) -> float:

@@ -28,25 +28,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-from common import BenchBroker
+from common import BenchBroker, create_topic
 
 CLIENTS = ("kafka-python", "confluent-kafka")
 RECORDS = 10
 TIMEOUT_S = 60.0
-
-
-def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
-    from confluent_kafka.admin import AdminClient, NewTopic
-
-    admin = AdminClient({"bootstrap.servers": bootstrap})
-    admin.create_topics([NewTopic(topic, num_partitions=partitions, replication_factor=1)])[topic].result(30)
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        md = admin.list_topics(topic=topic, timeout=10).topics.get(topic)
-        if md is not None and md.error is None and len(md.partitions) == partitions:
-            return
-        time.sleep(0.1)
-    raise RuntimeError(f"topic {topic} did not appear")
 
 
 def fill(bootstrap: str, topic: str, partitions: int) -> None:
