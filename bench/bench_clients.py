@@ -59,9 +59,8 @@ class Row:
 
 
 def payload(size: int, i: int) -> bytes:
-    # Half repetitive text, half varying digits: compressible, but not trivially so.
-    head = (b"pylog bench record %012d " % i) * (size // 64 + 1)
-    return head[:size]
+    # A 32-byte unit (text and a varying counter) repeated to the size: compressible, as logs are.
+    return ((b"pylog bench record %012d " % i) * (size // 32 + 1))[:size]
 
 
 def produce(bootstrap: str, topic: str, sc: Scenario, n: int) -> float:
@@ -112,6 +111,9 @@ def consume(bootstrap: str, topic: str, sc: Scenario, n: int) -> float:
             "group.id": "bench-" + uuid.uuid4().hex,
             "enable.auto.commit": False,
             "enable.partition.eof": False,
+            # A response holding more than queued.max.messages.kbytes (64 MB) of records pauses
+            # fetching for this long; at the default (1 s) the row would time the client's timer.
+            "fetch.queue.backoff.ms": 5,
         }
     )
     try:

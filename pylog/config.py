@@ -203,13 +203,18 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("replica.fetch.max.bytes", INT, 1048576),
         _d("request.timeout.ms", INT, 30000),
         _d("cluster.id", S, None, "Fixed cluster id for a new data dir (random otherwise).", read_only=True),
-        _d("pylog.wire.cache.bytes", L, 8 * 1024 * 1024, "Wire bytes of recent batches kept per partition."),
+        _d(
+            "pylog.wire.cache.bytes",
+            L,
+            64 * 1024 * 1024,
+            "Wire bytes of recent batches one partition may keep (within pylog.wire.cache.total.bytes).",
+        ),
         _d(
             "pylog.wire.cache.total.bytes",
             L,
             64 * 1024 * 1024,
-            "Wire bytes of recent batches kept across partitions: each gets an equal share, at most "
-            "pylog.wire.cache.bytes.",
+            "Wire bytes of recent batches kept across partitions; when over, the oldest batch of any "
+            "partition goes first.",
         ),
     ]
 }

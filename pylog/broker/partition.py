@@ -24,7 +24,7 @@ from pylog.protocol.records.compression import decompress
 from pylog.storage import BatchMeta, InvalidAppend, InvalidRecord, LogConfig, PartitionLog, StorageError
 
 from pylog.broker.producer_state import ProducerStateTable, last_sequence
-from pylog.broker.wire_cache import WireCache
+from pylog.broker.wire_cache import WireBudget, WireCache
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +63,7 @@ class Partition:
         now_ms: int,
         wire_cache_bytes: int,
         max_uncompressed_bytes: int,
+        wire_budget: WireBudget | None = None,
     ) -> None:
         self.topic = topic
         self.index = index
@@ -70,7 +71,7 @@ class Partition:
         self.path = path
         self.lock = threading.RLock()
         self.leader_epoch = 0
-        self.wire = WireCache(wire_cache_bytes)
+        self.wire = WireCache(wire_cache_bytes, wire_budget)
         self.producers = ProducerStateTable()
         self.max_uncompressed_bytes = max_uncompressed_bytes
         self._waiters: list[Callable[[], None]] = []
@@ -274,6 +275,7 @@ class Partition:
             self.producers.truncate(log_start_offset)
 
     def close(self, *, flush: bool = True) -> None:
+        self.wire.clear()  # give its share of the broker's wire budget back
         if flush:
             self.log.flush()
         self.log.close()

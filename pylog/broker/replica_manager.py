@@ -21,6 +21,7 @@ from pylog.storage.schema import metas_from_entries
 from pylog.broker.partition import Partition
 from pylog.broker.producer_state import last_sequence
 from pylog.broker.transactions import is_abort_marker
+from pylog.broker.wire_cache import WireBudget
 from pylog.config import BrokerConfig
 
 log = logging.getLogger(__name__)
@@ -38,7 +39,7 @@ class ReplicaManager:
         self.partitions: dict[TopicPartition, Partition] = {}
         self._by_topic: dict[str, dict[int, Partition]] = {}
         self.wire_cache_bytes = config.int("pylog.wire.cache.bytes")
-        self.wire_cache_total_bytes = config.int("pylog.wire.cache.total.bytes")
+        self.wire_budget = WireBudget(config.int("pylog.wire.cache.total.bytes"))
         self.max_uncompressed_bytes = max(
             config.int("message.max.bytes"), config.int("socket.request.max.bytes")
         )
@@ -77,27 +78,15 @@ class ReplicaManager:
             self.config.topic_configs(configs),
             now_ms=self._now_ms(),
             wire_cache_bytes=self.wire_cache_bytes,
+            wire_budget=self.wire_budget,
             max_uncompressed_bytes=self.max_uncompressed_bytes,
         )
         rebuild_producer_state(part)
         with self._lock:
             self.partitions[tp] = part
             self._by_topic.setdefault(topic, {})[index] = part
-        self._share_wire_cache()
         log.info("opened partition %s-%d (log end offset %d)", topic, index, part.log_end_offset)
         return part
-
-    def wire_cache_share(self) -> int:
-        """Each partition's wire cache bound: an equal share of the broker-wide budget, at most the
-        per-partition setting (a notebook broker with many partitions stays within the budget)."""
-        return min(self.wire_cache_bytes, self.wire_cache_total_bytes // max(1, len(self.partitions)))
-
-    def _share_wire_cache(self) -> None:
-        share = self.wire_cache_share()
-        for part in self.snapshot():
-            if part.wire.max_bytes != share:
-                with part.lock:
-                    part.wire.resize(share)
 
     def update_configs(self, topic: str, configs: dict[str, str]) -> None:
         effective = self.config.topic_configs(configs)
@@ -114,7 +103,6 @@ class ReplicaManager:
                     del self._by_topic[topic]
         if part is None:
             return
-        self._share_wire_cache()
         with part.lock:
             part.deleted = True
             part.close(flush=False)
