@@ -12,6 +12,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
+from pylog.storage.config import SEGMENT_COMPRESSION
+
 LONG_MAX = 9223372036854775807
 INT_MAX = 2147483647
 
@@ -204,6 +206,20 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("request.timeout.ms", INT, 30000),
         _d("cluster.id", S, None, "Fixed cluster id for a new data dir (random otherwise).", read_only=True),
         _d(
+            "pylog.memory.release.interval.ms",
+            L,
+            10000,
+            "How often freed memory (Arrow's pool, malloc's heap) is returned to the kernel; 0 never.",
+        ),
+        _d(
+            "pylog.segment.compression",
+            S,
+            "producer",
+            "How segment bodies (Arrow IPC buffers) are compressed: producer (batches the producer "
+            "compressed are stored with lz4, or zstd for gzip and zstd), none, lz4 or zstd.",
+            choices=SEGMENT_COMPRESSION,
+        ),
+        _d(
             "pylog.wire.cache.bytes",
             L,
             64 * 1024 * 1024,
@@ -244,6 +260,7 @@ TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
     "segment.jitter.ms": ("log.roll.jitter.ms", "log.roll.jitter.hours"),
     "segment.ms": ("log.roll.ms", "log.roll.hours"),
     "unclean.leader.election.enable": ("unclean.leader.election.enable",),
+    "pylog.segment.compression": ("pylog.segment.compression",),
 }
 
 TOPIC_CONFIGS: dict[str, ConfigDef] = {
@@ -272,6 +289,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _d("segment.jitter.ms", L, 0),
         _d("segment.ms", L, 604800000),
         _d("unclean.leader.election.enable", B, False),
+        _d("pylog.segment.compression", S, "producer", choices=SEGMENT_COMPRESSION),
     ]
 }
 

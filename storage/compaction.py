@@ -206,7 +206,8 @@ def compact_log(log: PartitionLog, now_ms: int, max_offset: int | None, force: b
             elif not blocks and seg is not chosen[0]:
                 rewritten += log._remove_segment(seg)
             else:
-                written = write_segment(log.dir, seg.base_offset, coalesce(blocks), sealed=True)
+                written = write_segment(log.dir, seg.base_offset, coalesce(blocks), sealed=True,
+                                        compression=log.config.segment_compression)
                 rewritten += log._swap_in(seg, written, cleaned=True)
         log._next_horizon_ms = run.horizon
     finally:

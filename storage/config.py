@@ -9,6 +9,8 @@ LONG_MAX = 2**63 - 1
 
 _POLICIES = {"delete", "compact", "compact,delete", "delete,compact"}
 _TIMESTAMP_TYPES = {"CreateTime", "LogAppendTime"}
+# `pylog.segment.compression`: how segment bodies are compressed (see storage.ipc.body_codec).
+SEGMENT_COMPRESSION = ("producer", "none", "lz4", "zstd")
 
 
 @dataclass(frozen=True)
@@ -30,6 +32,7 @@ class LogConfig:
     flush_ms: int = field(default=LONG_MAX, metadata={"kafka": "flush.ms"})
     message_timestamp_type: str = field(default="CreateTime", metadata={"kafka": "message.timestamp.type"})
     max_message_bytes: int = field(default=1048588, metadata={"kafka": "max.message.bytes"})
+    segment_compression: str = field(default="producer", metadata={"kafka": "pylog.segment.compression"})
 
     def __post_init__(self) -> None:
         if self.cleanup_policy.replace(" ", "") not in _POLICIES:
@@ -37,6 +40,9 @@ class LogConfig:
         if self.message_timestamp_type not in _TIMESTAMP_TYPES:
             raise ValueError(f"message.timestamp.type must be CreateTime or LogAppendTime, "
                              f"not {self.message_timestamp_type!r}")
+        if self.segment_compression not in SEGMENT_COMPRESSION:
+            raise ValueError(f"pylog.segment.compression must be one of {', '.join(SEGMENT_COMPRESSION)}, "
+                             f"not {self.segment_compression!r}")
         if self.segment_bytes < 14:
             raise ValueError("segment.bytes must be at least 14")
         if self.segment_index_bytes < 4 * 80:

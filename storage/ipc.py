@@ -14,6 +14,7 @@ import struct
 import threading
 from typing import NamedTuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
@@ -23,7 +24,11 @@ CONTINUATION = b"\xff\xff\xff\xff"
 FILE_MAGIC = b"ARROW1"
 BATCHES_KEY = "pylog.batches"
 SCHEMA_MESSAGE: bytes = RECORD_SCHEMA.serialize().to_pybytes()
-_WRITE_OPTIONS = ipc.IpcWriteOptions()
+_WRITE_OPTIONS = {
+    None: ipc.IpcWriteOptions(),
+    "lz4": ipc.IpcWriteOptions(compression="lz4"),
+    "zstd": ipc.IpcWriteOptions(compression="zstd"),
+}
 FILE_PREFIX = 8 + len(SCHEMA_MESSAGE)  # "ARROW1\0\0" then the schema message
 
 _HEADER_RECORD_BATCH = 3
@@ -31,6 +36,33 @@ _I32 = struct.Struct("<i")
 _U32 = struct.Struct("<I")
 _U16 = struct.Struct("<H")
 _I64 = struct.Struct("<q")
+
+
+# Segment body compression (topic config `pylog.segment.compression`). Under "producer" a batch the
+# producer compressed is stored compressed too, so a compressed topic stays small on disk and in
+# the page cache: Arrow IPC compresses buffers with lz4_frame or zstd only, so gzip maps to zstd
+# and snappy to lz4. Small bodies stay plain: per-buffer framing would cost more than it saves.
+_BODY_CODEC_FOR_KAFKA = (None, "zstd", "lz4", "lz4", "zstd")
+MIN_COMPRESSED_BODY = 16 * 1024
+
+
+def body_codec(policy: str, kafka_codec: int, body_bytes: int) -> str | None:
+    """The IPC body codec for a message of `body_bytes` whose batches the producer compressed
+    with `kafka_codec` (attribute bits), under the topic's `pylog.segment.compression`."""
+    if body_bytes < MIN_COMPRESSED_BODY or policy == "none":
+        return None
+    if policy == "producer":
+        return _BODY_CODEC_FOR_KAFKA[kafka_codec & 0x07] if kafka_codec & 0x07 < 5 else None
+    return policy
+
+
+def block_kafka_codec(entries: np.ndarray) -> int:
+    """The Kafka codec most of these batches' records were produced with (BATCH_DTYPE entries)."""
+    if not len(entries):
+        return 0
+    counts = np.bincount(entries["attributes"].astype(np.int64) & 0x07,
+                         weights=entries["record_count"], minlength=8)
+    return int(np.argmax(counts))
 
 
 class MessageInfo(NamedTuple):
@@ -61,12 +93,16 @@ class _Collect:
         pass
 
 
-class _StreamChunks(threading.local):
-    """Per thread: one long-lived IPC stream writer filling a preallocated chunk, so a small append
-    costs one `write_batch` (no writer, schema message or size estimate per message). Messages are
-    slices of the chunk; a full chunk is dropped (it lives on while a slice still points into it)."""
+class _StreamChunk:
+    """One long-lived IPC stream writer (for one body codec) filling a preallocated chunk, so a
+    small append costs one `write_batch` (no writer, schema message or size estimate per message).
+    Messages are slices of the chunk; a full chunk is dropped (it lives on while a slice still
+    points into it)."""
 
-    def __init__(self) -> None:
+    __slots__ = ("buf", "codec", "sink", "writer")
+
+    def __init__(self, codec: str | None) -> None:
+        self.codec = codec
         self.buf: pa.Buffer | None = None
         self.sink: pa.FixedSizeBufferWriter | None = None
         self.writer: ipc.RecordBatchStreamWriter | None = None
@@ -74,23 +110,34 @@ class _StreamChunks(threading.local):
     def start(self, size: int) -> None:
         self.buf = pa.allocate_buffer(max(STREAM_CHUNK_BYTES, size + len(SCHEMA_MESSAGE)))
         self.sink = pa.FixedSizeBufferWriter(self.buf)
-        self.writer = ipc.RecordBatchStreamWriter(self.sink, RECORD_SCHEMA, options=_WRITE_OPTIONS)
+        options = _WRITE_OPTIONS[self.codec]
+        self.writer = ipc.RecordBatchStreamWriter(self.sink, RECORD_SCHEMA, options=options)
 
     def drop(self) -> None:
         self.buf = self.sink = self.writer = None
+
+
+class _StreamChunks(threading.local):
+    """Per thread: a `_StreamChunk` per body codec."""
+
+    def __init__(self) -> None:
+        self.by_codec = {codec: _StreamChunk(codec) for codec in _WRITE_OPTIONS}
 
 
 STREAM_CHUNK_BYTES = 256 * 1024
 _chunks = _StreamChunks()
 
 
-def encode_message(batch: pa.RecordBatch, entries: bytes) -> pa.Buffer:
+def encode_message(batch: pa.RecordBatch, entries: bytes, codec: str | None = None) -> pa.Buffer:
     """One encapsulated record batch message carrying `entries` (packed BATCH_DTYPE) as custom
-    metadata, as a zero-copy slice of the calling thread's stream chunk (see `_StreamChunks`)."""
+    metadata, its body compressed with `codec` ("lz4", "zstd" or None), as a zero-copy slice of
+    the calling thread's stream chunk for that codec (see `_StreamChunk`)."""
     metadata = {BATCHES_KEY: encode_entries(entries)}
-    # Metadata flatbuffer (nodes, buffers, custom metadata) plus 8-byte padding of 19 buffers.
-    need = batch.get_total_buffer_size() + len(metadata[BATCHES_KEY]) + 2048
-    c = _chunks
+    # Metadata flatbuffer (nodes, buffers, custom metadata), 8-byte padding of 19 buffers, and
+    # the worst-case growth of compressed buffers.
+    total = batch.get_total_buffer_size()
+    need = total + len(metadata[BATCHES_KEY]) + 2048 + (total // 128 + 19 * 64 if codec else 0)
+    c = _chunks.by_codec[codec]
     if c.buf is None or c.buf.size - c.sink.tell() < need:  # type: ignore[union-attr]
         c.start(need)
     assert c.buf is not None and c.sink is not None and c.writer is not None
@@ -100,7 +147,7 @@ def encode_message(batch: pa.RecordBatch, entries: bytes) -> pa.Buffer:
     except (pa.ArrowInvalid, OSError):  # the estimate was short (or the writer broke): grow instead
         c.drop()
         grow = pa.BufferOutputStream()
-        ipc.RecordBatchStreamWriter(grow, RECORD_SCHEMA, options=_WRITE_OPTIONS).write_batch(
+        ipc.RecordBatchStreamWriter(grow, RECORD_SCHEMA, options=_WRITE_OPTIONS[codec]).write_batch(
             batch, custom_metadata=metadata)
         return grow.getvalue().slice(len(SCHEMA_MESSAGE))
     return c.buf.slice(start, c.sink.tell() - start)
@@ -211,10 +258,11 @@ def read_batch(buf: pa.Buffer, position: int, length: int) -> pa.RecordBatch:
 class FileBlockWriter:
     """Writes an Arrow IPC *file* to an fd, reporting where each record batch message lands."""
 
-    def __init__(self, fd: int) -> None:
+    def __init__(self, fd: int, codec: str | None = None) -> None:
         self._fd = fd
         self._sink = _Collect()
-        self._writer = ipc.new_file(pa.PythonFile(self._sink, mode="w"), RECORD_SCHEMA)
+        self._writer = ipc.new_file(pa.PythonFile(self._sink, mode="w"), RECORD_SCHEMA,
+                                    options=_WRITE_OPTIONS[codec])
         self._written = 0
 
     def _drain(self) -> int:

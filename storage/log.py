@@ -33,6 +33,7 @@ from .checkpoint import (
 from .config import LONG_MAX, LogConfig
 from .errors import InvalidAppend, InvalidRecord, OffsetOutOfRange, ReadOnlyLog
 from .files import fsync_dir
+from .ipc import body_codec
 from .rewrite import Block, coalesce, recover_swaps, write_segment
 from .schema import BATCH_DTYPE, RECORD_SCHEMA, TIMESTAMP_TYPE_MASK, BatchMeta, StoredBatch
 from .segment import FILE_EXT, SIDE_EXTS, STREAM_EXT, Segment, SegmentSnapshot
@@ -251,7 +252,8 @@ class PartitionLog:
             buffer_size = records.get_total_buffer_size()
             self._maybe_roll(buffer_size, now_ms)
             size = buffer_size if wire_size is None else wire_size
-            self._segments[-1].append(records, stored, now_ms, size)
+            codec = body_codec(self.config.segment_compression, attributes, buffer_size)
+            self._segments[-1].append(records, stored, now_ms, size, codec)
             self._log_end_offset = stored.next_offset
             epoch = stored.partition_leader_epoch
             if epoch >= 0 and epoch != self._epochs.latest_epoch:
@@ -451,7 +453,8 @@ class PartitionLog:
             nb = seg.find_batch(offset)
             if nb < seg.batch_count or (seg.sealed and seg.batch_count == 0 and seg.base_offset == offset):
                 kept = _kept_blocks(seg.snapshot(), nb)
-                written = write_segment(self.dir, seg.base_offset, kept, sealed=False)
+                written = write_segment(self.dir, seg.base_offset, kept, sealed=False,
+                                        compression=self.config.segment_compression)
                 written.commit()
                 seg.close()
                 seg.retired = True
@@ -552,7 +555,8 @@ class PartitionLog:
                     seg.busy = True
                     snap = seg.snapshot()
                 try:
-                    written = write_segment(self.dir, seg.base_offset, coalesce(snap.blocks()), sealed=True)
+                    written = write_segment(self.dir, seg.base_offset, coalesce(snap.blocks()), sealed=True,
+                                            compression=self.config.segment_compression)
                     if self._swap_in(seg, written):
                         done += 1
                 finally:

@@ -19,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from .files import fsync_dir
-from .ipc import SCHEMA_MESSAGE, FileBlockWriter, encode_message, write_all
+from .ipc import SCHEMA_MESSAGE, FileBlockWriter, block_kafka_codec, body_codec, encode_message, write_all
 from .schema import BATCH_DTYPE
 from .segment import (
     BATCHES_EXT,
@@ -156,16 +156,21 @@ def _write_raw(path: Path, data: bytes) -> None:
         os.close(fd)
 
 
-def write_segment(directory: Path, base_offset: int, blocks: list[Block], *, sealed: bool) -> Written:
+def write_segment(directory: Path, base_offset: int, blocks: list[Block], *, sealed: bool,
+                  compression: str = "producer") -> Written:
     """Write `blocks` as a new sealed (IPC file) or active (IPC stream) segment under temporary
-    names; each block's entries get their message number, and are embedded in the message."""
+    names; each block's entries get their message number, and are embedded in the message.
+    Bodies are compressed per `compression` (`pylog.segment.compression`): a stream per block, a
+    file (one codec throughout) by what most of its records were produced with."""
     ext = FILE_EXT if sealed else STREAM_EXT
     tmp = {e: _tmp(directory, base_offset, e) for e in (*SWAP_ORDER, ext)}
     placed: list[tuple[int, int, np.ndarray]] = []
     fd = os.open(tmp[ext], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     try:
         if sealed:
-            writer = FileBlockWriter(fd)
+            every = np.concatenate([e for _, e in blocks]) if blocks else np.empty(0, BATCH_DTYPE)
+            largest = max((rb.get_total_buffer_size() for rb, _ in blocks), default=0)
+            writer = FileBlockWriter(fd, body_codec(compression, block_kafka_codec(every), largest))
             for m, (rb, e) in enumerate(blocks):
                 e = e.copy()
                 e["message"] = m
@@ -178,7 +183,8 @@ def write_segment(directory: Path, base_offset: int, blocks: list[Block], *, sea
             for m, (rb, e) in enumerate(blocks):
                 e = e.copy()
                 e["message"] = m
-                message = encode_message(rb, e.tobytes())
+                codec = body_codec(compression, block_kafka_codec(e), rb.get_total_buffer_size())
+                message = encode_message(rb, e.tobytes(), codec)
                 write_all(fd, [message])
                 placed.append((size, message.size, e))
                 size += message.size

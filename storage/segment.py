@@ -354,13 +354,15 @@ class Segment:
 
     # -- writing (active segment) --------------------------------------------------------------
 
-    def append(self, records: pa.RecordBatch, meta: BatchMeta, append_time: int, size: int) -> int:
-        """Write one Kafka batch as one message; data first, then `.batches`, `.index`, `.timeindex`.
-        `size` is the batch's size for fetch budgets. Returns the message length."""
+    def append(self, records: pa.RecordBatch, meta: BatchMeta, append_time: int, size: int,
+               codec: str | None = None) -> int:
+        """Write one Kafka batch as one message (body compressed with `codec`); data first, then
+        `.batches`, `.index`, `.timeindex`. `size` is the batch's size for fetch budgets. Returns
+        the message length."""
         batches, index, times = self.files()
         msg, batch_no, pos = len(index), len(batches), self.data_size
         entry = pack_entry(meta, append_time=append_time, message=msg, row=0, size=size)
-        message = encode_message(records, entry)
+        message = encode_message(records, entry, codec)
         length = message.size
         if self._fd is None:
             self._fd = os.open(self.data_path, OPEN_FLAGS, 0o644)

@@ -100,6 +100,7 @@ class Broker:
 
     def on_topic_deleted(self, topic: str) -> None:
         self.replicas.remove_topic(topic)
+        self.maintenance.request_release()  # the topic's cached bytes and buffers are free now
 
     # --- shutdown ---------------------------------------------------------------------------
 

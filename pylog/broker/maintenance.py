@@ -4,7 +4,8 @@ One daemon thread wakes for the earliest due job or when a partition asks for
 work (its active segment rolled, so the rolled IPC stream can be sealed into an
 IPC file). Timers follow Kafka's names: ``log.retention.check.interval.ms``,
 ``log.cleaner.backoff.ms`` (compacted topics), ``log.flush.scheduler.interval.ms``
-(topics with ``flush.ms``). The partition log is thread-safe and swaps rewritten
+(topics with ``flush.ms``); ``pylog.memory.release.interval.ms`` returns freed
+memory to the kernel. The partition log is thread-safe and swaps rewritten
 files in under its own lock, so the event loop keeps appending and reading.
 """
 
@@ -16,6 +17,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from pylog.broker.memory import release_unused_memory
 from pylog.config import BrokerConfig
 
 if TYPE_CHECKING:
@@ -27,6 +29,7 @@ log = logging.getLogger(__name__)
 LONG_MAX = 2**63 - 1
 MAX_SLEEP_S = 3600.0
 FLUSH_CHECK_S = 1.0  # when log.flush.scheduler.interval.ms is unset but a topic has flush.ms
+RELEASE_SOON_S = 0.5  # after a bulk free: long enough for a burst of deletions to finish
 
 
 class Maintenance:
@@ -40,6 +43,8 @@ class Maintenance:
         scheduler_ms = config.int("log.flush.scheduler.interval.ms")
         self.flush_s = FLUSH_CHECK_S if scheduler_ms >= LONG_MAX else scheduler_ms / 1000.0
         self.producer_expiration_ms = config.int("producer.id.expiration.ms")
+        release_ms = config.int("pylog.memory.release.interval.ms")
+        self.release_s = release_ms / 1000.0 if release_ms > 0 else None
         self._cond = threading.Condition()
         self._seal: dict[int, Partition] = {}
         self._stop = False
@@ -52,6 +57,7 @@ class Maintenance:
             "retention": now + self.retention_s,
             "cleaner": now + self.cleaner_s if self.cleaner_s is not None else float("inf"),
             "flush": now + self.flush_s,
+            "release": now + self.release_s if self.release_s is not None else float("inf"),
         }
         for part in self.replicas.snapshot():  # segments rolled before a restart
             self._seal[id(part)] = part
@@ -70,6 +76,14 @@ class Maintenance:
         """A partition rolled its active segment (called on the event loop)."""
         with self._cond:
             self._seal[id(part)] = part
+            self._cond.notify()
+
+    def request_release(self) -> None:
+        """Memory was freed in bulk (a topic deleted): return it to the kernel soon."""
+        if self.release_s is None:
+            return
+        with self._cond:
+            self._due["release"] = min(self._due.get("release", 0.0), time.monotonic() + RELEASE_SOON_S)
             self._cond.notify()
 
     def _run(self) -> None:
@@ -95,6 +109,9 @@ class Maintenance:
             if now >= self._due["flush"]:
                 self.run_time_flush()
                 self._due["flush"] = time.monotonic() + self.flush_s
+            if now >= self._due["release"]:
+                release_unused_memory()
+                self._due["release"] = time.monotonic() + (self.release_s or MAX_SLEEP_S)
 
     def _guard(self, what: str, part: Partition, fn: Callable[[], object]) -> None:
         if part.deleted:
