@@ -308,9 +308,6 @@ def run(args: argparse.Namespace) -> list[Row]:
                 for name, q in (("p50 ms", 0.5), ("p99 ms", 0.99), ("p99.9 ms", 0.999)):
                     record(label, name, kind, quantile(s, q) if s else None, False)
                 record(label, "mean ms", kind, statistics.fmean(s) if s else None, False)
-                guarded(kind, "delete topic", delete_topic, b.bootstrap, topic)
-
-        time.sleep(2.0)  # every row's topic is deleted: what each broker still holds is its own
 
         for kind, b in brokers.items():
             st = b.stats()
