@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from .schema import BATCH_DTYPE, RECORD_SCHEMA
+from .schema import BATCH_DTYPE, COMPRESSION_MASK, RECORD_SCHEMA
 
 CONTINUATION = b"\xff\xff\xff\xff"
 FILE_MAGIC = b"ARROW1"
@@ -52,7 +52,8 @@ def body_codec(policy: str, kafka_codec: int, body_bytes: int) -> str | None:
     if body_bytes < MIN_COMPRESSED_BODY or policy == "none":
         return None
     if policy == "producer":
-        return _BODY_CODEC_FOR_KAFKA[kafka_codec & 0x07] if kafka_codec & 0x07 < 5 else None
+        codec = kafka_codec & COMPRESSION_MASK
+        return _BODY_CODEC_FOR_KAFKA[codec] if codec < len(_BODY_CODEC_FOR_KAFKA) else None
     return policy
 
 
@@ -60,7 +61,7 @@ def block_kafka_codec(entries: np.ndarray) -> int:
     """The Kafka codec most of these batches' records were produced with (BATCH_DTYPE entries)."""
     if not len(entries):
         return 0
-    counts = np.bincount(entries["attributes"].astype(np.int64) & 0x07,
+    counts = np.bincount(entries["attributes"].astype(np.int64) & COMPRESSION_MASK,
                          weights=entries["record_count"], minlength=8)
     return int(np.argmax(counts))
 
