@@ -49,7 +49,7 @@ class _Slot:
 class KafkaConnection(asyncio.Protocol):
     def __init__(self, server: KafkaServer) -> None:
         self.server = server
-        self.broker = server.broker
+        self.table = server.table
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
         self.decoder = FrameDecoder(server.max_request_bytes)
@@ -141,15 +141,17 @@ class KafkaConnection(asyncio.Protocol):
             return
         header = request.header
         key, version = header.api_key, header.api_version
-        spec = registry.lookup(key)
+        spec = self.table.lookup(key)
         if spec is None or version > spec.max_version:
             log.warning("closing connection from %s: api %s v%s is not served", self.peer, key, version)
             self.close()
             return
-        if version < self.server.served_floor(key):
+        if version < self.table.served_floor(key):
             self._answer_obsolete(frame, header)
             return
-        ctx = RequestContext(self.broker, key, version, header.correlation_id, header.client_id, self.peer)
+        ctx = RequestContext(
+            key, version, header.correlation_id, header.client_id, self.peer, self.server.listener
+        )
         try:
             result = spec.fn(ctx, request.body)
         except Exception:
@@ -248,13 +250,13 @@ class KafkaConnection(asyncio.Protocol):
                 "error_code": ErrorCode.UNSUPPORTED_VERSION,
                 "api_keys": [
                     {"api_key": k, "min_version": lo, "max_version": hi}
-                    for k, (lo, hi) in self.server.api_versions.items()
+                    for k, (lo, hi) in self.table.advertised.items()
                 ],
             }
             self._push(api.encode_response_parts(ApiKey.API_VERSIONS, 0, header.correlation_id, body))
             return
-        spec = registry.lookup(header.api_key)
-        if spec is not None and 0 <= header.api_version < self.server.served_floor(header.api_key):
+        spec = self.table.lookup(header.api_key)
+        if spec is not None and 0 <= header.api_version < self.table.served_floor(header.api_key):
             self._answer_obsolete(frame, header)
             return
         log.warning(

@@ -1,23 +1,19 @@
-"""What a handler gets besides the request body."""
+"""What a handler gets besides the request body and its bound services: who asked, and how."""
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from pylog.broker.broker import Broker
 
 
 @dataclass(slots=True)
 class RequestContext:
-    broker: Broker
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
     client_host: str
+    listener: str = "PLAINTEXT"
 
     @staticmethod
     def now_ms() -> int:

@@ -23,7 +23,9 @@ from pylog.cluster.controller import NewTopic
 from pylog.groups import CoordinatorRecord
 
 if TYPE_CHECKING:
-    from pylog.broker.broker import Broker
+    from pylog.broker.metadata import MetadataView
+    from pylog.broker.replica_manager import ReplicaManager
+    from pylog.cluster.controller_client import ControllerClient
 
 log = logging.getLogger(__name__)
 
@@ -42,13 +44,23 @@ class CoordinatorShell:
     tick_name = "coordinator"  # for the log line of a failed tick
 
     def __init__(
-        self, broker: Broker, topic: str, new_topic: Callable[[], NewTopic], clock: Callable[[], int]
+        self,
+        topic: str,
+        new_topic: Callable[[], NewTopic],
+        clock: Callable[[], int],
+        *,
+        node_id: int,
+        replicas: ReplicaManager,
+        metadata: MetadataView,
+        controller: ControllerClient,
     ) -> None:
-        self.broker = broker
+        self.node_id = node_id
+        self.replicas = replicas
+        self.metadata = metadata
         self.clock = clock
         self.coordinator = None
         self._topic_name = topic
-        self._topic = InternalTopic(broker, topic, new_topic)
+        self._topic = InternalTopic(topic, new_topic, metadata, controller)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
         self._loaded: set[int] = set()  # partitions the coordinator owns
@@ -102,11 +114,11 @@ class CoordinatorShell:
         raise NotImplementedError
 
     def _led_partitions(self) -> list[int]:
-        me = self.broker.node_id
+        me = self.node_id
         return [
             p
             for p, leader in sorted((self.leaders() or {}).items())
-            if leader == me and self.broker.replicas.get(self._topic_name, p) is not None
+            if leader == me and self.replicas.get(self._topic_name, p) is not None
         ]
 
     def coordinator_error(self, key: str) -> ErrorCode:
@@ -117,9 +129,9 @@ class CoordinatorShell:
         if leaders is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         p = self.partition_for(key)
-        if leaders.get(p) != self.broker.node_id:
+        if leaders.get(p) != self.node_id:
             return ErrorCode.NOT_COORDINATOR
-        if self.broker.replicas.get(self._topic_name, p) is None:
+        if self.replicas.get(self._topic_name, p) is None:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if p not in self._loaded:
             # Led here but not loaded (created meanwhile, or leadership moved here).
@@ -143,7 +155,7 @@ class CoordinatorShell:
 
     def _append_runs(self, p: int, runs: list[list[CoordinatorRecord]]) -> ErrorCode:
         for recs in runs:
-            part = self.broker.replicas.get(self._topic_name, p)
+            part = self.replicas.get(self._topic_name, p)
             if part is None:
                 return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             error, base_offset = append_records_at(part, recs, self.clock())
@@ -157,7 +169,7 @@ class CoordinatorShell:
         out = self.coordinator.unload_partition(p)
         self._loaded.discard(p)
         self._partition_unloaded(out)
-        if self.broker.replicas.get(self._topic_name, p) is not None:
+        if self.replicas.get(self._topic_name, p) is not None:
             try:
                 self._load(p, self._read_partition(p))
             except Exception:
@@ -165,7 +177,7 @@ class CoordinatorShell:
 
     def _log_of(self, p: int) -> Any:
         """The partition log of `p`, None if it is not open here."""
-        part = self.broker.replicas.get(self._topic_name, p)
+        part = self.replicas.get(self._topic_name, p)
         return part.log if part is not None else None
 
     # ------------------------------------------------------------------ timers

@@ -57,7 +57,10 @@ from pylog.groups import (
 from pylog.groups.coordinator import LogEntry
 
 if TYPE_CHECKING:
-    from pylog.broker.broker import Broker
+    from pylog.broker.metadata import MetadataView
+    from pylog.broker.replica_manager import ReplicaManager
+    from pylog.cluster.controller_client import ControllerClient
+    from pylog.config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
@@ -73,9 +76,27 @@ class GroupShell(CoordinatorShell):
     coordinator: GroupCoordinator | None
     tick_name = "group coordinator"
 
-    def __init__(self, broker: Broker, *, clock: Callable[[], int] = wall_clock_ms) -> None:
-        super().__init__(broker, OFFSETS_TOPIC, self._offsets_topic, clock)
-        props = {n: broker.config.raw(n) for n in BROKER_CONFIGS}
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        node_id: int,
+        replicas: ReplicaManager,
+        metadata: MetadataView,
+        controller: ControllerClient,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        super().__init__(
+            OFFSETS_TOPIC,
+            self._offsets_topic,
+            clock,
+            node_id=node_id,
+            replicas=replicas,
+            metadata=metadata,
+            controller=controller,
+        )
+        self.broker_config = config
+        props = {n: config.raw(n) for n in BROKER_CONFIGS}
         self.config = GroupConfig.from_kafka({k: v for k, v in props.items() if v is not None})
         self._handles = itertools.count(1)
         self._parked: dict[int, asyncio.Future[JoinGroupResult | SyncGroupResult]] = {}
@@ -127,7 +148,7 @@ class GroupShell(CoordinatorShell):
         return await self._topic.ensure()
 
     def _offsets_topic(self) -> NewTopic:
-        cfg = self.broker.config
+        cfg = self.broker_config
         return NewTopic(
             OFFSETS_TOPIC,
             self.num_partitions,
@@ -194,11 +215,6 @@ def _failed(result: JoinGroupResult | SyncGroupResult, error: ErrorCode) -> Join
 
 
 # ---------------------------------------------------------------------------- for the handlers
-
-
-def shell_of(broker: Any) -> GroupShell | None:
-    """The broker's group shell, None before it started."""
-    return getattr(broker, "groups", None)
 
 
 def client_host(peer: str) -> str:

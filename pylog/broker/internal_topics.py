@@ -19,7 +19,8 @@ from pylog.groups import CoordinatorRecord, TxnMarkerRecord, TxnOffsetRecord
 from pylog.groups.coordinator import LogEntry
 
 if TYPE_CHECKING:
-    from pylog.broker.broker import Broker
+    from pylog.broker.metadata import MetadataView
+    from pylog.cluster.controller_client import ControllerClient
 
 log = logging.getLogger(__name__)
 
@@ -34,15 +35,22 @@ class InternalTopic:
     """Creates one internal topic on demand (the first FindCoordinator, as Kafka does) and waits
     for it, sharing one creation among concurrent callers."""
 
-    def __init__(self, broker: Broker, name: str, new_topic: Callable[[], NewTopic]) -> None:
-        self.broker = broker
+    def __init__(
+        self,
+        name: str,
+        new_topic: Callable[[], NewTopic],
+        metadata: MetadataView,
+        controller: ControllerClient,
+    ) -> None:
         self.name = name
+        self._metadata = metadata
+        self._controller = controller
         self._new_topic = new_topic  # called at creation time: the settings then in force
         self._creating: asyncio.Future[None] | None = None
 
     def leaders(self) -> dict[int, int] | None:
         """Leader of each partition; None while the topic does not exist."""
-        md = self.broker.metadata
+        md = self._metadata
         topic = md.topic(self.name)
         if topic is None:
             return None
@@ -50,7 +58,7 @@ class InternalTopic:
 
     async def ensure(self) -> ErrorCode:
         """NONE once the topic exists; COORDINATOR_NOT_AVAILABLE if it could not be created."""
-        md = self.broker.metadata
+        md = self._metadata
         if md.topic(self.name) is not None:
             return ErrorCode.NONE
         if self._creating is None or self._creating.done():
@@ -66,8 +74,8 @@ class InternalTopic:
 
     async def _create(self) -> None:
         topic = self._new_topic()
-        (result,) = await self.broker.metadata.execute(lambda c: c.create_topics([topic]))
-        if result.error_code and self.broker.metadata.topic(topic.name) is None:
+        (result,) = await self._controller.create_topics([topic])
+        if result.error_code and self._metadata.topic(topic.name) is None:
             log.error("creating %s failed: %s %s", topic.name, result.error_code, result.error_message)
             return
         log.info("created %s with %d partitions", topic.name, topic.num_partitions)

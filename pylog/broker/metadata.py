@@ -1,12 +1,8 @@
-"""The broker's side of the metadata quorum: reads of the committed image, controller
-commands, and the listener that turns applied records into partition logs.
+"""The broker side of a node's metadata: reads of the committed image, and the publishers that
+act on applied records (partition logs, dynamic configs).
 
-The quorum (``pylog.cluster.quorum.MetadataQuorum``, a Raft quorum of one here)
-replays ``__cluster_metadata`` on start. Replayed records are not acted on one by
-one (a topic deleted and re-created under the same name would have its new data
-wiped by the replayed removal of the old one); instead the partition logs are
-reconciled with the final image once replay is done. After that every applied
-record is acted on as it comes.
+The quorum (``pylog.cluster.quorum.MetadataQuorum``) replays ``__cluster_metadata`` on start;
+publishers see the final image once replay is done, then every applied record as it comes.
 """
 
 from __future__ import annotations
@@ -16,14 +12,11 @@ import logging
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol
 
-from pylog.cluster.controller import ControllerResult, QuorumController
 from pylog.cluster.image import MetadataImage, PartitionImage, TopicImage
-from pylog.cluster.metadata_log import METADATA_DIR
 from pylog.cluster.quorum import MetadataChange, MetadataQuorum
 from pylog.cluster.records import (
-    BrokerEndpoint,
     ConfigRecord,
     ConfigResourceType,
     PartitionChangeRecord,
@@ -31,32 +24,55 @@ from pylog.cluster.records import (
     RemoveTopicRecord,
 )
 
-if TYPE_CHECKING:
-    from pylog.broker.broker import Broker
-
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
 META_PROPERTIES = "meta.properties"
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
+class MetadataView(Protocol):
+    """Reads of the committed metadata image: what request handlers and coordinators may see."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def cluster_id(self) -> str: ...
+
+    @property
+    def controller_id(self) -> int: ...
+
+    def topic(self, name_or_id: str | uuid.UUID) -> TopicImage | None: ...
+
+    def partitions(self, topic: TopicImage) -> Sequence[PartitionImage]: ...
+
+    def topic_configs(self, name: str) -> dict[str, str]: ...
+
+    def brokers(self) -> list[tuple[int, str, int, str | None]]: ...
+
+
+class MetadataPublisher(Protocol):
+    """What a node does with applied metadata (partition logs, configs); called on the loop."""
+
+    def on_image_loaded(self, image: MetadataImage) -> None:
+        """The whole image is new (start, or a snapshot replaced it): reconcile with it."""
+
+    def on_change(self, change: MetadataChange, image: MetadataImage) -> None:
+        """One record was applied to ``image``."""
+
+
 class BrokerMetadata:
-    def __init__(self, broker: Broker) -> None:
-        cfg = broker.config
-        self.broker = broker
-        self.node_id = broker.node_id
-        self.cluster_id = load_cluster_id(broker.data_dir, self.node_id, cfg.raw("cluster.id"))
-        self.quorum = MetadataQuorum(
-            broker.data_dir,
-            self.node_id,
-            default_num_partitions=cfg.int("num.partitions"),
-            default_replication_factor=cfg.int("default.replication.factor"),
-            delete_topic_enable=cfg.bool("delete.topic.enable"),
-        )
-        self.quorum.add_listener(self._on_change)
+    """The committed image as the broker side of a node sees it, and the publishers acting on it."""
+
+    def __init__(self, quorum: MetadataQuorum, cluster_id: str) -> None:
+        self.quorum = quorum
+        self.cluster_id = cluster_id
+        self._publishers: list[MetadataPublisher] = []
         self._live = False
-        self.broker_epoch = -1
+        quorum.add_listener(self._on_change)
+
+    def add_publisher(self, publisher: MetadataPublisher) -> None:
+        self._publishers.append(publisher)
 
     @property
     def image(self) -> MetadataImage:
@@ -67,27 +83,14 @@ class BrokerMetadata:
         leader = self.quorum.leader_id
         return -1 if leader is None else leader
 
-    async def start(self) -> None:
-        await self.quorum.start()
-        await self.quorum.wait_for_controller()
-        self.broker.config.set_dynamic(self.image.broker_configs(), self.image.broker_configs(self.node_id))
-        self._reconcile()
+    def start_publishing(self) -> None:
+        """Replay is done: reconcile with the final image, then act on every applied record.
+
+        Replayed records are not acted on one by one (a topic deleted and re-created under the
+        same name would have its new data wiped by the replayed removal of the old one)."""
+        for p in self._publishers:
+            p.on_image_loaded(self.image)
         self._live = True
-
-    async def register(self, host: str, port: int) -> None:
-        endpoint = BrokerEndpoint("PLAINTEXT", host, port)
-        incarnation = uuid.uuid4()
-        result = await self.execute(lambda c: c.register_broker(self.node_id, incarnation, [endpoint]))
-        if result.error_code:
-            raise RuntimeError(f"broker registration failed: {result.error_message}")
-        self.broker_epoch = result.broker_epoch
-
-    async def execute(self, op: Callable[[QuorumController], ControllerResult[T]]) -> T:
-        """Run a controller command; returns once its records are committed and applied."""
-        return await self.quorum.execute(op)
-
-    async def close(self) -> None:
-        await self.quorum.close()
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -112,43 +115,64 @@ class BrokerMetadata:
 
     # --- applied records --------------------------------------------------------------------
 
-    def _reconcile(self) -> None:
-        """Open every partition the image assigns here; delete logs of topics that are gone."""
-        known: set[tuple[str, int]] = set()
-        for name, topic in self.image.topics.items():
-            for index, part in self.image.partitions(topic.topic_id).items():
-                if self.node_id in part.replicas:
-                    self.broker.on_partition(name, index, topic.topic_id, self.topic_configs(name))
-                    known.add((name, index))
-        self.broker.replicas.delete_strays(known, skip={METADATA_DIR})
-
     def _on_change(self, change: MetadataChange) -> None:
+        if not self._live:
+            return
+        for p in self._publishers:
+            p.on_change(change, self.image)
+
+
+class NodePublisher:
+    """Keeps this node's partition logs and dynamic configs in step with the image."""
+
+    def __init__(
+        self,
+        node_id: int,
+        *,
+        set_dynamic_configs: Callable[[MetadataImage], None],
+        open_partition: Callable[[str, int, uuid.UUID, dict[str, str]], None],
+        update_topic_configs: Callable[[str, dict[str, str]], None],
+        broker_configs_changed: Callable[[], None],
+        topic_deleted: Callable[[str], None],
+        delete_strays: Callable[[set[tuple[str, int]]], None],
+    ) -> None:
+        self.node_id = node_id
+        self._set_dynamic = set_dynamic_configs
+        self._open = open_partition
+        self._update_configs = update_topic_configs
+        self._broker_configs_changed = broker_configs_changed
+        self._topic_deleted = topic_deleted
+        self._delete_strays = delete_strays
+
+    def on_image_loaded(self, image: MetadataImage) -> None:
+        """Open every partition the image assigns here; delete logs of topics that are gone."""
+        self._set_dynamic(image)
+        known: set[tuple[str, int]] = set()
+        for name, topic in image.topics.items():
+            for index, part in image.partitions(topic.topic_id).items():
+                if self.node_id in part.replicas:
+                    self._open(name, index, topic.topic_id, dict(image.topic_configs(name)))
+                    known.add((name, index))
+        self._delete_strays(known)
+
+    def on_change(self, change: MetadataChange, image: MetadataImage) -> None:
         r = change.record
         if isinstance(r, ConfigRecord) and r.resource_type == ConfigResourceType.BROKER:
-            self.broker.config.set_dynamic(
-                self.image.broker_configs(), self.image.broker_configs(self.node_id)
-            )
-            if self._live:
-                self.broker.on_broker_configs()
+            self._set_dynamic(image)
+            self._broker_configs_changed()
             return
-        if not self._live or change.topic is None:
+        if change.topic is None:
             return
         name = change.topic.name
         if isinstance(r, PartitionRecord):
             if self.node_id in r.replicas:
-                self.broker.on_partition(name, r.partition_id, r.topic_id, self.topic_configs(name))
+                self._open(name, r.partition_id, r.topic_id, dict(image.topic_configs(name)))
         elif isinstance(r, PartitionChangeRecord):
             pass  # a single node stays leader of everything it hosts
         elif isinstance(r, RemoveTopicRecord):
-            self.broker.on_topic_deleted(name)
+            self._topic_deleted(name)
         elif isinstance(r, ConfigRecord):
-            self.broker.on_topic_configs(name, self.topic_configs(name))
-
-
-async def open_metadata(broker: Broker) -> BrokerMetadata:
-    md = BrokerMetadata(broker)
-    await md.start()
-    return md
+            self._update_configs(name, dict(image.topic_configs(name)))
 
 
 def load_cluster_id(data_dir: Path, node_id: int, wanted: str | None) -> str:

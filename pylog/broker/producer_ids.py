@@ -3,14 +3,24 @@
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from collections.abc import Callable
+
+from pylog.cluster.controller_client import ControllerClient
 
 BLOCK_SIZE = 1000
 
 
 class ProducerIdManager:
-    def __init__(self, metadata: Any, block_size: int = BLOCK_SIZE) -> None:
-        self._metadata = metadata
+    def __init__(
+        self,
+        controller: ControllerClient,
+        node_id: int,
+        broker_epoch: Callable[[], int],
+        block_size: int = BLOCK_SIZE,
+    ) -> None:
+        self._controller = controller
+        self._node_id = node_id
+        self._broker_epoch = broker_epoch
         self._block_size = block_size
         self._next = 0
         self._end = 0
@@ -39,9 +49,8 @@ class ProducerIdManager:
                     self._pending = None
 
     async def _reserve(self) -> None:
-        md = self._metadata
-        result = await md.execute(
-            lambda c: c.allocate_producer_ids(md.node_id, md.broker_epoch, self._block_size)
+        result = await self._controller.allocate_producer_ids(
+            self._node_id, self._broker_epoch(), self._block_size
         )
         if result.error_code:
             raise RuntimeError(f"no producer ids: {result.error_message}")

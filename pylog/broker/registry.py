@@ -1,13 +1,16 @@
-"""Handler registry: one function per Kafka API, registered with the versions it serves.
+"""Handler tables: one function per Kafka API, bound to the few services it uses.
 
-ApiVersions is built from this table. Every API is advertised from version 0 (old
-librdkafka checks exact versions), but only versions the wire codec can decode
-are served; an older one actually sent is answered with UNSUPPORTED_VERSION.
+A handler module marks its function with ``@serves(api_key, versions)`` (an annotation, not a
+registration); a listener's table is then built from an explicit list of ``route(fn, **services)``
+(see ``pylog.broker.handlers``). ApiVersions is built from the table. Every API is advertised from
+version 0 (old librdkafka checks exact versions), but only versions the wire codec can decode are
+served; an older one actually sent is answered with UNSUPPORTED_VERSION.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+import functools
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -32,30 +35,50 @@ class HandlerSpec:
     name: str
 
 
-_REGISTRY: dict[int, HandlerSpec] = {}
+def serves(api_key: int, versions: tuple[int, int]) -> Callable[[Any], Any]:
+    """Mark ``fn`` as the handler of ``api_key`` for ``versions`` (inclusive range)."""
 
-
-def handles(api_key: int, versions: tuple[int, int]) -> Callable[[Handler], Handler]:
-    """Register ``fn`` as the handler of ``api_key`` for ``versions`` (inclusive range)."""
-
-    def register(fn: Handler) -> Handler:
-        lo, hi = versions
-        _REGISTRY[int(api_key)] = HandlerSpec(
-            int(api_key), lo, hi, fn, getattr(api_key, "name", str(api_key))
-        )
+    def mark(fn: Any) -> Any:
+        fn.api_key = int(api_key)
+        fn.versions = versions
+        fn.api_name = getattr(api_key, "name", str(api_key))
         return fn
 
-    return register
+    return mark
 
 
-def lookup(api_key: int) -> HandlerSpec | None:
-    return _REGISTRY.get(api_key)
+def route(fn: Any, **services: Any) -> HandlerSpec:
+    """A table entry: ``fn`` (marked with ``@serves``) with its services bound as keywords."""
+    lo, hi = fn.versions
+    bound = functools.partial(fn, **services) if services else fn
+    return HandlerSpec(fn.api_key, lo, hi, bound, fn.api_name)
 
 
-def advertised_versions(codec: dict[int, tuple[int, int]]) -> dict[int, tuple[int, int]]:
+class HandlerTable:
+    """The handlers one listener serves, by API key, and the versions it advertises."""
+
+    def __init__(self, specs: Iterable[HandlerSpec], codec: Mapping[int, tuple[int, int]]) -> None:
+        self._specs: dict[int, HandlerSpec] = {}
+        for spec in specs:
+            if spec.api_key in self._specs:
+                raise ValueError(f"two handlers for api key {spec.api_key} ({spec.name})")
+            self._specs[spec.api_key] = spec
+        self.advertised = advertised_versions(self._specs, codec)
+        self._floors = {k: served_floor(self._specs[k], codec) for k in self.advertised}
+
+    def lookup(self, api_key: int) -> HandlerSpec | None:
+        return self._specs.get(api_key)
+
+    def served_floor(self, api_key: int) -> int:
+        return self._floors.get(api_key, 0)
+
+
+def advertised_versions(
+    specs: Mapping[int, HandlerSpec], codec: Mapping[int, tuple[int, int]]
+) -> dict[int, tuple[int, int]]:
     """ApiVersions table: min 0, max = what both the handler and the codec support."""
     out = {}
-    for key, spec in sorted(_REGISTRY.items()):
+    for key, spec in sorted(specs.items()):
         lo_hi = codec.get(key)
         if lo_hi is None:
             continue
@@ -65,7 +88,6 @@ def advertised_versions(codec: dict[int, tuple[int, int]]) -> dict[int, tuple[in
     return out
 
 
-def served_floor(api_key: int, codec: dict[int, tuple[int, int]]) -> int:
+def served_floor(spec: HandlerSpec, codec: Mapping[int, tuple[int, int]]) -> int:
     """Lowest version actually served (advertised ranges start at 0 regardless)."""
-    spec = _REGISTRY[api_key]
-    return max(spec.min_version, codec.get(api_key, (0, 0))[0])
+    return max(spec.min_version, codec.get(spec.api_key, (0, 0))[0])

@@ -1,31 +1,27 @@
-"""The listening socket: accepts connections, enforces max.connections and the idle timeout."""
+"""A listening socket: accepts connections for one handler table, enforces max.connections and the
+idle timeout."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING
 
-from pylog.protocol import api
-
-from pylog.broker import registry
 from pylog.broker.connection import KafkaConnection
-
-if TYPE_CHECKING:
-    from pylog.broker.broker import Broker
+from pylog.broker.registry import HandlerTable
+from pylog.config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
 
 class KafkaServer:
-    def __init__(self, broker: Broker, host: str, port: int) -> None:
-        self.broker = broker
+    def __init__(
+        self, table: HandlerTable, host: str, port: int, config: BrokerConfig, *, listener: str = "PLAINTEXT"
+    ) -> None:
+        self.table = table
+        self.listener = listener
         self.host, self.port = host, port
-        cfg = broker.config
-        codec_versions = api.supported_versions()
-        self.api_versions = registry.advertised_versions(codec_versions)
-        self._floors = {k: registry.served_floor(k, codec_versions) for k in self.api_versions}
+        cfg = config
         self.max_request_bytes = cfg.int("socket.request.max.bytes")
         self.max_connections = cfg.int("max.connections")
         self.max_queued_requests = max(1, cfg.int("queued.max.requests"))
@@ -44,9 +40,6 @@ class KafkaServer:
         self.host, self.port = addr[0], addr[1]
         self._schedule_reaper()
         return self.host, self.port
-
-    def served_floor(self, api_key: int) -> int:
-        return self._floors.get(api_key, 0)
 
     def accept(self, conn: KafkaConnection) -> bool:
         if len(self.connections) >= self.max_connections:

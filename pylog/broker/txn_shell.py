@@ -54,7 +54,12 @@ from pylog.txn import (
 )
 
 if TYPE_CHECKING:
-    from pylog.broker.broker import Broker
+    from pylog.broker.group_shell import GroupShell
+    from pylog.broker.metadata import MetadataView
+    from pylog.broker.producer_ids import ProducerIdManager
+    from pylog.broker.replica_manager import ReplicaManager
+    from pylog.cluster.controller_client import ControllerClient
+    from pylog.config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +72,31 @@ class TxnShell(CoordinatorShell):
     coordinator: TransactionCoordinator | None
     tick_name = "transaction coordinator"
 
-    def __init__(self, broker: Broker, *, clock: Callable[[], int] = wall_clock_ms) -> None:
-        super().__init__(broker, TRANSACTION_STATE_TOPIC, self._state_topic, clock)
-        props = {n: broker.config.raw(n) for n in BROKER_CONFIGS}
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        node_id: int,
+        replicas: ReplicaManager,
+        metadata: MetadataView,
+        controller: ControllerClient,
+        producer_ids: ProducerIdManager,
+        groups: GroupShell,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        super().__init__(
+            TRANSACTION_STATE_TOPIC,
+            self._state_topic,
+            clock,
+            node_id=node_id,
+            replicas=replicas,
+            metadata=metadata,
+            controller=controller,
+        )
+        self.broker_config = config
+        self.producer_ids = producer_ids
+        self.groups = groups
+        props = {n: config.raw(n) for n in BROKER_CONFIGS}
         self.config = TxnConfig.from_kafka({k: str(v) for k, v in props.items() if v is not None})
         self._spare_pid: int | None = None
         self._marker_retry: asyncio.TimerHandle | None = None
@@ -109,7 +136,7 @@ class TxnShell(CoordinatorShell):
         return await self._topic.ensure()
 
     def _state_topic(self) -> NewTopic:
-        cfg = self.broker.config
+        cfg = self.broker_config
         return NewTopic(
             TRANSACTION_STATE_TOPIC,
             self.config.transaction_state_log_num_partitions,
@@ -125,7 +152,7 @@ class TxnShell(CoordinatorShell):
 
     def _load(self, p: int, records: list[tuple[bytes, bytes | None]]) -> None:
         assert self.coordinator is not None
-        part = self.broker.replicas.get(TRANSACTION_STATE_TOPIC, p)
+        part = self.replicas.get(TRANSACTION_STATE_TOPIC, p)
         epoch = part.leader_epoch if part is not None else 0
         out = self.coordinator.load_partition(p, records, coordinator_epoch=epoch, now_ms=self.clock())
         self._loaded.add(p)
@@ -140,9 +167,9 @@ class TxnShell(CoordinatorShell):
     async def reserve_producer_id(self) -> None:
         """Make sure the allocator has an id to hand out (call before `init_producer_id`)."""
         if self._spare_pid is None:
-            pid = self.broker.producer_ids.next_now()
+            pid = self.producer_ids.next_now()
             if pid is None:
-                pid = await self.broker.producer_ids.next()
+                pid = await self.producer_ids.next()
             if self._spare_pid is None:
                 self._spare_pid = pid
 
@@ -167,11 +194,11 @@ class TxnShell(CoordinatorShell):
         return error
 
     def _coordinates_every_id(self) -> bool:
-        if len(self.broker.metadata.brokers()) <= 1:
+        if len(self.metadata.brokers()) <= 1:
             return True
         leaders = self.leaders()
         return leaders is not None and all(
-            leader == self.broker.node_id and p in self._loaded for p, leader in leaders.items()
+            leader == self.node_id and p in self._loaded for p, leader in leaders.items()
         )
 
     # ------------------------------------------------------------------ applying outputs
@@ -208,13 +235,13 @@ class TxnShell(CoordinatorShell):
 
     def _write_marker(self, m: TxnMarkers, topic: str, p: int) -> bool:
         """True when the partition holds the marker (or no longer exists)."""
-        part = self.broker.replicas.get(topic, p)
+        part = self.replicas.get(topic, p)
         if part is None:
-            return self.broker.metadata.image.partition(topic, p) is None
+            return self.metadata.image.partition(topic, p) is None
         now = self.clock()
         error = write_marker(part, m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch, now)
         if error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-            return self.broker.metadata.image.partition(topic, p) is None
+            return self.metadata.image.partition(topic, p) is None
         if error is ErrorCode.INVALID_PRODUCER_EPOCH:
             log.warning("%s-%d has a newer epoch of producer %d than marker epoch %d; skipped",
                         topic, p, m.producer_id, m.producer_epoch)
@@ -222,8 +249,8 @@ class TxnShell(CoordinatorShell):
         if error is not ErrorCode.NONE:
             log.error("writing a marker to %s-%d failed: %s", topic, p, error.name)
             return False
-        if topic == OFFSETS_TOPIC and self.broker.groups is not None:
-            groups = self.broker.groups.coordinator
+        if topic == OFFSETS_TOPIC:
+            groups = self.groups.coordinator
             if groups is not None:
                 groups.complete_txn(m.producer_id, p, m.commit, now_ms=now)
         return True
@@ -244,11 +271,6 @@ class TxnShell(CoordinatorShell):
 
 
 # ---------------------------------------------------------------------------- for the handlers
-
-
-def txn_shell_of(broker: Any) -> TxnShell | None:
-    """The broker's transaction shell, None before it started."""
-    return getattr(broker, "txn", None)
 
 
 def not_available(shell: TxnShell | None, transactional_id: str) -> ErrorCode:

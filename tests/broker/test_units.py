@@ -54,8 +54,16 @@ def test_wire_cache_serves_contiguous_tail_only() -> None:
 
 
 def test_advertised_versions_start_at_zero() -> None:
-    import pylog.broker.handlers  # noqa: F401
+    from pylog.broker.handlers import api_versions, fetch, produce
 
-    table = registry.advertised_versions({0: (3, 13), 1: (4, 18), 18: (0, 4)})
-    assert table[0] == (0, 10) and table[1] == (0, 12) and table[18] == (0, 4)
-    assert registry.served_floor(0, {0: (3, 13)}) == 3
+    specs = [registry.route(f) for f in (produce.produce, fetch.fetch, api_versions.api_versions)]
+    table = registry.HandlerTable(specs, {0: (3, 13), 1: (4, 18), 18: (0, 4)})
+    assert table.advertised == {0: (0, 10), 1: (0, 12), 18: (0, 4)}
+    assert table.served_floor(0) == 3
+
+
+def test_a_table_refuses_two_handlers_for_one_api() -> None:
+    from pylog.broker.handlers import produce
+
+    with pytest.raises(ValueError, match="two handlers"):
+        registry.HandlerTable([registry.route(produce.produce), registry.route(produce.produce)], {})

@@ -1,6 +1,15 @@
-"""One module per Kafka API; importing this package registers them all."""
+"""One module per Kafka API; the tables below say which listener serves which API and hand each
+handler the few services it uses."""
 
-from pylog.broker.handlers import (  # noqa: F401
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pylog.protocol.api import supported_versions
+
+from pylog.broker.group_shell import GroupShell
+from pylog.broker.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
     api_versions,
@@ -32,3 +41,77 @@ from pylog.broker.handlers import (  # noqa: F401
     sync_group,
     txn_offset_commit,
 )
+from pylog.broker.metadata import MetadataView
+from pylog.broker.producer_ids import ProducerIdManager
+from pylog.broker.registry import HandlerTable, route
+from pylog.broker.replica_manager import ReplicaManager
+from pylog.broker.txn_shell import TxnShell
+from pylog.cluster.controller_client import ControllerClient
+from pylog.cluster.quorum import MetadataQuorum
+from pylog.config import BrokerConfig
+
+
+@dataclass(frozen=True)
+class BrokerServices:
+    """What the client listener's handlers are built from (each takes only what it uses)."""
+
+    node_id: int
+    config: BrokerConfig
+    metadata: MetadataView
+    replicas: ReplicaManager
+    groups: GroupShell
+    txn: TxnShell
+    producer_ids: ProducerIdManager
+    controller: ControllerClient
+    quorum: MetadataQuorum
+    stopping: Callable[[], bool]
+
+
+def client_handlers(s: BrokerServices) -> HandlerTable:
+    """The APIs Kafka clients use, on the broker's client listeners."""
+    versions: dict[int, tuple[int, int]] = {}
+    table = HandlerTable(
+        [
+            route(api_versions.api_versions, table=versions),
+            route(produce.produce, replicas=s.replicas),
+            route(fetch.fetch, replicas=s.replicas, stopping=s.stopping),
+            route(list_offsets.list_offsets, replicas=s.replicas),
+            route(metadata.metadata, metadata=s.metadata, controller=s.controller, config=s.config),
+            route(describe_cluster.describe_cluster, metadata=s.metadata),
+            route(delete_records.delete_records, replicas=s.replicas),
+            route(describe_producers.describe_producers, replicas=s.replicas),
+            route(create_topics.create_topics, quorum=s.quorum, config=s.config),
+            route(delete_topics.delete_topics, quorum=s.quorum),
+            route(create_partitions.create_partitions, quorum=s.quorum),
+            route(configs.describe_configs, config=s.config, metadata=s.metadata, node_id=s.node_id),
+            route(configs.alter_configs, quorum=s.quorum),
+            route(configs.incremental_alter_configs, quorum=s.quorum),
+            route(find_coordinator.find_coordinator, groups=s.groups, txn=s.txn, metadata=s.metadata),
+            route(join_group.join_group, groups=s.groups),
+            route(sync_group.sync_group, groups=s.groups),
+            route(heartbeat.heartbeat, groups=s.groups),
+            route(leave_group.leave_group, groups=s.groups),
+            route(offset_commit.offset_commit, groups=s.groups, metadata=s.metadata),
+            route(offset_fetch.offset_fetch, groups=s.groups),
+            route(offset_delete.offset_delete, groups=s.groups, metadata=s.metadata),
+            route(list_groups.list_groups, groups=s.groups),
+            route(describe_groups.describe_groups, groups=s.groups),
+            route(delete_groups.delete_groups, groups=s.groups),
+            route(init_producer_id.init_producer_id, producer_ids=s.producer_ids, txn=s.txn),
+            route(add_partitions_to_txn.add_partitions_to_txn, txn=s.txn, metadata=s.metadata),
+            route(add_offsets_to_txn.add_offsets_to_txn, txn=s.txn, groups=s.groups),
+            route(end_txn.end_txn, txn=s.txn),
+            route(
+                txn_offset_commit.txn_offset_commit,
+                groups=s.groups,
+                txn=s.txn,
+                replicas=s.replicas,
+                metadata=s.metadata,
+            ),
+            route(list_transactions.list_transactions, txn=s.txn),
+            route(describe_transactions.describe_transactions, txn=s.txn),
+        ],
+        supported_versions(),
+    )
+    versions.update(table.advertised)
+    return table

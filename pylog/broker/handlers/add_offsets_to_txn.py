@@ -12,15 +12,14 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import shell_of as group_shell_of
-from pylog.broker.registry import handles
-from pylog.broker.txn_shell import fenced_error, not_available, txn_shell_of
+from pylog.broker.group_shell import GroupShell
+from pylog.broker.registry import serves
+from pylog.broker.txn_shell import TxnShell, fenced_error, not_available
 
 
-@handles(ApiKey.ADD_OFFSETS_TO_TXN, versions=(0, 3))
-def add_offsets_to_txn(ctx: RequestContext, req: Any) -> dict:
-    shell = txn_shell_of(ctx.broker)
-    groups = group_shell_of(ctx.broker)
+@serves(ApiKey.ADD_OFFSETS_TO_TXN, versions=(0, 3))
+def add_offsets_to_txn(ctx: RequestContext, req: Any, *, txn: TxnShell, groups: GroupShell) -> dict:
+    shell = txn
     txn_id = req.transactional_id
     error = not_available(shell, txn_id) if txn_id else ErrorCode.INVALID_REQUEST
     if error is ErrorCode.NONE and not req.group_id:

@@ -14,14 +14,15 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import handles
-from pylog.broker.txn_shell import fenced_error, not_available, txn_shell_of
+from pylog.broker.metadata import MetadataView
+from pylog.broker.registry import serves
+from pylog.broker.txn_shell import TxnShell, fenced_error, not_available
 
 
-@handles(ApiKey.ADD_PARTITIONS_TO_TXN, versions=(0, 3))
-def add_partitions_to_txn(ctx: RequestContext, req: Any) -> dict:
+@serves(ApiKey.ADD_PARTITIONS_TO_TXN, versions=(0, 3))
+def add_partitions_to_txn(ctx: RequestContext, req: Any, *, txn: TxnShell, metadata: MetadataView) -> dict:
     requested = [(t.name, list(t.partitions)) for t in req.v3_and_below_topics]
-    image = ctx.broker.metadata.image
+    image = metadata.image
     unknown = {(name, p) for name, ps in requested for p in ps if image.partition(name, p) is None}
     errors: dict[tuple[str, int], ErrorCode] = {}
     if unknown:
@@ -32,7 +33,7 @@ def add_partitions_to_txn(ctx: RequestContext, req: Any) -> dict:
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if unknown_tp else ErrorCode.OPERATION_NOT_ATTEMPTED
                 )
     else:
-        error = _add(ctx, req, [(name, p) for name, ps in requested for p in ps])
+        error = _add(ctx, req, txn, [(name, p) for name, ps in requested for p in ps])
         errors = {(name, p): error for name, ps in requested for p in ps}
     return {
         "throttle_time_ms": 0,
@@ -48,8 +49,7 @@ def add_partitions_to_txn(ctx: RequestContext, req: Any) -> dict:
     }
 
 
-def _add(ctx: RequestContext, req: Any, partitions: list[tuple[str, int]]) -> ErrorCode:
-    shell = txn_shell_of(ctx.broker)
+def _add(ctx: RequestContext, req: Any, shell: TxnShell, partitions: list[tuple[str, int]]) -> ErrorCode:
     txn_id = req.v3_and_below_transactional_id
     error = not_available(shell, txn_id) if txn_id else ErrorCode.INVALID_REQUEST
     if error is ErrorCode.NONE and shell is not None and shell.coordinator is not None:

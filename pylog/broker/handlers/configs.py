@@ -13,9 +13,11 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import handles
+from pylog.broker.metadata import MetadataView
+from pylog.broker.registry import serves
 from pylog.cluster.controller import AlterableConfig, AlterConfigsResource, IncrementalAlterConfigsResource
-from pylog.config import ResolvedConfig
+from pylog.cluster.quorum import MetadataQuorum
+from pylog.config import BrokerConfig, ResolvedConfig
 
 TOPIC = 2
 BROKER = 4
@@ -35,10 +37,12 @@ def _entry(r: ResolvedConfig, synonyms: bool, docs: bool) -> dict:
     }
 
 
-@handles(ApiKey.DESCRIBE_CONFIGS, versions=(0, 4))
-def describe_configs(ctx: RequestContext, req: Any) -> dict:
-    cfg = ctx.broker.config
-    md = ctx.broker.metadata
+@serves(ApiKey.DESCRIBE_CONFIGS, versions=(0, 4))
+def describe_configs(
+    ctx: RequestContext, req: Any, *, config: BrokerConfig, metadata: MetadataView, node_id: int
+) -> dict:
+    cfg = config
+    md = metadata
     synonyms = bool(getattr(req, "include_synonyms", False))
     docs = bool(getattr(req, "include_documentation", False))
     results = []
@@ -59,9 +63,9 @@ def describe_configs(ctx: RequestContext, req: Any) -> dict:
                 resolved = cfg.describe_topic(md.topic_configs(res.resource_name), keys)
                 out["configs"] = [_entry(r, synonyms, docs) for r in resolved]
         elif res.resource_type == BROKER:
-            if res.resource_name not in ("", str(ctx.broker.node_id)):
+            if res.resource_name not in ("", str(node_id)):
                 out["error_code"] = ErrorCode.INVALID_REQUEST
-                out["error_message"] = f"Unexpected broker id, expected {ctx.broker.node_id}"
+                out["error_message"] = f"Unexpected broker id, expected {node_id}"
             else:
                 out["configs"] = [_entry(r, synonyms, docs) for r in cfg.describe(keys)]
         elif res.resource_type != BROKER_LOGGER:
@@ -86,21 +90,21 @@ def _responses(results: list[Any]) -> dict:
     }
 
 
-@handles(ApiKey.ALTER_CONFIGS, versions=(0, 2))
-async def alter_configs(ctx: RequestContext, req: Any) -> dict:
+@serves(ApiKey.ALTER_CONFIGS, versions=(0, 2))
+async def alter_configs(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
     resources = [
         AlterConfigsResource(r.resource_type, r.resource_name, {c.name: c.value for c in r.configs})
         for r in req.resources
     ]
     validate_only = bool(req.validate_only)
-    results = await ctx.broker.metadata.execute(
+    results = await quorum.execute(
         lambda c: c.alter_configs(resources, validate_only=validate_only)
     )
     return _responses(results)
 
 
-@handles(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1))
-async def incremental_alter_configs(ctx: RequestContext, req: Any) -> dict:
+@serves(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1))
+async def incremental_alter_configs(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
     resources = [
         IncrementalAlterConfigsResource(
             r.resource_type,
@@ -110,7 +114,7 @@ async def incremental_alter_configs(ctx: RequestContext, req: Any) -> dict:
         for r in req.resources
     ]
     validate_only = bool(req.validate_only)
-    results = await ctx.broker.metadata.execute(
+    results = await quorum.execute(
         lambda c: c.incremental_alter_configs(resources, validate_only=validate_only)
     )
     return _responses(results)

@@ -7,12 +7,13 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import handles
+from pylog.broker.registry import serves
 from pylog.cluster.controller import NewPartitions
+from pylog.cluster.quorum import MetadataQuorum
 
 
-@handles(ApiKey.CREATE_PARTITIONS, versions=(0, 3))
-async def create_partitions(ctx: RequestContext, req: Any) -> dict:
+@serves(ApiKey.CREATE_PARTITIONS, versions=(0, 3))
+async def create_partitions(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
     topics = [
         NewPartitions(
             t.name,
@@ -22,7 +23,7 @@ async def create_partitions(ctx: RequestContext, req: Any) -> dict:
         for t in req.topics
     ]
     validate_only = bool(req.validate_only)
-    results = await ctx.broker.metadata.execute(
+    results = await quorum.execute(
         lambda c: c.create_partitions(topics, validate_only=validate_only)
     )
     return {

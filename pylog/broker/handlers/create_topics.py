@@ -7,8 +7,10 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import handles
+from pylog.broker.registry import serves
 from pylog.cluster.controller import NewTopic
+from pylog.cluster.quorum import MetadataQuorum
+from pylog.config import BrokerConfig
 
 
 def _new_topic(t: Any) -> NewTopic:
@@ -22,14 +24,16 @@ def _new_topic(t: Any) -> NewTopic:
     )
 
 
-@handles(ApiKey.CREATE_TOPICS, versions=(0, 7))
-async def create_topics(ctx: RequestContext, req: Any) -> dict:
+@serves(ApiKey.CREATE_TOPICS, versions=(0, 7))
+async def create_topics(
+    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, config: BrokerConfig
+) -> dict:
     topics = [_new_topic(t) for t in req.topics]
     validate_only = bool(getattr(req, "validate_only", False))
-    results = await ctx.broker.metadata.execute(
+    results = await quorum.execute(
         lambda c: c.create_topics(topics, validate_only=validate_only)
     )
-    cfg = ctx.broker.config
+    cfg = config
     out = []
     for r in results:
         entry: dict[str, Any] = {

@@ -8,13 +8,13 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import not_available, shell_of
-from pylog.broker.registry import handles
+from pylog.broker.group_shell import GroupShell, not_available
+from pylog.broker.registry import serves
 
 
-@handles(ApiKey.DELETE_GROUPS, versions=(0, 2))
-def delete_groups(ctx: RequestContext, req: Any) -> dict:
-    shell = shell_of(ctx.broker)
+@serves(ApiKey.DELETE_GROUPS, versions=(0, 2))
+def delete_groups(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
+    shell = groups
     names = list(req.groups_names)
     errors: dict[str, ErrorCode] = {}
     deletable = []

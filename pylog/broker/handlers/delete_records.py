@@ -8,14 +8,14 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import handles
+from pylog.broker.registry import serves
+from pylog.broker.replica_manager import ReplicaManager
 
 HIGH_WATERMARK = -1
 
 
-@handles(ApiKey.DELETE_RECORDS, versions=(0, 2))
-def delete_records(ctx: RequestContext, req: Any) -> dict:
-    replicas = ctx.broker.replicas
+@serves(ApiKey.DELETE_RECORDS, versions=(0, 2))
+def delete_records(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -> dict:
     topics = []
     for t in req.topics:
         parts = replicas.topic_partitions(t.name)

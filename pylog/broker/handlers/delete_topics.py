@@ -8,20 +8,21 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import handles
+from pylog.broker.registry import serves
+from pylog.cluster.quorum import MetadataQuorum
 
 ZERO_UUID = uuid.UUID(int=0)
 
 
-@handles(ApiKey.DELETE_TOPICS, versions=(0, 6))
-async def delete_topics(ctx: RequestContext, req: Any) -> dict:
+@serves(ApiKey.DELETE_TOPICS, versions=(0, 6))
+async def delete_topics(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
     if getattr(req, "topics", None):
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
         wanted = [(n, ZERO_UUID) for n in req.topic_names or []]
     names = [n for n, _ in wanted if n]
     ids = [i for n, i in wanted if not n and i != ZERO_UUID]
-    results = await ctx.broker.metadata.execute(lambda c: c.delete_topics(names, ids))
+    results = await quorum.execute(lambda c: c.delete_topics(names, ids))
     by_name = dict(zip(names, results[: len(names)]))
     by_id = dict(zip(ids, results[len(names) :]))
     responses = []

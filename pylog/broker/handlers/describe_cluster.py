@@ -8,15 +8,16 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import handles
+from pylog.broker.metadata import MetadataView
+from pylog.broker.registry import serves
 
 BROKERS_ENDPOINT = 1
 AUTHORIZED_OPS_UNKNOWN = -2147483648
 
 
-@handles(ApiKey.DESCRIBE_CLUSTER, versions=(0, 1))
-def describe_cluster(ctx: RequestContext, req: Any) -> dict:
-    md = ctx.broker.metadata
+@serves(ApiKey.DESCRIBE_CLUSTER, versions=(0, 1))
+def describe_cluster(ctx: RequestContext, req: Any, *, metadata: MetadataView) -> dict:
+    md = metadata
     endpoint_type = getattr(req, "endpoint_type", BROKERS_ENDPOINT)
     body: dict[str, Any] = {
         "throttle_time_ms": 0,

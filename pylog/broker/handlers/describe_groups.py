@@ -8,16 +8,16 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import not_available, shell_of
-from pylog.broker.registry import handles
+from pylog.broker.group_shell import GroupShell, not_available
+from pylog.broker.registry import serves
 from pylog.groups import DescribedGroup
 
 AUTHORIZED_OPS_UNKNOWN = -2147483648
 
 
-@handles(ApiKey.DESCRIBE_GROUPS, versions=(0, 5))
-def describe_groups(ctx: RequestContext, req: Any) -> dict:
-    shell = shell_of(ctx.broker)
+@serves(ApiKey.DESCRIBE_GROUPS, versions=(0, 5))
+def describe_groups(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
+    shell = groups
     described = []
     for gid in req.groups:
         error = not_available(shell, gid)

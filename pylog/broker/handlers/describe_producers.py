@@ -8,12 +8,12 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import handles
+from pylog.broker.registry import serves
+from pylog.broker.replica_manager import ReplicaManager
 
 
-@handles(ApiKey.DESCRIBE_PRODUCERS, versions=(0, 0))
-def describe_producers(ctx: RequestContext, req: Any) -> dict:
-    replicas = ctx.broker.replicas
+@serves(ApiKey.DESCRIBE_PRODUCERS, versions=(0, 0))
+def describe_producers(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -> dict:
     topics = []
     for t in req.topics:
         parts = replicas.topic_partitions(t.name)

@@ -8,14 +8,14 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import handles
-from pylog.broker.txn_shell import not_available, txn_shell_of
+from pylog.broker.registry import serves
+from pylog.broker.txn_shell import TxnShell, not_available
 from pylog.txn import DescribedTransaction
 
 
-@handles(ApiKey.DESCRIBE_TRANSACTIONS, versions=(0, 0))
-def describe_transactions(ctx: RequestContext, req: Any) -> dict:
-    shell = txn_shell_of(ctx.broker)
+@serves(ApiKey.DESCRIBE_TRANSACTIONS, versions=(0, 0))
+def describe_transactions(ctx: RequestContext, req: Any, *, txn: TxnShell) -> dict:
+    shell = txn
     states = []
     for txn_id in req.transactional_ids:
         error = not_available(shell, txn_id) if txn_id else ErrorCode.NONE

@@ -12,13 +12,13 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import handles
-from pylog.broker.txn_shell import fenced_error, not_available, txn_shell_of
+from pylog.broker.registry import serves
+from pylog.broker.txn_shell import TxnShell, fenced_error, not_available
 
 
-@handles(ApiKey.END_TXN, versions=(0, 3))
-def end_txn(ctx: RequestContext, req: Any) -> dict:
-    shell = txn_shell_of(ctx.broker)
+@serves(ApiKey.END_TXN, versions=(0, 3))
+def end_txn(ctx: RequestContext, req: Any, *, txn: TxnShell) -> dict:
+    shell = txn
     txn_id = req.transactional_id
     error = not_available(shell, txn_id) if txn_id else ErrorCode.INVALID_REQUEST
     if error is ErrorCode.NONE and shell is not None and shell.coordinator is not None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from pylog.protocol.api import ApiKey
@@ -23,7 +24,8 @@ from pylog.storage import OffsetOutOfRange, StorageError
 
 from pylog.broker.context import RequestContext
 from pylog.broker.partition import Partition
-from pylog.broker.registry import handles
+from pylog.broker.registry import serves
+from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.transactions import aborted_for_fetch
 
 log = logging.getLogger(__name__)
@@ -31,16 +33,15 @@ log = logging.getLogger(__name__)
 READ_COMMITTED = 1
 
 
-@handles(ApiKey.FETCH, versions=(0, 12))
-def fetch(ctx: RequestContext, req: Any) -> Any:
-    response, nbytes, errors = _build(ctx, req)
+@serves(ApiKey.FETCH, versions=(0, 12))
+def fetch(ctx: RequestContext, req: Any, *, replicas: ReplicaManager, stopping: Callable[[], bool]) -> Any:
+    response, nbytes, errors = _build(replicas, req)
     if req.max_wait_ms <= 0 or nbytes >= max(req.min_bytes, 1) or errors:
         return response
-    return _wait(ctx, req)
+    return _wait(replicas, stopping, req)
 
 
-def _build(ctx: RequestContext, req: Any) -> tuple[dict, int, bool]:
-    replicas = ctx.broker.replicas
+def _build(replicas: ReplicaManager, req: Any) -> tuple[dict, int, bool]:
     committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
     budget = getattr(req, "max_bytes", 0x7FFFFFFF)
     if budget <= 0:
@@ -120,11 +121,10 @@ def _empty(index: int, code: int, committed: bool) -> dict:
     }
 
 
-async def _wait(ctx: RequestContext, req: Any) -> dict:
+async def _wait(replicas: ReplicaManager, stopping: Callable[[], bool], req: Any) -> dict:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000.0
     min_bytes = max(req.min_bytes, 1)
-    replicas = ctx.broker.replicas
     watched: list[Partition] = []
     for t in req.topics:
         parts = replicas.topic_partitions(t.topic)
@@ -149,8 +149,8 @@ async def _wait(ctx: RequestContext, req: Any) -> dict:
             finally:
                 for part in watched:
                     part.remove_waiter(wake)
-            response, nbytes, errors = _build(ctx, req)
-            if nbytes >= min_bytes or errors or loop.time() >= deadline or ctx.broker.stopping:
+            response, nbytes, errors = _build(replicas, req)
+            if nbytes >= min_bytes or errors or loop.time() >= deadline or stopping():
                 return response
     finally:
         timer.cancel()

@@ -14,20 +14,23 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import shell_of
-from pylog.broker.registry import handles
-from pylog.broker.txn_shell import txn_shell_of
+from pylog.broker.group_shell import GroupShell
+from pylog.broker.metadata import MetadataView
+from pylog.broker.registry import serves
+from pylog.broker.txn_shell import TxnShell
 
 GROUP, TRANSACTION = 0, 1
 NO_NODE = (-1, "", -1)
 Answer = tuple[ErrorCode, tuple[int, str, int]]
 
 
-@handles(ApiKey.FIND_COORDINATOR, versions=(0, 6))
-async def find_coordinator(ctx: RequestContext, req: Any) -> dict:
+@serves(ApiKey.FIND_COORDINATOR, versions=(0, 6))
+async def find_coordinator(
+    ctx: RequestContext, req: Any, *, groups: GroupShell, txn: TxnShell, metadata: MetadataView
+) -> dict:
     key_type = getattr(req, "key_type", GROUP)
     keys = list(req.coordinator_keys or []) if ctx.api_version >= 4 else [req.key]
-    answers = [await _find(ctx, key_type, key) for key in keys]
+    answers = [await _find(groups, txn, metadata, key_type, key) for key in keys]
     if ctx.api_version >= 4:
         return {
             "throttle_time_ms": 0,
@@ -48,12 +51,12 @@ async def find_coordinator(ctx: RequestContext, req: Any) -> dict:
     }
 
 
-async def _find(ctx: RequestContext, key_type: int, key: str) -> Answer:
+async def _find(groups: GroupShell, txn: TxnShell, metadata: MetadataView, key_type: int, key: str) -> Answer:
     if key_type == TRANSACTION:
-        return await _find_transaction_coordinator(ctx, key)
+        return await _find_transaction_coordinator(txn, metadata, key)
     if key_type != GROUP:
         return ErrorCode.INVALID_REQUEST, NO_NODE
-    shell = shell_of(ctx.broker)
+    shell = groups
     if shell is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
     leaders = shell.offsets_leaders()
@@ -62,13 +65,12 @@ async def _find(ctx: RequestContext, key_type: int, key: str) -> Answer:
         if error is not ErrorCode.NONE:
             return error, NO_NODE
         leaders = shell.offsets_leaders()
-    return _leader_of(ctx, leaders, shell.partition_for(key))
+    return _leader_of(metadata, leaders, shell.partition_for(key))
 
 
-async def _find_transaction_coordinator(ctx: RequestContext, key: str) -> Answer:
+async def _find_transaction_coordinator(shell: TxnShell, metadata: MetadataView, key: str) -> Answer:
     if not key:
         return ErrorCode.INVALID_REQUEST, NO_NODE
-    shell = txn_shell_of(ctx.broker)
     if shell is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE
     leaders = shell.leaders()
@@ -77,12 +79,12 @@ async def _find_transaction_coordinator(ctx: RequestContext, key: str) -> Answer
         if error is not ErrorCode.NONE:
             return error, NO_NODE
         leaders = shell.leaders()
-    return _leader_of(ctx, leaders, shell.partition_for(key))
+    return _leader_of(metadata, leaders, shell.partition_for(key))
 
 
-def _leader_of(ctx: RequestContext, leaders: dict[int, int] | None, partition: int) -> Answer:
+def _leader_of(metadata: MetadataView, leaders: dict[int, int] | None, partition: int) -> Answer:
     leader = (leaders or {}).get(partition, -1)
-    for node, host, port, _rack in ctx.broker.metadata.brokers():
+    for node, host, port, _rack in metadata.brokers():
         if node == leader:
             return ErrorCode.NONE, (node, host, port)
     return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE

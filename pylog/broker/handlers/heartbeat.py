@@ -8,13 +8,13 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import not_available, shell_of
-from pylog.broker.registry import handles
+from pylog.broker.group_shell import GroupShell, not_available
+from pylog.broker.registry import serves
 
 
-@handles(ApiKey.HEARTBEAT, versions=(0, 4))
-def heartbeat(ctx: RequestContext, req: Any) -> dict:
-    shell = shell_of(ctx.broker)
+@serves(ApiKey.HEARTBEAT, versions=(0, 4))
+def heartbeat(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
+    shell = groups
     error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
     if error is ErrorCode.NONE and shell is not None and shell.coordinator is not None:
         out = shell.coordinator.heartbeat(

@@ -13,30 +13,32 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import handles
-from pylog.broker.txn_shell import fenced_error, not_available, txn_shell_of
+from pylog.broker.producer_ids import ProducerIdManager
+from pylog.broker.registry import serves
+from pylog.broker.txn_shell import TxnShell, fenced_error, not_available
 
 
-@handles(ApiKey.INIT_PRODUCER_ID, versions=(0, 4))
-def init_producer_id(ctx: RequestContext, req: Any) -> Any:
+@serves(ApiKey.INIT_PRODUCER_ID, versions=(0, 4))
+def init_producer_id(
+    ctx: RequestContext, req: Any, *, producer_ids: ProducerIdManager, txn: TxnShell
+) -> Any:
     if req.transactional_id is not None:
-        return _transactional(ctx, req)
-    pid = ctx.broker.producer_ids.next_now()
+        return _transactional(ctx, req, txn)
+    pid = producer_ids.next_now()
     if pid is not None:
         return _answer(0, pid, 0)
-    return _allocate(ctx)
+    return _allocate(producer_ids)
 
 
-async def _allocate(ctx: RequestContext) -> dict:
+async def _allocate(producer_ids: ProducerIdManager) -> dict:
     try:
-        pid = await ctx.broker.producer_ids.next()
+        pid = await producer_ids.next()
     except Exception:
         return _answer(ErrorCode.COORDINATOR_NOT_AVAILABLE, -1, -1)
     return _answer(0, pid, 0)
 
 
-async def _transactional(ctx: RequestContext, req: Any) -> dict:
-    shell = txn_shell_of(ctx.broker)
+async def _transactional(ctx: RequestContext, req: Any, shell: TxnShell) -> dict:
     txn_id = req.transactional_id
     if txn_id and (error := not_available(shell, txn_id)) is not ErrorCode.NONE:
         return _answer(error, -1, -1)

@@ -13,14 +13,14 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import client_host, not_available, shell_of
-from pylog.broker.registry import handles
+from pylog.broker.group_shell import GroupShell, client_host, not_available
+from pylog.broker.registry import serves
 from pylog.groups import JoinGroupResult
 
 
-@handles(ApiKey.JOIN_GROUP, versions=(0, 7))
-def join_group(ctx: RequestContext, req: Any) -> Any:
-    shell = shell_of(ctx.broker)
+@serves(ApiKey.JOIN_GROUP, versions=(0, 7))
+def join_group(ctx: RequestContext, req: Any, *, groups: GroupShell) -> Any:
+    shell = groups
     error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
     if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
         return response(ctx, JoinGroupResult(error, member_id=req.member_id))

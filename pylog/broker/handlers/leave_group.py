@@ -11,18 +11,18 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import not_available, shell_of
-from pylog.broker.registry import handles
+from pylog.broker.group_shell import GroupShell, not_available
+from pylog.broker.registry import serves
 from pylog.groups import LeaveGroupResult, LeaveMemberResult
 
 
-@handles(ApiKey.LEAVE_GROUP, versions=(0, 5))
-def leave_group(ctx: RequestContext, req: Any) -> dict:
+@serves(ApiKey.LEAVE_GROUP, versions=(0, 5))
+def leave_group(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
     if ctx.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in req.members]
     else:
         members = [(req.member_id, None)]
-    shell = shell_of(ctx.broker)
+    shell = groups
     error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
     if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
         result = LeaveGroupResult(error, tuple(LeaveMemberResult(m, i, error) for m, i in members))

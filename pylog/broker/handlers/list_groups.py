@@ -8,13 +8,13 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import shell_of
-from pylog.broker.registry import handles
+from pylog.broker.group_shell import GroupShell
+from pylog.broker.registry import serves
 
 
-@handles(ApiKey.LIST_GROUPS, versions=(0, 5))
-def list_groups(ctx: RequestContext, req: Any) -> dict:
-    shell = shell_of(ctx.broker)
+@serves(ApiKey.LIST_GROUPS, versions=(0, 5))
+def list_groups(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
+    shell = groups
     if shell is None or shell.coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
     error, groups = shell.coordinator.list_groups(

@@ -8,7 +8,8 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import handles
+from pylog.broker.registry import serves
+from pylog.broker.replica_manager import ReplicaManager
 
 LATEST = -1
 EARLIEST = -2
@@ -18,9 +19,8 @@ LATEST_TIERED = -5
 READ_COMMITTED = 1
 
 
-@handles(ApiKey.LIST_OFFSETS, versions=(0, 7))
-def list_offsets(ctx: RequestContext, req: Any) -> dict:
-    replicas = ctx.broker.replicas
+@serves(ApiKey.LIST_OFFSETS, versions=(0, 7))
+def list_offsets(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -> dict:
     committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
     topics = []
     for t in req.topics:

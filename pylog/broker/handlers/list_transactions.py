@@ -9,14 +9,14 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import handles
-from pylog.broker.txn_shell import txn_shell_of
+from pylog.broker.registry import serves
+from pylog.broker.txn_shell import TxnShell
 from pylog.txn import TxnState
 
 
-@handles(ApiKey.LIST_TRANSACTIONS, versions=(0, 1))
-def list_transactions(ctx: RequestContext, req: Any) -> dict:
-    shell = txn_shell_of(ctx.broker)
+@serves(ApiKey.LIST_TRANSACTIONS, versions=(0, 1))
+def list_transactions(ctx: RequestContext, req: Any, *, txn: TxnShell) -> dict:
+    shell = txn
     names = list(req.state_filters or [])
     unknown = [n for n in names if TxnState.from_kafka_name(n) is None]
     if shell is None or shell.coordinator is None:

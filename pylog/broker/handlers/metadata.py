@@ -15,26 +15,33 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.metadata import INTERNAL_TOPICS
-from pylog.broker.registry import handles
+from pylog.broker.metadata import INTERNAL_TOPICS, MetadataView
+from pylog.broker.registry import serves
 from pylog.cluster.controller import NewTopic, validate_topic_name
+from pylog.cluster.controller_client import ControllerClient
 from pylog.cluster.image import TopicImage
+from pylog.config import BrokerConfig
 
 AUTHORIZED_OPS_UNKNOWN = -2147483648
 ZERO_UUID = uuid.UUID(int=0)
 AUTO_CREATE_WAIT_S = 10.0
 
 
-@handles(ApiKey.METADATA, versions=(0, 12))
-def metadata(ctx: RequestContext, req: Any) -> Any:
-    md = ctx.broker.metadata
+@serves(ApiKey.METADATA, versions=(0, 12))
+def metadata(
+    ctx: RequestContext,
+    req: Any,
+    *,
+    metadata: MetadataView,
+    controller: ControllerClient,
+    config: BrokerConfig,
+) -> Any:
+    md = metadata
     requested = req.topics
     if requested is None or (ctx.api_version == 0 and not requested):
-        topics = [_topic_entry(ctx, t) for _, t in sorted(md.image.topics.items())]
-        return _response(ctx, topics)
-    auto = bool(getattr(req, "allow_auto_topic_creation", True)) and ctx.broker.config.bool(
-        "auto.create.topics.enable"
-    )
+        topics = [_topic_entry(md, t) for _, t in sorted(md.image.topics.items())]
+        return _response(md, topics)
+    auto = bool(getattr(req, "allow_auto_topic_creation", True)) and config.bool("auto.create.topics.enable")
     missing = [
         t.name
         for t in requested
@@ -42,23 +49,21 @@ def metadata(ctx: RequestContext, req: Any) -> Any:
     ]
     creatable = [n for n in dict.fromkeys(missing) if auto and validate_topic_name(n)[0] == 0]
     if creatable:
-        return _auto_create_then_answer(ctx, req, creatable)
-    return _answer(ctx, req)
+        return _auto_create_then_answer(md, controller, req, creatable)
+    return _answer(md, req)
 
 
-async def _auto_create_then_answer(ctx: RequestContext, req: Any, creatable: list[str]) -> Any:
-    md = ctx.broker.metadata
+async def _auto_create_then_answer(
+    md: MetadataView, controller: ControllerClient, req: Any, creatable: list[str]
+) -> Any:
     try:
-        await asyncio.wait_for(
-            md.execute(lambda c: c.create_topics([NewTopic(n) for n in creatable])), AUTO_CREATE_WAIT_S
-        )
+        await asyncio.wait_for(controller.create_topics([NewTopic(n) for n in creatable]), AUTO_CREATE_WAIT_S)
     except asyncio.TimeoutError:
         pass
-    return _answer(ctx, req, pending=set(creatable))
+    return _answer(md, req, pending=set(creatable))
 
 
-def _answer(ctx: RequestContext, req: Any, pending: frozenset[str] | set[str] = frozenset()) -> dict:
-    md = ctx.broker.metadata
+def _answer(md: MetadataView, req: Any, pending: frozenset[str] | set[str] = frozenset()) -> dict:
     entries = []
     for t in req.topics:
         topic_id = getattr(t, "topic_id", None)
@@ -69,7 +74,7 @@ def _answer(ctx: RequestContext, req: Any, pending: frozenset[str] | set[str] = 
                 entries.append(_error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
                 continue
         if info is not None:
-            entries.append(_topic_entry(ctx, info))
+            entries.append(_topic_entry(md, info))
             continue
         code, _ = validate_topic_name(t.name or "")
         if not code:
@@ -77,14 +82,14 @@ def _answer(ctx: RequestContext, req: Any, pending: frozenset[str] | set[str] = 
                 ErrorCode.LEADER_NOT_AVAILABLE if t.name in pending else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
         entries.append(_error_entry(t.name, code, ZERO_UUID))
-    return _response(ctx, entries)
+    return _response(md, entries)
 
 
 def _error_entry(name: str | None, code: int, topic_id: Any) -> dict:
     return {"error_code": code, "name": name, "topic_id": topic_id, "partitions": []}
 
 
-def _topic_entry(ctx: RequestContext, topic: TopicImage) -> dict:
+def _topic_entry(md: MetadataView, topic: TopicImage) -> dict:
     return {
         "error_code": 0,
         "name": topic.name,
@@ -100,14 +105,13 @@ def _topic_entry(ctx: RequestContext, topic: TopicImage) -> dict:
                 "isr_nodes": list(p.isr),
                 "offline_replicas": [],
             }
-            for p in ctx.broker.metadata.partitions(topic)
+            for p in md.partitions(topic)
         ],
         "topic_authorized_operations": AUTHORIZED_OPS_UNKNOWN,
     }
 
 
-def _response(ctx: RequestContext, topics: list[dict]) -> dict:
-    md = ctx.broker.metadata
+def _response(md: MetadataView, topics: list[dict]) -> dict:
     return {
         "throttle_time_ms": 0,
         "brokers": [

@@ -13,15 +13,16 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import apply_commits, commit_response, commits_of, not_available, shell_of
-from pylog.broker.registry import handles
+from pylog.broker.group_shell import GroupShell, apply_commits, commit_response, commits_of, not_available
+from pylog.broker.metadata import MetadataView
+from pylog.broker.registry import serves
 
 
-@handles(ApiKey.OFFSET_COMMIT, versions=(0, 9))
-def offset_commit(ctx: RequestContext, req: Any) -> dict:
-    shell = shell_of(ctx.broker)
+@serves(ApiKey.OFFSET_COMMIT, versions=(0, 9))
+def offset_commit(ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: MetadataView) -> dict:
+    shell = groups
     group_error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
-    errors, commits = commits_of(req, group_error, ctx.broker.metadata.image)
+    errors, commits = commits_of(req, group_error, metadata.image)
     if commits and shell is not None and shell.coordinator is not None:
         out = shell.coordinator.commit_offsets(
             req.group_id,

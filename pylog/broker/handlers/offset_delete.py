@@ -8,18 +8,19 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import not_available, shell_of
-from pylog.broker.registry import handles
+from pylog.broker.group_shell import GroupShell, not_available
+from pylog.broker.metadata import MetadataView
+from pylog.broker.registry import serves
 from pylog.groups import OffsetDeleteResult
 
 
-@handles(ApiKey.OFFSET_DELETE, versions=(0, 0))
-def offset_delete(ctx: RequestContext, req: Any) -> dict:
-    shell = shell_of(ctx.broker)
+@serves(ApiKey.OFFSET_DELETE, versions=(0, 0))
+def offset_delete(ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: MetadataView) -> dict:
+    shell = groups
     error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
     if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
         return {"error_code": error, "throttle_time_ms": 0, "topics": []}
-    md = ctx.broker.metadata
+    md = metadata
     errors: dict[tuple[str, int], ErrorCode] = {}
     known = []
     for t in req.topics:

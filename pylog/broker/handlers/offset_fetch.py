@@ -13,18 +13,18 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import not_available, shell_of
-from pylog.broker.registry import handles
+from pylog.broker.group_shell import GroupShell, not_available
+from pylog.broker.registry import serves
 from pylog.groups import FetchedOffset, OffsetFetchResult
 
 
-@handles(ApiKey.OFFSET_FETCH, versions=(0, 9))
-def offset_fetch(ctx: RequestContext, req: Any) -> dict:
+@serves(ApiKey.OFFSET_FETCH, versions=(0, 9))
+def offset_fetch(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
     stable = bool(getattr(req, "require_stable", False))
     if ctx.api_version >= 8:
-        groups = [_fetch(ctx, g.group_id, g.topics, stable) for g in req.groups]
-        return {"throttle_time_ms": 0, "groups": [_group_entry(g) for g in groups]}
-    r = _fetch(ctx, req.group_id, req.topics, stable)
+        results = [_fetch(groups, g.group_id, g.topics, stable) for g in req.groups]
+        return {"throttle_time_ms": 0, "groups": [_group_entry(g) for g in results]}
+    r = _fetch(groups, req.group_id, req.topics, stable)
     topics = _topics(r)
     if r.error is not ErrorCode.NONE:
         requested = [(t.name, list(t.partition_indexes)) for t in req.topics or []]
@@ -35,8 +35,7 @@ def offset_fetch(ctx: RequestContext, req: Any) -> dict:
     return {"throttle_time_ms": 0, "topics": topics, "error_code": r.error}
 
 
-def _fetch(ctx: RequestContext, group_id: str, topics: Any, require_stable: bool) -> OffsetFetchResult:
-    shell = shell_of(ctx.broker)
+def _fetch(shell: GroupShell, group_id: str, topics: Any, require_stable: bool) -> OffsetFetchResult:
     error = not_available(shell, group_id)
     if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
         return OffsetFetchResult(group_id, error)

@@ -14,16 +14,15 @@ from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
 from pylog.broker.metadata import INTERNAL_TOPICS
-from pylog.broker.registry import CLOSE_CONNECTION, NO_RESPONSE, handles
+from pylog.broker.registry import CLOSE_CONNECTION, NO_RESPONSE, serves
+from pylog.broker.replica_manager import ReplicaManager
 
 ISR_SIZE = 1  # a single node: the leader is the only in-sync replica
 
 
-@handles(ApiKey.PRODUCE, versions=(0, 10))
-def produce(ctx: RequestContext, req: Any) -> Any:
-    broker = ctx.broker
+@serves(ApiKey.PRODUCE, versions=(0, 10))
+def produce(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -> Any:
     acks = req.acks
-    replicas = broker.replicas
     now = ctx.now_ms()
     responses = []
     failed = False

@@ -8,14 +8,14 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import not_available, shell_of
-from pylog.broker.registry import handles
+from pylog.broker.group_shell import GroupShell, not_available
+from pylog.broker.registry import serves
 from pylog.groups import SyncGroupResult
 
 
-@handles(ApiKey.SYNC_GROUP, versions=(0, 5))
-def sync_group(ctx: RequestContext, req: Any) -> Any:
-    shell = shell_of(ctx.broker)
+@serves(ApiKey.SYNC_GROUP, versions=(0, 5))
+def sync_group(ctx: RequestContext, req: Any, *, groups: GroupShell) -> Any:
+    shell = groups
     error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
     if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
         return _response(SyncGroupResult(error))

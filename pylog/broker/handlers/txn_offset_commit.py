@@ -15,19 +15,29 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import apply_commits, commit_response, commits_of, not_available, shell_of
-from pylog.broker.registry import handles
-from pylog.broker.txn_shell import txn_shell_of
+from pylog.broker.group_shell import GroupShell, apply_commits, commit_response, commits_of, not_available
+from pylog.broker.metadata import MetadataView
+from pylog.broker.registry import serves
+from pylog.broker.replica_manager import ReplicaManager
+from pylog.broker.txn_shell import TxnShell
 from pylog.txn import OFFSETS_TOPIC
 
 
-@handles(ApiKey.TXN_OFFSET_COMMIT, versions=(0, 3))
-def txn_offset_commit(ctx: RequestContext, req: Any) -> dict:
-    shell = shell_of(ctx.broker)
+@serves(ApiKey.TXN_OFFSET_COMMIT, versions=(0, 3))
+def txn_offset_commit(
+    ctx: RequestContext,
+    req: Any,
+    *,
+    groups: GroupShell,
+    txn: TxnShell,
+    replicas: ReplicaManager,
+    metadata: MetadataView,
+) -> dict:
+    shell = groups
     error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
     if error is ErrorCode.NONE and shell is not None:
-        error = _verify(ctx, req, shell.partition_for(req.group_id))
-    errors, commits = commits_of(req, error, ctx.broker.metadata.image)
+        error = _verify(txn, replicas, req, shell.partition_for(req.group_id))
+    errors, commits = commits_of(req, error, metadata.image)
     if commits and shell is not None and shell.coordinator is not None:
         out = shell.coordinator.txn_commit_offsets(
             req.group_id,
@@ -43,11 +53,8 @@ def txn_offset_commit(ctx: RequestContext, req: Any) -> dict:
     return commit_response(req, errors)
 
 
-def _verify(ctx: RequestContext, req: Any, offsets_partition: int) -> ErrorCode:
-    txn = txn_shell_of(ctx.broker)
-    if txn is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    part = ctx.broker.replicas.get(OFFSETS_TOPIC, offsets_partition)
+def _verify(txn: TxnShell, replicas: ReplicaManager, req: Any, offsets_partition: int) -> ErrorCode:
+    part = replicas.get(OFFSETS_TOPIC, offsets_partition)
     if part is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE
     return ErrorCode(txn.verify_produce(part, req.producer_id, req.producer_epoch))
