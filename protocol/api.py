@@ -126,6 +126,13 @@ class ApiKey(IntEnum):
     DELETE_SHARE_GROUP_OFFSETS = 92
 
 
+class PylogApiKey(IntEnum):
+    """API keys of messages only pylog nodes exchange, outside Kafka's range (messages/README.md)."""
+
+    RAFT = 32000
+    METADATA_FETCH = 32001
+
+
 class Request(NamedTuple):
     """A decoded request. `trailing_bytes` counts bytes after the body (Kafka ignores them too)."""
 
@@ -292,6 +299,7 @@ def decode_response(api_key: int, api_version: int, frame: Any) -> tuple[int, An
 __all__ = [
     "MESSAGES",
     "ApiKey",
+    "PylogApiKey",
     "Request",
     "RequestHeader",
     "decode_body",

@@ -367,10 +367,14 @@ def parse_message(data: dict[str, Any]) -> MessageSpec:
     return msg
 
 
+NODE_MESSAGES_DIR = Path(__file__).parent / "messages"
+"""Definitions of the messages only pylog nodes exchange (see messages/README.md)."""
+
+
 def load_all() -> dict[str, MessageSpec]:
-    """Every definition shipped in the package, by message name."""
+    """Every definition shipped in kafka-python, then pylog's inter-node ones, by message name."""
     out: dict[str, MessageSpec] = {}
-    for path in sorted(schema_dir().glob("*.json")):
+    for path in [*sorted(schema_dir().glob("*.json")), *sorted(NODE_MESSAGES_DIR.glob("*.json"))]:
         spec = parse_message(json.loads(_strip_comments(path.read_text("utf-8"))))
         out[spec.name] = spec
     return out

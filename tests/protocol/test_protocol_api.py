@@ -9,6 +9,7 @@ import pytest
 from pylog.protocol.api import (
     MESSAGES,
     ApiKey,
+    PylogApiKey,
     decode_body,
     decode_request,
     decode_response,
@@ -45,7 +46,14 @@ def test_api_keys_use_kafkas_names() -> None:
     assert ApiKey.DESCRIBE_CLUSTER == 60 and ApiKey.DESCRIBE_PRODUCERS == 61
     assert sorted(ApiKey) == list(range(93))
     for key in supported_versions():
-        assert snake_case(MESSAGES[request_class(key).__name__].name).upper() == f"{ApiKey(key).name}_REQUEST"
+        name = ApiKey(key).name if key in ApiKey._value2member_map_ else f"PYLOG_{PylogApiKey(key).name}"
+        assert snake_case(MESSAGES[request_class(key).__name__].name).upper() == f"{name}_REQUEST"
+
+
+def test_inter_node_messages_sit_outside_kafkas_key_range() -> None:
+    assert all(k > max(ApiKey) for k in PylogApiKey)
+    controller_apis = {ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION}
+    assert controller_apis <= set(supported_versions())
 
 
 def test_supported_versions_are_the_json_ranges() -> None:

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from protocol_strategies import message_strategy
 from pylog.protocol.api import (
     MESSAGES,
-    ApiKey,
     decode_body,
     decode_request,
     decode_response,
@@ -21,6 +20,7 @@ from pylog.protocol.api import (
 )
 from pylog.protocol.errors import FrameTooLarge, MalformedMessage, ProtocolError
 from pylog.protocol.framing import FrameDecoder
+from pylog.protocol.schema import MessageSpec
 
 _FUZZ = settings(max_examples=200, deadline=None, database=None, suppress_health_check=list(HealthCheck))
 
@@ -58,13 +58,13 @@ _REQUEST_CASES = sorted((k, v) for k, (lo, hi) in supported_versions().items() f
 @st.composite
 def _valid_request_frames(draw: st.DrawFn) -> bytes:
     key, version = draw(st.sampled_from(_REQUEST_CASES))
-    spec = MESSAGES[f"{_name(key)}Request"]
+    spec = request_spec(key)
     body = draw(message_strategy(spec, version))
     return encode_request(key, version, 7, "fuzz", body)[4:]
 
 
-def _name(key: int) -> str:
-    return "".join(part.capitalize() for part in ApiKey(key).name.split("_"))
+def request_spec(key: int) -> MessageSpec:
+    return next(m for m in MESSAGES.values() if m.kind == "request" and m.api_key == key)
 
 
 @st.composite
