@@ -15,6 +15,7 @@ _LAZY: dict[str, str] = {
     "scan_topic": "pylog.sdk.api",
     "write_topic": "pylog.sdk.writer",
     "LocalBroker": "pylog.local",
+    "LocalCluster": "pylog.local_cluster",
 }
 
 

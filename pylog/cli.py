@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pylog.config import BROKER_CONFIGS, BrokerConfig, ConfigError, parse_key_values
+from pylog.properties import read_properties
 
 log = logging.getLogger("pylog")
 
@@ -40,6 +41,12 @@ def _build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("broker", help="run a single-node broker (broker + controller in one process)")
     b.add_argument("--data-dir", default=None, help="where logs and metadata live (default ./pylog-data)")
+    b.add_argument(
+        "--config-file",
+        default=None,
+        metavar="FILE",
+        help="a Kafka server.properties file (node.id, process.roles, controller.quorum.voters, ...)",
+    )
     b.add_argument("--listen", type=parse_host_port, default=None, help="HOST:PORT (default 127.0.0.1:9092)")
     b.add_argument(
         "--advertised-listener",
@@ -72,7 +79,8 @@ def _run_broker(args: argparse.Namespace) -> int:
         stream=sys.stderr,
     )
     try:
-        settings = parse_key_values(args.config)
+        settings = read_properties(args.config_file) if args.config_file else {}
+        settings.update(parse_key_values(args.config))
         for name in [n for n in settings if n not in BROKER_CONFIGS]:
             log.warning("ignoring unknown broker config %s", name)  # as Kafka does
             del settings[name]
@@ -81,7 +89,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         print(f"pylog: {exc}", file=sys.stderr)
         return 2
     data_dir = Path(args.data_dir or config.raw("log.dirs") or config.raw("log.dir") or "./pylog-data")
-    listen = args.listen or ("127.0.0.1", 9092)
+    listen = args.listen
     try:
         import uvloop  # type: ignore[import-not-found]
 
@@ -92,11 +100,15 @@ def _run_broker(args: argparse.Namespace) -> int:
 
 
 async def _serve(
-    config: BrokerConfig, data_dir: Path, listen: tuple[str, int], advertised: tuple[str, int] | None
+    config: BrokerConfig, data_dir: Path, listen: tuple[str, int] | None, advertised: tuple[str, int] | None
 ) -> int:
     from pylog.broker.broker import Broker
 
-    broker = Broker(config, data_dir, listen=listen, advertised=advertised)
+    try:
+        broker = Broker(config, data_dir, listen=listen, advertised=advertised)
+    except ConfigError as exc:
+        print(f"pylog: {exc}", file=sys.stderr)
+        return 2
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -106,6 +118,10 @@ async def _serve(
             signal.signal(sig, lambda *_: loop.call_soon_threadsafe(stop.set))
     try:
         await broker.start()
+    except ConfigError as exc:
+        print(f"pylog: {exc}", file=sys.stderr)
+        await broker.stop()
+        return 2
     except OSError as exc:
         log.error("pylog broker failed to start: %s", exc)
         await broker.stop()

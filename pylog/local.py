@@ -29,6 +29,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 _REMOVE_ENV = "PYLOG_LOCAL_BROKER_REMOVE"
+_PID_FILE_ENV = "PYLOG_LOCAL_BROKER_PID_FILE"
 _READY = re.compile(r"pylog broker listening on (\[?[^\s\]]+\]?):(\d+), data in (.+)$")
 
 
@@ -152,6 +153,9 @@ def _terminate(proc: subprocess.Popen[bytes], timeout_s: float | None) -> None:
 def _watchdog(args: list[str]) -> int:
     """Run ``python -m pylog <args>``; stop it on SIGTERM / SIGINT (forwarded) or when stdin closes."""
     broker = subprocess.Popen([sys.executable, "-m", "pylog", *args], stdin=subprocess.DEVNULL)
+    pid_file = os.environ.get(_PID_FILE_ENV)
+    if pid_file:  # LocalCluster signals the broker itself (kill -9, SIGSTOP), not this watchdog
+        Path(pid_file).write_text(str(broker.pid))
     stop_requested: list[tuple[float, str]] = []
 
     def stop(signum: object = None, _frame: object = None) -> None:

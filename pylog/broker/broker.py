@@ -1,36 +1,50 @@
-"""A pylog node: the broker and the controller quorum in one process, wired from explicit parts.
+"""A pylog node (Kafka's KafkaRaftServer): broker, controller or both, wired from explicit parts.
 
-Start order: metadata quorum (replays ``__cluster_metadata`` into the image), then the partition
-logs the image names, then the coordinators, then the listener, then broker registration with
-the advertised endpoint. Stop order is the reverse, flushing every log.
+Start order: the metadata quorum (replays ``__cluster_metadata``), the controller listener and
+the Raft transport, then the broker side: bind the client listeners, register with the active
+controller, wait until the image holds that registration (caught up), open the partition logs
+the image names, load the coordinators, and once the controller has unfenced this broker,
+accept clients. A node without ``controller.quorum.voters`` is a quorum of one and takes the
+same path in-process. Stop order is the reverse, after a controlled shutdown in a cluster.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import socket
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
+from pylog.broker.controller_channel import ControllerChannel
+from pylog.broker.controller_client import ControllerClient
+from pylog.broker.controller_duties import ControllerDuties
 from pylog.broker.group_shell import GroupShell
-from pylog.broker.handlers import BrokerServices, client_handlers
+from pylog.broker.handlers import BrokerServices, ControllerServices, client_handlers, controller_handlers
+from pylog.broker.lifecycle import BrokerLifecycle
 from pylog.broker.maintenance import Maintenance
-from pylog.broker.metadata import BrokerMetadata, NodePublisher, load_cluster_id
+from pylog.broker.metadata import BrokerMetadata, load_cluster_id
+from pylog.broker.partition import Partition
 from pylog.broker.producer_ids import ProducerIdManager
+from pylog.broker.publisher import ReplicaPublisher
+from pylog.broker.registry import HandlerTable
+from pylog.broker.replica_fetcher import BrokerChannels, ReplicaFetcherManager
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.server import KafkaServer
 from pylog.broker.txn_shell import TxnShell
-from pylog.cluster.controller_client import ControllerClient
 from pylog.cluster.image import MetadataImage
-from pylog.cluster.metadata_log import METADATA_DIR
+from pylog.cluster.node_config import Listener, NodeSettings
 from pylog.cluster.quorum import MetadataQuorum
-from pylog.cluster.records import BrokerEndpoint
-from pylog.config import BrokerConfig
+from pylog.cluster.raft_transport import RaftTransport
+from pylog.config import BrokerConfig, ConfigError
+from pylog.txn import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
+
+TICK_MS = 50
+CONTROLLED_SHUTDOWN_S = 10.0
 
 
 def now_ms() -> int:
@@ -43,56 +57,153 @@ class Broker:
         config: BrokerConfig,
         data_dir: Path | str,
         *,
-        listen: tuple[str, int] = ("127.0.0.1", 9092),
+        listen: tuple[str, int] | None = ("127.0.0.1", 9092),
         advertised: tuple[str, int] | None = None,
+        settings: NodeSettings | None = None,
     ) -> None:
         self.config = config
+        self.settings = settings or NodeSettings.from_config(config, listen=listen)
         self.data_dir = Path(data_dir).resolve()
-        self.listen = listen
         self._advertised = advertised
-        self.node_id = config.node_id
-        self.broker_epoch = -1
+        self.node_id = self.settings.node_id
         self.replicas = ReplicaManager(config, self.data_dir, now_ms)
         self.maintenance = Maintenance(config, self.replicas, now_ms)
+        self.cluster_id = ""
         self.quorum: MetadataQuorum | None = None
+        self.transport: RaftTransport | None = None
+        self.controller_table: HandlerTable | None = None
+        self.controller_server: KafkaServer | None = None
+        self.duties: ControllerDuties | None = None
         self.metadata: BrokerMetadata | None = None
+        self.channel: ControllerChannel | None = None
         self.controller: ControllerClient | None = None
+        self.lifecycle: BrokerLifecycle | None = None
         self.producer_ids: ProducerIdManager | None = None
         self.groups: GroupShell | None = None
         self.txn: TxnShell | None = None
-        self.server: KafkaServer | None = None
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.servers: list[KafkaServer] = []
         self.stopping = False
+
+    # --- addresses ----------------------------------------------------------------------------
+
+    @property
+    def server(self) -> KafkaServer | None:
+        """The first client listener."""
+        return self.servers[0] if self.servers else None
 
     @property
     def bound_address(self) -> tuple[str, int]:
-        assert self.server is not None
-        return self.server.host, self.server.port
+        server = self.server or self.controller_server
+        assert server is not None
+        return server.host, server.port
 
     @property
-    def advertised(self) -> tuple[str, int]:
-        if self._advertised is not None:
-            host, port = self._advertised
-            return host, port or self.bound_address[1]
-        host, port = self.bound_address
-        if host in ("0.0.0.0", "::", ""):
-            host = socket.getfqdn()
-        return host, port
+    def broker_epoch(self) -> int:
+        return self.lifecycle.broker_epoch if self.lifecycle is not None else -1
+
+    def advertised_listeners(self) -> list[Listener]:
+        """What clients are told to connect to, one per client listener."""
+        out = []
+        named = {li.name: li for li in self.settings.advertised}
+        for server in self.servers:
+            li = named.get(server.listener)
+            if li is not None:
+                out.append(li if li.port else li.with_port(server.port))
+                continue
+            host, port = server.host, server.port
+            if self._advertised is not None and server is self.servers[0]:
+                host, port = self._advertised[0], self._advertised[1] or port
+            if host in ("0.0.0.0", "::", ""):
+                host = socket.getfqdn()
+            proto = next(x.security_protocol for x in self.settings.listeners if x.name == server.listener)
+            out.append(Listener(server.listener, host, port, proto))
+        return out
+
+    # --- start ----------------------------------------------------------------------------------
 
     async def start(self) -> None:
-        cfg = self.config
+        s = self.settings
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        cluster_id = load_cluster_id(self.data_dir, self.node_id, cfg.raw("cluster.id"))
+        self.cluster_id = self._cluster_id()
+        if s.is_controller:
+            await self._start_controller()
+        if s.is_broker:
+            await self._start_broker()
+
+    def _cluster_id(self) -> str:
+        wanted = self.config.raw("cluster.id")
+        meta = self.data_dir / "meta.properties"
+        if not self.settings.standalone and not wanted and not meta.exists():
+            raise ConfigError(
+                "a node of a multi-node cluster needs cluster.id (the same on every node) to format "
+                f"{self.data_dir}; `pylog cluster start` chooses one for you"
+            )
+        try:
+            return load_cluster_id(self.data_dir, self.node_id, wanted)
+        except RuntimeError as exc:
+            raise ConfigError(str(exc)) from None
+
+    async def _start_controller(self) -> None:
+        s, cfg = self.settings, self.config
+        peers = {v.node_id: (v.host, v.port) for v in s.voters}
+        if peers:
+            self.transport = RaftTransport(
+                self.node_id, self.cluster_id, peers, request_timeout_s=s.request_timeout_ms / 1000
+            )
+        election_ticks = max(2, s.election_timeout_ms // TICK_MS)
         quorum = self.quorum = MetadataQuorum(
             self.data_dir,
             self.node_id,
+            voters=s.voter_ids,
+            tick_ms=TICK_MS,
+            election_timeout_ticks=election_ticks,
+            heartbeat_ticks=max(1, election_ticks // 5),
+            send=self.transport.send if self.transport is not None else None,
             default_num_partitions=cfg.int("num.partitions"),
             default_replication_factor=cfg.int("default.replication.factor"),
             delete_topic_enable=cfg.bool("delete.topic.enable"),
+            unclean_leader_election=cfg.bool("unclean.leader.election.enable"),
+            session_timeout_ms=s.session_timeout_ms,
         )
-        metadata = self.metadata = BrokerMetadata(quorum, cluster_id)
-        controller = self.controller = ControllerClient(quorum.execute)
+        self.controller_table = controller_handlers(
+            ControllerServices(cluster_id=self.cluster_id, config=cfg, settings=s, quorum=quorum)
+        )
+        await quorum.start()
+        listener = s.controller_listener
+        if listener is not None:
+            self.controller_server = KafkaServer(
+                self.controller_table, listener.host, listener.port, cfg, listener=listener.name
+            )
+            await self.controller_server.start()
+        if self.transport is not None:
+            self.transport.start()
+        self.duties = ControllerDuties(
+            quorum,
+            rebalance=cfg.bool("auto.leader.rebalance.enable"),
+            rebalance_interval_s=cfg.int("leader.imbalance.check.interval.seconds"),
+        )
+        self.duties.start()
+        if s.standalone:
+            await quorum.wait_for_controller()
+
+    async def _start_broker(self) -> None:
+        s, cfg = self.settings, self.config
+        quorum = self.quorum
+        if quorum is None:
+            raise ConfigError("a broker-only node (process.roles=broker) is not supported yet")
+        voters = {v.node_id: (v.host, v.port) for v in s.voters}
+        self.channel = ControllerChannel(
+            self.node_id,
+            voters=voters,
+            leader_hint=lambda: quorum.leader_id,
+            local=lambda: self.controller_table,
+            request_timeout_s=cfg.int("request.timeout.ms") / 1000,
+        )
+        controller = self.controller = ControllerClient(self.channel, self.cluster_id)
+        metadata = self.metadata = BrokerMetadata(quorum, self.cluster_id)
         self.producer_ids = ProducerIdManager(controller, self.node_id, lambda: self.broker_epoch)
-        shared = {
+        shared: dict[str, Any] = {
             "node_id": self.node_id,
             "replicas": self.replicas,
             "metadata": metadata,
@@ -100,22 +211,29 @@ class Broker:
         }
         groups = self.groups = GroupShell(cfg, **shared)
         txn = self.txn = TxnShell(cfg, producer_ids=self.producer_ids, groups=groups, **shared)
+        self.fetchers = ReplicaFetcherManager(
+            self.node_id,
+            BrokerChannels(self.node_id, s.inter_broker_listener_name, lambda: quorum.image),
+            wait_max_ms=cfg.int("replica.fetch.wait.max.ms"),
+            min_bytes=cfg.int("replica.fetch.min.bytes"),
+            max_bytes=cfg.int("replica.fetch.response.max.bytes"),
+            partition_max_bytes=cfg.int("replica.fetch.max.bytes"),
+            backoff_ms=cfg.int("replica.fetch.backoff.ms"),
+            request_timeout_ms=cfg.int("request.timeout.ms"),
+            now_ms=now_ms,
+        )
         metadata.add_publisher(
-            NodePublisher(
+            ReplicaPublisher(
                 self.node_id,
+                self.replicas,
+                followers=self.fetchers,
+                coordinators={OFFSETS_TOPIC: groups, TRANSACTION_STATE_TOPIC: txn},
+                on_open=self._opened,
+                on_topic_removed=lambda _topic: self.maintenance.request_release(),
                 set_dynamic_configs=self._set_dynamic_configs,
-                open_partition=self._open_partition,
-                update_topic_configs=self.replicas.update_configs,
-                broker_configs_changed=self._broker_configs_changed,
-                topic_deleted=self._topic_deleted,
-                delete_strays=lambda known: self.replicas.delete_strays(known, skip={METADATA_DIR}),
+                now_ms=now_ms,
             )
         )
-        await quorum.start()
-        await quorum.wait_for_controller()
-        metadata.start_publishing()
-        await groups.start()  # replays __consumer_offsets before anyone can ask
-        await txn.start()  # replays __transaction_state; re-drives markers of preparing ones
         services = BrokerServices(
             node_id=self.node_id,
             config=cfg,
@@ -125,52 +243,60 @@ class Broker:
             txn=txn,
             producer_ids=self.producer_ids,
             controller=controller,
-            quorum=quorum,
+            channel=self.channel,
             stopping=lambda: self.stopping,
         )
-        self.server = KafkaServer(client_handlers(services), *self.listen, cfg)
-        await self.server.start()
-        await self._register()
+        table = client_handlers(services)
+        for li in s.broker_listeners:
+            server = KafkaServer(table, li.host, li.port, cfg, listener=li.name)
+            await server.start(serve=False)
+            self.servers.append(server)
+        lifecycle = self.lifecycle = BrokerLifecycle(
+            controller,
+            self.node_id,
+            self.advertised_listeners(),
+            rack=cfg.raw("broker.rack"),
+            heartbeat_interval_s=s.heartbeat_interval_ms / 1000,
+            metadata_offset=lambda: quorum.applied_offset,
+        )
+        await lifecycle.register()
+        lifecycle.start()
+        await metadata.wait_for(self._registered_in_image)
+        metadata.start_publishing()
+        await groups.start()  # replays __consumer_offsets before anyone can ask
+        await txn.start()  # replays __transaction_state; re-drives markers of preparing ones
+        lifecycle.set_ready()
+        await lifecycle.wait_unfenced()
+        for server in self.servers:
+            await server.serve()
         self.maintenance.start()
 
-    async def _register(self) -> None:
-        assert self.controller is not None
-        host, port = self.advertised
-        result = await self.controller.register_broker(
-            self.node_id, uuid.uuid4(), [BrokerEndpoint("PLAINTEXT", host, port)], None
-        )
-        if result.error_code:
-            raise RuntimeError(f"broker registration failed: {result.error_message}")
-        self.broker_epoch = result.broker_epoch
+    def _registered_in_image(self, image: MetadataImage) -> bool:
+        b = image.brokers.get(self.node_id)
+        lifecycle = self.lifecycle
+        return b is not None and lifecycle is not None and b.incarnation_id == lifecycle.incarnation_id
 
     # --- driven by the metadata image (called on the event loop) ----------------------------
 
     def _set_dynamic_configs(self, image: MetadataImage) -> None:
         self.config.set_dynamic(image.broker_configs(), image.broker_configs(self.node_id))
 
-    def _open_partition(self, topic: str, index: int, topic_id: Any, configs: dict[str, str]) -> None:
-        """The image assigns this partition here (created, grown, or found on start)."""
+    def _opened(self, part: Partition) -> None:
+        """A partition log was opened here (created, grown, or found on start)."""
         assert self.txn is not None
-        part = self.replicas.ensure_partition(topic, index, topic_id, configs)
         part.on_roll = self.maintenance.request_seal
         part.txn_verifier = self.txn.verify_produce
-
-    def _broker_configs_changed(self) -> None:
-        """Dynamic broker configs changed: topic defaults derived from them may have too."""
-        assert self.metadata is not None
-        for topic in list(self.replicas.topics()):
-            self.replicas.update_configs(topic, self.metadata.topic_configs(topic))
-
-    def _topic_deleted(self, topic: str) -> None:
-        self.replicas.remove_topic(topic)
-        self.maintenance.request_release()  # the topic's cached bytes and buffers are free now
 
     # --- shutdown ---------------------------------------------------------------------------
 
     async def stop(self) -> None:
+        if self.lifecycle is not None and not self.settings.standalone and not self.stopping:
+            await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_S)
         self.stopping = True
-        if self.server is not None:
-            await self.server.stop()
+        for server in self.servers:
+            await server.stop()
+        if self.lifecycle is not None:
+            await self.lifecycle.stop()
         if self.groups is not None:
             self.groups.stop()
         if self.txn is not None:
@@ -179,8 +305,16 @@ class Broker:
         for part in self.replicas.snapshot():
             part.wake()
         await asyncio.get_running_loop().run_in_executor(None, self.replicas.close)
+        if self.fetchers is not None:
+            await self.fetchers.close()
+        if self.channel is not None:
+            self.channel.close()
+        if self.duties is not None:
+            await self.duties.stop()
+        if self.controller_server is not None:
+            await self.controller_server.stop()
+        if self.transport is not None:
+            await self.transport.close()
         if self.quorum is not None:
-            try:
+            with contextlib.suppress(Exception):
                 await self.quorum.close()
-            except Exception:
-                log.exception("closing the metadata quorum failed")

@@ -23,9 +23,9 @@ from pylog.cluster.controller import NewTopic
 from pylog.groups import CoordinatorRecord
 
 if TYPE_CHECKING:
+    from pylog.broker.controller_client import ControllerClient
     from pylog.broker.metadata import MetadataView
     from pylog.broker.replica_manager import ReplicaManager
-    from pylog.cluster.controller_client import ControllerClient
 
 log = logging.getLogger(__name__)
 
@@ -120,6 +120,24 @@ class CoordinatorShell:
             for p, leader in sorted((self.leaders() or {}).items())
             if leader == me and self.replicas.get(self._topic_name, p) is not None
         ]
+
+    def become_leader(self, p: int) -> None:
+        """This broker now leads partition `p` of the internal topic: load its state (a shell not
+        started yet loads every led partition when it starts)."""
+        if self.coordinator is None or self._stopped or p in self._loaded:
+            return
+        if self.replicas.get(self._topic_name, p) is None:
+            return
+        self._load(p, self._read_partition(p))
+        self._reschedule()
+
+    def resign(self, p: int) -> None:
+        """Another broker leads `p` now: drop its state; requests for it get NOT_COORDINATOR."""
+        if self.coordinator is None or p not in self._loaded:
+            return
+        out = self.coordinator.unload_partition(p)
+        self._loaded.discard(p)
+        self._partition_unloaded(out)
 
     def coordinator_error(self, key: str) -> ErrorCode:
         """Why this broker cannot coordinate `key` now (NONE if it can); loads lazily."""

@@ -120,6 +120,23 @@ def _describe_configs(req: Any, code: int) -> dict:
     }
 
 
+def _alter_configs(req: Any, code: int) -> dict:
+    return {
+        "responses": [
+            {"error_code": code, "resource_type": r.resource_type, "resource_name": r.resource_name}
+            for r in req.resources
+        ]
+    }
+
+
+def _create_partitions(req: Any, code: int) -> dict:
+    return {"results": [{"name": t.name, "error_code": code} for t in req.topics]}
+
+
+def _elect_leaders(req: Any, code: int) -> dict:
+    return {"error_code": code, "replica_election_results": []}
+
+
 def _top_level(req: Any, code: int) -> dict:
     return {"error_code": code}
 
@@ -141,6 +158,11 @@ _BUILDERS: dict[int, Builder] = {
     25: _top_level,
     26: _top_level,
     32: _describe_configs,
+    33: _alter_configs,
+    37: _create_partitions,
+    43: _elect_leaders,
+    44: _alter_configs,
+    55: _top_level,
     36: _top_level,
     60: _top_level,
 }

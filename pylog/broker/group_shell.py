@@ -55,16 +55,16 @@ from pylog.groups import (
     partition_for,
 )
 from pylog.groups.coordinator import LogEntry
+from pylog.txn import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
+    from pylog.broker.controller_client import ControllerClient
     from pylog.broker.metadata import MetadataView
     from pylog.broker.replica_manager import ReplicaManager
-    from pylog.cluster.controller_client import ControllerClient
     from pylog.config import BrokerConfig
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 
 # An (Txn)OffsetCommit answer in the making: the error of each (topic, partition).
 CommitErrors = dict[tuple[str, int], ErrorCode]

@@ -19,8 +19,8 @@ from pylog.groups import CoordinatorRecord, TxnMarkerRecord, TxnOffsetRecord
 from pylog.groups.coordinator import LogEntry
 
 if TYPE_CHECKING:
+    from pylog.broker.controller_client import ControllerClient
     from pylog.broker.metadata import MetadataView
-    from pylog.cluster.controller_client import ControllerClient
 
 log = logging.getLogger(__name__)
 

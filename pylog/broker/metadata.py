@@ -7,6 +7,7 @@ publishers see the final image once replay is done, then every applied record as
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import logging
 import uuid
@@ -68,11 +69,20 @@ class BrokerMetadata:
         self.quorum = quorum
         self.cluster_id = cluster_id
         self._publishers: list[MetadataPublisher] = []
+        self._waiters: list[tuple[Callable[[MetadataImage], bool], asyncio.Event]] = []
         self._live = False
         quorum.add_listener(self._on_change)
 
     def add_publisher(self, publisher: MetadataPublisher) -> None:
         self._publishers.append(publisher)
+
+    async def wait_for(self, predicate: Callable[[MetadataImage], bool]) -> None:
+        """Return once ``predicate(image)`` holds (checked after every applied record)."""
+        if predicate(self.image):
+            return
+        event = asyncio.Event()
+        self._waiters.append((predicate, event))
+        await event.wait()
 
     @property
     def image(self) -> MetadataImage:
@@ -116,6 +126,11 @@ class BrokerMetadata:
     # --- applied records --------------------------------------------------------------------
 
     def _on_change(self, change: MetadataChange) -> None:
+        if self._waiters:
+            done = [(p, e) for p, e in self._waiters if p(self.image)]
+            for p, e in done:
+                e.set()
+                self._waiters.remove((p, e))
         if not self._live:
             return
         for p in self._publishers:

@@ -1,14 +1,22 @@
-"""One partition this broker leads: its log, idempotence state, wire cache and waiting fetches.
+"""One partition replica on this broker: its log, idempotence state, wire cache, waiting fetches,
+and its role (leader, follower or offline) as the metadata image assigns it.
 
-Appends and reads run on the event loop: an append decodes one batch (C
-accelerator) and writes it to the page cache. The partition log is thread-safe;
-``lock`` guards this object's own state (producer table, wire cache) against
-the maintenance thread, which never holds it across a storage call.
-With a single replica the high watermark is the log end offset.
+Appends and reads run on the event loop: an append decodes one batch (C accelerator) and writes
+it to the page cache. The partition log is thread-safe; ``lock`` guards this object's own state
+(producer table, wire cache) against the maintenance thread, which never holds it across a
+storage call.
+
+As leader, clients append here and followers' fetches report their log ends to a
+``LeaderState`` (pylog.replication), which moves the high watermark; waiters on it (acks=all
+produces, consumers long-polling) are called when it advances. As follower, the fetcher
+appends the leader's batches with the leader's offsets, epochs and producer metadata
+(``append_as_follower``) and sets the high watermark the leader reported. Role changes come
+from the image (``become_leader`` / ``become_follower`` / ``become_offline``).
 """
 
 from __future__ import annotations
 
+import enum
 import logging
 import struct
 import threading
@@ -22,9 +30,12 @@ from pylog.protocol import records as rec
 from pylog.protocol.errors import CorruptRecordBatch, ErrorCode, RecordBatchTooLarge
 from pylog.protocol.records.compression import decompress
 from pylog.storage import BatchMeta, InvalidAppend, InvalidRecord, LogConfig, PartitionLog, StorageError
+from pylog.storage.schema import metas_from_entries
 
 from pylog.broker.producer_state import ProducerStateTable, last_sequence
+from pylog.broker.transactions import is_abort_marker
 from pylog.broker.wire_cache import WireBudget, WireCache
+from pylog.replication import LeaderState
 
 log = logging.getLogger(__name__)
 
@@ -40,6 +51,15 @@ _PARTITION_LEADER_EPOCH_AT = 12
 _CRC_AT = 17
 _ATTRIBUTES_AT = 21
 _MAX_TIMESTAMP_AT = 35
+
+
+class Role(enum.Enum):
+    LEADER = "leader"
+    FOLLOWER = "follower"
+    OFFLINE = "offline"  # a replica here with no leader (or none known yet)
+
+
+HwWaiter = Callable[[int], None]  # called with an error code (0: the high watermark passed)
 
 
 @dataclass(slots=True)
@@ -70,7 +90,16 @@ class Partition:
         self.topic_id = topic_id
         self.path = path
         self.lock = threading.RLock()
-        self.leader_epoch = 0
+        self.role = Role.OFFLINE
+        self.local_id = -1
+        self.leader_id = -1
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: tuple[int, ...] = ()
+        self.isr: tuple[int, ...] = ()
+        self.leader_state: LeaderState | None = None
+        self._hw = 0  # the high watermark as a follower knows it (or as restored on start)
+        self._hw_waiters: list[tuple[int, HwWaiter]] = []  # (offset to pass, callback), as leader
         self.wire = WireCache(wire_cache_bytes, wire_budget)
         self.producers = ProducerStateTable()
         self.max_uncompressed_bytes = max_uncompressed_bytes
@@ -114,7 +143,23 @@ class Partition:
 
     @property
     def high_watermark(self) -> int:
-        return self.log.log_end_offset
+        leo = self.log.log_end_offset
+        state = self.leader_state
+        hw = state.high_watermark if state is not None else self._hw
+        return min(hw, leo)
+
+    @property
+    def is_leader(self) -> bool:
+        return self.role is Role.LEADER
+
+    def restore_high_watermark(self, offset: int) -> None:
+        """The checkpointed high watermark (replication-offset-checkpoint), on start."""
+        self._hw = min(offset, self.log.log_end_offset)
+
+    def enough_replicas(self) -> bool:
+        """acks=all may be accepted: the committed ISR has at least min.insync.replicas."""
+        state = self.leader_state
+        return state is not None and state.enough_replicas(self.min_insync_replicas)
 
     @property
     def last_stable_offset(self) -> int:
@@ -127,6 +172,8 @@ class Partition:
         """Validate one produce partition's records and append them; Kafka errors as data."""
         if not records:
             return AppendResult(ErrorCode.CORRUPT_MESSAGE, message="no record batch")
+        if self.role is not Role.LEADER:
+            return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER, message="not the leader of this partition")
         header = _single_batch_header(records)
         if header is None:
             return _classify_records(records)
@@ -230,6 +277,7 @@ class Partition:
             rolled = self.log.segment_count != segments
         if rolled and self.on_roll is not None:
             self.on_roll(self)
+        self.leader_appended()
         self.wake()
         return AppendResult(0, base, append_time, log_start)
 
@@ -262,6 +310,188 @@ class Partition:
             waiters, self._waiters = self._waiters, []
             for cb in waiters:
                 cb()
+
+    # --- roles (on the event loop, driven by the metadata image) ------------------------------
+
+    def become_leader(
+        self,
+        local_id: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        replicas: tuple[int, ...],
+        isr: tuple[int, ...],
+        now_ms: int,
+    ) -> bool:
+        """Lead from ``leader_epoch`` on; True if this is a new leadership (not just a new ISR)."""
+        self.local_id = local_id
+        state = self.leader_state
+        if self.role is Role.LEADER and state is not None and leader_epoch == self.leader_epoch:
+            state.update_partition(replicas, isr, partition_epoch)
+            self.replicas, self.isr, self.partition_epoch = state.replicas, state.isr, state.partition_epoch
+            self._hw_advanced(state.maybe_advance_high_watermark(self.log.log_end_offset))
+            return False
+        leo = self.log.log_end_offset
+        with self.lock:
+            self.log.assign_leader_epoch(leader_epoch, leo)
+        self.role = Role.LEADER
+        self.leader_id = local_id
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.replicas, self.isr = replicas, isr
+        self.leader_state = LeaderState(
+            local_id,
+            replicas,
+            isr,
+            leader_epoch=leader_epoch,
+            partition_epoch=partition_epoch,
+            epoch_start_offset=leo,
+            high_watermark=min(self._hw, leo),
+            now_ms=now_ms,
+        )
+        self._hw_advanced(self.leader_state.maybe_advance_high_watermark(leo))
+        self.wake()
+        return True
+
+    def become_follower(
+        self,
+        local_id: int,
+        leader_id: int,
+        leader_epoch: int,
+        partition_epoch: int,
+        replicas: tuple[int, ...],
+        isr: tuple[int, ...],
+    ) -> bool:
+        """Follow ``leader_id`` (-1: offline, no leader); True if the leader or epoch changed."""
+        self.local_id = local_id
+        changed = leader_id != self.leader_id or leader_epoch != self.leader_epoch or self.role is Role.LEADER
+        if self.leader_state is not None:
+            self._hw = self.leader_state.high_watermark
+            self.leader_state = None
+        self.role = Role.FOLLOWER if leader_id >= 0 else Role.OFFLINE
+        self.leader_id = leader_id
+        self.leader_epoch = leader_epoch
+        self.partition_epoch = partition_epoch
+        self.replicas, self.isr = replicas, isr
+        if changed:
+            self._fail_hw_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            self.wake()
+        return changed
+
+    # --- as leader ----------------------------------------------------------------------------
+
+    def leader_appended(self) -> None:
+        """A batch was appended here as leader: a leader alone in its ISR commits at once."""
+        state = self.leader_state
+        if state is not None:
+            self._hw_advanced(state.maybe_advance_high_watermark(self.log.log_end_offset))
+
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
+        """A follower fetched from ``fetch_offset`` (its log end): the high watermark may move."""
+        state = self.leader_state
+        if state is None:
+            return
+        leo = self.log.log_end_offset
+        if state.on_follower_fetch(replica_id, fetch_offset, leo, now_ms):
+            self._hw_advanced(state.maybe_advance_high_watermark(leo))
+
+    def add_hw_waiter(self, offset: int, callback: HwWaiter) -> None:
+        """Call ``callback(0)`` once the high watermark is past ``offset`` (now, if it is), or
+        ``callback(error)`` when this replica stops leading."""
+        if self.high_watermark > offset:
+            callback(0)
+        elif self.role is not Role.LEADER:
+            callback(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        else:
+            self._hw_waiters.append((offset, callback))
+
+    def remove_hw_waiter(self, callback: HwWaiter) -> None:
+        self._hw_waiters = [(o, cb) for o, cb in self._hw_waiters if cb is not callback]
+
+    def _hw_advanced(self, advanced: bool) -> None:
+        if not advanced:
+            return
+        if self._hw_waiters:
+            hw = self.high_watermark
+            due = [cb for o, cb in self._hw_waiters if o < hw]
+            if due:
+                self._hw_waiters = [(o, cb) for o, cb in self._hw_waiters if o >= hw]
+                for cb in due:
+                    cb(0)
+        self.wake()  # consumers long-polling may see more now
+
+    def _fail_hw_waiters(self, code: int) -> None:
+        waiters, self._hw_waiters = self._hw_waiters, []
+        for _, cb in waiters:
+            cb(code)
+
+    # --- as follower --------------------------------------------------------------------------
+
+    def append_as_follower(self, records: memoryview | bytes, now_ms: int) -> int:
+        """Append the leader's batches as they are (offsets, epochs, producer metadata); batches
+        already held are skipped. Returns how many batches were appended; raises
+        CorruptRecordBatch (nothing after the bad batch is appended)."""
+        view = records if type(records) is memoryview else memoryview(records)
+        appended = 0
+        for header, batch in rec.iter_batches(view):
+            if header.base_offset + header.last_offset_delta < self.log.log_end_offset:
+                continue
+            table = _decode_at(batch, header, header.base_offset, self.max_uncompressed_bytes)
+            meta = BatchMeta(
+                base_offset=header.base_offset,
+                last_offset_delta=header.last_offset_delta,
+                record_count=header.record_count,
+                base_timestamp=header.base_timestamp,
+                max_timestamp=header.max_timestamp,
+                producer_id=header.producer_id,
+                producer_epoch=header.producer_epoch,
+                base_sequence=header.base_sequence,
+                attributes=header.attributes,
+                partition_leader_epoch=header.partition_leader_epoch,
+            )
+            with self.lock:
+                if self.deleted:
+                    return appended
+                segments = self.log.segment_count
+                stored = self.log.append(
+                    table, meta, now_ms=now_ms, base_offset=header.base_offset, wire_size=header.size_in_bytes
+                )
+                apply_to_producer_state(self.producers, stored, table)
+                rolled = self.log.segment_count != segments
+            if rolled and self.on_roll is not None:
+                self.on_roll(self)
+            appended += 1
+        return appended
+
+    def follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """The leader reported its high watermark: ours is that, within our log."""
+        hw = min(leader_high_watermark, self.log.log_end_offset)
+        if hw != self._hw:
+            self._hw = hw
+            self.wake()
+
+    def truncate_to(self, offset: int) -> None:
+        """Cut the log at ``offset`` (a follower meeting a new leader); the producer state is
+        rebuilt from what is left and cached wire bytes are dropped."""
+        with self.lock:
+            if offset >= self.log.log_end_offset:
+                return
+            self.log.truncate_to(offset)
+            self.wire.clear()
+            self.producers = ProducerStateTable()
+            rebuild_producer_state(self)
+            self._hw = min(self._hw, offset)
+        log.info("truncated %s-%d to offset %d", self.topic, self.index, offset)
+        self.wake()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """The leader's log starts past ours: start over, empty, at ``offset``."""
+        with self.lock:
+            self.log.truncate_fully_and_start_at(offset)
+            self.wire.clear()
+            self.producers = ProducerStateTable()
+            self._hw = offset
+        log.info("%s-%d starts over at the leader's log start offset %d", self.topic, self.index, offset)
+        self.wake()
 
     # --- log start changes (any thread) -----------------------------------------------------
 
@@ -344,3 +574,42 @@ def _rewrite(view: memoryview, base_offset: int, leader_epoch: int, append_time:
     _Q.pack_into(out, _MAX_TIMESTAMP_AT, append_time)
     _U.pack_into(out, _CRC_AT, crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
     return bytes(out)
+
+
+def apply_to_producer_state(producers: ProducerStateTable, meta: Any, records: Any = None) -> None:
+    """Replay one stored batch into the idempotence table (a follower append, or a rebuild);
+    a marker's type comes from its record (``records``), else is read back from the log."""
+    if meta.producer_id < 0:
+        return
+    last = meta.base_offset + meta.last_offset_delta
+    producers.record(
+        meta.producer_id,
+        meta.producer_epoch,
+        meta.base_sequence,
+        last_sequence(meta.base_sequence, meta.last_offset_delta),
+        meta.base_offset,
+        last,
+        meta.max_timestamp,
+        is_transactional=bool(meta.attributes & 0x10) and not meta.attributes & 0x20,
+    )
+    if meta.attributes & 0x20 and records is not None:
+        key = records.column("key")[0].as_py()
+        value = records.column("value")[0].as_py()
+        aborted = rec.parse_control_record(key, value).is_abort
+        producers.end_transaction(meta.producer_id, meta.producer_epoch, marker_offset=meta.base_offset,
+                                  aborted=aborted)
+
+
+def rebuild_producer_state(part: Partition) -> None:
+    """Replay the batch metadata of the log into the idempotence table: open transactions (the last
+    stable offset) and the aborted-transactions index come back too; only markers' records are read."""
+    entries = part.log.batch_metadata()
+    for m in metas_from_entries(entries[entries["producer_id"] >= 0]):
+        apply_to_producer_state(part.producers, m)
+        if m.attributes & 0x20:
+            # A marker: whether it aborts is in its record (read only for open transactions).
+            open_txn = m.producer_id in part.producers.open_transactions
+            aborted = open_txn and is_abort_marker(part.log, m.base_offset)
+            part.producers.end_transaction(
+                m.producer_id, m.producer_epoch, marker_offset=m.base_offset, aborted=aborted
+            )

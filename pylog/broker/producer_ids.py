@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 
-from pylog.cluster.controller_client import ControllerClient
+from pylog.broker.controller_client import ControllerClient
 
 BLOCK_SIZE = 1000
 

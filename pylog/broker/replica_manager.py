@@ -16,11 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from pylog.storage import list_partitions
-from pylog.storage.schema import metas_from_entries
 
-from pylog.broker.partition import Partition
-from pylog.broker.producer_state import last_sequence
-from pylog.broker.transactions import is_abort_marker
+from pylog.broker.partition import Partition, rebuild_producer_state
 from pylog.broker.wire_cache import WireBudget
 from pylog.config import BrokerConfig
 
@@ -151,38 +148,3 @@ def _claim_directory(path: Path, topic_id: Any) -> None:
     tmp = marker.with_suffix(".tmp")
     tmp.write_text(expected, "utf-8")
     tmp.replace(marker)
-
-
-def rebuild_producer_state(part: Partition) -> None:
-    """Replay the batch metadata of the log into the idempotence table: open transactions (the last
-    stable offset) and the aborted-transactions index come back too; only markers' records are read."""
-    metas = iter_batch_metas(part)
-    for m in metas:
-        if m.producer_id < 0:
-            continue
-        last = m.base_offset + m.last_offset_delta
-        part.producers.record(
-            m.producer_id,
-            m.producer_epoch,
-            m.base_sequence,
-            last_sequence(m.base_sequence, m.last_offset_delta),
-            m.base_offset,
-            last,
-            m.max_timestamp,
-            is_transactional=bool(m.attributes & 0x10) and not m.attributes & 0x20,
-        )
-        if m.attributes & 0x20:
-            # A marker: whether it aborts is in its record (read only for open transactions).
-            aborted = m.producer_id in part.producers.open_transactions and is_abort_marker(
-                part.log, m.base_offset
-            )
-            part.producers.end_transaction(
-                m.producer_id, m.producer_epoch, marker_offset=m.base_offset, aborted=aborted
-            )
-
-
-def iter_batch_metas(part: Partition) -> Iterable[Any]:
-    """Batch metadata of the producers' batches in the log, oldest first, from the segments'
-    ``.batches`` side files (PartitionLog.batch_metadata) without touching any record."""
-    entries = part.log.batch_metadata()
-    return metas_from_entries(entries[entries["producer_id"] >= 0])

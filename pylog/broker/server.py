@@ -30,16 +30,27 @@ class KafkaServer:
         self._server: asyncio.AbstractServer | None = None
         self._reaper: asyncio.TimerHandle | None = None
 
-    async def start(self) -> tuple[str, int]:
+    async def start(self, *, serve: bool = True) -> tuple[str, int]:
+        """Bind (the port is known from here on) and, unless ``serve`` is False, accept."""
         loop = asyncio.get_running_loop()
         self._server = await loop.create_server(
-            lambda: KafkaConnection(self), self.host, self.port, reuse_address=True, backlog=1024
+            lambda: KafkaConnection(self),
+            self.host,
+            self.port,
+            reuse_address=True,
+            backlog=1024,
+            start_serving=serve,
         )
         sock = self._server.sockets[0]
         addr = sock.getsockname()
         self.host, self.port = addr[0], addr[1]
         self._schedule_reaper()
         return self.host, self.port
+
+    async def serve(self) -> None:
+        """Start accepting on a socket bound with ``start(serve=False)``."""
+        assert self._server is not None
+        await self._server.start_serving()
 
     def accept(self, conn: KafkaConnection) -> bool:
         if len(self.connections) >= self.max_connections:

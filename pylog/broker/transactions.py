@@ -32,6 +32,8 @@ def write_marker(
     with part.lock:
         if part.deleted:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if not part.is_leader:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
         entry = part.producers.producers.get(producer_id)
         if entry is not None and producer_epoch < entry.epoch:
             return ErrorCode.INVALID_PRODUCER_EPOCH
@@ -74,6 +76,7 @@ def write_marker(
         rolled = part.log.segment_count != segments
     if rolled and part.on_roll is not None:
         part.on_roll(part)
+    part.leader_appended()
     part.wake()
     return ErrorCode.NONE
 

@@ -54,11 +54,11 @@ from pylog.txn import (
 )
 
 if TYPE_CHECKING:
+    from pylog.broker.controller_client import ControllerClient
     from pylog.broker.group_shell import GroupShell
     from pylog.broker.metadata import MetadataView
     from pylog.broker.producer_ids import ProducerIdManager
     from pylog.broker.replica_manager import ReplicaManager
-    from pylog.cluster.controller_client import ControllerClient
     from pylog.config import BrokerConfig
 
 log = logging.getLogger(__name__)

@@ -24,10 +24,16 @@ import dataclasses
 import random
 import uuid
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from pylog.cluster.broker_control import (
+    BrokerControl,
+    BrokerHeartbeatResult,
+    BrokerRegistrationResult,
+    BrokerSessions,
+)
 from pylog.cluster.config_control import (
     AlterableConfig,
     AlterConfigOp,
@@ -45,16 +51,17 @@ from pylog.cluster.records import (
     MetadataRecord,
     PartitionRecord,
     ProducerIdsRecord,
-    RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
 )
+from pylog.cluster.replica_control import ElectionResult, IsrChange, IsrChangeResult, ReplicaControl
 from pylog.protocol.errors import ErrorCode
 
 __all__ = [
     "AlterConfigOp",
     "AlterConfigsResource",
     "AlterableConfig",
+    "BrokerHeartbeatResult",
     "BrokerRegistrationResult",
     "ConfigResult",
     "ControllerResult",
@@ -163,14 +170,6 @@ class ConfigResult:
 
 
 @dataclass(frozen=True)
-class BrokerRegistrationResult:
-    broker_id: int
-    error_code: int = ErrorCode.NONE
-    error_message: str | None = None
-    broker_epoch: int = -1
-
-
-@dataclass(frozen=True)
 class ProducerIdsResult:
     error_code: int = ErrorCode.NONE
     error_message: str | None = None
@@ -246,6 +245,8 @@ class QuorumController:
         default_num_partitions: int = 1,
         default_replication_factor: int = 1,
         delete_topic_enable: bool = True,
+        unclean_leader_election: bool = False,
+        session_timeout_ms: int = 9000,
         active: bool = True,
     ) -> None:
         self._image = image if image is not None else MetadataImage()
@@ -253,7 +254,14 @@ class QuorumController:
         self.default_num_partitions = default_num_partitions
         self.default_replication_factor = default_replication_factor
         self.delete_topic_enable = delete_topic_enable
+        self.unclean_leader_election = unclean_leader_election
         self._active = active
+        self._collected: list[MetadataRecord] = []
+        self.sessions = BrokerSessions(session_timeout_ms)
+        self._brokers = BrokerControl(
+            lambda: self._image, self._collect, self.sessions, unclean=self._unclean
+        )
+        self._replicas = ReplicaControl(lambda: self._image, self._collect)
 
     @property
     def image(self) -> MetadataImage:
@@ -264,10 +272,12 @@ class QuorumController:
     def active(self) -> bool:
         return self._active
 
-    def activate(self, image: MetadataImage) -> None:
-        """Lead from ``image`` (a copy of the committed image, owned from now on)."""
+    def activate(self, image: MetadataImage, now_ms: int = 0) -> None:
+        """Lead from ``image`` (a copy of the committed image, owned from now on); every registered,
+        unfenced broker gets a fresh session from ``now_ms``."""
         self._image = image
         self._active = True
+        self.sessions.reset([b.broker_id for b in image.brokers.values() if not b.fenced], now_ms)
 
     def deactivate(self) -> None:
         self._active = False
@@ -276,6 +286,25 @@ class QuorumController:
         for r in records:
             self._image.apply(r)
         out.extend(records)
+
+    def _collect(self, records: list[MetadataRecord]) -> None:
+        for r in records:
+            self._image.apply(r)
+        self._collected.extend(records)
+
+    def _run(self, command: Callable[[], T]) -> ControllerResult[T]:
+        """Run a command whose records go through ``_collect``."""
+        self._collected = []
+        try:
+            response = command()
+            return ControllerResult(tuple(self._collected), response)
+        finally:
+            self._collected = []
+
+    def _unclean(self, topic_id: uuid.UUID) -> bool:
+        topic = self._image.topic(topic_id)
+        value = self._image.topic_configs(topic.name).get("unclean.leader.election.enable") if topic else None
+        return self.unclean_leader_election if value is None else value.strip().lower() == "true"
 
     def _new_topic_id(self) -> uuid.UUID:
         while True:
@@ -542,18 +571,68 @@ class QuorumController:
         incarnation_id: uuid.UUID,
         endpoints: Sequence[BrokerEndpoint],
         rack: str | None = None,
+        *,
+        now_ms: int = 0,
+        log_end_offset: int = 0,
     ) -> ControllerResult[BrokerRegistrationResult]:
-        """Register (or re-register) a broker; it gets a new, higher broker epoch."""
+        """Register (or re-register) a broker, fenced until it has caught up; a new broker epoch."""
         if not self._active:
             return self._not_controller(BrokerRegistrationResult(broker_id))
-        if broker_id < 0:
-            return ControllerResult(
-                (), BrokerRegistrationResult(broker_id, ErrorCode.INVALID_REQUEST, "Bad id")
+        return self._run(
+            lambda: self._brokers.register(
+                broker_id, incarnation_id, endpoints, rack, now_ms=now_ms, log_end_offset=log_end_offset
             )
-        epoch = self._image.last_broker_epoch + 1
-        records: list[MetadataRecord] = []
-        self._emit(records, [RegisterBrokerRecord(broker_id, incarnation_id, epoch, tuple(endpoints), rack)])
-        return ControllerResult(tuple(records), BrokerRegistrationResult(broker_id, broker_epoch=epoch))
+        )
+
+    def broker_heartbeat(
+        self,
+        broker_id: int,
+        broker_epoch: int,
+        metadata_offset: int,
+        *,
+        want_fence: bool,
+        want_shutdown: bool,
+        now_ms: int,
+    ) -> ControllerResult[BrokerHeartbeatResult]:
+        if not self._active:
+            return self._not_controller(BrokerHeartbeatResult(broker_id))
+        return self._run(
+            lambda: self._brokers.heartbeat(
+                broker_id,
+                broker_epoch,
+                metadata_offset,
+                want_fence=want_fence,
+                want_shutdown=want_shutdown,
+                now_ms=now_ms,
+            )
+        )
+
+    def fence_expired_brokers(self, now_ms: int) -> ControllerResult[list[int]]:
+        """Fence brokers whose session expired (the shell calls this on a timer)."""
+        if not self._active:
+            return ControllerResult((), [])
+        return self._run(lambda: self._brokers.fence_expired(now_ms))
+
+    def alter_partition(
+        self, broker_id: int, broker_epoch: int, changes: Sequence[IsrChange]
+    ) -> ControllerResult[tuple[int, list[IsrChangeResult]]]:
+        if not self._active:
+            return ControllerResult((), (ErrorCode.NOT_CONTROLLER, []))
+        return self._run(lambda: self._replicas.alter_partition(broker_id, broker_epoch, changes))
+
+    def elect_leaders(
+        self, election_type: int, partitions: Sequence[tuple[str, int]] | None
+    ) -> ControllerResult[list[ElectionResult]]:
+        if not self._active:
+            names = partitions or []
+            return self._not_controller([ElectionResult(t, p) for t, p in names])
+        return self._run(lambda: self._replicas.elect_leaders(election_type, partitions))
+
+    def rebalance_leaders(self) -> ControllerResult[int]:
+        """auto.leader.rebalance.enable: move leadership back to preferred replicas."""
+        if not self._active:
+            return ControllerResult((), 0)
+        return self._run(self._replicas.rebalance)
 
     def allocate_producer_ids(
         self, broker_id: int, broker_epoch: int = -1, count: int = 1000

@@ -18,6 +18,7 @@ from typing import Any
 from pylog.cluster.records import (
     LEADER_NO_CHANGE,
     BrokerEndpoint,
+    BrokerRegistrationChangeRecord,
     ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,
@@ -61,6 +62,12 @@ class BrokerRegistration:
     endpoints: tuple[BrokerEndpoint, ...]
     rack: str | None
     fenced: bool
+    in_controlled_shutdown: bool = False
+
+    @property
+    def usable(self) -> bool:
+        """May lead and host new replicas: unfenced and not shutting down."""
+        return not self.fenced and not self.in_controlled_shutdown
 
 
 ConfigKey = tuple[int, str]  # (ConfigResourceType, resource name)
@@ -141,9 +148,26 @@ class MetadataImage:
 
     def _apply_RegisterBrokerRecord(self, r: RegisterBrokerRecord) -> None:
         self._brokers[r.broker_id] = BrokerRegistration(
-            r.broker_id, r.incarnation_id, r.broker_epoch, r.endpoints, r.rack, r.fenced
+            r.broker_id,
+            r.incarnation_id,
+            r.broker_epoch,
+            r.endpoints,
+            r.rack,
+            r.fenced,
+            r.in_controlled_shutdown,
         )
         self.last_broker_epoch = max(self.last_broker_epoch, r.broker_epoch)
+
+    def _apply_BrokerRegistrationChangeRecord(self, r: BrokerRegistrationChangeRecord) -> None:
+        b = self._brokers.get(r.broker_id)
+        if b is None or b.broker_epoch != r.broker_epoch:
+            raise MetadataApplyError(f"no broker {r.broker_id} with epoch {r.broker_epoch}")
+        changes: dict[str, Any] = {}
+        if r.fenced is not None:
+            changes["fenced"] = r.fenced
+        if r.in_controlled_shutdown is not None:
+            changes["in_controlled_shutdown"] = r.in_controlled_shutdown
+        self._brokers[r.broker_id] = replace(b, **changes)
 
     def _apply_UnregisterBrokerRecord(self, r: UnregisterBrokerRecord) -> None:
         b = self._brokers.get(r.broker_id)
@@ -205,8 +229,8 @@ class MetadataImage:
         return MappingProxyType(self._brokers)
 
     def live_brokers(self) -> list[int]:
-        """Registered, unfenced broker ids, sorted."""
-        return sorted(b.broker_id for b in self._brokers.values() if not b.fenced)
+        """Broker ids that may lead and host new replicas (unfenced, not shutting down), sorted."""
+        return sorted(b.broker_id for b in self._brokers.values() if b.usable)
 
     @property
     def features(self) -> Mapping[str, int]:

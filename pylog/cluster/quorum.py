@@ -14,8 +14,8 @@ writes are synchronous: metadata writes are rare and small.
 
 Voters are static; with one voter (the single-node install) ``start()`` elects this
 node at once and returns with the image caught up and the controller active. With
-more voters, messages leave through ``send`` and arrive through ``receive``; the
-transport itself comes later.
+more voters, messages leave through ``send`` (a ``RaftTransport``) and arrive through
+``receive`` (the controller listener's ``PylogRaft`` handler).
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ import asyncio
 import contextlib
 import logging
 import random
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -88,6 +89,9 @@ class MetadataQuorum:
         default_num_partitions: int = 1,
         default_replication_factor: int = 1,
         delete_topic_enable: bool = True,
+        unclean_leader_election: bool = False,
+        session_timeout_ms: int = 9000,
+        clock: Callable[[], int] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.node_id = node_id
@@ -98,12 +102,15 @@ class MetadataQuorum:
         self._heartbeat_ticks = heartbeat_ticks
         self._send = send
         self._fsync = fsync
+        self.now_ms: Callable[[], int] = clock or (lambda: time.monotonic_ns() // 1_000_000)
         self.image = MetadataImage()
         self.controller = QuorumController(
             rng=random.Random(self._rng.getrandbits(64)),
             default_num_partitions=default_num_partitions,
             default_replication_factor=default_replication_factor,
             delete_topic_enable=delete_topic_enable,
+            unclean_leader_election=unclean_leader_election,
+            session_timeout_ms=session_timeout_ms,
             active=False,
         )
         self._listeners: list[MetadataListener] = []
@@ -115,6 +122,8 @@ class MetadataQuorum:
         self._controller_ready: asyncio.Event | None = None
         self._processing = False
         self.apply_errors = 0
+        self._last_heard: dict[int, int] = {}  # voter -> wall ms of its last message
+        self._observers: dict[int, tuple[int, int]] = {}  # broker -> (fetch offset, wall ms)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -180,6 +189,26 @@ class MetadataQuorum:
     def committed_offset(self) -> int:
         return 0 if self._node is None else self._node.committed
 
+    @property
+    def log_end_offset(self) -> int:
+        """Index of the last entry in this node's log (committed or not)."""
+        return 0 if self._node is None else self._node.last_index
+
+    @property
+    def applied_offset(self) -> int:
+        return self.image.offset
+
+    def voter_progress(self) -> dict[int, int]:
+        """The leader's view of each voter's log end (its match index); empty on a follower."""
+        node = self._node
+        if node is None or node.role is not Role.LEADER:
+            return {}
+        out = {}
+        for v in node.voters:
+            pr = node.progress(v)
+            out[v] = node.last_index if v == self.node_id else (pr.match if pr is not None else 0)
+        return out
+
     # ------------------------------------------------------------------ writes
 
     async def submit(self, records: Sequence[MetadataRecord]) -> int:
@@ -222,8 +251,20 @@ class MetadataQuorum:
 
     def receive(self, message: Message) -> None:
         """A message from a peer voter (the transport calls this)."""
+        self._last_heard[message.src] = time.time_ns() // 1_000_000
         self._require_node().step(message)
         self._process_ready()
+
+    def last_heard_ms(self) -> dict[int, int]:
+        """Wall-clock ms of the last message from each voter."""
+        return dict(self._last_heard)
+
+    def note_observer(self, node_id: int, fetch_offset: int) -> None:
+        """A broker that is not a voter fetched the log from ``fetch_offset``."""
+        self._observers[node_id] = (fetch_offset, time.time_ns() // 1_000_000)
+
+    def observers(self) -> dict[int, tuple[int, int]]:
+        return dict(self._observers)
 
     # ------------------------------------------------------------------ the loop
 
@@ -304,7 +345,7 @@ class MetadataQuorum:
             if self._leader_start == 0:
                 self._leader_start = node.last_index
             if not self.controller.active and node.applied >= self._leader_start:
-                self.controller.activate(self.image.copy())
+                self.controller.activate(self.image.copy(), self.now_ms())
                 if self._controller_ready is not None:
                     self._controller_ready.set()
         elif self._leader_start:

@@ -59,7 +59,19 @@ class RegisterBrokerRecord:
     broker_epoch: int
     endpoints: tuple[BrokerEndpoint, ...] = ()
     rack: str | None = None
-    fenced: bool = False
+    fenced: bool = True
+    in_controlled_shutdown: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistrationChangeRecord:
+    """A registered broker was fenced or unfenced, or began a controlled shutdown (None: unchanged)."""
+
+    TYPE: ClassVar[str] = "BrokerRegistrationChangeRecord"
+    broker_id: int
+    broker_epoch: int
+    fenced: bool | None = None
+    in_controlled_shutdown: bool | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -142,6 +154,7 @@ class FeatureLevelRecord:
 
 MetadataRecord = (
     RegisterBrokerRecord
+    | BrokerRegistrationChangeRecord
     | UnregisterBrokerRecord
     | TopicRecord
     | PartitionRecord
@@ -156,6 +169,7 @@ RECORD_TYPES: dict[str, type[Any]] = {
     cls.TYPE: cls
     for cls in (
         RegisterBrokerRecord,
+        BrokerRegistrationChangeRecord,
         UnregisterBrokerRecord,
         TopicRecord,
         PartitionRecord,

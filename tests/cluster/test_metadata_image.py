@@ -30,7 +30,9 @@ TID = uuid.UUID("6b3c1f0e-6a52-4d59-9d41-2f1b0c9a7e11")
 INC = uuid.UUID("0f0e0d0c-0b0a-4908-8706-050403020100")
 
 ALL = [
-    RegisterBrokerRecord(1, INC, 7, (BrokerEndpoint("PLAINTEXT", "localhost", 9092),), rack="r1"),
+    RegisterBrokerRecord(
+        1, INC, 7, (BrokerEndpoint("PLAINTEXT", "localhost", 9092),), rack="r1", fenced=False
+    ),
     UnregisterBrokerRecord(1, 7),
     TopicRecord("orders", TID),
     PartitionRecord(TID, 0, (1, 2, 3), (1, 2), 1, 0, 0),
@@ -68,7 +70,7 @@ def build() -> MetadataImage:
     img = MetadataImage()
     img.apply_batch(
         [
-            RegisterBrokerRecord(1, INC, 1),
+            RegisterBrokerRecord(1, INC, 1, fenced=False),
             RegisterBrokerRecord(2, INC, 2, fenced=True),
             TopicRecord("orders", TID),
             ConfigRecord(ConfigResourceType.TOPIC, "orders", "cleanup.policy", "compact"),

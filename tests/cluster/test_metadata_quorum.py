@@ -43,6 +43,12 @@ async def populate(q: MetadataQuorum) -> None:
         lambda c: c.register_broker(1, uuid.UUID(int=1), [BrokerEndpoint("PLAINTEXT", "127.0.0.1", 9092)])
     )
     assert reg.error_code == 0
+    hb = await q.execute(
+        lambda c: c.broker_heartbeat(
+            1, reg.broker_epoch, 10**9, want_fence=False, want_shutdown=False, now_ms=0
+        )
+    )
+    assert hb.error_code == 0 and not hb.is_fenced
     created = await q.execute(
         lambda c: c.create_topics(
             [
@@ -87,10 +93,10 @@ def test_single_voter_commits_applies_and_replays(tmp_path: Path) -> None:
 
     before = run(first())
     kinds = [type(c.record).__name__ for c in seen]
-    assert kinds[:2] == ["RegisterBrokerRecord", "TopicRecord"]
+    assert kinds[:3] == ["RegisterBrokerRecord", "BrokerRegistrationChangeRecord", "TopicRecord"]
     removed = [c for c in seen if isinstance(c.record, RemoveTopicRecord)]
     assert len(removed) == 1 and removed[0].topic is not None and removed[0].topic.name == "gone"
-    assert all(c.topic is not None and c.topic.name == "orders" for c in seen[2:6])
+    assert all(c.topic is not None and c.topic.name == "orders" for c in seen[3:7])
     first_run = [(type(c.record), c.offset) for c in seen]
     seen.clear()
 

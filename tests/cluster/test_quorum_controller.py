@@ -36,6 +36,8 @@ def controller(brokers: int = 3, seed: int = 1) -> QuorumController:
     for b in range(1, brokers + 1):
         res = c.register_broker(b, uuid.UUID(int=b), [BrokerEndpoint("PLAINTEXT", "localhost", 9090 + b)])
         assert res.response.error_code == ErrorCode.NONE and res.response.broker_epoch == b
+        hb = c.broker_heartbeat(b, b, 10**9, want_fence=False, want_shutdown=False, now_ms=0)
+        assert hb.response.error_code == ErrorCode.NONE and not hb.response.is_fenced
     return c
 
 

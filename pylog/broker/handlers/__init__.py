@@ -8,11 +8,17 @@ from dataclasses import dataclass
 
 from pylog.protocol.api import supported_versions
 
+from pylog.broker.controller_channel import ControllerChannel, forwarded
+from pylog.broker.controller_client import ControllerClient
 from pylog.broker.group_shell import GroupShell
 from pylog.broker.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    allocate_producer_ids,
+    alter_partition,
     api_versions,
+    broker_heartbeat,
+    broker_registration,
     configs,
     create_partitions,
     create_topics,
@@ -22,7 +28,9 @@ from pylog.broker.handlers import (
     describe_cluster,
     describe_groups,
     describe_producers,
+    describe_quorum,
     describe_transactions,
+    elect_leaders,
     end_txn,
     fetch,
     find_coordinator,
@@ -38,6 +46,7 @@ from pylog.broker.handlers import (
     offset_delete,
     offset_fetch,
     produce,
+    raft,
     sync_group,
     txn_offset_commit,
 )
@@ -46,7 +55,7 @@ from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.registry import HandlerTable, route
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.txn_shell import TxnShell
-from pylog.cluster.controller_client import ControllerClient
+from pylog.cluster.node_config import NodeSettings
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.config import BrokerConfig
 
@@ -63,8 +72,18 @@ class BrokerServices:
     txn: TxnShell
     producer_ids: ProducerIdManager
     controller: ControllerClient
-    quorum: MetadataQuorum
+    channel: ControllerChannel
     stopping: Callable[[], bool]
+
+
+@dataclass(frozen=True)
+class ControllerServices:
+    """What the controller listener's handlers are built from."""
+
+    cluster_id: str
+    config: BrokerConfig
+    settings: NodeSettings
+    quorum: MetadataQuorum
 
 
 def client_handlers(s: BrokerServices) -> HandlerTable:
@@ -80,12 +99,14 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             route(describe_cluster.describe_cluster, metadata=s.metadata),
             route(delete_records.delete_records, replicas=s.replicas),
             route(describe_producers.describe_producers, replicas=s.replicas),
-            route(create_topics.create_topics, quorum=s.quorum, config=s.config),
-            route(delete_topics.delete_topics, quorum=s.quorum),
-            route(create_partitions.create_partitions, quorum=s.quorum),
+            forwarded(create_topics.create_topics, s.channel),
+            forwarded(delete_topics.delete_topics, s.channel),
+            forwarded(create_partitions.create_partitions, s.channel),
+            forwarded(configs.alter_configs, s.channel),
+            forwarded(configs.incremental_alter_configs, s.channel),
+            forwarded(elect_leaders.elect_leaders, s.channel),
+            forwarded(describe_quorum.describe_quorum, s.channel),
             route(configs.describe_configs, config=s.config, metadata=s.metadata, node_id=s.node_id),
-            route(configs.alter_configs, quorum=s.quorum),
-            route(configs.incremental_alter_configs, quorum=s.quorum),
             route(find_coordinator.find_coordinator, groups=s.groups, txn=s.txn, metadata=s.metadata),
             route(join_group.join_group, groups=s.groups),
             route(sync_group.sync_group, groups=s.groups),
@@ -110,6 +131,32 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             ),
             route(list_transactions.list_transactions, txn=s.txn),
             route(describe_transactions.describe_transactions, txn=s.txn),
+        ],
+        supported_versions(),
+    )
+    versions.update(table.advertised)
+    return table
+
+
+def controller_handlers(s: ControllerServices) -> HandlerTable:
+    """The controller's APIs, on its controller listener (and in-process for its own broker)."""
+    versions: dict[int, tuple[int, int]] = {}
+    q = s.quorum
+    table = HandlerTable(
+        [
+            route(api_versions.api_versions, table=versions),
+            route(raft.raft, quorum=q, cluster_id=s.cluster_id),
+            route(broker_registration.broker_registration, quorum=q, cluster_id=s.cluster_id),
+            route(broker_heartbeat.broker_heartbeat, quorum=q),
+            route(alter_partition.alter_partition, quorum=q),
+            route(allocate_producer_ids.allocate_producer_ids, quorum=q),
+            route(create_topics.create_topics, quorum=q, config=s.config),
+            route(delete_topics.delete_topics, quorum=q),
+            route(create_partitions.create_partitions, quorum=q),
+            route(configs.alter_configs, quorum=q),
+            route(configs.incremental_alter_configs, quorum=q),
+            route(elect_leaders.elect_leaders, quorum=q),
+            route(describe_quorum.describe_quorum, quorum=q, settings=s.settings),
         ],
         supported_versions(),
     )

@@ -15,10 +15,10 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
+from pylog.broker.controller_client import ControllerClient
 from pylog.broker.metadata import INTERNAL_TOPICS, MetadataView
 from pylog.broker.registry import serves
 from pylog.cluster.controller import NewTopic, validate_topic_name
-from pylog.cluster.controller_client import ControllerClient
 from pylog.cluster.image import TopicImage
 from pylog.config import BrokerConfig
 

@@ -1,0 +1,166 @@
+"""``ControllerChannel``: requests to the active controller, wherever it runs.
+
+The controller's API is its listener's handler table. When this node is the active controller
+the request runs through that same table in-process (encoded and decoded as on the wire, so
+both paths behave alike); otherwise it goes over the network to the active controller's
+controller listener. Either way the caller gets a decoded response. A request that meets no
+controller (an election under way, a partition, a controller that answers NOT_CONTROLLER) is
+retried against whoever leads next until its deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from pylog.protocol import api
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.error_response import error_response
+from pylog.broker.registry import HandlerSpec, HandlerTable
+from pylog.cluster.channel import ChannelError, NodeChannel
+
+log = logging.getLogger(__name__)
+
+RETRY_S = 0.05
+
+
+class ControllerUnavailable(ChannelError):
+    """No controller answered before the deadline."""
+
+
+async def call_table(table: HandlerTable, api_key: int, version: int, body: Any, client_id: str) -> Any:
+    """Run one request through ``table`` in-process, with the wire's encoding on both sides."""
+    frame = api.encode_request(api_key, version, 0, client_id, body)
+    request = api.decode_request(memoryview(frame)[4:])
+    spec = table.lookup(api_key)
+    if spec is None:
+        raise ControllerUnavailable(f"api {api_key} is not served by the controller")
+    ctx = RequestContext(api_key, version, 0, client_id, "local", "CONTROLLER")
+    result = spec.fn(ctx, request.body)
+    if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
+        result = await result
+    out = api.encode_response(api_key, version, 0, result)
+    return api.decode_response(api_key, version, memoryview(out)[4:])[1]
+
+
+def has_error(body: Any, code: int) -> bool:
+    """Whether any ``error_code`` in a decoded response equals ``code``."""
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        fields = getattr(node, "_fields", None)
+        if fields is None:
+            continue
+        for name in fields:
+            value = getattr(node, name)
+            if name == "error_code" and value == code:
+                return True
+            if isinstance(value, list) or hasattr(value, "_fields"):
+                stack.append(value)
+    return False
+
+
+class ControllerChannel:
+    def __init__(
+        self,
+        node_id: int,
+        *,
+        voters: Mapping[int, tuple[str, int]],
+        leader_hint: Callable[[], int | None],
+        local: Callable[[], HandlerTable | None],
+        request_timeout_s: float,
+    ) -> None:
+        self.node_id = node_id
+        self._voters = dict(voters)
+        self._leader_hint = leader_hint
+        self._local = local
+        self.request_timeout_s = request_timeout_s
+        self._client_id = f"pylog-node-{node_id}"
+        self._channels: dict[int, NodeChannel] = {}
+        self._round_robin = itertools.cycle(sorted(self._voters)) if self._voters else None
+        self._last_leader: int | None = None
+
+    def _channel(self, voter: int) -> NodeChannel:
+        ch = self._channels.get(voter)
+        if ch is None:
+            host, port = self._voters[voter]
+            ch = self._channels[voter] = NodeChannel(host, port, client_id=self._client_id)
+        return ch
+
+    def _target(self) -> int | None:
+        hint = self._leader_hint()
+        if hint is not None:
+            return hint
+        if self._last_leader is not None:
+            return self._last_leader
+        return next(self._round_robin) if self._round_robin is not None else None
+
+    async def call(self, api_key: int, version: int, body: Any, *, timeout_s: float | None = None) -> Any:
+        """The active controller's response; raises ControllerUnavailable past the deadline."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + (timeout_s if timeout_s is not None else self.request_timeout_s)
+        last_error = "no controller known"
+        while True:
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise ControllerUnavailable(f"no active controller answered: {last_error}")
+            target = self._target()
+            response = None
+            if target == self.node_id:
+                table = self._local()
+                if table is not None:
+                    response = await call_table(table, api_key, version, body, self._client_id)
+                else:
+                    last_error = "this node is not a controller"
+            elif target is not None and target in self._voters:
+                try:
+                    response = await self._channel(target).request(
+                        api_key, version, body, min(remaining, 5.0)
+                    )
+                except ChannelError as exc:
+                    last_error = str(exc)
+                    if self._last_leader == target:
+                        self._last_leader = None
+                    if self._round_robin is not None and self._leader_hint() is None:
+                        self._last_leader = next(self._round_robin)
+            if response is not None:
+                if not has_error(response, ErrorCode.NOT_CONTROLLER):
+                    self._last_leader = target
+                    return response
+                last_error = f"node {target} is not the active controller"
+                if self._last_leader == target:
+                    self._last_leader = None
+                if self._round_robin is not None and self._leader_hint() in (None, target):
+                    self._last_leader = next(self._round_robin)
+            await asyncio.sleep(min(RETRY_S, max(deadline - loop.time(), 0)))
+
+    def close(self) -> None:
+        for ch in self._channels.values():
+            ch.close()
+        self._channels.clear()
+
+
+def forwarded(fn: Any, channel: ControllerChannel) -> HandlerSpec:
+    """A broker-listener entry for controller API ``fn``: the request is sent to the active
+    controller and its answer relayed (REQUEST_TIMED_OUT when none answers in time)."""
+    lo, hi = fn.versions
+
+    async def forward(ctx: RequestContext, req: Any) -> Any:
+        try:
+            return await channel.call(ctx.api_key, ctx.api_version, req)
+        except ControllerUnavailable as exc:
+            log.warning("forwarding %s: %s", fn.api_name, exc)
+            error = error_response(ctx.api_key, ctx.api_version, req, ErrorCode.REQUEST_TIMED_OUT)
+            if error is None:
+                raise
+            return error
+
+    return HandlerSpec(fn.api_key, lo, hi, forward, fn.api_name)

@@ -1,0 +1,24 @@
+"""AllocateProducerIds (controller listener): a block of producer ids for one broker."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+
+from pylog.broker.context import RequestContext
+from pylog.broker.registry import serves
+from pylog.cluster.quorum import MetadataQuorum
+
+BLOCK_SIZE = 1000
+
+
+@serves(ApiKey.ALLOCATE_PRODUCER_IDS, versions=(0, 0))
+async def allocate_producer_ids(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
+    r = await quorum.execute(lambda c: c.allocate_producer_ids(req.broker_id, req.broker_epoch, BLOCK_SIZE))
+    return {
+        "throttle_time_ms": 0,
+        "error_code": r.error_code,
+        "producer_id_start": r.first_producer_id,
+        "producer_id_len": r.count,
+    }

@@ -1,0 +1,32 @@
+"""BrokerHeartbeat (controller listener): keeps a broker's session, fences, unfences, shuts down."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+
+from pylog.broker.context import RequestContext
+from pylog.broker.registry import serves
+from pylog.cluster.quorum import MetadataQuorum
+
+
+@serves(ApiKey.BROKER_HEARTBEAT, versions=(0, 0))
+async def broker_heartbeat(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
+    result = await quorum.execute(
+        lambda c: c.broker_heartbeat(
+            req.broker_id,
+            req.broker_epoch,
+            req.current_metadata_offset,
+            want_fence=req.want_fence,
+            want_shutdown=req.want_shut_down,
+            now_ms=quorum.now_ms(),
+        )
+    )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": result.error_code,
+        "is_caught_up": result.is_caught_up,
+        "is_fenced": result.is_fenced,
+        "should_shut_down": result.should_shut_down,
+    }

@@ -1,0 +1,30 @@
+"""ElectLeaders: preferred or unclean leader election, decided by the controller."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+
+from pylog.broker.context import RequestContext
+from pylog.broker.registry import serves
+from pylog.cluster.quorum import MetadataQuorum
+
+
+@serves(ApiKey.ELECT_LEADERS, versions=(0, 2))
+async def elect_leaders(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
+    election_type = getattr(req, "election_type", 0)
+    wanted = None
+    if req.topic_partitions is not None:
+        wanted = [(t.topic, p) for t in req.topic_partitions for p in t.partitions]
+    results = await quorum.execute(lambda c: c.elect_leaders(election_type, wanted))
+    by_topic: dict[str, list[dict]] = {}
+    for r in results:
+        by_topic.setdefault(r.topic, []).append(
+            {"partition_id": r.partition, "error_code": r.error_code, "error_message": r.error_message}
+        )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": 0,
+        "replica_election_results": [{"topic": t, "partition_result": ps} for t, ps in by_topic.items()],
+    }

@@ -1,0 +1,35 @@
+"""PylogRaft (controller listener): Raft messages from another voter, stepped into the quorum."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from pylog.protocol.api import PylogApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.registry import serves
+from pylog.cluster.quorum import MetadataQuorum
+from pylog.cluster.raft_transport import message_from_wire
+
+log = logging.getLogger(__name__)
+
+
+@serves(PylogApiKey.RAFT, versions=(0, 0))
+def raft(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, cluster_id: str) -> dict:
+    if req.cluster_id != cluster_id:
+        log.warning(
+            "raft messages from %s belong to cluster %s, not %s", ctx.client_host, req.cluster_id, cluster_id
+        )
+        return {"error_code": ErrorCode.INCONSISTENT_CLUSTER_ID}
+    for w in req.messages:
+        try:
+            message = message_from_wire(w)
+        except ValueError as exc:
+            log.warning("bad raft message from %s: %s", ctx.client_host, exc)
+            return {"error_code": ErrorCode.INVALID_REQUEST}
+        if message.dst != quorum.node_id:
+            return {"error_code": ErrorCode.INVALID_REQUEST}
+        quorum.receive(message)
+    return {"error_code": 0}

@@ -1,0 +1,313 @@
+"""Followers fetching from their leaders with Kafka's replica Fetch.
+
+One ``ReplicaFetcher`` task per leader broker fetches every partition this node follows from
+it, in one long-polling Fetch (``replica.fetch.wait.max.ms``) with this node's replica id, the
+leader epoch it knows, its log end as the fetch offset and the epoch of its last batch. A
+partition that has just started following a leader (a new epoch, or a restart) first finds
+where its log and the leader's part (OffsetForLeaderEpoch, ``pylog.replication.truncation``)
+and truncates there. Batches are appended as the leader wrote them; the leader's high watermark
+and log start offset follow. A leader that moved or fenced us leaves the partition waiting for
+the next metadata change.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import CorruptRecordBatch, ErrorCode
+from pylog.storage import StorageError
+
+from pylog.broker.partition import Partition, Role
+from pylog.cluster.channel import ChannelError, NodeChannel
+from pylog.cluster.image import MetadataImage
+from pylog.replication import truncation_offset
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION = 12
+EPOCH_VERSION = 4
+NO_EPOCH = -1
+
+
+@dataclass
+class _Followed:
+    part: Partition
+    leader_epoch: int
+    truncated: bool = False  # the log has been checked against this leader epoch
+    paused_until: float = 0.0
+
+
+class BrokerChannels:
+    """One channel per broker, to its inter-broker listener as the image registers it."""
+
+    def __init__(self, node_id: int, listener: str, image: Callable[[], MetadataImage]) -> None:
+        self.node_id = node_id
+        self.listener = listener
+        self._image = image
+        self._channels: dict[int, NodeChannel] = {}
+
+    def endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        b = self._image().brokers.get(broker_id)
+        if b is None:
+            return None
+        for e in b.endpoints:
+            if e.name == self.listener:
+                return e.host, e.port
+        return (b.endpoints[0].host, b.endpoints[0].port) if b.endpoints else None
+
+    def get(self, broker_id: int) -> NodeChannel | None:
+        address = self.endpoint(broker_id)
+        if address is None:
+            return None
+        ch = self._channels.get(broker_id)
+        if ch is not None and (ch.host, ch.port) != address:
+            ch.close()
+            ch = None
+        if ch is None:
+            ch = self._channels[broker_id] = NodeChannel(*address, client_id=f"pylog-replica-{self.node_id}")
+        return ch
+
+    def close(self) -> None:
+        for ch in self._channels.values():
+            ch.close()
+        self._channels.clear()
+
+
+class ReplicaFetcherManager:
+    """Which fetcher follows which partition (``Followers`` for the replica publisher)."""
+
+    def __init__(
+        self,
+        node_id: int,
+        channels: BrokerChannels,
+        *,
+        wait_max_ms: int,
+        min_bytes: int,
+        max_bytes: int,
+        partition_max_bytes: int,
+        backoff_ms: int,
+        request_timeout_ms: int,
+        now_ms: Callable[[], int],
+    ) -> None:
+        self.node_id = node_id
+        self.channels = channels
+        self.settings = (
+            wait_max_ms,
+            min_bytes,
+            max_bytes,
+            partition_max_bytes,
+            backoff_ms,
+            request_timeout_ms,
+        )
+        self._now_ms = now_ms
+        self._fetchers: dict[int, ReplicaFetcher] = {}
+        self._leader_of: dict[tuple[str, int], int] = {}
+
+    def follow(self, part: Partition) -> None:
+        key = (part.topic, part.index)
+        old = self._leader_of.get(key)
+        if old is not None and old != part.leader_id:
+            self._fetchers[old].remove(part)
+        fetcher = self._fetchers.get(part.leader_id)
+        if fetcher is None:
+            fetcher = self._fetchers[part.leader_id] = ReplicaFetcher(self, part.leader_id)
+            fetcher.start()
+        fetcher.add(part)
+        self._leader_of[key] = part.leader_id
+
+    def unfollow(self, part: Partition) -> None:
+        leader = self._leader_of.pop((part.topic, part.index), None)
+        if leader is not None and leader in self._fetchers:
+            self._fetchers[leader].remove(part)
+
+    def brokers_changed(self) -> None:
+        for f in self._fetchers.values():
+            f.wake()
+
+    async def close(self) -> None:
+        fetchers, self._fetchers = list(self._fetchers.values()), {}
+        for f in fetchers:
+            await f.stop()
+        self.channels.close()
+
+
+class ReplicaFetcher:
+    def __init__(self, manager: ReplicaFetcherManager, leader_id: int) -> None:
+        self.manager = manager
+        self.leader_id = leader_id
+        self._parts: dict[tuple[str, int], _Followed] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+
+    def start(self) -> None:
+        self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
+
+    def add(self, part: Partition) -> None:
+        self._parts[(part.topic, part.index)] = _Followed(part, part.leader_epoch)
+        self.wake()
+
+    def remove(self, part: Partition) -> None:
+        self._parts.pop((part.topic, part.index), None)
+
+    def wake(self) -> None:
+        for f in self._parts.values():
+            f.paused_until = 0.0
+        self._wake.set()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+
+    # ------------------------------------------------------------------ the loop
+
+    async def _run(self) -> None:
+        wait_max_ms, _, _, _, backoff_ms, timeout_ms = self.manager.settings
+        loop = asyncio.get_running_loop()
+        while True:
+            now = loop.time()
+            active = [
+                f
+                for f in self._parts.values()
+                if f.part.role is Role.FOLLOWER
+                and f.part.leader_id == self.leader_id
+                and f.paused_until <= now
+            ]
+            channel = self.manager.channels.get(self.leader_id) if active else None
+            if not active or channel is None:
+                self._wake.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), backoff_ms / 1000)
+                continue
+            try:
+                pending = [f for f in active if not f.truncated]
+                if pending:
+                    await self._truncate(channel, pending, timeout_ms)
+                ready = [f for f in active if f.truncated]
+                if ready:
+                    await self._fetch(channel, ready, (wait_max_ms + timeout_ms) / 1000)
+            except ChannelError as exc:
+                log.debug("fetch from leader %d failed: %s", self.leader_id, exc)
+                self._wake.clear()
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(self._wake.wait(), backoff_ms / 1000)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("replica fetcher for leader %d failed", self.leader_id)
+                await asyncio.sleep(backoff_ms / 1000)
+
+    def _pause(self, f: _Followed) -> None:
+        _, _, _, _, backoff_ms, _ = self.manager.settings
+        f.paused_until = asyncio.get_running_loop().time() + backoff_ms / 1000
+
+    # ------------------------------------------------------------------ truncation
+
+    async def _truncate(self, channel: NodeChannel, followed: list[_Followed], timeout_ms: int) -> None:
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for f in followed:
+            by_topic.setdefault(f.part.topic, []).append(
+                {
+                    "partition": f.part.index,
+                    "current_leader_epoch": f.leader_epoch,
+                    "leader_epoch": f.part.log.latest_epoch,
+                }
+            )
+        body = {
+            "replica_id": self.manager.node_id,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+        }
+        resp = await channel.request(ApiKey.OFFSET_FOR_LEADER_EPOCH, EPOCH_VERSION, body, timeout_ms / 1000)
+        answers = {(t.topic, p.partition): p for t in resp.topics for p in t.partitions}
+        for f in followed:
+            a = answers.get((f.part.topic, f.part.index))
+            if a is None or f.part.leader_epoch != f.leader_epoch:
+                continue
+            if a.error_code:
+                self._pause(f)
+                continue
+            part = f.part
+            requested = part.log.latest_epoch
+            offset = truncation_offset(
+                part.log_end_offset, a.leader_epoch, a.end_offset, part.log.end_offset_for_epoch, requested
+            )
+            if offset < part.log_end_offset:
+                part.truncate_to(offset)
+            f.truncated = True
+
+    # ------------------------------------------------------------------ fetching
+
+    async def _fetch(self, channel: NodeChannel, followed: list[_Followed], timeout_s: float) -> None:
+        wait_max_ms, min_bytes, max_bytes, partition_max_bytes, _, _ = self.manager.settings
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for f in followed:
+            part = f.part
+            by_topic.setdefault(part.topic, []).append(
+                {
+                    "partition": part.index,
+                    "current_leader_epoch": f.leader_epoch,
+                    "fetch_offset": part.log_end_offset,
+                    "last_fetched_epoch": part.log.latest_epoch,
+                    "log_start_offset": part.log_start_offset,
+                    "partition_max_bytes": partition_max_bytes,
+                }
+            )
+        body = {
+            "replica_id": self.manager.node_id,
+            "max_wait_ms": wait_max_ms,
+            "min_bytes": min_bytes,
+            "max_bytes": max_bytes,
+            "isolation_level": 0,
+            "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
+            "forgotten_topics_data": [],
+            "rack_id": "",
+        }
+        resp = await channel.request(ApiKey.FETCH, FETCH_VERSION, body, timeout_s)
+        now = self.manager._now_ms()
+        answers = {(t.topic, p.partition_index): p for t in resp.responses for p in t.partitions}
+        for f in followed:
+            a = answers.get((f.part.topic, f.part.index))
+            if a is None or f.part.leader_epoch != f.leader_epoch or f.part.role is not Role.FOLLOWER:
+                continue
+            self._handle(f, a, now)
+
+    def _handle(self, f: _Followed, a: Any, now_ms: int) -> None:
+        part = f.part
+        if a.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if part.log_end_offset < a.log_start_offset:
+                part.truncate_fully_and_start_at(a.log_start_offset)
+            else:
+                f.truncated = False  # we hold more than the leader: find where we part
+            return
+        if a.error_code:
+            self._pause(f)
+            return
+        diverging = getattr(a, "diverging_epoch", None)
+        if diverging is not None and diverging.epoch >= 0 and diverging.end_offset >= 0:
+            local_epoch, local_end = part.log.end_offset_for_epoch(diverging.epoch)
+            cut = min(diverging.end_offset, part.log_end_offset)
+            if local_epoch == diverging.epoch:
+                cut = min(cut, local_end)
+            part.truncate_to(cut)
+            return
+        records = a.records
+        if records:
+            try:
+                part.append_as_follower(records, now_ms)
+            except (CorruptRecordBatch, StorageError) as exc:
+                log.error("%s-%d: appending the leader's batches failed: %s", part.topic, part.index, exc)
+                self._pause(f)
+                return
+        part.follower_high_watermark(a.high_watermark)
+        if a.log_start_offset > part.log_start_offset:
+            part.delete_records_before(min(a.log_start_offset, part.log_end_offset))

@@ -1,0 +1,138 @@
+"""``RaftTransport``: carries the Raft core's messages between controller voters.
+
+Each peer has an outbox and one sender task that drains it into a single ``PylogRaft`` request
+(pipelined behind nothing: the receiver steps the messages synchronously and answers at once).
+Messages are fire-and-forget as Raft expects: a peer that is down or partitioned loses what was
+queued for it (the leader resends from its Progress, candidates time out and retry), and the
+outbox is bounded so a dead peer costs nothing. Answers to a message travel as messages of
+their own, on the receiver's connection to us.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from pylog.cluster.channel import ChannelError, NodeChannel
+from pylog.cluster.raft_types import Entry, Message, MessageType
+from pylog.protocol.api import PylogApiKey
+
+log = logging.getLogger(__name__)
+
+MAX_QUEUED = 4096
+MAX_BATCH = 256
+BACKOFF_MIN_S = 0.05
+BACKOFF_MAX_S = 1.0
+
+_TYPE_CODES: dict[MessageType, int] = {t: i for i, t in enumerate(MessageType)}
+_TYPES: dict[int, MessageType] = {i: t for t, i in _TYPE_CODES.items()}
+
+
+def message_to_wire(m: Message) -> dict[str, Any]:
+    snap = getattr(m, "snapshot", None)
+    return {
+        "type": _TYPE_CODES[m.type],
+        "src": m.src,
+        "dst": m.dst,
+        "term": m.term,
+        "log_term": m.log_term,
+        "index": m.index,
+        "commit": m.commit,
+        "reject": m.reject,
+        "reject_hint": m.reject_hint,
+        "entries": [{"term": e.term, "index": e.index, "data": e.data} for e in m.entries],
+        "snapshot": None if snap is None else {"index": snap.index, "term": snap.term, "data": snap.data},
+    }
+
+
+def message_from_wire(w: Any) -> Message:
+    """A Raft message from a decoded ``PylogRaft`` entry; raises ValueError for unknown types."""
+    kind = _TYPES.get(w.type)
+    if kind is None:
+        raise ValueError(f"unknown raft message type {w.type}")
+    fields: dict[str, Any] = {
+        "log_term": w.log_term,
+        "index": w.index,
+        "entries": tuple(Entry(e.term, e.index, bytes(e.data)) for e in w.entries),
+        "commit": w.commit,
+        "reject": w.reject,
+        "reject_hint": w.reject_hint,
+    }
+    return Message(kind, w.src, w.dst, w.term, **fields)
+
+
+class RaftTransport:
+    def __init__(
+        self,
+        node_id: int,
+        cluster_id: str,
+        peers: Mapping[int, tuple[str, int]],
+        *,
+        request_timeout_s: float,
+    ) -> None:
+        self.node_id = node_id
+        self.cluster_id = cluster_id
+        self.request_timeout_s = request_timeout_s
+        self._channels = {
+            peer: NodeChannel(host, port, client_id=f"pylog-raft-{node_id}")
+            for peer, (host, port) in peers.items()
+            if peer != node_id
+        }
+        self._outbox: dict[int, deque[Message]] = {peer: deque() for peer in self._channels}
+        self._wake: dict[int, asyncio.Event] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+        self.dropped = 0
+
+    def start(self) -> None:
+        for peer in self._channels:
+            self._wake[peer] = asyncio.Event()
+            self._tasks.append(asyncio.create_task(self._sender(peer), name=f"raft-send-{peer}"))
+
+    def send(self, m: Message) -> None:
+        box = self._outbox.get(m.dst)
+        if box is None:
+            return
+        if len(box) >= MAX_QUEUED:
+            box.popleft()
+            self.dropped += 1
+        box.append(m)
+        wake = self._wake.get(m.dst)
+        if wake is not None:
+            wake.set()
+
+    async def _sender(self, peer: int) -> None:
+        box, wake, channel = self._outbox[peer], self._wake[peer], self._channels[peer]
+        backoff = BACKOFF_MIN_S
+        while True:
+            if not box:
+                wake.clear()
+                await wake.wait()
+            batch = [box.popleft() for _ in range(min(len(box), MAX_BATCH))]
+            body = {"cluster_id": self.cluster_id, "messages": [message_to_wire(m) for m in batch]}
+            try:
+                resp = await channel.request(PylogApiKey.RAFT, 0, body, self.request_timeout_s)
+            except ChannelError as exc:
+                self.dropped += len(batch)
+                log.debug("raft messages to %d lost: %s", peer, exc)
+                box.clear()  # stale by the time the peer is back; Raft resends what matters
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, BACKOFF_MAX_S)
+                continue
+            backoff = BACKOFF_MIN_S
+            if resp.error_code:
+                log.warning("voter %d refused raft messages: error %d", peer, resp.error_code)
+                await asyncio.sleep(BACKOFF_MAX_S)
+
+    async def close(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks.clear()
+        for ch in self._channels.values():
+            ch.close()

@@ -1,0 +1,111 @@
+"""What a running cluster says about itself: DescribeCluster and DescribeQuorum, asked of any node.
+
+A blocking, one-request-per-connection client on pylog's codec, for tools (``pylog cluster``,
+`LocalCluster`) that want an answer without starting a Kafka client.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from pylog.protocol import api
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+METADATA_TOPIC = "__cluster_metadata"
+_SIZE = struct.Struct(">i")
+MAX_RESPONSE = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ClusterInfo:
+    cluster_id: str
+    controller_id: int
+    brokers: list[tuple[int, str, int, str | None]]
+
+
+@dataclass(frozen=True)
+class VoterState:
+    node_id: int
+    log_end_offset: int
+    lag: int
+    last_fetch_ms: int
+    last_caught_up_ms: int
+
+
+@dataclass(frozen=True)
+class QuorumInfo:
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    voters: list[VoterState]
+    observers: list[VoterState]
+
+
+def request(bootstrap: str, api_key: int, version: int, body: Any, *, timeout_s: float = 5.0) -> Any:
+    """One request to the first address of ``bootstrap`` that answers; the decoded response."""
+    errors = []
+    for address in bootstrap.split(","):
+        host, _, port = address.strip().rpartition(":")
+        try:
+            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as sock:
+                sock.sendall(api.encode_request(api_key, version, 1, "pylog-cluster-info", body))
+                size = _SIZE.unpack(_read(sock, 4))[0]
+                if not 4 <= size <= MAX_RESPONSE:
+                    raise OSError(f"bad response size {size} from {address}")
+                return api.decode_response(api_key, version, _read(sock, size))[1]
+        except (OSError, ValueError) as exc:
+            errors.append(f"{address}: {exc}")
+    raise OSError("no node answered: " + "; ".join(errors))
+
+
+def _read(sock: socket.socket, n: int) -> bytes:
+    buf = bytearray()
+    while len(buf) < n:
+        chunk = sock.recv(n - len(buf))
+        if not chunk:
+            raise OSError("connection closed")
+        buf += chunk
+    return bytes(buf)
+
+
+def describe_cluster(bootstrap: str, *, timeout_s: float = 5.0) -> ClusterInfo:
+    r = request(
+        bootstrap,
+        ApiKey.DESCRIBE_CLUSTER,
+        1,
+        {"include_cluster_authorized_operations": False, "endpoint_type": 1},
+        timeout_s=timeout_s,
+    )
+    if r.error_code:
+        raise OSError(f"DescribeCluster: {ErrorCode.of(r.error_code).name}")
+    return ClusterInfo(
+        r.cluster_id, r.controller_id, [(b.broker_id, b.host, b.port, b.rack) for b in r.brokers]
+    )
+
+
+def describe_quorum(bootstrap: str, *, timeout_s: float = 5.0) -> QuorumInfo:
+    body = {"topics": [{"topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}]}
+    r = request(bootstrap, ApiKey.DESCRIBE_QUORUM, 1, body, timeout_s=timeout_s)
+    if r.error_code:
+        raise OSError(f"DescribeQuorum: {ErrorCode.of(r.error_code).name}")
+    p = r.topics[0].partitions[0]
+
+    def states(items: Any) -> list[VoterState]:
+        return [
+            VoterState(
+                v.replica_id,
+                v.log_end_offset,
+                max(p.high_watermark - v.log_end_offset, 0),
+                v.last_fetch_timestamp,
+                v.last_caught_up_timestamp,
+            )
+            for v in items
+        ]
+
+    return QuorumInfo(
+        p.leader_id, p.leader_epoch, p.high_watermark, states(p.current_voters), states(p.observers)
+    )

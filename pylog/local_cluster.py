@@ -1,0 +1,313 @@
+"""`LocalCluster`: an N-node pylog cluster on this machine, one process per node, for notebooks,
+demonstrations and fault tests.
+
+    with pylog.LocalCluster(nodes=3) as cluster:
+        pylog.write_topic(df, "clicks", bootstrap_servers=cluster.bootstrap_servers)
+        cluster.kill(cluster.controller_id())        # kill -9 the active controller
+        cluster.restart(1)
+
+Every node is broker and controller (``process.roles=broker,controller``) with its own data
+directory, configured with Kafka's KRaft settings written to ``node-N.properties``. Nodes are
+started like `LocalBroker`s: through a watchdog that stops them when this process goes away.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from pylog.local import _PID_FILE_ENV, _READY, _terminate
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket() as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
+
+
+def new_cluster_id() -> str:
+    """A random cluster id in Kafka's form (a base64url UUID without padding)."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+
+
+class LocalNode:
+    """One node of a `LocalCluster`: its ports, files and process."""
+
+    def __init__(self, node_id: int, host: str, broker_port: int, controller_port: int, home: Path) -> None:
+        self.node_id = node_id
+        self.host = host
+        self.broker_port = broker_port
+        self.controller_port = controller_port
+        self.data_dir = home / f"node-{node_id}"
+        self.config_path = home / f"node-{node_id}.properties"
+        self.log_path = home / f"node-{node_id}.log"
+        self.stdout_path = home / f"node-{node_id}.stdout"
+        self.pid_path = home / f"node-{node_id}.pid"
+        self.process: subprocess.Popen[bytes] | None = None  # the watchdog
+        self.starts = 0
+
+    @property
+    def bootstrap(self) -> str:
+        return f"{self.host}:{self.broker_port}"
+
+    @property
+    def pid(self) -> int | None:
+        """The broker process itself (not its watchdog), while it runs."""
+        if self.process is None or self.process.poll() is not None:
+            return None
+        with contextlib.suppress(OSError, ValueError):
+            return int(self.pid_path.read_text())
+        return None
+
+    @property
+    def running(self) -> bool:
+        return self.pid is not None
+
+    def log_tail(self, lines: int = 40) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except FileNotFoundError:
+            return ""
+
+
+class LocalCluster:
+    """``nodes`` pylog processes forming one cluster. `start()` / `stop()` or a context manager.
+
+    ``data_dir``: the parent of the nodes' data directories (default: a temporary directory,
+    removed on close unless ``keep_data``). ``base_port``: brokers listen on ``base_port ..
+    base_port+N-1`` and controllers on the next N ports (0: free ports). ``config``: Kafka
+    broker configs for every node. ``hosts`` / ``command_prefix`` place node i on another
+    address or run it through a prefix (``ip netns exec ...``), for network fault tests.
+    """
+
+    def __init__(
+        self,
+        nodes: int = 3,
+        *,
+        data_dir: str | os.PathLike[str] | None = None,
+        base_port: int = 0,
+        config: Mapping[str, object] | None = None,
+        host: str = "127.0.0.1",
+        hosts: Sequence[str] | None = None,
+        command_prefix: Callable[[int], list[str]] | None = None,
+        log_level: str = "INFO",
+        keep_data: bool = False,
+        startup_timeout_s: float = 60.0,
+    ) -> None:
+        if nodes < 1:
+            raise ValueError("a cluster needs at least one node")
+        if hosts is not None and len(hosts) != nodes:
+            raise ValueError(f"hosts names {len(hosts)} addresses for {nodes} nodes")
+        self._tmp = Path(tempfile.mkdtemp(prefix="pylog-cluster-"))
+        self.home = Path(data_dir).resolve() if data_dir is not None else self._tmp
+        self.home.mkdir(parents=True, exist_ok=True)
+        self._owns_data = data_dir is None and not keep_data
+        self.config = {str(k): str(v) for k, v in (config or {}).items()}
+        self.log_level = log_level
+        self.startup_timeout_s = startup_timeout_s
+        self.command_prefix = command_prefix
+        self.cluster_id = self._existing_cluster_id() or new_cluster_id()
+        addresses = list(hosts) if hosts is not None else [host] * nodes
+        self.nodes: dict[int, LocalNode] = {}
+        for i in range(1, nodes + 1):
+            h = addresses[i - 1]
+            if base_port:
+                bp, cp = base_port + i - 1, base_port + nodes + i - 1
+            elif hosts is not None:
+                bp, cp = 9092, 9093
+            else:
+                bp, cp = free_port(h), free_port(h)
+            self.nodes[i] = LocalNode(i, h, bp, cp, self.home)
+
+    def _existing_cluster_id(self) -> str | None:
+        for meta in sorted(self.home.glob("node-*/meta.properties")):
+            for line in meta.read_text("utf-8").splitlines():
+                if line.startswith("cluster.id="):
+                    return line.split("=", 1)[1].strip()
+        return None
+
+    # ------------------------------------------------------------------ addresses
+
+    @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes.values())
+
+    @property
+    def voters(self) -> str:
+        return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.nodes.values())
+
+    def node(self, node_id: int) -> LocalNode:
+        try:
+            return self.nodes[node_id]
+        except KeyError:
+            raise ValueError(f"no node {node_id} in this cluster (nodes {sorted(self.nodes)})") from None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def properties(self, node: LocalNode) -> dict[str, str]:
+        props = {
+            "node.id": str(node.node_id),
+            "process.roles": "broker,controller",
+            "controller.quorum.voters": self.voters,
+            "listeners": f"PLAINTEXT://{node.host}:{node.broker_port},CONTROLLER://{node.host}:{node.controller_port}",
+            "controller.listener.names": "CONTROLLER",
+            "cluster.id": self.cluster_id,
+            "log.dirs": str(node.data_dir),
+        }
+        props.update(self.config)
+        return props
+
+    def start(self) -> LocalCluster:
+        for node in self.nodes.values():
+            if not node.running:
+                self._launch(node)
+        for node in self.nodes.values():
+            self._wait_listening(node)
+        return self
+
+    def _launch(self, node: LocalNode) -> None:
+        lines = [f"{k}={v}" for k, v in self.properties(node).items()]
+        node.config_path.write_text("\n".join(lines) + "\n", "utf-8")
+        node.pid_path.unlink(missing_ok=True)
+        node.stdout_path.write_bytes(b"")
+        args = [
+            sys.executable,
+            "-m",
+            "pylog.local",
+            "broker",
+            "--config-file",
+            str(node.config_path),
+            "--log-level",
+            self.log_level,
+        ]
+        if self.command_prefix is not None:
+            args = [*self.command_prefix(node.node_id), *args]
+        env = dict(os.environ, PYTHONUNBUFFERED="1", **{_PID_FILE_ENV: str(node.pid_path)})
+        node.starts += 1
+        with open(node.stdout_path, "ab") as out, open(node.log_path, "ab") as err:
+            err.write(f"\n===== start #{node.starts}\n".encode())
+            err.flush()
+            node.process = subprocess.Popen(
+                args, stdout=out, stderr=err, stdin=subprocess.PIPE, start_new_session=True, env=env
+            )
+
+    def _wait_listening(self, node: LocalNode, timeout_s: float | None = None) -> None:
+        deadline = time.monotonic() + (timeout_s or self.startup_timeout_s)
+        while True:
+            if _READY.search(node.stdout_path.read_text(errors="replace")):
+                return
+            if node.process is None or node.process.poll() is not None:
+                code = None if node.process is None else node.process.returncode
+                raise RuntimeError(
+                    f"node {node.node_id} exited with code {code} before listening:\n{node.log_tail()}"
+                )
+            if time.monotonic() > deadline:
+                raise TimeoutError(
+                    f"node {node.node_id} did not listen within "
+                    f"{timeout_s or self.startup_timeout_s}s:\n{node.log_tail()}"
+                )
+            time.sleep(0.05)
+
+    def _signal(self, node_id: int, sig: signal.Signals) -> None:
+        pid = self.node(node_id).pid
+        if pid is None:
+            raise RuntimeError(f"node {node_id} is not running")
+        os.kill(pid, sig)
+
+    def kill(self, node_id: int) -> None:
+        """kill -9 the node's broker process (no shutdown of any kind)."""
+        node = self.node(node_id)
+        self._signal(node_id, signal.SIGKILL)
+        if node.process is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                node.process.wait(timeout=10)
+
+    def pause(self, node_id: int) -> None:
+        """SIGSTOP: the process keeps its sockets but answers nothing until `resume`."""
+        self._signal(node_id, signal.SIGSTOP)
+
+    def resume(self, node_id: int) -> None:
+        self._signal(node_id, signal.SIGCONT)
+
+    def stop_node(self, node_id: int, timeout_s: float = 30.0) -> None:
+        """SIGTERM: a controlled shutdown (leadership moves away first), then exit."""
+        node = self.node(node_id)
+        proc, node.process = node.process, None
+        if proc is not None:
+            with contextlib.suppress(ProcessLookupError):
+                pid = int(node.pid_path.read_text()) if node.pid_path.exists() else None
+                if pid is not None:
+                    os.kill(pid, signal.SIGCONT)
+            _terminate(proc, timeout_s)
+
+    def start_node(self, node_id: int) -> None:
+        node = self.node(node_id)
+        if node.running:
+            return
+        self._launch(node)
+        self._wait_listening(node)
+
+    def restart(self, node_id: int, *, hard: bool = False) -> None:
+        """Stop the node (SIGTERM, or kill -9 with ``hard``) and start it again on its data."""
+        if self.node(node_id).running:
+            self.kill(node_id) if hard else self.stop_node(node_id)
+        self.node(node_id).process = None
+        self.start_node(node_id)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        for node in self.nodes.values():
+            if node.process is not None:
+                with contextlib.suppress(ProcessLookupError, ValueError, OSError):
+                    os.kill(int(node.pid_path.read_text()), signal.SIGCONT)
+        for node_id in list(self.nodes):
+            self.stop_node(node_id, timeout_s)
+
+    def close(self) -> None:
+        self.stop()
+        if self._owns_data:
+            shutil.rmtree(self.home, ignore_errors=True)
+        shutil.rmtree(self._tmp, ignore_errors=True)
+
+    def __enter__(self) -> LocalCluster:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ asking the cluster
+
+    def controller_id(self, timeout_s: float = 10.0) -> int:
+        """The active controller, as DescribeCluster through any running node reports it."""
+        from pylog.cluster_info import describe_cluster
+
+        deadline = time.monotonic() + timeout_s
+        last: Exception | None = None
+        while time.monotonic() < deadline:
+            for node in self.nodes.values():
+                if not node.running:
+                    continue
+                try:
+                    info = describe_cluster(node.bootstrap, timeout_s=2.0)
+                except OSError as exc:
+                    last = exc
+                    continue
+                if info.controller_id >= 0 and self.node(info.controller_id).running:
+                    return info.controller_id
+            time.sleep(0.1)
+        raise TimeoutError(f"no active controller within {timeout_s}s ({last})")
+
+    def __repr__(self) -> str:
+        up = [n.node_id for n in self.nodes.values() if n.running]
+        servers = self.bootstrap_servers
+        return f"LocalCluster(nodes={len(self.nodes)}, running={up}, bootstrap_servers={servers!r})"
