@@ -200,7 +200,8 @@ class Partition:
             )
             segments = self.log.segment_count
             try:
-                stored = self.log.append(table, meta, now_ms=now_ms)
+                wire_size = len(view) if cacheable else None  # fetch budgets count the bytes sent
+                stored = self.log.append(table, meta, now_ms=now_ms, wire_size=wire_size)
             except InvalidRecord as exc:
                 return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
             except InvalidAppend as exc:
@@ -235,15 +236,25 @@ class Partition:
 
     # --- fetch ------------------------------------------------------------------------------
 
-    def read_wire(self, offset: int, max_bytes: int, max_offset: int) -> list[bytes]:
-        """RecordBatch v2 bytes from the batch containing ``offset``, wholly below ``max_offset``."""
+    def read_wire(self, offset: int, max_bytes: int, max_offset: int, *, min_one: bool = True) -> list[bytes]:
+        """RecordBatch v2 bytes from the batch containing ``offset``, wholly below ``max_offset``, at
+        most ``max_bytes`` of them; with ``min_one`` the first batch comes even if it is larger."""
         if offset >= max_offset:
             return []
         cached = self.wire.get(offset, max_bytes, max_offset)
         if cached is not None:
+            if not min_one and cached and len(cached[0]) > max_bytes:
+                return []
             return cached
-        stored = self.log.read(offset, max_bytes, max_offset=max_offset)
-        return [encode_stored(b.meta, b.records) for b in stored]
+        out: list[bytes] = []
+        total = 0
+        for b in self.log.read(offset, max_bytes, max_offset=max_offset, min_one=min_one):
+            data = encode_stored(b.meta, b.records)
+            total += len(data)
+            if total > max_bytes and (out or not min_one):
+                break  # stored sizes are estimates when the bytes were re-encoded
+            out.append(data)
+        return out
 
     # --- waiting fetches --------------------------------------------------------------------
 
