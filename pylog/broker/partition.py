@@ -13,7 +13,7 @@ import logging
 import struct
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +24,7 @@ from pylog.protocol.records.compression import decompress
 from pylog.storage import BatchMeta, InvalidAppend, InvalidRecord, LogConfig, PartitionLog, StorageError
 
 from pylog.broker.producer_state import ProducerStateTable, last_sequence
+from pylog.broker.record_validation import RecordRules, validate_records
 from pylog.broker.wire_cache import WireBudget, WireCache
 
 log = logging.getLogger(__name__)
@@ -49,6 +50,11 @@ class AppendResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    record_errors: list[tuple[int, str]] = field(default_factory=list)  # (batch index, message)
+
+
+class InvalidRecordStructure(Exception):
+    """Records inside a batch whose CRC holds do not parse (Kafka: InvalidRecordException)."""
 
 
 class Partition:
@@ -98,6 +104,12 @@ class Partition:
         self.timestamp_after_max_ms = int(configs.get("message.timestamp.after.max.ms", LONG_MAX))
         self.timestamp_before_max_ms = int(configs.get("message.timestamp.before.max.ms", LONG_MAX))
         self.min_insync_replicas = int(configs.get("min.insync.replicas", 1))
+        self.record_rules = RecordRules(
+            compacted=log_config.compact,
+            log_append_time=self.log_append_time,
+            timestamp_before_max_ms=self.timestamp_before_max_ms,
+            timestamp_after_max_ms=self.timestamp_after_max_ms,
+        )
         self.target_codec = CODECS.get(configs.get("compression.type", "producer"))
         if hasattr(self, "log"):
             self.log.config = log_config
@@ -148,19 +160,6 @@ class Partition:
                 error = verify(self, header.producer_id, header.producer_epoch)
             if error:
                 return AppendResult(error, message=f"transactional batch refused: {ErrorCode(error).name}")
-        if not self.log_append_time and header.max_timestamp >= 0:
-            if header.max_timestamp - now_ms > self.timestamp_after_max_ms:
-                return AppendResult(
-                    ErrorCode.INVALID_TIMESTAMP,
-                    message=f"timestamp {header.max_timestamp} is more than message.timestamp.after.max.ms "
-                    f"{self.timestamp_after_max_ms} in the future",
-                )
-            if now_ms - header.base_timestamp > self.timestamp_before_max_ms:
-                return AppendResult(
-                    ErrorCode.INVALID_TIMESTAMP,
-                    message=f"timestamp {header.base_timestamp} is more than message.timestamp.before.max.ms "
-                    f"{self.timestamp_before_max_ms} in the past",
-                )
         pid = header.producer_id
         first_seq = header.base_sequence
         last_seq = last_sequence(first_seq, header.last_offset_delta)
@@ -180,6 +179,19 @@ class Partition:
                 return AppendResult(ErrorCode.MESSAGE_TOO_LARGE, message=str(exc))
             except CorruptRecordBatch as exc:
                 return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+            except InvalidRecordStructure as exc:
+                return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
+            refused = validate_records(
+                table,
+                self.record_rules,
+                now_ms=now_ms,
+                producer_log_append_time=bool(header.attributes & TIMESTAMP_TYPE_MASK),
+                max_timestamp=header.max_timestamp,
+                offset_shift=header.base_offset - leo,
+                topic_partition=f"{self.topic}-{self.index}",
+            )
+            if refused is not None:
+                return AppendResult(refused.error, message=refused.message, record_errors=refused.records)
             attributes = header.attributes & ~TIMESTAMP_TYPE_MASK
             cacheable = True
             if self.target_codec is not None and self.target_codec != header.compression:
@@ -324,7 +336,10 @@ def _decode_at(view: memoryview, header: Any, base_offset: int, max_uncompressed
     body = view[rec.HEADER_SIZE :]
     if header.compression:
         body = decompress(header.compression, body, max_uncompressed_bytes)
-    return rec.decode_records(body, header.record_count, base_offset, header.base_timestamp)
+    try:
+        return rec.decode_records(body, header.record_count, base_offset, header.base_timestamp)
+    except CorruptRecordBatch as exc:  # the CRC held: the producer wrote malformed records
+        raise InvalidRecordStructure(f"Found invalid record structure: {exc}") from None
 
 
 def encode_stored(meta: Any, records: Any) -> bytes:
