@@ -308,11 +308,13 @@ class PartitionLog:
         if offset < self._log_start_offset or offset > self._log_end_offset:
             raise OffsetOutOfRange(offset, self._log_start_offset, self._log_end_offset)
 
-    def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None) -> list[StoredBatch]:
+    def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one: bool = True) -> list[StoredBatch]:
         """Whole batches from the one holding `start_offset`, in order, while their stored sizes fit
-        `max_bytes` (the first batch always comes, even if larger). With `max_offset` (e.g. the
-        high watermark) only batches wholly below it. Records are zero-copy slices of the mapped
-        segment. Raises OffsetOutOfRange outside [log start, log end]."""
+        `max_bytes` (with `min_one` the first batch comes even if larger, as Kafka's minOneMessage).
+        With `max_offset` (e.g. the high watermark) only batches wholly below it. Records are
+        zero-copy slices of the mapped segment. Raises OffsetOutOfRange outside [log start, log
+        end]."""
         with self._lock:
             self._check_offset(start_offset)
             limit = self._log_end_offset if max_offset is None else min(max_offset, self._log_end_offset)
@@ -331,7 +333,7 @@ class PartitionLog:
                     entries = batches.entries(i, min(stop, i + READ_CHUNK))
                     sizes = np.cumsum(entries["size"], dtype=np.int64)
                     take = int(np.searchsorted(sizes, budget, side="right"))
-                    if not out and take == 0:
+                    if not out and take == 0 and min_one:
                         take = 1
                     if take:
                         out.extend(seg.stored_batches(entries[:take]))

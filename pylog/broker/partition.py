@@ -21,7 +21,7 @@ import logging
 import struct
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from pylog.storage import BatchMeta, InvalidAppend, InvalidRecord, LogConfig, Pa
 from pylog.storage.schema import metas_from_entries
 
 from pylog.broker.producer_state import ProducerStateTable, last_sequence
+from pylog.broker.record_validation import RecordRules, validate_records
 from pylog.broker.transactions import is_abort_marker
 from pylog.broker.wire_cache import WireBudget, WireCache
 from pylog.replication import LeaderState
@@ -69,6 +70,11 @@ class AppendResult:
     log_append_time: int = -1
     log_start_offset: int = -1
     message: str | None = None
+    record_errors: list[tuple[int, str]] = field(default_factory=list)  # (batch index, message)
+
+
+class InvalidRecordStructure(Exception):
+    """Records inside a batch whose CRC holds do not parse (Kafka: InvalidRecordException)."""
 
 
 class Partition:
@@ -127,6 +133,12 @@ class Partition:
         self.timestamp_after_max_ms = int(configs.get("message.timestamp.after.max.ms", LONG_MAX))
         self.timestamp_before_max_ms = int(configs.get("message.timestamp.before.max.ms", LONG_MAX))
         self.min_insync_replicas = int(configs.get("min.insync.replicas", 1))
+        self.record_rules = RecordRules(
+            compacted=log_config.compact,
+            log_append_time=self.log_append_time,
+            timestamp_before_max_ms=self.timestamp_before_max_ms,
+            timestamp_after_max_ms=self.timestamp_after_max_ms,
+        )
         self.target_codec = CODECS.get(configs.get("compression.type", "producer"))
         if hasattr(self, "log"):
             self.log.config = log_config
@@ -195,19 +207,6 @@ class Partition:
                 error = verify(self, header.producer_id, header.producer_epoch)
             if error:
                 return AppendResult(error, message=f"transactional batch refused: {ErrorCode(error).name}")
-        if not self.log_append_time and header.max_timestamp >= 0:
-            if header.max_timestamp - now_ms > self.timestamp_after_max_ms:
-                return AppendResult(
-                    ErrorCode.INVALID_TIMESTAMP,
-                    message=f"timestamp {header.max_timestamp} is more than message.timestamp.after.max.ms "
-                    f"{self.timestamp_after_max_ms} in the future",
-                )
-            if now_ms - header.base_timestamp > self.timestamp_before_max_ms:
-                return AppendResult(
-                    ErrorCode.INVALID_TIMESTAMP,
-                    message=f"timestamp {header.base_timestamp} is more than message.timestamp.before.max.ms "
-                    f"{self.timestamp_before_max_ms} in the past",
-                )
         pid = header.producer_id
         first_seq = header.base_sequence
         last_seq = last_sequence(first_seq, header.last_offset_delta)
@@ -227,6 +226,19 @@ class Partition:
                 return AppendResult(ErrorCode.MESSAGE_TOO_LARGE, message=str(exc))
             except CorruptRecordBatch as exc:
                 return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+            except InvalidRecordStructure as exc:
+                return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
+            refused = validate_records(
+                table,
+                self.record_rules,
+                now_ms=now_ms,
+                producer_log_append_time=bool(header.attributes & TIMESTAMP_TYPE_MASK),
+                max_timestamp=header.max_timestamp,
+                offset_shift=header.base_offset - leo,
+                topic_partition=f"{self.topic}-{self.index}",
+            )
+            if refused is not None:
+                return AppendResult(refused.error, message=refused.message, record_errors=refused.records)
             attributes = header.attributes & ~TIMESTAMP_TYPE_MASK
             cacheable = True
             if self.target_codec is not None and self.target_codec != header.compression:
@@ -247,7 +259,8 @@ class Partition:
             )
             segments = self.log.segment_count
             try:
-                stored = self.log.append(table, meta, now_ms=now_ms)
+                wire_size = len(view) if cacheable else None  # fetch budgets count the bytes sent
+                stored = self.log.append(table, meta, now_ms=now_ms, wire_size=wire_size)
             except InvalidRecord as exc:
                 return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
             except InvalidAppend as exc:
@@ -283,15 +296,25 @@ class Partition:
 
     # --- fetch ------------------------------------------------------------------------------
 
-    def read_wire(self, offset: int, max_bytes: int, max_offset: int) -> list[bytes]:
-        """RecordBatch v2 bytes from the batch containing ``offset``, wholly below ``max_offset``."""
+    def read_wire(self, offset: int, max_bytes: int, max_offset: int, *, min_one: bool = True) -> list[bytes]:
+        """RecordBatch v2 bytes from the batch containing ``offset``, wholly below ``max_offset``, at
+        most ``max_bytes`` of them; with ``min_one`` the first batch comes even if it is larger."""
         if offset >= max_offset:
             return []
         cached = self.wire.get(offset, max_bytes, max_offset)
         if cached is not None:
+            if not min_one and cached and len(cached[0]) > max_bytes:
+                return []
             return cached
-        stored = self.log.read(offset, max_bytes, max_offset=max_offset)
-        return [encode_stored(b.meta, b.records) for b in stored]
+        out: list[bytes] = []
+        total = 0
+        for b in self.log.read(offset, max_bytes, max_offset=max_offset, min_one=min_one):
+            data = encode_stored(b.meta, b.records)
+            total += len(data)
+            if total > max_bytes and (out or not min_one):
+                break  # stored sizes are estimates when the bytes were re-encoded
+            out.append(data)
+        return out
 
     # --- waiting fetches --------------------------------------------------------------------
 
@@ -543,7 +566,10 @@ def _decode_at(view: memoryview, header: Any, base_offset: int, max_uncompressed
     body = view[rec.HEADER_SIZE :]
     if header.compression:
         body = decompress(header.compression, body, max_uncompressed_bytes)
-    return rec.decode_records(body, header.record_count, base_offset, header.base_timestamp)
+    try:
+        return rec.decode_records(body, header.record_count, base_offset, header.base_timestamp)
+    except CorruptRecordBatch as exc:  # the CRC held: the producer wrote malformed records
+        raise InvalidRecordStructure(f"Found invalid record structure: {exc}") from None
 
 
 def encode_stored(meta: Any, records: Any) -> bytes:

@@ -1,4 +1,5 @@
-"""DescribeCluster: the brokers, the controller and the cluster id."""
+"""DescribeCluster: the brokers, the controller, the cluster id and, when asked, the caller's
+authorized operations on the cluster."""
 
 from __future__ import annotations
 
@@ -7,12 +8,12 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
+from pylog.broker.acl_operations import ResourceType, operations_if_requested
 from pylog.broker.context import RequestContext
 from pylog.broker.metadata import MetadataView
 from pylog.broker.registry import serves
 
 BROKERS_ENDPOINT = 1
-AUTHORIZED_OPS_UNKNOWN = -2147483648
 
 
 @serves(ApiKey.DESCRIBE_CLUSTER, versions=(0, 1))
@@ -30,7 +31,9 @@ def describe_cluster(ctx: RequestContext, req: Any, *, metadata: MetadataView) -
             {"broker_id": node, "host": host, "port": port, "rack": rack}
             for node, host, port, rack in md.brokers()
         ],
-        "cluster_authorized_operations": AUTHORIZED_OPS_UNKNOWN,
+        "cluster_authorized_operations": operations_if_requested(
+            req.include_cluster_authorized_operations, ResourceType.CLUSTER
+        ),
     }
     if endpoint_type != BROKERS_ENDPOINT:
         body.update(

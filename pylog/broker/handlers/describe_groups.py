@@ -1,4 +1,5 @@
-"""DescribeGroups: state, protocol and members (with metadata and assignment when Stable)."""
+"""DescribeGroups: state, protocol and members (with metadata and assignment when Stable) and,
+when asked, the caller's authorized operations on each group found."""
 
 from __future__ import annotations
 
@@ -7,12 +8,11 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
+from pylog.broker.acl_operations import NOT_REQUESTED, ResourceType, operations_if_requested
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available
 from pylog.broker.registry import serves
 from pylog.groups import DescribedGroup
-
-AUTHORIZED_OPS_UNKNOWN = -2147483648
 
 
 @serves(ApiKey.DESCRIBE_GROUPS, versions=(0, 5))
@@ -25,10 +25,12 @@ def describe_groups(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dic
             described.append(DescribedGroup(error, gid, "", "", ""))
         else:
             described.extend(shell.coordinator.describe_groups([gid]))
-    return {"throttle_time_ms": 0, "groups": [_entry(g) for g in described]}
+    ops = operations_if_requested(getattr(req, "include_authorized_operations", False), ResourceType.GROUP)
+    entries = [_entry(g, ops if g.error == ErrorCode.NONE else NOT_REQUESTED) for g in described]
+    return {"throttle_time_ms": 0, "groups": entries}
 
 
-def _entry(g: DescribedGroup) -> dict:
+def _entry(g: DescribedGroup, authorized_operations: int) -> dict:
     return {
         "error_code": g.error,
         "group_id": g.group_id,
@@ -46,5 +48,5 @@ def _entry(g: DescribedGroup) -> dict:
             }
             for m in g.members
         ],
-        "authorized_operations": AUTHORIZED_OPS_UNKNOWN,
+        "authorized_operations": authorized_operations,
     }

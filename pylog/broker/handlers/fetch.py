@@ -5,10 +5,14 @@ transactions overlapping the returned batches, so the consumer skips their recor
 
 Fetch sessions are declined (session id 0), so every requested partition is in
 every answer. Each partition returns whole batches starting with the one that
-holds the fetch offset; a partition's first batch is returned even when it is
-larger than the byte limits, so no client ever sees a partition it cannot
-progress on. A waiting fetch registers a callback on its partitions; an append
-fires it, and the fetch is rebuilt once per wake-up, never on a timer loop.
+holds the fetch offset. Sizes follow Kafka's ReplicaManager: the response is
+filled up to the request's ``max_bytes`` across partitions, each partition also
+bounded by its ``partition_max_bytes``; only the first batch of the first
+partition that returns anything may exceed those limits (so a consumer always
+progresses), and a later partition whose first batch does not fit what is left
+returns nothing this time. A waiting fetch registers a callback on its
+partitions; an append fires it, and the fetch is rebuilt once per wake-up, never
+on a timer loop.
 """
 
 from __future__ import annotations
@@ -43,9 +47,8 @@ def fetch(ctx: RequestContext, req: Any, *, replicas: ReplicaManager, stopping: 
 
 def _build(replicas: ReplicaManager, req: Any) -> tuple[dict, int, bool]:
     committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
-    budget = getattr(req, "max_bytes", 0x7FFFFFFF)
-    if budget <= 0:
-        budget = 0x7FFFFFFF
+    budget = max(req.max_bytes, 0)  # versions below 4 (no max_bytes) are refused, as Kafka 4 does
+    min_one = True  # until a partition returns data, its first batch may exceed the limits
     total = 0
     errors = False
     topics = []
@@ -59,9 +62,11 @@ def _build(replicas: ReplicaManager, req: Any) -> tuple[dict, int, bool]:
                 out.append(_empty(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, committed))
                 errors = True
                 continue
-            entry, size = _read_partition(part, p, committed, budget - total if total < budget else 0)
+            entry, size = _read_partition(part, p, committed, max(budget - total, 0), min_one)
             if entry["error_code"]:
                 errors = True
+            if size:
+                min_one = False
             total += size
             out.append(entry)
         topics.append({"topic": name, "partitions": out})
@@ -69,7 +74,7 @@ def _build(replicas: ReplicaManager, req: Any) -> tuple[dict, int, bool]:
     return response, total, errors
 
 
-def _read_partition(part: Partition, p: Any, committed: bool, budget: int) -> tuple[dict, int]:
+def _read_partition(part: Partition, p: Any, committed: bool, budget: int, min_one: bool) -> tuple[dict, int]:
     hw = part.high_watermark
     lso = part.last_stable_offset
     start = part.log_start_offset
@@ -87,11 +92,11 @@ def _read_partition(part: Partition, p: Any, committed: bool, budget: int) -> tu
     if offset < start or offset > part.log_end_offset:
         entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
         return entry, 0
-    if budget <= 0:
+    limit = max(min(p.partition_max_bytes, budget), 0)
+    if limit == 0 and not min_one:
         return entry, 0
-    limit = min(p.partition_max_bytes, budget) if p.partition_max_bytes > 0 else budget
     try:
-        batches = part.read_wire(offset, limit, lso if committed else hw)
+        batches = part.read_wire(offset, limit, lso if committed else hw, min_one=min_one)
     except OffsetOutOfRange:  # retention or DeleteRecords moved the log start meanwhile
         entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
         entry["log_start_offset"] = part.log_start_offset

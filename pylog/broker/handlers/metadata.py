@@ -2,7 +2,8 @@
 
 Auto-creation waits for the quorum to commit the topic (milliseconds with a
 quorum of one), so the first answer already carries the new topic's leaders.
-Leader epochs are reported as -1: clients then skip OffsetForLeaderEpoch.
+Leader epochs are reported as -1: clients then skip OffsetForLeaderEpoch. Authorized
+operations (KIP-430) are filled in when the request asks for them.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
+from pylog.broker.acl_operations import ResourceType, operations_if_requested
 from pylog.broker.context import RequestContext
 from pylog.broker.controller_client import ControllerClient
 from pylog.broker.metadata import INTERNAL_TOPICS, MetadataView
@@ -22,7 +24,6 @@ from pylog.cluster.controller import NewTopic, validate_topic_name
 from pylog.cluster.image import TopicImage
 from pylog.config import BrokerConfig
 
-AUTHORIZED_OPS_UNKNOWN = -2147483648
 ZERO_UUID = uuid.UUID(int=0)
 AUTO_CREATE_WAIT_S = 10.0
 
@@ -39,8 +40,8 @@ def metadata(
     md = metadata
     requested = req.topics
     if requested is None or (ctx.api_version == 0 and not requested):
-        topics = [_topic_entry(md, t) for _, t in sorted(md.image.topics.items())]
-        return _response(md, topics)
+        topics = [_topic_entry(md, req, t) for _, t in sorted(md.image.topics.items())]
+        return _response(md, req, topics)
     auto = bool(getattr(req, "allow_auto_topic_creation", True)) and config.bool("auto.create.topics.enable")
     missing = [
         t.name
@@ -74,7 +75,7 @@ def _answer(md: MetadataView, req: Any, pending: frozenset[str] | set[str] = fro
                 entries.append(_error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
                 continue
         if info is not None:
-            entries.append(_topic_entry(md, info))
+            entries.append(_topic_entry(md, req, info))
             continue
         code, _ = validate_topic_name(t.name or "")
         if not code:
@@ -82,14 +83,14 @@ def _answer(md: MetadataView, req: Any, pending: frozenset[str] | set[str] = fro
                 ErrorCode.LEADER_NOT_AVAILABLE if t.name in pending else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
         entries.append(_error_entry(t.name, code, ZERO_UUID))
-    return _response(md, entries)
+    return _response(md, req, entries)
 
 
 def _error_entry(name: str | None, code: int, topic_id: Any) -> dict:
     return {"error_code": code, "name": name, "topic_id": topic_id, "partitions": []}
 
 
-def _topic_entry(md: MetadataView, topic: TopicImage) -> dict:
+def _topic_entry(md: MetadataView, req: Any, topic: TopicImage) -> dict:
     return {
         "error_code": 0,
         "name": topic.name,
@@ -107,11 +108,13 @@ def _topic_entry(md: MetadataView, topic: TopicImage) -> dict:
             }
             for p in md.partitions(topic)
         ],
-        "topic_authorized_operations": AUTHORIZED_OPS_UNKNOWN,
+        "topic_authorized_operations": operations_if_requested(
+            getattr(req, "include_topic_authorized_operations", False), ResourceType.TOPIC
+        ),
     }
 
 
-def _response(md: MetadataView, topics: list[dict]) -> dict:
+def _response(md: MetadataView, req: Any, topics: list[dict]) -> dict:
     return {
         "throttle_time_ms": 0,
         "brokers": [
@@ -121,5 +124,7 @@ def _response(md: MetadataView, topics: list[dict]) -> dict:
         "cluster_id": md.cluster_id,
         "controller_id": md.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": AUTHORIZED_OPS_UNKNOWN,
+        "cluster_authorized_operations": operations_if_requested(
+            getattr(req, "include_cluster_authorized_operations", False), ResourceType.CLUSTER
+        ),
     }

@@ -3,6 +3,7 @@
 With a single replica, acks=all is satisfied as soon as the leader's append has
 returned, so the answer is immediate. acks=0 gets no answer; if any partition
 failed, the connection is closed instead so the producer notices (as Kafka does).
+A batch refused for some of its records (KIP-467) lists them in ``record_errors``.
 """
 
 from __future__ import annotations
@@ -49,7 +50,9 @@ def produce(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -> Any:
                     "base_offset": res.base_offset,
                     "log_append_time_ms": res.log_append_time,
                     "log_start_offset": res.log_start_offset,
-                    "record_errors": [],
+                    "record_errors": [
+                        {"batch_index": i, "batch_index_error_message": m} for i, m in res.record_errors
+                    ],
                     "error_message": res.message if res.error else None,
                 }
             failed = failed or entry["error_code"] != 0
