@@ -23,7 +23,7 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import CorruptRecordBatch, ErrorCode
 from pylog.storage import StorageError
 
-from pylog.broker.partition import Partition, Role
+from pylog.broker.partition import InvalidRecordStructure, Partition, Role
 from pylog.cluster.channel import ChannelError, NodeChannel
 from pylog.cluster.image import MetadataImage
 from pylog.replication import truncation_offset
@@ -304,7 +304,7 @@ class ReplicaFetcher:
         if records:
             try:
                 part.append_as_follower(records, now_ms)
-            except (CorruptRecordBatch, StorageError) as exc:
+            except (CorruptRecordBatch, InvalidRecordStructure, StorageError) as exc:
                 log.error("%s-%d: appending the leader's batches failed: %s", part.topic, part.index, exc)
                 self._pause(f)
                 return
