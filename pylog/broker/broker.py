@@ -29,6 +29,7 @@ from pylog.cluster.metadata_log import METADATA_DIR
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.records import BrokerEndpoint
 from pylog.config import BrokerConfig
+from pylog.schema_registry.validation import SchemaValidation
 
 log = logging.getLogger(__name__)
 
@@ -61,6 +62,8 @@ class Broker:
         self.groups: GroupShell | None = None
         self.txn: TxnShell | None = None
         self.server: KafkaServer | None = None
+        self.schema_registry: Any = None  # pylog.schema_registry.http.RegistryServer when configured
+        self.schema_validation = SchemaValidation(None)
         self.stopping = False
 
     @property
@@ -132,6 +135,18 @@ class Broker:
         await self.server.start()
         await self._register()
         self.maintenance.start()
+        await self._start_schema_registry()
+
+    async def _start_schema_registry(self) -> None:
+        listener = self.config.raw("schema.registry.listeners")
+        if listener:
+            from pylog.schema_registry.http import RegistryServer
+            from pylog.schema_registry.validation import known_ids_of
+
+            host, port = self.bound_address
+            self.schema_registry = RegistryServer(listener, f"{_local(host)}:{port}", node_id=self.node_id)
+            await self.schema_registry.start()
+            self.schema_validation = SchemaValidation(known_ids_of(self.schema_registry.registry.state.by_id))
 
     async def _register(self) -> None:
         assert self.controller is not None
@@ -169,6 +184,8 @@ class Broker:
 
     async def stop(self) -> None:
         self.stopping = True
+        if self.schema_registry is not None:
+            await self.schema_registry.stop()
         if self.server is not None:
             await self.server.stop()
         if self.groups is not None:
@@ -184,3 +201,7 @@ class Broker:
                 await self.quorum.close()
             except Exception:
                 log.exception("closing the metadata quorum failed")
+
+
+def _local(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else f"[{host}]" if ":" in host else host

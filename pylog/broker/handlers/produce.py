@@ -41,6 +41,8 @@ def produce(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -> Any:
                 entry = _error(p.index, ErrorCode.INVALID_TOPIC_EXCEPTION)
             elif acks == -1 and part.min_insync_replicas > ISR_SIZE:
                 entry = _error(p.index, ErrorCode.NOT_ENOUGH_REPLICAS)
+            elif (refusal := broker.schema_validation.check(t.name, part.configs, p.records)) is not None:
+                entry = {**_error(p.index, ErrorCode.INVALID_RECORD), "error_message": refusal}
             else:
                 res = part.append_from_client(p.records, now)
                 entry = {
