@@ -132,6 +132,8 @@ def test_evolve_delete_errors_and_config(client: SchemaRegistryClient, url: str)
     assert client.lookup_schema(subject, Schema(json.dumps(V2), "AVRO")).version == 2
     assert client.get_latest_version(subject).schema_id == v2
     assert client.register_schema(subject, Schema(json.dumps(V2), "AVRO")) == v2  # idempotent
+    assert client.test_compatibility(subject, Schema(json.dumps(V1), "AVRO")) is True
+    assert client.test_compatibility(subject, Schema(json.dumps(INCOMPATIBLE), "AVRO")) is False
     with pytest.raises(SchemaRegistryError) as e1:
         client.get_version(subject, 9)
     assert (e1.value.http_status_code, e1.value.error_code) == (404, 40402)
@@ -156,8 +158,6 @@ def test_evolve_delete_errors_and_config(client: SchemaRegistryClient, url: str)
         client.register_schema("broken-value", Schema('{"type": "record", "name": "X"}', "AVRO"))
     assert (e6.value.http_status_code, e6.value.error_code) == (422, 42201)
     assert client.get_compatibility() == "BACKWARD"
-    assert client.test_compatibility("payments-value", Schema(json.dumps(V1), "AVRO")) is True
-    assert client.test_compatibility("payments-value", Schema(json.dumps(INCOMPATIBLE), "AVRO")) is False
 
 
 def test_references_and_mode(client: SchemaRegistryClient) -> None:
@@ -176,13 +176,16 @@ def test_references_and_mode(client: SchemaRegistryClient) -> None:
     with pytest.raises(SchemaRegistryError) as unresolved:
         client.register_schema("orphan-value", Schema(json.dumps(person), "AVRO"))
     assert unresolved.value.error_code == 42201
-    client.update_mode("READONLY", "address")
+    client.update_mode("address", "READONLY")
     assert client.get_mode("address") == "READONLY"
     with pytest.raises(SchemaRegistryError) as readonly:
         client.register_schema("address", Schema(json.dumps({**address, "doc": "x"}), "AVRO"))
     assert readonly.value.error_code == 42205
     client.delete_mode("address")
-    assert client.get_mode() == "READWRITE"
+    assert client.get_global_mode() == "READWRITE"
+    with pytest.raises(SchemaRegistryError) as no_subject_mode:
+        client.get_mode("address")
+    assert no_subject_mode.value.error_code == 40409
 
 
 def _wire(schema_id: int, schema: dict, record: dict) -> bytes:
@@ -198,6 +201,7 @@ def test_other_clients_write_wire_format(reg_broker: BrokerProcess, client: Sche
     if producer == "kafkajs":
         request.getfixturevalue("kafkajs")
     topic = f"wire-{producer}"
+    create_topic(reg_broker.bootstrap, topic)
     sid = client.register_schema(f"{topic}-value", Schema(json.dumps(V2), "AVRO"))
     rows = [_row(i, True) for i in range(50)]
     recs = [Rec(value=_wire(sid, V2, {**r, "at": r["at"]}), key=str(i).encode()) for i, r in enumerate(rows)]

@@ -200,23 +200,24 @@ class RegistryDecoder:
         ids, framed = schema_ids(values)
         valid = np.asarray(values.is_valid()) if values.null_count else np.ones(n, bool)
         bad = valid & ~framed
+        errors: list[RecordDecodeError] = []  # the first failing row is the one reported
         if bad.any() and not self.null_on_error:
-            raise RecordDecodeError(int(np.flatnonzero(bad)[0]),
-                                    f"the {self.column} is not in the schema registry wire format "
-                                    "(magic byte 0 and a 4-byte schema id)")
+            errors.append(RecordDecodeError(int(np.flatnonzero(bad)[0]),
+                                            f"the {self.column} is not in the schema registry wire format "
+                                            "(magic byte 0 and a 4-byte schema id)"))
         unique = sorted(int(i) for i in np.unique(ids[framed]))
         for sid in list(unique):
             try:
                 self.parsed(sid)
             except RecordDecodeError as exc:
                 if not self.null_on_error:
-                    raise RecordDecodeError(int(np.flatnonzero(ids == sid)[0]), exc.reason) from None
+                    errors.append(RecordDecodeError(int(np.flatnonzero(ids == sid)[0]), exc.reason))
                 unique.remove(sid)
                 framed = framed & (ids != sid)
         if not unique:
+            if errors:
+                raise min(errors, key=lambda x: x.row)
             if self.reader is None:
-                if n and not self.null_on_error and valid.any():
-                    raise RecordDecodeError(0, f"no {self.column} to decode")
                 return pa.nulls(n)
             return pa.nulls(n, self._type())
         self._choose_reader(unique)
@@ -227,8 +228,11 @@ class RegistryDecoder:
             try:
                 pieces.append(self._decode_group(self.parsed(sid), group))
             except RecordDecodeError as exc:
-                raise RecordDecodeError(int(idx[max(exc.row, 0)]), exc.reason) from None
+                errors.append(RecordDecodeError(int(idx[max(exc.row, 0)]), exc.reason))
+                continue
             rows.append(idx)
+        if errors:
+            raise min(errors, key=lambda x: x.row)
         missing = np.flatnonzero(~framed)
         if missing.size:
             pieces.append(pa.nulls(missing.size, pieces[0].type))
@@ -271,7 +275,7 @@ class RegistryDecoder:
         from pylog.sdk.decoders import JsonDecoder
         if self._json_decoder is None:
             self._json_decoder = JsonDecoder()
-        body = pc.binary_slice(group, HEADER_SIZE)
+        body = pc.binary_slice(group, HEADER_SIZE, (1 << 31) - 1)  # an explicit stop: Arrow 26 misreads None
         try:
             return self._json_decoder(body)
         except ValueError as exc:

@@ -42,6 +42,7 @@ def parse(text: str, references: Sequence[tuple[str, str]] = ()) -> ParsedSchema
         obj = json.loads(text)
     except ValueError as exc:
         raise SchemaParseError(f"Invalid schema: not JSON ({exc})") from None
+    _require(obj)
     named: dict[str, Any] = {}
     try:
         for name, ref_text in references:
@@ -52,6 +53,36 @@ def parse(text: str, references: Sequence[tuple[str, str]] = ()) -> ParsedSchema
     except (SchemaParseException, UnknownType, ValueError, TypeError, KeyError, AttributeError) as exc:
         raise SchemaParseError(f"Invalid Avro schema: {exc}") from None
     return ParsedSchema(AVRO, json.dumps(obj, separators=(",", ":")), AvroSchema(parsed, named))
+
+
+_REQUIRED = {"record": ("name", "fields"), "error": ("name", "fields"), "enum": ("name", "symbols"),
+             "fixed": ("name", "size"), "array": ("items",), "map": ("values",)}
+
+
+def _require(s: Any) -> None:
+    """The attributes the specification requires (fastavro is lenient about some)."""
+    if isinstance(s, list):
+        for branch in s:
+            _require(branch)
+    elif isinstance(s, dict):
+        kind = s.get("type")
+        if isinstance(kind, (dict, list)):
+            _require(kind)
+            return
+        for attr in _REQUIRED.get(kind, ()):
+            if attr not in s:
+                raise SchemaParseError(f"Invalid Avro schema: a {kind} needs {attr!r}: {json.dumps(s)[:200]}")
+        if kind in ("record", "error"):
+            if not isinstance(s["fields"], list):
+                raise SchemaParseError(f"Invalid Avro schema: fields of {s['name']} must be a list")
+            for f in s["fields"]:
+                if not isinstance(f, dict) or "name" not in f or "type" not in f:
+                    raise SchemaParseError(f"Invalid Avro schema: a field of {s['name']} needs name and type")
+                _require(f["type"])
+        elif kind == "array":
+            _require(s["items"])
+        elif kind == "map":
+            _require(s["values"])
 
 
 def incompatibilities(reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
