@@ -51,10 +51,14 @@ class SchemaRegistry:
         leader = await self.store.leader()
         if leader == self.node_id:
             return None
-        url = self.state.instances.get(leader)
-        if url is None:
-            raise RegistryError(500, FORWARDING_ERROR,
-                                f"the schema registry of broker {leader} (the writer) has not announced itself")
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.store.timeout_s
+        while (url := self.state.instances.get(leader)) is None:  # the writer announces itself at start
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                raise RegistryError(500, FORWARDING_ERROR,
+                                    f"the schema registry of broker {leader} (the writer) has not announced itself")
+            await self.store.next_advance(remaining)
         return url
 
     async def write(self, plan: Callable[[RegistryState], Plan]) -> object:

@@ -157,6 +157,11 @@ class KafkaStore:
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._advanced.wait(), remaining)
 
+    async def next_advance(self, timeout_s: float) -> None:
+        """Until the tail applies more records (or `timeout_s` passes)."""
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self._advanced.wait(), timeout_s)
+
     async def append(self, recs: Sequence[records.Record]) -> int:
         """Append `recs` as one batch (acks=all) and return the offset of the last one."""
         if not recs:
