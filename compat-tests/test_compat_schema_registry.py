@@ -307,3 +307,23 @@ def test_registry_survives_a_restart(tmp_path: Path) -> None:
         assert fresh.register_schema("other-value", Schema(json.dumps(V2), "AVRO")) == sid + 1
     finally:
         b.close()
+
+
+def test_write_topic_registers_and_frames_avro(reg_broker: BrokerProcess, url: str,
+                                              client: SchemaRegistryClient) -> None:
+    frame = pa.table({"user": ["a", "b", None], "n": pa.array([1, 2, 3], pa.int64()),
+                      "at": pa.array([0, 1, 2], pa.timestamp("ms", tz="UTC")), "key": ["k1", "k2", "k3"]})
+    result = pylog.write_topic(frame, "framed", bootstrap_servers=reg_broker.bootstrap, key="key",
+                               value_schema="registry", schema_registry_url=url)
+    assert result.records == 3
+    registered = json.loads(client.get_latest_version("framed-value").schema.schema_str)
+    assert [f["name"] for f in registered["fields"]] == ["user", "n", "at"]
+    table = pylog.read_topic("framed", bootstrap_servers=reg_broker.bootstrap, decode="registry")
+    assert table.column("value").to_pylist() == frame.select(["user", "n", "at"]).to_pylist()
+    assert table.column("key").to_pylist() == [b"k1", b"k2", b"k3"]
+    # the same frame again: the schema is found, not registered twice
+    pylog.write_topic(frame, "framed", bootstrap_servers=reg_broker.bootstrap, key="key",
+                      value_schema="registry", schema_registry_url=url)
+    assert client.get_versions("framed-value") == [1]
+    with pytest.raises(ValueError, match="schema_registry_url"):
+        pylog.write_topic(frame, "framed", bootstrap_servers=reg_broker.bootstrap, value_schema="registry")
