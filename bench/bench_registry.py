@@ -33,13 +33,29 @@ from pylog.schema_registry.formats import avro as avro_format
 from pylog.sdk.registry import RegistryDecoder
 
 _TS = {"type": "long", "logicalType": "timestamp-millis"}
-FIVE = {"type": "record", "name": "E5", "fields": [
-    {"name": "id", "type": "long"}, {"name": "user", "type": "string"}, {"name": "amount", "type": "double"},
-    {"name": "ok", "type": "boolean"}, {"name": "at", "type": _TS}]}
-TEN = {"type": "record", "name": "E10", "fields": [
-    *FIVE["fields"], {"name": "page", "type": "string"}, {"name": "ms", "type": "int"},
-    {"name": "ratio", "type": "float"}, {"name": "ref", "type": ["null", "string"], "default": None},
-    {"name": "seen", "type": _TS}]}
+FIVE = {
+    "type": "record",
+    "name": "E5",
+    "fields": [
+        {"name": "id", "type": "long"},
+        {"name": "user", "type": "string"},
+        {"name": "amount", "type": "double"},
+        {"name": "ok", "type": "boolean"},
+        {"name": "at", "type": _TS},
+    ],
+}
+TEN = {
+    "type": "record",
+    "name": "E10",
+    "fields": [
+        *FIVE["fields"],
+        {"name": "page", "type": "string"},
+        {"name": "ms", "type": "int"},
+        {"name": "ratio", "type": "float"},
+        {"name": "ref", "type": ["null", "string"], "default": None},
+        {"name": "seen", "type": _TS},
+    ],
+}
 
 
 def payloads(schema: dict, n: int) -> pa.Array:
@@ -48,9 +64,18 @@ def payloads(schema: dict, n: int) -> pa.Array:
     names = [f["name"] for f in schema["fields"]]
     out = []
     for i in range(min(n, 50_000)):
-        row = {"id": i, "user": f"user-{i % 1000}", "amount": i * 0.25, "ok": i % 2 == 0,
-               "at": t0 + datetime.timedelta(milliseconds=i), "page": f"/p/{i % 50}", "ms": i % 5000,
-               "ratio": 0.5, "ref": None if i % 3 else f"r{i}", "seen": t0}
+        row = {
+            "id": i,
+            "user": f"user-{i % 1000}",
+            "amount": i * 0.25,
+            "ok": i % 2 == 0,
+            "at": t0 + datetime.timedelta(milliseconds=i),
+            "page": f"/p/{i % 50}",
+            "ms": i % 5000,
+            "ratio": 0.5,
+            "ref": None if i % 3 else f"r{i}",
+            "seen": t0,
+        }
         buf = io.BytesIO()
         buf.write(b"\x00\x00\x00\x00\x01")
         fastavro.schemaless_writer(buf, parsed, {k: row[k] for k in names})
@@ -85,8 +110,12 @@ def best(fn: Callable[[], object], repeat: int) -> float:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--records", type=int, default=1_000_000)
-    ap.add_argument("--slow-records", type=int, default=100_000,
-                    help="records for the per-record rows (Python twin, general path, baseline)")
+    ap.add_argument(
+        "--slow-records",
+        type=int,
+        default=100_000,
+        help="records for the per-record rows (Python twin, general path, baseline)",
+    )
     ap.add_argument("--repeat", type=int, default=3)
     args = ap.parse_args()
     rows = []
@@ -112,9 +141,11 @@ def main() -> None:
         out = pylog_c()
         assert out.type.num_fields == len(schema["fields"]) and len(out) == len(values)
         base = args.slow_records / best(baseline, args.repeat)
-        for method, fn, n in (("pylog C (decode=\"registry\")", pylog_c, args.records),
-                              ("pylog Python twin", pylog_py, args.slow_records),
-                              ("pylog general (fastavro per record)", pylog_general, args.slow_records)):
+        for method, fn, n in (
+            ('pylog C (decode="registry")', pylog_c, args.records),
+            ("pylog Python twin", pylog_py, args.slow_records),
+            ("pylog general (fastavro per record)", pylog_general, args.slow_records),
+        ):
             rate = n / best(fn, args.repeat)
             rows.append((label, method, rate, rate / base))
         rows.append((label, "fastavro loop -> pandas (baseline)", base, 1.0))

@@ -126,8 +126,10 @@ def latest_records(topic: str, n: int = 20, *, bootstrap_servers: Any = None, da
         raise ValueError(f"decode must be one of {DECODINGS}, got {decode!r}")
     table = latest_table(topic, n, bootstrap_servers=bootstrap_servers, data_dir=data_dir,
                          partitions=partitions)
-    decoded = registry_texts(table, topic, bootstrap_servers=bootstrap_servers, data_dir=data_dir,
-                             schema_registry_url=schema_registry_url) if decode in ("auto", "registry") else None
+    decoded = None
+    if decode in ("auto", "registry"):
+        decoded = registry_texts(table, topic, bootstrap_servers=bootstrap_servers, data_dir=data_dir,
+                                 schema_registry_url=schema_registry_url)
     rows = records_json(table, decode, decoded)
     df = pd.DataFrame(rows, columns=COLUMNS)
     df["timestamp"] = pd.to_datetime(df["timestamp"], unit="ms")

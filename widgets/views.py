@@ -232,8 +232,9 @@ class TopicBrowser(_LiveWidget):
     def _fetch(self) -> None:
         self._table = browse.latest_table(self.topic, self.n, bootstrap_servers=self.bootstrap_servers,
                                           data_dir=self.data_dir, partitions=self.partitions)
-        self._decoded = browse.registry_texts(self._table, self.topic, bootstrap_servers=self.bootstrap_servers,
-                                              data_dir=self.data_dir, schema_registry_url=self.schema_registry_url)
+        self._decoded = browse.registry_texts(
+            self._table, self.topic, bootstrap_servers=self.bootstrap_servers, data_dir=self.data_dir,
+            schema_registry_url=self.schema_registry_url)
         self.records = browse.records_json(self._table, self.decode, self._decoded)
 
     @traitlets.observe("decode")

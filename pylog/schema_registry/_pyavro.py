@@ -29,16 +29,26 @@ def _long(buf: bytes, pos: int, end: int) -> tuple[int, int]:
     return (v >> 1) ^ -(v & 1), pos
 
 
-def decode_flat(fields: Sequence[tuple[int, int, int]], data: Any, offsets: Any, skip: int,
-                null_on_error: bool) -> tuple[list[tuple[bytearray, ...]], bytearray, int]:
+def decode_flat(
+    fields: Sequence[tuple[int, int, int]], data: Any, offsets: Any, skip: int, null_on_error: bool
+) -> tuple[list[tuple[bytearray, ...]], bytearray, int]:
     buf = bytes(data)
     offs = struct.unpack(f"<{len(bytes(offsets)) // 8}q", bytes(offsets))
     n = max(len(offs) - 1, 0)
     cols: list[dict[str, Any]] = []
     for kind, nb, size in fields:
         width = size if kind == K_FIXED else _WIDTH.get(kind, 0)
-        cols.append({"kind": kind, "nb": nb, "w": width, "valid": bytearray(), "values": bytearray(),
-                     "offsets": [0], "data": bytearray()})
+        cols.append(
+            {
+                "kind": kind,
+                "nb": nb,
+                "w": width,
+                "valid": bytearray(),
+                "values": bytearray(),
+                "offsets": [0],
+                "data": bytearray(),
+            }
+        )
     row_ok = bytearray()
     error_row = -1
 
@@ -51,13 +61,12 @@ def decode_flat(fields: Sequence[tuple[int, int, int]], data: Any, offsets: Any,
 
     for i in range(n):
         a, end = offs[i] + skip, offs[i + 1]
-        j = 0
         snapshot = [(len(c["valid"]), len(c["values"]), len(c["offsets"]), len(c["data"])) for c in cols]
         try:
             if a > end or end > len(buf) or offs[i] < 0:
                 raise _Bad
             pos = a
-            for j, c in enumerate(cols):
+            for c in cols:
                 if c["nb"] >= 0:
                     branch, pos = _long(buf, pos, end)
                     if branch == c["nb"]:
@@ -84,13 +93,13 @@ def decode_flat(fields: Sequence[tuple[int, int, int]], data: Any, offsets: Any,
                     length, pos = _long(buf, pos, end)
                     if length < 0 or length > end - pos:
                         raise _Bad
-                    c["data"] += buf[pos:pos + length]
+                    c["data"] += buf[pos : pos + length]
                     pos += length
                     c["offsets"].append(len(c["data"]))
                 else:
                     if end - pos < c["w"]:
                         raise _Bad
-                    c["values"] += buf[pos:pos + c["w"]]
+                    c["values"] += buf[pos : pos + c["w"]]
                     pos += c["w"]
                 c["valid"].append(1)
             row_ok.append(1)
@@ -107,7 +116,9 @@ def decode_flat(fields: Sequence[tuple[int, int, int]], data: Any, offsets: Any,
     out: list[tuple[bytearray, ...]] = []
     for c in cols:
         if c["kind"] == K_STRING:
-            out.append((c["valid"], bytearray(struct.pack(f"<{len(c['offsets'])}i", *c["offsets"])), c["data"]))
+            out.append(
+                (c["valid"], bytearray(struct.pack(f"<{len(c['offsets'])}i", *c["offsets"])), c["data"])
+            )
         else:
             out.append((c["valid"], c["values"]))
     if error_row >= 0:

@@ -38,10 +38,26 @@ C_IMPL = _impl if _impl is not _pyavro else None
 PYTHON_IMPL = _pyavro
 
 K_NULL, K_BOOLEAN, K_INT, K_LONG, K_FLOAT, K_DOUBLE, K_STRING, K_ENUM, K_FIXED = range(9)
-_KINDS = {"null": K_NULL, "boolean": K_BOOLEAN, "int": K_INT, "long": K_LONG, "float": K_FLOAT,
-          "double": K_DOUBLE, "string": K_STRING, "bytes": K_STRING}
-_PRIMITIVE_ARROW = {"null": pa.null(), "boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(),
-                    "float": pa.float32(), "double": pa.float64(), "string": pa.string(), "bytes": pa.binary()}
+_KINDS = {
+    "null": K_NULL,
+    "boolean": K_BOOLEAN,
+    "int": K_INT,
+    "long": K_LONG,
+    "float": K_FLOAT,
+    "double": K_DOUBLE,
+    "string": K_STRING,
+    "bytes": K_STRING,
+}
+_PRIMITIVE_ARROW = {
+    "null": pa.null(),
+    "boolean": pa.bool_(),
+    "int": pa.int32(),
+    "long": pa.int64(),
+    "float": pa.float32(),
+    "double": pa.float64(),
+    "string": pa.string(),
+    "bytes": pa.binary(),
+}
 
 
 def _deref(s: Any, named: dict[str, Any]) -> Any:
@@ -110,8 +126,12 @@ def arrow_type(s: Any, named: dict[str, Any]) -> pa.DataType:
             return _PRIMITIVE_ARROW[s["type"]]
     kind = s["type"]
     if kind in ("record", "error"):
-        return pa.struct([pa.field(f["name"], arrow_type(f["type"], named), nullable=_is_nullable(f["type"], named))
-                          for f in s["fields"]])
+        return pa.struct(
+            [
+                pa.field(f["name"], arrow_type(f["type"], named), nullable=_is_nullable(f["type"], named))
+                for f in s["fields"]
+            ]
+        )
     if kind == "enum":
         return pa.dictionary(pa.int32(), pa.string())
     if kind == "array":
@@ -175,9 +195,14 @@ def _column(kind: int, size: int, t: Any, parts: tuple, n: int, nullable: bool) 
     if kind == K_NULL:
         return pa.nulls(n)
     if kind == K_STRING:
-        base = pa.binary() if (t == "bytes" or (isinstance(t, dict) and t.get("type") == "bytes")) else pa.string()
-        arr = pa.Array.from_buffers(base, n, [bitmap, pa.py_buffer(parts[1]), pa.py_buffer(parts[2])],
-                                    null_count=nulls)
+        base = (
+            pa.binary()
+            if (t == "bytes" or (isinstance(t, dict) and t.get("type") == "bytes"))
+            else pa.string()
+        )
+        arr = pa.Array.from_buffers(
+            base, n, [bitmap, pa.py_buffer(parts[1]), pa.py_buffer(parts[2])], null_count=nulls
+        )
         if isinstance(t, dict) and t.get("logicalType") == "decimal" and _logical(t) is not None:
             return _decimal_from_bytes(arr, _logical(t))
         return arr
@@ -189,16 +214,24 @@ def _column(kind: int, size: int, t: Any, parts: tuple, n: int, nullable: bool) 
         if isinstance(t, dict) and t.get("logicalType") == "decimal" and _logical(t) is not None:
             return _decimal_from_bytes(arr, _logical(t))
         return arr
-    width_type = {K_INT: pa.int32(), K_ENUM: pa.int32(), K_LONG: pa.int64(), K_FLOAT: pa.float32(),
-                  K_DOUBLE: pa.float64()}[kind]
+    width_type = {
+        K_INT: pa.int32(),
+        K_ENUM: pa.int32(),
+        K_LONG: pa.int64(),
+        K_FLOAT: pa.float32(),
+        K_DOUBLE: pa.float64(),
+    }[kind]
     arr = pa.Array.from_buffers(width_type, n, [bitmap, pa.py_buffer(parts[1])], null_count=nulls)
     if kind == K_ENUM:
         return pa.DictionaryArray.from_arrays(arr, pa.array(t["symbols"], pa.string()))
     if isinstance(t, dict) and "logicalType" in t:
         logical = _logical(t)
         if logical is not None and logical != pa.string():
-            return arr.view(logical) if pa.types.is_timestamp(logical) or pa.types.is_time(logical) \
-                or pa.types.is_date(logical) else arr.cast(logical)
+            return (
+                arr.view(logical)
+                if pa.types.is_timestamp(logical) or pa.types.is_time(logical) or pa.types.is_date(logical)
+                else arr.cast(logical)
+            )
     return arr
 
 
@@ -236,8 +269,15 @@ class AvroDecodeError(ValueError):
         self.row = row
 
 
-def decode_flat(schema: AvroSchema, plan: list, data: pa.Buffer, offsets: np.ndarray, *,
-                null_on_error: bool, impl: Any = None) -> tuple[dict[str, pa.Array], np.ndarray]:
+def decode_flat(
+    schema: AvroSchema,
+    plan: list,
+    data: pa.Buffer,
+    offsets: np.ndarray,
+    *,
+    null_on_error: bool,
+    impl: Any = None,
+) -> tuple[dict[str, pa.Array], np.ndarray]:
     """Writer columns by field name and the rows that decoded. Raises AvroDecodeError(row) unless
     `null_on_error`."""
     mod = impl or _impl
@@ -245,8 +285,9 @@ def decode_flat(schema: AvroSchema, plan: list, data: pa.Buffer, offsets: np.nda
     fields = [(k, nb, size) for _name, k, nb, size, _t in plan]
     cols, row_ok, error_row = mod.decode_flat(fields, data, offsets.astype(np.int64), 5, null_on_error)
     if error_row >= 0:
-        raise AvroDecodeError(int(error_row), "the payload does not match its Avro schema (truncated or a "
-                              "bad union branch)")
+        raise AvroDecodeError(
+            int(error_row), "the payload does not match its Avro schema (truncated or a bad union branch)"
+        )
     out = {}
     for (name, kind, nb, size, t), parts in zip(plan, cols):
         out[name] = _column(kind, size, t, parts, n, nullable=nb >= 0 or kind == K_NULL)
@@ -270,8 +311,9 @@ def _conform(arr: pa.Array, t: pa.DataType) -> pa.Array:
     return arr.cast(t)
 
 
-def resolve_columns(columns: dict[str, pa.Array], row_ok: np.ndarray, reader: AvroSchema, n: int
-                    ) -> pa.StructArray:
+def resolve_columns(
+    columns: dict[str, pa.Array], row_ok: np.ndarray, reader: AvroSchema, n: int
+) -> pa.StructArray:
     """Writer columns -> the reader record's struct (names / aliases, promotions, defaults, enums)."""
     rs = _deref(reader.schema, reader.named)
     struct_type = arrow_type(rs, reader.named)
@@ -299,15 +341,22 @@ def _reindex_enum(arr: pa.Array, reader_enum: dict) -> pa.Array:
         arr = arr.dictionary_encode()
     writer_symbols = arr.dictionary.to_pylist()
     default = reader_enum.get("default")
-    mapping = np.array([symbols.index(s) if s in symbols else
-                        (symbols.index(default) if default in symbols else -1) for s in writer_symbols] or [0],
-                       np.int32)
+    mapping = np.array(
+        [
+            symbols.index(s) if s in symbols else (symbols.index(default) if default in symbols else -1)
+            for s in writer_symbols
+        ]
+        or [0],
+        np.int32,
+    )
     idx = arr.indices.to_numpy(zero_copy_only=False)
     valid = np.asarray(arr.is_valid())
     new = np.where(valid, mapping[np.where(valid, idx, 0).astype(np.int64)], 0)
     mask = ~valid | (new < 0)
-    return pa.DictionaryArray.from_arrays(pa.array(np.maximum(new, 0), pa.int32(), mask=mask if mask.any() else None),
-                                          pa.array(symbols, pa.string()))
+    return pa.DictionaryArray.from_arrays(
+        pa.array(np.maximum(new, 0), pa.int32(), mask=mask if mask.any() else None),
+        pa.array(symbols, pa.string()),
+    )
 
 
 def _py(v: Any) -> Any:
@@ -320,8 +369,9 @@ def _py(v: Any) -> Any:
     return v
 
 
-def decode_records(writer: AvroSchema, reader: AvroSchema, payloads: Sequence[bytes | None], *,
-                   null_on_error: bool) -> pa.Array:
+def decode_records(
+    writer: AvroSchema, reader: AvroSchema, payloads: Sequence[bytes | None], *, null_on_error: bool
+) -> pa.Array:
     """Any schema, record by record through fastavro (the general path)."""
     import fastavro
 
@@ -343,8 +393,9 @@ def decode_records(writer: AvroSchema, reader: AvroSchema, payloads: Sequence[by
     return pa.array(out, rtype)
 
 
-def decode(writer: AvroSchema, reader: AvroSchema, values: pa.Array, *, null_on_error: bool,
-           impl: Any = None) -> pa.Array:
+def decode(
+    writer: AvroSchema, reader: AvroSchema, values: pa.Array, *, null_on_error: bool, impl: Any = None
+) -> pa.Array:
     """Wire-format payloads (all with this writer schema, none null) -> an array of the reader's type."""
     plan = flat_plan(writer)
     rs = _deref(reader.schema, reader.named)
@@ -371,5 +422,14 @@ def nulls(reader: AvroSchema, n: int) -> pa.Array:
     return pa.nulls(n, reader_struct_type(reader))
 
 
-__all__ = ["C_IMPL", "PYTHON_IMPL", "AvroDecodeError", "arrow_type", "decode", "empty", "flat_plan", "nulls",
-           "pc"]
+__all__ = [
+    "C_IMPL",
+    "PYTHON_IMPL",
+    "AvroDecodeError",
+    "arrow_type",
+    "decode",
+    "empty",
+    "flat_plan",
+    "nulls",
+    "pc",
+]

@@ -19,8 +19,15 @@ from pylog.schema_registry import formats, records
 from pylog.schema_registry.errors import RegistryError, SchemaParseError
 from pylog.schema_registry.formats import AVRO, ParsedSchema
 
-COMPATIBILITY_LEVELS = ("NONE", "BACKWARD", "BACKWARD_TRANSITIVE", "FORWARD", "FORWARD_TRANSITIVE",
-                        "FULL", "FULL_TRANSITIVE")
+COMPATIBILITY_LEVELS = (
+    "NONE",
+    "BACKWARD",
+    "BACKWARD_TRANSITIVE",
+    "FORWARD",
+    "FORWARD_TRANSITIVE",
+    "FULL",
+    "FULL_TRANSITIVE",
+)
 DEFAULT_COMPATIBILITY = "BACKWARD"
 MODES = ("READWRITE", "READONLY", "READONLY_OVERRIDE", "IMPORT")
 DEFAULT_MODE = "READWRITE"
@@ -89,10 +96,12 @@ def _refs(raw: Any) -> tuple[Reference, ...]:
 def schema_from_request(body: Any) -> Schema:
     """The ``{"schema": ..., "schemaType": ..., "references": [...]}`` body of a register or lookup."""
     if not isinstance(body, dict) or not isinstance(body.get("schema"), str):
-        raise e.invalid_schema("the request body needs a \"schema\" string")
+        raise e.invalid_schema('the request body needs a "schema" string')
     schema_type = body.get("schemaType") or AVRO
     if schema_type not in formats.SCHEMA_TYPES:
-        raise e.invalid_schema(f"unknown schemaType {schema_type!r}; known: {', '.join(formats.SCHEMA_TYPES)}")
+        raise e.invalid_schema(
+            f"unknown schemaType {schema_type!r}; known: {', '.join(formats.SCHEMA_TYPES)}"
+        )
     return Schema(schema_type, body["schema"], _refs(body.get("references")))
 
 
@@ -143,8 +152,9 @@ class RegistryState:
 
     # --- parsing -----------------------------------------------------------------------------
 
-    def resolved_references(self, refs: Iterable[Reference], seen: frozenset[str] = frozenset()
-                            ) -> list[tuple[str, str]]:
+    def resolved_references(
+        self, refs: Iterable[Reference], seen: frozenset[str] = frozenset()
+    ) -> list[tuple[str, str]]:
         """(name, text) of every schema `refs` reach, dependencies first."""
         out: list[tuple[str, str]] = []
         for r in refs:
@@ -152,7 +162,9 @@ class RegistryState:
                 continue
             v = self.subjects.get(r.subject, {}).get(r.version)
             if v is None:
-                raise e.invalid_schema(f"reference {r.name!r}: subject {r.subject!r} has no version {r.version}")
+                raise e.invalid_schema(
+                    f"reference {r.name!r}: subject {r.subject!r} has no version {r.version}"
+                )
             out += [d for d in self.resolved_references(v.schema.references, seen | {r.name}) if d not in out]
             if (r.name, v.schema.text) not in out:
                 out.append((r.name, v.schema.text))
@@ -162,7 +174,9 @@ class RegistryState:
         got = self._parsed.get(schema)
         if got is None:
             try:
-                got = formats.parse(schema.schema_type, schema.text, self.resolved_references(schema.references))
+                got = formats.parse(
+                    schema.schema_type, schema.text, self.resolved_references(schema.references)
+                )
             except SchemaParseError as exc:
                 raise e.invalid_schema(str(exc)) from None
             self._parsed[schema] = got
@@ -174,8 +188,11 @@ class RegistryState:
     # --- queries -----------------------------------------------------------------------------
 
     def subject_names(self, *, deleted: bool = False, prefix: str = "") -> list[str]:
-        return sorted(s for s, vs in self.subjects.items()
-                      if s.startswith(prefix) and (deleted or any(not v.deleted for v in vs.values())))
+        return sorted(
+            s
+            for s, vs in self.subjects.items()
+            if s.startswith(prefix) and (deleted or any(not v.deleted for v in vs.values()))
+        )
 
     def versions(self, subject: str, *, deleted: bool = False) -> list[Version]:
         vs = [v for _, v in sorted(self.subjects.get(subject, {}).items()) if deleted or not v.deleted]
@@ -201,8 +218,12 @@ class RegistryState:
 
     def id_usages(self, schema_id: int, *, deleted: bool = False) -> list[Version]:
         self.schema(schema_id)
-        return [v for s in sorted(self.subjects) for _, v in sorted(self.subjects[s].items())
-                if v.id == schema_id and (deleted or not v.deleted)]
+        return [
+            v
+            for s in sorted(self.subjects)
+            for _, v in sorted(self.subjects[s].items())
+            if v.id == schema_id and (deleted or not v.deleted)
+        ]
 
     def lookup(self, subject: str, schema: Schema, *, deleted: bool = False) -> Version:
         if not any(deleted or not v.deleted for v in self.subjects.get(subject, {}).values()):
@@ -220,8 +241,15 @@ class RegistryState:
 
     def referenced_by(self, subject: str, version: str | int) -> list[int]:
         v = self.version(subject, version)
-        return sorted({o.id for vs in self.subjects.values() for o in vs.values() if not o.deleted
-                       and any(r.subject == subject and r.version == v.version for r in o.schema.references)})
+        return sorted(
+            {
+                o.id
+                for vs in self.subjects.values()
+                for o in vs.values()
+                if not o.deleted
+                and any(r.subject == subject and r.version == v.version for r in o.schema.references)
+            }
+        )
 
     def compatibility(self, subject: str | None) -> str:
         if subject is not None and subject in self.configs:
@@ -233,8 +261,9 @@ class RegistryState:
             return self.modes[subject]
         return self.modes.get(None, DEFAULT_MODE)
 
-    def incompatibilities(self, subject: str, schema: Schema, against: Sequence[Version] | None = None
-                          ) -> list[str]:
+    def incompatibilities(
+        self, subject: str, schema: Schema, against: Sequence[Version] | None = None
+    ) -> list[str]:
         """Why `schema` may not join `subject` under its level (empty: it may)."""
         level = self.compatibility(subject)
         live = self.subjects.get(subject, {})
@@ -250,21 +279,23 @@ class RegistryState:
             if level.startswith(("BACKWARD", "FULL")):
                 out += [f"{m} (reading version {old.version})" for m in formats.incompatibilities(new, prev)]
             if level.startswith(("FORWARD", "FULL")):
-                out += [f"{m} (version {old.version} reading the new schema)"
-                        for m in formats.incompatibilities(prev, new)]
+                out += [
+                    f"{m} (version {old.version} reading the new schema)"
+                    for m in formats.incompatibilities(prev, new)
+                ]
         return out
 
     # --- commands ----------------------------------------------------------------------------
 
-    def register(self, subject: str, schema: Schema, *, schema_id: int | None = None,
-                 version: int | None = None) -> Plan:
+    def register(
+        self, subject: str, schema: Schema, *, schema_id: int | None = None, version: int | None = None
+    ) -> Plan:
         mode = self.mode(subject)
         if mode in ("READONLY", "READONLY_OVERRIDE"):
             raise e.unprocessable(e.OPERATION_NOT_PERMITTED, f"Subject {subject} is in read-only mode")
-        if (schema_id is not None or version is not None) and mode != "IMPORT":
-            if schema_id is not None and schema_id >= 0:
-                raise e.unprocessable(e.OPERATION_NOT_PERMITTED,
-                                      "Setting a schema id is only allowed in IMPORT mode")
+        if schema_id is not None and schema_id >= 0 and mode != "IMPORT":
+            raise e.unprocessable(e.OPERATION_NOT_PERMITTED,
+                                  "Setting a schema id is only allowed in IMPORT mode")
         canonical = self.canonical(schema)
         live = self.subjects.get(subject, {})
         for v in sorted(live.values(), key=lambda v: -v.version):
@@ -273,20 +304,30 @@ class RegistryState:
         if mode != "IMPORT":
             problems = self.incompatibilities(subject, schema)
             if problems:
-                raise RegistryError(409, e.INCOMPATIBLE_SCHEMA,
-                                    f"Schema being registered is incompatible with an earlier schema for "
-                                    f"subject \"{subject}\", details: " + "; ".join(problems))
+                raise RegistryError(
+                    409,
+                    e.INCOMPATIBLE_SCHEMA,
+                    f"Schema being registered is incompatible with an earlier schema for "
+                    f'subject "{subject}", details: ' + "; ".join(problems),
+                )
         if schema_id is None or schema_id < 0:
             schema_id = next((i for i, s in self.by_id.items() if self._same(s, canonical, schema)), None)
             if schema_id is None:
                 schema_id = self.max_id + 1
         elif schema_id in self.by_id and not self._same(self.by_id[schema_id], canonical, schema):
-            raise e.unprocessable(e.INVALID_SCHEMA, f"Schema id {schema_id} is already used by another schema")
+            raise e.unprocessable(
+                e.INVALID_SCHEMA, f"Schema id {schema_id} is already used by another schema"
+            )
         if schema_id > MAX_ID:
             raise RegistryError(500, e.STORE_ERROR, "schema ids are exhausted")
         number = version if version is not None and version > 0 else max(live, default=0) + 1
-        value = {"subject": subject, "version": number, "id": schema_id, "schema": canonical.text,
-                 "deleted": False}
+        value = {
+            "subject": subject,
+            "version": number,
+            "id": schema_id,
+            "schema": canonical.text,
+            "deleted": False,
+        }
         if schema.schema_type != AVRO:
             value["schemaType"] = schema.schema_type
         if schema.references:
@@ -299,16 +340,28 @@ class RegistryState:
             raise e.unprocessable(e.OPERATION_NOT_PERMITTED, f"Subject {subject} is in read-only mode")
 
     def _check_unreferenced(self, v: Version) -> None:
-        users = [o for vs in self.subjects.values() for o in vs.values() if not o.deleted
-                 and any(r.subject == v.subject and r.version == v.version for r in o.schema.references)]
+        users = [
+            o
+            for vs in self.subjects.values()
+            for o in vs.values()
+            if not o.deleted
+            and any(r.subject == v.subject and r.version == v.version for r in o.schema.references)
+        ]
         if users:
-            raise e.unprocessable(e.REFERENCE_EXISTS,
-                                  f"One or more references exist to the schema {{subject={v.subject}, "
-                                  f"version={v.version}}} (used by {users[0].subject} version {users[0].version})")
+            raise e.unprocessable(
+                e.REFERENCE_EXISTS,
+                f"One or more references exist to the schema {{subject={v.subject}, "
+                f"version={v.version}}} (used by {users[0].subject} version {users[0].version})",
+            )
 
     def _rewrite(self, v: Version, deleted: bool) -> records.Record:
-        value = {"subject": v.subject, "version": v.version, "id": v.id, "schema": v.schema.text,
-                 "deleted": deleted}
+        value = {
+            "subject": v.subject,
+            "version": v.version,
+            "id": v.id,
+            "schema": v.schema.text,
+            "deleted": deleted,
+        }
         if v.schema.schema_type != AVRO:
             value["schemaType"] = v.schema.schema_type
         if v.schema.references:
@@ -325,16 +378,20 @@ class RegistryState:
             self._check_unreferenced(v)
         if permanent:
             if live:
-                raise e.not_found(e.SUBJECT_NOT_SOFT_DELETED,
-                                  f"Subject '{subject}' was not deleted first before being permanently deleted")
+                raise e.not_found(
+                    e.SUBJECT_NOT_SOFT_DELETED,
+                    f"Subject '{subject}' was not deleted first before being permanently deleted",
+                )
             gone = sorted(every)
             recs: list[records.Record] = [(records.schema_key(subject, n), None) for n in gone]
             recs += [(records.config_key(subject), None)] if subject in self.configs else []
             recs += [(records.mode_key(subject), None)] if subject in self.modes else []
             return Plan(recs, gone)
         if not live:
-            raise e.not_found(e.SUBJECT_SOFT_DELETED,
-                              f"Subject '{subject}' was soft deleted.Set permanent=true to delete permanently")
+            raise e.not_found(
+                e.SUBJECT_SOFT_DELETED,
+                f"Subject '{subject}' was soft deleted.Set permanent=true to delete permanently",
+            )
         return Plan([self._rewrite(v, True) for v in live], [v.version for v in live])
 
     def delete_version(self, subject: str, version: str | int, *, permanent: bool) -> Plan:
@@ -345,20 +402,26 @@ class RegistryState:
         self._check_unreferenced(v)
         if permanent:
             if not v.deleted:
-                raise e.not_found(e.SCHEMA_VERSION_NOT_SOFT_DELETED,
-                                  f"Subject '{subject}' Version {v.version} was not deleted first before "
-                                  "being permanently deleted")
+                raise e.not_found(
+                    e.SCHEMA_VERSION_NOT_SOFT_DELETED,
+                    f"Subject '{subject}' Version {v.version} was not deleted first before "
+                    "being permanently deleted",
+                )
             return Plan([(records.schema_key(subject, v.version), None)], v.version)
         if v.deleted:
-            raise e.not_found(e.SCHEMA_VERSION_SOFT_DELETED,
-                              f"Subject '{subject}' Version {v.version} was soft deleted.Set permanent=true "
-                              "to delete permanently")
+            raise e.not_found(
+                e.SCHEMA_VERSION_SOFT_DELETED,
+                f"Subject '{subject}' Version {v.version} was soft deleted.Set permanent=true "
+                "to delete permanently",
+            )
         return Plan([self._rewrite(v, True)], v.version)
 
     def set_compatibility(self, subject: str | None, level: Any) -> Plan:
         if not isinstance(level, str) or level.upper() not in COMPATIBILITY_LEVELS:
-            raise e.unprocessable(e.INVALID_COMPATIBILITY_LEVEL,
-                                  f"Invalid compatibility level. Valid values are {', '.join(COMPATIBILITY_LEVELS)}")
+            raise e.unprocessable(
+                e.INVALID_COMPATIBILITY_LEVEL,
+                f"Invalid compatibility level. Valid values are {', '.join(COMPATIBILITY_LEVELS)}",
+            )
         level = level.upper()
         rec = (records.config_key(subject), records.encode_value({"compatibilityLevel": level}))
         return Plan([rec], {"compatibility": level})
@@ -367,8 +430,10 @@ class RegistryState:
         if subject is not None and subject not in self.configs:
             if subject not in self.subjects:
                 raise e.not_found(e.SUBJECT_NOT_FOUND, f"Subject '{subject}' not found.")
-            raise e.not_found(e.SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED,
-                              f"Subject '{subject}' does not have subject-level compatibility configured")
+            raise e.not_found(
+                e.SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED,
+                f"Subject '{subject}' does not have subject-level compatibility configured",
+            )
         old = self.compatibility(subject)
         recs: list[records.Record] = [(records.config_key(subject), None)] if subject in self.configs else []
         return Plan(recs, {"compatibilityLevel": old})
@@ -380,14 +445,17 @@ class RegistryState:
         if mode == "IMPORT" and not force:
             scope = self.subjects if subject is None else {subject: self.subjects.get(subject, {})}
             if any(vs for vs in scope.values()):
-                raise e.unprocessable(e.OPERATION_NOT_PERMITTED,
-                                      "Cannot import since found existing subjects")
+                raise e.unprocessable(
+                    e.OPERATION_NOT_PERMITTED, "Cannot import since found existing subjects"
+                )
         return Plan([(records.mode_key(subject), records.encode_value({"mode": mode}))], {"mode": mode})
 
     def delete_mode(self, subject: str) -> Plan:
         if subject not in self.modes:
-            raise e.not_found(e.SUBJECT_LEVEL_MODE_NOT_CONFIGURED,
-                              f"Subject '{subject}' does not have subject-level mode configured")
+            raise e.not_found(
+                e.SUBJECT_LEVEL_MODE_NOT_CONFIGURED,
+                f"Subject '{subject}' does not have subject-level mode configured",
+            )
         old = self.modes[subject]
         return Plan([(records.mode_key(subject), None)], {"mode": old})
 
@@ -398,7 +466,9 @@ def parse_version(version: str | int) -> int:
     except (TypeError, ValueError):
         number = 0
     if number < 1:
-        raise e.unprocessable(e.INVALID_VERSION,
-                              f"The specified version '{version}' is not a valid version id. Allowed "
-                              "values are between [1, 2^31-1] and the string \"latest\"")
+        raise e.unprocessable(
+            e.INVALID_VERSION,
+            f"The specified version '{version}' is not a valid version id. Allowed "
+            'values are between [1, 2^31-1] and the string "latest"',
+        )
     return number

@@ -132,13 +132,18 @@ class RegistryApp:
         url = f"{base.scheme}://{base.netloc}{request.rel_url}"
         try:
             async with self._forward_session.request(
-                    request.method, url, data=await request.read(),
-                    headers={"Content-Type": request.headers.get("Content-Type", CONTENT_TYPE)}) as resp:
-                return web.Response(body=await resp.read(), status=resp.status,
-                                    headers={"Content-Type": CONTENT_TYPE})
+                request.method,
+                url,
+                data=await request.read(),
+                headers={"Content-Type": request.headers.get("Content-Type", CONTENT_TYPE)},
+            ) as resp:
+                return web.Response(
+                    body=await resp.read(), status=resp.status, headers={"Content-Type": CONTENT_TYPE}
+                )
         except ClientError as exc:
-            raise RegistryError(500, e.FORWARDING_ERROR, f"forwarding to the writer at {target} failed: {exc}"
-                                ) from None
+            raise RegistryError(
+                500, e.FORWARDING_ERROR, f"forwarding to the writer at {target} failed: {exc}"
+            ) from None
 
     # --- schemas ---------------------------------------------------------------------------
 
@@ -155,8 +160,11 @@ class RegistryApp:
         st = await self._state()
         prefix = request.query.get("subjectPrefix", "")
         deleted = _flag(request, "deleted")
-        out = [v.to_json() for s in st.subject_names(deleted=deleted, prefix=prefix)
-               for v in st.versions(s, deleted=deleted)]
+        out = [
+            v.to_json()
+            for s in st.subject_names(deleted=deleted, prefix=prefix)
+            for v in st.versions(s, deleted=deleted)
+        ]
         if _flag(request, "latestOnly"):
             latest: dict[str, Any] = {}
             for v in out:
@@ -186,8 +194,9 @@ class RegistryApp:
 
     async def subjects(self, request: web.Request) -> web.Response:
         st = await self._state()
-        return _json(st.subject_names(deleted=_flag(request, "deleted"),
-                                      prefix=request.query.get("subjectPrefix", "")))
+        return _json(
+            st.subject_names(deleted=_flag(request, "deleted"), prefix=request.query.get("subjectPrefix", ""))
+        )
 
     async def subject_versions(self, request: web.Request) -> web.Response:
         st = await self._state()
@@ -196,12 +205,16 @@ class RegistryApp:
 
     async def get_version(self, request: web.Request) -> web.Response:
         st = await self._state()
-        v = st.version(request.match_info["subject"], _version_arg(request), deleted=_flag(request, "deleted"))
+        v = st.version(
+            request.match_info["subject"], _version_arg(request), deleted=_flag(request, "deleted")
+        )
         return _json(v.to_json())
 
     async def get_version_schema(self, request: web.Request) -> web.Response:
         st = await self._state()
-        v = st.version(request.match_info["subject"], _version_arg(request), deleted=_flag(request, "deleted"))
+        v = st.version(
+            request.match_info["subject"], _version_arg(request), deleted=_flag(request, "deleted")
+        )
         return web.Response(text=v.schema.text, content_type="application/json")
 
     async def referenced_by(self, request: web.Request) -> web.Response:
@@ -259,8 +272,10 @@ class RegistryApp:
         st = await self._state()
         subject = request.match_info.get("subject")
         if subject is not None and subject not in st.configs and not _flag(request, "defaultToGlobal"):
-            raise e.not_found(e.SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED,
-                              f"Subject '{subject}' does not have subject-level compatibility configured")
+            raise e.not_found(
+                e.SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED,
+                f"Subject '{subject}' does not have subject-level compatibility configured",
+            )
         return _json({"compatibilityLevel": st.compatibility(subject)})
 
     async def put_config(self, request: web.Request) -> web.Response:
@@ -277,8 +292,10 @@ class RegistryApp:
         st = await self._state()
         subject = request.match_info.get("subject")
         if subject is not None and subject not in st.modes and not _flag(request, "defaultToGlobal"):
-            raise e.not_found(e.SUBJECT_LEVEL_MODE_NOT_CONFIGURED,
-                              f"Subject '{subject}' does not have subject-level mode configured")
+            raise e.not_found(
+                e.SUBJECT_LEVEL_MODE_NOT_CONFIGURED,
+                f"Subject '{subject}' does not have subject-level mode configured",
+            )
         return _json({"mode": st.mode(subject)})
 
     async def put_mode(self, request: web.Request) -> web.Response:

@@ -18,7 +18,9 @@ from pylog.schema_registry.store import KafkaStore
 
 
 class SchemaRegistry:
-    def __init__(self, bootstrap_servers: str, *, node_id: int, url: str = "", timeout_s: float = 30.0) -> None:
+    def __init__(
+        self, bootstrap_servers: str, *, node_id: int, url: str = "", timeout_s: float = 30.0
+    ) -> None:
         self.state = RegistryState()
         self.store = KafkaStore(bootstrap_servers, self.state.apply, timeout_s=timeout_s)
         self.node_id = node_id
@@ -56,8 +58,11 @@ class SchemaRegistry:
         while (url := self.state.instances.get(leader)) is None:  # the writer announces itself at start
             remaining = deadline - loop.time()
             if remaining <= 0:
-                raise RegistryError(500, FORWARDING_ERROR,
-                                    f"the schema registry of broker {leader} (the writer) has not announced itself")
+                raise RegistryError(
+                    500,
+                    FORWARDING_ERROR,
+                    f"the schema registry of broker {leader} (the writer) has not announced itself",
+                )
             await self.store.next_advance(remaining)
         return url
 

@@ -14,9 +14,9 @@ import time
 from collections.abc import Callable, Sequence
 
 import pyarrow as pa
+
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.records import decode_batch, encode_batch, iter_batches
-
 from pylog.schema_registry import records
 from pylog.schema_registry.errors import OPERATION_TIMEOUT, STORE_ERROR, RegistryError
 from pylog.sdk.client import FETCH, PRODUCE, KafkaClient, KafkaError
@@ -32,10 +32,17 @@ PARTITION = 0
 class KafkaStore:
     """Apply-in-order tail of ``_schemas``-0 feeding ``apply(key, value)``; `append` writes records."""
 
-    def __init__(self, bootstrap_servers: str, apply: Callable[[dict, dict | None], None], *,
-                 topic: str = records.TOPIC, timeout_s: float = 30.0) -> None:
-        self.client = KafkaClient(bootstrap_servers, client_id="pylog-schema-registry",
-                                  request_timeout_s=timeout_s)
+    def __init__(
+        self,
+        bootstrap_servers: str,
+        apply: Callable[[dict, dict | None], None],
+        *,
+        topic: str = records.TOPIC,
+        timeout_s: float = 30.0,
+    ) -> None:
+        self.client = KafkaClient(
+            bootstrap_servers, client_id="pylog-schema-registry", request_timeout_s=timeout_s
+        )
         self.topic = topic
         self.timeout_s = timeout_s
         self._apply = apply
@@ -61,8 +68,9 @@ class KafkaStore:
             await asyncio.wait_for(self._ready.wait(), self.timeout_s)
         except asyncio.TimeoutError:
             detail = f": {self._failure}" if self._failure else ""
-            raise RegistryError(500, OPERATION_TIMEOUT,
-                                f"the schema registry has not read {self.topic} yet{detail}") from None
+            raise RegistryError(
+                500, OPERATION_TIMEOUT, f"the schema registry has not read {self.topic} yet{detail}"
+            ) from None
 
     async def leader(self) -> int:
         tm = await self.client.topic(self.topic)
@@ -90,26 +98,53 @@ class KafkaStore:
         tm = md.topics.get(self.topic)
         if tm is not None and tm.error_code == 0 and tm.partitions:
             return
-        body = {"topics": [{"name": self.topic, "num_partitions": 1, "replication_factor": -1,
-                            "assignments": [],
-                            "configs": [{"name": k, "value": v} for k, v in records.TOPIC_CONFIGS.items()]}],
-                "timeout_ms": int(self.timeout_s * 1000), "validate_only": False}
+        body = {
+            "topics": [
+                {
+                    "name": self.topic,
+                    "num_partitions": 1,
+                    "replication_factor": -1,
+                    "assignments": [],
+                    "configs": [{"name": k, "value": v} for k, v in records.TOPIC_CONFIGS.items()],
+                }
+            ],
+            "timeout_ms": int(self.timeout_s * 1000),
+            "validate_only": False,
+        }
         resp = await (await self.client.any_connection()).request(CREATE_TOPICS, CREATE_TOPICS_VERSION, body)
         for t in resp.topics:
             if t.error_code not in (0, ErrorCode.TOPIC_ALREADY_EXISTS):
-                raise KafkaError(t.error_code, f"CreateTopics {self.topic}", getattr(t, "error_message", None))
+                raise KafkaError(
+                    t.error_code, f"CreateTopics {self.topic}", getattr(t, "error_message", None)
+                )
 
     async def _tail(self) -> None:
         leader = await self.leader()
         conn = await self.client.connection(leader, lane=1)
         version = self.client.version(FETCH)
         while True:
-            body = {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 8 << 20,
-                    "isolation_level": READ_UNCOMMITTED, "session_id": 0, "session_epoch": -1,
-                    "topics": [{"topic": self.topic, "partitions": [
-                        {"partition": PARTITION, "fetch_offset": self.position,
-                         "partition_max_bytes": 8 << 20}]}],
-                    "forgotten_topics_data": []}
+            body = {
+                "replica_id": -1,
+                "max_wait_ms": 500,
+                "min_bytes": 1,
+                "max_bytes": 8 << 20,
+                "isolation_level": READ_UNCOMMITTED,
+                "session_id": 0,
+                "session_epoch": -1,
+                "topics": [
+                    {
+                        "topic": self.topic,
+                        "partitions": [
+                            {
+                                "partition": PARTITION,
+                                "fetch_offset": self.position,
+                                "partition_max_bytes": 8 << 20,
+                            }
+                        ],
+                    }
+                ],
+                "forgotten_topics_data": [],
+            }
             resp = await conn.request(FETCH, version, body)
             for tr in resp.responses:
                 for pr in tr.partitions:
@@ -152,8 +187,11 @@ class KafkaStore:
         while self.position <= offset:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise RegistryError(500, OPERATION_TIMEOUT,
-                                    f"the write to {self.topic} at offset {offset} was not read back in time")
+                raise RegistryError(
+                    500,
+                    OPERATION_TIMEOUT,
+                    f"the write to {self.topic} at offset {offset} was not read back in time",
+                )
             with contextlib.suppress(asyncio.TimeoutError):
                 await asyncio.wait_for(self._advanced.wait(), remaining)
 
@@ -169,19 +207,30 @@ class KafkaStore:
         n = len(recs)
         now = int(time.time() * 1000)
         batch = pa.RecordBatch.from_pydict(
-            {"offset": pa.array(range(n), pa.int64()), "timestamp": pa.array([now] * n, pa.timestamp("ms")),
-             "key": pa.array([k for k, _ in recs], pa.binary()),
-             "value": pa.array([v for _, v in recs], pa.binary())})
+            {
+                "offset": pa.array(range(n), pa.int64()),
+                "timestamp": pa.array([now] * n, pa.timestamp("ms")),
+                "key": pa.array([k for k, _ in recs], pa.binary()),
+                "value": pa.array([v for _, v in recs], pa.binary()),
+            }
+        )
         blob = encode_batch(batch, base_offset=0)
         leader = await self.leader()
         conn = await self.client.connection(leader)
-        body = {"transactional_id": None, "acks": -1, "timeout_ms": int(self.timeout_s * 1000),
-                "topic_data": [{"name": self.topic, "partition_data": [{"index": PARTITION, "records": blob}]}]}
+        body = {
+            "transactional_id": None,
+            "acks": -1,
+            "timeout_ms": int(self.timeout_s * 1000),
+            "topic_data": [{"name": self.topic, "partition_data": [{"index": PARTITION, "records": blob}]}],
+        }
         resp = await conn.request(PRODUCE, self.client.version(PRODUCE), body)
         for tr in resp.responses:
             for pr in tr.partition_responses:
                 if pr.error_code:
-                    raise RegistryError(500, STORE_ERROR, f"writing to {self.topic} failed: "
-                                        f"{ErrorCode.of(pr.error_code).name}")
+                    raise RegistryError(
+                        500,
+                        STORE_ERROR,
+                        f"writing to {self.topic} failed: {ErrorCode.of(pr.error_code).name}",
+                    )
                 return int(pr.base_offset) + n - 1
         raise RegistryError(500, STORE_ERROR, f"no answer for the write to {self.topic}")

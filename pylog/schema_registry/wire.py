@@ -34,8 +34,9 @@ def schema_ids(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     width = np.int64 if pa.types.is_large_binary(values.type) else np.int32
     offsets = np.frombuffer(values.buffers()[1], width, n + 1, values.offset).astype(np.int64)
     data_buf = values.buffers()[2]
-    data = np.frombuffer(data_buf, np.uint8) if data_buf is not None and data_buf.size else \
-        np.zeros(1, np.uint8)
+    data = (
+        np.frombuffer(data_buf, np.uint8) if data_buf is not None and data_buf.size else np.zeros(1, np.uint8)
+    )
     starts = offsets[:-1]
     lengths = offsets[1:] - starts
     ok = lengths >= HEADER_SIZE
@@ -45,7 +46,11 @@ def schema_ids(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     if data.size < HEADER_SIZE:
         data = np.concatenate([data, np.zeros(HEADER_SIZE, np.uint8)])
     ok &= data[safe] == MAGIC_BYTE
-    ids = (data[safe + 1].astype(np.int64) << 24) | (data[safe + 2].astype(np.int64) << 16) \
-        | (data[safe + 3].astype(np.int64) << 8) | data[safe + 4].astype(np.int64)
+    ids = (
+        (data[safe + 1].astype(np.int64) << 24)
+        | (data[safe + 2].astype(np.int64) << 16)
+        | (data[safe + 3].astype(np.int64) << 8)
+        | data[safe + 4].astype(np.int64)
+    )
     ids = np.where(ok, ids, -1)
     return ids, ok

@@ -63,7 +63,9 @@ class HttpSchemas:
 
     @staticmethod
     def _schema(body: dict) -> Schema:
-        refs = tuple(Reference(r["name"], r["subject"], int(r["version"])) for r in body.get("references") or [])
+        refs = tuple(
+            Reference(r["name"], r["subject"], int(r["version"])) for r in body.get("references") or []
+        )
         return Schema(body.get("schemaType") or AVRO, body["schema"], refs)
 
     def schema(self, schema_id: int) -> Schema:
@@ -88,8 +90,9 @@ class HttpSchemas:
             raise
         return int(body["id"]), self._schema(body)
 
-    def resolved_references(self, refs: tuple[Reference, ...], seen: frozenset[str] = frozenset()
-                            ) -> list[tuple[str, str]]:
+    def resolved_references(
+        self, refs: tuple[Reference, ...], seen: frozenset[str] = frozenset()
+    ) -> list[tuple[str, str]]:
         out: list[tuple[str, str]] = []
         for r in refs:
             if r.name in seen:
@@ -117,8 +120,10 @@ class LogSchemas:
             try:
                 table = self._read()
             except Exception as exc:
-                raise ValueError(f"no schema registry to decode with: reading the _schemas topic failed "
-                                 f"({exc}); pass schema_registry_url=") from None
+                raise ValueError(
+                    f"no schema registry to decode with: reading the _schemas topic failed "
+                    f"({exc}); pass schema_registry_url="
+                ) from None
             state = RegistryState()
             for k, v in zip(table.column("key").to_pylist(), table.column("value").to_pylist()):
                 decoded = records.decode(k, v)
@@ -164,7 +169,9 @@ class RegistryDecoder:
             try:
                 s = self.schemas.schema(schema_id)
             except RegistryError as exc:
-                raise RecordDecodeError(-1, f"schema id {schema_id} is unknown to the registry ({exc})") from None
+                raise RecordDecodeError(
+                    -1, f"schema id {schema_id} is unknown to the registry ({exc})"
+                ) from None
             got = formats.parse(s.schema_type, s.text, self.schemas.resolved_references(s.references))
             self._parsed[schema_id] = got
         return got
@@ -175,21 +182,33 @@ class RegistryDecoder:
         if len(types) > 1:
             raise RecordDecodeError(-1, f"the {self.column}s mix schema types {sorted(types)}")
         if self.reader is not None and all(
-                not formats.incompatibilities(self.reader, w) for w in writers.values()):
+            not formats.incompatibilities(self.reader, w) for w in writers.values()
+        ):
             return
         candidates: list[tuple[int, ParsedSchema]] = []
         latest = self.schemas.latest(f"{self.topic}-{self.column}")
         if latest is not None and latest[1].schema_type == next(iter(types)):
-            candidates.append((latest[0], formats.parse(latest[1].schema_type, latest[1].text,
-                                                         self.schemas.resolved_references(latest[1].references))))
+            candidates.append(
+                (
+                    latest[0],
+                    formats.parse(
+                        latest[1].schema_type,
+                        latest[1].text,
+                        self.schemas.resolved_references(latest[1].references),
+                    ),
+                )
+            )
         seen = dict(self._parsed)
         candidates += sorted(seen.items(), reverse=True)
         for cid, cand in candidates:
             if all(not formats.incompatibilities(cand, w) for w in seen.values()):
                 self.reader, self._reader_id = cand, cid
                 return
-        raise RecordDecodeError(-1, f"no schema of {self.topic}-{self.column} reads every schema its records "
-                                f"were written with (ids {sorted(seen)})")
+        raise RecordDecodeError(
+            -1,
+            f"no schema of {self.topic}-{self.column} reads every schema its records "
+            f"were written with (ids {sorted(seen)})",
+        )
 
     def __call__(self, values: pa.Array) -> pa.Array:
         if isinstance(values, pa.ChunkedArray):
@@ -202,9 +221,13 @@ class RegistryDecoder:
         bad = valid & ~framed
         errors: list[RecordDecodeError] = []  # the first failing row is the one reported
         if bad.any() and not self.null_on_error:
-            errors.append(RecordDecodeError(int(np.flatnonzero(bad)[0]),
-                                            f"the {self.column} is not in the schema registry wire format "
-                                            "(magic byte 0 and a 4-byte schema id)"))
+            errors.append(
+                RecordDecodeError(
+                    int(np.flatnonzero(bad)[0]),
+                    f"the {self.column} is not in the schema registry wire format "
+                    "(magic byte 0 and a 4-byte schema id)",
+                )
+            )
         unique = sorted(int(i) for i in np.unique(ids[framed]))
         for sid in list(unique):
             try:
@@ -249,6 +272,7 @@ class RegistryDecoder:
         assert self.reader is not None
         if self.reader.schema_type == AVRO:
             from pylog.schema_registry import avro_arrow
+
             return avro_arrow.reader_struct_type(self.reader.parsed)
         return self._proto_type or pa.null()
 
@@ -256,15 +280,21 @@ class RegistryDecoder:
         assert self.reader is not None
         if writer.schema_type == AVRO:
             from pylog.schema_registry import avro_arrow
+
             try:
-                return avro_arrow.decode(writer.parsed, self.reader.parsed, group, null_on_error=self.null_on_error)
+                return avro_arrow.decode(
+                    writer.parsed, self.reader.parsed, group, null_on_error=self.null_on_error
+                )
             except avro_arrow.AvroDecodeError as exc:
                 raise RecordDecodeError(exc.row, str(exc)) from None
         if writer.schema_type == JSON:
             return self._decode_json(group)
         if writer.schema_type == PROTOBUF:
             from pylog.sdk import registry_proto
-            arr = registry_proto.decode(writer.parsed, self.reader.parsed, group, null_on_error=self.null_on_error)
+
+            arr = registry_proto.decode(
+                writer.parsed, self.reader.parsed, group, null_on_error=self.null_on_error
+            )
             self._proto_type = arr.type
             return arr
         raise RecordDecodeError(0, f"unsupported schema type {writer.schema_type}")
@@ -273,6 +303,7 @@ class RegistryDecoder:
         import pyarrow.compute as pc
 
         from pylog.sdk.decoders import JsonDecoder
+
         if self._json_decoder is None:
             self._json_decoder = JsonDecoder()
         body = pc.binary_slice(group, HEADER_SIZE, (1 << 31) - 1)  # an explicit stop: Arrow 26 misreads None
@@ -281,19 +312,35 @@ class RegistryDecoder:
         except ValueError as exc:
             if not self.null_on_error:
                 raise RecordDecodeError(0, f"a JSON payload does not parse ({exc})") from None
-            return pa.nulls(len(group), self._json_decoder.schema and pa.struct(list(self._json_decoder.schema)))
+            return pa.nulls(
+                len(group), self._json_decoder.schema and pa.struct(list(self._json_decoder.schema))
+            )
 
 
-def registry_decoder(*, column: str, topic: str, schema_registry_url: str | None = None,
-                     data_dir: Any = None, bootstrap_servers: Any = None, fetch_options: Any = None,
-                     on_decode_error: str = "raise", **_: Any) -> RegistryDecoder:
+def registry_decoder(
+    *,
+    column: str,
+    topic: str,
+    schema_registry_url: str | None = None,
+    data_dir: Any = None,
+    bootstrap_servers: Any = None,
+    fetch_options: Any = None,
+    on_decode_error: str = "raise",
+    **_: Any,
+) -> RegistryDecoder:
     if schema_registry_url:
         schemas: Any = HttpSchemas(schema_registry_url)
     else:
         from pylog.sdk.api import read_topic
 
         def read() -> pa.Table:
-            return read_topic("_schemas", data_dir=data_dir, bootstrap_servers=bootstrap_servers,
-                              fetch_options=fetch_options, columns=["key", "value"])
+            return read_topic(
+                "_schemas",
+                data_dir=data_dir,
+                bootstrap_servers=bootstrap_servers,
+                fetch_options=fetch_options,
+                columns=["key", "value"],
+            )
+
         schemas = LogSchemas(read)
     return RegistryDecoder(topic, column, schemas, on_decode_error)

@@ -19,14 +19,22 @@ from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from pylog.schema_registry.wire import HEADER_SIZE
 
 _SCALARS = {
-    FieldDescriptor.TYPE_DOUBLE: pa.float64(), FieldDescriptor.TYPE_FLOAT: pa.float32(),
-    FieldDescriptor.TYPE_INT64: pa.int64(), FieldDescriptor.TYPE_UINT64: pa.uint64(),
-    FieldDescriptor.TYPE_INT32: pa.int32(), FieldDescriptor.TYPE_FIXED64: pa.uint64(),
-    FieldDescriptor.TYPE_FIXED32: pa.uint32(), FieldDescriptor.TYPE_BOOL: pa.bool_(),
-    FieldDescriptor.TYPE_STRING: pa.string(), FieldDescriptor.TYPE_BYTES: pa.binary(),
-    FieldDescriptor.TYPE_UINT32: pa.uint32(), FieldDescriptor.TYPE_SFIXED32: pa.int32(),
-    FieldDescriptor.TYPE_SFIXED64: pa.int64(), FieldDescriptor.TYPE_SINT32: pa.int32(),
-    FieldDescriptor.TYPE_SINT64: pa.int64(), FieldDescriptor.TYPE_ENUM: pa.string(),
+    FieldDescriptor.TYPE_DOUBLE: pa.float64(),
+    FieldDescriptor.TYPE_FLOAT: pa.float32(),
+    FieldDescriptor.TYPE_INT64: pa.int64(),
+    FieldDescriptor.TYPE_UINT64: pa.uint64(),
+    FieldDescriptor.TYPE_INT32: pa.int32(),
+    FieldDescriptor.TYPE_FIXED64: pa.uint64(),
+    FieldDescriptor.TYPE_FIXED32: pa.uint32(),
+    FieldDescriptor.TYPE_BOOL: pa.bool_(),
+    FieldDescriptor.TYPE_STRING: pa.string(),
+    FieldDescriptor.TYPE_BYTES: pa.binary(),
+    FieldDescriptor.TYPE_UINT32: pa.uint32(),
+    FieldDescriptor.TYPE_SFIXED32: pa.int32(),
+    FieldDescriptor.TYPE_SFIXED64: pa.int64(),
+    FieldDescriptor.TYPE_SINT32: pa.int32(),
+    FieldDescriptor.TYPE_SINT64: pa.int64(),
+    FieldDescriptor.TYPE_ENUM: pa.string(),
 }
 _TIMESTAMP = "google.protobuf.Timestamp"
 
@@ -44,7 +52,9 @@ def arrow_type(d: Descriptor, depth: int = 0) -> pa.DataType:
                 t: pa.DataType = pa.timestamp("us", tz="UTC")
             elif f.message_type.GetOptions().map_entry:
                 k, v = f.message_type.fields_by_name["key"], f.message_type.fields_by_name["value"]
-                fields.append(pa.field(f.name, pa.map_(_SCALARS.get(k.type, pa.string()), _field_type(v, depth))))
+                fields.append(
+                    pa.field(f.name, pa.map_(_SCALARS.get(k.type, pa.string()), _field_type(v, depth)))
+                )
                 continue
             else:
                 t = arrow_type(f.message_type, depth + 1) if depth < 16 else pa.string()
@@ -97,6 +107,7 @@ def _indexes(buf: bytes, pos: int) -> tuple[list[int], int]:
             if not b & 0x80:
                 return (v >> 1) ^ -(v & 1), p
             shift += 7
+
     count, pos = varint(pos)
     if count == 0:
         return [0], pos

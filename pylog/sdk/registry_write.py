@@ -34,15 +34,19 @@ def avro_type(t: pa.DataType, name: str) -> Any:
     if pa.types.is_boolean(t):
         return "boolean"
     if pa.types.is_integer(t):
-        return "int" if t.bit_width <= 32 and pa.types.is_signed_integer(t) or t.bit_width < 32 else "long"
+        return "int" if (t.bit_width <= 32 and pa.types.is_signed_integer(t)) or t.bit_width < 32 else "long"
     if pa.types.is_float16(t) or pa.types.is_float32(t):
         return "float"
     if pa.types.is_floating(t):
         return "double"
     if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t):
         return "string"
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t) \
-            or pa.types.is_binary_view(t):
+    if (
+        pa.types.is_binary(t)
+        or pa.types.is_large_binary(t)
+        or pa.types.is_fixed_size_binary(t)
+        or pa.types.is_binary_view(t)
+    ):
         return "bytes"
     if pa.types.is_timestamp(t):
         logical = "timestamp-millis" if t.unit in ("s", "ms") else "timestamp-micros"
@@ -83,8 +87,12 @@ def register(url: str, subject: str, schema: dict[str, Any], timeout_s: float = 
     """POST the schema under `subject` (the registry returns the existing id for a known schema)."""
     q = urllib.parse.quote(subject, safe="")
     body = json.dumps({"schema": json.dumps(schema)}).encode()
-    req = urllib.request.Request(f"{url.rstrip('/')}/subjects/{q}/versions", data=body, method="POST",
-                                 headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+    req = urllib.request.Request(
+        f"{url.rstrip('/')}/subjects/{q}/versions",
+        data=body,
+        method="POST",
+        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+    )
     try:
         with urllib.request.urlopen(req, timeout=timeout_s) as resp:
             return int(json.loads(resp.read())["id"])
@@ -93,7 +101,9 @@ def register(url: str, subject: str, schema: dict[str, Any], timeout_s: float = 
             message = json.loads(exc.read()).get("message", exc.reason)
         except ValueError:
             message = exc.reason
-        raise ValueError(f"the schema registry refused the schema for {subject} ({exc.code}): {message}") from None
+        raise ValueError(
+            f"the schema registry refused the schema for {subject} ({exc.code}): {message}"
+        ) from None
     except (urllib.error.URLError, OSError) as exc:
         raise ConnectionError(f"schema registry at {url} is not reachable: {exc}") from None
 

@@ -139,7 +139,8 @@ class ReadOptions:
 
     def registry_columns(self) -> tuple[str, ...]:
         """The columns read in the Schema Registry wire format (keyFormat / valueFormat = registry)."""
-        return tuple(c for c, f in (("key", self.key_format), ("value", self.value_format)) if f == "registry")
+        formats = (("key", self.key_format), ("value", self.value_format))
+        return tuple(c for c, f in formats if f == "registry")
 
     def open(self) -> TopicSource:
         return open_source(self.data_dir, self.bootstrap_servers)

@@ -24,8 +24,14 @@ def _schemas(options: ReadOptions) -> Any:
         return HttpSchemas(options.schema_registry_url)
     from pylog.sdk.api import read_topic
 
-    return LogSchemas(lambda: read_topic("_schemas", data_dir=options.data_dir,
-                                         bootstrap_servers=options.bootstrap_servers, columns=["key", "value"]))
+    return LogSchemas(
+        lambda: read_topic(
+            "_schemas",
+            data_dir=options.data_dir,
+            bootstrap_servers=options.bootstrap_servers,
+            columns=["key", "value"],
+        )
+    )
 
 
 def _sparkable(t: pa.DataType) -> pa.DataType:
@@ -44,11 +50,15 @@ def _sparkable(t: pa.DataType) -> pa.DataType:
 def _reader(schemas: Any, subject: str) -> formats.ParsedSchema:
     latest = schemas.latest(subject)
     if latest is None:
-        raise ValueError(f"format('pylog') with a registry format needs the subject {subject!r} in the schema "
-                         "registry (it sets the column's type)")
+        raise ValueError(
+            f"format('pylog') with a registry format needs the subject {subject!r} in the schema "
+            "registry (it sets the column's type)"
+        )
     s = latest[1]
     if s.schema_type == formats.JSON:
-        raise ValueError(f"subject {subject!r} is a JSON Schema; Spark reads Avro and Protobuf subjects typed")
+        raise ValueError(
+            f"subject {subject!r} is a JSON Schema; Spark reads Avro and Protobuf subjects typed"
+        )
     return formats.parse(s.schema_type, s.text, schemas.resolved_references(s.references))
 
 
@@ -58,25 +68,37 @@ def registry_arrow_type(options: ReadOptions, column: str) -> pa.DataType:
     reader = _reader(_schemas(options), f"{options.topics[0]}-{column}")
     if reader.schema_type == formats.AVRO:
         from pylog.schema_registry.avro_arrow import reader_struct_type
+
         return _sparkable(reader_struct_type(reader.parsed))
     from pylog.sdk.registry_proto import _descriptor, arrow_type
+
     return _sparkable(arrow_type(_descriptor(reader.parsed, [0])))
 
 
-def decoders_for(options: ReadOptions, topic: str) -> dict[str, Callable[[pa.Array, Any, pa.RecordBatch], pa.Array]]:
+def decoders_for(
+    options: ReadOptions, topic: str
+) -> dict[str, Callable[[pa.Array, Any, pa.RecordBatch], pa.Array]]:
     schemas = _schemas(options)
     out = {}
     for column in options.registry_columns():
         decoder = RegistryDecoder(topic, column, schemas)
         decoder.reader = _reader(schemas, f"{topic}-{column}")
 
-        def decode(values: pa.Array, r: Any, batch: pa.RecordBatch, d: RegistryDecoder = decoder,
-                   column: str = column) -> pa.Array:
+        def decode(
+            values: pa.Array,
+            r: Any,
+            batch: pa.RecordBatch,
+            d: RegistryDecoder = decoder,
+            column: str = column,
+        ) -> pa.Array:
             try:
                 return d(values)
             except RecordDecodeError as exc:
                 where = _where(batch, exc.row)
-                raise ValueError(f"cannot decode the {column} of topic {r.topic} partition {r.partition} "
-                                 f"{where}: {exc.reason}") from None
+                raise ValueError(
+                    f"cannot decode the {column} of topic {r.topic} partition {r.partition} "
+                    f"{where}: {exc.reason}"
+                ) from None
+
         out[column] = decode
     return out

@@ -51,7 +51,8 @@ class WriteOptions:
         key_format, value_format = _format(options, "keyFormat"), _format(options, "valueFormat")
         url = _get(options, "schema.registry.url")
         if "registry" in (key_format, value_format) and not url:
-            raise ValueError("writing a registry keyFormat / valueFormat needs the option schema.registry.url")
+            raise ValueError("writing a registry keyFormat / valueFormat needs the option "
+                             "schema.registry.url")
         return cls(servers, topic, compression, _int(options, "kafka.batch.size") or 1_000_000,
                    key_format, value_format, url)
 

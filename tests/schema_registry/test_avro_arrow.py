@@ -21,36 +21,65 @@ from pylog.schema_registry.wire import frame, schema_ids
 from pylog.sdk.registry import RecordDecodeError, RegistryDecoder
 
 IMPLS = [pytest.param(aa.C_IMPL, id="c"), pytest.param(aa.PYTHON_IMPL, id="python")]
-WIDE = {"type": "record", "name": "W", "fields": [
-    {"name": "l", "type": "long"}, {"name": "i", "type": "int"}, {"name": "s", "type": "string"},
-    {"name": "b", "type": "bytes"}, {"name": "d", "type": "double"}, {"name": "f", "type": "float"},
-    {"name": "ok", "type": "boolean"},
-    {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
-    {"name": "us", "type": {"type": "long", "logicalType": "timestamp-micros"}},
-    {"name": "day", "type": {"type": "int", "logicalType": "date"}},
-    {"name": "tm", "type": {"type": "int", "logicalType": "time-millis"}},
-    {"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 3}},
-    {"name": "fdec", "type": {"type": "fixed", "name": "F8", "size": 8, "logicalType": "decimal",
-                              "precision": 18, "scale": 2}},
-    {"name": "id", "type": {"type": "string", "logicalType": "uuid"}},
-    {"name": "color", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "GREEN", "BLUE"]}},
-    {"name": "raw", "type": {"type": "fixed", "name": "Four", "size": 4}},
-    {"name": "maybe", "type": ["null", "long"], "default": None},
-    {"name": "later", "type": ["string", "null"]},
-]}
+WIDE = {
+    "type": "record",
+    "name": "W",
+    "fields": [
+        {"name": "l", "type": "long"},
+        {"name": "i", "type": "int"},
+        {"name": "s", "type": "string"},
+        {"name": "b", "type": "bytes"},
+        {"name": "d", "type": "double"},
+        {"name": "f", "type": "float"},
+        {"name": "ok", "type": "boolean"},
+        {"name": "ts", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+        {"name": "us", "type": {"type": "long", "logicalType": "timestamp-micros"}},
+        {"name": "day", "type": {"type": "int", "logicalType": "date"}},
+        {"name": "tm", "type": {"type": "int", "logicalType": "time-millis"}},
+        {"name": "dec", "type": {"type": "bytes", "logicalType": "decimal", "precision": 12, "scale": 3}},
+        {
+            "name": "fdec",
+            "type": {
+                "type": "fixed",
+                "name": "F8",
+                "size": 8,
+                "logicalType": "decimal",
+                "precision": 18,
+                "scale": 2,
+            },
+        },
+        {"name": "id", "type": {"type": "string", "logicalType": "uuid"}},
+        {"name": "color", "type": {"type": "enum", "name": "Color", "symbols": ["RED", "GREEN", "BLUE"]}},
+        {"name": "raw", "type": {"type": "fixed", "name": "Four", "size": 4}},
+        {"name": "maybe", "type": ["null", "long"], "default": None},
+        {"name": "later", "type": ["string", "null"]},
+    ],
+}
 
 
 def _record(rnd: random.Random, i: int) -> dict:
-    return {"l": rnd.randrange(-2**63, 2**63), "i": rnd.randrange(-2**31, 2**31), "s": f"s{i}é" * (i % 4),
-            "b": bytes(rnd.randrange(256) for _ in range(i % 7)), "d": rnd.random(), "f": 0.5,
-            "ok": bool(i % 2), "ts": datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
-            + datetime.timedelta(milliseconds=i),
-            "us": datetime.datetime(2023, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(microseconds=i),
-            "day": datetime.date(2020, 2, 29) + datetime.timedelta(days=i), "tm": datetime.time(1, 2, 3),
-            "dec": decimal.Decimal(rnd.randrange(-10**11, 10**11)).scaleb(-3),
-            "fdec": decimal.Decimal(rnd.randrange(-10**17, 10**17)).scaleb(-2),
-            "id": str(uuid.UUID(int=rnd.getrandbits(128))), "color": ["RED", "GREEN", "BLUE"][i % 3],
-            "raw": b"abcd", "maybe": None if i % 3 else i, "later": None if i % 2 else "x"}
+    return {
+        "l": rnd.randrange(-(2**63), 2**63),
+        "i": rnd.randrange(-(2**31), 2**31),
+        "s": f"s{i}é" * (i % 4),
+        "b": bytes(rnd.randrange(256) for _ in range(i % 7)),
+        "d": rnd.random(),
+        "f": 0.5,
+        "ok": bool(i % 2),
+        "ts": datetime.datetime(2024, 1, 1, tzinfo=datetime.timezone.utc)
+        + datetime.timedelta(milliseconds=i),
+        "us": datetime.datetime(2023, 1, 1, tzinfo=datetime.timezone.utc)
+        + datetime.timedelta(microseconds=i),
+        "day": datetime.date(2020, 2, 29) + datetime.timedelta(days=i),
+        "tm": datetime.time(1, 2, 3),
+        "dec": decimal.Decimal(rnd.randrange(-(10**11), 10**11)).scaleb(-3),
+        "fdec": decimal.Decimal(rnd.randrange(-(10**17), 10**17)).scaleb(-2),
+        "id": str(uuid.UUID(int=rnd.getrandbits(128))),
+        "color": ["RED", "GREEN", "BLUE"][i % 3],
+        "raw": b"abcd",
+        "maybe": None if i % 3 else i,
+        "later": None if i % 2 else "x",
+    }
 
 
 def _encode(schema: dict, rows: list[dict], sid: int = 1) -> pa.Array:
@@ -99,10 +128,18 @@ def test_truncated_payloads_fail_their_row(impl: object) -> None:
 
 
 def test_nested_schemas_take_the_general_path() -> None:
-    nested = {"type": "record", "name": "N", "fields": [
-        {"name": "tags", "type": {"type": "array", "items": "string"}},
-        {"name": "attrs", "type": {"type": "map", "values": "long"}},
-        {"name": "inner", "type": {"type": "record", "name": "I", "fields": [{"name": "x", "type": "int"}]}}]}
+    nested = {
+        "type": "record",
+        "name": "N",
+        "fields": [
+            {"name": "tags", "type": {"type": "array", "items": "string"}},
+            {"name": "attrs", "type": {"type": "map", "values": "long"}},
+            {
+                "name": "inner",
+                "type": {"type": "record", "name": "I", "fields": [{"name": "x", "type": "int"}]},
+            },
+        ],
+    }
     s = favro.parse(json.dumps(nested)).parsed
     assert aa.flat_plan(s) is None
     rows = [{"tags": ["a"], "attrs": {"k": 1}, "inner": {"x": 2}}]
@@ -117,6 +154,7 @@ class _Schemas:
 
     def schema(self, sid: int) -> Schema:
         from pylog.schema_registry.errors import RegistryError
+
         if sid not in self.by_id:
             raise RegistryError(404, 40403, "unknown")
         return self.by_id[sid]
@@ -129,21 +167,35 @@ class _Schemas:
 
 
 def test_several_writer_versions_come_back_as_one_table() -> None:
-    v1 = {"type": "record", "name": "P", "fields": [{"name": "id", "type": "int"},
-                                                    {"name": "c", "type": {"type": "enum", "name": "C",
-                                                                           "symbols": ["A", "B"]}}]}
-    v2 = {"type": "record", "name": "P", "fields": [
-        {"name": "id", "type": "long"},
-        {"name": "c", "type": {"type": "enum", "name": "C", "symbols": ["Z", "A", "B"]}},
-        {"name": "note", "type": ["null", "string"], "default": None},
-        {"name": "n", "type": "int", "default": 7}]}
+    v1 = {
+        "type": "record",
+        "name": "P",
+        "fields": [
+            {"name": "id", "type": "int"},
+            {"name": "c", "type": {"type": "enum", "name": "C", "symbols": ["A", "B"]}},
+        ],
+    }
+    v2 = {
+        "type": "record",
+        "name": "P",
+        "fields": [
+            {"name": "id", "type": "long"},
+            {"name": "c", "type": {"type": "enum", "name": "C", "symbols": ["Z", "A", "B"]}},
+            {"name": "note", "type": ["null", "string"], "default": None},
+            {"name": "n", "type": "int", "default": 7},
+        ],
+    }
     a = _encode(v1, [{"id": 1, "c": "B"}, {"id": 2, "c": "A"}], sid=1).to_pylist()
     b = _encode(v2, [{"id": 3, "c": "Z", "note": "x", "n": 1}], sid=2).to_pylist()
     values = pa.array([a[0], b[0], a[1], None], pa.binary())
     dec = RegistryDecoder("t", "value", _Schemas({1: v1, 2: v2}, latest=2))
     out = dec(values)
-    assert out.to_pylist() == [{"id": 1, "c": "B", "note": None, "n": 7}, {"id": 3, "c": "Z", "note": "x", "n": 1},
-                               {"id": 2, "c": "A", "note": None, "n": 7}, None]
+    assert out.to_pylist() == [
+        {"id": 1, "c": "B", "note": None, "n": 7},
+        {"id": 3, "c": "Z", "note": "x", "n": 1},
+        {"id": 2, "c": "A", "note": None, "n": 7},
+        None,
+    ]
     assert out.type.field("id").type == pa.int64()
     with pytest.raises(RecordDecodeError) as unknown:
         dec(pa.array([frame(99, b"\x02")]))

@@ -99,7 +99,12 @@ def test_soft_and_hard_delete() -> None:
 
 def test_references_resolve_and_block_deletes() -> None:
     st = RegistryState()
-    address = {"type": "record", "name": "Address", "namespace": "geo", "fields": [{"name": "city", "type": "string"}]}
+    address = {
+        "type": "record",
+        "name": "Address",
+        "namespace": "geo",
+        "fields": [{"name": "city", "type": "string"}],
+    }
     person = {"type": "record", "name": "Person", "fields": [{"name": "home", "type": "geo.Address"}]}
     run(st, st.register("address", avro(address)))
     ref = (Reference("geo.Address", "address", 1),)
@@ -125,7 +130,11 @@ def test_modes() -> None:
     with pytest.raises(RegistryError):
         st.set_mode(None, "IMPORT")  # subjects exist
     run(st, st.set_mode(None, "IMPORT", force=True))
-    assert run(st, st.register("t", avro(V2), schema_id=100, version=7)) == {"id": 100, "version": 7, "subject": "t"}
+    assert run(st, st.register("t", avro(V2), schema_id=100, version=7)) == {
+        "id": 100,
+        "version": 7,
+        "subject": "t",
+    }
     with pytest.raises(RegistryError) as bad:
         st.set_mode(None, "SOMETIMES")
     assert bad.value.error_code == e.INVALID_MODE

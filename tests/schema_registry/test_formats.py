@@ -30,13 +30,23 @@ def test_avro_resolution_rules() -> None:
     nullable = {"type": "record", "name": "R", "fields": [{"name": "a", "type": ["null", "long"]}]}
     assert formats.incompatibilities(p("AVRO", nullable), p("AVRO", base)) == []
     assert formats.incompatibilities(p("AVRO", base), p("AVRO", nullable))  # null has no int branch
-    recursive = {"type": "record", "name": "Node", "fields": [
-        {"name": "next", "type": ["null", "Node"], "default": None}]}
+    recursive = {
+        "type": "record",
+        "name": "Node",
+        "fields": [{"name": "next", "type": ["null", "Node"], "default": None}],
+    }
     assert formats.incompatibilities(p("AVRO", recursive), p("AVRO", recursive)) == []
 
 
-@pytest.mark.parametrize("text", ['{"type": "record", "name": "X"}', "not json", '{"type": "nope"}',
-                                  '{"type": "record", "name": "X", "fields": [{"name": "a"}]}'])
+@pytest.mark.parametrize(
+    "text",
+    [
+        '{"type": "record", "name": "X"}',
+        "not json",
+        '{"type": "nope"}',
+        '{"type": "record", "name": "X", "fields": [{"name": "a"}]}',
+    ],
+)
 def test_avro_refuses_invalid_schemas(text: str) -> None:
     with pytest.raises(SchemaParseError):
         formats.parse("AVRO", text)
@@ -55,8 +65,11 @@ def test_json_schema_rules() -> None:
     assert formats.incompatibilities(p("JSON", closed), p("JSON", more))
     with pytest.raises(SchemaParseError):
         formats.parse("JSON", '{"type": 12}')
-    ref = p("JSON", {"type": "object", "properties": {"x": {"$ref": "other.json"}}},
-            (("other.json", '{"type": "string"}'),))
+    ref = p(
+        "JSON",
+        {"type": "object", "properties": {"x": {"$ref": "other.json"}}},
+        (("other.json", '{"type": "string"}'),),
+    )
     assert ref.parsed.validator().is_valid({"x": "ok"}) and not ref.parsed.validator().is_valid({"x": 1})
 
 
@@ -64,7 +77,9 @@ def _proto(fields: list[tuple[str, int, int]]) -> str:
     fd = descriptor_pb2.FileDescriptorProto(name="m.proto", package="pk", syntax="proto3")
     m = fd.message_type.add(name="M")
     for name, number, t in fields:
-        m.field.add(name=name, number=number, type=t, label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL)
+        m.field.add(
+            name=name, number=number, type=t, label=descriptor_pb2.FieldDescriptorProto.LABEL_OPTIONAL
+        )
     return base64.b64encode(fd.SerializeToString()).decode()
 
 

@@ -55,8 +55,14 @@ def parse(text: str, references: Sequence[tuple[str, str]] = ()) -> ParsedSchema
     return ParsedSchema(AVRO, json.dumps(obj, separators=(",", ":")), AvroSchema(parsed, named))
 
 
-_REQUIRED = {"record": ("name", "fields"), "error": ("name", "fields"), "enum": ("name", "symbols"),
-             "fixed": ("name", "size"), "array": ("items",), "map": ("values",)}
+_REQUIRED = {
+    "record": ("name", "fields"),
+    "error": ("name", "fields"),
+    "enum": ("name", "symbols"),
+    "fixed": ("name", "size"),
+    "array": ("items",),
+    "map": ("values",),
+}
 
 
 def _require(s: Any) -> None:
@@ -97,8 +103,11 @@ def _type_of(s: Any) -> str:
         return "union"
     if isinstance(s, dict):
         t = s["type"]
-        return t if isinstance(t, str) and t in ("record", "error", "enum", "array", "map", "fixed") \
+        return (
+            t
+            if isinstance(t, str) and t in ("record", "error", "enum", "array", "map", "fixed")
             else _type_of(t)
+        )
     return s
 
 
@@ -135,8 +144,10 @@ class _Resolver:
             for i, branch in enumerate(w):
                 if rt == "union":
                     if not any(self.readable(rb, branch) for rb in r):
-                        self.out.append(f"{path}: the reader's union has no branch for the writer's "
-                                        f"{_describe(branch)} (writer union branch {i})")
+                        self.out.append(
+                            f"{path}: the reader's union has no branch for the writer's "
+                            f"{_describe(branch)} (writer union branch {i})"
+                        )
                 else:
                     self.check(r, branch, path)
             return
@@ -159,12 +170,14 @@ class _Resolver:
         elif rt == "enum":
             missing = [s for s in w["symbols"] if s not in r["symbols"]]
             if missing and "default" not in r:
-                self.out.append(f"{path}: the reader's enum {r['name']} lacks the symbols {missing} "
-                                "and has no default")
+                self.out.append(
+                    f"{path}: the reader's enum {r['name']} lacks the symbols {missing} and has no default"
+                )
         elif rt == "fixed":
             if r["size"] != w["size"]:
-                self.out.append(f"{path}: fixed {r['name']} has size {w['size']} in the writer, "
-                                f"{r['size']} in the reader")
+                self.out.append(
+                    f"{path}: fixed {r['name']} has size {w['size']} in the writer, {r['size']} in the reader"
+                )
         elif rt == "array":
             self.check(r["items"], w["items"], f"{path}items/")
         elif rt == "map":
@@ -179,8 +192,10 @@ class _Resolver:
             wf = next((written[n] for n in names if n in written), None)
             if wf is None:
                 if "default" not in f:
-                    self.out.append(f"{path}{f['name']}: the reader's field {f['name']!r} is missing "
-                                    "from the writer's schema and has no default")
+                    self.out.append(
+                        f"{path}{f['name']}: the reader's field {f['name']!r} is missing "
+                        "from the writer's schema and has no default"
+                    )
                 continue
             self.check(f["type"], wf["type"], f"{path}{f['name']}/")
 

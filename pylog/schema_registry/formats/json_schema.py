@@ -43,9 +43,11 @@ def parse(text: str, references: Sequence[tuple[str, str]] = ()) -> ParsedSchema
         cls = jsonschema.validators.validator_for(obj, default=jsonschema.Draft202012Validator)
         cls.check_schema(obj)
         spec = referencing.jsonschema.specification_with(
-            cls.META_SCHEMA.get("$schema", "https://json-schema.org/draft/2020-12/schema"))
+            cls.META_SCHEMA.get("$schema", "https://json-schema.org/draft/2020-12/schema")
+        )
         registry = referencing.Registry().with_resources(
-            (name, referencing.Resource(contents=s, specification=spec)) for name, s in refs)
+            (name, referencing.Resource(contents=s, specification=spec)) for name, s in refs
+        )
     except jsonschema.SchemaError as exc:
         raise SchemaParseError(f"Invalid JSON schema: {exc.message}") from None
     except Exception as exc:

@@ -33,8 +33,9 @@ _GROUPS = [
 
 
 class ProtoSchema:
-    def __init__(self, file: descriptor_pb2.FileDescriptorProto,
-                 deps: list[descriptor_pb2.FileDescriptorProto]) -> None:
+    def __init__(
+        self, file: descriptor_pb2.FileDescriptorProto, deps: list[descriptor_pb2.FileDescriptorProto]
+    ) -> None:
         self.file = file
         self.deps = deps
 
@@ -51,11 +52,27 @@ class ProtoSchema:
 
 
 def _well_known() -> list[descriptor_pb2.FileDescriptorProto]:
-    from google.protobuf import (any_pb2, duration_pb2, empty_pb2, field_mask_pb2, struct_pb2,
-                                 timestamp_pb2, wrappers_pb2)
+    from google.protobuf import (
+        any_pb2,
+        duration_pb2,
+        empty_pb2,
+        field_mask_pb2,
+        struct_pb2,
+        timestamp_pb2,
+        wrappers_pb2,
+    )
+
     out = []
-    for m in (any_pb2, duration_pb2, empty_pb2, field_mask_pb2, struct_pb2, timestamp_pb2, wrappers_pb2,
-              descriptor_pb2):
+    for m in (
+        any_pb2,
+        duration_pb2,
+        empty_pb2,
+        field_mask_pb2,
+        struct_pb2,
+        timestamp_pb2,
+        wrappers_pb2,
+        descriptor_pb2,
+    ):
         fd = descriptor_pb2.FileDescriptorProto()
         m.DESCRIPTOR.CopyToProto(fd)
         out.append(fd)
@@ -79,7 +96,8 @@ def _decode(text: str, name: str) -> descriptor_pb2.FileDescriptorProto:
     except (binascii.Error, UnicodeEncodeError, ValueError):
         raise SchemaParseError(
             "Invalid Protobuf schema: pylog's registry takes a base64-encoded FileDescriptorProto "
-            "(what confluent-kafka's ProtobufSerializer sends), not .proto text") from None
+            "(what confluent-kafka's ProtobufSerializer sends), not .proto text"
+        ) from None
     fd = descriptor_pb2.FileDescriptorProto()
     try:
         fd.ParseFromString(raw)
@@ -139,11 +157,15 @@ def incompatibilities(reader: ParsedSchema, writer: ParsedSchema) -> list[str]:
             if rf is None:
                 continue
             if _group(rf.type) != _group(wf.type):
-                out.append(f"{name}: field number {wf.number} changed type "
-                           f"({F.Type.Name(wf.type)} to {F.Type.Name(rf.type)})")
+                out.append(
+                    f"{name}: field number {wf.number} changed type "
+                    f"({F.Type.Name(wf.type)} to {F.Type.Name(rf.type)})"
+                )
             elif rf.type == F.TYPE_MESSAGE and rf.type_name.lstrip(".") != wf.type_name.lstrip("."):
-                out.append(f"{name}: field number {wf.number} changed message type "
-                           f"({wf.type_name} to {rf.type_name})")
+                out.append(
+                    f"{name}: field number {wf.number} changed message type "
+                    f"({wf.type_name} to {rf.type_name})"
+                )
             elif (rf.label == F.LABEL_REPEATED) != (wf.label == F.LABEL_REPEATED):
                 out.append(f"{name}: field number {wf.number} changed between repeated and single")
             if rf.HasField("oneof_index") != wf.HasField("oneof_index") and wf.HasField("oneof_index"):
