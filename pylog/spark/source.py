@@ -79,7 +79,11 @@ class PylogDataSource(DataSource):
     def schema(self) -> StructType:
         from pylog.spark.options import _bool
 
+        from pylog.spark.options import _format
+
         schema = kafka_schema(_bool(self.options, "includeHeaders", False))
+        if "registry" not in (_format(self.options, "keyFormat"), _format(self.options, "valueFormat")):
+            return schema
         options = ReadOptions.parse(self.options, streaming=False)
         for column in options.registry_columns():
             from pyspark.sql.pandas.types import from_arrow_type
