@@ -262,6 +262,11 @@ def test_other_clients_write_wire_format(
         topic, bootstrap_servers=reg_broker.bootstrap, decode="registry", schema_registry_url=url
     )
     assert table.column("value").to_pylist() == rows
+    from confluent_kafka.schema_registry.avro import AvroDeserializer
+
+    fresh = SchemaRegistryClient({"url": url})  # nothing cached: the deserializer asks the registry
+    back = AvroDeserializer(fresh)(recs[4].value, SerializationContext(topic, MessageField.VALUE))
+    assert back == rows[4]
 
 
 def test_protobuf_and_json_schema_topics(
@@ -295,6 +300,13 @@ def test_protobuf_and_json_schema_topics(
         topic, bootstrap_servers=reg_broker.bootstrap, decode="registry", schema_registry_url=url
     )
     assert table.column("value").to_pylist()[3] == {"id": 3, "item": "i3", "tags": ["a", "3"]}
+    from confluent_kafka.schema_registry.protobuf import ProtobufDeserializer
+
+    fresh = SchemaRegistryClient({"url": url})  # nothing cached: the deserializers ask the registry
+    wire = proto(Order(id=3, item="i3"), SerializationContext(topic, MessageField.VALUE))
+    back = ProtobufDeserializer(Order, {"use.deprecated.format": False}, fresh)(
+        wire, SerializationContext(topic, MessageField.VALUE))
+    assert (back.id, back.item) == (3, "i3")
 
     js = {
         "type": "object",
