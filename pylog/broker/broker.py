@@ -130,6 +130,7 @@ class Broker:
             controller=controller,
             quorum=quorum,
             stopping=lambda: self.stopping,
+            schema_validation=self.schema_validation,
         )
         self.server = KafkaServer(client_handlers(services), *self.listen, cfg)
         await self.server.start()
@@ -146,7 +147,7 @@ class Broker:
             host, port = self.bound_address
             self.schema_registry = RegistryServer(listener, f"{_local(host)}:{port}", node_id=self.node_id)
             await self.schema_registry.start()
-            self.schema_validation = SchemaValidation(known_ids_of(self.schema_registry.registry.state.by_id))
+            self.schema_validation.known_ids = known_ids_of(self.schema_registry.registry.state.by_id)
 
     async def _register(self) -> None:
         assert self.controller is not None

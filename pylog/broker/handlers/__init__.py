@@ -49,6 +49,7 @@ from pylog.broker.txn_shell import TxnShell
 from pylog.cluster.controller_client import ControllerClient
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.config import BrokerConfig
+from pylog.schema_registry.validation import SchemaValidation
 
 
 @dataclass(frozen=True)
@@ -65,6 +66,7 @@ class BrokerServices:
     controller: ControllerClient
     quorum: MetadataQuorum
     stopping: Callable[[], bool]
+    schema_validation: SchemaValidation
 
 
 def client_handlers(s: BrokerServices) -> HandlerTable:
@@ -73,7 +75,7 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
     table = HandlerTable(
         [
             route(api_versions.api_versions, table=versions),
-            route(produce.produce, replicas=s.replicas),
+            route(produce.produce, replicas=s.replicas, schema_validation=s.schema_validation),
             route(fetch.fetch, replicas=s.replicas, stopping=s.stopping),
             route(list_offsets.list_offsets, replicas=s.replicas),
             route(metadata.metadata, metadata=s.metadata, controller=s.controller, config=s.config),
