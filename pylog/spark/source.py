@@ -77,9 +77,7 @@ class PylogDataSource(DataSource):
         return "pylog"
 
     def schema(self) -> StructType:
-        from pylog.spark.options import _bool
-
-        from pylog.spark.options import _format
+        from pylog.spark.options import _bool, _format
 
         schema = kafka_schema(_bool(self.options, "includeHeaders", False))
         if "registry" not in (_format(self.options, "keyFormat"), _format(self.options, "valueFormat")):
