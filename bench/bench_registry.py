@@ -9,7 +9,9 @@ framed as the serializers frame them (magic byte, schema id, payload), decoded b
 - pylog general: the per-record fastavro path pylog takes for nested schemas, into Arrow;
 - baseline: `fastavro.schemaless_reader` per record in a Python loop, then `pandas.DataFrame`.
 
-Payload encoding is setup, not timed. Single thread; records/s is the best of --repeat runs.
+Payload encoding is setup, not timed. A second table times the write side: pylog's
+`write_topic(value_schema="registry")` encoder against confluent-kafka's `AvroSerializer` called per
+record (both run fastavro per record). Single thread; records/s is the best of --repeat runs.
 
     python bench/bench_registry.py [--records 1000000] [--repeat 3]
 """
@@ -152,6 +154,42 @@ def main() -> None:
     print(f"{'record':<10} {'decoder':<38} {'records/s':>14} {'vs baseline':>12}")
     for label, method, rate, ratio in rows:
         print(f"{label:<10} {method:<38} {rate:>14,.0f} {ratio:>11.1f}x")
+    print()
+    print(f"{'record':<10} {'encoder':<38} {'records/s':>14} {'vs peer':>12}")
+    for label, method, rate, ratio in encode_rows(args.slow_records, args.repeat):
+        print(f"{label:<10} {method:<38} {rate:>14,.0f} {ratio:>11.1f}x")
+
+
+def encode_rows(n: int, repeat: int) -> list[tuple[str, str, float, float]]:
+    from confluent_kafka.schema_registry._sync.mock_schema_registry_client import MockSchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    from pylog.sdk.registry_write import encode, record_schema
+
+    out = []
+    for label, schema in (("5 fields", FIVE), ("10 fields", TEN)):
+        decoded = RegistryDecoder("t", "value", _OneSchema(schema))(payloads(schema, n))
+        arrow_schema = record_schema(decoded.type, "t_value")
+
+        def pylog_encode(v: pa.Array = decoded, s: dict = arrow_schema) -> object:
+            return encode(v, s, 1)
+
+        client = MockSchemaRegistryClient({"url": "mock://bench"})  # no HTTP in the timed loop
+        ser = AvroSerializer(client, json.dumps(arrow_schema))
+        ctx = SerializationContext("t", MessageField.VALUE)
+        rows = decoded.to_pylist()
+
+        def peer(r: list = rows, ser: AvroSerializer = ser, ctx: SerializationContext = ctx) -> object:
+            return [ser(x, ctx) for x in r]
+
+        peer_rate = n / best(peer, repeat)
+        rate = n / best(pylog_encode, repeat)
+        out += [
+            (label, 'pylog (value_schema="registry")', rate, rate / peer_rate),
+            (label, "confluent-kafka AvroSerializer (peer)", peer_rate, 1.0),
+        ]
+    return out
 
 
 if __name__ == "__main__":
