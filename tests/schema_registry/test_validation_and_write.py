@@ -9,8 +9,8 @@ import json
 
 import numpy as np
 import pyarrow as pa
-
 from pylog.protocol.records import encode_batch
+
 from pylog.schema_registry import avro_arrow
 from pylog.schema_registry.formats import avro as favro
 from pylog.schema_registry.validation import KEY_VALIDATION, VALUE_VALIDATION, SchemaValidation
