@@ -7,7 +7,10 @@ framed as the serializers frame them (magic byte, schema id, payload), decoded b
   columns resolved to the reader schema, an Arrow struct out;
 - pylog Python twin: the same with the accelerator's pure-Python twin (PYLOG_PURE_PYTHON path);
 - pylog general: the per-record fastavro path pylog takes for nested schemas, into Arrow;
-- baseline: `fastavro.schemaless_reader` per record in a Python loop, then `pandas.DataFrame`.
+- baseline: `fastavro.schemaless_reader` per record in a Python loop, then `pandas.DataFrame`;
+
+and the same 5 fields as Protobuf (the protobuf runtime parses one message at a time) and as JSON
+Schema (Arrow's JSON reader over the batch).
 
 Payload encoding is setup, not timed. A second table times the write side: pylog's
 `write_topic(value_schema="registry")` encoder against confluent-kafka's `AvroSerializer` called per
@@ -87,8 +90,8 @@ def payloads(schema: dict, n: int) -> pa.Array:
 
 
 class _OneSchema:
-    def __init__(self, schema: dict) -> None:
-        self.s = Schema("AVRO", json.dumps(schema))
+    def __init__(self, schema: dict | str, schema_type: str = "AVRO") -> None:
+        self.s = Schema(schema_type, schema if isinstance(schema, str) else json.dumps(schema))
 
     def schema(self, _sid: int) -> Schema:
         return self.s
@@ -154,10 +157,66 @@ def main() -> None:
     print(f"{'record':<10} {'decoder':<38} {'records/s':>14} {'vs baseline':>12}")
     for label, method, rate, ratio in rows:
         print(f"{label:<10} {method:<38} {rate:>14,.0f} {ratio:>11.1f}x")
+    for label, method, rate in other_formats(args.slow_records, args.repeat):
+        print(f"{label:<10} {method:<38} {rate:>14,.0f}")
     print()
     print(f"{'record':<10} {'encoder':<38} {'records/s':>14} {'vs peer':>12}")
     for label, method, rate, ratio in encode_rows(args.slow_records, args.repeat):
         print(f"{label:<10} {method:<38} {rate:>14,.0f} {ratio:>11.1f}x")
+
+
+def other_formats(n: int, repeat: int) -> list[tuple[str, str, float]]:
+    import base64
+
+    from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+
+    F = descriptor_pb2.FieldDescriptorProto
+    fd = descriptor_pb2.FileDescriptorProto(name="e5.proto", package="bench", syntax="proto3")
+    m = fd.message_type.add(name="E5")
+    for i, (name, t) in enumerate(
+        (
+            ("id", F.TYPE_INT64),
+            ("user", F.TYPE_STRING),
+            ("amount", F.TYPE_DOUBLE),
+            ("ok", F.TYPE_BOOL),
+            ("at", F.TYPE_INT64),
+        ),
+        1,
+    ):
+        m.field.add(name=name, number=i, type=t, label=F.LABEL_OPTIONAL)
+    pool = descriptor_pool.DescriptorPool()
+    pool.Add(fd)
+    cls = message_factory.GetMessageClass(pool.FindMessageTypeByName("bench.E5"))
+    protos, jsons = [], []
+    for i in range(min(n, 50_000)):
+        row = {
+            "id": i,
+            "user": f"user-{i % 1000}",
+            "amount": i * 0.25,
+            "ok": i % 2 == 0,
+            "at": 1_700_000_000_000 + i,
+        }
+        protos.append(b"\x00\x00\x00\x00\x01\x00" + cls(**row).SerializeToString())
+        jsons.append(b"\x00\x00\x00\x00\x01" + json.dumps(row).encode())
+    reps = -(-n // len(protos))
+    proto_values = pa.array((protos * reps)[:n], pa.binary())
+    json_values = pa.array((jsons * reps)[:n], pa.binary())
+    proto_schema = _OneSchema(base64.b64encode(fd.SerializeToString()).decode(), "PROTOBUF")
+    json_schema = _OneSchema(
+        {"type": "object", "properties": {k: {} for k in ("id", "user", "amount", "ok", "at")}}, "JSON"
+    )
+    rows = []
+    for method, schemas, values in (
+        ("pylog Protobuf (per record)", proto_schema, proto_values),
+        ("pylog JSON Schema (Arrow JSON reader)", json_schema, json_values),
+    ):
+
+        def run(s: _OneSchema = schemas, v: pa.Array = values) -> object:
+            return RegistryDecoder("t", "value", s)(v)
+
+        run()
+        rows.append(("5 fields", method, n / best(run, repeat)))
+    return rows
 
 
 def encode_rows(n: int, repeat: int) -> list[tuple[str, str, float, float]]:
