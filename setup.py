@@ -37,7 +37,13 @@ setup(
             sources=["protocol/records/_crecords.c"],
             extra_compile_args=["-O3"],
             optional=True,
-        )
+        ),
+        Extension(
+            "pylog.schema_registry._cavro",
+            sources=["pylog/schema_registry/_cavro.c"],
+            extra_compile_args=["-O3"],
+            optional=True,
+        ),
     ],
     cmdclass={"build_ext": OptionalBuildExt},
 )

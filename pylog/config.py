@@ -239,6 +239,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("request.timeout.ms", INT, 30000),
         _d("cluster.id", S, None, "Fixed cluster id for a new data dir (random otherwise).", read_only=True),
         _d(
+            "schema.registry.listeners",
+            S,
+            None,
+            "http://HOST:PORT where the broker serves Confluent's Schema Registry REST API (off when unset; "
+            "port 0 picks a free one).",
+            read_only=True,
+        ),
+        _d(
             "pylog.memory.release.interval.ms",
             L,
             10000,
@@ -323,6 +331,10 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _d("segment.ms", L, 604800000),
         _d("unclean.leader.election.enable", B, False),
         _d("pylog.segment.compression", S, "producer", choices=SEGMENT_COMPRESSION),
+        _d("confluent.key.schema.validation", B, False,
+           "Refuse records whose key is not in the schema registry wire format with a known schema id."),
+        _d("confluent.value.schema.validation", B, False,
+           "Refuse records whose value is not in the schema registry wire format with a known schema id."),
     ]
 }
 

@@ -55,6 +55,8 @@ class LocalBroker:
         self.port: int | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self._finalizer: weakref.finalize | None = None
+        self.config.setdefault("schema.registry.listeners", f"http://{host}:{_free_port(host)}")
+        self.schema_registry_url = self.config["schema.registry.listeners"].split(",")[0].strip()
 
     @property
     def bootstrap_servers(self) -> str:
@@ -133,6 +135,15 @@ class LocalBroker:
     def __repr__(self) -> str:
         state = f"bootstrap_servers={self.bootstrap_servers!r}" if self.running else "stopped"
         return f"LocalBroker({state}, data_dir={str(self.data_dir)!r})"
+
+
+def _free_port(host: str) -> int:
+    """A port the schema registry can listen on (the broker's own port is picked by the broker)."""
+    import socket
+
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+        s.bind((host, 0))
+        return int(s.getsockname()[1])
 
 
 def _terminate(proc: subprocess.Popen[bytes], timeout_s: float | None) -> None:

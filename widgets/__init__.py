@@ -65,11 +65,12 @@ def partitions_widget(topic: str, *, bootstrap_servers: Any = None, data_dir: An
 
 
 def topic_browser(topic: str, n: int = 20, *, bootstrap_servers: Any = None, data_dir: Any = None,
-                  decode: str = "auto") -> Any:
+                  decode: str = "auto", schema_registry_url: str | None = None) -> Any:
     """A `TopicBrowser` of the latest `n` records of `topic`."""
     from pylog.widgets.views import TopicBrowser
 
-    return TopicBrowser(topic, n, bootstrap_servers=bootstrap_servers, data_dir=data_dir, decode=decode)
+    return TopicBrowser(topic, n, bootstrap_servers=bootstrap_servers, data_dir=data_dir, decode=decode,
+                        schema_registry_url=schema_registry_url)
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

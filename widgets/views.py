@@ -207,7 +207,8 @@ class PartitionsWidget(_LiveWidget):
 
 
 class TopicBrowser(_LiveWidget):
-    """The latest `n` records of a topic, decoded (``decode``: auto / utf8 / json / hex)."""
+    """The latest `n` records of a topic, decoded (``decode``: auto / registry / utf8 / json / hex; Schema
+    Registry wire-format records are decoded through ``schema_registry_url`` or the ``_schemas`` topic)."""
 
     topic = traitlets.Unicode("").tag(sync=True)
     n = traitlets.Int(20).tag(sync=True)
@@ -216,12 +217,14 @@ class TopicBrowser(_LiveWidget):
 
     def __init__(self, topic: str, n: int = 20, *, bootstrap_servers: Any = None, data_dir: Any = None,
                  decode: str = "auto", partitions: list[int] | None = None, interval_s: float = 5.0,
-                 live: bool = False) -> None:
+                 live: bool = False, schema_registry_url: str | None = None) -> None:
         if decode not in browse.DECODINGS:
             raise ValueError(f"decode must be one of {browse.DECODINGS}, got {decode!r}")
         super().__init__(kind="browser", topic=topic, n=int(n), decode=decode, interval_s=float(interval_s))
         self.bootstrap_servers, self.data_dir, self.partitions = bootstrap_servers, data_dir, partitions
+        self.schema_registry_url = schema_registry_url
         self._table: Any = None
+        self._decoded: dict[str, list[str | None]] = {}
         self.refresh()
         if live:
             self.start()
@@ -229,7 +232,10 @@ class TopicBrowser(_LiveWidget):
     def _fetch(self) -> None:
         self._table = browse.latest_table(self.topic, self.n, bootstrap_servers=self.bootstrap_servers,
                                           data_dir=self.data_dir, partitions=self.partitions)
-        self.records = browse.records_json(self._table, self.decode)
+        self._decoded = browse.registry_texts(
+            self._table, self.topic, bootstrap_servers=self.bootstrap_servers, data_dir=self.data_dir,
+            schema_registry_url=self.schema_registry_url)
+        self.records = browse.records_json(self._table, self.decode, self._decoded)
 
     @traitlets.observe("decode")
     def _on_decode(self, change: dict[str, Any]) -> None:
@@ -237,7 +243,7 @@ class TopicBrowser(_LiveWidget):
             self.decode = change["old"]
             return
         if getattr(self, "_table", None) is not None:
-            self.records = browse.records_json(self._table, change["new"])
+            self.records = browse.records_json(self._table, change["new"], self._decoded)
 
     def _describe(self) -> str:
         return f"topic={self.topic!r}, n={self.n}"

@@ -202,7 +202,7 @@ function renderBrowser(model, el) {
   const pick = h("select", { class: "pl-select", "data-action": "decode", onchange: (e) => {
     model.set("decode", e.target.value);
     model.save_changes();
-  } }, ["auto", "utf8", "json", "hex"].map((m) => h("option", { value: m, selected: m === decode ? "selected" : null }, m)));
+  } }, ["auto", "registry", "utf8", "json", "hex"].map((m) => h("option", { value: m, selected: m === decode ? "selected" : null }, m)));
   const refresh = h("button", { class: "pl-button", "data-action": "refresh",
     onclick: () => model.send({ type: "refresh" }) }, "Refresh");
   el.append(header(`Latest ${model.get("n")} records of ${model.get("topic")}`, model,

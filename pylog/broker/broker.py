@@ -39,6 +39,7 @@ from pylog.cluster.node_config import Listener, NodeSettings
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.raft_transport import RaftTransport
 from pylog.config import BrokerConfig, ConfigError
+from pylog.schema_registry.validation import SchemaValidation
 from pylog.txn import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
@@ -83,6 +84,8 @@ class Broker:
         self.txn: TxnShell | None = None
         self.fetchers: ReplicaFetcherManager | None = None
         self.servers: list[KafkaServer] = []
+        self.schema_registry: Any = None  # pylog.schema_registry.http.RegistryServer when configured
+        self.schema_validation = SchemaValidation(None)
         self.stopping = False
 
     # --- addresses ----------------------------------------------------------------------------
@@ -245,6 +248,7 @@ class Broker:
             controller=controller,
             channel=self.channel,
             stopping=lambda: self.stopping,
+            schema_validation=self.schema_validation,
         )
         table = client_handlers(services)
         for li in s.broker_listeners:
@@ -270,6 +274,18 @@ class Broker:
         for server in self.servers:
             await server.serve()
         self.maintenance.start()
+        await self._start_schema_registry()
+
+    async def _start_schema_registry(self) -> None:
+        listener = self.config.raw("schema.registry.listeners")
+        if listener:
+            from pylog.schema_registry.http import RegistryServer
+            from pylog.schema_registry.validation import known_ids_of
+
+            host, port = self.bound_address
+            self.schema_registry = RegistryServer(listener, f"{_local(host)}:{port}", node_id=self.node_id)
+            await self.schema_registry.start()
+            self.schema_validation.known_ids = known_ids_of(self.schema_registry.registry.state.by_id)
 
     def _registered_in_image(self, image: MetadataImage) -> bool:
         b = image.brokers.get(self.node_id)
@@ -293,6 +309,8 @@ class Broker:
         if self.lifecycle is not None and not self.settings.standalone and not self.stopping:
             await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_S)
         self.stopping = True
+        if self.schema_registry is not None:
+            await self.schema_registry.stop()
         for server in self.servers:
             await server.stop()
         if self.lifecycle is not None:
@@ -318,3 +336,7 @@ class Broker:
         if self.quorum is not None:
             with contextlib.suppress(Exception):
                 await self.quorum.close()
+
+
+def _local(host: str) -> str:
+    return "127.0.0.1" if host in ("0.0.0.0", "::", "") else f"[{host}]" if ":" in host else host

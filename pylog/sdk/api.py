@@ -26,6 +26,8 @@ def scan_topic(
     columns: Sequence[str] | None = None,
     decode: DecodeSpec = None,
     fetch_options: Any = None,
+    schema_registry_url: str | None = None,
+    on_decode_error: str = "raise",
 ) -> TopicScan:
     """A lazy read of `topic`: call ``.to_arrow()``, ``.to_arrow_batch_reader()``, ``.to_pandas()``,
     ``.to_polars()`` or ``.to_duckdb(name)``, or hand it to anything that takes an Arrow stream.
@@ -37,13 +39,17 @@ def scan_topic(
     exclusive); timestamps (epoch ms, datetime, or per partition) select the first offset at or after
     them and take precedence. ``columns`` picks output columns (others are never read from disk);
     ``decode`` turns ``value`` (or ``{"key": ..., "value": ...}``) into typed columns: ``"json"``,
-    ``"utf8"``, a registered name or a callable.
+    ``"utf8"``, ``"registry"`` (the Schema Registry wire format: Avro, Protobuf or JSON Schema records
+    as typed structs, schemas from ``schema_registry_url`` or else the ``_schemas`` topic of the same
+    source), a registered name or a callable. A record that cannot be decoded raises an error naming
+    its topic, partition and offset, or becomes null with ``on_decode_error="null"``.
     """
     return TopicScan(
         topic, data_dir=data_dir, bootstrap_servers=bootstrap_servers, partitions=partitions,
         starting_offsets=starting_offsets, ending_offsets=ending_offsets,
         starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp,
         include_headers=include_headers, columns=columns, decode=decode, fetch_options=fetch_options,
+        schema_registry_url=schema_registry_url, on_decode_error=on_decode_error,
     )
 
 
@@ -61,6 +67,8 @@ def read_topic(
     columns: Sequence[str] | None = None,
     decode: DecodeSpec = None,
     fetch_options: Any = None,
+    schema_registry_url: str | None = None,
+    on_decode_error: str = "raise",
 ) -> pa.Table:
     """Read `topic` into a ``pyarrow.Table`` with Spark's Kafka source columns: ``key binary, value
     binary, topic string, partition int32, offset int64, timestamp timestamp[ms], timestampType int32``
@@ -71,4 +79,5 @@ def read_topic(
         starting_offsets=starting_offsets, ending_offsets=ending_offsets,
         starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp,
         include_headers=include_headers, columns=columns, decode=decode, fetch_options=fetch_options,
+        schema_registry_url=schema_registry_url, on_decode_error=on_decode_error,
     ).to_arrow()

@@ -3,14 +3,15 @@
 A decoder is any callable ``fn(values: pa.Array) -> pa.Array`` returning one element per input
 element (nulls stay null). Built-ins: ``"json"`` (an Arrow struct, parsed by Arrow's C++ JSON reader
 over the newline-joined values, no per-record Python) and ``"utf8"`` (a zero-copy cast to string).
-Register more with `register_decoder`.
+``"registry"`` decodes the Schema Registry wire format (Avro, Protobuf, JSON Schema; see
+`pylog.sdk.registry`). Register more with `register_decoder`.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Union
+from typing import Any, Union
 
 import numpy as np
 import pyarrow as pa
@@ -122,8 +123,12 @@ def decoder_names() -> list[str]:
     return sorted(_REGISTRY)
 
 
-def resolve_decoders(decode: DecodeSpec) -> dict[str, Decoder]:
-    """``decode=`` as given by the user -> {column: decoder}. A bare name or callable applies to ``value``."""
+REGISTRY = "registry"
+
+
+def resolve_decoders(decode: DecodeSpec, context: Mapping[str, Any] | None = None) -> dict[str, Decoder]:
+    """``decode=`` as given by the user -> {column: decoder}. A bare name or callable applies to ``value``.
+    `context` (topic, source, ``schema_registry_url``, ``on_decode_error``) configures ``"registry"``."""
     if decode is None:
         return {}
     if isinstance(decode, Mapping):
@@ -131,16 +136,22 @@ def resolve_decoders(decode: DecodeSpec) -> dict[str, Decoder]:
         for column, spec in decode.items():
             if column not in ("key", "value"):
                 raise ValueError(f"decode= applies to 'key' and 'value', not {column!r}")
-            out[column] = _one(spec)
+            out[column] = _one(spec, column, context)
         return out
-    return {"value": _one(decode)}
+    return {"value": _one(decode, "value", context)}
 
 
-def _one(spec: str | Decoder) -> Decoder:
+def _one(spec: str | Decoder, column: str = "value", context: Mapping[str, Any] | None = None) -> Decoder:
+    if spec == REGISTRY:
+        from pylog.sdk.registry import registry_decoder
+
+        if context is None or "topic" not in context:
+            raise ValueError("decode='registry' needs the topic being read (use read_topic / scan_topic)")
+        return registry_decoder(column=column, **context)
     if isinstance(spec, str):
         make = _REGISTRY.get(spec)
         if make is None:
-            raise ValueError(f"unknown decoder {spec!r}; known: {', '.join(decoder_names())} "
+            raise ValueError(f"unknown decoder {spec!r}; known: {', '.join([*decoder_names(), REGISTRY])} "
                              "(add one with pylog.sdk.register_decoder)")
         return make()
     if callable(spec):
@@ -156,7 +167,14 @@ def apply_decoders(batch: pa.RecordBatch | pa.Table, decoders: Mapping[str, Deco
         if idx < 0:
             continue
         raw = batch.column(idx)
-        decoded = fn(raw.combine_chunks() if isinstance(raw, pa.ChunkedArray) else raw)
+        try:
+            decoded = fn(raw.combine_chunks() if isinstance(raw, pa.ChunkedArray) else raw)
+        except ValueError as exc:
+            row = getattr(exc, "row", None)
+            if row is None:
+                raise
+            raise ValueError(f"cannot decode the {column} of {_where(batch, row)}: "
+                             f"{getattr(exc, 'reason', exc)}") from None
         if isinstance(decoded, pa.ChunkedArray):
             decoded = decoded.combine_chunks()
         if len(decoded) != batch.num_rows:
@@ -164,3 +182,13 @@ def apply_decoders(batch: pa.RecordBatch | pa.Table, decoders: Mapping[str, Deco
                              f"for {batch.num_rows} records")
         batch = batch.set_column(idx, pa.field(column, decoded.type), decoded)
     return batch
+
+
+def _where(batch: pa.RecordBatch | pa.Table, row: int) -> str:
+    """'topic t partition p offset o' of a row, from the columns the batch has."""
+    parts = []
+    for name in ("topic", "partition", "offset"):
+        i = batch.schema.get_field_index(name)
+        if i >= 0 and 0 <= row < batch.num_rows:
+            parts.append(f"{name} {batch.column(i)[row].as_py()}")
+    return " ".join(parts) if parts else f"record {row}"

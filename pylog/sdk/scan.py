@@ -64,6 +64,8 @@ class TopicScan:
         columns: Sequence[str] | None = None,
         decode: DecodeSpec = None,
         fetch_options: Any = None,
+        schema_registry_url: str | None = None,
+        on_decode_error: str = "raise",
     ) -> None:
         if not isinstance(topic, str) or not topic:
             raise ValueError(f"topic must be a non-empty string, got {topic!r}")
@@ -78,8 +80,13 @@ class TopicScan:
         self.columns = output_columns(columns, include_headers)
         self._schema: pa.Schema | None = None
         self.decode = decode
-        resolve_decoders(decode)  # unknown names fail here, not at read time
         self.fetch_options = fetch_options
+        if on_decode_error not in ("raise", "null"):
+            raise ValueError(f"on_decode_error must be 'raise' or 'null', not {on_decode_error!r}")
+        self.decode_context = dict(topic=topic, data_dir=data_dir, bootstrap_servers=bootstrap_servers,
+                                   fetch_options=fetch_options, schema_registry_url=schema_registry_url,
+                                   on_decode_error=on_decode_error)
+        resolve_decoders(decode, self.decode_context)  # unknown names fail here, not at read time
 
     def __repr__(self) -> str:
         where = f"data_dir={self.data_dir!r}" if self.data_dir is not None else \
@@ -142,7 +149,7 @@ class TopicScan:
     def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
         """A stream of record batches, read as it is consumed."""
         batches = self._raw_batches()
-        decoders = resolve_decoders(self.decode)
+        decoders = resolve_decoders(self.decode, self.decode_context)
         if not decoders:
             return pa.RecordBatchReader.from_batches(self.schema, batches)
         decoded = (apply_decoders(b, decoders) for b in batches)
@@ -179,7 +186,7 @@ class TopicScan:
                 table = table.add_column(i, field, pa.chunked_array(chunks, field.type))
         if table.schema.names != schema.names:
             table = table.select(schema.names)
-        decoders = resolve_decoders(self.decode)
+        decoders = resolve_decoders(self.decode, self.decode_context)
         return apply_decoders(table, decoders) if decoders else table
 
     def to_pandas(self, **kwargs: Any) -> pandas.DataFrame:

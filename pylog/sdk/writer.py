@@ -75,6 +75,9 @@ def write_topic(
     batch_size: int = 1_000_000,
     max_in_flight: int = 8,
     request_timeout_s: float = 30.0,
+    value_schema: str | None = None,
+    key_schema: str | None = None,
+    schema_registry_url: str | None = None,
 ) -> WriteResult:
     """Produce the rows of `data` to `topic` with acks=all; returns the offsets written per partition.
 
@@ -84,9 +87,23 @@ def write_topic(
     columns, numbers) is written as JSON. `partition`: a fixed partition or a column of partitions;
     by default keys are hashed like the Java client. `timestamp`: a column of timestamps (or epoch ms);
     by default the time of the call. `batch_size`: target bytes per record batch (uncompressed).
+    ``value_schema="registry"`` (and ``key_schema``) writes the value (key) in the Schema Registry wire
+    format: an Avro schema derived from its Arrow type is registered (or found) under ``<topic>-value``
+    at ``schema_registry_url``.
     """
     if not isinstance(topic, str) or not topic:
         raise ValueError(f"topic must be a non-empty string, got {topic!r}")
+    for name, spec in (("value_schema", value_schema), ("key_schema", key_schema)):
+        if spec not in (None, "registry"):
+            raise ValueError(f"{name} must be 'registry' or None, not {spec!r}")
+        if spec is not None and not schema_registry_url:
+            raise ValueError(f"{name}='registry' needs schema_registry_url= (the registry to register with)")
+    if value_schema or key_schema:
+        data = _registry_framed(data, topic, key=key, value=value, headers=headers, partition=partition,
+                                timestamp=timestamp, value_schema=value_schema, key_schema=key_schema,
+                                url=str(schema_registry_url))
+        key = "key" if key is not None or key_schema else key
+        value = "value"
     with Producer(bootstrap_servers, compression=compression, batch_size=batch_size,
                   max_in_flight=max_in_flight, request_timeout_s=request_timeout_s) as producer:
         for batch in _record_batches(data):
@@ -94,6 +111,34 @@ def write_topic(
                           timestamp=timestamp)
         results = producer.flush()
     return results.get(topic, WriteResult(topic))
+
+
+def _registry_framed(data: Any, topic: str, *, key: str | None, value: Any, headers: str | None,
+                     partition: Any, timestamp: str | None, value_schema: str | None, key_schema: str | None,
+                     url: str) -> Iterator[pa.RecordBatch]:
+    """Batches whose ``value`` (``key``) column holds the wire-format Avro of the frame's value (key)."""
+    from pylog.sdk.registry_write import framed
+
+    for batch in _record_batches(data):
+        names = batch.schema.names
+        key_name = key if key is not None else ("key" if "key" in names else None)
+        roles = {c for c in (key_name, headers, timestamp, partition if isinstance(partition, str) else None,
+                             "headers" if headers is None and "headers" in names else None,
+                             "partition" if partition is None and "partition" in names else None) if c}
+        if isinstance(value, str) or (value is None and "value" in names):
+            v = _column(batch, value if isinstance(value, str) else "value", "value")
+        else:
+            cols = list(value) if value is not None else [c for c in names if c not in roles | {"topic"}]
+            v = pa.StructArray.from_arrays([_column(batch, c, "value") for c in cols], names=cols)
+        if value_schema:
+            v = framed(v, url=url, subject=f"{topic}-value", name=f"{topic}_value")
+        out = {c: batch.column(c) for c in names if c in roles}
+        if key_name is not None:
+            k = _column(batch, key_name, "key")
+            out.pop(key_name, None)
+            out["key"] = framed(k, url=url, subject=f"{topic}-key", name=f"{topic}_key") if key_schema else k
+        out["value"] = v
+        yield pa.RecordBatch.from_arrays(list(out.values()), names=list(out))
 
 
 class Producer:

@@ -86,6 +86,9 @@ class ReadOptions:
     max_offsets_per_trigger: int | None
     min_partitions: int | None
     max_records_per_partition: int
+    key_format: str = "binary"
+    value_format: str = "binary"
+    schema_registry_url: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -130,7 +133,14 @@ class ReadOptions:
             min_partitions=_int(options, "minPartitions"),
             max_records_per_partition=(_int(options, "maxRecordsPerPartition")
                                        or DEFAULT_MAX_RECORDS_PER_PARTITION),
+            key_format=_format(options, "keyFormat"), value_format=_format(options, "valueFormat"),
+            schema_registry_url=_get(options, "schema.registry.url"),
         )
+
+    def registry_columns(self) -> tuple[str, ...]:
+        """The columns read in the Schema Registry wire format (keyFormat / valueFormat = registry)."""
+        formats = (("key", self.key_format), ("value", self.value_format))
+        return tuple(c for c, f in formats if f == "registry")
 
     def open(self) -> TopicSource:
         return open_source(self.data_dir, self.bootstrap_servers)
@@ -151,6 +161,16 @@ class ReadOptions:
                 ending_timestamp=_for_topic(self.ending_timestamps, topic) if with_timestamps else None,
             )
         return out
+
+
+FORMATS = ("binary", "registry")
+
+
+def _format(options: Mapping[str, str], name: str) -> str:
+    v = (_get(options, name) or "binary").strip().lower()
+    if v not in FORMATS:
+        raise ValueError(f"option {name} must be one of {', '.join(FORMATS)}, not {v!r}")
+    return v
 
 
 def _check_topics(parsed: Any, topics: tuple[str, ...], name: str) -> None:

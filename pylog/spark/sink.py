@@ -1,7 +1,9 @@
 """Batch and streaming writes of the ``pylog`` format: Spark's Kafka sink over the Kafka protocol.
 
 Columns as in Spark's Kafka sink: ``value`` (required, string or binary), ``key``, ``headers``,
-``partition`` (optional) and ``topic`` (unless the ``topic`` option is set, which wins). Each Spark
+``partition`` (optional) and ``topic`` (unless the ``topic`` option is set, which wins). With
+``valueFormat`` / ``keyFormat`` = ``registry`` the column (a struct or any typed column) is written
+as Avro in the Schema Registry wire format, its schema registered at ``schema.registry.url``. Each Spark
 task produces its Arrow batches with one `pylog.sdk.writer.Producer` (acks=all); like Spark's sink
 the write is at-least-once: a failed task may leave records that a retry writes again.
 """
@@ -17,7 +19,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from pyspark.sql.types import StructType
 
 from pylog.sdk.writer import COMPRESSIONS, Producer
-from pylog.spark.options import _get, _int
+from pylog.spark.options import _format, _get, _int
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,9 @@ class WriteOptions:
     topic: str | None
     compression: str
     batch_size: int
+    key_format: str = "binary"
+    value_format: str = "binary"
+    schema_registry_url: str | None = None
 
     @classmethod
     def parse(cls, options: Mapping[str, str], schema: StructType) -> WriteOptions:
@@ -43,7 +48,26 @@ class WriteOptions:
         compression = (_get(options, "kafka.compression.type") or "none").lower()
         if compression not in COMPRESSIONS:
             raise ValueError(f"option kafka.compression.type must be one of {', '.join(COMPRESSIONS)}")
-        return cls(servers, topic, compression, _int(options, "kafka.batch.size") or 1_000_000)
+        key_format, value_format = _format(options, "keyFormat"), _format(options, "valueFormat")
+        url = _get(options, "schema.registry.url")
+        if "registry" in (key_format, value_format) and not url:
+            raise ValueError("writing a registry keyFormat / valueFormat needs the option "
+                             "schema.registry.url")
+        return cls(servers, topic, compression, _int(options, "kafka.batch.size") or 1_000_000,
+                   key_format, value_format, url)
+
+
+def _framed(options: WriteOptions, batch: pa.RecordBatch, topic: str) -> pa.RecordBatch:
+    from pylog.sdk.registry_write import framed
+
+    for column, fmt in (("key", options.key_format), ("value", options.value_format)):
+        i = batch.schema.get_field_index(column)
+        if fmt == "registry" and i >= 0:
+            assert options.schema_registry_url is not None
+            values = framed(batch.column(i), url=options.schema_registry_url, subject=f"{topic}-{column}",
+                            name=f"{topic}_{column}")
+            batch = batch.set_column(i, column, values)
+    return batch
 
 
 @dataclass
@@ -59,14 +83,14 @@ def _write(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> PylogCom
                   batch_size=options.batch_size) as producer:
         for batch in batches:
             if options.topic is not None:
-                producer.send(batch, options.topic, value="value")
+                producer.send(_framed(options, batch, options.topic), options.topic, value="value")
                 continue
             topics = batch.column("topic")
             if topics.null_count:
                 raise ValueError("the topic column has nulls and no topic option is set")
             for topic in pc.unique(topics).to_pylist():
                 rows = batch.filter(pc.equal(topics, topic))
-                producer.send(rows, topic, value="value")
+                producer.send(_framed(options, rows, topic), topic, value="value")
         results = producer.flush()
     return PylogCommitMessage(
         records=sum(r.records for r in results.values()),

@@ -77,9 +77,20 @@ class PylogDataSource(DataSource):
         return "pylog"
 
     def schema(self) -> StructType:
-        from pylog.spark.options import _bool
+        from pylog.spark.options import _bool, _format
 
-        return kafka_schema(_bool(self.options, "includeHeaders", False))
+        schema = kafka_schema(_bool(self.options, "includeHeaders", False))
+        if "registry" not in (_format(self.options, "keyFormat"), _format(self.options, "valueFormat")):
+            return schema
+        options = ReadOptions.parse(self.options, streaming=False)
+        for column in options.registry_columns():
+            from pyspark.sql.pandas.types import from_arrow_type
+
+            from pylog.spark.registry import registry_arrow_type
+
+            spark_type = from_arrow_type(registry_arrow_type(options, column))
+            schema = StructType([StructField(f.name, spark_type) if f.name == column else f for f in schema])
+        return schema
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return PylogBatchReader(ReadOptions.parse(self.options, streaming=False), schema)
@@ -107,9 +118,18 @@ def _arrow_schema(schema: StructType) -> pa.Schema:
 def _read(options: ReadOptions, schema: StructType, part: OffsetRangePartition) -> Iterator[pa.RecordBatch]:
     target = _arrow_schema(schema)
     r = part.range()
+    decoders = {}
+    if options.registry_columns():
+        from pylog.spark.registry import decoders_for
+
+        decoders = decoders_for(options, r.topic)
     source = options.open()
     try:
         for got, batch in source.read([r], source_columns(target)):
+            for column, decode in decoders.items():
+                i = batch.schema.get_field_index(column)
+                if i >= 0:
+                    batch = batch.set_column(i, column, decode(batch.column(i), got, batch))
             yield to_spark_batch(got, batch, target)
     finally:
         source.close()

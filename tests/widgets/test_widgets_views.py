@@ -121,3 +121,25 @@ def test_topic_browser_redecodes_without_refetching(clicks: str) -> None:
         w.close()
     with pytest.raises(ValueError):
         TopicBrowser("clicks", bootstrap_servers=clicks, decode="rot13")
+
+
+def test_topic_browser_shows_registry_records_decoded(broker) -> None:  # type: ignore[no-untyped-def]
+    """LocalBroker serves a schema registry; wire-format records show as their typed fields."""
+    import pyarrow as pa
+
+    import pylog
+
+    bs, url = broker.bootstrap_servers, broker.schema_registry_url
+    frame = pa.table({"user": ["ann", "bob"], "n": pa.array([1, 2], pa.int64())})
+    pylog.write_topic(frame, "typed", bootstrap_servers=bs, value_schema="registry", schema_registry_url=url)
+    w = pw.topic_browser("typed", n=5, bootstrap_servers=bs)
+    try:
+        assert sorted(json.loads(r["value"])["user"] for r in w.records) == ["ann", "bob"]
+        w.decode = "hex"
+        assert all(r["value"].startswith("00 00 00 00") for r in w.records)
+        w.decode = "registry"
+        assert {json.loads(r["value"])["n"] for r in w.records} == {1, 2}
+    finally:
+        w.close()
+    df = pw.latest_records("typed", 5, data_dir=broker.data_dir, decode="registry")  # schemas from _schemas
+    assert sorted(json.loads(v)["user"] for v in df["value"]) == ["ann", "bob"]

@@ -58,6 +58,7 @@ from pylog.broker.txn_shell import TxnShell
 from pylog.cluster.node_config import NodeSettings
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.config import BrokerConfig
+from pylog.schema_registry.validation import SchemaValidation
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,7 @@ class BrokerServices:
     controller: ControllerClient
     channel: ControllerChannel
     stopping: Callable[[], bool]
+    schema_validation: SchemaValidation
 
 
 @dataclass(frozen=True)
@@ -92,7 +94,7 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
     table = HandlerTable(
         [
             route(api_versions.api_versions, table=versions),
-            route(produce.produce, replicas=s.replicas),
+            route(produce.produce, replicas=s.replicas, schema_validation=s.schema_validation),
             route(fetch.fetch, replicas=s.replicas, stopping=s.stopping),
             route(list_offsets.list_offsets, replicas=s.replicas),
             route(metadata.metadata, metadata=s.metadata, controller=s.controller, config=s.config),

@@ -17,12 +17,14 @@ from pylog.broker.context import RequestContext
 from pylog.broker.metadata import INTERNAL_TOPICS
 from pylog.broker.registry import CLOSE_CONNECTION, NO_RESPONSE, serves
 from pylog.broker.replica_manager import ReplicaManager
+from pylog.schema_registry.validation import SchemaValidation
 
 ISR_SIZE = 1  # a single node: the leader is the only in-sync replica
 
 
 @serves(ApiKey.PRODUCE, versions=(0, 10))
-def produce(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -> Any:
+def produce(ctx: RequestContext, req: Any, *, replicas: ReplicaManager,
+            schema_validation: SchemaValidation) -> Any:
     acks = req.acks
     now = ctx.now_ms()
     responses = []
@@ -42,6 +44,8 @@ def produce(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -> Any:
                 entry = _error(p.index, ErrorCode.INVALID_TOPIC_EXCEPTION)
             elif acks == -1 and part.min_insync_replicas > ISR_SIZE:
                 entry = _error(p.index, ErrorCode.NOT_ENOUGH_REPLICAS)
+            elif (refusal := schema_validation.check(t.name, part.configs, p.records)) is not None:
+                entry = {**_error(p.index, ErrorCode.INVALID_RECORD), "error_message": refusal}
             else:
                 res = part.append_from_client(p.records, now)
                 entry = {
