@@ -10,7 +10,7 @@ from pylog.protocol.errors import ErrorCode
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available
 from pylog.broker.registry import serves
-from pylog.groups import DescribedGroup
+from pylog.groups import DescribedGroup, DescribedMember
 
 AUTHORIZED_OPS_UNKNOWN = -2147483648
 
@@ -23,9 +23,20 @@ def describe_groups(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dic
         error = not_available(shell, gid)
         if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
             described.append(DescribedGroup(error, gid, "", "", ""))
+        elif (kind := shell.group_type(gid)) in ("consumer", "share"):
+            described.append(_other_type(shell, gid, kind))
         else:
             described.extend(shell.coordinator.describe_groups([gid]))
     return {"throttle_time_ms": 0, "groups": [_entry(g) for g in described]}
+
+
+def _other_type(shell: Any, gid: str, kind: str) -> DescribedGroup:
+    """A KIP-848 / KIP-932 group seen through the classic API: state and members, no metadata."""
+    coordinator = shell.consumer if kind == "consumer" else shell.share
+    d = coordinator.describe(gid, {})
+    members = tuple(DescribedMember(m["member_id"], m.get("instance_id"), m["client_id"], m["client_host"], b"", b"")
+                    for m in d["members"])
+    return DescribedGroup(ErrorCode.NONE, gid, d["group_state"], kind, "", members)
 
 
 def _entry(g: DescribedGroup) -> dict:
