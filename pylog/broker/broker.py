@@ -22,6 +22,7 @@ from pylog.broker.metadata import BrokerMetadata, NodePublisher, load_cluster_id
 from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.server import KafkaServer
+from pylog.broker.share_shell import ShareShell
 from pylog.broker.txn_shell import TxnShell
 from pylog.cluster.controller_client import ControllerClient
 from pylog.cluster.image import MetadataImage
@@ -59,6 +60,7 @@ class Broker:
         self.controller: ControllerClient | None = None
         self.producer_ids: ProducerIdManager | None = None
         self.groups: GroupShell | None = None
+        self.share_state: ShareShell | None = None
         self.txn: TxnShell | None = None
         self.server: KafkaServer | None = None
         self.stopping = False
@@ -115,6 +117,8 @@ class Broker:
         await quorum.wait_for_controller()
         metadata.start_publishing()
         await groups.start()  # replays __consumer_offsets before anyone can ask
+        share = self.share_state = ShareShell(cfg, **shared)
+        await share.start()  # replays __share_group_state
         await txn.start()  # replays __transaction_state; re-drives markers of preparing ones
         services = BrokerServices(
             node_id=self.node_id,
@@ -122,6 +126,7 @@ class Broker:
             metadata=metadata,
             replicas=self.replicas,
             groups=groups,
+            share=share,
             txn=txn,
             producer_ids=self.producer_ids,
             controller=controller,
@@ -173,6 +178,8 @@ class Broker:
             await self.server.stop()
         if self.groups is not None:
             self.groups.stop()
+        if self.share_state is not None:
+            self.share_state.stop()
         if self.txn is not None:
             self.txn.stop()
         self.maintenance.stop()

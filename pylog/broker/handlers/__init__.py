@@ -40,6 +40,10 @@ from pylog.broker.handlers import (
     offset_delete,
     offset_fetch,
     produce,
+    share_acknowledge,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
     sync_group,
     txn_offset_commit,
 )
@@ -47,6 +51,7 @@ from pylog.broker.metadata import MetadataView
 from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.registry import HandlerTable, route
 from pylog.broker.replica_manager import ReplicaManager
+from pylog.broker.share_shell import ShareShell
 from pylog.broker.txn_shell import TxnShell
 from pylog.cluster.controller_client import ControllerClient
 from pylog.cluster.quorum import MetadataQuorum
@@ -62,6 +67,7 @@ class BrokerServices:
     metadata: MetadataView
     replicas: ReplicaManager
     groups: GroupShell
+    share: ShareShell
     txn: TxnShell
     producer_ids: ProducerIdManager
     controller: ControllerClient
@@ -99,6 +105,17 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             route(list_groups.list_groups, groups=s.groups),
             route(consumer_group_heartbeat.consumer_group_heartbeat, groups=s.groups, metadata=s.metadata),
             route(consumer_group_describe.consumer_group_describe, groups=s.groups, metadata=s.metadata),
+            route(share_group_heartbeat.share_group_heartbeat, groups=s.groups, share=s.share, metadata=s.metadata),
+            route(share_group_describe.share_group_describe, groups=s.groups, metadata=s.metadata),
+            route(
+                share_fetch.share_fetch_handler,
+                share=s.share,
+                metadata=s.metadata,
+                replicas=s.replicas,
+                node_id=s.node_id,
+                stopping=s.stopping,
+            ),
+            route(share_acknowledge.share_acknowledge_handler, share=s.share, node_id=s.node_id),
             route(describe_groups.describe_groups, groups=s.groups),
             route(delete_groups.delete_groups, groups=s.groups),
             route(init_producer_id.init_producer_id, producer_ids=s.producer_ids, txn=s.txn),
