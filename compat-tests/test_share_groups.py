@@ -98,35 +98,36 @@ def test_two_explicit_members_share_one_partition_and_release_redelivers(share_b
 
 
 def test_lock_expiry_redelivers_and_delivery_limit_archives(share_broker: BrokerProcess, topic_name: str) -> None:
+    """Members that take the record and never acknowledge it: each lock expires and the next
+    member gets it, until the delivery-count limit (3) archives it."""
     bootstrap = share_broker.bootstrap
     setup_topic(bootstrap, topic_name, 1)
     group = f"sg-{topic_name}"
-    deliveries = 0
-    # each consumer takes the record and vanishes without acknowledging: the lock expires
-    end = time.monotonic() + DEADLINE_S
-    while time.monotonic() < end and deliveries < 3:
-        c = share_consumer(bootstrap, group)
-        c.subscribe([topic_name])
-        got = []
-        t_end = time.monotonic() + LOCK_MS / 1000 + 10
-        while not got and time.monotonic() < t_end:
-            got = values(c.poll(0.5))
-        if got:
-            deliveries += 1
-            c.acknowledge(next(m for m in [] or []), AcknowledgeType.ACCEPT) if False else None
-        c.close_without_ack = True  # type: ignore[attr-defined]
-        del c  # no close(): nothing is acknowledged, the lock must expire
-        time.sleep(LOCK_MS / 1000 + 0.5)
-    assert deliveries == 3
-    # delivery limit reached: archived, never delivered again
-    c = share_consumer(bootstrap, group)
-    c.subscribe([topic_name])
-    t_end = time.monotonic() + LOCK_MS / 1000 + 3
-    extra = []
-    while time.monotonic() < t_end:
-        extra += values(c.poll(0.5))
-    c.close()
-    assert extra == []
+    holders: list[ShareConsumer] = []
+    try:
+        for _ in range(3):
+            c = share_consumer(bootstrap, group)
+            c.subscribe([topic_name])
+            holders.append(c)  # stays in the group, never acknowledges, never polls again
+            got: list[int] = []
+            started = time.monotonic()
+            end = started + LOCK_MS / 1000 + 20
+            while not got and time.monotonic() < end:
+                got = values(c.poll(0.2))
+            assert got == [0], f"delivery {len(holders)}: {got}"
+            if len(holders) > 1:
+                assert time.monotonic() - started >= LOCK_MS / 1000 * 0.5, "redelivered before the lock expired"
+        late = share_consumer(bootstrap, group)
+        holders.append(late)
+        late.subscribe([topic_name])
+        extra: list[int] = []
+        end = time.monotonic() + LOCK_MS / 1000 + 3
+        while time.monotonic() < end:
+            extra += values(late.poll(0.2))
+        assert extra == [], "a record past the delivery-count limit was delivered"
+    finally:
+        for c in holders:
+            c.close()
 
 
 def test_reject_archives_and_implicit_mode_accepts(share_broker: BrokerProcess, topic_name: str) -> None:
@@ -158,6 +159,7 @@ def test_reject_archives_and_implicit_mode_accepts(share_broker: BrokerProcess, 
     end = time.monotonic() + 15
     while time.monotonic() < end and len(got) < 5:
         got += values(c.poll(0.5))
+    c.commit_sync()  # implicit mode: accepts everything the last poll returned
     c.close()
     assert sorted(got) == [20, 21, 22, 23, 24]
     c = share_consumer(bootstrap, group, mode="implicit")
