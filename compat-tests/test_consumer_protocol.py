@@ -9,10 +9,9 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
+from compat_broker import BrokerProcess
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-
-from compat_broker import BrokerProcess
 
 ck = pytest.importorskip("confluent_kafka")
 
@@ -43,8 +42,15 @@ def consumer(bootstrap: str, group: str, **extra: str) -> Consumer:
     return Consumer(conf)
 
 
-def drain(consumers: list[Consumer], want: int, seen: Counter, by_consumer: list[set[int]], *,
-          commit: bool = True, deadline_s: float = DEADLINE_S) -> None:
+def drain(
+    consumers: list[Consumer],
+    want: int,
+    seen: Counter,
+    by_consumer: list[set[int]],
+    *,
+    commit: bool = True,
+    deadline_s: float = DEADLINE_S,
+) -> None:
     """Poll every consumer in turn until `want` distinct values were seen (bounded in time)."""
     end = time.monotonic() + deadline_s
     while len(seen) < want and time.monotonic() < end:
@@ -176,8 +182,11 @@ def test_commits_survive_restart(own_broker: BrokerProcess, topic_name: str) -> 
 
 
 def test_member_that_stops_heartbeating_is_removed(tmp_path: Path, topic_name: str) -> None:
-    b = BrokerProcess(tmp_path / "data", tmp_path / "broker.log",
-                      config={"group.consumer.session.timeout.ms": "3000", "group.consumer.heartbeat.interval.ms": "500"})
+    b = BrokerProcess(
+        tmp_path / "data",
+        tmp_path / "broker.log",
+        config={"group.consumer.session.timeout.ms": "3000", "group.consumer.heartbeat.interval.ms": "500"},
+    )
     b.start()
     try:
         create_topic(b.bootstrap, topic_name, 2)

@@ -12,10 +12,9 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from compat_broker import BrokerProcess
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
-
-from compat_broker import BrokerProcess
 
 LOCK_MS = 3000
 CONFIG = {
@@ -47,15 +46,18 @@ def setup_topic(bootstrap: str, topic: str, n: int) -> None:
 
 
 def share_consumer(bootstrap: str, group: str, mode: str = "explicit") -> ShareConsumer:
-    return ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": mode})
+    return ShareConsumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": mode}
+    )
 
 
 def values(batch: list) -> list[int]:
     return [int(m.value()) for m in batch if m.error() is None]
 
 
-def test_two_explicit_members_share_one_partition_and_release_redelivers(share_broker: BrokerProcess,
-                                                                        topic_name: str) -> None:
+def test_two_explicit_members_share_one_partition_and_release_redelivers(
+    share_broker: BrokerProcess, topic_name: str
+) -> None:
     """Acceptance: two explicit-mode ShareConsumers on a 1-partition topic of 5,000 records both
     receive records, no record is delivered to both, and a released record is delivered again."""
     bootstrap = share_broker.bootstrap
@@ -97,7 +99,9 @@ def test_two_explicit_members_share_one_partition_and_release_redelivers(share_b
             c.close()
 
 
-def test_lock_expiry_redelivers_and_delivery_limit_archives(share_broker: BrokerProcess, topic_name: str) -> None:
+def test_lock_expiry_redelivers_and_delivery_limit_archives(
+    share_broker: BrokerProcess, topic_name: str
+) -> None:
     """Members that take the record and never acknowledge it: each lock expires and the next
     member gets it, until the delivery-count limit (3) archives it."""
     bootstrap = share_broker.bootstrap
@@ -116,7 +120,9 @@ def test_lock_expiry_redelivers_and_delivery_limit_archives(share_broker: Broker
                 got = values(c.poll(0.2))
             assert got == [0], f"delivery {len(holders)}: {got}"
             if len(holders) > 1:
-                assert time.monotonic() - started >= LOCK_MS / 1000 * 0.5, "redelivered before the lock expired"
+                assert time.monotonic() - started >= LOCK_MS / 1000 * 0.5, (
+                    "redelivered before the lock expired"
+                )
         late = share_consumer(bootstrap, group)
         holders.append(late)
         late.subscribe([topic_name])

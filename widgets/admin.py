@@ -334,7 +334,8 @@ class AsyncAdmin:
                     in_flight = getattr(p, "in_flight_records", -1)
                     acquired = getattr(p, "acquired_records", -1)
                     out[(_text(t.topic_name), p.partition_index)] = ShareOffset(
-                        p.start_offset, in_flight if in_flight >= 0 else None, acquired if acquired >= 0 else None)
+                        p.start_offset, in_flight if in_flight >= 0 else None,
+                        acquired if acquired >= 0 else None)
         return out
 
     async def committed_offsets(self, group: str, coordinator: Broker) -> dict[tuple[str, int], int]:

@@ -24,8 +24,8 @@ if TYPE_CHECKING:
     import pandas
 
 PARTITION_COLUMNS = ["group", "topic", "partition", "committed_offset", "log_end_offset", "lag", "status",
-                     "member_id", "client_id", "host", "group_state", "coordinator", "group_type", "in_flight",
-                     "acquired"]
+                     "member_id", "client_id", "host", "group_state", "coordinator", "group_type",
+                     "in_flight", "acquired"]
 GROUP_COLUMNS = ["group", "state", "protocol_type", "protocol", "members", "coordinator", "partitions",
                  "total_lag", "max_lag", "status", "group_type", "in_flight", "acquired"]
 
@@ -121,7 +121,8 @@ def build_snapshot(raws: list[_GroupRaw], ends: dict[tuple[str, int], int | None
             "total_lag": sum(lags), "max_lag": max(lags, default=0),
             "status": evaluate_group(statuses).value if statuses else None, "partitions": rows,
             "group_type": desc.group_type,
-            "in_flight": _total(r["in_flight"] for r in rows), "acquired": _total(r["acquired"] for r in rows),
+            "in_flight": _total(r["in_flight"] for r in rows),
+            "acquired": _total(r["acquired"] for r in rows),
         })
     window.forget_except(seen)
     return {"updated_ms": now_ms, "error": None, "groups": groups}
@@ -214,7 +215,8 @@ def partitions_frame(snapshot: dict[str, Any]) -> pandas.DataFrame:
         for r in g["partitions"]:
             rows.append([g["group"], r["topic"], r["partition"], r["committed"], r["log_end"], r["lag"],
                          r["status"], r["member_id"], r["client_id"], r["host"], g["state"],
-                         g["coordinator"], g.get("group_type", "classic"), r.get("in_flight"), r.get("acquired")])
+                         g["coordinator"], g.get("group_type", "classic"), r.get("in_flight"),
+                         r.get("acquired")])
     df = pd.DataFrame(rows, columns=PARTITION_COLUMNS)
     for col in ("partition", "committed_offset", "log_end_offset", "lag", "in_flight", "acquired"):
         df[col] = df[col].astype("Int64")

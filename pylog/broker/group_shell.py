@@ -131,7 +131,9 @@ class GroupShell(CoordinatorShell):
         self.consumer = ConsumerGroupCoordinator(
             ConsumerGroupConfig.from_kafka(self.raw_props, n), rng=random.Random(seed + 1)
         )
-        self.share = ShareGroupCoordinator(ShareGroupConfig.from_kafka(self.raw_props, n), rng=random.Random(seed + 2))
+        self.share = ShareGroupCoordinator(
+            ShareGroupConfig.from_kafka(self.raw_props, n), rng=random.Random(seed + 2)
+        )
         await self._replay_led_partitions()
 
     def stop(self) -> None:
@@ -175,7 +177,8 @@ class GroupShell(CoordinatorShell):
         return self.coordinator.unload_partition(p)
 
     def _next_deadline(self) -> int | None:
-        deadlines = [c.next_deadline_ms() for c in (self.coordinator, self.consumer, self.share) if c is not None]
+        parts = (self.coordinator, self.consumer, self.share)
+        deadlines = [c.next_deadline_ms() for c in parts if c is not None]
         return min((d for d in deadlines if d is not None), default=None)
 
     def _tick(self, now_ms: int) -> None:

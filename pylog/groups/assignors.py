@@ -28,12 +28,20 @@ class MemberSubscription:
     current: Assignment = field(default_factory=dict)
 
 
-def uniform(members: Mapping[str, MemberSubscription], partitions: Mapping[uuid.UUID, int]) -> dict[str, Assignment]:
+def uniform(
+    members: Mapping[str, MemberSubscription], partitions: Mapping[uuid.UUID, int]
+) -> dict[str, Assignment]:
     if not members:
         return {}
     order = sorted(members)
     wanted = sorted(
-        {(t, p) for m in members.values() for t in m.topic_ids if t in partitions for p in range(partitions[t])},
+        {
+            (t, p)
+            for m in members.values()
+            for t in m.topic_ids
+            if t in partitions
+            for p in range(partitions[t])
+        },
         key=lambda tp: (str(tp[0]), tp[1]),
     )
     eligible = {m: [tp for tp in wanted if tp[0] in members[m].topic_ids] for m in order}
@@ -73,7 +81,9 @@ def _quotas(order: list[str], eligible: dict[str, list[TopicPartition]], total: 
     return quota
 
 
-def range_(members: Mapping[str, MemberSubscription], partitions: Mapping[uuid.UUID, int]) -> dict[str, Assignment]:
+def range_(
+    members: Mapping[str, MemberSubscription], partitions: Mapping[uuid.UUID, int]
+) -> dict[str, Assignment]:
     out: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in members}
     for t, n in partitions.items():
         subscribers = sorted(m for m, s in members.items() if t in s.topic_ids)

@@ -62,10 +62,14 @@ class ConsumerGroupConfig:
 
     @classmethod
     def from_kafka(cls, props: Mapping[str, str], num_partitions: int) -> ConsumerGroupConfig:
-        assignors = tuple(a.strip() for a in props.get("group.consumer.assignors", "uniform,range").split(",") if a.strip())
+        assignors = tuple(
+            a.strip() for a in props.get("group.consumer.assignors", "uniform,range").split(",") if a.strip()
+        )
         unknown = [a for a in assignors if a not in ASSIGNORS]
         if unknown or not assignors:
-            raise ValueError(f"group.consumer.assignors: unknown assignor(s) {unknown}; known: {sorted(ASSIGNORS)}")
+            raise ValueError(
+                f"group.consumer.assignors: unknown assignor(s) {unknown}; known: {sorted(ASSIGNORS)}"
+            )
         return cls(
             int(props.get("group.consumer.session.timeout.ms", 45000)),
             int(props.get("group.consumer.heartbeat.interval.ms", 5000)),
@@ -162,8 +166,10 @@ class ConsumerGroupCoordinator:
             "heartbeat_interval_ms": self.config.heartbeat_interval_ms,
             "assignment": None,
         }
-        if hb.member_epoch == 0 or member.assignment != before or (
-            hb.owned is not None and hb.owned != member.assignment.assigned
+        if (
+            hb.member_epoch == 0
+            or member.assignment != before
+            or (hb.owned is not None and hb.owned != member.assignment.assigned)
         ):
             response["assignment"] = {"topic_partitions": to_wire(member.assignment.assigned)}
         out.response = response
@@ -176,7 +182,10 @@ class ConsumerGroupCoordinator:
             if hb.rebalance_timeout_ms == -1:
                 return ErrorCode.INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request."
             if hb.subscribed_topic_names is None and hb.subscribed_topic_regex is None:
-                return ErrorCode.INVALID_REQUEST, "SubscribedTopicNames or SubscribedTopicRegex must be set in first request."
+                return (
+                    ErrorCode.INVALID_REQUEST,
+                    "SubscribedTopicNames or SubscribedTopicRegex must be set in first request.",
+                )
         elif hb.member_epoch > 0 or hb.member_epoch == LEAVE_EPOCH:
             if not hb.member_id:
                 return ErrorCode.INVALID_REQUEST, "MemberId can't be empty."
@@ -230,7 +239,9 @@ class ConsumerGroupCoordinator:
         group.members[member_id] = member
         if hb.instance_id is not None:
             group.static_members[hb.instance_id] = member_id
-        out.records.append(self._record(group, CONSUMER_GROUP_MEMBER_METADATA, member_id, member.metadata_value()))
+        out.records.append(
+            self._record(group, CONSUMER_GROUP_MEMBER_METADATA, member_id, member.metadata_value())
+        )
         return member, ErrorCode.NONE
 
     def _replace_static(
@@ -246,15 +257,27 @@ class ConsumerGroupCoordinator:
         group.static_members[hb.instance_id or ""] = member_id
         target = group.target.pop(previous.member_id, {})
         group.target[member_id] = target
-        out.records.append(self._record(group, CONSUMER_GROUP_MEMBER_METADATA, member_id, member.metadata_value()))
-        out.records.append(self._record(group, CONSUMER_GROUP_TARGET_MEMBER, member_id, {"topic_partitions": to_wire(target)}))
+        out.records.append(
+            self._record(group, CONSUMER_GROUP_MEMBER_METADATA, member_id, member.metadata_value())
+        )
+        out.records.append(
+            self._record(
+                group, CONSUMER_GROUP_TARGET_MEMBER, member_id, {"topic_partitions": to_wire(target)}
+            )
+        )
         self._write_current(group, member, out)
         return member
 
-    def _update_member(self, group: ConsumerGroup, member: ConsumerMember, hb: Heartbeat, out: Output) -> bool:
+    def _update_member(
+        self, group: ConsumerGroup, member: ConsumerMember, hb: Heartbeat, out: Output
+    ) -> bool:
         """Apply the member's changes; True if they change the assignment (a new group epoch)."""
         before = (member.subscribed_topic_names, member.subscribed_topic_regex, member.server_assignor)
-        new = member.member_epoch == 0 and not member.assignment.assigned and member.member_id not in group.target
+        new = (
+            member.member_epoch == 0
+            and not member.assignment.assigned
+            and member.member_id not in group.target
+        )
         if hb.subscribed_topic_names is not None:
             member.subscribed_topic_names = tuple(sorted(set(hb.subscribed_topic_names)))
         if hb.subscribed_topic_regex is not None:
@@ -313,11 +336,15 @@ class ConsumerGroupCoordinator:
         target = assignor(subs, group.subscribed_partitions)
         for mid, a in target.items():
             if group.target.get(mid) != a:
-                out.records.append(self._record(group, CONSUMER_GROUP_TARGET_MEMBER, mid, {"topic_partitions": to_wire(a)}))
+                out.records.append(
+                    self._record(group, CONSUMER_GROUP_TARGET_MEMBER, mid, {"topic_partitions": to_wire(a)})
+                )
         group.target = dict(target)
         group.assignment_epoch = group.group_epoch
         out.records.append(
-            self._record(group, CONSUMER_GROUP_TARGET_METADATA, None, {"assignment_epoch": group.assignment_epoch})
+            self._record(
+                group, CONSUMER_GROUP_TARGET_METADATA, None, {"assignment_epoch": group.assignment_epoch}
+            )
         )
 
     def _assignor_of(self, group: ConsumerGroup) -> str:
@@ -366,7 +393,9 @@ class ConsumerGroupCoordinator:
         if hb.member_epoch == STATIC_LEAVE_EPOCH and member.instance_id is not None:
             # The static member keeps its partitions until its session expires or it returns.
             a = member.assignment
-            member.assignment = replace(a, member_epoch=STATIC_LEAVE_EPOCH, previous_member_epoch=a.member_epoch)
+            member.assignment = replace(
+                a, member_epoch=STATIC_LEAVE_EPOCH, previous_member_epoch=a.member_epoch
+            )
             member.session_deadline_ms = now_ms + self.config.session_timeout_ms
             self._write_current(group, member, out)
         else:
@@ -392,10 +421,21 @@ class ConsumerGroupCoordinator:
     def _remove_member(self, group: ConsumerGroup, member: ConsumerMember, out: Output) -> None:
         group.members.pop(member.member_id, None)
         group.target.pop(member.member_id, None)
-        if member.instance_id is not None and group.static_members.get(member.instance_id) == member.member_id:
+        if (
+            member.instance_id is not None
+            and group.static_members.get(member.instance_id) == member.member_id
+        ):
             del group.static_members[member.instance_id]
-        for record_type in (CONSUMER_GROUP_CURRENT_MEMBER, CONSUMER_GROUP_TARGET_MEMBER, CONSUMER_GROUP_MEMBER_METADATA):
-            out.records.append(CoordinatorRecord(group.partition, encode_key(record_type, group.group_id, member.member_id), None))
+        for record_type in (
+            CONSUMER_GROUP_CURRENT_MEMBER,
+            CONSUMER_GROUP_TARGET_MEMBER,
+            CONSUMER_GROUP_MEMBER_METADATA,
+        ):
+            out.records.append(
+                CoordinatorRecord(
+                    group.partition, encode_key(record_type, group.group_id, member.member_id), None
+                )
+            )
 
     def next_deadline_ms(self) -> int | None:
         deadlines = [
@@ -422,7 +462,9 @@ class ConsumerGroupCoordinator:
 
     # ------------------------------------------------------------------ offsets, describe, delete
 
-    def validate_offset_commit(self, group_id: str, member_id: str, member_epoch: int, api_version: int) -> ErrorCode | None:
+    def validate_offset_commit(
+        self, group_id: str, member_id: str, member_epoch: int, api_version: int
+    ) -> ErrorCode | None:
         """None if `group_id` is not a consumer group here; else the commit's error (NONE = accept)."""
         group = self._groups.get(group_id)
         if group is None:
@@ -436,7 +478,9 @@ class ConsumerGroupCoordinator:
             return ErrorCode.STALE_MEMBER_EPOCH if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION
         return ErrorCode.NONE
 
-    def validate_offset_fetch(self, group_id: str, member_id: str | None, member_epoch: int) -> ErrorCode | None:
+    def validate_offset_fetch(
+        self, group_id: str, member_id: str | None, member_epoch: int
+    ) -> ErrorCode | None:
         group = self._groups.get(group_id)
         if group is None:
             return None
@@ -453,15 +497,28 @@ class ConsumerGroupCoordinator:
         """One DescribedGroup of ConsumerGroupDescribe; GROUP_ID_NOT_FOUND for an unknown group."""
         group = self._groups.get(group_id)
         if group is None:
-            return {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "error_message": f"Group {group_id} not found.",
-                    "group_id": group_id, "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1,
-                    "assignor_name": "", "members": []}
+            return {
+                "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
+                "error_message": f"Group {group_id} not found.",
+                "group_id": group_id,
+                "group_state": "Dead",
+                "group_epoch": -1,
+                "assignment_epoch": -1,
+                "assignor_name": "",
+                "members": [],
+            }
 
         def described(a: Assignment) -> dict:
-            return {"topic_partitions": [
-                {"topic_id": t["topic_id"], "topic_name": topic_names.get(t["topic_id"], ""), "partitions": t["partitions"]}
-                for t in to_wire(a)
-            ]}
+            return {
+                "topic_partitions": [
+                    {
+                        "topic_id": t["topic_id"],
+                        "topic_name": topic_names.get(t["topic_id"], ""),
+                        "partitions": t["partitions"],
+                    }
+                    for t in to_wire(a)
+                ]
+            }
 
         return {
             "error_code": ErrorCode.NONE,
@@ -499,7 +556,9 @@ class ConsumerGroupCoordinator:
             out.response = ErrorCode.NON_EMPTY_GROUP
         else:
             for record_type in (CONSUMER_GROUP_TARGET_METADATA, CONSUMER_GROUP_METADATA):
-                out.records.append(CoordinatorRecord(group.partition, encode_key(record_type, group_id), None))
+                out.records.append(
+                    CoordinatorRecord(group.partition, encode_key(record_type, group_id), None)
+                )
             del self._groups[group_id]
             out.response = ErrorCode.NONE
         return out
@@ -560,7 +619,12 @@ class ConsumerGroupCoordinator:
             group.target[k.member_id or ""] = from_wire(v.topic_partitions)
         elif k.record_type == CONSUMER_GROUP_MEMBER_METADATA:
             m = group.members.get(k.member_id or "") or ConsumerMember(k.member_id or "")
-            m.instance_id, m.rack_id, m.client_id, m.client_host = v.instance_id, v.rack_id, v.client_id, v.client_host
+            m.instance_id, m.rack_id, m.client_id, m.client_host = (
+                v.instance_id,
+                v.rack_id,
+                v.client_id,
+                v.client_host,
+            )
             m.subscribed_topic_names = tuple(v.subscribed_topic_names)
             m.subscribed_topic_regex = v.subscribed_topic_regex
             m.rebalance_timeout_ms, m.server_assignor = v.rebalance_timeout_ms, v.server_assignor
@@ -580,18 +644,31 @@ class ConsumerGroupCoordinator:
 
     # ------------------------------------------------------------------ records
 
-    def _record(self, group: ConsumerGroup, record_type: int, member_id: str | None, value: dict) -> CoordinatorRecord:
-        return CoordinatorRecord(group.partition, encode_key(record_type, group.group_id, member_id), encode_value(record_type, value))
+    def _record(
+        self, group: ConsumerGroup, record_type: int, member_id: str | None, value: dict
+    ) -> CoordinatorRecord:
+        return CoordinatorRecord(
+            group.partition,
+            encode_key(record_type, group.group_id, member_id),
+            encode_value(record_type, value),
+        )
 
     def _write_current(self, group: ConsumerGroup, member: ConsumerMember, out: Output) -> None:
         a = member.assignment
-        out.records.append(self._record(group, CONSUMER_GROUP_CURRENT_MEMBER, member.member_id, {
-            "member_epoch": a.member_epoch,
-            "previous_member_epoch": a.previous_member_epoch,
-            "state": int(a.state),
-            "assigned_partitions": to_wire(a.assigned),
-            "partitions_pending_revocation": to_wire(a.pending_revocation),
-        }))
+        out.records.append(
+            self._record(
+                group,
+                CONSUMER_GROUP_CURRENT_MEMBER,
+                member.member_id,
+                {
+                    "member_epoch": a.member_epoch,
+                    "previous_member_epoch": a.previous_member_epoch,
+                    "state": int(a.state),
+                    "assigned_partitions": to_wire(a.assigned),
+                    "partitions_pending_revocation": to_wire(a.pending_revocation),
+                },
+            )
+        )
 
     def _error(self, error: ErrorCode, message: str | None = None) -> dict[str, Any]:
         return {

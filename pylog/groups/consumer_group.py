@@ -73,9 +73,9 @@ class ConsumerGroup:
         if self.group_epoch > self.assignment_epoch:
             return "Assigning"
         for m in self.members.values():
-            if m.member_epoch != self.assignment_epoch or m.assignment.state is not MemberState.STABLE:
-                if m.member_epoch != STATIC_LEAVE_EPOCH:
-                    return "Reconciling"
+            behind = m.member_epoch != self.assignment_epoch or m.assignment.state is not MemberState.STABLE
+            if behind and m.member_epoch != STATIC_LEAVE_EPOCH:
+                return "Reconciling"
         return "Stable"
 
     def holders(self, except_member: str) -> dict[tuple[uuid.UUID, int], str]:

@@ -56,14 +56,16 @@ def _f(name: str, type_: str, **extra: Any) -> dict[str, Any]:
 
 
 def _value(name: str, fields: list[dict[str, Any]]) -> MessageSpec:
-    return parse_message({"type": "data", "name": name, "validVersions": "0", "flexibleVersions": "0+",
-                          "fields": fields})
+    return parse_message(
+        {"type": "data", "name": name, "validVersions": "0", "flexibleVersions": "0+", "fields": fields}
+    )
 
 
 def _key(name: str, with_member: bool) -> MessageSpec:
     fields = [_f("GroupId", "string")] + ([_f("MemberId", "string")] if with_member else [])
-    return parse_message({"type": "data", "name": name, "validVersions": "0", "flexibleVersions": "none",
-                          "fields": fields})
+    return parse_message(
+        {"type": "data", "name": name, "validVersions": "0", "flexibleVersions": "none", "fields": fields}
+    )
 
 
 _TP = [_f("TopicId", "uuid"), _f("Partitions", "[]int32")]
@@ -71,46 +73,66 @@ _GROUP_KEY = _key("GroupKey", False)
 _MEMBER_KEY = _key("GroupMemberKey", True)
 _VALUES: dict[int, MessageSpec] = {
     CONSUMER_GROUP_METADATA: _value("ConsumerGroupMetadataValue", [_f("Epoch", "int32")]),
-    CONSUMER_GROUP_MEMBER_METADATA: _value("ConsumerGroupMemberMetadataValue", [
-        _f("InstanceId", "string", nullable=True),
-        _f("RackId", "string", nullable=True),
-        _f("ClientId", "string"),
-        _f("ClientHost", "string"),
-        _f("SubscribedTopicNames", "[]string"),
-        _f("SubscribedTopicRegex", "string", nullable=True),
-        _f("RebalanceTimeoutMs", "int32", default=-1),
-        _f("ServerAssignor", "string", nullable=True),
-    ]),
-    CONSUMER_GROUP_TARGET_METADATA: _value("ConsumerGroupTargetAssignmentMetadataValue",
-                                           [_f("AssignmentEpoch", "int32")]),
-    CONSUMER_GROUP_TARGET_MEMBER: _value("ConsumerGroupTargetAssignmentMemberValue", [
-        _f("TopicPartitions", "[]TopicPartition", fields=_TP),
-    ]),
-    CONSUMER_GROUP_CURRENT_MEMBER: _value("ConsumerGroupCurrentMemberAssignmentValue", [
-        _f("MemberEpoch", "int32"),
-        _f("PreviousMemberEpoch", "int32"),
-        _f("State", "int8"),
-        _f("AssignedPartitions", "[]TopicPartitions", fields=_TP),
-        _f("PartitionsPendingRevocation", "[]TopicPartitions", fields=_TP),
-    ]),
-    SHARE_GROUP_MEMBER_METADATA: _value("ShareGroupMemberMetadataValue", [
-        _f("RackId", "string", nullable=True),
-        _f("ClientId", "string"),
-        _f("ClientHost", "string"),
-        _f("SubscribedTopicNames", "[]string"),
-    ]),
+    CONSUMER_GROUP_MEMBER_METADATA: _value(
+        "ConsumerGroupMemberMetadataValue",
+        [
+            _f("InstanceId", "string", nullable=True),
+            _f("RackId", "string", nullable=True),
+            _f("ClientId", "string"),
+            _f("ClientHost", "string"),
+            _f("SubscribedTopicNames", "[]string"),
+            _f("SubscribedTopicRegex", "string", nullable=True),
+            _f("RebalanceTimeoutMs", "int32", default=-1),
+            _f("ServerAssignor", "string", nullable=True),
+        ],
+    ),
+    CONSUMER_GROUP_TARGET_METADATA: _value(
+        "ConsumerGroupTargetAssignmentMetadataValue", [_f("AssignmentEpoch", "int32")]
+    ),
+    CONSUMER_GROUP_TARGET_MEMBER: _value(
+        "ConsumerGroupTargetAssignmentMemberValue",
+        [
+            _f("TopicPartitions", "[]TopicPartition", fields=_TP),
+        ],
+    ),
+    CONSUMER_GROUP_CURRENT_MEMBER: _value(
+        "ConsumerGroupCurrentMemberAssignmentValue",
+        [
+            _f("MemberEpoch", "int32"),
+            _f("PreviousMemberEpoch", "int32"),
+            _f("State", "int8"),
+            _f("AssignedPartitions", "[]TopicPartitions", fields=_TP),
+            _f("PartitionsPendingRevocation", "[]TopicPartitions", fields=_TP),
+        ],
+    ),
+    SHARE_GROUP_MEMBER_METADATA: _value(
+        "ShareGroupMemberMetadataValue",
+        [
+            _f("RackId", "string", nullable=True),
+            _f("ClientId", "string"),
+            _f("ClientHost", "string"),
+            _f("SubscribedTopicNames", "[]string"),
+        ],
+    ),
     SHARE_GROUP_METADATA: _value("ShareGroupMetadataValue", [_f("Epoch", "int32")]),
-    SHARE_GROUP_TARGET_METADATA: _value("ShareGroupTargetAssignmentMetadataValue",
-                                        [_f("AssignmentEpoch", "int32")]),
-    SHARE_GROUP_TARGET_MEMBER: _value("ShareGroupTargetAssignmentMemberValue", [
-        _f("TopicPartitions", "[]TopicPartition", fields=_TP),
-    ]),
-    SHARE_GROUP_CURRENT_MEMBER: _value("ShareGroupCurrentMemberAssignmentValue", [
-        _f("MemberEpoch", "int32"),
-        _f("PreviousMemberEpoch", "int32"),
-        _f("State", "int8"),
-        _f("AssignedPartitions", "[]TopicPartitions", fields=_TP),
-    ]),
+    SHARE_GROUP_TARGET_METADATA: _value(
+        "ShareGroupTargetAssignmentMetadataValue", [_f("AssignmentEpoch", "int32")]
+    ),
+    SHARE_GROUP_TARGET_MEMBER: _value(
+        "ShareGroupTargetAssignmentMemberValue",
+        [
+            _f("TopicPartitions", "[]TopicPartition", fields=_TP),
+        ],
+    ),
+    SHARE_GROUP_CURRENT_MEMBER: _value(
+        "ShareGroupCurrentMemberAssignmentValue",
+        [
+            _f("MemberEpoch", "int32"),
+            _f("PreviousMemberEpoch", "int32"),
+            _f("State", "int8"),
+            _f("AssignedPartitions", "[]TopicPartitions", fields=_TP),
+        ],
+    ),
 }
 _MEMBER_TYPES = frozenset({5, 7, 8, 10, 13, 14})
 
@@ -164,7 +186,10 @@ def normalise(assignment: dict[uuid.UUID, Any]) -> Assignment:
 
 def to_wire(assignment: Assignment) -> list[dict[str, Any]]:
     """`[{topic_id, partitions}]`, sorted, as records and responses carry it."""
-    return [{"topic_id": t, "partitions": sorted(ps)} for t, ps in sorted(assignment.items(), key=lambda i: str(i[0]))]
+    return [
+        {"topic_id": t, "partitions": sorted(ps)}
+        for t, ps in sorted(assignment.items(), key=lambda i: str(i[0]))
+    ]
 
 
 def from_wire(topic_partitions: Any) -> Assignment:

@@ -133,7 +133,9 @@ class ShareGroupCoordinator:
             out.response = _error(ErrorCode.INVALID_REQUEST, "GroupId can't be empty.")
             return out
         if member_epoch == 0 and not subscribed_topic_names:
-            out.response = _error(ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set in first request.")
+            out.response = _error(
+                ErrorCode.INVALID_REQUEST, "SubscribedTopicNames must be set in first request."
+            )
             return out
         if member_epoch != 0 and not member_id:
             out.response = _error(ErrorCode.INVALID_REQUEST, "MemberId can't be empty.")
@@ -173,7 +175,10 @@ class ShareGroupCoordinator:
                 return out
         before = member.assigned, member.member_epoch
         changed = False
-        if subscribed_topic_names is not None and tuple(sorted(set(subscribed_topic_names))) != member.subscribed_topic_names:
+        if (
+            subscribed_topic_names is not None
+            and tuple(sorted(set(subscribed_topic_names))) != member.subscribed_topic_names
+        ):
             member.subscribed_topic_names = tuple(sorted(set(subscribed_topic_names)))
             bump = changed = True
         if rack_id is not None and rack_id != member.rack_id:
@@ -181,10 +186,19 @@ class ShareGroupCoordinator:
         if (client_id, client_host) != (member.client_id, member.client_host):
             member.client_id, member.client_host, changed = client_id, client_host, True
         if changed:
-            out.records.append(self._record(group, SHARE_GROUP_MEMBER_METADATA, member.member_id, {
-                "rack_id": member.rack_id, "client_id": member.client_id, "client_host": member.client_host,
-                "subscribed_topic_names": list(member.subscribed_topic_names),
-            }))
+            out.records.append(
+                self._record(
+                    group,
+                    SHARE_GROUP_MEMBER_METADATA,
+                    member.member_id,
+                    {
+                        "rack_id": member.rack_id,
+                        "client_id": member.client_id,
+                        "client_host": member.client_host,
+                        "subscribed_topic_names": list(member.subscribed_topic_names),
+                    },
+                )
+            )
         subscribed = {n for m in group.members.values() for n in m.subscribed_topic_names if n in topics}
         partitions = {topics[n][0]: topics[n][1] for n in subscribed}
         if group.subscribed_partitions is None:
@@ -194,38 +208,68 @@ class ShareGroupCoordinator:
             bump = True
         if bump:
             self._bump(group, out)
-        target = {topics[n][0]: frozenset(range(topics[n][1])) for n in member.subscribed_topic_names if n in topics}
+        target = {
+            topics[n][0]: frozenset(range(topics[n][1])) for n in member.subscribed_topic_names if n in topics
+        }
         target = {t: ps for t, ps in target.items() if ps}
         if target != member.assigned or member.member_epoch != group.group_epoch:
             member.previous_member_epoch = member.member_epoch
             member.member_epoch = group.group_epoch
             member.assigned = target
-            out.records.append(self._record(group, SHARE_GROUP_TARGET_MEMBER, member.member_id, {"topic_partitions": to_wire(target)}))
-            out.records.append(self._record(group, SHARE_GROUP_CURRENT_MEMBER, member.member_id, {
-                "member_epoch": member.member_epoch, "previous_member_epoch": member.previous_member_epoch,
-                "state": 2, "assigned_partitions": to_wire(target),
-            }))
+            out.records.append(
+                self._record(
+                    group, SHARE_GROUP_TARGET_MEMBER, member.member_id, {"topic_partitions": to_wire(target)}
+                )
+            )
+            out.records.append(
+                self._record(
+                    group,
+                    SHARE_GROUP_CURRENT_MEMBER,
+                    member.member_id,
+                    {
+                        "member_epoch": member.member_epoch,
+                        "previous_member_epoch": member.previous_member_epoch,
+                        "state": 2,
+                        "assigned_partitions": to_wire(target),
+                    },
+                )
+            )
         member.session_deadline_ms = now_ms + self.config.session_timeout_ms
         send = member_epoch == 0 or (member.assigned, member.member_epoch) != before
-        out.response = _ok(member.member_id, member.member_epoch, self.config.heartbeat_interval_ms,
-                           {"topic_partitions": to_wire(member.assigned)} if send else None)
+        out.response = _ok(
+            member.member_id,
+            member.member_epoch,
+            self.config.heartbeat_interval_ms,
+            {"topic_partitions": to_wire(member.assigned)} if send else None,
+        )
         return out
 
     def _bump(self, group: ShareGroup, out: Output) -> None:
         group.group_epoch += 1
         out.records.append(self._record(group, SHARE_GROUP_METADATA, None, {"epoch": group.group_epoch}))
-        out.records.append(self._record(group, SHARE_GROUP_TARGET_METADATA, None, {"assignment_epoch": group.group_epoch}))
+        out.records.append(
+            self._record(group, SHARE_GROUP_TARGET_METADATA, None, {"assignment_epoch": group.group_epoch})
+        )
 
     def _remove(self, group: ShareGroup, member: ShareMember, out: Output) -> None:
         del group.members[member.member_id]
         for rt in (SHARE_GROUP_CURRENT_MEMBER, SHARE_GROUP_TARGET_MEMBER, SHARE_GROUP_MEMBER_METADATA):
-            out.records.append(CoordinatorRecord(group.partition, encode_key(rt, group.group_id, member.member_id), None))
+            out.records.append(
+                CoordinatorRecord(group.partition, encode_key(rt, group.group_id, member.member_id), None)
+            )
 
     # ------------------------------------------------------------------ timers
 
     def next_deadline_ms(self) -> int | None:
-        return min((m.session_deadline_ms for g in self._groups.values() for m in g.members.values()
-                    if m.session_deadline_ms is not None), default=None)
+        return min(
+            (
+                m.session_deadline_ms
+                for g in self._groups.values()
+                for m in g.members.values()
+                if m.session_deadline_ms is not None
+            ),
+            default=None,
+        )
 
     def tick(self, now_ms: int) -> Output:
         out = Output()
@@ -244,22 +288,42 @@ class ShareGroupCoordinator:
     def describe(self, group_id: str, topic_names: Mapping[uuid.UUID, str]) -> dict[str, Any]:
         group = self._groups.get(group_id)
         if group is None:
-            return {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "error_message": f"Group {group_id} not found.",
-                    "group_id": group_id, "group_state": "Dead", "group_epoch": -1, "assignment_epoch": -1,
-                    "assignor_name": "", "members": []}
+            return {
+                "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
+                "error_message": f"Group {group_id} not found.",
+                "group_id": group_id,
+                "group_state": "Dead",
+                "group_epoch": -1,
+                "assignment_epoch": -1,
+                "assignor_name": "",
+                "members": [],
+            }
         return {
-            "error_code": ErrorCode.NONE, "error_message": None, "group_id": group_id,
-            "group_state": group.state, "group_epoch": group.group_epoch, "assignment_epoch": group.group_epoch,
+            "error_code": ErrorCode.NONE,
+            "error_message": None,
+            "group_id": group_id,
+            "group_state": group.state,
+            "group_epoch": group.group_epoch,
+            "assignment_epoch": group.group_epoch,
             "assignor_name": "simple",
             "members": [
                 {
-                    "member_id": m.member_id, "rack_id": m.rack_id, "member_epoch": m.member_epoch,
-                    "client_id": m.client_id, "client_host": m.client_host,
+                    "member_id": m.member_id,
+                    "rack_id": m.rack_id,
+                    "member_epoch": m.member_epoch,
+                    "client_id": m.client_id,
+                    "client_host": m.client_host,
                     "subscribed_topic_names": list(m.subscribed_topic_names),
-                    "assignment": {"topic_partitions": [
-                        {"topic_id": tp["topic_id"], "topic_name": topic_names.get(tp["topic_id"], ""),
-                         "partitions": tp["partitions"]} for tp in to_wire(m.assigned)
-                    ]},
+                    "assignment": {
+                        "topic_partitions": [
+                            {
+                                "topic_id": tp["topic_id"],
+                                "topic_name": topic_names.get(tp["topic_id"], ""),
+                                "partitions": tp["partitions"],
+                            }
+                            for tp in to_wire(m.assigned)
+                        ]
+                    },
                 }
                 for m in group.members.values()
             ],
@@ -325,14 +389,30 @@ class ShareGroupCoordinator:
         return Output()
 
     def _record(self, group: ShareGroup, rt: int, member_id: str | None, value: dict) -> CoordinatorRecord:
-        return CoordinatorRecord(group.partition, encode_key(rt, group.group_id, member_id), encode_value(rt, value))
+        return CoordinatorRecord(
+            group.partition, encode_key(rt, group.group_id, member_id), encode_value(rt, value)
+        )
 
 
 def _ok(member_id: str, epoch: int, interval: int, assignment: dict | None) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "member_id": member_id,
-            "member_epoch": epoch, "heartbeat_interval_ms": interval, "assignment": assignment}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "member_id": member_id,
+        "member_epoch": epoch,
+        "heartbeat_interval_ms": interval,
+        "assignment": assignment,
+    }
 
 
 def _error(error: ErrorCode, message: str | None = None) -> dict[str, Any]:
-    return {"throttle_time_ms": 0, "error_code": error, "error_message": message or error.name, "member_id": None,
-            "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "error_message": message or error.name,
+        "member_id": None,
+        "member_epoch": -1,
+        "heartbeat_interval_ms": 0,
+        "assignment": None,
+    }

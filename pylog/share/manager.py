@@ -57,7 +57,9 @@ class ShareManager:
         for key in [k for k in self.partitions if self.store.partition_for(k) == state_partition]:
             del self.partitions[key]
 
-    def acknowledge(self, key: ShareKey, member_id: str, batches: list[tuple[int, int, list[int]]]) -> ErrorCode:
+    def acknowledge(
+        self, key: ShareKey, member_id: str, batches: list[tuple[int, int, list[int]]]
+    ) -> ErrorCode:
         sp = self.partitions.get(key)
         if sp is None:
             return ErrorCode.INVALID_RECORD_STATE
@@ -81,7 +83,12 @@ class ShareManager:
     # ------------------------------------------------------------------ sessions
 
     def session_step(
-        self, group_id: str, member_id: str, epoch: int, add: list[TopicIdPartition], forget: list[TopicIdPartition]
+        self,
+        group_id: str,
+        member_id: str,
+        epoch: int,
+        add: list[TopicIdPartition],
+        forget: list[TopicIdPartition],
     ) -> tuple[ErrorCode, ShareSession | None]:
         """Validate and advance the session for one ShareFetch (its partitions to fetch)."""
         sid = (group_id, member_id)
@@ -139,13 +146,15 @@ class ShareManager:
     # ------------------------------------------------------------------ timers
 
     def next_deadline_ms(self) -> int | None:
-        return min((d for sp in self.partitions.values() if (d := sp.next_deadline_ms()) is not None), default=None)
+        return min(
+            (d for sp in self.partitions.values() if (d := sp.next_deadline_ms()) is not None), default=None
+        )
 
     def tick(self, now_ms: int) -> bool:
         """Expire acquisition locks; True if any record became available again."""
         released_any = False
         for key, sp in self.partitions.items():
-            released, archived = sp.expire(now_ms)
+            released, _archived = sp.expire(now_ms)
             released_any |= released
             if released:
                 self.dirty.add(key)

@@ -232,8 +232,11 @@ class SharePartition:
                 continue
             state = RecordState.AVAILABLE if r.state is RecordState.ACQUIRED else r.state
             last = batches[-1] if batches else None
-            if last is not None and last.last_offset == o - 1 and last.delivery_state == state and (
-                last.delivery_count == r.delivery_count
+            if (
+                last is not None
+                and last.last_offset == o - 1
+                and last.delivery_state == state
+                and (last.delivery_count == r.delivery_count)
             ):
                 batches[-1] = StateBatch(last.first_offset, o, state, r.delivery_count)
             else:

@@ -28,23 +28,44 @@ SNAPSHOT_KEY_TYPE = 0
 ShareKey = tuple[str, uuid.UUID, int]
 """(group id, topic id, partition)."""
 
-_KEY = parse_message({"type": "data", "name": "ShareSnapshotKey", "validVersions": "0", "flexibleVersions": "none",
-                      "fields": [{"name": "GroupId", "type": "string", "versions": "0"},
-                                 {"name": "TopicId", "type": "uuid", "versions": "0"},
-                                 {"name": "Partition", "type": "int32", "versions": "0"}]})
-_VALUE = parse_message({"type": "data", "name": "ShareSnapshotValue", "validVersions": "0", "flexibleVersions": "0+",
-                        "fields": [
-                            {"name": "SnapshotEpoch", "type": "uint16", "versions": "0"},
-                            {"name": "StateEpoch", "type": "int32", "versions": "0+"},
-                            {"name": "LeaderEpoch", "type": "int32", "versions": "0+"},
-                            {"name": "StartOffset", "type": "int64", "versions": "0"},
-                            {"name": "StateBatches", "type": "[]StateBatch", "versions": "0", "fields": [
-                                {"name": "FirstOffset", "type": "int64", "versions": "0"},
-                                {"name": "LastOffset", "type": "int64", "versions": "0"},
-                                {"name": "DeliveryState", "type": "int8", "versions": "0"},
-                                {"name": "DeliveryCount", "type": "int16", "versions": "0"},
-                            ]},
-                        ]})
+_KEY = parse_message(
+    {
+        "type": "data",
+        "name": "ShareSnapshotKey",
+        "validVersions": "0",
+        "flexibleVersions": "none",
+        "fields": [
+            {"name": "GroupId", "type": "string", "versions": "0"},
+            {"name": "TopicId", "type": "uuid", "versions": "0"},
+            {"name": "Partition", "type": "int32", "versions": "0"},
+        ],
+    }
+)
+_VALUE = parse_message(
+    {
+        "type": "data",
+        "name": "ShareSnapshotValue",
+        "validVersions": "0",
+        "flexibleVersions": "0+",
+        "fields": [
+            {"name": "SnapshotEpoch", "type": "uint16", "versions": "0"},
+            {"name": "StateEpoch", "type": "int32", "versions": "0+"},
+            {"name": "LeaderEpoch", "type": "int32", "versions": "0+"},
+            {"name": "StartOffset", "type": "int64", "versions": "0"},
+            {
+                "name": "StateBatches",
+                "type": "[]StateBatch",
+                "versions": "0",
+                "fields": [
+                    {"name": "FirstOffset", "type": "int64", "versions": "0"},
+                    {"name": "LastOffset", "type": "int64", "versions": "0"},
+                    {"name": "DeliveryState", "type": "int8", "versions": "0"},
+                    {"name": "DeliveryCount", "type": "int16", "versions": "0"},
+                ],
+            },
+        ],
+    }
+)
 
 
 def encode_snapshot_key(key: ShareKey) -> bytes:
@@ -67,8 +88,12 @@ def encode_snapshot_value(start_offset: int, batches: Iterable[StateBatch], snap
         "leader_epoch": 0,
         "start_offset": start_offset,
         "state_batches": [
-            {"first_offset": b.first_offset, "last_offset": b.last_offset, "delivery_state": b.delivery_state,
-             "delivery_count": b.delivery_count}
+            {
+                "first_offset": b.first_offset,
+                "last_offset": b.last_offset,
+                "delivery_state": b.delivery_state,
+                "delivery_count": b.delivery_count,
+            }
             for b in batches
         ],
     }
@@ -77,7 +102,9 @@ def encode_snapshot_value(start_offset: int, batches: Iterable[StateBatch], snap
 
 def decode_snapshot_value(data: bytes) -> tuple[int, list[StateBatch], int]:
     v = decode_body(_VALUE, 0, memoryview(data), 2)[0]
-    batches = [StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in v.state_batches]
+    batches = [
+        StateBatch(b.first_offset, b.last_offset, b.delivery_state, b.delivery_count) for b in v.state_batches
+    ]
     return v.start_offset, batches, v.snapshot_epoch
 
 
@@ -116,8 +143,11 @@ class ShareStateStore:
         prev = self._states.get(key)
         epoch = (prev.snapshot_epoch + 1) if prev is not None else 0
         self._states[key] = StoredState(start_offset, list(batches), epoch)
-        return CoordinatorRecord(self.partition_for(key), encode_snapshot_key(key),
-                                 encode_snapshot_value(start_offset, batches, epoch))
+        return CoordinatorRecord(
+            self.partition_for(key),
+            encode_snapshot_key(key),
+            encode_snapshot_value(start_offset, batches, epoch),
+        )
 
     def delete(self, key: ShareKey) -> CoordinatorRecord:
         self._states.pop(key, None)

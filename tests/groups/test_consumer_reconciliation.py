@@ -6,14 +6,17 @@ from __future__ import annotations
 import random
 import uuid
 
+from pylog.protocol.errors import ErrorCode
+
 from pylog.groups.consumer_coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator, Heartbeat
 from pylog.groups.group_records import decode_key
 from pylog.groups.reconciliation import MemberAssignment, MemberState, reconcile
-from pylog.protocol.errors import ErrorCode
 
 T = uuid.UUID(int=7)
 TOPICS = {"t": (T, 4)}
-CFG = ConsumerGroupConfig(session_timeout_ms=10_000, heartbeat_interval_ms=1000, offsets_topic_num_partitions=4)
+CFG = ConsumerGroupConfig(
+    session_timeout_ms=10_000, heartbeat_interval_ms=1000, offsets_topic_num_partitions=4
+)
 
 
 def coordinator() -> ConsumerGroupCoordinator:
@@ -22,9 +25,17 @@ def coordinator() -> ConsumerGroupCoordinator:
 
 def join(c, now, member_id="", instance_id=None):
     out = c.heartbeat(
-        Heartbeat("g", member_id, 0, instance_id=instance_id, rebalance_timeout_ms=30_000,
-                  subscribed_topic_names=["t"]),
-        TOPICS, now_ms=now)
+        Heartbeat(
+            "g",
+            member_id,
+            0,
+            instance_id=instance_id,
+            rebalance_timeout_ms=30_000,
+            subscribed_topic_names=["t"],
+        ),
+        TOPICS,
+        now_ms=now,
+    )
     return out.response, out.records
 
 
@@ -139,10 +150,21 @@ def test_replay_restores_groups() -> None:
 
 def test_regex_subscription_and_range_assignor() -> None:
     c = ConsumerGroupCoordinator(CFG, rng=random.Random(2))
-    topics = {"orders-a": (uuid.UUID(int=1), 2), "orders-b": (uuid.UUID(int=2), 2), "other": (uuid.UUID(int=3), 1)}
-    r = c.heartbeat(Heartbeat("g", "", 0, rebalance_timeout_ms=1, subscribed_topic_regex="orders-.*",
-                              server_assignor="range"), topics, now_ms=0).response
+    topics = {
+        "orders-a": (uuid.UUID(int=1), 2),
+        "orders-b": (uuid.UUID(int=2), 2),
+        "other": (uuid.UUID(int=3), 1),
+    }
+    r = c.heartbeat(
+        Heartbeat(
+            "g", "", 0, rebalance_timeout_ms=1, subscribed_topic_regex="orders-.*", server_assignor="range"
+        ),
+        topics,
+        now_ms=0,
+    ).response
     got = {(tp["topic_id"].int, p) for tp in r["assignment"]["topic_partitions"] for p in tp["partitions"]}
     assert got == {(1, 0), (1, 1), (2, 0), (2, 1)}
-    bad = c.heartbeat(Heartbeat("h", "", 0, rebalance_timeout_ms=1, subscribed_topic_regex="(("), topics, now_ms=0)
+    bad = c.heartbeat(
+        Heartbeat("h", "", 0, rebalance_timeout_ms=1, subscribed_topic_regex="(("), topics, now_ms=0
+    )
     assert bad.response["error_code"] == ErrorCode.INVALID_REGULAR_EXPRESSION

@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 
 from pylog.protocol.errors import ErrorCode
+
 from pylog.share.manager import ShareManager
 from pylog.share.partition import AckType, RecordState, ShareConfig, SharePartition
 from pylog.share.state import ShareStateStore, decode_snapshot_key, decode_snapshot_value
@@ -75,7 +76,11 @@ def test_release_member_and_snapshot_round_trip() -> None:
     assert restored.records[3].state is RecordState.ARCHIVED
     assert restored.records[0].state is RecordState.AVAILABLE and restored.records[0].delivery_count == 1
     # accepted records are never acquired again after a restore
-    got = {o for a in restored.acquire("b", BATCHES, 100, now_ms=0) for o in range(a.first_offset, a.last_offset + 1)}
+    got = {
+        o
+        for a in restored.acquire("b", BATCHES, 100, now_ms=0)
+        for o in range(a.first_offset, a.last_offset + 1)
+    }
     assert 1 not in got and 3 not in got and {0, 2, 4, 5} <= got
 
 

@@ -6,12 +6,12 @@ from __future__ import annotations
 import time
 from collections.abc import Iterator
 
+import pylog.widgets as pw
 import pytest
 from confluent_kafka import Consumer, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 import pylog
-import pylog.widgets as pw
 
 DEADLINE_S = 30.0
 
@@ -36,8 +36,15 @@ def setup(bootstrap: str, topic: str, partitions: int, n: int) -> None:
 def test_consumer_protocol_group_in_lag(broker: pylog.LocalBroker) -> None:
     bootstrap = broker.bootstrap_servers
     setup(bootstrap, "kip848-lag", 2, 10)
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": "kip848", "group.protocol": "consumer",
-                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": "kip848",
+            "group.protocol": "consumer",
+            "auto.offset.reset": "earliest",
+            "enable.auto.commit": False,
+        }
+    )
     try:
         c.subscribe(["kip848-lag"])
         read = 0
@@ -61,8 +68,9 @@ def test_consumer_protocol_group_in_lag(broker: pylog.LocalBroker) -> None:
 def test_share_group_in_lag_with_in_flight_and_acquired(broker: pylog.LocalBroker) -> None:
     bootstrap = broker.bootstrap_servers
     setup(bootstrap, "share-lag", 1, 20)
-    c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": "share-lag-g",
-                       "share.acknowledgement.mode": "explicit"})
+    c = ShareConsumer(
+        {"bootstrap.servers": bootstrap, "group.id": "share-lag-g", "share.acknowledgement.mode": "explicit"}
+    )
     try:
         c.subscribe(["share-lag"])
         got: list = []

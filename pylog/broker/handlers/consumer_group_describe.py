@@ -26,12 +26,27 @@ def describe(shell: GroupShell | None, names: dict, group_ids: list[str]) -> dic
     for gid in group_ids:
         error = not_available(shell, gid)
         if error is not ErrorCode.NONE or shell is None or shell.consumer is None:
-            entry = {"error_code": error, "error_message": error.name, "group_id": gid, "group_state": "",
-                     "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []}
+            entry = {
+                "error_code": error,
+                "error_message": error.name,
+                "group_id": gid,
+                "group_state": "",
+                "group_epoch": -1,
+                "assignment_epoch": -1,
+                "assignor_name": "",
+                "members": [],
+            }
         elif shell.group_type(gid) == "classic":
-            entry = {"error_code": ErrorCode.GROUP_ID_NOT_FOUND, "error_message": f"Group {gid} is not a consumer group.",
-                     "group_id": gid, "group_state": "", "group_epoch": -1, "assignment_epoch": -1,
-                     "assignor_name": "", "members": []}
+            entry = {
+                "error_code": ErrorCode.GROUP_ID_NOT_FOUND,
+                "error_message": f"Group {gid} is not a consumer group.",
+                "group_id": gid,
+                "group_state": "",
+                "group_epoch": -1,
+                "assignment_epoch": -1,
+                "assignor_name": "",
+                "members": [],
+            }
         else:
             entry = shell.consumer.describe(gid, names)
         entry["authorized_operations"] = AUTHORIZED_OPS_UNKNOWN

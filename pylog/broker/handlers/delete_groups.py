@@ -25,7 +25,8 @@ def delete_groups(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
             coordinator = shell.consumer if kind == "consumer" else shell.share
             assert coordinator is not None
             error = shell.apply(coordinator.delete_group(gid), lambda r, e: e)
-            if error is ErrorCode.NONE and shell.coordinator is not None and shell.coordinator.group(gid) is not None:
+            offsets = shell.coordinator.group(gid) if shell.coordinator is not None else None
+            if error is ErrorCode.NONE and offsets is not None:
                 deletable.append(gid)  # and its offsets
             else:
                 errors[gid] = error

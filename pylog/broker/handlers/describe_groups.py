@@ -34,8 +34,10 @@ def _other_type(shell: Any, gid: str, kind: str) -> DescribedGroup:
     """A KIP-848 / KIP-932 group seen through the classic API: state and members, no metadata."""
     coordinator = shell.consumer if kind == "consumer" else shell.share
     d = coordinator.describe(gid, {})
-    members = tuple(DescribedMember(m["member_id"], m.get("instance_id"), m["client_id"], m["client_host"], b"", b"")
-                    for m in d["members"])
+    members = tuple(
+        DescribedMember(m["member_id"], m.get("instance_id"), m["client_id"], m["client_host"], b"", b"")
+        for m in d["members"]
+    )
     return DescribedGroup(ErrorCode.NONE, gid, d["group_state"], kind, "", members)
 
 

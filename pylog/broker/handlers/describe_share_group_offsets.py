@@ -33,8 +33,14 @@ def describe(groups: GroupShell | None, share: ShareShell | None, image: Any, re
         if error is ErrorCode.NONE and groups is not None and groups.group_type(g.group_id) != "share":
             error = ErrorCode.GROUP_ID_NOT_FOUND
         if error is not ErrorCode.NONE or share is None or share.manager is None or share.coordinator is None:
-            out.append({"group_id": g.group_id, "topics": [], "error_code": error or ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                        "error_message": None})
+            out.append(
+                {
+                    "group_id": g.group_id,
+                    "topics": [],
+                    "error_code": error or ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    "error_message": None,
+                }
+            )
             continue
         wanted = _wanted(g, share, image)
         topics = []
@@ -47,7 +53,9 @@ def describe(groups: GroupShell | None, share: ShareShell | None, image: Any, re
                 key = (g.group_id, topic.topic_id, p)
                 entries.append(_partition(share, key, p))
             topics.append({"topic_name": name, "topic_id": topic.topic_id, "partitions": entries})
-        out.append({"group_id": g.group_id, "topics": topics, "error_code": ErrorCode.NONE, "error_message": None})
+        out.append(
+            {"group_id": g.group_id, "topics": topics, "error_code": ErrorCode.NONE, "error_message": None}
+        )
     return {"throttle_time_ms": 0, "groups": out}
 
 
@@ -77,5 +85,12 @@ def _partition(share: ShareShell, key: Any, p: int) -> dict:
         acquired = 0
     else:
         start, in_flight, acquired = -1, -1, -1
-    return {"partition_index": p, "start_offset": start, "leader_epoch": 0, "error_code": error, "error_message": None,
-            "in_flight_records": in_flight, "acquired_records": acquired}
+    return {
+        "partition_index": p,
+        "start_offset": start,
+        "leader_epoch": 0,
+        "error_code": error,
+        "error_message": None,
+        "in_flight_records": in_flight,
+        "acquired_records": acquired,
+    }

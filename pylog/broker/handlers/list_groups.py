@@ -21,7 +21,8 @@ def list_groups(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
     states = {s.lower() for s in getattr(req, "states_filter", None) or ()}
     types = {t.lower() for t in getattr(req, "types_filter", None) or ()}
     error, classic = shell.coordinator.list_groups(getattr(req, "states_filter", None), None)
-    others = [*(shell.consumer.list_groups() if shell.consumer else []), *(shell.share.list_groups() if shell.share else [])]
+    others = [*(shell.consumer.list_groups() if shell.consumer else [])]
+    others += shell.share.list_groups() if shell.share else []
     taken = {g.group_id for g in others}  # their offsets live in the classic store; list them once
     groups = [g for g in classic if g.group_id not in taken] + [
         g for g in others if not states or g.group_state.lower() in states

@@ -2,7 +2,8 @@
 
 A consumer group (KIP-848) member commits with its member epoch (`generation_id_or_member_epoch`):
 the consumer-group coordinator checks it (STALE_MEMBER_EPOCH on v9+), and the offsets go to the
-store all group types share. Partitions of topics the cluster does not know get UNKNOWN_TOPIC_OR_PARTITION and never reach
+store all group types share. Partitions of topics the cluster does not know get
+UNKNOWN_TOPIC_OR_PARTITION and never reach
 the coordinator, as in Kafka. The answer is sent only after the commit is in
 `__consumer_offsets`.
 """

@@ -34,10 +34,17 @@ def share_acknowledge(shell: ShareShell | None, req: Any, node_id: int) -> dict:
     for t in req.topics:
         parts = []
         for p in t.partitions:
-            e = acknowledge(shell, req.group_id, req.member_id, t.topic_id, p.partition_index,
-                            p.acknowledgement_batches)
-            parts.append({"partition_index": p.partition_index, "error_code": e, "error_message": None,
-                          "current_leader": {"leader_id": node_id, "leader_epoch": 0}})
+            e = acknowledge(
+                shell, req.group_id, req.member_id, t.topic_id, p.partition_index, p.acknowledgement_batches
+            )
+            parts.append(
+                {
+                    "partition_index": p.partition_index,
+                    "error_code": e,
+                    "error_message": None,
+                    "current_leader": {"leader_id": node_id, "leader_epoch": 0},
+                }
+            )
         topics.append({"topic_id": t.topic_id, "partitions": parts})
     if req.share_session_epoch == -1:
         shell.manager.close_session(req.group_id, req.member_id)
@@ -46,10 +53,20 @@ def share_acknowledge(shell: ShareShell | None, req: Any, node_id: int) -> dict:
             for p in t["partitions"]:
                 p["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
     shell.notify()
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": topics,
-            "node_endpoints": []}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "responses": topics,
+        "node_endpoints": [],
+    }
 
 
 def _top(error: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "error_code": error, "error_message": error.name, "responses": [],
-            "node_endpoints": []}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "error_message": error.name,
+        "responses": [],
+        "node_endpoints": [],
+    }

@@ -25,8 +25,16 @@ def describe(shell: GroupShell | None, names: dict, group_ids: list[str]) -> dic
     for gid in group_ids:
         error = not_available(shell, gid)
         if error is not ErrorCode.NONE or shell is None or shell.share is None:
-            entry = {"error_code": error, "error_message": error.name, "group_id": gid, "group_state": "",
-                     "group_epoch": -1, "assignment_epoch": -1, "assignor_name": "", "members": []}
+            entry = {
+                "error_code": error,
+                "error_message": error.name,
+                "group_id": gid,
+                "group_state": "",
+                "group_epoch": -1,
+                "assignment_epoch": -1,
+                "assignor_name": "",
+                "members": [],
+            }
         else:
             entry = shell.share.describe(gid, names)
         entry["authorized_operations"] = AUTHORIZED_OPS_UNKNOWN
