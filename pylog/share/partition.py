@@ -48,11 +48,19 @@ class AckType(IntEnum):
 
 
 @dataclass
-class InFlight:
+class Run:
+    """Consecutive in-flight offsets in the same state (the unit of every transition)."""
+
+    first: int
+    last: int
     state: RecordState
     delivery_count: int = 0
     member_id: str | None = None
     deadline_ms: int | None = None
+
+    def same(self, other: Run) -> bool:
+        return (self.state, self.delivery_count, self.member_id, self.deadline_ms) == (
+            other.state, other.delivery_count, other.member_id, other.deadline_ms)
 
 
 @dataclass(frozen=True)
@@ -78,70 +86,108 @@ class ShareConfig:
 
 
 class SharePartition:
+    """In-flight records are kept as runs of offsets, so every transition costs per run (an
+    acquired batch, an acknowledged range), never per record."""
+
     def __init__(self, config: ShareConfig, start_offset: int, batches: Iterable[StateBatch] = ()) -> None:
         self.config = config
         self.start_offset = start_offset
         self.end_offset = start_offset
-        self.records: dict[int, InFlight] = {}
-        for b in batches:
-            if b.delivery_state in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED, RecordState.AVAILABLE):
-                for o in range(max(b.first_offset, start_offset), b.last_offset + 1):
-                    self.records[o] = InFlight(RecordState(b.delivery_state), b.delivery_count)
-                self.end_offset = max(self.end_offset, b.last_offset + 1)
-        self._advance()
+        self.runs: list[Run] = []
+        for b in sorted(batches, key=lambda b: b.first_offset):
+            first = max(b.first_offset, self.end_offset)
+            if b.last_offset < first or b.delivery_state not in (0, 2, 4):
+                continue
+            if first > self.end_offset:
+                self.runs.append(Run(self.end_offset, first - 1, RecordState.AVAILABLE))
+            self.runs.append(Run(first, b.last_offset, RecordState(b.delivery_state), b.delivery_count))
+            self.end_offset = b.last_offset + 1
+        self._tidy()
 
     # ------------------------------------------------------------------ queries
+
+    def state_of(self, offset: int) -> tuple[RecordState, int] | None:
+        """(state, delivery count) of an in-flight offset; None outside [start, end)."""
+        for r in self.runs:
+            if r.first <= offset <= r.last:
+                return r.state, r.delivery_count
+        return None
 
     def next_fetch_offset(self) -> int | None:
         """The first offset a fetch should read from, None when the in-flight cap is reached and
         nothing in flight is available."""
-        for o in range(self.start_offset, self.end_offset):
-            r = self.records.get(o)
-            if r is None or r.state is RecordState.AVAILABLE:
-                return o
+        for r in self.runs:
+            if r.state is RecordState.AVAILABLE:
+                return r.first
         if self.end_offset - self.start_offset >= self.config.max_in_flight:
             return None
         return self.end_offset
 
     def acquired_count(self) -> int:
-        return sum(1 for r in self.records.values() if r.state is RecordState.ACQUIRED)
+        return sum(r.last - r.first + 1 for r in self.runs if r.state is RecordState.ACQUIRED)
 
     def in_flight_count(self) -> int:
         return self.end_offset - self.start_offset
 
     def next_deadline_ms(self) -> int | None:
-        return min((r.deadline_ms for r in self.records.values() if r.deadline_ms is not None), default=None)
+        return min((r.deadline_ms for r in self.runs if r.deadline_ms is not None), default=None)
 
     # ------------------------------------------------------------------ transitions
 
     def acquire(
-        self, member_id: str, batches: Sequence[tuple[int, int]], max_records: int, now_ms: int
+        self,
+        member_id: str,
+        batches: Sequence[tuple[int, int]],
+        max_records: int,
+        now_ms: int,
+        skipped: Sequence[tuple[int, int]] = (),
     ) -> list[Acquired]:
         """Acquire for `member_id` up to `max_records` offsets that lie in `batches` (the (first, last)
-        offsets of the record batches just read from the log). Returns contiguous ranges."""
+        offsets of the record batches just read from the log, in order). `skipped` ranges (control
+        batches) past the end offset are archived, since no consumer acknowledges them."""
         deadline = now_ms + self.config.lock_duration_ms
-        got: list[int] = []
-        counts: list[int] = []
-        limit = self.start_offset + self.config.max_in_flight
-        for first, last in batches:
-            for o in range(max(first, self.start_offset), last + 1):
-                if len(got) >= max_records:
-                    break
-                r = self.records.get(o)
-                if r is None:
-                    if o < self.end_offset:
-                        continue  # below the end but forgotten: already done
-                    if o >= limit:
+        left = max_records
+        got: list[Acquired] = []
+        spans = sorted([(f, l_, True) for f, l_ in batches] + [(f, l_, False) for f, l_ in skipped])
+        for first, last, data in spans:
+            first = max(first, self.start_offset)
+            if last < first:
+                continue
+            if data and first < self.end_offset and left > 0:  # in flight: re-acquire available runs
+                stop = min(last, self.end_offset - 1)
+                for r in self._slice(first, stop):
+                    if left <= 0:
                         break
-                    r = self.records[o] = InFlight(RecordState.AVAILABLE)
-                    self.end_offset = max(self.end_offset, o + 1)
-                if r.state is not RecordState.AVAILABLE:
-                    continue
-                r.state, r.member_id, r.deadline_ms = RecordState.ACQUIRED, member_id, deadline
-                r.delivery_count += 1
-                got.append(o)
-                counts.append(r.delivery_count)
-        return _ranges(got, counts)
+                    if r.state is not RecordState.AVAILABLE:
+                        continue
+                    if r.last - r.first + 1 > left:
+                        self._split(r.first + left)
+                    r.state, r.member_id, r.deadline_ms = RecordState.ACQUIRED, member_id, deadline
+                    r.delivery_count += 1
+                    left -= r.last - r.first + 1
+                    got.append(Acquired(r.first, r.last, r.delivery_count))
+            if last < self.end_offset:
+                continue
+            first = max(first, self.end_offset)
+            if first > self.end_offset:  # offsets missing from the log: nothing to deliver
+                self.runs.append(Run(self.end_offset, first - 1, RecordState.ARCHIVED))
+                self.end_offset = first
+            if not data:
+                self.runs.append(Run(first, last, RecordState.ARCHIVED))
+                self.end_offset = last + 1
+                continue
+            cap = self.start_offset + self.config.max_in_flight - 1
+            stop = min(last, cap, first + left - 1)
+            if stop < first:
+                break
+            self.runs.append(Run(first, stop, RecordState.ACQUIRED, 1, member_id, deadline))
+            self.end_offset = stop + 1
+            left -= stop - first + 1
+            got.append(Acquired(first, stop, 1))
+            if stop < last:
+                break
+        self._tidy()
+        return _merge(got)
 
     def acknowledge(self, member_id: str, first: int, last: int, types: Sequence[int]) -> ErrorCode:
         """Apply one AcknowledgementBatch: one type for the whole range, or one per offset."""
@@ -149,106 +195,143 @@ class SharePartition:
             return ErrorCode.INVALID_REQUEST
         if any(t not in (0, 1, 2, 3) for t in types):
             return ErrorCode.INVALID_REQUEST
-        for o in range(first, last + 1):
-            t = types[0] if len(types) == 1 else types[o - first]
-            r = self.records.get(o)
-            if r is None or r.state is not RecordState.ACQUIRED or r.member_id != member_id:
-                if t == AckType.GAP and (r is None or r.state is not RecordState.ACQUIRED):
-                    continue
+        pieces = [(first, last, types[0])] if len(types) == 1 else _type_runs(first, types)
+        for f, l_, t in pieces:
+            covered = f
+            for r in self._overlapping(f, l_):
+                mine = r.state is RecordState.ACQUIRED and r.member_id == member_id
+                if not mine and not (t == AckType.GAP and r.state is not RecordState.ACQUIRED):
+                    return ErrorCode.INVALID_RECORD_STATE
+                if r.first > covered and t != AckType.GAP:
+                    return ErrorCode.INVALID_RECORD_STATE
+                covered = r.last + 1
+            if covered <= l_ and t != AckType.GAP:
                 return ErrorCode.INVALID_RECORD_STATE
-        for o in range(first, last + 1):
-            r = self.records.get(o)
-            if r is None or r.state is not RecordState.ACQUIRED:
-                continue
-            t = types[0] if len(types) == 1 else types[o - first]
-            if t == AckType.ACCEPT:
-                self._set(r, RecordState.ACKNOWLEDGED)
-            elif t == AckType.RELEASE:
-                self._release(r)
-            else:
-                self._set(r, RecordState.ARCHIVED)
-        self._advance()
+        for f, l_, t in pieces:
+            for r in self._slice(f, l_):
+                if r.state is not RecordState.ACQUIRED:
+                    continue
+                if t == AckType.ACCEPT:
+                    _set(r, RecordState.ACKNOWLEDGED)
+                elif t == AckType.RELEASE:
+                    self._release(r)
+                else:
+                    _set(r, RecordState.ARCHIVED)
+        self._tidy()
         return ErrorCode.NONE
 
     def release_member(self, member_id: str) -> bool:
         """The member left or closed its session: its acquired records become available."""
         changed = False
-        for r in self.records.values():
+        for r in self.runs:
             if r.state is RecordState.ACQUIRED and r.member_id == member_id:
                 self._release(r)
                 changed = True
-        self._advance()
+        self._tidy()
         return changed
 
     def expire(self, now_ms: int) -> tuple[bool, bool]:
         """Release records whose lock expired. Returns (any released, any archived)."""
         released = archived = False
-        for r in self.records.values():
+        for r in self.runs:
             if r.deadline_ms is not None and r.deadline_ms <= now_ms:
                 self._release(r)
                 released = True
                 archived |= r.state is RecordState.ARCHIVED
         if released:
-            self._advance()
+            self._tidy()
         return released, archived
 
     def move_start(self, log_start_offset: int) -> None:
         """Retention removed records below `log_start_offset`: they can no longer be delivered."""
         if log_start_offset > self.start_offset:
-            for o in range(self.start_offset, min(log_start_offset, self.end_offset)):
-                self.records.pop(o, None)
+            if log_start_offset < self.end_offset:
+                self._split(log_start_offset)
+            self.runs = [r for r in self.runs if r.first >= log_start_offset]
             self.start_offset = log_start_offset
             self.end_offset = max(self.end_offset, log_start_offset)
-            self._advance()
+            self._tidy()
 
-    def _release(self, r: InFlight) -> None:
-        if r.delivery_count >= self.config.delivery_count_limit:
-            self._set(r, RecordState.ARCHIVED)
-        else:
-            self._set(r, RecordState.AVAILABLE)
+    def _release(self, r: Run) -> None:
+        spent = r.delivery_count >= self.config.delivery_count_limit
+        _set(r, RecordState.ARCHIVED if spent else RecordState.AVAILABLE)
 
-    @staticmethod
-    def _set(r: InFlight, state: RecordState) -> None:
-        r.state, r.member_id, r.deadline_ms = state, None, None
+    # ------------------------------------------------------------------ runs
 
-    def _advance(self) -> None:
-        o = self.start_offset
-        while o < self.end_offset:
-            r = self.records.get(o)
-            if r is not None and r.state not in (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED):
-                break
-            self.records.pop(o, None)
-            o += 1
-        self.start_offset = o
+    def _overlapping(self, first: int, last: int) -> list[Run]:
+        return [r for r in self.runs if r.last >= first and r.first <= last]
+
+    def _slice(self, first: int, last: int) -> list[Run]:
+        """The runs covering [first, last], split so that none sticks out."""
+        self._split(first)
+        self._split(last + 1)
+        return self._overlapping(first, last)
+
+    def _split(self, at: int) -> None:
+        for i, r in enumerate(self.runs):
+            if r.first < at <= r.last:
+                tail = Run(at, r.last, r.state, r.delivery_count, r.member_id, r.deadline_ms)
+                r.last = at - 1
+                self.runs.insert(i + 1, tail)
+                return
+
+    def _tidy(self) -> None:
+        """Drop the finished prefix (the start offset moves) and merge equal neighbours."""
+        done = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+        i = 0
+        while i < len(self.runs) and self.runs[i].state in done:
+            i += 1
+        if i:
+            self.start_offset = self.runs[i - 1].last + 1
+            del self.runs[:i]
+        if not self.runs:
+            self.start_offset = max(self.start_offset, self.end_offset)
+        merged: list[Run] = []
+        for r in self.runs:
+            if merged and merged[-1].last + 1 == r.first and merged[-1].same(r):
+                merged[-1].last = r.last
+            else:
+                merged.append(r)
+        self.runs = merged
 
     # ------------------------------------------------------------------ durability
 
     def snapshot(self) -> tuple[int, list[StateBatch]]:
         """Start offset and runs of in-flight records (acquired ones as AVAILABLE)."""
         batches: list[StateBatch] = []
-        for o in range(self.start_offset, self.end_offset):
-            r = self.records.get(o)
-            if r is None:
-                continue
-            state = RecordState.AVAILABLE if r.state is RecordState.ACQUIRED else r.state
+        for r in self.runs:
+            state = int(RecordState.AVAILABLE if r.state is RecordState.ACQUIRED else r.state)
             last = batches[-1] if batches else None
-            if (
-                last is not None
-                and last.last_offset == o - 1
-                and last.delivery_state == state
-                and (last.delivery_count == r.delivery_count)
+            if last is not None and last.last_offset + 1 == r.first and (
+                (last.delivery_state, last.delivery_count) == (state, r.delivery_count)
             ):
-                batches[-1] = StateBatch(last.first_offset, o, state, r.delivery_count)
+                batches[-1] = StateBatch(last.first_offset, r.last, state, r.delivery_count)
             else:
-                batches.append(StateBatch(o, o, int(state), r.delivery_count))
+                batches.append(StateBatch(r.first, r.last, state, r.delivery_count))
         return self.start_offset, batches
 
 
-def _ranges(offsets: list[int], counts: list[int]) -> list[Acquired]:
-    out: list[Acquired] = []
-    for o, c in zip(offsets, counts):
-        if out and out[-1].last_offset == o - 1 and out[-1].delivery_count == c:
-            out[-1] = Acquired(out[-1].first_offset, o, c)
+def _set(r: Run, state: RecordState) -> None:
+    r.state, r.member_id, r.deadline_ms = state, None, None
+
+
+def _type_runs(first: int, types: Sequence[int]) -> list[tuple[int, int, int]]:
+    """Per-offset acknowledge types as (first, last, type) runs."""
+    out: list[tuple[int, int, int]] = []
+    for i, t in enumerate(types):
+        o = first + i
+        if out and out[-1][2] == t and out[-1][1] == o - 1:
+            out[-1] = (out[-1][0], o, t)
         else:
-            out.append(Acquired(o, o, c))
+            out.append((o, o, t))
+    return out
+
+
+def _merge(got: list[Acquired]) -> list[Acquired]:
+    out: list[Acquired] = []
+    for a in got:
+        if out and out[-1].last_offset + 1 == a.first_offset and out[-1].delivery_count == a.delivery_count:
+            out[-1] = Acquired(out[-1].first_offset, a.last_offset, a.delivery_count)
+        else:
+            out.append(a)
     return out

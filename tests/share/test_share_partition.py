@@ -35,7 +35,7 @@ def test_accept_advances_start_release_redelivers() -> None:
     sp.acquire("a", BATCHES, 5, now_ms=0)
     assert sp.acknowledge("b", 0, 0, [AckType.ACCEPT]) is ErrorCode.INVALID_RECORD_STATE  # not b's
     assert sp.acknowledge("a", 0, 4, [1, 1, 2, 1, 1]) is ErrorCode.NONE
-    assert sp.start_offset == 2 and sp.records[2].state is RecordState.AVAILABLE
+    assert sp.start_offset == 2 and sp.state_of(2)[0] is RecordState.AVAILABLE
     assert sp.next_fetch_offset() == 2
     assert ranges(sp.acquire("b", BATCHES, 1, now_ms=5)) == [(2, 2, 2)]
     assert sp.acknowledge("b", 2, 2, [AckType.ACCEPT]) is ErrorCode.NONE
@@ -46,7 +46,7 @@ def test_reject_archives() -> None:
     sp = SharePartition(CFG, 0)
     sp.acquire("a", BATCHES, 2, now_ms=0)
     assert sp.acknowledge("a", 0, 1, [AckType.REJECT]) is ErrorCode.NONE
-    assert sp.start_offset == 2 and not sp.records
+    assert sp.start_offset == 2 and not sp.runs
 
 
 def test_lock_expiry_with_fake_clock_and_delivery_limit() -> None:
@@ -54,9 +54,9 @@ def test_lock_expiry_with_fake_clock_and_delivery_limit() -> None:
     sp.acquire("a", BATCHES, 1, now_ms=0)
     assert sp.next_deadline_ms() == 1000
     assert sp.expire(999) == (False, False)
-    assert sp.records[0].state is RecordState.ACQUIRED
+    assert sp.state_of(0)[0] is RecordState.ACQUIRED
     assert sp.expire(1000) == (True, False)
-    assert sp.records[0].state is RecordState.AVAILABLE and sp.next_deadline_ms() is None
+    assert sp.state_of(0)[0] is RecordState.AVAILABLE and sp.next_deadline_ms() is None
     assert ranges(sp.acquire("b", BATCHES, 1, now_ms=1500)) == [(0, 0, 2)]
     assert sp.acknowledge("a", 0, 0, [AckType.ACCEPT]) is ErrorCode.INVALID_RECORD_STATE  # a's lock is gone
     released, archived = sp.expire(2500)  # second delivery was the last one allowed
@@ -72,9 +72,9 @@ def test_release_member_and_snapshot_round_trip() -> None:
     start, batches = sp.snapshot()
     assert start == 0
     restored = SharePartition(CFG, start, batches)
-    assert restored.records[1].state is RecordState.ACKNOWLEDGED
-    assert restored.records[3].state is RecordState.ARCHIVED
-    assert restored.records[0].state is RecordState.AVAILABLE and restored.records[0].delivery_count == 1
+    assert restored.state_of(1)[0] is RecordState.ACKNOWLEDGED
+    assert restored.state_of(3)[0] is RecordState.ARCHIVED
+    assert restored.state_of(0) == (RecordState.AVAILABLE, 1)
     # accepted records are never acquired again after a restore
     got = {
         o
@@ -107,3 +107,23 @@ def test_manager_sessions_and_persisted_snapshots() -> None:
     assert m.tick(10_000) is False
     sp.acquire("a", BATCHES, 1, now_ms=0)
     assert m.next_deadline_ms() == 1000 and m.tick(1000) is True
+
+
+def test_per_offset_types_gaps_and_skipped_control_batches() -> None:
+    sp = SharePartition(CFG, 0)
+    got = ranges(sp.acquire("a", [(0, 3), (5, 6)], 100, now_ms=0, skipped=[(4, 4)]))
+    assert got == [(0, 3, 1), (5, 6, 1)]  # the control batch at 4 is archived, never acquired
+    assert sp.state_of(4) == (RecordState.ARCHIVED, 0)
+    assert sp.acknowledge("a", 0, 3, [1, 2, 3, 0]) is ErrorCode.NONE
+    assert sp.state_of(1) == (RecordState.AVAILABLE, 1) and sp.start_offset == 1
+    assert sp.acknowledge("b", 4, 6, [0]) is ErrorCode.INVALID_RECORD_STATE  # 5, 6 are a's
+    assert sp.acknowledge("a", 5, 6, [1]) is ErrorCode.NONE
+    assert sp.next_fetch_offset() == 1 and sp.in_flight_count() == 6
+
+
+def test_state_is_runs_not_records() -> None:
+    sp = SharePartition(ShareConfig(1000, 5, 100_000), 0)
+    sp.acquire("a", [(0, 49_999)], 50_000, now_ms=0)
+    assert len(sp.runs) == 1 and sp.acquired_count() == 50_000
+    sp.acknowledge("a", 0, 49_999, [AckType.ACCEPT])
+    assert sp.runs == [] and sp.start_offset == 50_000

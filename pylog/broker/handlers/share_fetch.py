@@ -133,7 +133,8 @@ def _acquire_all(shell: ShareShell, image: Any, replicas: Any, group: str, membe
             continue
         spans = [_span(b) for b in batches]
         data = [(first, last) for first, last, control in spans if not control]
-        acquired = sp.acquire(member, data, max_records - total, now)
+        control = [(first, last) for first, last, is_control in spans if is_control]
+        acquired = sp.acquire(member, data, max_records - total, now, control)
         if not acquired:
             continue
         last_acquired = acquired[-1].last_offset
