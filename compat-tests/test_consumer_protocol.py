@@ -4,6 +4,10 @@ commits survive a restart, and a member that stops heartbeating is removed after
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 import time
 from collections import Counter
 from pathlib import Path
@@ -181,41 +185,83 @@ def test_commits_survive_restart(own_broker: BrokerProcess, topic_name: str) -> 
         c.close()
 
 
+MEMBER_SCRIPT = """
+import sys, time
+from confluent_kafka import Consumer
+c = Consumer({"bootstrap.servers": sys.argv[1], "group.id": sys.argv[2], "group.protocol": "consumer",
+              "auto.offset.reset": "earliest"})
+c.subscribe([sys.argv[3]])
+end = time.monotonic() + 60
+while not c.assignment() and time.monotonic() < end:
+    c.poll(0.05)
+print("assigned", len(c.assignment()), flush=True)
+while True:
+    c.poll(0.1)
+"""
+
+
 def test_member_that_stops_heartbeating_is_removed(tmp_path: Path, topic_name: str) -> None:
-    b = BrokerProcess(
-        tmp_path / "data",
-        tmp_path / "broker.log",
-        config={"group.consumer.session.timeout.ms": "3000", "group.consumer.heartbeat.interval.ms": "500"},
-    )
+    """A member process frozen with SIGSTOP sends no more heartbeats: after the session timeout the
+    coordinator removes it and the other member gets all partitions."""
+    config = {"group.consumer.session.timeout.ms": "3000", "group.consumer.heartbeat.interval.ms": "500"}
+    b = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", config=config)
     b.start()
+    member = None
     try:
         create_topic(b.bootstrap, topic_name, 2)
         group = f"g-{topic_name}"
-        a, c = consumer(b.bootstrap, group), consumer(b.bootstrap, group)
-        a.subscribe([topic_name])
+        member = subprocess.Popen([sys.executable, "-c", MEMBER_SCRIPT, b.bootstrap, group, topic_name],
+                                  stdout=subprocess.PIPE, text=True)
+        assert member.stdout is not None
+        assert member.stdout.readline().startswith("assigned 2")
+        c = consumer(b.bootstrap, group)
         c.subscribe([topic_name])
         end = time.monotonic() + DEADLINE_S
-        while time.monotonic() < end and not (a.assignment() and c.assignment()):
-            a.poll(0.05)
+        while time.monotonic() < end and len(c.assignment()) != 1:
             c.poll(0.05)
-        assert a.assignment() and c.assignment()
+        assert len(c.assignment()) == 1, "the two members split the topic"
+        os.kill(member.pid, signal.SIGSTOP)
+        frozen_at = time.monotonic()
         admin = AdminClient({"bootstrap.servers": b.bootstrap})
-        # `a` goes silent without leaving: pause its heartbeats by stopping its process-side thread is
-        # not possible in-process, so its broker-side session is left to expire after close(-2).
-        # Instead: kill its connection by destroying it without close (librdkafka sends a leave on
-        # close), simulated with a consumer whose session cannot reach the broker: its member id is
-        # taken over by nobody and must vanish from the group after the session timeout.
-        del a  # no close(): librdkafka's destructor sends no heartbeat after the handle is gone
-        end = time.monotonic() + 20
         members = None
+        end = time.monotonic() + 30
         while time.monotonic() < end:
             c.poll(0.1)
-            d = admin.describe_consumer_groups([group])[group].result(10)
-            members = d.members
+            members = admin.describe_consumer_groups([group])[group].result(10).members
             if len(members) == 1 and len(c.assignment()) == 2:
                 break
-        assert members is not None and len(members) == 1
-        assert len(c.assignment()) == 2
+        assert members is not None and len(members) == 1 and len(c.assignment()) == 2
+        assert time.monotonic() - frozen_at >= 2.5, "removed before its session timed out"
         c.close()
     finally:
+        if member is not None:
+            member.kill()
+            member.wait(10)
         b.close()
+
+
+def test_empty_classic_group_becomes_a_consumer_group(bootstrap: str, topic_name: str) -> None:
+    """Offsets committed by a classic group whose members left are where a KIP-848 member of the
+    same group id starts (the group converts)."""
+    create_topic(bootstrap, topic_name, 1)
+    produce(bootstrap, topic_name, 10, 1)
+    group = f"g-{topic_name}"
+    classic = Consumer({"bootstrap.servers": bootstrap, "group.id": group, "group.protocol": "classic",
+                        "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    seen: Counter = Counter()
+    try:
+        classic.subscribe([topic_name])
+        drain([classic], 4, seen, [set()])
+    finally:
+        classic.close()
+    c = consumer(bootstrap, group)
+    rest: Counter = Counter()
+    try:
+        c.subscribe([topic_name])
+        drain([c], 10 - len(seen), rest, [set()])
+        assert sorted(rest) == list(range(len(seen), 10))
+        listed = AdminClient({"bootstrap.servers": bootstrap}).list_consumer_groups().result(10).valid
+        kinds = {g.group_id: g.type for g in listed}
+        assert str(kinds[group]).endswith("CONSUMER")
+    finally:
+        c.close()
