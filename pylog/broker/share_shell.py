@@ -80,7 +80,11 @@ class ShareShell(CoordinatorShell):
 
     async def start(self) -> None:
         leaders = self.leaders()
-        n = len(leaders) if leaders else self.broker_config.int("share.coordinator.state.topic.num.partitions")
+        n = (
+            len(leaders)
+            if leaders
+            else self.broker_config.int("share.coordinator.state.topic.num.partitions")
+        )
         self.coordinator = ShareStateStore(n)
         self.manager = ShareManager(self.share_config, self.coordinator)
         await self._replay_led_partitions()

@@ -17,7 +17,9 @@ AUTHORIZED_OPS_UNKNOWN = -2147483648
 
 
 @serves(ApiKey.CONSUMER_GROUP_DESCRIBE, versions=(0, 1))
-def consumer_group_describe(ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: MetadataView) -> dict:
+def consumer_group_describe(
+    ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: MetadataView
+) -> dict:
     return describe(groups, topic_names(metadata.image), req.group_ids)
 
 

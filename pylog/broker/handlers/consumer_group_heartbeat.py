@@ -20,14 +20,20 @@ from pylog.groups.group_records import from_wire
 
 
 @serves(ApiKey.CONSUMER_GROUP_HEARTBEAT, versions=(0, 1))
-def consumer_group_heartbeat(ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: MetadataView) -> dict:
+def consumer_group_heartbeat(
+    ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: MetadataView
+) -> dict:
     host = client_host(ctx.client_host)
     return heartbeat(groups, topics_view(metadata.image), req, ctx.client_id or "", host)
 
 
 def heartbeat(shell: GroupShell | None, topics: TopicsView, req: Any, client_id: str, host: str) -> dict:
     error = not_available(shell, req.group_id) if req.group_id else ErrorCode.NONE
-    if error is ErrorCode.NONE and shell is not None and shell.group_type(req.group_id) in ("classic", "share"):
+    if (
+        error is ErrorCode.NONE
+        and shell is not None
+        and shell.group_type(req.group_id) in ("classic", "share")
+    ):
         error = ErrorCode.GROUP_ID_NOT_FOUND
     if error is not ErrorCode.NONE or shell is None or shell.consumer is None:
         return _error(error or ErrorCode.COORDINATOR_NOT_AVAILABLE)
@@ -54,5 +60,12 @@ def _failed(response: dict, error: ErrorCode) -> dict:
 
 
 def _error(error: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "error_code": error, "error_message": error.name, "member_id": None,
-            "member_epoch": -1, "heartbeat_interval_ms": 0, "assignment": None}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "error_message": error.name,
+        "member_id": None,
+        "member_epoch": -1,
+        "heartbeat_interval_ms": 0,
+        "assignment": None,
+    }

@@ -1,7 +1,8 @@
 """OffsetFetch: one group (v1-7) or several (v8+); `topics` null fetches every committed offset.
 
 Before v8 a group-level error is reported at the top (v2+) and copied onto every requested
-partition, which is what v1 clients read. v9+ carries the member id and epoch of a consumer-group member, checked like OffsetCommit's.
+partition, which is what v1 clients read. v9+ carries the member id and epoch of a consumer-group
+member, checked like OffsetCommit's.
 `require_stable` (v7+) asks to wait out pending
 transactional commits: such a partition answers UNSTABLE_OFFSET_COMMIT and the client retries.
 """

@@ -30,7 +30,9 @@ from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.share_shell import ShareShell
 from pylog.share.partition import Acquired
 
-_BATCH_HEAD = struct.Struct(">qiibIhi")  # base offset, length, leader epoch, magic, crc, attributes, last delta
+_BATCH_HEAD = struct.Struct(
+    ">qiibIhi"
+)  # base offset, length, leader epoch, magic, crc, attributes, last delta
 _CONTROL = 0x20
 
 
@@ -48,8 +50,9 @@ async def share_fetch_handler(
     return await share_fetch(share, metadata.image, replicas, req, node_id, stopping)
 
 
-async def share_fetch(shell: ShareShell | None, image: Any, replicas: Any, req: Any, node_id: int,
-                      stopping: Callable[[], bool]) -> dict:
+async def share_fetch(
+    shell: ShareShell | None, image: Any, replicas: Any, req: Any, node_id: int, stopping: Callable[[], bool]
+) -> dict:
     if shell is None or shell.manager is None:
         return _top_error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if not req.group_id or not req.member_id:
@@ -61,8 +64,12 @@ async def share_fetch(shell: ShareShell | None, image: Any, replicas: Any, req: 
     epoch = req.share_session_epoch
     requested = [(t.topic_id, p.partition_index) for t in req.topics for p in t.partitions]
     forgotten = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
-    acks = [(t.topic_id, p.partition_index, p.acknowledgement_batches)
-            for t in req.topics for p in t.partitions if p.acknowledgement_batches]
+    acks = [
+        (t.topic_id, p.partition_index, p.acknowledgement_batches)
+        for t in req.topics
+        for p in t.partitions
+        if p.acknowledgement_batches
+    ]
     if epoch == 0 and acks:
         return _top_error(ErrorCode.INVALID_REQUEST)
     error, session = manager.session_step(group, member, epoch, requested, forgotten)
@@ -84,8 +91,20 @@ async def share_fetch(shell: ShareShell | None, image: Any, replicas: Any, req: 
     budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
     got = _acquire_all(shell, image, replicas, group, member, targets, max_records, budget, results, node_id)
     if not got and req.max_wait_ms > 0 and targets:
-        await _wait(shell, image, replicas, group, member, targets, max_records, budget, results, node_id,
-                    req.max_wait_ms, stopping)
+        await _wait(
+            shell,
+            image,
+            replicas,
+            group,
+            member,
+            targets,
+            max_records,
+            budget,
+            results,
+            node_id,
+            req.max_wait_ms,
+            stopping,
+        )
     shell.persist()  # first start offsets of new share partitions
     if epoch == 0:
         for tid, p in requested:
@@ -93,7 +112,9 @@ async def share_fetch(shell: ShareShell | None, image: Any, replicas: Any, req: 
     return _response(shell, results)
 
 
-def acknowledge(shell: ShareShell, group: str, member: str, tid: uuid.UUID, p: int, batches: Any) -> ErrorCode:
+def acknowledge(
+    shell: ShareShell, group: str, member: str, tid: uuid.UUID, p: int, batches: Any
+) -> ErrorCode:
     key = (group, tid, p)
     if (e := shell.key_error(key)) is not ErrorCode.NONE:
         return e
@@ -103,8 +124,18 @@ def acknowledge(shell: ShareShell, group: str, member: str, tid: uuid.UUID, p: i
     )
 
 
-def _acquire_all(shell: ShareShell, image: Any, replicas: Any, group: str, member: str, targets: list,
-                 max_records: int, budget: int, results: dict, node_id: int) -> int:
+def _acquire_all(
+    shell: ShareShell,
+    image: Any,
+    replicas: Any,
+    group: str,
+    member: str,
+    targets: list,
+    max_records: int,
+    budget: int,
+    results: dict,
+    node_id: int,
+) -> int:
     total = 0
     names = image.topics_by_id
     now = shell.clock()
@@ -114,15 +145,17 @@ def _acquire_all(shell: ShareShell, image: Any, replicas: Any, group: str, membe
         topic = names.get(tid)
         part = replicas.get(topic.name, p) if topic is not None else None
         if part is None:
-            results[(tid, p)] = {**results.get((tid, p), _entry(p, node_id)),
-                                 "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic else ErrorCode.UNKNOWN_TOPIC_ID}
+            results[(tid, p)] = {
+                **results.get((tid, p), _entry(p, node_id)),
+                "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic else ErrorCode.UNKNOWN_TOPIC_ID,
+            }
             continue
         key = (group, tid, p)
         if shell.key_error(key) is not ErrorCode.NONE:
             continue
         assert shell.manager is not None
-        reset = shell.auto_offset_reset
-        sp = shell.manager.partition(key, lambda: part.log_start_offset if reset == "earliest" else part.high_watermark)
+        initial = part.log_start_offset if shell.auto_offset_reset == "earliest" else part.high_watermark
+        sp = shell.manager.partition(key, lambda initial=initial: initial)
         sp.move_start(part.log_start_offset)
         offset = sp.next_fetch_offset()
         if offset is None or offset >= part.high_watermark:
@@ -149,9 +182,20 @@ def _acquire_all(shell: ShareShell, image: Any, replicas: Any, group: str, membe
     return total
 
 
-async def _wait(shell: ShareShell, image: Any, replicas: Any, group: str, member: str, targets: list,
-                max_records: int, budget: int, results: dict, node_id: int, max_wait_ms: int,
-                stopping: Callable[[], bool]) -> None:
+async def _wait(
+    shell: ShareShell,
+    image: Any,
+    replicas: Any,
+    group: str,
+    member: str,
+    targets: list,
+    max_records: int,
+    budget: int,
+    results: dict,
+    node_id: int,
+    max_wait_ms: int,
+    stopping: Callable[[], bool],
+) -> None:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max_wait_ms / 1000.0
     names = image.topics_by_id
@@ -180,7 +224,9 @@ async def _wait(shell: ShareShell, image: Any, replicas: Any, group: str, member
                 for part in watched:
                     part.remove_waiter(wake)
                 shell.remove_waiter(wake)
-            if _acquire_all(shell, image, replicas, group, member, targets, max_records, budget, results, node_id):
+            if _acquire_all(
+                shell, image, replicas, group, member, targets, max_records, budget, results, node_id
+            ):
                 return
     finally:
         timer.cancel()
@@ -223,5 +269,11 @@ def _response(shell: ShareShell, results: dict) -> dict:
 
 
 def _top_error(error: ErrorCode) -> dict:
-    return {"throttle_time_ms": 0, "error_code": error, "error_message": error.name,
-            "acquisition_lock_timeout_ms": 0, "responses": [], "node_endpoints": []}
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "error_message": error.name,
+        "acquisition_lock_timeout_ms": 0,
+        "responses": [],
+        "node_endpoints": [],
+    }

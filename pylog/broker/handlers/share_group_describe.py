@@ -16,7 +16,9 @@ AUTHORIZED_OPS_UNKNOWN = -2147483648
 
 
 @serves(ApiKey.SHARE_GROUP_DESCRIBE, versions=(1, 1))
-def share_group_describe(ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: MetadataView) -> dict:
+def share_group_describe(
+    ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: MetadataView
+) -> dict:
     return describe(groups, topic_names(metadata.image), req.group_ids)
 
 

@@ -28,17 +28,42 @@ async def share_group_heartbeat(
     return heartbeat(groups, share, topics_view(metadata.image), req, ctx.client_id or "", host)
 
 
-def heartbeat(groups: GroupShell | None, share: ShareShell | None, topics: TopicsView, req: Any, client_id: str,
-              host: str) -> dict:
+def heartbeat(
+    groups: GroupShell | None,
+    share: ShareShell | None,
+    topics: TopicsView,
+    req: Any,
+    client_id: str,
+    host: str,
+) -> dict:
     error = not_available(groups, req.group_id) if req.group_id else ErrorCode.NONE
-    if error is ErrorCode.NONE and groups is not None and groups.group_type(req.group_id) in ("classic", "consumer"):
+    if (
+        error is ErrorCode.NONE
+        and groups is not None
+        and groups.group_type(req.group_id) in ("classic", "consumer")
+    ):
         error = ErrorCode.GROUP_ID_NOT_FOUND
     if error is not ErrorCode.NONE or groups is None or groups.share is None:
-        return {"throttle_time_ms": 0, "error_code": error or ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                "error_message": None, "member_id": None, "member_epoch": -1, "heartbeat_interval_ms": 0,
-                "assignment": None}
-    out = groups.share.heartbeat(req.group_id, req.member_id, req.member_epoch, req.subscribed_topic_names, topics,
-                                 rack_id=req.rack_id, client_id=client_id, client_host=host, now_ms=groups.clock())
+        return {
+            "throttle_time_ms": 0,
+            "error_code": error or ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            "error_message": None,
+            "member_id": None,
+            "member_epoch": -1,
+            "heartbeat_interval_ms": 0,
+            "assignment": None,
+        }
+    out = groups.share.heartbeat(
+        req.group_id,
+        req.member_id,
+        req.member_epoch,
+        req.subscribed_topic_names,
+        topics,
+        rack_id=req.rack_id,
+        client_id=client_id,
+        client_host=host,
+        now_ms=groups.clock(),
+    )
     response = groups.apply(out, lambda r, e: {**r, "error_code": e, "assignment": None})
     if req.member_epoch == -1 and share is not None and share.manager is not None:
         share.manager.release_member(req.group_id, req.member_id)
