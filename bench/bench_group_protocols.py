@@ -29,6 +29,22 @@ from common import BenchBroker, create_topic
 from confluent_kafka import Consumer, Producer, ShareConsumer, TopicPartition
 
 DEADLINE_S = 120.0
+CONSUMER_GROUP_HEARTBEAT, SHARE_GROUP_HEARTBEAT = 68, 76
+
+
+def advertised(bootstrap: str) -> set[int]:
+    """The API keys the broker advertises (one ApiVersions v0 round trip)."""
+    import socket
+    import struct
+
+    from pylog.protocol.api import decode_response, encode_request
+
+    host, port = bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), 10) as s:
+        s.sendall(encode_request(18, 0, 1, "bench", {}))
+        size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+        body = s.recv(size, socket.MSG_WAITALL)
+    return {k.api_key for k in decode_response(18, 0, body)[1].api_keys}
 
 
 def fill(bootstrap: str, topic: str, partitions: int, n: int) -> None:
@@ -118,10 +134,14 @@ def measure(kind: str, runs: int, records: int) -> dict[str, str]:
     config = {"share.auto.offset.reset": "earliest"} if kind == "pylog" else {}
     b = BenchBroker(kind, config=config).start()
     try:
+        apis = advertised(b.bootstrap)
         four = f"four-{uuid.uuid4().hex[:8]}"
         fill(b.bootstrap, four, 4, 1000)
         for protocol in ("classic", "consumer"):
             row = f"first record, group.protocol={protocol} (s)"
+            if protocol == "consumer" and CONSUMER_GROUP_HEARTBEAT not in apis:
+                out[row] = "not supported"
+                continue
             try:
                 out[row] = fmt([first_record_s(b.bootstrap, four, protocol) for _ in range(runs)])
             except Exception as exc:
@@ -133,6 +153,9 @@ def measure(kind: str, runs: int, records: int) -> dict[str, str]:
         )
         for k in (1, 2, 4):
             row = f"1 partition, {k} ShareConsumer(s) (rec/s)"
+            if SHARE_GROUP_HEARTBEAT not in apis:
+                out[row] = "not supported"
+                continue
             try:
                 out[row] = fmt([share_rate(b.bootstrap, one, k, records)], "rec/s")
             except Exception as exc:

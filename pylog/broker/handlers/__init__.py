@@ -107,7 +107,10 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             route(consumer_group_heartbeat.consumer_group_heartbeat, groups=s.groups, metadata=s.metadata),
             route(consumer_group_describe.consumer_group_describe, groups=s.groups, metadata=s.metadata),
             route(
-                share_group_heartbeat.share_group_heartbeat, groups=s.groups, share=s.share, metadata=s.metadata
+                share_group_heartbeat.share_group_heartbeat,
+                groups=s.groups,
+                share=s.share,
+                metadata=s.metadata,
             ),
             route(share_group_describe.share_group_describe, groups=s.groups, metadata=s.metadata),
             route(
