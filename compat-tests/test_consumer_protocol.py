@@ -260,7 +260,8 @@ def test_empty_classic_group_becomes_a_consumer_group(bootstrap: str, topic_name
         c.subscribe([topic_name])
         drain([c], 10 - len(seen), rest, [set()])
         assert sorted(rest) == list(range(len(seen), 10))
-        listed = AdminClient({"bootstrap.servers": bootstrap}).list_consumer_groups().result(10).valid
+        admin = AdminClient({"bootstrap.servers": bootstrap})
+        listed = admin.list_consumer_groups().result(10).valid
         kinds = {g.group_id: g.type for g in listed}
         assert str(kinds[group]).endswith("CONSUMER")
     finally:
