@@ -104,6 +104,27 @@ def test_two_consumers_split_four_partitions_first_record_fast(bootstrap: str, t
         b.close()
 
 
+def test_member_joins_mid_stream_without_duplicates(bootstrap: str, topic_name: str) -> None:
+    """A second member joins while the first consumes and commits each record: partitions are
+    revoked from the first before the second gets them, so nothing is read twice or skipped."""
+    create_topic(bootstrap, topic_name, 4)
+    produce(bootstrap, topic_name, 2000, 4)
+    group = f"g-{topic_name}"
+    a, b = consumer(bootstrap, group), consumer(bootstrap, group)
+    seen: Counter = Counter()
+    parts: list[set[int]] = [set(), set()]
+    try:
+        a.subscribe([topic_name])
+        drain([a], 300, seen, parts)
+        b.subscribe([topic_name])
+        drain([a, b], 2000, seen, parts)
+        assert len(seen) == 2000 and max(seen.values()) == 1, [v for v, n in seen.items() if n > 1][:10]
+        assert parts[1], "the second member got partitions"
+    finally:
+        a.close()
+        b.close()
+
+
 def test_member_leaves_and_partitions_move_without_gaps(bootstrap: str, topic_name: str) -> None:
     create_topic(bootstrap, topic_name, 4)
     produce(bootstrap, topic_name, 400, 4)
