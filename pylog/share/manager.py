@@ -57,6 +57,17 @@ class ShareManager:
         for key in [k for k in self.partitions if self.store.partition_for(k) == state_partition]:
             del self.partitions[key]
 
+    def reset(self, key: ShareKey, start_offset: int) -> None:
+        """AlterShareGroupOffsets: the share partition starts over at `start_offset`."""
+        self.partitions[key] = SharePartition(self.config, start_offset)
+        self.dirty.add(key)
+
+    def delete(self, key: ShareKey) -> CoordinatorRecord:
+        """DeleteShareGroupOffsets: forget the share partition (a tombstone for its state)."""
+        self.partitions.pop(key, None)
+        self.dirty.discard(key)
+        return self.store.delete(key)
+
     def acknowledge(
         self, key: ShareKey, member_id: str, batches: list[tuple[int, int, list[int]]]
     ) -> ErrorCode:

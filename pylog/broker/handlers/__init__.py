@@ -12,6 +12,7 @@ from pylog.broker.group_shell import GroupShell
 from pylog.broker.handlers import (
     add_offsets_to_txn,
     add_partitions_to_txn,
+    alter_share_group_offsets,
     api_versions,
     configs,
     consumer_group_describe,
@@ -20,6 +21,7 @@ from pylog.broker.handlers import (
     create_topics,
     delete_groups,
     delete_records,
+    delete_share_group_offsets,
     delete_topics,
     describe_cluster,
     describe_groups,
@@ -124,6 +126,18 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             route(share_acknowledge.share_acknowledge_handler, share=s.share, node_id=s.node_id),
             route(
                 describe_share_group_offsets.describe_share_group_offsets,
+                groups=s.groups,
+                share=s.share,
+                metadata=s.metadata,
+            ),
+            route(
+                alter_share_group_offsets.alter_share_group_offsets,
+                groups=s.groups,
+                share=s.share,
+                metadata=s.metadata,
+            ),
+            route(
+                delete_share_group_offsets.delete_share_group_offsets,
                 groups=s.groups,
                 share=s.share,
                 metadata=s.metadata,

@@ -29,9 +29,7 @@ def describe_share_group_offsets(
 def describe(groups: GroupShell | None, share: ShareShell | None, image: Any, req: Any) -> dict:
     out = []
     for g in req.groups:
-        error = not_available(groups, g.group_id)
-        if error is ErrorCode.NONE and groups is not None and groups.group_type(g.group_id) != "share":
-            error = ErrorCode.GROUP_ID_NOT_FOUND
+        error = share_group_error(groups, share, g.group_id)
         if error is not ErrorCode.NONE or share is None or share.manager is None or share.coordinator is None:
             out.append(
                 {
@@ -57,6 +55,22 @@ def describe(groups: GroupShell | None, share: ShareShell | None, image: Any, re
             {"group_id": g.group_id, "topics": topics, "error_code": ErrorCode.NONE, "error_message": None}
         )
     return {"throttle_time_ms": 0, "groups": out}
+
+
+def share_group_error(
+    groups: GroupShell | None, share: ShareShell | None, group_id: str, *, empty: bool = False
+) -> ErrorCode:
+    """Why `group_id` cannot be described / altered here: not coordinated here, not a share group,
+    or (`empty`) still has members."""
+    error = not_available(groups, group_id)
+    if error is not ErrorCode.NONE or groups is None or groups.share is None or share is None:
+        return error if error is not ErrorCode.NONE else ErrorCode.COORDINATOR_NOT_AVAILABLE
+    group = groups.share.group(group_id)
+    if groups.group_type(group_id) != "share" or group is None:
+        return ErrorCode.GROUP_ID_NOT_FOUND
+    if empty and group.members:
+        return ErrorCode.NON_EMPTY_GROUP
+    return ErrorCode.NONE
 
 
 def _wanted(g: Any, share: ShareShell, image: Any) -> dict[str, list[int]]:
