@@ -134,6 +134,7 @@ class GroupShell(CoordinatorShell):
         self.share = ShareGroupCoordinator(
             ShareGroupConfig.from_kafka(self.raw_props, n), rng=random.Random(seed + 2)
         )
+        self.coordinator.offsets_in_use = self._offsets_in_use
         await self._replay_led_partitions()
 
     def stop(self) -> None:
@@ -187,6 +188,13 @@ class GroupShell(CoordinatorShell):
                 self.apply(c.tick(now_ms))
 
     # ------------------------------------------------------------------ group types
+
+    def _offsets_in_use(self, group_id: str) -> bool:
+        for c in (self.consumer, self.share):
+            group = c.group(group_id) if c is not None else None
+            if group is not None and group.members:
+                return True
+        return False
 
     def group_type(self, group_id: str) -> str | None:
         """"consumer" / "share" when a KIP-848 / KIP-932 group of that id is here, "classic" when a

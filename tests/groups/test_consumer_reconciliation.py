@@ -168,3 +168,18 @@ def test_regex_subscription_and_range_assignor() -> None:
         Heartbeat("h", "", 0, rebalance_timeout_ms=1, subscribed_topic_regex="(("), topics, now_ms=0
     )
     assert bad.response["error_code"] == ErrorCode.INVALID_REGULAR_EXPRESSION
+
+
+def test_offsets_of_a_consumer_group_with_members_do_not_expire() -> None:
+    """The shared offsets store keeps a KIP-848 group's commits while the group has members."""
+    from pylog.groups import GroupConfig, GroupCoordinator, OffsetCommitPartition
+
+    offsets = GroupCoordinator(GroupConfig(offsets_retention_minutes=1), rng=random.Random(3))
+    c = coordinator()
+    join(c, 0)
+    offsets.offsets_in_use = lambda gid: c.group(gid) is not None and bool(c.group(gid).members)
+    offsets.commit_offsets("g", -1, "", None, [OffsetCommitPartition("t", 0, 5)], api_version=9, now_ms=0)
+    assert offsets.expire_offsets(10 * 60_000).records == []
+    assert offsets.fetch_offsets("g", [("t", 0)]).partitions[0].offset == 5
+    c.group("g").members.clear()
+    assert offsets.expire_offsets(20 * 60_000).records  # no members: they expire as usual
