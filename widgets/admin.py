@@ -33,6 +33,9 @@ WANTED: dict[int, tuple[int, int]] = {
     ApiKey.OFFSET_FETCH: (1, 9),
     ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
     ApiKey.DESCRIBE_CLUSTER: (0, 1),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
+    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
+    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),
 }
 EARLIEST, LATEST = -2, -1
 READ_UNCOMMITTED = 0
@@ -84,6 +87,17 @@ class GroupDescription:
     members: list[GroupMember]
     coordinator: Broker | None
     error_code: int = 0
+    group_type: str = "classic"  # "consumer" (KIP-848) and "share" (KIP-932) groups too
+
+
+@dataclass
+class ShareOffset:
+    """A share partition: where the group's unfinished records start, and (pylog brokers) how many
+    records are in flight and acquired now (None when the broker does not say)."""
+
+    start_offset: int
+    in_flight: int | None
+    acquired: int | None
 
 
 def decode_assignment(data: bytes | memoryview | None) -> dict[str, list[int]]:
@@ -280,8 +294,49 @@ class AsyncAdmin:
                 _text(m.member_id), _text(m.client_id), _text(m.client_host).lstrip("/"),
                 getattr(m, "group_instance_id", None),
                 decode_assignment(m.member_assignment) if consumer else {}))
-        return GroupDescription(group, _text(g.group_state), _text(g.protocol_type), _text(g.protocol_data),
+        desc = GroupDescription(group, _text(g.group_state), _text(g.protocol_type), _text(g.protocol_data),
                                 members, coordinator, g.error_code)
+        if desc.protocol_type == "share" and self.has(ApiKey.SHARE_GROUP_DESCRIBE):
+            return await self._describe_new(ApiKey.SHARE_GROUP_DESCRIBE, desc, conn, "share")
+        if desc.protocol_type == "consumer" and self.has(ApiKey.CONSUMER_GROUP_DESCRIBE):
+            return await self._describe_new(ApiKey.CONSUMER_GROUP_DESCRIBE, desc, conn, "consumer")
+        return desc
+
+    async def _describe_new(self, key: int, desc: GroupDescription, conn: BrokerConnection,
+                            group_type: str) -> GroupDescription:
+        """Members and assignments of a KIP-848 / KIP-932 group (DescribeGroups has no assignment
+        for them); a classic group answers GROUP_ID_NOT_FOUND and keeps `desc`."""
+        resp = await conn.request(key, self.version(key), {"group_ids": [desc.group]})
+        g = resp.groups[0]
+        if g.error_code:
+            return desc
+        members = [
+            GroupMember(_text(m.member_id), _text(m.client_id), _text(m.client_host).lstrip("/"),
+                        getattr(m, "instance_id", None),
+                        {_text(tp.topic_name): sorted(tp.partitions) for tp in m.assignment.topic_partitions})
+            for m in g.members
+        ]
+        return GroupDescription(desc.group, _text(g.group_state), desc.protocol_type, _text(g.assignor_name),
+                                members, desc.coordinator, 0, group_type)
+
+    async def share_offsets(self, group: str, coordinator: Broker) -> dict[tuple[str, int], ShareOffset]:
+        """Start offset (and pylog's in-flight / acquired counts) of every share partition of `group`."""
+        key = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
+        conn = await self.client.connection(coordinator.node_id)
+        resp = await conn.request(key, self.version(key), {"groups": [{"group_id": group, "topics": None}]})
+        g = resp.groups[0]
+        if g.error_code:
+            raise KafkaError(g.error_code, f"DescribeShareGroupOffsets for group {group!r}")
+        out = {}
+        for t in g.topics:
+            for p in t.partitions:
+                if not p.error_code and p.start_offset >= 0:
+                    in_flight = getattr(p, "in_flight_records", -1)
+                    acquired = getattr(p, "acquired_records", -1)
+                    out[(_text(t.topic_name), p.partition_index)] = ShareOffset(
+                        p.start_offset, in_flight if in_flight >= 0 else None,
+                        acquired if acquired >= 0 else None)
+        return out
 
     async def committed_offsets(self, group: str, coordinator: Broker) -> dict[tuple[str, int], int]:
         """{(topic, partition): committed offset} of every partition the group has committed."""

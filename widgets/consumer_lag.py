@@ -24,15 +24,18 @@ if TYPE_CHECKING:
     import pandas
 
 PARTITION_COLUMNS = ["group", "topic", "partition", "committed_offset", "log_end_offset", "lag", "status",
-                     "member_id", "client_id", "host", "group_state", "coordinator"]
+                     "member_id", "client_id", "host", "group_state", "coordinator", "group_type",
+                     "in_flight", "acquired"]
 GROUP_COLUMNS = ["group", "state", "protocol_type", "protocol", "members", "coordinator", "partitions",
-                 "total_lag", "max_lag", "status"]
+                 "total_lag", "max_lag", "status", "group_type", "in_flight", "acquired"]
 
 
 @dataclass
 class _GroupRaw:
     description: GroupDescription
     committed: dict[tuple[str, int], int]
+    # share groups: (in flight, acquired) per partition; their "committed" offset is the start offset
+    share: dict[tuple[str, int], tuple[int | None, int | None]] | None = None
 
 
 async def collect(admin: AsyncAdmin, groups: Sequence[str] | None
@@ -43,6 +46,10 @@ async def collect(admin: AsyncAdmin, groups: Sequence[str] | None
     async def one(name: str) -> _GroupRaw:
         desc = await admin.describe_group(name)
         committed = {}
+        if desc.group_type == "share" and desc.coordinator is not None:
+            offsets = await admin.share_offsets(name, desc.coordinator)
+            return _GroupRaw(desc, {k: o.start_offset for k, o in offsets.items()},
+                             {k: (o.in_flight, o.acquired) for k, o in offsets.items()})
         if desc.coordinator is not None and desc.state != "Dead":
             committed = await admin.committed_offsets(name, desc.coordinator)
         return _GroupRaw(desc, committed)
@@ -78,10 +85,11 @@ def build_snapshot(raws: list[_GroupRaw], ends: dict[tuple[str, int], int | None
     for raw in raws:
         desc = raw.description
         owners = {}
+        share = raw.share
         for m in desc.members:
             for topic, parts in m.assignment.items():
                 for p in parts:
-                    owners[(topic, p)] = m
+                    owners.setdefault((topic, p), m)  # share partitions have several readers
         rows = []
         for (topic, p) in sorted(set(raw.committed) | set(owners)):
             committed = raw.committed.get((topic, p))
@@ -96,10 +104,12 @@ def build_snapshot(raws: list[_GroupRaw], ends: dict[tuple[str, int], int | None
                 s = (judge(key, committed, end, committing) if judge is not None
                      else window.observe(key, committed, end, now_ms, committing=committing))
                 status = None if s is None else s.value
+            in_flight, acquired = share.get((topic, p), (None, None)) if share is not None else (None, None)
             rows.append({
                 "topic": topic, "partition": p, "committed": committed, "log_end": end, "lag": lag,
                 "status": status, "member_id": owner.member_id if owner else None,
                 "client_id": owner.client_id if owner else None, "host": owner.host if owner else None,
+                "in_flight": in_flight, "acquired": acquired,
             })
         lags = [r["lag"] for r in rows if r["lag"] is not None]
         statuses = [Status(r["status"]) for r in rows if r["status"] is not None]
@@ -110,9 +120,17 @@ def build_snapshot(raws: list[_GroupRaw], ends: dict[tuple[str, int], int | None
                          "partitions": sum(len(ps) for ps in m.assignment.values())} for m in desc.members],
             "total_lag": sum(lags), "max_lag": max(lags, default=0),
             "status": evaluate_group(statuses).value if statuses else None, "partitions": rows,
+            "group_type": desc.group_type,
+            "in_flight": _total(r["in_flight"] for r in rows),
+            "acquired": _total(r["acquired"] for r in rows),
         })
     window.forget_except(seen)
     return {"updated_ms": now_ms, "error": None, "groups": groups}
+
+
+def _total(values: Any) -> int | None:
+    known = [v for v in values if v is not None]
+    return sum(known) if known else None
 
 
 class LagMonitor:
@@ -197,9 +215,10 @@ def partitions_frame(snapshot: dict[str, Any]) -> pandas.DataFrame:
         for r in g["partitions"]:
             rows.append([g["group"], r["topic"], r["partition"], r["committed"], r["log_end"], r["lag"],
                          r["status"], r["member_id"], r["client_id"], r["host"], g["state"],
-                         g["coordinator"]])
+                         g["coordinator"], g.get("group_type", "classic"), r.get("in_flight"),
+                         r.get("acquired")])
     df = pd.DataFrame(rows, columns=PARTITION_COLUMNS)
-    for col in ("partition", "committed_offset", "log_end_offset", "lag"):
+    for col in ("partition", "committed_offset", "log_end_offset", "lag", "in_flight", "acquired"):
         df[col] = df[col].astype("Int64")
     return df
 
@@ -208,9 +227,10 @@ def groups_frame(snapshot: dict[str, Any]) -> pandas.DataFrame:
     import pandas as pd
 
     rows = [[g["group"], g["state"], g["protocol_type"], g["protocol"], len(g["members"]), g["coordinator"],
-             len(g["partitions"]), g["total_lag"], g["max_lag"], g["status"]] for g in snapshot["groups"]]
+             len(g["partitions"]), g["total_lag"], g["max_lag"], g["status"], g.get("group_type", "classic"),
+             g.get("in_flight"), g.get("acquired")] for g in snapshot["groups"]]
     df = pd.DataFrame(rows, columns=GROUP_COLUMNS)
-    for col in ("members", "partitions", "total_lag", "max_lag"):
+    for col in ("members", "partitions", "total_lag", "max_lag", "in_flight", "acquired"):
         df[col] = df[col].astype("Int64")
     return df
 

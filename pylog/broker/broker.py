@@ -33,6 +33,7 @@ from pylog.broker.registry import HandlerTable
 from pylog.broker.replica_fetcher import BrokerChannels, ReplicaFetcherManager
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.server import KafkaServer
+from pylog.broker.share_shell import SHARE_STATE_TOPIC, ShareShell
 from pylog.broker.txn_shell import TxnShell
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.node_config import Listener, NodeSettings
@@ -81,6 +82,7 @@ class Broker:
         self.lifecycle: BrokerLifecycle | None = None
         self.producer_ids: ProducerIdManager | None = None
         self.groups: GroupShell | None = None
+        self.share_state: ShareShell | None = None
         self.txn: TxnShell | None = None
         self.fetchers: ReplicaFetcherManager | None = None
         self.servers: list[KafkaServer] = []
@@ -214,6 +216,7 @@ class Broker:
         }
         groups = self.groups = GroupShell(cfg, **shared)
         txn = self.txn = TxnShell(cfg, producer_ids=self.producer_ids, groups=groups, **shared)
+        share = self.share_state = ShareShell(cfg, **shared)
         self.fetchers = ReplicaFetcherManager(
             self.node_id,
             BrokerChannels(self.node_id, s.inter_broker_listener_name, lambda: quorum.image),
@@ -230,7 +233,7 @@ class Broker:
                 self.node_id,
                 self.replicas,
                 followers=self.fetchers,
-                coordinators={OFFSETS_TOPIC: groups, TRANSACTION_STATE_TOPIC: txn},
+                coordinators={OFFSETS_TOPIC: groups, TRANSACTION_STATE_TOPIC: txn, SHARE_STATE_TOPIC: share},
                 on_open=self._opened,
                 on_topic_removed=lambda _topic: self.maintenance.request_release(),
                 set_dynamic_configs=self._set_dynamic_configs,
@@ -243,6 +246,7 @@ class Broker:
             metadata=metadata,
             replicas=self.replicas,
             groups=groups,
+            share=share,
             txn=txn,
             producer_ids=self.producer_ids,
             controller=controller,
@@ -268,6 +272,7 @@ class Broker:
         await metadata.wait_for(self._registered_in_image)
         metadata.start_publishing()
         await groups.start()  # replays __consumer_offsets before anyone can ask
+        await share.start()  # replays __share_group_state
         await txn.start()  # replays __transaction_state; re-drives markers of preparing ones
         lifecycle.set_ready()
         await lifecycle.wait_unfenced()
@@ -317,6 +322,8 @@ class Broker:
             await self.lifecycle.stop()
         if self.groups is not None:
             self.groups.stop()
+        if self.share_state is not None:
+            self.share_state.stop()
         if self.txn is not None:
             self.txn.stop()
         self.maintenance.stop()

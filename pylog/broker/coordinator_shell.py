@@ -85,6 +85,38 @@ class CoordinatorShell:
     def _partition_unloaded(self, out: Any) -> None:
         """What `unload_partition` answered, before the partition is replayed again."""
 
+    def _mark_loading(self, p: int) -> None:
+        self.coordinator.mark_loading(p)
+
+    def _unload(self, p: int) -> Any:
+        """Drop partition `p` from the coordinator(s); returns what its unload answered."""
+        return self.coordinator.unload_partition(p)
+
+    def _next_deadline(self) -> int | None:
+        return self.coordinator.next_deadline_ms()
+
+    def _tick(self, now_ms: int) -> None:
+        self.apply(self.coordinator.tick(now_ms))
+
+    # ------------------------------------------------------------------ leadership entry points
+
+    def load_partition(self, p: int) -> None:
+        """This broker became leader of partition `p` of the internal topic: replay it."""
+        if self.coordinator is None or self._stopped:
+            return
+        self._mark_loading(p)
+        self._load(p, self._read_partition(p))
+        self._reschedule()
+
+    def unload_partition(self, p: int) -> None:
+        """This broker stopped leading partition `p`: forget its state (requests then get
+        NOT_COORDINATOR) and fail what waits on it."""
+        if self.coordinator is None:
+            return
+        self._partition_unloaded(self._unload(p))
+        self._loaded.discard(p)
+        self._reschedule()
+
     # ------------------------------------------------------------------ lifecycle
 
     async def _replay_led_partitions(self) -> None:
@@ -92,7 +124,7 @@ class CoordinatorShell:
         loop = asyncio.get_running_loop()
         led = self._led_partitions()
         for p in led:
-            self.coordinator.mark_loading(p)
+            self._mark_loading(p)
         for p in led:
             records = await loop.run_in_executor(None, self._read_partition, p)
             self._load(p, records)
@@ -184,7 +216,7 @@ class CoordinatorShell:
 
     def _reload(self, p: int) -> None:
         """The log is behind memory for `p`: unload it and replay it."""
-        out = self.coordinator.unload_partition(p)
+        out = self._unload(p)
         self._loaded.discard(p)
         self._partition_unloaded(out)
         if self.replicas.get(self._topic_name, p) is not None:
@@ -203,7 +235,7 @@ class CoordinatorShell:
     def _reschedule(self) -> None:
         if self.coordinator is None or self._stopped:
             return
-        deadline = self.coordinator.next_deadline_ms()
+        deadline = self._next_deadline()
         if deadline == self._timer_deadline and self._timer is not None:
             return
         if self._timer is not None:
@@ -220,7 +252,7 @@ class CoordinatorShell:
         if self.coordinator is None or self._stopped:
             return
         try:
-            self.apply(self.coordinator.tick(self.clock()))
+            self._tick(self.clock())
         except Exception:
             log.exception("%s tick failed", self.tick_name)
             self._reschedule()

@@ -21,9 +21,15 @@
   Kafka does, with `offsets.topic.num.partitions` partitions. Once the topic exists its actual
   partition count decides which partition holds a group, whatever the setting says later.
 
-Leadership changes of `__consumer_offsets` partitions in a multi-broker cluster are picked up
-lazily (a partition this broker leads is loaded when a request for it arrives); giving up a
-partition is not handled yet.
+Three sans-IO coordinators share the topic and this shell, each its own component: the classic
+`GroupCoordinator` (which also keeps the offsets of every group type), the KIP-848
+`ConsumerGroupCoordinator` and the KIP-932 `ShareGroupCoordinator` (membership only; share
+partition state lives with the share shell). Each reads the record types it owns from a replay and
+skips the others; one timer serves the earliest deadline of the three.
+
+Leadership changes: `load_partition` / `unload_partition` (CoordinatorShell) replay or drop a
+partition in all three; a partition led here but not loaded yet is also loaded lazily when a
+request for it arrives.
 """
 
 from __future__ import annotations
@@ -54,7 +60,9 @@ from pylog.groups import (
     append_error_to_response,
     partition_for,
 )
+from pylog.groups.consumer_coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator, TopicsView
 from pylog.groups.coordinator import LogEntry
+from pylog.groups.share_group_coordinator import ShareGroupConfig, ShareGroupCoordinator
 from pylog.txn import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
@@ -98,6 +106,9 @@ class GroupShell(CoordinatorShell):
         self.broker_config = config
         props = {n: config.raw(n) for n in BROKER_CONFIGS}
         self.config = GroupConfig.from_kafka({k: v for k, v in props.items() if v is not None})
+        self.raw_props = {k: v for k, v in props.items() if v is not None}
+        self.consumer: ConsumerGroupCoordinator | None = None
+        self.share: ShareGroupCoordinator | None = None
         self._handles = itertools.count(1)
         self._parked: dict[int, asyncio.Future[JoinGroupResult | SyncGroupResult]] = {}
 
@@ -116,6 +127,14 @@ class GroupShell(CoordinatorShell):
             self.config = replace(self.config, offsets_topic_num_partitions=len(leaders))
         seed = random.SystemRandom().getrandbits(128)
         self.coordinator = GroupCoordinator(self.config, rng=random.Random(seed), owned_partitions=())
+        n = self.config.offsets_topic_num_partitions
+        self.consumer = ConsumerGroupCoordinator(
+            ConsumerGroupConfig.from_kafka(self.raw_props, n), rng=random.Random(seed + 1)
+        )
+        self.share = ShareGroupCoordinator(
+            ShareGroupConfig.from_kafka(self.raw_props, n), rng=random.Random(seed + 2)
+        )
+        self.coordinator.offsets_in_use = self._offsets_in_use
         await self._replay_led_partitions()
 
     def stop(self) -> None:
@@ -139,9 +158,56 @@ class GroupShell(CoordinatorShell):
         return self.leaders()
 
     def _load(self, p: int, records: list[LogEntry]) -> None:
-        assert self.coordinator is not None
-        self.coordinator.load_partition(p, records, now_ms=self.clock())
+        assert self.coordinator is not None and self.consumer is not None and self.share is not None
+        now = self.clock()
+        self.coordinator.load_partition(p, records, now_ms=now)
+        self.consumer.load_partition(p, records, now_ms=now)
+        self.share.load_partition(p, records, now_ms=now)
         self._loaded.add(p)
+
+    def _mark_loading(self, p: int) -> None:
+        for c in (self.coordinator, self.consumer, self.share):
+            if c is not None:
+                c.mark_loading(p)
+
+    def _unload(self, p: int) -> Output:
+        for c in (self.consumer, self.share):
+            if c is not None:
+                c.unload_partition(p)
+        assert self.coordinator is not None
+        return self.coordinator.unload_partition(p)
+
+    def _next_deadline(self) -> int | None:
+        parts = (self.coordinator, self.consumer, self.share)
+        deadlines = [c.next_deadline_ms() for c in parts if c is not None]
+        return min((d for d in deadlines if d is not None), default=None)
+
+    def _tick(self, now_ms: int) -> None:
+        for c in (self.coordinator, self.consumer, self.share):
+            if c is not None:
+                self.apply(c.tick(now_ms))
+
+    # ------------------------------------------------------------------ group types
+
+    def _offsets_in_use(self, group_id: str) -> bool:
+        for c in (self.consumer, self.share):
+            group = c.group(group_id) if c is not None else None
+            if group is not None and group.members:
+                return True
+        return False
+
+    def group_type(self, group_id: str) -> str | None:
+        """"consumer" / "share" when a KIP-848 / KIP-932 group of that id is here, "classic" when a
+        classic group with members is, None when the id is free (an empty classic group, or one
+        that only holds offsets, may become a group of another type)."""
+        if self.consumer is not None and self.consumer.has_group(group_id):
+            return "consumer"
+        if self.share is not None and self.share.has_group(group_id):
+            return "share"
+        classic = self.coordinator.group(group_id) if self.coordinator is not None else None
+        if classic is not None and (classic.members or classic.pending_members):
+            return "classic"
+        return None
 
     async def ensure_offsets_topic(self) -> ErrorCode:
         """Create `__consumer_offsets` if missing (first FindCoordinator); NONE once it exists."""
@@ -215,6 +281,15 @@ def _failed(result: JoinGroupResult | SyncGroupResult, error: ErrorCode) -> Join
 
 
 # ---------------------------------------------------------------------------- for the handlers
+
+
+def topics_view(image: Any) -> TopicsView:
+    """name -> (topic id, partition count) of every topic of the metadata image."""
+    return {name: (t.topic_id, len(image.partitions(name))) for name, t in image.topics.items()}
+
+
+def topic_names(image: Any) -> dict[Any, str]:
+    return {t.topic_id: name for name, t in image.topics.items()}
 
 
 def client_host(peer: str) -> str:

@@ -28,7 +28,7 @@ from pylog.cluster.records import (
 log = logging.getLogger(__name__)
 
 META_PROPERTIES = "meta.properties"
-INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
 class MetadataView(Protocol):

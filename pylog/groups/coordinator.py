@@ -34,7 +34,7 @@ heartbeating carry on in the same generation and the others expire.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import replace
 
 from pylog.groups.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
@@ -108,6 +108,9 @@ class GroupCoordinator(GroupMembership):
     ) -> None:
         super().__init__(config, rng=rng, owned_partitions=owned_partitions)
         self._next_retention_check_ms: int | None = None
+        # Whether a group of another type (KIP-848 / KIP-932) with members uses the offsets kept
+        # here under its id: they do not expire then, as a classic group's with members do not.
+        self.offsets_in_use: Callable[[str], bool] = lambda _group_id: False
         # producer id -> group id -> offsets committed in that producer's open transaction
         self._pending_txn: dict[int, dict[str, dict[TopicPartition, OffsetAndMetadata]]] = {}
 
@@ -148,6 +151,8 @@ class GroupCoordinator(GroupMembership):
                 self._delete_group(group, out)
 
     def _expired_offsets(self, group: ClassicGroup, now_ms: int, retention_ms: int) -> list[TopicPartition]:
+        if self.offsets_in_use(group.group_id):
+            return []
         # Kafka 2.1+ semantics: offsets of a group with members never expire (except for topics a
         # Stable consumer group no longer subscribes to); an Empty group's offsets expire one
         # retention period after it became Empty; a standalone group's after their commit.

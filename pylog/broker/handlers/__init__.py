@@ -16,19 +16,24 @@ from pylog.broker.handlers import (
     add_partitions_to_txn,
     allocate_producer_ids,
     alter_partition,
+    alter_share_group_offsets,
     api_versions,
     broker_heartbeat,
     broker_registration,
     configs,
+    consumer_group_describe,
+    consumer_group_heartbeat,
     create_partitions,
     create_topics,
     delete_groups,
     delete_records,
+    delete_share_group_offsets,
     delete_topics,
     describe_cluster,
     describe_groups,
     describe_producers,
     describe_quorum,
+    describe_share_group_offsets,
     describe_transactions,
     elect_leaders,
     end_txn,
@@ -47,6 +52,10 @@ from pylog.broker.handlers import (
     offset_fetch,
     produce,
     raft,
+    share_acknowledge,
+    share_fetch,
+    share_group_describe,
+    share_group_heartbeat,
     sync_group,
     txn_offset_commit,
 )
@@ -54,6 +63,7 @@ from pylog.broker.metadata import MetadataView
 from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.registry import HandlerTable, route
 from pylog.broker.replica_manager import ReplicaManager
+from pylog.broker.share_shell import ShareShell
 from pylog.broker.txn_shell import TxnShell
 from pylog.cluster.node_config import NodeSettings
 from pylog.cluster.quorum import MetadataQuorum
@@ -70,6 +80,7 @@ class BrokerServices:
     metadata: MetadataView
     replicas: ReplicaManager
     groups: GroupShell
+    share: ShareShell
     txn: TxnShell
     producer_ids: ProducerIdManager
     controller: ControllerClient
@@ -118,6 +129,42 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             route(offset_fetch.offset_fetch, groups=s.groups),
             route(offset_delete.offset_delete, groups=s.groups, metadata=s.metadata),
             route(list_groups.list_groups, groups=s.groups),
+            route(consumer_group_heartbeat.consumer_group_heartbeat, groups=s.groups, metadata=s.metadata),
+            route(consumer_group_describe.consumer_group_describe, groups=s.groups, metadata=s.metadata),
+            route(
+                share_group_heartbeat.share_group_heartbeat,
+                groups=s.groups,
+                share=s.share,
+                metadata=s.metadata,
+            ),
+            route(share_group_describe.share_group_describe, groups=s.groups, metadata=s.metadata),
+            route(
+                share_fetch.share_fetch_handler,
+                share=s.share,
+                metadata=s.metadata,
+                replicas=s.replicas,
+                node_id=s.node_id,
+                stopping=s.stopping,
+            ),
+            route(share_acknowledge.share_acknowledge_handler, share=s.share, node_id=s.node_id),
+            route(
+                describe_share_group_offsets.describe_share_group_offsets,
+                groups=s.groups,
+                share=s.share,
+                metadata=s.metadata,
+            ),
+            route(
+                alter_share_group_offsets.alter_share_group_offsets,
+                groups=s.groups,
+                share=s.share,
+                metadata=s.metadata,
+            ),
+            route(
+                delete_share_group_offsets.delete_share_group_offsets,
+                groups=s.groups,
+                share=s.share,
+                metadata=s.metadata,
+            ),
             route(describe_groups.describe_groups, groups=s.groups),
             route(delete_groups.delete_groups, groups=s.groups),
             route(init_producer_id.init_producer_id, producer_ids=s.producer_ids, txn=s.txn),

@@ -1,4 +1,4 @@
-"""DeleteGroups: removes Empty groups and their committed offsets (tombstones in the log)."""
+"""DeleteGroups: removes Empty groups of any type and their committed offsets (tombstones in the log)."""
 
 from __future__ import annotations
 
@@ -20,7 +20,17 @@ def delete_groups(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
     deletable = []
     for gid in names:
         error = not_available(shell, gid)
-        if error is ErrorCode.NONE:
+        kind = shell.group_type(gid) if shell is not None and error is ErrorCode.NONE else None
+        if kind in ("consumer", "share") and shell is not None:
+            coordinator = shell.consumer if kind == "consumer" else shell.share
+            assert coordinator is not None
+            error = shell.apply(coordinator.delete_group(gid), lambda r, e: e)
+            offsets = shell.coordinator.group(gid) if shell.coordinator is not None else None
+            if error is ErrorCode.NONE and offsets is not None:
+                deletable.append(gid)  # and its offsets
+            else:
+                errors[gid] = error
+        elif error is ErrorCode.NONE:
             deletable.append(gid)
         else:
             errors[gid] = error

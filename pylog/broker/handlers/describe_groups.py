@@ -12,7 +12,7 @@ from pylog.broker.acl_operations import NOT_REQUESTED, ResourceType, operations_
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available
 from pylog.broker.registry import serves
-from pylog.groups import DescribedGroup
+from pylog.groups import DescribedGroup, DescribedMember
 
 
 @serves(ApiKey.DESCRIBE_GROUPS, versions=(0, 5))
@@ -23,11 +23,24 @@ def describe_groups(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dic
         error = not_available(shell, gid)
         if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
             described.append(DescribedGroup(error, gid, "", "", ""))
+        elif (kind := shell.group_type(gid)) in ("consumer", "share"):
+            described.append(_other_type(shell, gid, kind))
         else:
             described.extend(shell.coordinator.describe_groups([gid]))
     ops = operations_if_requested(getattr(req, "include_authorized_operations", False), ResourceType.GROUP)
     entries = [_entry(g, ops if g.error == ErrorCode.NONE else NOT_REQUESTED) for g in described]
     return {"throttle_time_ms": 0, "groups": entries}
+
+
+def _other_type(shell: Any, gid: str, kind: str) -> DescribedGroup:
+    """A KIP-848 / KIP-932 group seen through the classic API: state and members, no metadata."""
+    coordinator = shell.consumer if kind == "consumer" else shell.share
+    d = coordinator.describe(gid, {})
+    members = tuple(
+        DescribedMember(m["member_id"], m.get("instance_id"), m["client_id"], m["client_host"], b"", b"")
+        for m in d["members"]
+    )
+    return DescribedGroup(ErrorCode.NONE, gid, d["group_state"], kind, "", members)
 
 
 def _entry(g: DescribedGroup, authorized_operations: int) -> dict:

@@ -22,6 +22,9 @@ from pylog.groups import JoinGroupResult
 def join_group(ctx: RequestContext, req: Any, *, groups: GroupShell) -> Any:
     shell = groups
     error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
+    kind = shell.group_type(req.group_id) if shell is not None and error is ErrorCode.NONE else None
+    if kind in ("consumer", "share"):
+        error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL  # the id belongs to a KIP-848 / KIP-932 group
     if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
         return response(ctx, JoinGroupResult(error, member_id=req.member_id))
     handle, fut = shell.park()

@@ -1,4 +1,5 @@
-"""ListGroups: the groups this broker coordinates, filtered by state (v4+) and type (v5+)."""
+"""ListGroups: the groups this broker coordinates, of every type (classic, consumer, share), filtered
+by state (v4+) and type (v5+)."""
 
 from __future__ import annotations
 
@@ -17,9 +18,17 @@ def list_groups(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
     shell = groups
     if shell is None or shell.coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
-    error, groups = shell.coordinator.list_groups(
-        getattr(req, "states_filter", None), getattr(req, "types_filter", None)
-    )
+    states = {s.lower() for s in getattr(req, "states_filter", None) or ()}
+    types = {t.lower() for t in getattr(req, "types_filter", None) or ()}
+    error, classic = shell.coordinator.list_groups(getattr(req, "states_filter", None), None)
+    others = [*(shell.consumer.list_groups() if shell.consumer else [])]
+    others += shell.share.list_groups() if shell.share else []
+    taken = {g.group_id for g in others}  # their offsets live in the classic store; list them once
+    groups = [g for g in classic if g.group_id not in taken] + [
+        g for g in others if not states or g.group_state.lower() in states
+    ]
+    if types:
+        groups = [g for g in groups if g.group_type.lower() in types]
     return {
         "throttle_time_ms": 0,
         "error_code": error,

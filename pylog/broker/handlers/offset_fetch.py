@@ -1,7 +1,9 @@
 """OffsetFetch: one group (v1-7) or several (v8+); `topics` null fetches every committed offset.
 
 Before v8 a group-level error is reported at the top (v2+) and copied onto every requested
-partition, which is what v1 clients read. `require_stable` (v7+) asks to wait out pending
+partition, which is what v1 clients read. v9+ carries the member id and epoch of a consumer-group
+member, checked like OffsetCommit's.
+`require_stable` (v7+) asks to wait out pending
 transactional commits: such a partition answers UNSTABLE_OFFSET_COMMIT and the client retries.
 """
 
@@ -22,7 +24,11 @@ from pylog.groups import FetchedOffset, OffsetFetchResult
 def offset_fetch(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
     stable = bool(getattr(req, "require_stable", False))
     if ctx.api_version >= 8:
-        results = [_fetch(groups, g.group_id, g.topics, stable) for g in req.groups]
+        results = [
+            _fetch(groups, g.group_id, g.topics, stable, getattr(g, "member_id", None),
+                   getattr(g, "member_epoch", -1))
+            for g in req.groups
+        ]
         return {"throttle_time_ms": 0, "groups": [_group_entry(g) for g in results]}
     r = _fetch(groups, req.group_id, req.topics, stable)
     topics = _topics(r)
@@ -35,8 +41,17 @@ def offset_fetch(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
     return {"throttle_time_ms": 0, "topics": topics, "error_code": r.error}
 
 
-def _fetch(shell: GroupShell, group_id: str, topics: Any, require_stable: bool) -> OffsetFetchResult:
+def _fetch(
+    shell: GroupShell,
+    group_id: str,
+    topics: Any,
+    require_stable: bool,
+    member_id: str | None = None,
+    member_epoch: int = -1,
+) -> OffsetFetchResult:
     error = not_available(shell, group_id)
+    if error is ErrorCode.NONE and shell is not None and shell.consumer is not None:
+        error = shell.consumer.validate_offset_fetch(group_id, member_id, member_epoch) or ErrorCode.NONE
     if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
         return OffsetFetchResult(group_id, error)
     wanted = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]

@@ -1,0 +1,58 @@
+"""AlterShareGroupOffsets (KIP-932 admin): move share partitions' start offsets.
+
+Only an empty share group can be altered (NON_EMPTY_GROUP otherwise, as in Kafka): each named
+share partition starts over at the given offset with nothing in flight, persisted before the
+answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.group_shell import GroupShell
+from pylog.broker.handlers.describe_share_group_offsets import share_group_error
+from pylog.broker.metadata import MetadataView
+from pylog.broker.registry import serves
+from pylog.broker.share_shell import ShareShell
+
+
+@serves(ApiKey.ALTER_SHARE_GROUP_OFFSETS, versions=(0, 0))
+def alter_share_group_offsets(
+    ctx: RequestContext, req: Any, *, groups: GroupShell, share: ShareShell, metadata: MetadataView
+) -> dict:
+    return alter(groups, share, metadata.image, req)
+
+
+def alter(groups: GroupShell | None, share: ShareShell | None, image: Any, req: Any) -> dict:
+    error = share_group_error(groups, share, req.group_id, empty=True)
+    if error is not ErrorCode.NONE or share is None or share.manager is None:
+        return {"throttle_time_ms": 0, "error_code": error, "error_message": error.name, "responses": []}
+    topics = []
+    for t in req.topics:
+        topic = image.topic(t.topic_name)
+        parts = []
+        for p in t.partitions:
+            e = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if topic is not None and image.partition(t.topic_name, p.partition_index) is not None:
+                key = (req.group_id, topic.topic_id, p.partition_index)
+                e = share.key_error(key)
+                if e is ErrorCode.NONE and p.start_offset < 0:
+                    e = ErrorCode.INVALID_REQUEST
+                if e is ErrorCode.NONE:
+                    share.manager.reset(key, p.start_offset)
+            parts.append({"partition_index": p.partition_index, "error_code": e, "error_message": None})
+        topics.append(
+            {"topic_name": t.topic_name, "topic_id": topic.topic_id if topic else None, "partitions": parts}
+        )
+    if share.persist() is not ErrorCode.NONE:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            "error_message": None,
+            "responses": [],
+        }
+    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": topics}

@@ -1,0 +1,71 @@
+"""ConsumerGroupHeartbeat (KIP-848): join, heartbeat, reconcile and leave in one API.
+
+`heartbeat` takes its collaborators explicitly (the group shell, the topics of the metadata
+image, the client's identity).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.group_shell import GroupShell, client_host, not_available, topics_view
+from pylog.broker.metadata import MetadataView
+from pylog.broker.registry import serves
+from pylog.groups.consumer_coordinator import Heartbeat, TopicsView
+from pylog.groups.group_records import from_wire
+
+
+@serves(ApiKey.CONSUMER_GROUP_HEARTBEAT, versions=(0, 1))
+def consumer_group_heartbeat(
+    ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: MetadataView
+) -> dict:
+    host = client_host(ctx.client_host)
+    return heartbeat(groups, topics_view(metadata.image), req, ctx.client_id or "", host)
+
+
+def heartbeat(shell: GroupShell | None, topics: TopicsView, req: Any, client_id: str, host: str) -> dict:
+    error = not_available(shell, req.group_id) if req.group_id else ErrorCode.NONE
+    if (
+        error is ErrorCode.NONE
+        and shell is not None
+        and shell.group_type(req.group_id) in ("classic", "share")
+    ):
+        error = ErrorCode.GROUP_ID_NOT_FOUND
+    if error is not ErrorCode.NONE or shell is None or shell.consumer is None:
+        return _error(error or ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    hb = Heartbeat(
+        req.group_id,
+        req.member_id,
+        req.member_epoch,
+        req.instance_id,
+        req.rack_id,
+        req.rebalance_timeout_ms,
+        req.subscribed_topic_names,
+        getattr(req, "subscribed_topic_regex", None),
+        req.server_assignor,
+        None if req.topic_partitions is None else from_wire(req.topic_partitions),
+        client_id,
+        host,
+    )
+    out = shell.consumer.heartbeat(hb, topics, now_ms=shell.clock())
+    return shell.apply(out, _failed)
+
+
+def _failed(response: dict, error: ErrorCode) -> dict:
+    return _error(error)
+
+
+def _error(error: ErrorCode) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "error_message": error.name,
+        "member_id": None,
+        "member_epoch": -1,
+        "heartbeat_interval_ms": 0,
+        "assignment": None,
+    }

@@ -1,0 +1,56 @@
+"""DeleteShareGroupOffsets (KIP-932 admin): forget share partitions' state.
+
+Only an empty share group (NON_EMPTY_GROUP otherwise); each named share partition's state gets a
+tombstone in `__share_group_state`, so the next fetch starts at `share.auto.offset.reset`.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.group_shell import GroupShell
+from pylog.broker.handlers.describe_share_group_offsets import share_group_error
+from pylog.broker.metadata import MetadataView
+from pylog.broker.registry import serves
+from pylog.broker.share_shell import ShareShell
+from pylog.groups.types import Output
+
+
+@serves(ApiKey.DELETE_SHARE_GROUP_OFFSETS, versions=(0, 0))
+def delete_share_group_offsets(
+    ctx: RequestContext, req: Any, *, groups: GroupShell, share: ShareShell, metadata: MetadataView
+) -> dict:
+    return delete(groups, share, metadata.image, req)
+
+
+def delete(groups: GroupShell | None, share: ShareShell | None, image: Any, req: Any) -> dict:
+    error = share_group_error(groups, share, req.group_id, empty=True)
+    if error is not ErrorCode.NONE or share is None or share.manager is None:
+        return {"throttle_time_ms": 0, "error_code": error, "error_message": error.name, "responses": []}
+    out = Output()
+    topics = []
+    for t in req.topics:
+        topic = image.topic(t.topic_name)
+        parts = []
+        for p in t.partitions:
+            e = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            if topic is not None:
+                key = (req.group_id, topic.topic_id, p)
+                e = share.key_error(key)
+                if e is ErrorCode.NONE:
+                    out.records.append(share.manager.delete(key))
+            parts.append({"partition_index": p, "error_code": e, "error_message": None})
+        topics.append(
+            {"topic_name": t.topic_name, "topic_id": topic.topic_id if topic else None, "partitions": parts}
+        )
+    out.response = {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "responses": topics,
+    }
+    return share.apply(out, lambda r, e: {**r, "error_code": e, "responses": []})

@@ -1,0 +1,110 @@
+"""DescribeShareGroupOffsets (KIP-932 admin): each share partition's start offset.
+
+Partitions of a share group that never fetched them answer start offset -1. Two tagged fields
+that Kafka clients skip carry pylog's live counts for the lag widget: records in flight (between
+the start and end offsets) and records acquired right now.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.group_shell import GroupShell, not_available
+from pylog.broker.metadata import MetadataView
+from pylog.broker.registry import serves
+from pylog.broker.share_shell import ShareShell
+
+
+@serves(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, versions=(0, 0))
+def describe_share_group_offsets(
+    ctx: RequestContext, req: Any, *, groups: GroupShell, share: ShareShell, metadata: MetadataView
+) -> dict:
+    return describe(groups, share, metadata.image, req)
+
+
+def describe(groups: GroupShell | None, share: ShareShell | None, image: Any, req: Any) -> dict:
+    out = []
+    for g in req.groups:
+        error = share_group_error(groups, share, g.group_id)
+        if error is not ErrorCode.NONE or share is None or share.manager is None or share.coordinator is None:
+            out.append(
+                {
+                    "group_id": g.group_id,
+                    "topics": [],
+                    "error_code": error or ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    "error_message": None,
+                }
+            )
+            continue
+        wanted = _wanted(g, share, image)
+        topics = []
+        for name, parts in wanted.items():
+            topic = image.topic(name)
+            if topic is None:
+                continue
+            entries = []
+            for p in parts:
+                key = (g.group_id, topic.topic_id, p)
+                entries.append(_partition(share, key, p))
+            topics.append({"topic_name": name, "topic_id": topic.topic_id, "partitions": entries})
+        out.append(
+            {"group_id": g.group_id, "topics": topics, "error_code": ErrorCode.NONE, "error_message": None}
+        )
+    return {"throttle_time_ms": 0, "groups": out}
+
+
+def share_group_error(
+    groups: GroupShell | None, share: ShareShell | None, group_id: str, *, empty: bool = False
+) -> ErrorCode:
+    """Why `group_id` cannot be described / altered here: not coordinated here, not a share group,
+    or (`empty`) still has members."""
+    error = not_available(groups, group_id)
+    if error is not ErrorCode.NONE or groups is None or groups.share is None or share is None:
+        return error if error is not ErrorCode.NONE else ErrorCode.COORDINATOR_NOT_AVAILABLE
+    group = groups.share.group(group_id)
+    if groups.group_type(group_id) != "share" or group is None:
+        return ErrorCode.GROUP_ID_NOT_FOUND
+    if empty and group.members:
+        return ErrorCode.NON_EMPTY_GROUP
+    return ErrorCode.NONE
+
+
+def _wanted(g: Any, share: ShareShell, image: Any) -> dict[str, list[int]]:
+    if g.topics is not None:
+        return {t.topic_name: list(t.partitions) for t in g.topics}
+    names = {t.topic_id: name for name, t in image.topics.items()}
+    assert share.coordinator is not None and share.manager is not None
+    keys = set(share.coordinator.keys()) | set(share.manager.partitions)
+    out: dict[str, list[int]] = {}
+    for group, tid, p in sorted(keys, key=str):
+        if group == g.group_id and tid in names:
+            out.setdefault(names[tid], []).append(p)
+    return {n: sorted(ps) for n, ps in out.items()}
+
+
+def _partition(share: ShareShell, key: Any, p: int) -> dict:
+    assert share.manager is not None and share.coordinator is not None
+    error = share.key_error(key)
+    sp = share.manager.partitions.get(key)
+    stored = share.coordinator.get(key)
+    if sp is not None:
+        start, in_flight, acquired = sp.start_offset, sp.in_flight_count(), sp.acquired_count()
+    elif stored is not None:
+        start = stored.start_offset
+        in_flight = max((b.last_offset + 1 for b in stored.batches), default=start) - start
+        acquired = 0
+    else:
+        start, in_flight, acquired = -1, -1, -1
+    return {
+        "partition_index": p,
+        "start_offset": start,
+        "leader_epoch": 0,
+        "error_code": error,
+        "error_message": None,
+        "in_flight_records": in_flight,
+        "acquired_records": acquired,
+    }

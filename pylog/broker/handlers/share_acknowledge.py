@@ -1,0 +1,72 @@
+"""ShareAcknowledge (KIP-932): ACCEPT / RELEASE / REJECT acquired records outside a fetch.
+
+The session must exist and the request carry its expected epoch (-1 also closes it, releasing
+what the member still holds). Changed share partitions are persisted before the answer.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.handlers.share_fetch import acknowledge
+from pylog.broker.registry import serves
+from pylog.broker.share_shell import ShareShell
+
+
+@serves(ApiKey.SHARE_ACKNOWLEDGE, versions=(1, 1))
+def share_acknowledge_handler(ctx: RequestContext, req: Any, *, share: ShareShell, node_id: int) -> dict:
+    return share_acknowledge(share, req, node_id)
+
+
+def share_acknowledge(shell: ShareShell | None, req: Any, node_id: int) -> dict:
+    if shell is None or shell.manager is None:
+        return _top(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if not req.group_id or not req.member_id:
+        return _top(ErrorCode.INVALID_REQUEST)
+    error = shell.manager.check_session(req.group_id, req.member_id, req.share_session_epoch)
+    if error is not ErrorCode.NONE:
+        return _top(error)
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            e = acknowledge(
+                shell, req.group_id, req.member_id, t.topic_id, p.partition_index, p.acknowledgement_batches
+            )
+            parts.append(
+                {
+                    "partition_index": p.partition_index,
+                    "error_code": e,
+                    "error_message": None,
+                    "current_leader": {"leader_id": node_id, "leader_epoch": 0},
+                }
+            )
+        topics.append({"topic_id": t.topic_id, "partitions": parts})
+    if req.share_session_epoch == -1:
+        shell.manager.close_session(req.group_id, req.member_id)
+    if shell.persist() is not ErrorCode.NONE:
+        for t in topics:
+            for p in t["partitions"]:
+                p["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    shell.notify()
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "responses": topics,
+        "node_endpoints": [],
+    }
+
+
+def _top(error: ErrorCode) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "error_message": error.name,
+        "responses": [],
+        "node_endpoints": [],
+    }

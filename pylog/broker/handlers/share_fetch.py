@@ -1,0 +1,279 @@
+"""ShareFetch (KIP-932): acknowledge what the member sent, then acquire records for it.
+
+Order of work, as in Kafka: advance the share session (epoch 0 opens, -1 closes, otherwise the
+expected epoch), apply the piggy-backed acknowledgements, persist the share partitions they
+changed, then (unless closing) read each session partition from its first available offset
+through the partition read path (`Partition.read_wire`, the same bytes a Fetch returns) and
+acquire the records of the batches read, up to `MaxRecords` and the in-flight cap. With nothing
+to hand out the request waits, up to `MaxWaitMs`, for an append or a release, woken by events,
+never by polling.
+
+`share_fetch` takes its collaborators explicitly (share shell, metadata image, replicas).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+from pylog.storage import OffsetOutOfRange, StorageError
+
+from pylog.broker.context import RequestContext
+from pylog.broker.metadata import MetadataView
+from pylog.broker.registry import serves
+from pylog.broker.replica_manager import ReplicaManager
+from pylog.broker.share_shell import ShareShell
+from pylog.share.partition import Acquired
+
+_BATCH_HEAD = struct.Struct(
+    ">qiibIhi"
+)  # base offset, length, leader epoch, magic, crc, attributes, last delta
+_CONTROL = 0x20
+
+
+@serves(ApiKey.SHARE_FETCH, versions=(1, 1))
+async def share_fetch_handler(
+    ctx: RequestContext,
+    req: Any,
+    *,
+    share: ShareShell,
+    metadata: MetadataView,
+    replicas: ReplicaManager,
+    node_id: int,
+    stopping: Callable[[], bool],
+) -> dict:
+    return await share_fetch(share, metadata.image, replicas, req, node_id, stopping)
+
+
+async def share_fetch(
+    shell: ShareShell | None, image: Any, replicas: Any, req: Any, node_id: int, stopping: Callable[[], bool]
+) -> dict:
+    if shell is None or shell.manager is None:
+        return _top_error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    if not req.group_id or not req.member_id:
+        return _top_error(ErrorCode.INVALID_REQUEST)
+    if await shell.ensure_topic() is not ErrorCode.NONE:
+        return _top_error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    manager = shell.manager
+    group, member = req.group_id, req.member_id
+    epoch = req.share_session_epoch
+    requested = [(t.topic_id, p.partition_index) for t in req.topics for p in t.partitions]
+    forgotten = [(t.topic_id, p) for t in req.forgotten_topics_data for p in t.partitions]
+    acks = [
+        (t.topic_id, p.partition_index, p.acknowledgement_batches)
+        for t in req.topics
+        for p in t.partitions
+        if p.acknowledgement_batches
+    ]
+    if epoch == 0 and acks:
+        return _top_error(ErrorCode.INVALID_REQUEST)
+    error, session = manager.session_step(group, member, epoch, requested, forgotten)
+    if error is not ErrorCode.NONE or session is None:
+        return _top_error(error)
+    results: dict[tuple[uuid.UUID, int], dict] = {}
+    for tid, p, batches in acks:
+        results[(tid, p)] = _entry(p, node_id, ack_error=acknowledge(shell, group, member, tid, p, batches))
+    if shell.persist() is not ErrorCode.NONE:
+        for e in results.values():
+            e["acknowledge_error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if epoch == -1:
+        manager.close_session(group, member)
+        shell.persist()
+        shell.notify()
+        return _response(shell, results)
+    targets = list(session.partitions) if epoch != 0 else requested
+    max_records = req.max_records if req.max_records > 0 else 500
+    budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    got = _acquire_all(shell, image, replicas, group, member, targets, max_records, budget, results, node_id)
+    if not got and req.max_wait_ms > 0 and targets:
+        await _wait(
+            shell,
+            image,
+            replicas,
+            group,
+            member,
+            targets,
+            max_records,
+            budget,
+            results,
+            node_id,
+            req.max_wait_ms,
+            stopping,
+        )
+    shell.persist()  # first start offsets of new share partitions
+    if epoch == 0:
+        for tid, p in requested:
+            results.setdefault((tid, p), _entry(p, node_id))
+    return _response(shell, results)
+
+
+def acknowledge(
+    shell: ShareShell, group: str, member: str, tid: uuid.UUID, p: int, batches: Any
+) -> ErrorCode:
+    key = (group, tid, p)
+    if (e := shell.key_error(key)) is not ErrorCode.NONE:
+        return e
+    assert shell.manager is not None
+    return shell.manager.acknowledge(
+        key, member, [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in batches]
+    )
+
+
+def _acquire_all(
+    shell: ShareShell,
+    image: Any,
+    replicas: Any,
+    group: str,
+    member: str,
+    targets: list,
+    max_records: int,
+    budget: int,
+    results: dict,
+    node_id: int,
+) -> int:
+    total = 0
+    names = image.topics_by_id
+    now = shell.clock()
+    for tid, p in targets:
+        if total >= max_records or budget <= 0:
+            break
+        topic = names.get(tid)
+        part = replicas.get(topic.name, p) if topic is not None else None
+        if part is None:
+            results[(tid, p)] = {
+                **results.get((tid, p), _entry(p, node_id)),
+                "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic else ErrorCode.UNKNOWN_TOPIC_ID,
+            }
+            continue
+        key = (group, tid, p)
+        if shell.key_error(key) is not ErrorCode.NONE:
+            continue
+        assert shell.manager is not None
+        initial = part.log_start_offset if shell.auto_offset_reset == "earliest" else part.high_watermark
+        sp = shell.manager.partition(key, lambda initial=initial: initial)
+        sp.move_start(part.log_start_offset)
+        offset = sp.next_fetch_offset()
+        if offset is None or offset >= part.high_watermark:
+            continue
+        try:
+            batches = part.read_wire(offset, budget, part.high_watermark)
+        except (OffsetOutOfRange, StorageError):
+            continue
+        spans = [_span(b) for b in batches]
+        data = [(first, last) for first, last, control in spans if not control]
+        control = [(first, last) for first, last, is_control in spans if is_control]
+        acquired = sp.acquire(member, data, max_records - total, now, control)
+        if not acquired:
+            continue
+        last_acquired = acquired[-1].last_offset
+        wire = [b for b, (first, _last, _c) in zip(batches, spans) if first <= last_acquired]
+        entry = results.setdefault((tid, p), _entry(p, node_id))
+        entry["records"] = wire
+        entry["acquired_records"] = [_acquired(a) for a in acquired]
+        total += sum(a.last_offset - a.first_offset + 1 for a in acquired)
+        budget -= sum(len(b) for b in wire)
+    if total:
+        shell.reschedule()  # lock deadlines
+    return total
+
+
+async def _wait(
+    shell: ShareShell,
+    image: Any,
+    replicas: Any,
+    group: str,
+    member: str,
+    targets: list,
+    max_records: int,
+    budget: int,
+    results: dict,
+    node_id: int,
+    max_wait_ms: int,
+    stopping: Callable[[], bool],
+) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_wait_ms / 1000.0
+    names = image.topics_by_id
+    watched = []
+    for tid, p in targets:
+        topic = names.get(tid)
+        part = replicas.get(topic.name, p) if topic is not None else None
+        if part is not None:
+            watched.append(part)
+    current: list[asyncio.Future] = []
+
+    def wake() -> None:
+        if current and not current[-1].done():
+            current[-1].set_result(None)
+
+    timer = loop.call_at(deadline, wake)
+    try:
+        while loop.time() < deadline and not stopping():
+            current[:] = [loop.create_future()]
+            for part in watched:
+                part.add_waiter(wake)
+            shell.add_waiter(wake)
+            try:
+                await current[-1]
+            finally:
+                for part in watched:
+                    part.remove_waiter(wake)
+                shell.remove_waiter(wake)
+            if _acquire_all(
+                shell, image, replicas, group, member, targets, max_records, budget, results, node_id
+            ):
+                return
+    finally:
+        timer.cancel()
+
+
+def _span(batch: bytes) -> tuple[int, int, bool]:
+    base, _len, _epoch, _magic, _crc, attributes, last_delta = _BATCH_HEAD.unpack_from(batch, 0)
+    return base, base + last_delta, bool(attributes & _CONTROL)
+
+
+def _acquired(a: Acquired) -> dict:
+    return {"first_offset": a.first_offset, "last_offset": a.last_offset, "delivery_count": a.delivery_count}
+
+
+def _entry(p: int, node_id: int, ack_error: ErrorCode = ErrorCode.NONE) -> dict:
+    return {
+        "partition_index": p,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "acknowledge_error_code": ack_error,
+        "acknowledge_error_message": None,
+        "current_leader": {"leader_id": node_id, "leader_epoch": 0},
+        "records": None,
+        "acquired_records": [],
+    }
+
+
+def _response(shell: ShareShell, results: dict) -> dict:
+    by_topic: dict[uuid.UUID, list[dict]] = {}
+    for (tid, _p), entry in results.items():
+        by_topic.setdefault(tid, []).append(entry)
+    return {
+        "throttle_time_ms": 0,
+        "error_code": ErrorCode.NONE,
+        "error_message": None,
+        "acquisition_lock_timeout_ms": shell.share_config.lock_duration_ms,
+        "responses": [{"topic_id": tid, "partitions": parts} for tid, parts in by_topic.items()],
+        "node_endpoints": [],
+    }
+
+
+def _top_error(error: ErrorCode) -> dict:
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "error_message": error.name,
+        "acquisition_lock_timeout_ms": 0,
+        "responses": [],
+        "node_endpoints": [],
+    }

@@ -1,0 +1,72 @@
+"""ShareGroupHeartbeat (KIP-932): join, heartbeat and leave a share group.
+
+A member leaving (epoch -1) also closes its share session and releases the records it holds,
+so another member gets them at once instead of after their acquisition locks expire.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.group_shell import GroupShell, client_host, not_available, topics_view
+from pylog.broker.metadata import MetadataView
+from pylog.broker.registry import serves
+from pylog.broker.share_shell import ShareShell
+from pylog.groups.share_group_coordinator import TopicsView
+
+
+@serves(ApiKey.SHARE_GROUP_HEARTBEAT, versions=(1, 1))
+async def share_group_heartbeat(
+    ctx: RequestContext, req: Any, *, groups: GroupShell, share: ShareShell, metadata: MetadataView
+) -> dict:
+    await share.ensure_topic()  # the state topic exists before the first fetch needs it
+    host = client_host(ctx.client_host)
+    return heartbeat(groups, share, topics_view(metadata.image), req, ctx.client_id or "", host)
+
+
+def heartbeat(
+    groups: GroupShell | None,
+    share: ShareShell | None,
+    topics: TopicsView,
+    req: Any,
+    client_id: str,
+    host: str,
+) -> dict:
+    error = not_available(groups, req.group_id) if req.group_id else ErrorCode.NONE
+    if (
+        error is ErrorCode.NONE
+        and groups is not None
+        and groups.group_type(req.group_id) in ("classic", "consumer")
+    ):
+        error = ErrorCode.GROUP_ID_NOT_FOUND
+    if error is not ErrorCode.NONE or groups is None or groups.share is None:
+        return {
+            "throttle_time_ms": 0,
+            "error_code": error or ErrorCode.COORDINATOR_NOT_AVAILABLE,
+            "error_message": None,
+            "member_id": None,
+            "member_epoch": -1,
+            "heartbeat_interval_ms": 0,
+            "assignment": None,
+        }
+    out = groups.share.heartbeat(
+        req.group_id,
+        req.member_id,
+        req.member_epoch,
+        req.subscribed_topic_names,
+        topics,
+        rack_id=req.rack_id,
+        client_id=client_id,
+        client_host=host,
+        now_ms=groups.clock(),
+    )
+    response = groups.apply(out, lambda r, e: {**r, "error_code": e, "assignment": None})
+    if req.member_epoch == -1 and share is not None and share.manager is not None:
+        share.manager.release_member(req.group_id, req.member_id)
+        share.persist()
+        share.notify()
+    return response

@@ -1,0 +1,112 @@
+"""Server-side partition assignors of consumer groups (`group.consumer.assignors`).
+
+An assignor maps every member to the partitions it should own, given each member's subscribed
+topic ids, its current target (for stickiness) and each topic's partition count. Both are pure
+and deterministic: the same input gives the same target on every broker and after a restart.
+
+* `uniform` (Kafka's default): spreads all subscribed partitions so member counts differ by at
+  most one among members with the same subscription, keeping each member's current partitions
+  where the balance allows (a member joining takes partitions from the others; nobody else moves).
+* `range`: per topic, the sorted subscribers get consecutive ranges (co-partitioned topics land
+  together), the first `partitions % members` getting one more.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from pylog.groups.group_records import Assignment, normalise
+
+TopicPartition = tuple[uuid.UUID, int]
+
+
+@dataclass(frozen=True)
+class MemberSubscription:
+    topic_ids: frozenset[uuid.UUID]
+    current: Assignment = field(default_factory=dict)
+
+
+def uniform(
+    members: Mapping[str, MemberSubscription], partitions: Mapping[uuid.UUID, int]
+) -> dict[str, Assignment]:
+    if not members:
+        return {}
+    order = sorted(members)
+    wanted = sorted(
+        {
+            (t, p)
+            for m in members.values()
+            for t in m.topic_ids
+            if t in partitions
+            for p in range(partitions[t])
+        },
+        key=lambda tp: (str(tp[0]), tp[1]),
+    )
+    eligible = {m: [tp for tp in wanted if tp[0] in members[m].topic_ids] for m in order}
+    # Quotas: the partitions a member may receive, balanced over the members that can take each.
+    quota = _quotas(order, eligible, len(wanted))
+    owned: dict[str, list[TopicPartition]] = {m: [] for m in order}
+    taken: set[TopicPartition] = set()
+    for m in sorted(order, key=lambda m: -_count(members[m].current)):  # sticky first
+        for t, ps in sorted(members[m].current.items(), key=lambda i: str(i[0])):
+            if t not in members[m].topic_ids or t not in partitions:
+                continue
+            for p in sorted(ps):
+                if p < partitions[t] and (t, p) not in taken and len(owned[m]) < quota[m]:
+                    owned[m].append((t, p))
+                    taken.add((t, p))
+    for tp in wanted:
+        if tp in taken:
+            continue
+        candidates = [m for m in order if tp[0] in members[m].topic_ids]
+        if not candidates:
+            continue
+        under = [m for m in candidates if len(owned[m]) < quota[m]] or candidates
+        best = min(under, key=lambda m: (len(owned[m]), order.index(m)))
+        owned[best].append(tp)
+        taken.add(tp)
+    return {m: _as_assignment(owned[m]) for m in order}
+
+
+def _quotas(order: list[str], eligible: dict[str, list[TopicPartition]], total: int) -> dict[str, int]:
+    takers = [m for m in order if eligible[m]]
+    if not takers:
+        return {m: 0 for m in order}
+    base, extra = divmod(total, len(takers))
+    quota = {m: 0 for m in order}
+    for i, m in enumerate(takers):
+        quota[m] = min(len(eligible[m]), base + (1 if i < extra else 0))
+    return quota
+
+
+def range_(
+    members: Mapping[str, MemberSubscription], partitions: Mapping[uuid.UUID, int]
+) -> dict[str, Assignment]:
+    out: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in members}
+    for t, n in partitions.items():
+        subscribers = sorted(m for m, s in members.items() if t in s.topic_ids)
+        if not subscribers:
+            continue
+        base, extra = divmod(n, len(subscribers))
+        start = 0
+        for i, m in enumerate(subscribers):
+            size = base + (1 if i < extra else 0)
+            out[m][t] = set(range(start, start + size))
+            start += size
+    return {m: normalise(a) for m, a in out.items()}
+
+
+ASSIGNORS = {"uniform": uniform, "range": range_}
+
+
+def _count(a: Assignment) -> int:
+    return sum(len(ps) for ps in a.values())
+
+
+def _as_assignment(tps: list[TopicPartition]) -> Assignment:
+    out: dict[uuid.UUID, set[int]] = {}
+    for t, p in tps:
+        out.setdefault(t, set()).add(p)
+    return normalise(out)

@@ -1,0 +1,91 @@
+"""The state of one consumer group (KIP-848) and its members, as data.
+
+Theory of operation. A group has a *group epoch*, bumped whenever something that changes the
+assignment changes: a member joins or leaves, a subscription changes, a subscribed topic gains
+partitions. When the group epoch runs ahead of the *assignment epoch*, the coordinator runs the
+assignor over all members and stores the new target, stamped with the group epoch. Each member
+then reconciles towards its target at its own pace (`reconciliation`). The group's state is
+derived, never stored: Empty (no members), Assigning (target behind the group epoch),
+Reconciling (some member not yet at the target epoch), Stable.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+
+from pylog.groups.group_records import Assignment
+from pylog.groups.reconciliation import MemberAssignment, MemberState
+
+LEAVE_EPOCH = -1
+STATIC_LEAVE_EPOCH = -2
+
+
+@dataclass
+class ConsumerMember:
+    member_id: str
+    instance_id: str | None = None
+    rack_id: str | None = None
+    client_id: str = ""
+    client_host: str = ""
+    subscribed_topic_names: tuple[str, ...] = ()
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    rebalance_timeout_ms: int = 300000
+    assignment: MemberAssignment = field(default_factory=MemberAssignment)
+    session_deadline_ms: int | None = None
+    revocation_deadline_ms: int | None = None
+
+    @property
+    def member_epoch(self) -> int:
+        return self.assignment.member_epoch
+
+    def metadata_value(self) -> dict:
+        return {
+            "instance_id": self.instance_id,
+            "rack_id": self.rack_id,
+            "client_id": self.client_id,
+            "client_host": self.client_host,
+            "subscribed_topic_names": list(self.subscribed_topic_names),
+            "subscribed_topic_regex": self.subscribed_topic_regex,
+            "rebalance_timeout_ms": self.rebalance_timeout_ms,
+            "server_assignor": self.server_assignor,
+        }
+
+
+@dataclass
+class ConsumerGroup:
+    group_id: str
+    partition: int
+    group_epoch: int = 0
+    assignment_epoch: int = 0
+    members: dict[str, ConsumerMember] = field(default_factory=dict)
+    target: dict[str, Assignment] = field(default_factory=dict)
+    static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
+    # topic id -> partition count of every subscribed topic when the target was computed
+    # (None after a replay: taken from the topics at the next heartbeat, without a new epoch)
+    subscribed_partitions: dict[uuid.UUID, int] | None = field(default_factory=dict)
+
+    @property
+    def state(self) -> str:
+        if not self.members:
+            return "Empty"
+        if self.group_epoch > self.assignment_epoch:
+            return "Assigning"
+        for m in self.members.values():
+            behind = m.member_epoch != self.assignment_epoch or m.assignment.state is not MemberState.STABLE
+            if behind and m.member_epoch != STATIC_LEAVE_EPOCH:
+                return "Reconciling"
+        return "Stable"
+
+    def holders(self, except_member: str) -> dict[tuple[uuid.UUID, int], str]:
+        """Who owns or is still revoking each partition, other than `except_member`."""
+        out: dict[tuple[uuid.UUID, int], str] = {}
+        for mid, m in self.members.items():
+            if mid == except_member:
+                continue
+            for a in (m.assignment.assigned, m.assignment.pending_revocation):
+                for t, ps in a.items():
+                    for p in ps:
+                        out[(t, p)] = mid
+        return out
