@@ -168,7 +168,7 @@ class MemoryStorage:
     def save(self, ready: Ready) -> None:
         """Persist a Ready: received snapshot, entries, hard state, taken snapshot (``Ready``'s order)."""
         if ready.snapshot is not None:
-            self.install_snapshot(ready.snapshot)
+            self.install_snapshot(ready.snapshot, keep_suffix=False)
         if ready.entries:
             first = ready.entries[0].index
             keep = first - self.first_index()
@@ -181,12 +181,15 @@ class MemoryStorage:
         if ready.snapshot_taken is not None:
             self.install_snapshot(ready.snapshot_taken)
 
-    def install_snapshot(self, snap: Snapshot) -> None:
-        """Keep ``snap`` and the entries after it if the log holds (snap.index, snap.term), else none."""
+    def install_snapshot(self, snap: Snapshot, *, keep_suffix: bool = True) -> None:
+        """Keep ``snap``, and the entries after it if ``keep_suffix`` and the log holds its last entry.
+
+        A snapshot received from the leader (``Ready.snapshot``) replaces the whole log.
+        """
         if self._snapshot is not None and snap.index <= self._snapshot.index:
             raise ValueError(f"snapshot at {snap.index} is not newer than the one at {self._snapshot.index}")
         pos = snap.index - self.first_index()
-        if 0 <= pos < len(self._entries) and self._entries[pos].term == snap.term:
+        if keep_suffix and 0 <= pos < len(self._entries) and self._entries[pos].term == snap.term:
             del self._entries[: pos + 1]
         else:
             self._entries.clear()
