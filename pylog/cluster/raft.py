@@ -223,13 +223,16 @@ class RaftNode:
     # ------------------------------------------------------------------ output
 
     def has_ready(self) -> bool:
+        prev = self._prev_hard_state
         return bool(
             self._msgs
             or self._snapshot_received is not None
             or self._snapshot_taken is not None
             or self.log.last_index() > self._stable
             or self.committed > self.applied
-            or self._hard_state() != self._prev_hard_state
+            or self.term != prev.term
+            or self.vote != prev.vote
+            or self.committed != prev.commit
         )
 
     def ready(self) -> Ready:
