@@ -42,6 +42,7 @@ from pylog.cluster.metadata_log import MetadataLogStore
 from pylog.cluster.raft import Entry, MemoryStorage, Message, MessageType, RaftNode, Ready, Role, Snapshot
 
 Storage = MemoryStorage | MetadataLogStore
+MAX_READY_ROUNDS = 1000  # a node that still has work after this many Readies is spinning
 
 
 class SafetyViolation(AssertionError):
@@ -164,11 +165,16 @@ class SafetyChecker:
             self.check_snapshot(node_id, snap)
             sm = HashChain.decode(snap.data)
         commit = storage.hard_state().commit
+        prev_index, prev_term = sm.index, snap.term if snap is not None else 0
         for e in storage.entries():
-            if e.index != sm.index + 1:
-                raise SafetyViolation(f"node {node_id}: stored log has {e.index} after {sm.index}")
+            if e.index != prev_index + 1:
+                raise SafetyViolation(f"node {node_id}: stored log has {e.index} after {prev_index}")
+            known = self.entry_identity.get((e.index, e.term))
+            if known is not None and known != (e.data, prev_term):
+                raise SafetyViolation(f"log matching: stored ({e.index}, {e.term}) differs on node {node_id}")
+            prev_index, prev_term = e.index, e.term
             if e.index > commit:
-                break
+                continue
             self.record_committed(node_id, e)
             sm.apply(e)
         if sm.index < commit:
@@ -362,7 +368,9 @@ class SimCluster:
         if not node.has_ready():
             self.checker.check_node(node)
             return
-        while self.nodes.get(i) is node and node.has_ready():
+        for _ in range(MAX_READY_ROUNDS):
+            if self.nodes.get(i) is not node or not node.has_ready():
+                break
             rd = node.ready()
             self.checker.on_ready(node, rd)
             stage = self._crash_stage(rd)
@@ -396,6 +404,8 @@ class SimCluster:
             node.advance(rd)
             if not node.has_ready() and self._wants_snapshot(node):
                 self.compact(i)
+        else:
+            raise SafetyViolation(f"node {i} still has work after {MAX_READY_ROUNDS} Readies")
         if self.nodes.get(i) is node:
             self.checker.check_node(node)
 
@@ -433,7 +443,7 @@ class SimCluster:
             )
             return
         # Durable steps of this save (see MetadataLogStore): crash before one of them, or after all.
-        steps = 2 * bool(rd.entries) + 2 * bool(rd.hard_state) + 6 * bool(rd.snapshot) + 6 * bool(rd.snapshot_taken)
+        steps = 2 * (bool(rd.entries) + bool(rd.hard_state)) + 6 * (bool(rd.snapshot) + bool(rd.snapshot_taken))
         countdown = self.rng.randint(0, steps)
 
         def failpoint(step: str) -> None:
