@@ -410,7 +410,9 @@ class SimCluster:
             self.checker.check_node(node)
 
     def _crash_stage(self, rd: Ready) -> str | None:
-        if not self.crash_in_ready or self.rng.random() >= self.crash_in_ready:
+        # Readies that install a snapshot are rare and have the most steps: crash in them more.
+        odds = self.crash_in_ready * (10 if rd.snapshot or rd.snapshot_taken else 1)
+        if not odds or self.rng.random() >= odds:
             return None
         if len(self.down) >= self.max_down:
             return None
@@ -443,7 +445,8 @@ class SimCluster:
             )
             return
         # Durable steps of this save (see MetadataLogStore): crash before one of them, or after all.
-        steps = 2 * (bool(rd.entries) + bool(rd.hard_state)) + 6 * (bool(rd.snapshot) + bool(rd.snapshot_taken))
+        steps = 2 * (bool(rd.entries) + bool(rd.hard_state))
+        steps += 6 * (bool(rd.snapshot) + bool(rd.snapshot_taken))
         countdown = self.rng.randint(0, steps)
 
         def failpoint(step: str) -> None:
