@@ -5,7 +5,7 @@ APPEND in flight at a time, back off on rejection) or *replicated* to (its log i
 known to match up to ``match``: stream APPENDs optimistically, at most
 ``max_inflight`` unacknowledged messages) or is being sent a *snapshot* (it needs
 entries the leader has compacted away: nothing else is sent until it acknowledges
-the snapshot, or until ``snapshot_timeout`` ticks pass without an answer, when the
+the snapshot, or until an election timeout passes without an answer, when the
 leader probes again, which resends the snapshot if it is still needed).
 """
 
