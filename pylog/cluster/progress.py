@@ -3,7 +3,10 @@
 A follower is either being *probed* (we do not know where its log matches ours: one
 APPEND in flight at a time, back off on rejection) or *replicated* to (its log is
 known to match up to ``match``: stream APPENDs optimistically, at most
-``max_inflight`` unacknowledged messages).
+``max_inflight`` unacknowledged messages) or is being sent a *snapshot* (it needs
+entries the leader has compacted away: nothing else is sent until it acknowledges
+the snapshot, or until an election timeout passes without an answer, when the
+leader probes again, which resends the snapshot if it is still needed).
 """
 
 from __future__ import annotations
@@ -15,10 +18,21 @@ from collections import deque
 class ProgressState(enum.Enum):
     PROBE = "probe"
     REPLICATE = "replicate"
+    SNAPSHOT = "snapshot"
 
 
 class Progress:
-    __slots__ = ("inflight", "match", "max_inflight", "next", "probe_sent", "recent_active", "state")
+    __slots__ = (
+        "inflight",
+        "match",
+        "max_inflight",
+        "next",
+        "pending_snapshot",
+        "probe_sent",
+        "recent_active",
+        "snapshot_elapsed",
+        "state",
+    )
 
     def __init__(self, next_index: int, max_inflight: int) -> None:
         self.match = 0
@@ -29,21 +43,35 @@ class Progress:
         self.max_inflight = max_inflight
         # last index carried by each unacknowledged APPEND, oldest first
         self.inflight: deque[int] = deque()
+        self.pending_snapshot = 0  # index of the snapshot sent, in SNAPSHOT state
+        self.snapshot_elapsed = 0  # ticks since it was sent
 
     def is_paused(self) -> bool:
         if self.state is ProgressState.PROBE:
             return self.probe_sent
+        if self.state is ProgressState.SNAPSHOT:
+            return True
         return len(self.inflight) >= self.max_inflight
 
     def become_probe(self) -> None:
         self.state = ProgressState.PROBE
         self.next = self.match + 1
         self.probe_sent = False
+        self.pending_snapshot = 0
         self.inflight.clear()
 
     def become_replicate(self) -> None:
         self.state = ProgressState.REPLICATE
         self.next = self.match + 1
+        self.pending_snapshot = 0
+        self.inflight.clear()
+
+    def become_snapshot(self, index: int) -> None:
+        """A snapshot covering entries up to ``index`` was sent."""
+        self.state = ProgressState.SNAPSHOT
+        self.pending_snapshot = index
+        self.snapshot_elapsed = 0
+        self.next = index + 1
         self.inflight.clear()
 
     def sent(self, last_index: int) -> None:
@@ -68,6 +96,8 @@ class Progress:
 
     def maybe_decrease_to(self, rejected: int, match_hint: int) -> bool:
         """The follower rejected an APPEND at ``rejected``; False if the rejection is stale."""
+        if self.state is ProgressState.SNAPSHOT:
+            return False  # sent before the snapshot: its answer decides
         if self.state is ProgressState.REPLICATE:
             if rejected <= self.match:
                 return False

@@ -29,10 +29,25 @@ one) so back-off skips whole terms. Followers learn the commit index from APPEND
 and heartbeats. With check-quorum, a leader that has not heard from a quorum within
 an election timeout steps down.
 
-Left for later: membership changes (the voter set is static), snapshots and log
-compaction (the log may start after a snapshot point, see ``RaftStorage.snapshot``,
-but no snapshot is ever sent: a follower behind the leader's log start cannot catch
-up yet), leadership transfer and read-index.
+Snapshots (log compaction): the application captures its state machine as of an
+applied index and hands it to ``compact(index, data)``; the node keeps that
+``Snapshot``, drops the entries it covers and reports it in ``Ready.snapshot_taken``
+so the storage writes it and deletes the log prefix. A leader whose follower needs
+an entry it no longer has sends its snapshot (SNAPSHOT) instead of an APPEND; the
+follower's ``Progress`` pauses (snapshot state) until an APPEND_RESP acknowledges
+it, or until an election timeout passes without one, when the leader probes again.
+A follower receiving a snapshot beyond its commit index either finds the
+snapshot's last entry in its own log (it then only moves its commit index) or
+discards its log, which now starts after the snapshot, sets its commit index to
+the snapshot's and reports it in ``Ready.snapshot``: the shell persists it and
+replaces its state machine with the snapshot's data before applying the committed
+entries that follow. A snapshot at or below the commit index is stale and is
+answered with the commit index, which moves the leader on. After a restart the
+node starts from the storage's snapshot and the entries after it, with
+``applied`` = the snapshot's index: the shell restores the snapshot first.
+
+Left for later: membership changes (the voter set is static), leadership transfer
+and read-index.
 """
 
 from __future__ import annotations
@@ -52,6 +67,7 @@ from pylog.cluster.raft_types import (
     RaftStorage,
     Ready,
     Role,
+    Snapshot,
 )
 
 __all__ = [
@@ -66,9 +82,11 @@ __all__ = [
     "RaftStorage",
     "Ready",
     "Role",
+    "Snapshot",
 ]
 
 _MT = MessageType
+_FROM_LEADER = (_MT.APPEND, _MT.HEARTBEAT, _MT.SNAPSHOT)
 
 
 class RaftNode:
@@ -99,12 +117,19 @@ class RaftNode:
         self._max_inflight = max_inflight
 
         hs = storage.hard_state()
-        snap_index, snap_term = storage.snapshot()
+        # The latest snapshot: sent to followers that need entries before our log start.
+        self._snapshot: Snapshot | None = storage.snapshot()
+        snap_index = self._snapshot.index if self._snapshot is not None else 0
+        snap_term = self._snapshot.term if self._snapshot is not None else 0
         self.log = RaftLog(storage.entries(), snap_index, snap_term)
-        self.term = hs.term
-        self.vote = hs.vote
+        self.term = max(hs.term, snap_term)
+        self.vote = hs.vote if hs.term == self.term else None
         self.committed = max(min(hs.commit, self.log.last_index()), snap_index)
+        if applied is not None and applied < snap_index:
+            raise ValueError(f"applied {applied} is behind the snapshot at {snap_index}: restore it first")
         self.applied = snap_index if applied is None else applied
+        self._snapshot_received: Snapshot | None = None  # restored, not yet in a Ready
+        self._snapshot_taken: Snapshot | None = None  # compacted, not yet in a Ready
         self._stable = self.log.last_index()  # highest index known to be persisted
         self._prev_hard_state = hs
 
@@ -148,6 +173,21 @@ class RaftNode:
         self._bcast_append()
         return entry.index
 
+    def compact(self, index: int, data: bytes) -> Snapshot:
+        """The application captured its state machine as of ``index`` (<= applied) in ``data``.
+
+        The entries up to ``index`` are dropped; the snapshot is what followers behind
+        the log start are sent, and the next Ready carries it as ``snapshot_taken``.
+        """
+        if index > self.applied:
+            raise ValueError(f"cannot snapshot at {index}: only {self.applied} is applied")
+        if index <= self.log.start_index:
+            raise ValueError(f"a snapshot at {index} is not newer than the one at {self.log.start_index}")
+        term = self.log.compact(index)
+        snap = Snapshot(index, term, bytes(data))
+        self._snapshot = self._snapshot_taken = snap
+        return snap
+
     def step(self, m: Message) -> None:
         """Handle a message from a peer."""
         if m.dst != self.id:
@@ -159,12 +199,12 @@ class RaftNode:
                 return
             if m.type is _MT.PRE_VOTE or (m.type is _MT.PRE_VOTE_RESP and not m.reject):
                 pass  # a pre-vote never changes anyone's term
-            elif m.type in (_MT.APPEND, _MT.HEARTBEAT):
+            elif m.type in _FROM_LEADER:
                 self._become_follower(m.term, m.src)
             else:
                 self._become_follower(m.term, None)
         elif m.term < self.term:
-            if m.type in (_MT.APPEND, _MT.HEARTBEAT):
+            if m.type in _FROM_LEADER:
                 # A stale leader (e.g. back from a partition) learns the new term and steps down.
                 self._send(_MT.APPEND_RESP, m.src)
             elif m.type is _MT.PRE_VOTE:
@@ -183,17 +223,24 @@ class RaftNode:
     # ------------------------------------------------------------------ output
 
     def has_ready(self) -> bool:
+        prev = self._prev_hard_state
         return bool(
             self._msgs
+            or self._snapshot_received is not None
+            or self._snapshot_taken is not None
             or self.log.last_index() > self._stable
             or self.committed > self.applied
-            or self._hard_state() != self._prev_hard_state
+            or self.term != prev.term
+            or self.vote != prev.vote
+            or self.committed != prev.commit
         )
 
     def ready(self) -> Ready:
         """What the shell must do now (see ``Ready``); drains the outgoing messages."""
         hs = self._hard_state()
         msgs, self._msgs = tuple(self._msgs), []
+        if self.applied < self.log.start_index and self._snapshot_received is None:
+            raise LogInvariantError(f"applied {self.applied} is behind the log start {self.log.start_index}")
         return Ready(
             hard_state=hs if hs != self._prev_hard_state else None,
             entries=self.log.slice(self._stable + 1, self.log.last_index() + 1),
@@ -202,12 +249,20 @@ class RaftNode:
             role=self.role,
             leader_id=self.leader_id,
             term=self.term,
+            snapshot=self._snapshot_received,
+            snapshot_taken=self._snapshot_taken,
         )
 
     def advance(self, rd: Ready) -> None:
         """The shell persisted, sent and applied everything in ``rd``."""
         if rd.hard_state is not None:
             self._prev_hard_state = rd.hard_state
+        if rd.snapshot is not None:
+            self.applied = max(self.applied, rd.snapshot.index)
+            if self._snapshot_received is rd.snapshot:
+                self._snapshot_received = None
+        if rd.snapshot_taken is not None and self._snapshot_taken is rd.snapshot_taken:
+            self._snapshot_taken = None
         if rd.entries:
             last = rd.entries[-1]
             # Skip if the log was rewritten since the Ready was made: the next Ready repeats it.
@@ -228,6 +283,11 @@ class RaftNode:
     @property
     def stable_index(self) -> int:
         return self._stable
+
+    @property
+    def snapshot(self) -> Snapshot | None:
+        """The latest snapshot (taken, received or loaded); the log starts after it."""
+        return self._snapshot
 
     def progress(self, node_id: int) -> Progress | None:
         return self._progress.get(node_id)
@@ -342,6 +402,9 @@ class RaftNode:
         elif m.type is _MT.HEARTBEAT:
             self._become_follower(m.term, m.src)
             self._handle_heartbeat(m)
+        elif m.type is _MT.SNAPSHOT:
+            self._become_follower(m.term, m.src)
+            self._handle_snapshot(m)
         elif m.type is (_MT.PRE_VOTE_RESP if pre_vote else _MT.VOTE_RESP):
             if pre_vote and not m.reject and m.term != self.term + 1:
                 return  # a grant from an earlier pre-campaign
@@ -362,6 +425,10 @@ class RaftNode:
             self._election_elapsed = 0
             self.leader_id = m.src
             self._handle_heartbeat(m)
+        elif m.type is _MT.SNAPSHOT:
+            self._election_elapsed = 0
+            self.leader_id = m.src
+            self._handle_snapshot(m)
 
     def _handle_append(self, m: Message) -> None:
         if m.index < self.committed:
@@ -386,6 +453,28 @@ class RaftNode:
         self._commit_to(m.commit)
         self._send(_MT.HEARTBEAT_RESP, m.src)
 
+    def _handle_snapshot(self, m: Message) -> None:
+        # Answered like an APPEND: our last index once restored, else our commit index
+        # (a stale snapshot: what we have committed matches the leader's log).
+        if m.snapshot is not None and self._restore(m.snapshot):
+            self._send(_MT.APPEND_RESP, m.src, index=self.log.last_index())
+        else:
+            self._send(_MT.APPEND_RESP, m.src, index=self.committed)
+
+    def _restore(self, snap: Snapshot) -> bool:
+        """Start over from the leader's snapshot; False if it is stale or our log holds it."""
+        if snap.index <= self.committed:
+            return False
+        if self.log.match_term(snap.index, snap.term):
+            self._commit_to(snap.index)  # our own entries get applied as usual
+            return False
+        self.log.restore(snap.index, snap.term)
+        self._snapshot = self._snapshot_received = snap
+        self._snapshot_taken = None  # older than this one, and its entries are gone
+        self.committed = snap.index
+        self._stable = snap.index
+        return True
+
     def _commit_to(self, index: int) -> None:
         if index > self.committed:
             if index > self.log.last_index():
@@ -402,6 +491,12 @@ class RaftNode:
             if not self._check_quorum():
                 self._become_follower(self.term, None)
                 return
+        for v, pr in self._progress.items():
+            if pr.state is ProgressState.SNAPSHOT:
+                pr.snapshot_elapsed += 1
+                if pr.snapshot_elapsed >= self.election_timeout:  # lost, or never answered
+                    pr.become_probe()
+                    self._send_append(v)
         if self._heartbeat_elapsed >= self.heartbeat_timeout:
             self._heartbeat_elapsed = 0
             for v in self.voters:
@@ -436,6 +531,12 @@ class RaftNode:
             if pr.maybe_update(m.index):
                 if pr.state is ProgressState.PROBE:
                     pr.become_replicate()
+                elif pr.state is ProgressState.SNAPSHOT and pr.match >= pr.pending_snapshot:
+                    # The snapshot arrived (or was not needed after all).
+                    if pr.match >= self.log.start_index:
+                        pr.become_replicate()
+                    else:  # we compacted further meanwhile: the next probe sends the newer one
+                        pr.become_probe()
                 if self._maybe_commit():
                     self._bcast_append()
                 elif was_paused:
@@ -471,7 +572,9 @@ class RaftNode:
         prev_index = pr.next - 1
         prev_term = self.log.term(prev_index)
         if prev_term is None:
-            return False  # behind our log start: needs a snapshot (not implemented)
+            if prev_index < self.log.start_index:
+                return self._send_snapshot(to, pr)
+            return False
         entries = self.log.slice(pr.next, pr.next + self._max_entries)
         if not entries and not send_if_empty:
             return False
@@ -488,6 +591,26 @@ class RaftNode:
             )
         )
         pr.sent(entries[-1].index if entries else 0)
+        return True
+
+    def _send_snapshot(self, to: int, pr: Progress) -> bool:
+        """The follower needs entries we compacted: send our snapshot instead."""
+        snap = self._snapshot
+        if not pr.recent_active or snap is None:
+            return False  # not while it does not answer: a snapshot is large
+        self._msgs.append(
+            Message(
+                _MT.SNAPSHOT,
+                self.id,
+                to,
+                self.term,
+                log_term=snap.term,
+                index=snap.index,
+                commit=self.committed,
+                snapshot=snap,
+            )
+        )
+        pr.become_snapshot(snap.index)
         return True
 
     def _send(self, kind: MessageType, to: int, **fields: object) -> None:

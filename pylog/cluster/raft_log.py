@@ -1,7 +1,8 @@
 """The in-memory Raft log of one node: entries after an optional snapshot point.
 
-The metadata log is small, so every node keeps its whole log in memory; the
-snapshot point (``start_index``/``start_term``) is where compaction will cut it.
+The metadata log is small, so every node keeps the log after its latest snapshot in
+memory; the snapshot point (``start_index``/``start_term``) is the last entry the
+snapshot covers, and moves forward on ``compact`` and ``restore``.
 """
 
 from __future__ import annotations
@@ -49,6 +50,21 @@ class RaftLog:
         """Entries with lo <= index < hi (clamped to what the log holds)."""
         lo = max(lo, self.start_index + 1)
         return tuple(self._entries[lo - self.start_index - 1 : max(0, hi - self.start_index - 1)])
+
+    def compact(self, index: int) -> int:
+        """Drop the entries up to ``index`` (a snapshot now covers them); returns its term."""
+        term = self.term(index)
+        if term is None or index <= self.start_index:
+            held = f"{self.start_index + 1}..{self.last_index()}"
+            raise LogInvariantError(f"cannot compact to {index}: the log holds {held}")
+        del self._entries[: index - self.start_index]
+        self.start_index, self.start_term = index, term
+        return term
+
+    def restore(self, index: int, term: int) -> None:
+        """Discard the whole log: it now starts after a snapshot at (index, term)."""
+        self._entries.clear()
+        self.start_index, self.start_term = index, term
 
     def append(self, entry: Entry) -> None:
         if entry.index != self.last_index() + 1:

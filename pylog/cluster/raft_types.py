@@ -28,6 +28,7 @@ class MessageType(enum.Enum):
     APPEND_RESP = "append-resp"
     HEARTBEAT = "heartbeat"
     HEARTBEAT_RESP = "heartbeat-resp"
+    SNAPSHOT = "snapshot"
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,6 +38,22 @@ class Entry:
     term: int
     index: int
     data: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """The application's state machine as of entry ``index`` (of term ``term``).
+
+    ``data`` is opaque to Raft: the shell captures it and restores from it. The log
+    of a node holding a snapshot starts at ``index + 1``.
+    """
+
+    index: int
+    term: int
+    data: bytes
+
+    def __repr__(self) -> str:
+        return f"Snapshot(index={self.index}, term={self.term}, data=<{len(self.data)} bytes>)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,6 +74,8 @@ class Message:
     rejected -> ``index`` is the rejected probe index and ``reject_hint``/``log_term``
     say where the follower's log could match (for conflict back-off by term).
     VOTE/PRE_VOTE: ``index``/``log_term`` describe the candidate's last entry.
+    SNAPSHOT: ``snapshot`` is the leader's latest snapshot (``index``/``log_term`` are
+    its index and term); it is answered with an APPEND_RESP.
     """
 
     type: MessageType
@@ -69,6 +88,7 @@ class Message:
     commit: int = 0
     reject: bool = False
     reject_hint: int = 0
+    snapshot: Snapshot | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -83,10 +103,15 @@ class NotLeader:
 class Ready:
     """Work for the shell, to be done in this order, then ``RaftNode.advance(ready)``:
 
-    1. persist ``hard_state`` (if not None) and ``entries`` — persisted entries with an
-       index >= ``entries[0].index`` are replaced (a follower truncating a conflict);
+    1. persist, in this order: ``snapshot`` (a snapshot received from the leader: the
+       log is discarded and starts after it), ``entries`` (persisted entries with an
+       index >= ``entries[0].index`` are replaced: a follower truncating a conflict),
+       ``hard_state`` (if not None), ``snapshot_taken`` (the application's own
+       ``compact``: write it, then drop the log entries it covers);
     2. send ``messages``;
-    3. apply ``committed_entries`` in order (skipping those with empty data).
+    3. if ``snapshot`` is set, replace the state machine with ``snapshot.data``;
+    4. apply ``committed_entries`` in order (skipping those with empty data); they
+       follow ``snapshot.index`` when a snapshot was restored.
     """
 
     hard_state: HardState | None
@@ -96,30 +121,40 @@ class Ready:
     role: Role
     leader_id: int | None
     term: int = field(default=0)
+    snapshot: Snapshot | None = None
+    snapshot_taken: Snapshot | None = None
 
 
 class RaftStorage(Protocol):
     """What a node reads once, at construction: the persisted state after a restart.
 
-    ``snapshot`` is the hook for log compaction: the (index, term) of the last entry
-    covered by a snapshot; the log then starts after it. Without snapshots it is (0, 0).
+    ``snapshot`` is the latest persisted snapshot (or None); ``entries`` are the log
+    entries after it, contiguous from ``snapshot.index + 1`` (from 1 without one).
     """
 
     def hard_state(self) -> HardState: ...
 
     def entries(self) -> Sequence[Entry]: ...
 
-    def snapshot(self) -> tuple[int, int]: ...
+    def snapshot(self) -> Snapshot | None: ...
 
 
 class MemoryStorage:
     """In-memory storage, used by tests and as the template of a durable one."""
 
-    def __init__(self, entries: Sequence[Entry] = (), hard_state: HardState | None = None) -> None:
-        """Optionally start from persisted ``entries`` (indexes 1..n) and ``hard_state``."""
+    def __init__(
+        self,
+        entries: Sequence[Entry] = (),
+        hard_state: HardState | None = None,
+        snapshot: Snapshot | None = None,
+    ) -> None:
+        """Optionally start from a persisted ``snapshot``, ``entries`` after it and ``hard_state``."""
         self._hard_state = hard_state if hard_state is not None else HardState()
+        self._snapshot = snapshot
         self._entries: list[Entry] = list(entries)
-        self._snapshot = (0, 0)
+        first = self.first_index()
+        if any(e.index != first + i for i, e in enumerate(self._entries)):
+            raise ValueError(f"entries must be contiguous from {first}")
 
     def hard_state(self) -> HardState:
         return self._hard_state
@@ -127,20 +162,41 @@ class MemoryStorage:
     def entries(self) -> Sequence[Entry]:
         return list(self._entries)
 
-    def snapshot(self) -> tuple[int, int]:
+    def snapshot(self) -> Snapshot | None:
         return self._snapshot
 
     def save(self, ready: Ready) -> None:
-        """Persist the ``hard_state`` and ``entries`` of a Ready."""
-        if ready.hard_state is not None:
-            self._hard_state = ready.hard_state
+        """Persist a Ready: received snapshot, entries, hard state, taken snapshot (``Ready``'s order)."""
+        if ready.snapshot is not None:
+            self.install_snapshot(ready.snapshot, keep_suffix=False)
         if ready.entries:
             first = ready.entries[0].index
-            keep = first - self._snapshot[0] - 1
+            keep = first - self.first_index()
             if keep < 0 or keep > len(self._entries):
                 raise ValueError(f"entries start at {first}, storage ends at {self.last_index()}")
             del self._entries[keep:]
             self._entries.extend(ready.entries)
+        if ready.hard_state is not None:
+            self._hard_state = ready.hard_state
+        if ready.snapshot_taken is not None:
+            self.install_snapshot(ready.snapshot_taken)
+
+    def install_snapshot(self, snap: Snapshot, *, keep_suffix: bool = True) -> None:
+        """Keep ``snap``, and the entries after it if ``keep_suffix`` and the log holds its last entry.
+
+        A snapshot received from the leader (``Ready.snapshot``) replaces the whole log.
+        """
+        if self._snapshot is not None and snap.index <= self._snapshot.index:
+            raise ValueError(f"snapshot at {snap.index} is not newer than the one at {self._snapshot.index}")
+        pos = snap.index - self.first_index()
+        if keep_suffix and 0 <= pos < len(self._entries) and self._entries[pos].term == snap.term:
+            del self._entries[: pos + 1]
+        else:
+            self._entries.clear()
+        self._snapshot = snap
+
+    def first_index(self) -> int:
+        return 1 if self._snapshot is None else self._snapshot.index + 1
 
     def last_index(self) -> int:
-        return self._snapshot[0] + len(self._entries)
+        return self.first_index() + len(self._entries) - 1
