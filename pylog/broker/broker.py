@@ -170,6 +170,7 @@ class Broker:
             delete_topic_enable=cfg.bool("delete.topic.enable"),
             unclean_leader_election=cfg.bool("unclean.leader.election.enable"),
             session_timeout_ms=s.session_timeout_ms,
+            snapshot_bytes=cfg.int("metadata.log.max.record.bytes.between.snapshots"),
         )
         self.controller_table = controller_handlers(
             ControllerServices(cluster_id=self.cluster_id, config=cfg, settings=s, quorum=quorum)

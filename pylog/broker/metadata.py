@@ -72,6 +72,7 @@ class BrokerMetadata:
         self._waiters: list[tuple[Callable[[MetadataImage], bool], asyncio.Event]] = []
         self._live = False
         quorum.add_listener(self._on_change)
+        quorum.add_image_listener(self._on_image)
 
     def add_publisher(self, publisher: MetadataPublisher) -> None:
         self._publishers.append(publisher)
@@ -125,12 +126,21 @@ class BrokerMetadata:
 
     # --- applied records --------------------------------------------------------------------
 
-    def _on_change(self, change: MetadataChange) -> None:
+    def _on_image(self, image: MetadataImage) -> None:
+        self._check_waiters()
+        if self._live:
+            for p in self._publishers:
+                p.on_image_loaded(image)
+
+    def _check_waiters(self) -> None:
         if self._waiters:
             done = [(p, e) for p, e in self._waiters if p(self.image)]
             for p, e in done:
                 e.set()
                 self._waiters.remove((p, e))
+
+    def _on_change(self, change: MetadataChange) -> None:
+        self._check_waiters()
         if not self._live:
             return
         for p in self._publishers:

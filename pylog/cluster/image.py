@@ -251,6 +251,55 @@ class MetadataImage:
         other._features = dict(self._features)
         return other
 
+    def to_records(self) -> list[MetadataRecord]:
+        """Records that rebuild this image when applied to an empty one (a snapshot's content);
+        ``offset``, ``next_producer_id`` and ``last_broker_epoch`` travel beside them."""
+        out: list[MetadataRecord] = []
+        for b in sorted(self._brokers.values(), key=lambda b: b.broker_id):
+            out.append(
+                RegisterBrokerRecord(
+                    b.broker_id,
+                    b.incarnation_id,
+                    b.broker_epoch,
+                    b.endpoints,
+                    b.rack,
+                    b.fenced,
+                    b.in_controlled_shutdown,
+                )
+            )
+        for name, level in sorted(self._features.items()):
+            out.append(FeatureLevelRecord(name, level))
+        for t in sorted(self._topics.values(), key=lambda t: t.name):
+            out.append(TopicRecord(t.name, t.topic_id))
+            for p in (self._partitions[t.topic_id][i] for i in sorted(self._partitions[t.topic_id])):
+                out.append(
+                    PartitionRecord(
+                        p.topic_id,
+                        p.partition_id,
+                        p.replicas,
+                        p.isr,
+                        p.leader,
+                        p.leader_epoch,
+                        p.partition_epoch,
+                    )
+                )
+        for (rtype, rname), cfg in sorted(self._configs.items()):
+            for k, v in sorted(cfg.items()):
+                out.append(ConfigRecord(rtype, rname, k, v))
+        return out
+
+    @classmethod
+    def from_records(
+        cls, records: Iterable[MetadataRecord], *, offset: int, next_producer_id: int, last_broker_epoch: int
+    ) -> MetadataImage:
+        image = cls()
+        for r in records:
+            image.apply(r)
+        image.offset = offset
+        image.next_producer_id = next_producer_id
+        image.last_broker_epoch = max(image.last_broker_epoch, last_broker_epoch)
+        return image
+
     def to_dict(self) -> dict[str, Any]:
         """A plain, comparable description (for tests, debugging and dumps)."""
         return {

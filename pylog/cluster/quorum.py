@@ -46,6 +46,7 @@ from pylog.cluster.records import (
     decode_records,
     encode_records,
 )
+from pylog.cluster.snapshot import decode_image, encode_image
 from pylog.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -92,6 +93,7 @@ class MetadataQuorum:
         unclean_leader_election: bool = False,
         session_timeout_ms: int = 9000,
         clock: Callable[[], int] | None = None,
+        snapshot_bytes: int = 20 * 1024 * 1024,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.node_id = node_id
@@ -114,6 +116,8 @@ class MetadataQuorum:
             active=False,
         )
         self._listeners: list[MetadataListener] = []
+        self._image_listeners: list[Callable[[MetadataImage], None]] = []
+        self.snapshot_bytes = snapshot_bytes
         self._pending: dict[int, tuple[int, asyncio.Future[int]]] = {}
         self._store: MetadataLogStore | None = None
         self._node: RaftNode | None = None
@@ -122,6 +126,7 @@ class MetadataQuorum:
         self._controller_ready: asyncio.Event | None = None
         self._processing = False
         self.apply_errors = 0
+        self.snapshots_taken = 0
         self._last_heard: dict[int, int] = {}  # voter -> wall ms of its last message
         self._observers: dict[int, tuple[int, int]] = {}  # broker -> (fetch offset, wall ms)
 
@@ -132,6 +137,10 @@ class MetadataQuorum:
         (add listeners before ``start()`` to see the whole log)."""
         self._listeners.append(listener)
 
+    def add_image_listener(self, listener: Callable[[MetadataImage], None]) -> None:
+        """Called when a snapshot from the leader replaced the whole image."""
+        self._image_listeners.append(listener)
+
     async def start(self) -> None:
         self._controller_ready = asyncio.Event()
         self._store = MetadataLogStore(self.data_dir, fsync=self._fsync)
@@ -140,6 +149,10 @@ class MetadataQuorum:
             log.warning(
                 "truncated a torn tail of %d bytes from the metadata log", self._store.truncated_bytes
             )
+        snap = self._store.snapshot()
+        if snap is not None:
+            self.image = decode_image(snap.data)
+            self.image.offset = snap.index
         self._node = RaftNode(
             self.node_id,
             self.voters,
@@ -293,10 +306,38 @@ class MetadataQuorum:
             if rd.messages and self._send is not None:
                 for m in rd.messages:
                     self._send(m)
+            if rd.snapshot is not None:
+                self._restore(rd.snapshot.index, rd.snapshot.data)
             for e in rd.committed_entries:
                 self._apply(e.index, e.term, e.data)
             node.advance(rd)
+            if not node.has_ready():
+                self._maybe_snapshot(node, store)
         self._track_leadership(node)
+
+    def _restore(self, index: int, data: bytes) -> None:
+        """A snapshot from the leader replaces the image (this node was behind its log start)."""
+        image = decode_image(data)
+        image.offset = index
+        self.image = image
+        log.info("metadata image restored from a snapshot at offset %d", index)
+        for listener in self._image_listeners:
+            try:
+                listener(image)
+            except Exception:
+                log.exception("metadata image listener failed")
+
+    def _maybe_snapshot(self, node: RaftNode, store: MetadataLogStore) -> None:
+        """Every metadata.log.max.record.bytes.between.snapshots bytes: snapshot the image as of
+        the last applied entry and let the store cut the log before it."""
+        if store.bytes_since_snapshot < self.snapshot_bytes:
+            return
+        snap = node.snapshot
+        if node.applied <= (snap.index if snap is not None else 0) or self.image.offset != node.applied:
+            return
+        node.compact(node.applied, encode_image(self.image))
+        self.snapshots_taken += 1
+        log.info("metadata snapshot at offset %d", node.applied)
 
     def _apply(self, index: int, term: int, data: bytes) -> None:
         if data:

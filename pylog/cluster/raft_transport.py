@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from pylog.cluster.channel import ChannelError, NodeChannel
-from pylog.cluster.raft_types import Entry, Message, MessageType
+from pylog.cluster.raft_types import Entry, Message, MessageType, Snapshot
 from pylog.protocol.api import PylogApiKey
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,8 @@ def message_from_wire(w: Any) -> Message:
         "reject": w.reject,
         "reject_hint": w.reject_hint,
     }
+    if w.snapshot is not None:
+        fields["snapshot"] = Snapshot(w.snapshot.index, w.snapshot.term, bytes(w.snapshot.data))
     return Message(kind, w.src, w.dst, w.term, **fields)
 
 
