@@ -141,6 +141,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("metadata.log.max.record.bytes.between.snapshots", L, 20971520),
         _d("metadata.log.max.snapshot.interval.ms", L, 3600000),
         _d("replica.lag.time.max.ms", L, 30000),
+        _d("replica.high.watermark.checkpoint.interval.ms", L, 5000),
         _d("replica.fetch.wait.max.ms", INT, 500),
         _d("replica.fetch.min.bytes", INT, 1),
         _d("replica.fetch.backoff.ms", INT, 1000),

@@ -120,3 +120,31 @@ def read_log_start_offset(directory: Path) -> int:
 
 def write_log_start_offset(directory: Path, offset: int) -> None:
     write_checkpoint(directory / LOG_START_OFFSET_FILE, [(offset,)])
+
+
+HIGH_WATERMARK_FILE = "replication-offset-checkpoint"
+
+
+def read_offset_checkpoint(path: Path) -> dict[tuple[str, int], int]:
+    """Kafka's OffsetCheckpointFile (``replication-offset-checkpoint``): version, count, then
+    ``topic partition offset`` per line; {} when missing or unreadable."""
+    try:
+        lines = path.read_text().split("\n")
+    except FileNotFoundError:
+        return {}
+    out: dict[tuple[str, int], int] = {}
+    if len(lines) < 2 or lines[0].strip() != "0":
+        return out
+    for line in lines[2:]:
+        parts = line.split()
+        if len(parts) == 3:
+            try:
+                out[(parts[0], int(parts[1]))] = int(parts[2])
+            except ValueError:
+                continue
+    return out
+
+
+def write_offset_checkpoint(path: Path, offsets: dict[tuple[str, int], int]) -> None:
+    body = "".join(f"{t} {p} {o}\n" for (t, p), o in sorted(offsets.items()))
+    write_file(path, f"0\n{len(offsets)}\n{body}".encode())

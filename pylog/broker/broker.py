@@ -23,6 +23,7 @@ from pylog.broker.controller_client import ControllerClient
 from pylog.broker.controller_duties import ControllerDuties
 from pylog.broker.group_shell import GroupShell
 from pylog.broker.handlers import BrokerServices, ControllerServices, client_handlers, controller_handlers
+from pylog.broker.isr_manager import IsrManager
 from pylog.broker.lifecycle import BrokerLifecycle
 from pylog.broker.maintenance import Maintenance
 from pylog.broker.metadata import BrokerMetadata, load_cluster_id
@@ -85,6 +86,7 @@ class Broker:
         self.share_state: ShareShell | None = None
         self.txn: TxnShell | None = None
         self.fetchers: ReplicaFetcherManager | None = None
+        self.isr: IsrManager | None = None
         self.servers: list[KafkaServer] = []
         self.schema_registry: Any = None  # pylog.schema_registry.http.RegistryServer when configured
         self.schema_validation = SchemaValidation(None)
@@ -241,6 +243,14 @@ class Broker:
                 now_ms=now_ms,
             )
         )
+        self.isr = IsrManager(
+            self.node_id,
+            controller,
+            self.replicas,
+            broker_epoch=lambda: self.broker_epoch,
+            lag_time_max_ms=cfg.int("replica.lag.time.max.ms"),
+            now_ms=now_ms,
+        )
         services = BrokerServices(
             node_id=self.node_id,
             config=cfg,
@@ -252,6 +262,7 @@ class Broker:
             producer_ids=self.producer_ids,
             controller=controller,
             channel=self.channel,
+            isr=self.isr,
             stopping=lambda: self.stopping,
             schema_validation=self.schema_validation,
         )
@@ -269,6 +280,7 @@ class Broker:
             metadata_offset=lambda: quorum.applied_offset,
         )
         await lifecycle.register()
+        self.isr.start()
         lifecycle.start()
         await metadata.wait_for(self._registered_in_image)
         metadata.start_publishing()
@@ -333,6 +345,8 @@ class Broker:
         await asyncio.get_running_loop().run_in_executor(None, self.replicas.close)
         if self.fetchers is not None:
             await self.fetchers.close()
+        if self.isr is not None:
+            await self.isr.stop()
         if self.channel is not None:
             self.channel.close()
         if self.duties is not None:

@@ -43,6 +43,7 @@ class Maintenance:
         scheduler_ms = config.int("log.flush.scheduler.interval.ms")
         self.flush_s = FLUSH_CHECK_S if scheduler_ms >= LONG_MAX else scheduler_ms / 1000.0
         self.producer_expiration_ms = config.int("producer.id.expiration.ms")
+        self.checkpoint_s = config.int("replica.high.watermark.checkpoint.interval.ms") / 1000.0
         release_ms = config.int("pylog.memory.release.interval.ms")
         self.release_s = release_ms / 1000.0 if release_ms > 0 else None
         self._cond = threading.Condition()
@@ -58,6 +59,7 @@ class Maintenance:
             "cleaner": now + self.cleaner_s if self.cleaner_s is not None else float("inf"),
             "flush": now + self.flush_s,
             "release": now + self.release_s if self.release_s is not None else float("inf"),
+            "checkpoint": now + self.checkpoint_s,
         }
         for part in self.replicas.snapshot():  # segments rolled before a restart
             self._seal[id(part)] = part
@@ -109,6 +111,12 @@ class Maintenance:
             if now >= self._due["flush"]:
                 self.run_time_flush()
                 self._due["flush"] = time.monotonic() + self.flush_s
+            if now >= self._due["checkpoint"]:
+                try:
+                    self.replicas.checkpoint_high_watermarks()
+                except OSError:
+                    log.exception("writing the high watermark checkpoint failed")
+                self._due["checkpoint"] = time.monotonic() + self.checkpoint_s
             if now >= self._due["release"]:
                 release_unused_memory()
                 self._due["release"] = time.monotonic() + (self.release_s or MAX_SLEEP_S)

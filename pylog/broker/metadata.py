@@ -49,7 +49,7 @@ class MetadataView(Protocol):
 
     def topic_configs(self, name: str) -> dict[str, str]: ...
 
-    def brokers(self) -> list[tuple[int, str, int, str | None]]: ...
+    def brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]: ...
 
 
 class MetadataPublisher(Protocol):
@@ -115,12 +115,13 @@ class BrokerMetadata:
     def topic_configs(self, name: str) -> dict[str, str]:
         return dict(self.image.topic_configs(name))
 
-    def brokers(self) -> list[tuple[int, str, int, str | None]]:
-        """(node id, host, port, rack) of the live brokers."""
+    def brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]:
+        """(node id, host, port, rack) of the live brokers, on ``listener`` (the one a request came
+        in on, as Kafka answers) where the broker has it."""
         out = []
         for b in sorted(self.image.brokers.values(), key=lambda b: b.broker_id):
             if not b.fenced and b.endpoints:
-                e = b.endpoints[0]
+                e = next((e for e in b.endpoints if e.name == listener), b.endpoints[0])
                 out.append((b.broker_id, e.host, e.port, b.rack))
         return out
 

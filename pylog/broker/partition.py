@@ -71,6 +71,7 @@ class AppendResult:
     log_start_offset: int = -1
     message: str | None = None
     record_errors: list[tuple[int, str]] = field(default_factory=list)  # (batch index, message)
+    last_offset: int = -1  # of the appended (or duplicate) batch: acks=all waits for it
 
 
 class InvalidRecordStructure(Exception):
@@ -218,7 +219,10 @@ class Partition:
                 if check.error:
                     return AppendResult(check.error, message=check.message)
                 if check.duplicate is not None:
-                    return AppendResult(0, check.duplicate.first_offset, -1, self.log.log_start_offset)
+                    dup = check.duplicate
+                    return AppendResult(
+                        0, dup.first_offset, -1, self.log.log_start_offset, last_offset=dup.last_offset
+                    )
             leo = self.log.log_end_offset
             try:
                 table = _decode_at(view, header, leo, self.max_uncompressed_bytes)
@@ -292,7 +296,7 @@ class Partition:
             self.on_roll(self)
         self.leader_appended()
         self.wake()
-        return AppendResult(0, base, append_time, log_start)
+        return AppendResult(0, base, append_time, log_start, last_offset=last)
 
     # --- fetch ------------------------------------------------------------------------------
 
@@ -416,6 +420,15 @@ class Partition:
         leo = self.log.log_end_offset
         if state.on_follower_fetch(replica_id, fetch_offset, leo, now_ms):
             self._hw_advanced(state.maybe_advance_high_watermark(leo))
+
+    def isr_changed(self, leader_epoch: int, isr: tuple[int, ...], partition_epoch: int) -> None:
+        """The controller accepted an ISR change (AlterPartition's answer)."""
+        state = self.leader_state
+        if state is None or leader_epoch != self.leader_epoch:
+            return
+        state.update_partition(self.replicas, isr, partition_epoch)
+        self.isr, self.partition_epoch = state.isr, state.partition_epoch
+        self._hw_advanced(state.maybe_advance_high_watermark(self.log.log_end_offset))
 
     def add_hw_waiter(self, offset: int, callback: HwWaiter) -> None:
         """Call ``callback(0)`` once the high watermark is past ``offset`` (now, if it is), or

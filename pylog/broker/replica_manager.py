@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from pylog.storage import list_partitions
+from pylog.storage.checkpoint import HIGH_WATERMARK_FILE, read_offset_checkpoint, write_offset_checkpoint
 
 from pylog.broker.partition import Partition, rebuild_producer_state
 from pylog.broker.wire_cache import WireBudget
@@ -41,6 +42,7 @@ class ReplicaManager:
             config.int("message.max.bytes"), config.int("socket.request.max.bytes")
         )
         self._lock = threading.Lock()  # guards the dicts against the maintenance thread
+        self._checkpointed = read_offset_checkpoint(data_dir / HIGH_WATERMARK_FILE)
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
@@ -79,6 +81,7 @@ class ReplicaManager:
             max_uncompressed_bytes=self.max_uncompressed_bytes,
         )
         rebuild_producer_state(part)
+        part.restore_high_watermark(self._checkpointed.get(tp, 0))
         with self._lock:
             self.partitions[tp] = part
             self._by_topic.setdefault(topic, {})[index] = part
@@ -121,7 +124,19 @@ class ReplicaManager:
                 log.info("deleting %s: its topic no longer exists", d.path)
                 shutil.rmtree(d.path, ignore_errors=True)
 
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every partition's high watermark to ``replication-offset-checkpoint`` (Kafka's
+        file: the SDK's data-dir reader shows nothing past it), so a restart keeps them."""
+        offsets = {(p.topic, p.index): p.high_watermark for p in self.snapshot() if not p.deleted}
+        if offsets != self._checkpointed:
+            write_offset_checkpoint(self.data_dir / HIGH_WATERMARK_FILE, offsets)
+            self._checkpointed = offsets
+
     def close(self) -> None:
+        try:
+            self.checkpoint_high_watermarks()
+        except OSError:
+            log.exception("writing %s failed", HIGH_WATERMARK_FILE)
         for part in self.snapshot():
             try:
                 part.close()

@@ -34,8 +34,9 @@ from pylog.protocol.records import parse_control_record
 from pylog.sdk.constant import ConstantPool
 from pylog.sdk.offsets import PartitionRange, UnknownTopicError
 from pylog.storage import PartitionLog, list_partitions
+from pylog.storage.checkpoint import HIGH_WATERMARK_FILE, read_offset_checkpoint
 
-HW_CHECKPOINT = "replication-offset-checkpoint"
+HW_CHECKPOINT = HIGH_WATERMARK_FILE
 _LOG_APPEND_TIME = 0x08
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
@@ -45,16 +46,7 @@ COALESCED_ROWS = 65536
 
 def read_hw_checkpoint(data_dir: Path) -> dict[tuple[str, int], int]:
     """Kafka's ``replication-offset-checkpoint`` (version, count, then ``topic partition offset``)."""
-    try:
-        lines = (data_dir / HW_CHECKPOINT).read_text().splitlines()
-    except FileNotFoundError:
-        return {}
-    out: dict[tuple[str, int], int] = {}
-    for line in lines[2:]:
-        parts = line.split()
-        if len(parts) == 3:
-            out[(parts[0], int(parts[1]))] = int(parts[2])
-    return out
+    return read_offset_checkpoint(data_dir / HW_CHECKPOINT)
 
 
 class DirTopicSource:

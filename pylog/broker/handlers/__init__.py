@@ -50,6 +50,7 @@ from pylog.broker.handlers import (
     offset_commit,
     offset_delete,
     offset_fetch,
+    offset_for_leader_epoch,
     produce,
     raft,
     share_acknowledge,
@@ -59,6 +60,7 @@ from pylog.broker.handlers import (
     sync_group,
     txn_offset_commit,
 )
+from pylog.broker.isr_manager import IsrManager
 from pylog.broker.metadata import MetadataView
 from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.registry import HandlerTable, route
@@ -85,6 +87,7 @@ class BrokerServices:
     producer_ids: ProducerIdManager
     controller: ControllerClient
     channel: ControllerChannel
+    isr: IsrManager
     stopping: Callable[[], bool]
     schema_validation: SchemaValidation
 
@@ -106,7 +109,8 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
         [
             route(api_versions.api_versions, table=versions),
             route(produce.produce, replicas=s.replicas, schema_validation=s.schema_validation),
-            route(fetch.fetch, replicas=s.replicas, stopping=s.stopping),
+            route(fetch.fetch, replicas=s.replicas, isr=s.isr, stopping=s.stopping),
+            route(offset_for_leader_epoch.offset_for_leader_epoch, replicas=s.replicas),
             route(list_offsets.list_offsets, replicas=s.replicas),
             route(metadata.metadata, metadata=s.metadata, controller=s.controller, config=s.config),
             route(describe_cluster.describe_cluster, metadata=s.metadata),

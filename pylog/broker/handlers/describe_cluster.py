@@ -29,7 +29,7 @@ def describe_cluster(ctx: RequestContext, req: Any, *, metadata: MetadataView) -
         "controller_id": md.controller_id,
         "brokers": [
             {"broker_id": node, "host": host, "port": port, "rack": rack}
-            for node, host, port, rack in md.brokers()
+            for node, host, port, rack in md.brokers(ctx.listener)
         ],
         "cluster_authorized_operations": operations_if_requested(
             req.include_cluster_authorized_operations, ResourceType.CLUSTER

@@ -11,8 +11,17 @@ bounded by its ``partition_max_bytes``; only the first batch of the first
 partition that returns anything may exceed those limits (so a consumer always
 progresses), and a later partition whose first batch does not fit what is left
 returns nothing this time. A waiting fetch registers a callback on its
-partitions; an append fires it, and the fetch is rebuilt once per wake-up, never
-on a timer loop.
+partitions; an append or a moving high watermark fires it, and the fetch is
+rebuilt once per wake-up, never on a timer loop.
+
+Only the leader answers, and only for the leader epoch the fetcher holds
+(FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH otherwise; NOT_LEADER_OR_FOLLOWER
+with the current leader where the version has the field). Consumers read up to
+the high watermark (the last stable offset for read_committed); a follower's
+fetch (replica id >= 0) reads up to the log end, and its fetch offset is its log
+end, which moves the high watermark and may bring it back into the ISR. A
+follower whose last fetched epoch ends earlier in the leader's log is told where
+(diverging epoch) and truncates.
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from pylog.protocol.errors import ErrorCode
 from pylog.storage import OffsetOutOfRange, StorageError
 
 from pylog.broker.context import RequestContext
+from pylog.broker.isr_manager import IsrManager
 from pylog.broker.partition import Partition
 from pylog.broker.registry import serves
 from pylog.broker.replica_manager import ReplicaManager
@@ -35,17 +45,29 @@ from pylog.broker.transactions import aborted_for_fetch
 log = logging.getLogger(__name__)
 
 READ_COMMITTED = 1
+CONSUMER = -1
 
 
 @serves(ApiKey.FETCH, versions=(0, 12))
-def fetch(ctx: RequestContext, req: Any, *, replicas: ReplicaManager, stopping: Callable[[], bool]) -> Any:
-    response, nbytes, errors = _build(replicas, req)
+def fetch(
+    ctx: RequestContext,
+    req: Any,
+    *,
+    replicas: ReplicaManager,
+    isr: IsrManager,
+    stopping: Callable[[], bool],
+) -> Any:
+    response, nbytes, errors = _build(replicas, isr, req, ctx.now_ms())
     if req.max_wait_ms <= 0 or nbytes >= max(req.min_bytes, 1) or errors:
         return response
-    return _wait(replicas, stopping, req)
+    return _wait(replicas, isr, stopping, req, ctx)
 
 
-def _build(replicas: ReplicaManager, req: Any) -> tuple[dict, int, bool]:
+def _build(replicas: ReplicaManager, isr: IsrManager, req: Any, now_ms: int) -> tuple[dict, int, bool]:
+    replica_id = getattr(req, "replica_id", CONSUMER)
+    if replica_id < 0:
+        replica_state = getattr(req, "replica_state", None)
+        replica_id = replica_state.replica_id if replica_state is not None else CONSUMER
     committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
     budget = max(req.max_bytes, 0)  # versions below 4 (no max_bytes) are refused, as Kafka 4 does
     min_one = True  # until a partition returns data, its first batch may exceed the limits
@@ -62,7 +84,12 @@ def _build(replicas: ReplicaManager, req: Any) -> tuple[dict, int, bool]:
                 out.append(_empty(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, committed))
                 errors = True
                 continue
-            entry, size = _read_partition(part, p, committed, max(budget - total, 0), min_one)
+            if replica_id >= 0:
+                entry, size = _read_for_follower(
+                    part, p, replica_id, isr, now_ms, max(budget - total, 0), min_one
+                )
+            else:
+                entry, size = _read_partition(part, p, committed, max(budget - total, 0), min_one)
             if entry["error_code"]:
                 errors = True
             if size:
@@ -74,7 +101,79 @@ def _build(replicas: ReplicaManager, req: Any) -> tuple[dict, int, bool]:
     return response, total, errors
 
 
+def _leadership_error(part: Partition, p: Any, entry: dict) -> int:
+    """Why this replica cannot answer a fetch for ``p`` (0: it can), filling ``current_leader``."""
+    if not part.is_leader:
+        entry["current_leader"] = {"leader_id": part.leader_id, "leader_epoch": part.leader_epoch}
+        return ErrorCode.NOT_LEADER_OR_FOLLOWER
+    epoch = getattr(p, "current_leader_epoch", -1)
+    if epoch >= 0 and epoch < part.leader_epoch:
+        entry["current_leader"] = {"leader_id": part.leader_id, "leader_epoch": part.leader_epoch}
+        return ErrorCode.FENCED_LEADER_EPOCH
+    if epoch > part.leader_epoch:
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+    return 0
+
+
+def _read_for_follower(
+    part: Partition, p: Any, replica_id: int, isr: IsrManager, now_ms: int, budget: int, min_one: bool
+) -> tuple[dict, int]:
+    entry = _empty(p.partition, 0, False)
+    error = _leadership_error(part, p, entry)
+    if not error and replica_id not in part.replicas:
+        error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    if error:
+        entry["error_code"] = error
+        return entry, 0
+    offset = p.fetch_offset
+    last_epoch = getattr(p, "last_fetched_epoch", -1)
+    if last_epoch >= 0:
+        epoch, end = part.log.end_offset_for_epoch(last_epoch)
+        if epoch != last_epoch or end < offset:
+            entry.update(_offsets(part))
+            entry["diverging_epoch"] = {"epoch": epoch, "end_offset": end}
+            return entry, 0
+    if part.log_start_offset <= offset <= part.log_end_offset:
+        part.on_follower_fetch(replica_id, offset, now_ms)
+        isr.maybe_expand(part)
+    entry.update(_offsets(part))
+    if offset < part.log_start_offset or offset > part.log_end_offset:
+        entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+        return entry, 0
+    limit = max(min(p.partition_max_bytes, budget), 0)
+    if limit == 0 and not min_one:
+        return entry, 0
+    try:
+        batches = part.read_wire(offset, limit, part.log_end_offset, min_one=min_one)
+    except OffsetOutOfRange:
+        entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+        entry["log_start_offset"] = part.log_start_offset
+        return entry, 0
+    except StorageError as exc:
+        log.error("reading %s-%d failed: %s", part.topic, part.index, exc)
+        entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
+        return entry, 0
+    if not batches:
+        return entry, 0
+    entry["records"] = batches
+    return entry, sum(len(b) for b in batches)
+
+
+def _offsets(part: Partition) -> dict[str, int]:
+    hw = part.high_watermark
+    return {
+        "high_watermark": hw,
+        "last_stable_offset": part.last_stable_offset,
+        "log_start_offset": part.log_start_offset,
+    }
+
+
 def _read_partition(part: Partition, p: Any, committed: bool, budget: int, min_one: bool) -> tuple[dict, int]:
+    leadership = _empty(p.partition, 0, committed)
+    error = _leadership_error(part, p, leadership)
+    if error:
+        leadership["error_code"] = error
+        return leadership, 0
     hw = part.high_watermark
     lso = part.last_stable_offset
     start = part.log_start_offset
@@ -126,7 +225,9 @@ def _empty(index: int, code: int, committed: bool) -> dict:
     }
 
 
-async def _wait(replicas: ReplicaManager, stopping: Callable[[], bool], req: Any) -> dict:
+async def _wait(
+    replicas: ReplicaManager, isr: IsrManager, stopping: Callable[[], bool], req: Any, ctx: RequestContext
+) -> dict:
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000.0
     min_bytes = max(req.min_bytes, 1)
@@ -154,7 +255,7 @@ async def _wait(replicas: ReplicaManager, stopping: Callable[[], bool], req: Any
             finally:
                 for part in watched:
                     part.remove_waiter(wake)
-            response, nbytes, errors = _build(replicas, req)
+            response, nbytes, errors = _build(replicas, isr, req, ctx.now_ms())
             if nbytes >= min_bytes or errors or loop.time() >= deadline or stopping():
                 return response
     finally:

@@ -30,13 +30,19 @@ async def find_coordinator(
 ) -> dict:
     key_type = getattr(req, "key_type", GROUP)
     keys = list(req.coordinator_keys or []) if ctx.api_version >= 4 else [req.key]
-    answers = [await _find(groups, txn, metadata, key_type, key) for key in keys]
+    answers = [await _find(groups, txn, metadata, key_type, key, ctx.listener) for key in keys]
     if ctx.api_version >= 4:
         return {
             "throttle_time_ms": 0,
             "coordinators": [
-                {"key": key, "node_id": node, "host": host, "port": port, "error_code": error,
-                 "error_message": _message(error)}
+                {
+                    "key": key,
+                    "node_id": node,
+                    "host": host,
+                    "port": port,
+                    "error_code": error,
+                    "error_message": _message(error),
+                }
                 for key, (error, (node, host, port)) in zip(keys, answers)
             ],
         }
@@ -51,9 +57,11 @@ async def find_coordinator(
     }
 
 
-async def _find(groups: GroupShell, txn: TxnShell, metadata: MetadataView, key_type: int, key: str) -> Answer:
+async def _find(
+    groups: GroupShell, txn: TxnShell, metadata: MetadataView, key_type: int, key: str, listener: str
+) -> Answer:
     if key_type == TRANSACTION:
-        return await _find_transaction_coordinator(txn, metadata, key)
+        return await _find_transaction_coordinator(txn, metadata, key, listener)
     if key_type != GROUP:
         return ErrorCode.INVALID_REQUEST, NO_NODE
     shell = groups
@@ -65,10 +73,12 @@ async def _find(groups: GroupShell, txn: TxnShell, metadata: MetadataView, key_t
         if error is not ErrorCode.NONE:
             return error, NO_NODE
         leaders = shell.offsets_leaders()
-    return _leader_of(metadata, leaders, shell.partition_for(key))
+    return _leader_of(metadata, leaders, shell.partition_for(key), listener)
 
 
-async def _find_transaction_coordinator(shell: TxnShell, metadata: MetadataView, key: str) -> Answer:
+async def _find_transaction_coordinator(
+    shell: TxnShell, metadata: MetadataView, key: str, listener: str
+) -> Answer:
     if not key:
         return ErrorCode.INVALID_REQUEST, NO_NODE
     if shell is None:
@@ -79,12 +89,14 @@ async def _find_transaction_coordinator(shell: TxnShell, metadata: MetadataView,
         if error is not ErrorCode.NONE:
             return error, NO_NODE
         leaders = shell.leaders()
-    return _leader_of(metadata, leaders, shell.partition_for(key))
+    return _leader_of(metadata, leaders, shell.partition_for(key), listener)
 
 
-def _leader_of(metadata: MetadataView, leaders: dict[int, int] | None, partition: int) -> Answer:
+def _leader_of(
+    metadata: MetadataView, leaders: dict[int, int] | None, partition: int, listener: str
+) -> Answer:
     leader = (leaders or {}).get(partition, -1)
-    for node, host, port, _rack in metadata.brokers():
+    for node, host, port, _rack in metadata.brokers(listener):
         if node == leader:
             return ErrorCode.NONE, (node, host, port)
     return ErrorCode.COORDINATOR_NOT_AVAILABLE, NO_NODE

@@ -35,9 +35,17 @@ def list_offsets(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -> 
                 "offset": -1,
                 "leader_epoch": -1,
             }
+            current = getattr(p, "current_leader_epoch", -1)
             if part is None:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not part.is_leader:
+                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif 0 <= current < part.leader_epoch:
+                entry["error_code"] = ErrorCode.FENCED_LEADER_EPOCH
+            elif current > part.leader_epoch:
+                entry["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
             else:
+                entry["leader_epoch"] = part.leader_epoch
                 ts = p.timestamp
                 if ts in (EARLIEST, EARLIEST_LOCAL):
                     entry["offset"] = part.log_start_offset

@@ -41,7 +41,7 @@ def metadata(
     requested = req.topics
     if requested is None or (ctx.api_version == 0 and not requested):
         topics = [_topic_entry(md, req, t) for _, t in sorted(md.image.topics.items())]
-        return _response(md, req, topics)
+        return _response(md, req, topics, ctx.listener)
     auto = bool(getattr(req, "allow_auto_topic_creation", True)) and config.bool("auto.create.topics.enable")
     missing = [
         t.name
@@ -50,21 +50,23 @@ def metadata(
     ]
     creatable = [n for n in dict.fromkeys(missing) if auto and validate_topic_name(n)[0] == 0]
     if creatable:
-        return _auto_create_then_answer(md, controller, req, creatable)
-    return _answer(md, req)
+        return _auto_create_then_answer(md, controller, req, creatable, ctx.listener)
+    return _answer(md, req, ctx.listener)
 
 
 async def _auto_create_then_answer(
-    md: MetadataView, controller: ControllerClient, req: Any, creatable: list[str]
+    md: MetadataView, controller: ControllerClient, req: Any, creatable: list[str], listener: str
 ) -> Any:
     try:
         await asyncio.wait_for(controller.create_topics([NewTopic(n) for n in creatable]), AUTO_CREATE_WAIT_S)
     except asyncio.TimeoutError:
         pass
-    return _answer(md, req, pending=set(creatable))
+    return _answer(md, req, listener, pending=set(creatable))
 
 
-def _answer(md: MetadataView, req: Any, pending: frozenset[str] | set[str] = frozenset()) -> dict:
+def _answer(
+    md: MetadataView, req: Any, listener: str, pending: frozenset[str] | set[str] = frozenset()
+) -> dict:
     entries = []
     for t in req.topics:
         topic_id = getattr(t, "topic_id", None)
@@ -83,7 +85,7 @@ def _answer(md: MetadataView, req: Any, pending: frozenset[str] | set[str] = fro
                 ErrorCode.LEADER_NOT_AVAILABLE if t.name in pending else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
         entries.append(_error_entry(t.name, code, ZERO_UUID))
-    return _response(md, req, entries)
+    return _response(md, req, entries, listener)
 
 
 def _error_entry(name: str | None, code: int, topic_id: Any) -> dict:
@@ -91,6 +93,7 @@ def _error_entry(name: str | None, code: int, topic_id: Any) -> dict:
 
 
 def _topic_entry(md: MetadataView, req: Any, topic: TopicImage) -> dict:
+    live = {b.broker_id for b in md.image.brokers.values() if not b.fenced}
     return {
         "error_code": 0,
         "name": topic.name,
@@ -98,13 +101,13 @@ def _topic_entry(md: MetadataView, req: Any, topic: TopicImage) -> dict:
         "is_internal": topic.name in INTERNAL_TOPICS,
         "partitions": [
             {
-                "error_code": 0,
+                "error_code": ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else 0,
                 "partition_index": p.partition_id,
                 "leader_id": p.leader,
-                "leader_epoch": -1,
+                "leader_epoch": p.leader_epoch,
                 "replica_nodes": list(p.replicas),
                 "isr_nodes": list(p.isr),
-                "offline_replicas": [],
+                "offline_replicas": [r for r in p.replicas if r not in live],
             }
             for p in md.partitions(topic)
         ],
@@ -114,12 +117,12 @@ def _topic_entry(md: MetadataView, req: Any, topic: TopicImage) -> dict:
     }
 
 
-def _response(md: MetadataView, req: Any, topics: list[dict]) -> dict:
+def _response(md: MetadataView, req: Any, topics: list[dict], listener: str) -> dict:
     return {
         "throttle_time_ms": 0,
         "brokers": [
             {"node_id": node, "host": host, "port": port, "rack": rack}
-            for node, host, port, rack in md.brokers()
+            for node, host, port, rack in md.brokers(listener)
         ],
         "cluster_id": md.cluster_id,
         "controller_id": md.controller_id,

@@ -1,0 +1,51 @@
+"""OffsetForLeaderEpoch: where a leader epoch ends in the leader's log (KIP-101 / KIP-320).
+
+Followers ask it when they start following a leader, to find where their log and the leader's
+part; consumers ask it after a leader change to check their position was not truncated away.
+Only the leader answers, for the leader epoch the asker holds (FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH otherwise). The answer is the largest epoch not above the one asked for,
+with the offset where it ends: the start of the next epoch, or the log end for the current one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.registry import serves
+from pylog.broker.replica_manager import ReplicaManager
+
+UNDEFINED = -1
+
+
+@serves(ApiKey.OFFSET_FOR_LEADER_EPOCH, versions=(0, 4))
+def offset_for_leader_epoch(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -> dict:
+    topics = []
+    for t in req.topics:
+        parts = replicas.topic_partitions(t.topic)
+        out = []
+        for p in t.partitions:
+            part = parts.get(p.partition)
+            entry = {
+                "error_code": 0,
+                "partition": p.partition,
+                "leader_epoch": UNDEFINED,
+                "end_offset": UNDEFINED,
+            }
+            current = getattr(p, "current_leader_epoch", -1)
+            if part is None:
+                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not part.is_leader:
+                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            elif 0 <= current < part.leader_epoch:
+                entry["error_code"] = ErrorCode.FENCED_LEADER_EPOCH
+            elif current > part.leader_epoch:
+                entry["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
+            else:
+                entry["leader_epoch"], entry["end_offset"] = part.log.end_offset_for_epoch(p.leader_epoch)
+            out.append(entry)
+        topics.append({"topic": t.topic, "partitions": out})
+    return {"throttle_time_ms": 0, "topics": topics}

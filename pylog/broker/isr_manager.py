@@ -1,0 +1,172 @@
+"""``IsrManager``: sends the ISR changes partition leaders propose to the controller.
+
+Leaders propose (``LeaderState.isr_expand`` after a follower's fetch, ``isr_shrink`` on a timer
+every half ``replica.lag.time.max.ms``); proposals are batched into one AlterPartition with the
+leader and partition epochs each leader holds, one request in flight at a time. The answer is
+adopted at once (a shrink may let the high watermark move); a refused proposal is dropped and
+proposed again when still needed. The image brings the same change later, which is a no-op by
+then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.controller_channel import ControllerUnavailable
+from pylog.broker.controller_client import ControllerClient
+from pylog.broker.partition import Partition
+from pylog.broker.replica_manager import ReplicaManager
+
+log = logging.getLogger(__name__)
+
+
+class IsrManager:
+    def __init__(
+        self,
+        node_id: int,
+        controller: ControllerClient | None,
+        replicas: ReplicaManager,
+        *,
+        broker_epoch: Callable[[], int],
+        lag_time_max_ms: int,
+        now_ms: Callable[[], int],
+    ) -> None:
+        self.node_id = node_id
+        self.controller = controller
+        self.replicas = replicas
+        self._broker_epoch = broker_epoch
+        self.lag_time_max_ms = lag_time_max_ms
+        self._now_ms = now_ms
+        self._pending: dict[tuple[str, int], tuple[Partition, tuple[int, ...]]] = {}
+        self._wake = asyncio.Event()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self._tasks = [
+            asyncio.create_task(self._send_loop(), name="isr-alter-partition"),
+            asyncio.create_task(self._shrink_loop(), name="isr-shrink"),
+        ]
+
+    async def stop(self) -> None:
+        for t in self._tasks:
+            t.cancel()
+        for t in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await t
+        self._tasks = []
+
+    # ------------------------------------------------------------------ proposals
+
+    def maybe_expand(self, part: Partition) -> None:
+        """After a follower's fetch: add followers that caught up."""
+        state = part.leader_state
+        if state is None or state.pending_isr is not None:
+            return
+        new_isr = state.isr_expand(part.log_end_offset)
+        if new_isr is not None:
+            self._propose(part, new_isr)
+
+    def check_shrink(self) -> None:
+        now = self._now_ms()
+        for part in self.replicas.snapshot():
+            state = part.leader_state
+            if state is None:
+                continue
+            new_isr = state.isr_shrink(now, self.lag_time_max_ms)
+            if new_isr is not None:
+                log.info(
+                    "%s-%d: shrinking the ISR from %s to %s",
+                    part.topic,
+                    part.index,
+                    list(state.isr),
+                    list(new_isr),
+                )
+                self._propose(part, new_isr)
+
+    def _propose(self, part: Partition, new_isr: tuple[int, ...]) -> None:
+        assert part.leader_state is not None
+        part.leader_state.propose(new_isr)
+        self._pending[(part.topic, part.index)] = (part, new_isr)
+        self._wake.set()
+
+    # ------------------------------------------------------------------ sending
+
+    async def _shrink_loop(self) -> None:
+        while True:
+            await asyncio.sleep(max(self.lag_time_max_ms / 2000, 0.05))
+            try:
+                self.check_shrink()
+            except Exception:
+                log.exception("ISR shrink check failed")
+
+    async def _send_loop(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            batch, self._pending = self._pending, {}
+            if not batch or self.controller is None:
+                continue
+            try:
+                await self._send(list(batch.values()))
+            except ControllerUnavailable as exc:
+                log.warning("AlterPartition: %s", exc)
+                for part, _ in batch.values():
+                    if part.leader_state is not None:
+                        part.leader_state.isr_change_failed()
+            except Exception:
+                log.exception("AlterPartition failed")
+                for part, _ in batch.values():
+                    if part.leader_state is not None:
+                        part.leader_state.isr_change_failed()
+
+    async def _send(self, batch: list[tuple[Partition, tuple[int, ...]]]) -> None:
+        assert self.controller is not None
+        by_topic: dict[Any, list[dict[str, Any]]] = {}
+        sent: dict[tuple[Any, int], Partition] = {}
+        for part, new_isr in batch:
+            state = part.leader_state
+            if state is None:
+                continue
+            by_topic.setdefault(part.topic_id, []).append(
+                {
+                    "partition_index": part.index,
+                    "leader_epoch": state.leader_epoch,
+                    "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": -1} for b in new_isr],
+                    "leader_recovery_state": 0,
+                    "partition_epoch": state.partition_epoch,
+                }
+            )
+            sent[(part.topic_id, part.index)] = part
+        if not by_topic:
+            return
+        topics = [{"topic_id": tid, "partitions": ps} for tid, ps in by_topic.items()]
+        resp = await self.controller.alter_partition(self.node_id, self._broker_epoch(), topics)
+        if resp.error_code:
+            log.warning("AlterPartition refused: %s", ErrorCode.of(resp.error_code).name)
+        answered = set()
+        for t in resp.topics:
+            for p in t.partitions:
+                part = sent.get((t.topic_id, p.partition_index))
+                if part is None:
+                    continue
+                answered.add((t.topic_id, p.partition_index))
+                if p.error_code == ErrorCode.NONE:
+                    part.isr_changed(p.leader_epoch, tuple(p.isr), p.partition_epoch)
+                else:
+                    log.info(
+                        "%s-%d: ISR change refused: %s",
+                        part.topic,
+                        part.index,
+                        ErrorCode.of(p.error_code).name,
+                    )
+                    if part.leader_state is not None:
+                        part.leader_state.isr_change_failed()
+        for key, part in sent.items():
+            if key not in answered and part.leader_state is not None:
+                part.leader_state.isr_change_failed()
