@@ -105,6 +105,7 @@ B, S, INT, L, D, LS = (
 _CLEANUP = ("delete", "compact")
 _COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 _TS_TYPE = ("CreateTime", "LogAppendTime")
+_CAPPED = "Capped at the live brokers when the internal topic is created."
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {
     c.name: c
@@ -222,9 +223,9 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             choices=("earliest", "latest"),
         ),
         _d("share.coordinator.state.topic.num.partitions", INT, 10, "Partitions of __share_group_state."),
-        _d("share.coordinator.state.topic.replication.factor", ConfigType.SHORT, 1),
+        _d("share.coordinator.state.topic.replication.factor", ConfigType.SHORT, 3, _CAPPED),
         _d("share.coordinator.state.topic.segment.bytes", INT, 104857600),
-        _d("offsets.topic.replication.factor", ConfigType.SHORT, 1),
+        _d("offsets.topic.replication.factor", ConfigType.SHORT, 3, _CAPPED),
         _d("offsets.topic.segment.bytes", INT, 104857600),
         _d("offsets.retention.minutes", INT, 10080),
         _d("offsets.retention.check.interval.ms", L, 600000),
@@ -237,8 +238,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "Partitions of __transaction_state, fixed when it is created (Kafka: 50; 10 as for "
             "__consumer_offsets).",
         ),
-        _d("transaction.state.log.replication.factor", ConfigType.SHORT, 1),
-        _d("transaction.state.log.min.isr", INT, 1),
+        _d("transaction.state.log.replication.factor", ConfigType.SHORT, 3, _CAPPED),
+        _d("transaction.state.log.min.isr", INT, 2, "Capped at the replication factor."),
         _d("transaction.state.log.segment.bytes", INT, 104857600),
         _d("transactional.id.expiration.ms", INT, 604800000),
         _d("transaction.max.timeout.ms", INT, 900000),

@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pylog.broker.broker_channels import BrokerChannels
 from pylog.broker.controller_channel import ControllerChannel
 from pylog.broker.controller_client import ControllerClient
 from pylog.broker.controller_duties import ControllerDuties
@@ -31,10 +32,11 @@ from pylog.broker.partition import Partition
 from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.publisher import ReplicaPublisher
 from pylog.broker.registry import HandlerTable
-from pylog.broker.replica_fetcher import BrokerChannels, ReplicaFetcherManager
+from pylog.broker.replica_fetcher import ReplicaFetcherManager
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.server import KafkaServer
 from pylog.broker.share_shell import SHARE_STATE_TOPIC, ShareShell
+from pylog.broker.txn_markers import MarkerWriter
 from pylog.broker.txn_shell import TxnShell
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.node_config import Listener, NodeSettings
@@ -218,11 +220,16 @@ class Broker:
             "controller": controller,
         }
         groups = self.groups = GroupShell(cfg, **shared)
-        txn = self.txn = TxnShell(cfg, producer_ids=self.producer_ids, groups=groups, **shared)
+        channels = BrokerChannels(self.node_id, s.inter_broker_listener_name, lambda: quorum.image)
+        timeout_s = cfg.int("request.timeout.ms") / 1000
+        markers = MarkerWriter(self.node_id, self.replicas, metadata, channels, request_timeout_s=timeout_s)
+        txn = self.txn = TxnShell(
+            cfg, producer_ids=self.producer_ids, groups=groups, markers=markers, **shared
+        )
         share = self.share_state = ShareShell(cfg, **shared)
         self.fetchers = ReplicaFetcherManager(
             self.node_id,
-            BrokerChannels(self.node_id, s.inter_broker_listener_name, lambda: quorum.image),
+            channels,
             wait_max_ms=cfg.int("replica.fetch.wait.max.ms"),
             min_bytes=cfg.int("replica.fetch.min.bytes"),
             max_bytes=cfg.int("replica.fetch.response.max.bytes"),

@@ -11,13 +11,17 @@ unloaded partition means to its coordinator, and what `apply` does with an `Outp
 from __future__ import annotations
 
 import asyncio
+import functools
+import inspect
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pylog.protocol.errors import ErrorCode
 
+from pylog.broker.context import RequestContext
+from pylog.broker.error_response import error_response
 from pylog.broker.internal_topics import InternalTopic, append_records_at, batches_by_partition
 from pylog.cluster.controller import NewTopic
 from pylog.groups import CoordinatorRecord
@@ -63,6 +67,7 @@ class CoordinatorShell:
         self._topic = InternalTopic(topic, new_topic, metadata, controller)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
+        self._unreplicated: dict[int, int] = {}  # partition -> last offset appended, until replicated
         self._loaded: set[int] = set()  # partitions the coordinator owns
         self._stopped = False
 
@@ -167,7 +172,7 @@ class CoordinatorShell:
         """Another broker leads `p` now: drop its state; requests for it get NOT_COORDINATOR."""
         if self.coordinator is None or p not in self._loaded:
             return
-        out = self.coordinator.unload_partition(p)
+        out = self._unload(p)
         self._loaded.discard(p)
         self._partition_unloaded(out)
 
@@ -211,8 +216,20 @@ class CoordinatorShell:
             error, base_offset = append_records_at(part, recs, self.clock())
             if error is not ErrorCode.NONE:
                 return error
+            self._unreplicated[p] = max(self._unreplicated.get(p, -1), base_offset + len(recs) - 1)
             self._records_appended(recs, base_offset)
         return ErrorCode.NONE
+
+    def pending_replication(self) -> list[tuple[Any, int]]:
+        """(partition, last offset) of appends the in-sync replicas do not all have yet."""
+        out = []
+        for p, last in list(self._unreplicated.items()):
+            part = self.replicas.get(self._topic_name, p)
+            if part is None or part.high_watermark > last:
+                del self._unreplicated[p]
+            else:
+                out.append((part, last))
+        return out
 
     def _reload(self, p: int) -> None:
         """The log is behind memory for `p`: unload it and replay it."""
@@ -256,3 +273,52 @@ class CoordinatorShell:
         except Exception:
             log.exception("%s tick failed", self.tick_name)
             self._reschedule()
+
+
+def durable(fn: Any, shells: Sequence[CoordinatorShell], timeout_s: float) -> Any:
+    """``fn`` (a coordinator API handler) answering only once what it appended to an internal topic
+    is on every in-sync replica, as Kafka's coordinators append with acks=all: an acknowledged
+    commit survives the loss of its leader. Failing that in time: REQUEST_TIMED_OUT, or
+    NOT_COORDINATOR when leadership moved meanwhile."""
+
+    @functools.wraps(fn)
+    def handler(ctx: RequestContext, req: Any, **services: Any) -> Any:
+        result = fn(ctx, req, **services)
+        if not inspect.isawaitable(result) and not any(s.pending_replication() for s in shells):
+            return result
+        return _answer_when_replicated(result, shells, timeout_s, ctx, req)
+
+    return handler
+
+
+async def _answer_when_replicated(
+    result: Any, shells: Sequence[CoordinatorShell], timeout_s: float, ctx: RequestContext, req: Any
+) -> Any:
+    if inspect.isawaitable(result):
+        result = await result
+    pending = [item for s in shells for item in s.pending_replication()]
+    if not pending:
+        return result
+    loop = asyncio.get_running_loop()
+    futures = []
+    for part, last in pending:
+        fut: asyncio.Future[int] = loop.create_future()
+
+        def done(code: int, fut: asyncio.Future[int] = fut) -> None:
+            if not fut.done():
+                fut.set_result(code)
+
+        part.add_hw_waiter(last, done)
+        futures.append((part, fut, done))
+    await asyncio.wait([f for _, f, _ in futures], timeout=timeout_s)
+    code = ErrorCode.NONE
+    for part, fut, done in futures:
+        if not fut.done():
+            part.remove_hw_waiter(done)
+            code = ErrorCode.REQUEST_TIMED_OUT
+        elif fut.result():
+            code = ErrorCode.NOT_COORDINATOR
+    if code is ErrorCode.NONE or result is None:
+        return result
+    error = error_response(ctx.api_key, ctx.api_version, req, code)
+    return result if error is None else error

@@ -6,6 +6,7 @@ call's records as one batch through the partition layer, and reading a partition
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
@@ -73,12 +74,23 @@ class InternalTopic:
         return ErrorCode.NONE if md.topic(self.name) is not None else ErrorCode.COORDINATOR_NOT_AVAILABLE
 
     async def _create(self) -> None:
-        topic = self._new_topic()
+        topic = fit_to_cluster(self._new_topic(), len(self._metadata.image.live_brokers()))
         (result,) = await self._controller.create_topics([topic])
         if result.error_code and self._metadata.topic(topic.name) is None:
             log.error("creating %s failed: %s %s", topic.name, result.error_code, result.error_message)
             return
         log.info("created %s with %d partitions", topic.name, topic.num_partitions)
+
+
+def fit_to_cluster(topic: NewTopic, live_brokers: int) -> NewTopic:
+    """An internal topic's replication factor (Kafka's default 3) is capped at the brokers there
+    are when it is created, and its min.insync.replicas at that: a small cluster still gets its
+    coordinators."""
+    rf = max(1, min(topic.replication_factor, live_brokers))
+    configs = dict(topic.configs)
+    if "min.insync.replicas" in configs and configs["min.insync.replicas"] is not None:
+        configs["min.insync.replicas"] = str(min(int(configs["min.insync.replicas"]), rf))
+    return dataclasses.replace(topic, replication_factor=rf, configs=configs)
 
 
 def append_records(part: Any, recs: list[CoordinatorRecord], now_ms: int) -> ErrorCode:

@@ -27,16 +27,17 @@ _LAST_OFFSET_DELTA_AT = 23
 
 def write_marker(
     part: Any, producer_id: int, producer_epoch: int, commit: bool, coordinator_epoch: int, now_ms: int
-) -> ErrorCode:
-    """Append a COMMIT / ABORT marker for the producer to `part` (a broker Partition)."""
+) -> tuple[ErrorCode, int]:
+    """Append a COMMIT / ABORT marker for the producer to `part` (a broker Partition, its leader);
+    the error, and the marker's offset."""
     with part.lock:
         if part.deleted:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
         if not part.is_leader:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
         entry = part.producers.producers.get(producer_id)
         if entry is not None and producer_epoch < entry.epoch:
-            return ErrorCode.INVALID_PRODUCER_EPOCH
+            return ErrorCode.INVALID_PRODUCER_EPOCH, -1
         leo = part.log.log_end_offset
         wire = rec.encode_control_batch(
             base_offset=leo,
@@ -65,7 +66,7 @@ def write_marker(
             stored = part.log.append(rows, meta, now_ms=now_ms, wire_size=len(wire))
         except StorageError as exc:
             log.error("marker append to %s-%d failed: %s", part.topic, part.index, exc)
-            return ErrorCode.KAFKA_STORAGE_ERROR
+            return ErrorCode.KAFKA_STORAGE_ERROR, -1
         base = stored.base_offset
         if base == leo:
             part.wire.add(base, base, wire)
@@ -78,7 +79,7 @@ def write_marker(
         part.on_roll(part)
     part.leader_appended()
     part.wake()
-    return ErrorCode.NONE
+    return ErrorCode.NONE, base
 
 
 def is_abort_marker(plog: Any, offset: int) -> bool:

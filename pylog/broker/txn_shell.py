@@ -7,13 +7,15 @@
   markers written. A failed append answers with Kafka's mapped error and reloads the partition
   from the log (the in-memory state was ahead of it); transactions the reload finds preparing get
   their markers again.
-* Markers. Each COMMIT / ABORT marker is a control batch appended to the transaction's partition
-  here (`transactions.write_marker`); a marker in `__consumer_offsets` also completes the group
-  coordinator's pending TxnOffsetCommit offsets. Written markers are reported back, which
-  persists CompleteCommit / CompleteAbort. Markers that could not be written (a storage error, a
-  partition not open here yet) are retried on a timer; a partition whose topic was deleted counts
-  as done. Markers are written right after the Prepare record, before the EndTxn answer leaves,
-  so a client that sees its commit acknowledged finds the records readable.
+* Markers. Each COMMIT / ABORT marker is a control batch appended by the transaction's
+  partition leader: here (`transactions.write_marker`), or on another broker through
+  WriteTxnMarkers (`txn_markers.MarkerWriter`). A marker counts once the partition's in-sync
+  replicas hold it; a marker in `__consumer_offsets` also completes the group coordinator's
+  pending TxnOffsetCommit offsets there. Written markers are reported back, which persists
+  CompleteCommit / CompleteAbort. Markers that could not be written (a storage error, a leader
+  moving) are retried on a timer; a partition whose topic was deleted counts as done. Markers
+  for partitions led here are appended right after the Prepare record, before the EndTxn answer
+  leaves, so a client that sees its commit acknowledged finds the records readable there.
 * Time. One loop timer sleeps until `next_deadline_ms()` (timed-out transactions, idle ids).
 * Producer ids. The core's allocator takes a spare id the shell reserved beforehand (ids come in
   blocks reserved through the metadata log, which may need an await).
@@ -22,9 +24,7 @@
   for a transactional id.
 
 Transactional produce requests are verified here (`verify_produce`, installed on every
-partition): the batch's producer must have the partition in its Ongoing transaction. Markers
-for partitions led by other brokers (WriteTxnMarkers) are not implemented: a multi-broker
-cluster retries them until the partition is local.
+partition): the batch's producer must have the partition in its Ongoing transaction.
 """
 
 from __future__ import annotations
@@ -39,7 +39,6 @@ from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.coordinator_shell import CoordinatorShell, ResponseOnError, wall_clock_ms
 from pylog.broker.internal_topics import iter_log_entries, plain_records
-from pylog.broker.transactions import write_marker
 from pylog.cluster.controller import NewTopic
 from pylog.config import BROKER_CONFIGS
 from pylog.groups import append_error_to_response
@@ -59,6 +58,7 @@ if TYPE_CHECKING:
     from pylog.broker.metadata import MetadataView
     from pylog.broker.producer_ids import ProducerIdManager
     from pylog.broker.replica_manager import ReplicaManager
+    from pylog.broker.txn_markers import MarkerWriter
     from pylog.config import BrokerConfig
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,7 @@ class TxnShell(CoordinatorShell):
         controller: ControllerClient,
         producer_ids: ProducerIdManager,
         groups: GroupShell,
+        markers: MarkerWriter,
         clock: Callable[[], int] = wall_clock_ms,
     ) -> None:
         super().__init__(
@@ -96,10 +97,12 @@ class TxnShell(CoordinatorShell):
         self.broker_config = config
         self.producer_ids = producer_ids
         self.groups = groups
+        self.markers = markers
         props = {n: config.raw(n) for n in BROKER_CONFIGS}
         self.config = TxnConfig.from_kafka({k: str(v) for k, v in props.items() if v is not None})
         self._spare_pid: int | None = None
         self._marker_retry: asyncio.TimerHandle | None = None
+        self._in_flight: set[tuple[int, int, str, int]] = set()
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -216,44 +219,47 @@ class TxnShell(CoordinatorShell):
         return response
 
     def _write_markers(self, markers: list[TxnMarkers]) -> None:
-        assert self.coordinator is not None
-        retry = False
+        """Write each marker at its partition's leader (here or remote, through the marker writer);
+        a partition reports back once its ISR holds the marker, and the last one completes the
+        transaction. Markers already under way are not sent twice."""
         for m in markers:
-            written = []
-            for topic, p in m.partitions:
-                if self._write_marker(m, topic, p):
-                    written.append((topic, p))
-                else:
-                    retry = True
-            if written:
-                done = self.coordinator.markers_written(
-                    m.transactional_id, m.producer_id, m.producer_epoch, written, now_ms=self.clock()
-                )
-                self.apply(done)
-        if retry:
-            self._schedule_marker_retry()
+            key = (m.producer_id, m.producer_epoch)
+            todo = [(t, p) for t, p in m.partitions if (*key, t, p) not in self._in_flight]
+            if not todo:
+                continue
+            for t, p in todo:
+                self._in_flight.add((m.producer_id, m.producer_epoch, t, p))
+            self.markers.write(
+                m.producer_id,
+                m.producer_epoch,
+                m.commit,
+                m.coordinator_epoch,
+                todo,
+                self.clock(),
+                lambda topic, p, code, m=m: self._marker_done(m, topic, p, code),
+            )
 
-    def _write_marker(self, m: TxnMarkers, topic: str, p: int) -> bool:
-        """True when the partition holds the marker (or no longer exists)."""
-        part = self.replicas.get(topic, p)
-        if part is None:
-            return self.metadata.image.partition(topic, p) is None
-        now = self.clock()
-        error = write_marker(part, m.producer_id, m.producer_epoch, m.commit, m.coordinator_epoch, now)
-        if error is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION:
-            return self.metadata.image.partition(topic, p) is None
-        if error is ErrorCode.INVALID_PRODUCER_EPOCH:
+    def _marker_done(self, m: TxnMarkers, topic: str, p: int, code: ErrorCode) -> None:
+        self._in_flight.discard((m.producer_id, m.producer_epoch, topic, p))
+        if self.coordinator is None or self._stopped:
+            return
+        if code is ErrorCode.INVALID_PRODUCER_EPOCH:
             log.warning("%s-%d has a newer epoch of producer %d than marker epoch %d; skipped",
                         topic, p, m.producer_id, m.producer_epoch)
-            return True
-        if error is not ErrorCode.NONE:
-            log.error("writing a marker to %s-%d failed: %s", topic, p, error.name)
-            return False
-        if topic == OFFSETS_TOPIC:
+        elif code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and self.metadata.image.partition(topic, p) is None:
+            pass  # the topic was deleted: nothing to mark
+        elif code is not ErrorCode.NONE:
+            log.info("marker for %s-%d not written yet: %s", topic, p, code.name)
+            self._schedule_marker_retry()
+            return
+        elif topic == OFFSETS_TOPIC and (part := self.replicas.get(topic, p)) is not None and part.is_leader:
             groups = self.groups.coordinator
             if groups is not None:
-                groups.complete_txn(m.producer_id, p, m.commit, now_ms=now)
-        return True
+                groups.complete_txn(m.producer_id, p, m.commit, now_ms=self.clock())
+        done = self.coordinator.markers_written(
+            m.transactional_id, m.producer_id, m.producer_epoch, [(topic, p)], now_ms=self.clock()
+        )
+        self.apply(done)
 
     def _schedule_marker_retry(self) -> None:
         if self._marker_retry is None and not self._stopped:

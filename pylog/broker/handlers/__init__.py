@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from pylog.protocol.api import supported_versions
 
 from pylog.broker.controller_channel import ControllerChannel, forwarded
 from pylog.broker.controller_client import ControllerClient
+from pylog.broker.coordinator_shell import durable
 from pylog.broker.group_shell import GroupShell
 from pylog.broker.handlers import (
     add_offsets_to_txn,
@@ -59,6 +61,7 @@ from pylog.broker.handlers import (
     share_group_heartbeat,
     sync_group,
     txn_offset_commit,
+    write_txn_markers,
 )
 from pylog.broker.isr_manager import IsrManager
 from pylog.broker.metadata import MetadataView
@@ -105,6 +108,13 @@ class ControllerServices:
 def client_handlers(s: BrokerServices) -> HandlerTable:
     """The APIs Kafka clients use, on the broker's client listeners."""
     versions: dict[int, tuple[int, int]] = {}
+    shells = (s.groups, s.txn, s.share)
+    commit_timeout_s = s.config.int("offsets.commit.timeout.ms") / 1000
+
+    def acked(fn: Any) -> Any:
+        """A coordinator API that writes to an internal topic answers once that is replicated."""
+        return durable(fn, shells, commit_timeout_s)
+
     table = HandlerTable(
         [
             route(api_versions.api_versions, table=versions),
@@ -125,18 +135,20 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             forwarded(describe_quorum.describe_quorum, s.channel),
             route(configs.describe_configs, config=s.config, metadata=s.metadata, node_id=s.node_id),
             route(find_coordinator.find_coordinator, groups=s.groups, txn=s.txn, metadata=s.metadata),
-            route(join_group.join_group, groups=s.groups),
-            route(sync_group.sync_group, groups=s.groups),
+            route(acked(join_group.join_group), groups=s.groups),
+            route(acked(sync_group.sync_group), groups=s.groups),
             route(heartbeat.heartbeat, groups=s.groups),
-            route(leave_group.leave_group, groups=s.groups),
-            route(offset_commit.offset_commit, groups=s.groups, metadata=s.metadata),
+            route(acked(leave_group.leave_group), groups=s.groups),
+            route(acked(offset_commit.offset_commit), groups=s.groups, metadata=s.metadata),
             route(offset_fetch.offset_fetch, groups=s.groups),
-            route(offset_delete.offset_delete, groups=s.groups, metadata=s.metadata),
+            route(acked(offset_delete.offset_delete), groups=s.groups, metadata=s.metadata),
             route(list_groups.list_groups, groups=s.groups),
-            route(consumer_group_heartbeat.consumer_group_heartbeat, groups=s.groups, metadata=s.metadata),
+            route(
+                acked(consumer_group_heartbeat.consumer_group_heartbeat), groups=s.groups, metadata=s.metadata
+            ),
             route(consumer_group_describe.consumer_group_describe, groups=s.groups, metadata=s.metadata),
             route(
-                share_group_heartbeat.share_group_heartbeat,
+                acked(share_group_heartbeat.share_group_heartbeat),
                 groups=s.groups,
                 share=s.share,
                 metadata=s.metadata,
@@ -150,7 +162,7 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                 node_id=s.node_id,
                 stopping=s.stopping,
             ),
-            route(share_acknowledge.share_acknowledge_handler, share=s.share, node_id=s.node_id),
+            route(acked(share_acknowledge.share_acknowledge_handler), share=s.share, node_id=s.node_id),
             route(
                 describe_share_group_offsets.describe_share_group_offsets,
                 groups=s.groups,
@@ -158,31 +170,37 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                 metadata=s.metadata,
             ),
             route(
-                alter_share_group_offsets.alter_share_group_offsets,
+                acked(alter_share_group_offsets.alter_share_group_offsets),
                 groups=s.groups,
                 share=s.share,
                 metadata=s.metadata,
             ),
             route(
-                delete_share_group_offsets.delete_share_group_offsets,
+                acked(delete_share_group_offsets.delete_share_group_offsets),
                 groups=s.groups,
                 share=s.share,
                 metadata=s.metadata,
             ),
             route(describe_groups.describe_groups, groups=s.groups),
-            route(delete_groups.delete_groups, groups=s.groups),
-            route(init_producer_id.init_producer_id, producer_ids=s.producer_ids, txn=s.txn),
-            route(add_partitions_to_txn.add_partitions_to_txn, txn=s.txn, metadata=s.metadata),
-            route(add_offsets_to_txn.add_offsets_to_txn, txn=s.txn, groups=s.groups),
-            route(end_txn.end_txn, txn=s.txn),
+            route(acked(delete_groups.delete_groups), groups=s.groups),
+            route(acked(init_producer_id.init_producer_id), producer_ids=s.producer_ids, txn=s.txn),
+            route(acked(add_partitions_to_txn.add_partitions_to_txn), txn=s.txn, metadata=s.metadata),
+            route(acked(add_offsets_to_txn.add_offsets_to_txn), txn=s.txn, groups=s.groups),
+            route(acked(end_txn.end_txn), txn=s.txn),
             route(
-                txn_offset_commit.txn_offset_commit,
+                acked(txn_offset_commit.txn_offset_commit),
                 groups=s.groups,
                 txn=s.txn,
                 replicas=s.replicas,
                 metadata=s.metadata,
             ),
             route(list_transactions.list_transactions, txn=s.txn),
+            route(
+                write_txn_markers.write_txn_markers,
+                replicas=s.replicas,
+                groups=s.groups,
+                timeout_s=s.config.int("request.timeout.ms") / 1000,
+            ),
             route(describe_transactions.describe_transactions, txn=s.txn),
         ],
         supported_versions(),

@@ -1,0 +1,46 @@
+"""``BrokerChannels``: this broker's connections to other brokers (replica fetches, transaction
+markers), one per broker, to its inter-broker listener as the metadata image registers it; a
+broker that registered again on another address gets a new channel."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from pylog.cluster.channel import NodeChannel
+from pylog.cluster.image import MetadataImage
+
+
+class BrokerChannels:
+    """One channel per broker, to its inter-broker listener as the image registers it."""
+
+    def __init__(self, node_id: int, listener: str, image: Callable[[], MetadataImage]) -> None:
+        self.node_id = node_id
+        self.listener = listener
+        self._image = image
+        self._channels: dict[int, NodeChannel] = {}
+
+    def endpoint(self, broker_id: int) -> tuple[str, int] | None:
+        b = self._image().brokers.get(broker_id)
+        if b is None:
+            return None
+        for e in b.endpoints:
+            if e.name == self.listener:
+                return e.host, e.port
+        return (b.endpoints[0].host, b.endpoints[0].port) if b.endpoints else None
+
+    def get(self, broker_id: int) -> NodeChannel | None:
+        address = self.endpoint(broker_id)
+        if address is None:
+            return None
+        ch = self._channels.get(broker_id)
+        if ch is not None and (ch.host, ch.port) != address:
+            ch.close()
+            ch = None
+        if ch is None:
+            ch = self._channels[broker_id] = NodeChannel(*address, client_id=f"pylog-replica-{self.node_id}")
+        return ch
+
+    def close(self) -> None:
+        for ch in self._channels.values():
+            ch.close()
+        self._channels.clear()

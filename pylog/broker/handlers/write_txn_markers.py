@@ -1,0 +1,60 @@
+"""WriteTxnMarkers: a transaction coordinator on another broker asks this partition leader to
+write COMMIT / ABORT markers; each partition answers once its in-sync replicas hold the marker."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.context import RequestContext
+from pylog.broker.group_shell import GroupShell
+from pylog.broker.registry import serves
+from pylog.broker.replica_manager import ReplicaManager
+from pylog.broker.txn_markers import write_marker_replicated, written_markers
+from pylog.txn import OFFSETS_TOPIC
+
+
+@serves(ApiKey.WRITE_TXN_MARKERS, versions=(0, 2))
+async def write_txn_markers(
+    ctx: RequestContext, req: Any, *, replicas: ReplicaManager, groups: GroupShell, timeout_s: float
+) -> dict:
+    loop = asyncio.get_running_loop()
+    now = ctx.now_ms()
+    results: list[tuple[int, dict[tuple[str, int], asyncio.Future[ErrorCode]]]] = []
+    for producer_id, epoch, commit, coordinator_epoch, partitions in written_markers(req):
+        futures: dict[tuple[str, int], asyncio.Future[ErrorCode]] = {}
+        for topic, p in partitions:
+            fut: asyncio.Future[ErrorCode] = loop.create_future()
+            futures[(topic, p)] = fut
+            part = replicas.get(topic, p)
+            if part is None:
+                fut.set_result(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+
+            def done(code: ErrorCode, fut: asyncio.Future[ErrorCode] = fut) -> None:
+                if not fut.done():
+                    fut.set_result(code)
+
+            write_marker_replicated(part, producer_id, epoch, commit, coordinator_epoch, now, done)
+            if topic == OFFSETS_TOPIC and part.is_leader and groups.coordinator is not None:
+                groups.coordinator.complete_txn(producer_id, p, commit, now_ms=now)
+        results.append((producer_id, futures))
+    pending = [f for _, futures in results for f in futures.values() if not f.done()]
+    if pending:
+        await asyncio.wait(pending, timeout=timeout_s)
+    markers = []
+    for producer_id, futures in results:
+        by_topic: dict[str, list[dict]] = {}
+        for (topic, p), fut in futures.items():
+            code = fut.result() if fut.done() else ErrorCode.REQUEST_TIMED_OUT
+            by_topic.setdefault(topic, []).append({"partition_index": p, "error_code": code})
+        markers.append(
+            {
+                "producer_id": producer_id,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+            }
+        )
+    return {"markers": markers}
