@@ -10,8 +10,9 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -23,6 +24,7 @@ from compat_broker import BrokerProcess
 
 JS_DIR = Path(__file__).parent / "js"
 _STASH_KEY = pytest.StashKey[list[BrokerProcess]]()
+_CLUSTERS_KEY = pytest.StashKey[list[Any]]()
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
@@ -44,6 +46,9 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     if report.failed:
         for b in _used(item):
             report.sections.append((f"pylog broker log ({b.log_path.name})", b.log_text()))
+        for c in item.stash.get(_CLUSTERS_KEY, []):
+            for n in c.nodes.values():
+                report.sections.append((f"pylog node {n.node_id} log", n.log_tail(200)))
 
 
 def _start(tmp: Path, name: str, config: dict[str, str] | None = None) -> BrokerProcess:
@@ -124,3 +129,29 @@ def kafkajs() -> Path:
     if out.stdout.strip() != "2.2.4":
         pytest.fail(f"expected kafkajs 2.2.4 in {JS_DIR}, found {out.stdout.strip() or out.stderr}")
     return JS_DIR / "kafkajs_cli.js"
+
+
+
+@pytest.fixture
+def cluster_factory(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Callable[..., Any]]:
+    """Start `LocalCluster`s (short timeouts, data under tmp_path); each is stopped after the test,
+    and every node's log is attached to the report of a failed test."""
+    from cluster_support import FAST
+
+    from pylog.local_cluster import LocalCluster
+
+    started: list[LocalCluster] = []
+
+    def start(nodes: int = 3, config: dict[str, str] | None = None, **kwargs: Any) -> LocalCluster:
+        home = tmp_path / f"cluster-{len(started) + 1}"
+        c = kwargs.pop("cluster", None) or LocalCluster(
+            nodes, data_dir=home, config={**FAST, **(config or {})}, keep_data=True, **kwargs
+        )
+        started.append(c)
+        request.node.stash[_CLUSTERS_KEY] = started
+        c.start()
+        return c
+
+    yield start
+    for c in started:
+        c.close()

@@ -257,6 +257,7 @@ class Broker:
             broker_epoch=lambda: self.broker_epoch,
             lag_time_max_ms=cfg.int("replica.lag.time.max.ms"),
             now_ms=now_ms,
+            eligible=lambda broker: (b := quorum.image.brokers.get(broker)) is not None and b.usable,
         )
         services = BrokerServices(
             node_id=self.node_id,

@@ -36,6 +36,7 @@ class IsrManager:
         broker_epoch: Callable[[], int],
         lag_time_max_ms: int,
         now_ms: Callable[[], int],
+        eligible: Callable[[int], bool] = lambda _broker: True,
     ) -> None:
         self.node_id = node_id
         self.controller = controller
@@ -43,6 +44,7 @@ class IsrManager:
         self._broker_epoch = broker_epoch
         self.lag_time_max_ms = lag_time_max_ms
         self._now_ms = now_ms
+        self._eligible = eligible
         self._pending: dict[tuple[str, int], tuple[Partition, tuple[int, ...]]] = {}
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
@@ -63,13 +65,14 @@ class IsrManager:
 
     # ------------------------------------------------------------------ proposals
 
-    def maybe_expand(self, part: Partition) -> None:
-        """After a follower's fetch: add followers that caught up."""
+    def maybe_expand(self, part: Partition, replica_id: int) -> None:
+        """After ``replica_id``'s fetch: add it back if it caught up and may join (registered,
+        unfenced, not shutting down, as the image says)."""
         state = part.leader_state
         if state is None or state.pending_isr is not None:
             return
-        new_isr = state.isr_expand(part.log_end_offset)
-        if new_isr is not None:
+        new_isr = state.isr_expand(replica_id)
+        if new_isr is not None and self._eligible(replica_id):
             self._propose(part, new_isr)
 
     def check_shrink(self) -> None:

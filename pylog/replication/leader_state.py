@@ -139,20 +139,14 @@ class LeaderState:
         )
         return out if out != self.isr else None
 
-    def isr_expand(self, local_end_offset: int) -> tuple[int, ...] | None:
-        """The ISR plus followers that caught up, or None if nobody joins."""
-        if self.pending_isr is not None:
+    def isr_expand(self, replica_id: int) -> tuple[int, ...] | None:
+        """The ISR plus ``replica_id`` (which just fetched) if it caught up, else None."""
+        f = self.followers.get(replica_id)
+        if self.pending_isr is not None or f is None or replica_id in self.isr:
             return None
-        joining = [
-            r
-            for r, f in self.followers.items()
-            if r not in self.isr
-            and f.log_end_offset >= self.high_watermark
-            and f.log_end_offset >= self.epoch_start_offset
-        ]
-        if not joining:
+        if f.log_end_offset < self.high_watermark or f.log_end_offset < self.epoch_start_offset:
             return None
-        return tuple(r for r in self.replicas if r in self.isr or r in joining)
+        return tuple(r for r in self.replicas if r in self.isr or r == replica_id)
 
     def propose(self, new_isr: tuple[int, ...]) -> None:
         self.pending_isr = new_isr

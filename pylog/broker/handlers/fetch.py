@@ -135,7 +135,7 @@ def _read_for_follower(
             return entry, 0
     if part.log_start_offset <= offset <= part.log_end_offset:
         part.on_follower_fetch(replica_id, offset, now_ms)
-        isr.maybe_expand(part)
+        isr.maybe_expand(part, replica_id)
     entry.update(_offsets(part))
     if offset < part.log_start_offset or offset > part.log_end_offset:
         entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
