@@ -456,12 +456,16 @@ def note_not_acted_on(names: Iterable[str]) -> list[str]:
     return fresh
 
 
-def check_static_broker_configs(settings: Mapping[str, str]) -> tuple[dict[str, str], list[str]]:
-    """Broker settings given at start (``--config``): the ones to apply and warnings about the rest.
+def check_static_broker_configs(
+    settings: Mapping[str, str], *, strict: bool = True
+) -> tuple[dict[str, str], list[str]]:
+    """Broker settings given at start (``--config``, a properties file): the ones to apply and
+    warnings about the rest.
 
     Raises ConfigError for a name that is neither a pylog nor an Apache Kafka config (a typo stops
-    the start, with the nearest name as a suggestion) and for a value that does not fit its config.
-    A topic config given as a broker setting is left out with a warning naming its broker default.
+    the start, with the nearest name as a suggestion; not `strict`, it is left out with a warning)
+    and for a value that does not fit its config. A topic config given as a broker setting is left
+    out with a warning naming its broker default.
     """
     accepted: dict[str, str] = {}
     warnings: list[str] = []
@@ -474,10 +478,11 @@ def check_static_broker_configs(settings: Mapping[str, str]) -> tuple[dict[str, 
                 warnings.append(f"{name} is a topic config, not a broker config: set it per topic{hint}")
                 continue
             known = [*ALL_BROKER_CONFIGS, *ALL_TOPIC_CONFIGS]
-            raise ConfigError(
-                f"unknown config {name!r}: neither a pylog nor an Apache Kafka broker config"
-                + suggestion(name, known)
-            )
+            message = f"unknown config {name!r}: neither a pylog nor an Apache Kafka broker config"
+            if strict:
+                raise ConfigError(message + suggestion(name, known))
+            warnings.append(f"ignoring {message}" + suggestion(name, known))
+            continue
         d.parse(value)
         accepted[name] = value
     return accepted, warnings
