@@ -9,6 +9,7 @@ reads those few flatbuffer fields itself instead of materialising the record bat
 from __future__ import annotations
 
 import base64
+import itertools
 import os
 import struct
 import threading
@@ -254,6 +255,13 @@ def scan_messages(buf: memoryview, pos: int) -> list[MessageInfo]:
 def read_batch(buf: pa.Buffer, position: int, length: int) -> pa.RecordBatch:
     """The record batch of one message, zero-copy over `buf`."""
     return ipc.read_record_batch(buf.slice(position, length), RECORD_SCHEMA)
+
+
+def read_batches(buf: pa.Buffer, position: int, end: int, count: int) -> list[pa.RecordBatch]:
+    """The record batches of the `count` consecutive messages in ``buf[position:end]``, zero-copy:
+    Arrow's message reader walks them (about half the cost of slicing out each message)."""
+    reader = ipc.MessageReader.open_stream(buf.slice(position, end - position))
+    return [ipc.read_record_batch(message, RECORD_SCHEMA) for message in itertools.islice(reader, count)]
 
 
 class FileBlockWriter:

@@ -180,16 +180,26 @@ class TopicScan:
         """All records as one ``pyarrow.Table`` (decoders see the whole column, so a JSON schema is
         inferred from every record)."""
         schema = self.schema
-        stored = output_schema([c for c in SOURCE_COLUMNS if c in self.columns])
-        batches: list[pa.RecordBatch] = []
-        runs: list[tuple[PartitionRange, int]] = []  # consecutive batches of one range share constants
-        for r, batch in self._source_batches():
-            batches.append(batch)
-            if runs and runs[-1][0] is r:
-                runs[-1] = (r, runs[-1][1] + batch.num_rows)
-            else:
-                runs.append((r, batch.num_rows))
-        table = pa.Table.from_batches(batches, schema=stored)
+        source_columns = [c for c in SOURCE_COLUMNS if c in self.columns]
+        stored = output_schema(source_columns)
+        runs: list[tuple[PartitionRange, int]] = []  # consecutive rows of one range share constants
+        if self.bootstrap_servers is None:  # a data directory: whole tables per range, zero-copy
+            source = self._source()
+            try:
+                tables = list(source.read_tables(self._plan(source), source_columns))  # type: ignore[attr-defined]
+            finally:
+                source.close()
+            runs = [(r, t.num_rows) for r, t in tables]
+            table = pa.concat_tables([t for _, t in tables]) if tables else stored.empty_table()
+        else:
+            batches: list[pa.RecordBatch] = []
+            for r, batch in self._source_batches():
+                batches.append(batch)
+                if runs and runs[-1][0] is r:
+                    runs[-1] = (r, runs[-1][1] + batch.num_rows)
+                else:
+                    runs.append((r, batch.num_rows))
+            table = pa.Table.from_batches(batches, schema=stored)
         pool = ConstantPool()
         for i, field in enumerate(schema):
             if field.name in ("topic", "partition"):
