@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+BOOTSTRAP_ENV = "PYLOG_BOOTSTRAP_SERVERS"  # like rpk's RPK_BROKERS: a default for -b
 
 
 class AdminError(Exception):
@@ -19,8 +20,9 @@ class AdminError(Exception):
 
 def add_connection_options(parser: argparse.ArgumentParser, *, formats: Sequence[str] = ("table", "json")
                            ) -> None:
-    parser.add_argument("-b", "--bootstrap-servers", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT[,...]",
-                        help=f"any broker of the cluster (default {DEFAULT_BOOTSTRAP})")
+    default = os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP
+    parser.add_argument("-b", "--bootstrap-servers", default=default, metavar="HOST:PORT[,...]",
+                        help=f"a broker of the cluster (default: ${BOOTSTRAP_ENV}, else {DEFAULT_BOOTSTRAP})")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                         help="how long to wait for the cluster (default 10)")
     if formats:
