@@ -86,8 +86,8 @@ def test_unknown_and_read_only_names_are_refused(kp_admin: Any) -> None:
     assert "InvalidConfigurationError" in res["broker"][node]
     assert f"Unknown broker config name: {typo} (did you mean {RELOGIN}?)" in res["broker"][node]
     res = kp_admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, node, configs={
-        "auto.leader.rebalance.enable": "false"})], incremental=True, raise_on_unknown=False)
-    assert "Cannot update these configs dynamically: {auto.leader.rebalance.enable}" in res["broker"][node]
+        "delegation.token.expiry.time.ms": "1000"})], incremental=True, raise_on_unknown=False)
+    assert "Cannot update these configs dynamically: {delegation.token.expiry.time.ms}" in res["broker"][node]
 
 
 def test_aiokafka_alters_kafka_broker_and_topic_configs(broker: BrokerProcess, kp_admin: Any,
