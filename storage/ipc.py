@@ -257,9 +257,15 @@ def read_batch(buf: pa.Buffer, position: int, length: int) -> pa.RecordBatch:
     return ipc.read_record_batch(buf.slice(position, length), RECORD_SCHEMA)
 
 
-def read_batches(buf: pa.Buffer, position: int, end: int, count: int) -> list[pa.RecordBatch]:
-    """The record batches of the `count` consecutive messages in ``buf[position:end]``, zero-copy:
-    Arrow's message reader walks them (about half the cost of slicing out each message)."""
+def read_batches(buf: pa.Buffer, position: int, end: int, count: int, *,
+                 schema_at: int | None = None) -> list[pa.RecordBatch]:
+    """The record batches of the `count` consecutive messages in ``buf[position:end]``, zero-copy.
+    When they are the first messages of their file (the schema message at `schema_at` directly
+    before them), Arrow's stream reader walks them; otherwise its message reader does. Either costs
+    about half of slicing out and reading each message."""
+    if schema_at is not None and position == schema_at + len(SCHEMA_MESSAGE):
+        stream = ipc.open_stream(buf.slice(schema_at, end - schema_at))
+        return list(itertools.islice(stream, count))
     reader = ipc.MessageReader.open_stream(buf.slice(position, end - position))
     return [ipc.read_record_batch(message, RECORD_SCHEMA) for message in itertools.islice(reader, count)]
 

@@ -327,7 +327,8 @@ class Segment:
         if not len(ix):
             return []
         end = _end(ix[-1])
-        return read_batches(self.buffer(end), int(ix[0]["position"]), end, len(ix))
+        schema_at = FILE_PREFIX - len(SCHEMA_MESSAGE) if self.sealed else 0  # after a file's magic
+        return read_batches(self.buffer(end), int(ix[0]["position"]), end, len(ix), schema_at=schema_at)
 
     def stored_batches(self, entries: np.ndarray) -> list[StoredBatch]:
         """StoredBatch for each entry of a contiguous run of this segment's `.batches`."""
