@@ -1,6 +1,6 @@
 # pylog: set-up, run and test from a fresh clone.
 #   make run   - virtualenv + pylog, then a single-node broker on 127.0.0.1:9092 (data in ./pylog-data)
-#   make test  - virtualenv + test extras + kcat + kafkajs, then ruff and the whole test suite
+#   make test  - virtualenv + test extras + kcat + kafkajs + chromium, then ruff and the whole test suite
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -18,7 +18,7 @@ run: install
 	exec $(VENV)/bin/pylog broker --data-dir $(DATA_DIR) --listen $(LISTEN)
 
 # Lint and tests both run; the target fails if either fails (pytest's 5, "no tests", included).
-test: install-test kcat kafkajs
+test: install-test kcat kafkajs chromium
 	@rc=0; \
 	$(VENV)/bin/ruff check . || rc=1; \
 	$(VPY) -m pytest $(wildcard tests compat-tests) $(PYTEST_ARGS) || rc=1; \

@@ -1,4 +1,7 @@
-"""Command line: ``pylog broker`` starts a single-node cluster with defaults that just work."""
+"""Command line: ``pylog broker`` starts a single-node cluster with defaults that just work;
+``pylog cluster`` / ``topic`` / ``group`` look at and manage any Kafka-compatible cluster (their
+commands live in `pylog.admin`). This module only builds the parser and dispatches.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +13,13 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from pylog.config import BROKER_CONFIGS, BrokerConfig, ConfigError, parse_key_values
+from pylog.config import (
+    BrokerConfig,
+    ConfigError,
+    check_static_broker_configs,
+    note_not_acted_on,
+    parse_key_values,
+)
 from pylog.properties import read_properties
 
 log = logging.getLogger("pylog")
@@ -62,14 +71,23 @@ def _build_parser() -> argparse.ArgumentParser:
         help="Kafka broker config, repeatable (num.partitions=3, log.retention.ms=...)",
     )
     b.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
+    b.set_defaults(run=_run_broker)
+
+    from pylog.admin import cluster, group, topic
+
+    c = sub.add_parser("cluster", help="look at a Kafka-compatible cluster")
+    cluster_sub = c.add_subparsers(dest="cluster_command", required=True, metavar="COMMAND")
+    cluster.add_commands(cluster_sub)
+    t = sub.add_parser("topic", help="list, describe, create, delete, configure, produce to, consume topics")
+    topic.add_commands(t.add_subparsers(dest="topic_command", required=True, metavar="COMMAND"))
+    g = sub.add_parser("group", help="list and describe consumer groups, reset their offsets")
+    group.add_commands(g.add_subparsers(dest="group_command", required=True, metavar="COMMAND"))
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _build_parser().parse_args(argv)
-    if args.command == "broker":
-        return _run_broker(args)
-    return 2
+    return int(args.run(args))
 
 
 def _run_broker(args: argparse.Namespace) -> int:
@@ -79,16 +97,23 @@ def _run_broker(args: argparse.Namespace) -> int:
         stream=sys.stderr,
     )
     try:
-        settings = read_properties(args.config_file) if args.config_file else {}
-        settings.update(parse_key_values(args.config))
-        for name in [n for n in settings if n not in BROKER_CONFIGS]:
-            log.warning("ignoring unknown broker config %s", name)  # as Kafka does
-            del settings[name]
+        # a properties file may hold names of other Kafka versions or plugins: ignored with a
+        # warning, as Kafka does; a --config name typed by hand must be a known one
+        from_file = read_properties(args.config_file) if args.config_file else {}
+        settings, warnings = check_static_broker_configs(from_file, strict=False)
+        given, more = check_static_broker_configs(parse_key_values(args.config))
+        settings.update(given)
         config = BrokerConfig(settings)
     except ConfigError as exc:
         print(f"pylog: {exc}", file=sys.stderr)
         return 2
+    for warning in [*warnings, *more]:
+        log.warning("%s", warning)
+    note_not_acted_on(settings)
     data_dir = Path(args.data_dir or config.raw("log.dirs") or config.raw("log.dir") or "./pylog-data")
+    if data_dir.exists() and not data_dir.is_dir():
+        print(f"pylog: data directory {data_dir} is not a directory", file=sys.stderr)
+        return 2
     listen = args.listen
     try:
         import uvloop  # type: ignore[import-not-found]
@@ -127,9 +152,8 @@ async def _serve(
         await broker.stop()
         return 1
     host, port = broker.bound_address
-    # A test harness parses this line for the bound port.
+    # The one line saying the broker serves (test harnesses and LocalBroker parse it for the port).
     print(f"pylog broker listening on {_fmt(host)}:{port}, data in {data_dir.resolve()}", flush=True)
-    log.info("pylog broker listening on %s:%d, data in %s", _fmt(host), port, data_dir.resolve())
     try:
         await stop.wait()
     finally:

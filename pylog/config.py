@@ -4,15 +4,25 @@ Values are kept as Kafka keeps them: strings on the wire, typed here. A topic
 config falls back to its broker synonym (``retention.ms`` <- ``log.retention.ms``
 <- ``log.retention.minutes`` <- ``log.retention.hours``), so DescribeConfigs can
 report the value, its source and the synonym chain exactly as Kafka does.
+
+`BROKER_CONFIGS` and `TOPIC_CONFIGS` are the configs pylog defines. Every other
+Apache Kafka config (`pylog.kafka_configs`) is accepted, stored and described too,
+but not acted on (``ConfigDef.acted_on`` is false); a name in neither list is
+refused, with the nearest known name as a suggestion.
 """
 
 from __future__ import annotations
 
+import difflib
+import logging
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
+from pylog import kafka_configs as kafka
 from pylog.storage.config import SEGMENT_COMPRESSION
+
+log = logging.getLogger(__name__)
 
 LONG_MAX = 9223372036854775807
 INT_MAX = 2147483647
@@ -57,6 +67,7 @@ class ConfigDef:
     doc: str = ""
     choices: tuple[str, ...] = ()
     read_only: bool = False
+    acted_on: bool = True  # False: a Kafka config pylog stores and describes but ignores
 
     def parse(self, value: str | None) -> object:
         """Typed value of a Kafka config string; raises ConfigError when it does not fit."""
@@ -361,6 +372,122 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
     ]
 }
 
+_KAFKA_TYPES = {
+    kafka.BOOLEAN: ConfigType.BOOLEAN,
+    kafka.STRING: ConfigType.STRING,
+    kafka.INT: ConfigType.INT,
+    kafka.SHORT: ConfigType.SHORT,
+    kafka.LONG: ConfigType.LONG,
+    kafka.DOUBLE: ConfigType.DOUBLE,
+    kafka.LIST: ConfigType.LIST,
+    kafka.CLASS: ConfigType.CLASS,
+    kafka.PASSWORD: ConfigType.PASSWORD,
+}
+_NOT_ACTED_ON = "Apache Kafka config; pylog stores and describes it but does not act on it."
+
+
+def _kafka_only(name: str, type_: str, default: str | None, read_only: bool) -> ConfigDef:
+    choices = kafka.VALID_VALUES.get(name, ())
+    return ConfigDef(name, _KAFKA_TYPES[type_], default, _NOT_ACTED_ON, choices, read_only, acted_on=False)
+
+
+# Every Apache Kafka broker / topic config: pylog's definition where it has one, Kafka's otherwise.
+ALL_BROKER_CONFIGS: dict[str, ConfigDef] = {
+    **{
+        name: _kafka_only(name, t, default, mode == kafka.READ_ONLY)
+        for name, (t, default, mode) in kafka.BROKER_CONFIGS.items()
+    },
+    **BROKER_CONFIGS,
+}
+ALL_TOPIC_CONFIGS: dict[str, ConfigDef] = {
+    **{name: _kafka_only(name, t, default, False) for name, (t, default, _) in kafka.TOPIC_CONFIGS.items()},
+    **TOPIC_CONFIGS,
+}
+for _name, (_t, _d, _server_default) in kafka.TOPIC_CONFIGS.items():
+    if _server_default is not None:
+        TOPIC_SYNONYMS.setdefault(_name, (_server_default,))
+
+_LISTENER_PREFIX = "listener.name."
+
+
+def broker_config_def(name: str) -> ConfigDef | None:
+    """pylog's or Kafka's definition of a broker config. Kafka's listener-prefixed form
+    (``listener.name.<listener>[.<sasl mechanism>].<config>``) has the definition of its config."""
+    d = ALL_BROKER_CONFIGS.get(name)
+    if d is None and name.startswith(_LISTENER_PREFIX):
+        parts = name[len(_LISTENER_PREFIX) :].split(".")
+        for i in (1, 2):
+            base = ALL_BROKER_CONFIGS.get(".".join(parts[i:]))
+            if base is not None and len(parts) > i:
+                return ConfigDef(name, base.type, None, base.doc, base.choices, base.read_only, False)
+    return d
+
+
+def topic_config_def(name: str) -> ConfigDef | None:
+    return ALL_TOPIC_CONFIGS.get(name)
+
+
+def unknown_config_message(kind: str, name: str) -> str:
+    """Kafka's wording for a name in neither list, plus the nearest known name."""
+    known = ALL_TOPIC_CONFIGS if kind == "topic" else ALL_BROKER_CONFIGS
+    message = f"Unknown {kind} config name: {name}"
+    return message + suggestion(name, known)
+
+
+def suggestion(name: str, known: Iterable[str]) -> str:
+    """``"; did you mean 'x'?"`` for the closest of `known`, or nothing."""
+    close = difflib.get_close_matches(name, list(known), n=1, cutoff=0.75)
+    return f" (did you mean {close[0]}?)" if close else ""
+
+
+_noted: set[str] = set()
+
+
+def note_not_acted_on(names: Iterable[str]) -> list[str]:
+    """Log, once per process and name, that a stored Kafka config has no effect in pylog; returns
+    the names logged now."""
+    fresh = []
+    for name in names:
+        d = broker_config_def(name) or topic_config_def(name)
+        if d is not None and not d.acted_on and name not in _noted:
+            _noted.add(name)
+            fresh.append(name)
+            log.warning("%s is an Apache Kafka config that pylog stores but does not act on", name)
+    return fresh
+
+
+def check_static_broker_configs(
+    settings: Mapping[str, str], *, strict: bool = True
+) -> tuple[dict[str, str], list[str]]:
+    """Broker settings given at start (``--config``, a properties file): the ones to apply and
+    warnings about the rest.
+
+    Raises ConfigError for a name that is neither a pylog nor an Apache Kafka config (a typo stops
+    the start, with the nearest name as a suggestion; not `strict`, it is left out with a warning)
+    and for a value that does not fit its config. A topic config given as a broker setting is left
+    out with a warning naming its broker default.
+    """
+    accepted: dict[str, str] = {}
+    warnings: list[str] = []
+    for name, value in settings.items():
+        d = broker_config_def(name)
+        if d is None:
+            if name in ALL_TOPIC_CONFIGS:
+                brokers = TOPIC_SYNONYMS.get(name, ())
+                hint = f"; its broker-wide default is {brokers[0]}" if brokers else ""
+                warnings.append(f"{name} is a topic config, not a broker config: set it per topic{hint}")
+                continue
+            known = [*ALL_BROKER_CONFIGS, *ALL_TOPIC_CONFIGS]
+            message = f"unknown config {name!r}: neither a pylog nor an Apache Kafka broker config"
+            if strict:
+                raise ConfigError(message + suggestion(name, known))
+            warnings.append(f"ignoring {message}" + suggestion(name, known))
+            continue
+        d.parse(value)
+        accepted[name] = value
+    return accepted, warnings
+
+
 # Broker settings given in other units than the topic config they feed.
 _UNIT_MS = {
     "log.retention.minutes": 60_000,
@@ -395,16 +522,16 @@ class BrokerConfig:
             self.set(name, value)
 
     def set(self, name: str, value: str) -> None:
-        d = BROKER_CONFIGS.get(name)
+        d = broker_config_def(name)
         if d is None:
-            raise ConfigError(f"Unknown broker configuration {name!r}")
+            raise ConfigError(unknown_config_message("broker", name))
         d.parse(value)
         self._static[name] = value
 
     def set_dynamic(self, cluster_default: Mapping[str, str], this_broker: Mapping[str, str]) -> None:
         """Dynamic broker configs from the metadata log (unknown names are ignored)."""
-        self._dynamic_default = {k: v for k, v in cluster_default.items() if k in BROKER_CONFIGS}
-        self._dynamic_broker = {k: v for k, v in this_broker.items() if k in BROKER_CONFIGS}
+        self._dynamic_default = {k: v for k, v in cluster_default.items() if broker_config_def(k)}
+        self._dynamic_broker = {k: v for k, v in this_broker.items() if broker_config_def(k)}
 
     def _layers(self) -> tuple[tuple[dict[str, str], ConfigSource], ...]:
         return (
@@ -416,7 +543,7 @@ class BrokerConfig:
     def _resolve(self, name: str) -> tuple[str | None, ConfigSource, tuple]:
         """Value, source and synonym chain of one broker config."""
         synonyms = [(name, layer[name], source) for layer, source in self._layers() if name in layer]
-        default = BROKER_CONFIGS[name].default
+        default = _definition(name).default
         if default is not None:
             synonyms.append((name, default, ConfigSource.DEFAULT_CONFIG))
         if synonyms:
@@ -427,10 +554,10 @@ class BrokerConfig:
         for layer, _ in self._layers():
             if name in layer:
                 return layer[name]
-        return BROKER_CONFIGS[name].default
+        return _definition(name).default
 
     def get(self, name: str) -> object:
-        return BROKER_CONFIGS[name].parse(self.raw(name))
+        return _definition(name).parse(self.raw(name))
 
     def int(self, name: str) -> int:
         v = self.get(name)
@@ -449,8 +576,10 @@ class BrokerConfig:
     def describe(self, names: Iterable[str] | None = None) -> list[ResolvedConfig]:
         """Broker resource entries in Kafka's shape (value, source, synonyms)."""
         out = []
-        for name in names if names is not None else sorted(BROKER_CONFIGS):
-            d = BROKER_CONFIGS.get(name)
+        if names is None:  # every config, plus listener-prefixed ones that were set
+            names = sorted({*ALL_BROKER_CONFIGS, *(n for layer, _ in self._layers() for n in layer)})
+        for name in names:
+            d = broker_config_def(name)
             if d is None:
                 continue
             value, source, synonyms = self._resolve(name)
@@ -466,14 +595,14 @@ class BrokerConfig:
         for layer, source in self._layers():
             synonyms += [(b, layer[b], source) for b in broker_names if b in layer]
         synonyms += [
-            (b, BROKER_CONFIGS[b].default, ConfigSource.DEFAULT_CONFIG)
+            (b, ALL_BROKER_CONFIGS[b].default, ConfigSource.DEFAULT_CONFIG)
             for b in broker_names
-            if BROKER_CONFIGS[b].default is not None
+            if ALL_BROKER_CONFIGS[b].default is not None
         ]
         if synonyms:
             broker_name, raw, source = synonyms[0]
             return _to_topic_units(broker_name, raw), source, tuple(synonyms)
-        return TOPIC_CONFIGS[name].default, ConfigSource.DEFAULT_CONFIG, ()
+        return ALL_TOPIC_CONFIGS[name].default, ConfigSource.DEFAULT_CONFIG, ()
 
     def topic_configs(self, overrides: Mapping[str, str]) -> dict[str, str]:
         """Effective topic configs: overrides over broker-derived defaults (all names)."""
@@ -491,8 +620,8 @@ class BrokerConfig:
         self, overrides: Mapping[str, str], names: Iterable[str] | None = None
     ) -> list[ResolvedConfig]:
         out = []
-        for name in names if names is not None else sorted(TOPIC_CONFIGS):
-            d = TOPIC_CONFIGS.get(name)
+        for name in names if names is not None else sorted(ALL_TOPIC_CONFIGS):
+            d = ALL_TOPIC_CONFIGS.get(name)
             if d is None:
                 continue
             value, source, synonyms = self.topic_default(name)
@@ -501,6 +630,13 @@ class BrokerConfig:
                 synonyms = ((name, value, source), *synonyms)
             out.append(ResolvedConfig(name, value, source, d.type, False, synonyms, d.doc))
         return out
+
+
+def _definition(name: str) -> ConfigDef:
+    d = broker_config_def(name)
+    if d is None:
+        raise KeyError(name)
+    return d
 
 
 def _to_topic_units(broker_name: str, raw: str) -> str:
@@ -514,9 +650,9 @@ def _to_topic_units(broker_name: str, raw: str) -> str:
 def validate_topic_configs(configs: Mapping[str, str | None]) -> None:
     """Raise ConfigError for unknown topic config names or badly typed values."""
     for name, value in configs.items():
-        d = TOPIC_CONFIGS.get(name)
+        d = ALL_TOPIC_CONFIGS.get(name)
         if d is None:
-            raise ConfigError(f"Unknown topic config name: {name}")
+            raise ConfigError(unknown_config_message("topic", name))
         if value is not None:
             d.parse(value)
 

@@ -29,6 +29,7 @@ from .ipc import (
     encode_message,
     parse_message,
     read_batch,
+    read_batches,
     scan_messages,
     write_all,
 )
@@ -325,9 +326,9 @@ class Segment:
         ix = self.files()[1].entries(start, stop)
         if not len(ix):
             return []
-        buf = self.buffer(_end(ix[-1]))
-        return [read_batch(buf, pos, length) for pos, length in
-                zip(ix["position"].tolist(), ix["length"].tolist())]
+        end = _end(ix[-1])
+        schema_at = FILE_PREFIX - len(SCHEMA_MESSAGE) if self.sealed else 0  # after a file's magic
+        return read_batches(self.buffer(end), int(ix[0]["position"]), end, len(ix), schema_at=schema_at)
 
     def stored_batches(self, entries: np.ndarray) -> list[StoredBatch]:
         """StoredBatch for each entry of a contiguous run of this segment's `.batches`."""

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pylog._extras import require
+
 if TYPE_CHECKING:
     import pandas
 
@@ -120,7 +122,7 @@ def latest_records(topic: str, n: int = 20, *, bootstrap_servers: Any = None, da
                    schema_registry_url: str | None = None) -> pandas.DataFrame:
     """The newest `n` records of `topic`, newest first, as a pandas DataFrame with columns
     ``partition, offset, timestamp, key, value`` (key and value decoded to text, see `decode_bytes`)."""
-    import pandas as pd
+    pd = require("pandas", "latest_records()")
 
     if decode not in DECODINGS:
         raise ValueError(f"decode must be one of {DECODINGS}, got {decode!r}")

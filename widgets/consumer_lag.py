@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 from pylog.widgets.admin import LATEST, Admin, AsyncAdmin, GroupDescription
 from pylog.widgets.burrow import LagWindow, Status, evaluate_group, evaluate_partition
 
+from pylog._extras import require
+
 if TYPE_CHECKING:
     import pandas
 
@@ -208,7 +210,7 @@ class LagMonitor:
 
 
 def partitions_frame(snapshot: dict[str, Any]) -> pandas.DataFrame:
-    import pandas as pd
+    pd = require("pandas", "the lag DataFrames")
 
     rows = []
     for g in snapshot["groups"]:
@@ -224,7 +226,7 @@ def partitions_frame(snapshot: dict[str, Any]) -> pandas.DataFrame:
 
 
 def groups_frame(snapshot: dict[str, Any]) -> pandas.DataFrame:
-    import pandas as pd
+    pd = require("pandas", "the lag DataFrames")
 
     rows = [[g["group"], g["state"], g["protocol_type"], g["protocol"], len(g["members"]), g["coordinator"],
              len(g["partitions"]), g["total_lag"], g["max_lag"], g["status"], g.get("group_type", "classic"),

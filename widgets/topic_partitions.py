@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 from pylog.widgets.admin import EARLIEST, LATEST, Admin, AsyncAdmin
 
+from pylog._extras import require
+
 if TYPE_CHECKING:
     import pandas
 
@@ -113,7 +115,7 @@ def _servers(bootstrap_servers: Any, admin: Admin | None) -> str | None:
 
 
 def frame(snap: dict[str, Any]) -> pandas.DataFrame:
-    import pandas as pd
+    pd = require("pandas", "partitions()")
 
     df = pd.DataFrame([[r.get(c) for c in COLUMNS] for r in snap["partitions"]], columns=COLUMNS)
     for col in ("partition", "leader", "log_start_offset", "log_end_offset", "records", "bytes", "segments"):

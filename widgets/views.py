@@ -12,7 +12,6 @@ import threading
 from pathlib import Path
 from typing import Any
 
-import anywidget
 import traitlets
 from pylog.widgets import browse, export, html
 from pylog.widgets import topic_partitions as partitions_mod
@@ -20,6 +19,9 @@ from pylog.widgets.admin import Admin
 from pylog.widgets.burrow import LagWindow
 from pylog.widgets.consumer_lag import LagMonitor
 
+from pylog._extras import require
+
+anywidget = require("anywidget", "pylog.widgets")
 _HERE = Path(__file__).parent
 
 
@@ -249,7 +251,7 @@ class TopicBrowser(_LiveWidget):
         return f"topic={self.topic!r}, n={self.n}"
 
     def dataframe(self) -> Any:
-        import pandas as pd
+        pd = require("pandas", "the widget's DataFrame")
 
         df = pd.DataFrame(self.records, columns=browse.COLUMNS)
         df["timestamp"] = pd.to_datetime(df["timestamp"], unit="ms")

@@ -22,6 +22,7 @@ from pylog.broker.broker_channels import BrokerChannels
 from pylog.broker.controller_channel import ControllerChannel
 from pylog.broker.controller_client import ControllerClient
 from pylog.broker.controller_duties import ControllerDuties
+from pylog.broker.dir_lock import DataDirLock, lock_data_dir
 from pylog.broker.group_shell import GroupShell
 from pylog.broker.handlers import BrokerServices, ControllerServices, client_handlers, controller_handlers
 from pylog.broker.isr_manager import IsrManager
@@ -93,6 +94,7 @@ class Broker:
         self.schema_registry: Any = None  # pylog.schema_registry.http.RegistryServer when configured
         self.schema_validation = SchemaValidation(None)
         self.stopping = False
+        self.dir_lock: DataDirLock | None = None
 
     # --- addresses ----------------------------------------------------------------------------
 
@@ -132,6 +134,7 @@ class Broker:
     # --- start ----------------------------------------------------------------------------------
 
     async def start(self) -> None:
+        self.dir_lock = lock_data_dir(self.data_dir)  # first: nothing in the directory is touched before
         s = self.settings
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id = self._cluster_id()
@@ -366,6 +369,8 @@ class Broker:
         if self.quorum is not None:
             with contextlib.suppress(Exception):
                 await self.quorum.close()
+        if self.dir_lock is not None:
+            self.dir_lock.release()
 
 
 def _local(host: str) -> str:

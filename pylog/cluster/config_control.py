@@ -1,7 +1,8 @@
 """Validation and resolution of config changes for the controller (sans-IO).
 
-Names, types and defaults come from ``pylog.config`` (the one table of Kafka config
-definitions); this module adds Kafka's value ranges and the semantics of
+Names, types and defaults come from ``pylog.config`` (pylog's definitions, and every other
+Apache Kafka config name, which is accepted and stored but not acted on); this module adds
+Kafka's value ranges and the semantics of
 AlterConfigs (replace the whole set) and IncrementalAlterConfigs
 (SET / DELETE / APPEND / SUBTRACT, where APPEND and SUBTRACT work on list configs
 starting from the current value, the default when there is no override).
@@ -14,7 +15,14 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from pylog.cluster.records import ConfigResourceType
-from pylog.config import BROKER_CONFIGS, TOPIC_CONFIGS, ConfigDef, ConfigError, ConfigType
+from pylog.config import (
+    ConfigDef,
+    ConfigError,
+    ConfigType,
+    broker_config_def,
+    topic_config_def,
+    unknown_config_message,
+)
 from pylog.protocol.errors import ErrorCode
 
 
@@ -60,18 +68,22 @@ _TOPIC_RANGES: dict[str, tuple[float | None, float | None]] = {
     "min.insync.replicas": (1, None),
     "message.timestamp.before.max.ms": (0, None),
     "message.timestamp.after.max.ms": (0, None),
+    "local.retention.ms": (-2, None),
+    "local.retention.bytes": (-2, None),
+    "compression.lz4.level": (1, 17),
+    "compression.zstd.level": (-131072, 22),
 }
 
 
 def _definition(resource_type: int, name: str) -> ConfigDef:
     if resource_type == ConfigResourceType.TOPIC:
-        d = TOPIC_CONFIGS.get(name)
+        d = topic_config_def(name)
         if d is None:
-            raise ConfigValidationError(ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}")
+            raise ConfigValidationError(ErrorCode.INVALID_CONFIG, unknown_config_message("topic", name))
         return d
-    d = BROKER_CONFIGS.get(name)
+    d = broker_config_def(name)
     if d is None:
-        raise ConfigValidationError(ErrorCode.INVALID_CONFIG, f"Unknown broker config name: {name}")
+        raise ConfigValidationError(ErrorCode.INVALID_CONFIG, unknown_config_message("broker", name))
     if d.read_only:
         raise ConfigValidationError(
             ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {{{name}}}"

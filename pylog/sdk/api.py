@@ -28,6 +28,7 @@ def scan_topic(
     fetch_options: Any = None,
     schema_registry_url: str | None = None,
     on_decode_error: str = "raise",
+    progress: bool | None = None,
 ) -> TopicScan:
     """A lazy read of `topic`: call ``.to_arrow()``, ``.to_arrow_batch_reader()``, ``.to_pandas()``,
     ``.to_polars()`` or ``.to_duckdb(name)``, or hand it to anything that takes an Arrow stream.
@@ -43,6 +44,8 @@ def scan_topic(
     as typed structs, schemas from ``schema_registry_url`` or else the ``_schemas`` topic of the same
     source), a registered name or a callable. A record that cannot be decoded raises an error naming
     its topic, partition and offset, or becomes null with ``on_decode_error="null"``.
+    ``progress``: a progress bar for reads through ``bootstrap_servers`` (None: only when the read
+    is large and slow, True: always, False: never).
     """
     return TopicScan(
         topic, data_dir=data_dir, bootstrap_servers=bootstrap_servers, partitions=partitions,
@@ -50,6 +53,7 @@ def scan_topic(
         starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp,
         include_headers=include_headers, columns=columns, decode=decode, fetch_options=fetch_options,
         schema_registry_url=schema_registry_url, on_decode_error=on_decode_error,
+        progress=progress,
     )
 
 
@@ -69,6 +73,7 @@ def read_topic(
     fetch_options: Any = None,
     schema_registry_url: str | None = None,
     on_decode_error: str = "raise",
+    progress: bool | None = None,
 ) -> pa.Table:
     """Read `topic` into a ``pyarrow.Table`` with Spark's Kafka source columns: ``key binary, value
     binary, topic string, partition int32, offset int64, timestamp timestamp[ms], timestampType int32``
@@ -80,4 +85,5 @@ def read_topic(
         starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp,
         include_headers=include_headers, columns=columns, decode=decode, fetch_options=fetch_options,
         schema_registry_url=schema_registry_url, on_decode_error=on_decode_error,
+        progress=progress,
     ).to_arrow()

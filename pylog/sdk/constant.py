@@ -5,15 +5,20 @@ buffers with numpy: zeros come from calloc (free until touched), other integers 
 string's offsets and data by doubling copies. Arrow arrays are immutable, so every batch of one value
 can be a slice of one shared column: `ConstantPool` builds a column per value once, at most
 `CHUNK_ROWS` long, and serves any length as slices of it (a long column as several chunks), so the
-memory written per read does not grow with the number of rows.
+memory written per read does not grow with the number of rows. The columns are kept for the process
+(the most recently used, up to `SHARED_BYTES`), so reading the same topic again builds nothing.
 """
 
 from __future__ import annotations
+
+import threading
+from collections import OrderedDict
 
 import numpy as np
 import pyarrow as pa
 
 CHUNK_ROWS = 1 << 18  # longest column a pool builds; longer requests become several chunks
+SHARED_BYTES = 32 << 20  # constant columns kept across reads, least recently used out first
 
 _zeros = pa.py_buffer(np.zeros(0, np.int32))
 
@@ -67,20 +72,30 @@ def string_column(value: str, n: int) -> pa.Array:
     return arr.cast(pa.string()) if large else arr
 
 
+_shared: OrderedDict[tuple[type, int | str], pa.Array] = OrderedDict()
+_shared_lock = threading.Lock()
+
+
 class ConstantPool:
     """One column per value (a str makes a string column, an int an int32 one), at least as long as
-    the longest batch asked for, handed out as slices from its start."""
-
-    def __init__(self) -> None:
-        self._columns: dict[tuple[type, int | str], pa.Array] = {}
+    the longest batch asked for, handed out as slices from its start; the columns are shared by every
+    pool of the process."""
 
     def _column(self, value: int | str, n: int) -> pa.Array:
         key = (type(value), value)
-        column = self._columns.get(key)
-        if column is None or len(column) < n:
-            size = max(n, min(CHUNK_ROWS, 2 * len(column) if column is not None else 1 << 12))
-            column = string_column(value, size) if isinstance(value, str) else int32_column(value, size)
-            self._columns[key] = column
+        with _shared_lock:
+            column = _shared.get(key)
+            if column is not None and len(column) >= n:
+                _shared.move_to_end(key)
+                return column
+        size = max(n, min(CHUNK_ROWS, 2 * len(column) if column is not None else 1 << 12))
+        column = string_column(value, size) if isinstance(value, str) else int32_column(value, size)
+        with _shared_lock:
+            _shared[key] = column
+            _shared.move_to_end(key)
+            total = sum(c.nbytes for c in _shared.values())
+            while total > SHARED_BYTES and len(_shared) > 1:
+                total -= _shared.popitem(last=False)[1].nbytes
         return column
 
     def take(self, value: int | str, n: int) -> pa.Array:

@@ -9,6 +9,7 @@ over the newline-joined values, no per-record Python) and ``"utf8"`` (a zero-cop
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Mapping
 from typing import Any, Union
@@ -21,9 +22,14 @@ import pyarrow.json as pa_json
 Decoder = Callable[[pa.Array], pa.Array]
 DecodeSpec = Union[str, Decoder, Mapping[str, Union[str, Decoder]], None]  # noqa: UP007
 
-_EMPTY_OBJECT = pa.scalar(b"{}", pa.binary())
-_NEWLINE = pa.scalar(b"\n", pa.large_binary())
-_NOTHING = pa.scalar(b"", pa.large_binary())
+
+
+@functools.cache
+def _scalars() -> tuple[pa.Scalar, pa.Scalar, pa.Scalar]:
+    """``{}``, newline and empty scalars, made on first use: building a pyarrow scalar imports pandas
+    when it is installed, which `import pylog` must not pay for."""
+    return (pa.scalar(b"{}", pa.binary()), pa.scalar(b"\n", pa.large_binary()),
+            pa.scalar(b"", pa.large_binary()))
 
 
 class JsonDecoder:
@@ -51,12 +57,13 @@ class JsonDecoder:
     def _arrow(self, values: pa.Array, missing: pa.Array, n: int) -> pa.Array:
         if n == 0:
             return pa.array([], pa.struct([]))
-        filled = pc.if_else(missing, _EMPTY_OBJECT, values)
+        empty_object, newline, nothing = _scalars()
+        filled = pc.if_else(missing, empty_object, values)
         if pc.any(pc.match_substring(filled, "\n")).as_py():
             # a raw newline can only be insignificant whitespace inside JSON text
             filled = pc.replace_substring(filled, "\n", " ")
         # value + "\n" for every row: the data buffer of the result is the newline-delimited document
-        lines = pc.binary_join_element_wise(filled.cast(pa.large_binary()), _NOTHING, _NEWLINE)
+        lines = pc.binary_join_element_wise(filled.cast(pa.large_binary()), nothing, newline)
         offsets = np.frombuffer(lines.buffers()[1], np.int64, n + 1, lines.offset * 8)
         doc = lines.buffers()[2][int(offsets[0]) : int(offsets[n])]
         read_options = pa_json.ReadOptions(use_threads=False, block_size=max(len(doc) + 1, 1 << 20))

@@ -16,8 +16,10 @@ Only batch metadata is read to plan (``PartitionLog.batch_metadata``: binary sea
 side files, no record data): for the last stable offset, the transactional and control batches below
 the high watermark (one vectorised pass); for a range, its LogAppendTime batches and its transactional
 batches with their markers. Rows are zero-copy slices of whole Arrow messages (``PartitionLog.scan``),
-filtered only where a dropped batch lies; runs of small messages are concatenated, and unrequested
-columns are never touched.
+filtered only where a dropped batch lies; only runs of tiny messages (a producer sending one record
+per batch) are concatenated, so a topic read right after it was produced costs what reading its
+segments with pyarrow costs. `read_tables` (what ``to_arrow`` uses) chooses the columns once per
+range rather than once per message; unrequested columns are never touched.
 """
 
 from __future__ import annotations
@@ -33,13 +35,21 @@ import pyarrow.compute as pc
 from pylog.protocol.records import parse_control_record
 from pylog.sdk.constant import ConstantPool
 from pylog.sdk.offsets import PartitionRange, UnknownTopicError
+from pylog.sdk.schema import output_schema
 from pylog.storage import PartitionLog, list_partitions
 from pylog.storage.checkpoint import HIGH_WATERMARK_FILE, read_offset_checkpoint
+from pylog.storage.schema import RECORD_SCHEMA
 
 HW_CHECKPOINT = HIGH_WATERMARK_FILE
 _LOG_APPEND_TIME = 0x08
 _TRANSACTIONAL = 0x10
 _CONTROL = 0x20
+# Runs of messages with fewer rows are concatenated into batches of about COALESCED_ROWS; larger
+# messages stay zero-copy slices of the segment. A table (`read_tables`, to_arrow) coalesces only
+# tiny messages, a producer's one-record batches: its chunks are handed over as they are, and a
+# consumer wanting contiguous memory copies once anyway. A stream of batches (`read`: batch readers,
+# Spark) coalesces small ones too, since each batch costs its consumer a round of per-batch work.
+TINY_MESSAGE_ROWS = 64
 SMALL_BATCH_ROWS = 4096
 COALESCED_ROWS = 65536
 
@@ -113,6 +123,14 @@ class DirTopicSource:
             part = self._partition(r.topic, r.partition)
             for batch in _rows(part, r, columns):
                 yield r, batch
+
+    def read_tables(self, ranges: list[PartitionRange], columns: Sequence[str]
+                    ) -> Iterator[tuple[PartitionRange, pa.Table]]:
+        """One table of the requested source columns per non-empty range, in range order."""
+        schema = output_schema(columns)
+        for r in ranges:
+            if r.count > 0:
+                yield r, _table(self._partition(r.topic, r.partition), r, columns, schema)
 
 
 class _Partition:
@@ -212,20 +230,70 @@ def _covered(offsets: np.ndarray, first: np.ndarray, last: np.ndarray) -> np.nda
     return (i >= 0) & (offsets <= last[np.maximum(i, 0)])
 
 
-def _rows(part: _Partition, r: PartitionRange, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
-    """The committed data rows of [start, end) as zero-copy slices of the mapped segments' messages
-    (filtered only where a skipped batch lies); runs of small messages become one batch."""
+def _special(part: _Partition, r: PartitionRange, columns: Sequence[str]
+             ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The batches of [start, end) a committed reader skips (first, last offsets) and, when the
+    timestamp columns are read, its LogAppendTime batches (first, last offsets, broker time)."""
     drop_first, drop_last = part.dropped(r.start, r.end)
-    stored = [c for c in columns if c != "timestampType"]
-    with_type = "timestampType" in columns
     lat_first = lat_last = lat_ts = _NONE
-    if with_type or "timestamp" in stored:
+    if "timestampType" in columns or "timestamp" in columns:
         lat = part.log.batch_metadata(r.start, r.end, attributes=_LOG_APPEND_TIME)
         lat_first, lat_ts = lat["base_offset"], lat["max_timestamp"]
         lat_last = lat_first + lat["last_offset_delta"]
-    zeros = ConstantPool()
+    return drop_first, drop_last, lat_first, lat_last, lat_ts
+
+
+def _table(part: _Partition, r: PartitionRange, columns: Sequence[str], schema: pa.Schema) -> pa.Table:
+    """The committed rows of [start, end) as a table: when no batch is skipped or stamped by the broker,
+    the range's messages as they are on disk (tiny ones coalesced), columns chosen once."""
+    drop_first, _, lat_first, _, _ = _special(part, r, columns)
+    if len(drop_first) or len(lat_first):
+        return pa.Table.from_batches(list(_rows(part, r, columns, small_rows=TINY_MESSAGE_ROWS)),
+                                     schema=schema)
+    stored = [c for c in columns if c != "timestampType"]
+    messages = _coalesced(part.log.scan(r.start, r.end), TINY_MESSAGE_ROWS)
+    table = pa.Table.from_batches(list(messages), schema=RECORD_SCHEMA)
+    table = table.select(stored)
+    if "timestampType" in columns:  # CreateTime everywhere
+        zeros = ConstantPool().chunks(0, table.num_rows)
+        table = table.append_column("timestampType", pa.chunked_array(zeros, pa.int32()))
+    return table if table.schema.equals(schema) else pa.Table.from_arrays(table.columns, schema=schema)
+
+
+def _coalesced(messages: Iterator[pa.RecordBatch], small_rows: int) -> Iterator[pa.RecordBatch]:
+    """`messages` as they are, except runs of ones under `small_rows` rows, which become one batch
+    of about COALESCED_ROWS each."""
     run: list[pa.RecordBatch] = []
     run_rows = 0
+    for rows in messages:
+        if rows.num_rows >= small_rows:
+            if run:
+                yield _concat(run)
+                run, run_rows = [], 0
+            yield rows
+            continue
+        run.append(rows)
+        run_rows += rows.num_rows
+        if run_rows >= COALESCED_ROWS:
+            yield _concat(run)
+            run, run_rows = [], 0
+    if run:
+        yield _concat(run)
+
+
+def _rows(part: _Partition, r: PartitionRange, columns: Sequence[str], *,
+          small_rows: int = SMALL_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+    """The committed data rows of [start, end) as zero-copy slices of the mapped segments' messages
+    (filtered only where a skipped batch lies); runs of messages under `small_rows` rows become one
+    batch."""
+    return _coalesced(_messages(part, r, columns), small_rows)
+
+
+def _messages(part: _Partition, r: PartitionRange, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+    drop_first, drop_last, lat_first, lat_last, lat_ts = _special(part, r, columns)
+    stored = [c for c in columns if c != "timestampType"]
+    with_type = "timestampType" in columns
+    zeros = ConstantPool()
     special = len(drop_first) or len(lat_first)
     for rows in part.log.scan(r.start, r.end):
         ts_type = None
@@ -238,23 +306,11 @@ def _rows(part: _Partition, r: PartitionRange, columns: Sequence[str]) -> Iterat
                     continue
             if _overlaps(lat_first, lat_last, lo, hi):
                 rows, ts_type = _log_append_time(rows, lat_first, lat_last, lat_ts, "timestamp" in stored)
-        n = rows.num_rows
         out = rows.select(stored)
         if with_type:
-            out = out.append_column("timestampType", zeros.take(0, n) if ts_type is None else ts_type)
-        if n >= SMALL_BATCH_ROWS:
-            if run:
-                yield _concat(run)
-                run, run_rows = [], 0
-            yield out
-            continue
-        run.append(out)
-        run_rows += n
-        if run_rows >= COALESCED_ROWS:
-            yield _concat(run)
-            run, run_rows = [], 0
-    if run:
-        yield _concat(run)
+            out = out.append_column("timestampType", zeros.take(0, rows.num_rows) if ts_type is None
+                                    else ts_type)
+        yield out
 
 
 _NONE = np.zeros(0, np.int64)

@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
+from pylog._extras import require
 from pylog.sdk.constant import ConstantPool
 from pylog.sdk.decoders import DecodeSpec, apply_decoders, resolve_decoders
 from pylog.sdk.offsets import OffsetSource, OffsetSpec, PartitionRange, TimestampSpec, resolve_ranges
+from pylog.sdk.progress import progress_bar
 from pylog.sdk.schema import output_columns, output_schema
 
 if TYPE_CHECKING:
@@ -66,6 +68,7 @@ class TopicScan:
         fetch_options: Any = None,
         schema_registry_url: str | None = None,
         on_decode_error: str = "raise",
+        progress: bool | None = None,
     ) -> None:
         if not isinstance(topic, str) or not topic:
             raise ValueError(f"topic must be a non-empty string, got {topic!r}")
@@ -87,6 +90,7 @@ class TopicScan:
                                    fetch_options=fetch_options, schema_registry_url=schema_registry_url,
                                    on_decode_error=on_decode_error)
         resolve_decoders(decode, self.decode_context)  # unknown names fail here, not at read time
+        self.progress = progress
 
     def __repr__(self) -> str:
         where = f"data_dir={self.data_dir!r}" if self.data_dir is not None else \
@@ -122,11 +126,20 @@ class TopicScan:
         return self._schema
 
     def _source_batches(self) -> Iterator[tuple[PartitionRange, pa.RecordBatch]]:
-        """(range, batch of the source columns this scan needs), in the order the source reads them."""
+        """(range, batch of the source columns this scan needs), in the order the source reads them;
+        reads through the Kafka protocol report their progress (`pylog.sdk.progress`)."""
         source = self._source()
         try:
             ranges = self._plan(source)
-            yield from source.read(ranges, [c for c in SOURCE_COLUMNS if c in self.columns])
+            batches = source.read(ranges, [c for c in SOURCE_COLUMNS if c in self.columns])
+            if self.bootstrap_servers is None:
+                yield from batches
+                return
+            total = sum(max(r.count, 0) for r in ranges)
+            with progress_bar(self.progress, total=total, desc=f"reading {self.topic}") as bar:
+                for r, batch in batches:
+                    bar.update(batch.num_rows, batch.nbytes)
+                    yield r, batch
         finally:
             source.close()
 
@@ -167,16 +180,26 @@ class TopicScan:
         """All records as one ``pyarrow.Table`` (decoders see the whole column, so a JSON schema is
         inferred from every record)."""
         schema = self.schema
-        stored = output_schema([c for c in SOURCE_COLUMNS if c in self.columns])
-        batches: list[pa.RecordBatch] = []
-        runs: list[tuple[PartitionRange, int]] = []  # consecutive batches of one range share constants
-        for r, batch in self._source_batches():
-            batches.append(batch)
-            if runs and runs[-1][0] is r:
-                runs[-1] = (r, runs[-1][1] + batch.num_rows)
-            else:
-                runs.append((r, batch.num_rows))
-        table = pa.Table.from_batches(batches, schema=stored)
+        source_columns = [c for c in SOURCE_COLUMNS if c in self.columns]
+        stored = output_schema(source_columns)
+        runs: list[tuple[PartitionRange, int]] = []  # consecutive rows of one range share constants
+        if self.bootstrap_servers is None:  # a data directory: whole tables per range, zero-copy
+            source = self._source()
+            try:
+                tables = list(source.read_tables(self._plan(source), source_columns))  # type: ignore[attr-defined]
+            finally:
+                source.close()
+            runs = [(r, t.num_rows) for r, t in tables]
+            table = pa.concat_tables([t for _, t in tables]) if tables else stored.empty_table()
+        else:
+            batches: list[pa.RecordBatch] = []
+            for r, batch in self._source_batches():
+                batches.append(batch)
+                if runs and runs[-1][0] is r:
+                    runs[-1] = (r, runs[-1][1] + batch.num_rows)
+                else:
+                    runs.append((r, batch.num_rows))
+            table = pa.Table.from_batches(batches, schema=stored)
         pool = ConstantPool()
         for i, field in enumerate(schema):
             if field.name in ("topic", "partition"):
@@ -191,19 +214,18 @@ class TopicScan:
 
     def to_pandas(self, **kwargs: Any) -> pandas.DataFrame:
         """``to_arrow().to_pandas(**kwargs)``."""
+        require("pandas", "to_pandas()")
         return self.to_arrow().to_pandas(**kwargs)
 
     def to_polars(self) -> polars.DataFrame:
-        import polars as pl
-
-        return pl.from_arrow(self.to_arrow())  # type: ignore[return-value]
+        pl = require("polars", "to_polars()")
+        return pl.from_arrow(self.to_arrow())  # type: ignore[no-any-return]
 
     def to_duckdb(self, table_name: str, connection: duckdb.DuckDBPyConnection | None = None
                   ) -> duckdb.DuckDBPyConnection:
         """Register the records as `table_name` (an Arrow-backed view) on `connection` (a new in-memory
         database by default) and return the connection: ``scan.to_duckdb("t").sql("select ...")``."""
-        import duckdb
-
+        duckdb = require("duckdb", "to_duckdb()")
         con = connection if connection is not None else duckdb.connect()
         con.register(table_name, self.to_arrow())
         return con

@@ -28,6 +28,7 @@ from pylog.protocol.records import encode_batch
 from pylog.sdk import aio
 from pylog.sdk.client import PRODUCE, KafkaClient, KafkaError
 from pylog.sdk.murmur2 import partitions_for_keys
+from pylog.sdk.progress import Progress, progress_bar
 from pylog.sdk.schema import HEADER_TYPE
 
 COMPRESSIONS = ("none", "gzip", "snappy", "lz4", "zstd")
@@ -78,6 +79,7 @@ def write_topic(
     value_schema: str | None = None,
     key_schema: str | None = None,
     schema_registry_url: str | None = None,
+    progress: bool | None = None,
 ) -> WriteResult:
     """Produce the rows of `data` to `topic` with acks=all; returns the offsets written per partition.
 
@@ -89,7 +91,8 @@ def write_topic(
     by default the time of the call. `batch_size`: target bytes per record batch (uncompressed).
     ``value_schema="registry"`` (and ``key_schema``) writes the value (key) in the Schema Registry wire
     format: an Avro schema derived from its Arrow type is registered (or found) under ``<topic>-value``
-    at ``schema_registry_url``.
+    at ``schema_registry_url``. `progress`: a progress bar of acknowledged records and bytes (None:
+    only when the write is large and slow, True: always, False: never).
     """
     if not isinstance(topic, str) or not topic:
         raise ValueError(f"topic must be a non-empty string, got {topic!r}")
@@ -98,14 +101,17 @@ def write_topic(
             raise ValueError(f"{name} must be 'registry' or None, not {spec!r}")
         if spec is not None and not schema_registry_url:
             raise ValueError(f"{name}='registry' needs schema_registry_url= (the registry to register with)")
+    total = _row_count(data)
     if value_schema or key_schema:
         data = _registry_framed(data, topic, key=key, value=value, headers=headers, partition=partition,
                                 timestamp=timestamp, value_schema=value_schema, key_schema=key_schema,
                                 url=str(schema_registry_url))
         key = "key" if key is not None or key_schema else key
         value = "value"
-    with Producer(bootstrap_servers, compression=compression, batch_size=batch_size,
-                  max_in_flight=max_in_flight, request_timeout_s=request_timeout_s) as producer:
+    with progress_bar(progress, total=total, desc=f"writing {topic}") as bar, \
+            Producer(bootstrap_servers, compression=compression, batch_size=batch_size,
+                     max_in_flight=max_in_flight, request_timeout_s=request_timeout_s,
+                     progress=bar) as producer:
         for batch in _record_batches(data):
             producer.send(batch, topic, key=key, value=value, headers=headers, partition=partition,
                           timestamp=timestamp)
@@ -141,13 +147,24 @@ def _registry_framed(data: Any, topic: str, *, key: str | None, value: Any, head
         yield pa.RecordBatch.from_arrays(list(out.values()), names=list(out))
 
 
+def _row_count(data: Any) -> int | None:
+    """Rows of `data` without converting it (a table, a pandas / Polars frame, a list); None for a
+    stream."""
+    if isinstance(data, (pa.Table, pa.RecordBatch)):
+        return data.num_rows
+    shape = getattr(data, "shape", None)
+    if isinstance(shape, tuple) and shape and isinstance(shape[0], int):
+        return shape[0]
+    return len(data) if isinstance(data, list) else None
+
+
 class Producer:
     """A Kafka producer for Arrow batches: one client, per-topic metadata and sticky state, up to
     `max_in_flight` Produce requests outstanding while the calling thread prepares the next ones."""
 
     def __init__(self, bootstrap_servers: Any, *, compression: str = "none", batch_size: int = 1_000_000,
                  max_in_flight: int = 8, request_timeout_s: float = 30.0,
-                 client_id: str = "pylog-sdk-producer") -> None:
+                 client_id: str = "pylog-sdk-producer", progress: Progress | None = None) -> None:
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
         if batch_size <= 0:
@@ -157,8 +174,9 @@ class Producer:
         aio.run(self.client.start())
         self.results: dict[str, WriteResult] = {}
         self._topics: dict[str, tuple[dict[int, int], _Sticky]] = {}
-        self._in_flight: list[Future[None]] = []
+        self._in_flight: list[tuple[Future[None], int, int]] = []  # (ack, records, bytes)
         self._now_ms = int(time.time() * 1000)
+        self._progress = progress
 
     def __enter__(self) -> Producer:
         return self
@@ -189,20 +207,29 @@ class Producer:
                                sticky=sticky, batch_size=self.batch_size)
         version = self.client.version(PRODUCE)
         for request in _requests(rows, parts, leaders, self.compression, self.batch_size):
-            self._in_flight.append(asyncio.run_coroutine_threadsafe(
-                _produce(self.client, version, topic, request, self.results[topic]), aio.io_loop()))
+            ack = asyncio.run_coroutine_threadsafe(
+                _produce(self.client, version, topic, request, self.results[topic]), aio.io_loop())
+            blobs = request[1]
+            self._in_flight.append((ack, sum(n for _p, _b, n in blobs), sum(len(b) for _p, b, _n in blobs)))
             while len(self._in_flight) >= self.max_in_flight:
-                self._in_flight.pop(0).result()
+                self._acknowledged()
+
+    def _acknowledged(self) -> None:
+        """Wait for the oldest request's acknowledgement."""
+        ack, records, nbytes = self._in_flight.pop(0)
+        ack.result()
+        if self._progress is not None:
+            self._progress.update(records, nbytes)
 
     def flush(self) -> dict[str, WriteResult]:
         """Wait for every acknowledgement; raises the first produce error."""
         while self._in_flight:
-            self._in_flight.pop(0).result()
+            self._acknowledged()
         return self.results
 
     def close(self) -> None:
         try:
-            for fut in self._in_flight:
+            for fut, _records, _bytes in self._in_flight:
                 fut.cancel()
             self._in_flight.clear()
         finally:

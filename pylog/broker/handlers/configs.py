@@ -2,7 +2,9 @@
 
 Overrides live in the metadata log as config records (the controller validates
 and commits them); values are resolved here with Kafka's precedence and reported
-with their sources and synonym chains.
+with their sources and synonym chains. Every Apache Kafka config name is accepted;
+the ones pylog does not act on are logged once when first stored. Passwords are
+described as Kafka describes them: sensitive, without a value.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from pylog.broker.metadata import MetadataView
 from pylog.broker.registry import serves
 from pylog.cluster.controller import AlterableConfig, AlterConfigsResource, IncrementalAlterConfigsResource
 from pylog.cluster.quorum import MetadataQuorum
-from pylog.config import BrokerConfig, ResolvedConfig
+from pylog.config import BrokerConfig, ConfigType, ResolvedConfig, note_not_acted_on
 
 TOPIC = 2
 BROKER = 4
@@ -25,13 +27,18 @@ BROKER_LOGGER = 8
 
 
 def _entry(r: ResolvedConfig, synonyms: bool, docs: bool) -> dict:
+    sensitive = r.type is ConfigType.PASSWORD
     return {
         "name": r.name,
-        "value": r.value,
+        "value": None if sensitive else r.value,
         "read_only": r.read_only,
         "config_source": int(r.source),
-        "is_sensitive": False,
-        "synonyms": [{"name": n, "value": v, "source": int(s)} for n, v, s in r.synonyms] if synonyms else [],
+        "is_sensitive": sensitive,
+        "synonyms": [
+            {"name": n, "value": None if sensitive else v, "source": int(s)} for n, v, s in r.synonyms
+        ]
+        if synonyms
+        else [],
         "config_type": int(r.type),
         "documentation": (r.doc or None) if docs else None,
     }
@@ -100,6 +107,8 @@ async def alter_configs(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum
     results = await quorum.execute(
         lambda c: c.alter_configs(resources, validate_only=validate_only)
     )
+    if not validate_only:
+        _note_stored(results, {(r.resource_type, r.resource_name): list(r.configs) for r in resources})
     return _responses(results)
 
 
@@ -117,4 +126,14 @@ async def incremental_alter_configs(ctx: RequestContext, req: Any, *, quorum: Me
     results = await quorum.execute(
         lambda c: c.incremental_alter_configs(resources, validate_only=validate_only)
     )
+    if not validate_only:
+        ops = {(r.resource_type, r.resource_name): [o.name for o in r.ops] for r in resources}
+        _note_stored(results, ops)
     return _responses(results)
+
+
+def _note_stored(results: list[Any], names: dict[tuple[int, str], list[str]]) -> None:
+    """Log once each stored Kafka config name that pylog does not act on."""
+    for r in results:
+        if r.error_code == 0:
+            note_not_acted_on(names.get((r.resource_type, r.resource_name), ()))

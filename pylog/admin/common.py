@@ -1,0 +1,134 @@
+"""What the admin commands share: connection options, output (tables or JSON) and plain errors."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import sys
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+BOOTSTRAP_ENV = "PYLOG_BOOTSTRAP_SERVERS"  # like rpk's RPK_BROKERS: a default for -b
+
+
+class AdminError(Exception):
+    """A failure the user can act on; printed as one line, exit code 1."""
+
+
+def add_connection_options(parser: argparse.ArgumentParser, *, formats: Sequence[str] = ("table", "json")
+                           ) -> None:
+    default = os.environ.get(BOOTSTRAP_ENV) or DEFAULT_BOOTSTRAP
+    parser.add_argument("-b", "--bootstrap-servers", default=default, metavar="HOST:PORT[,...]",
+                        help=f"a broker of the cluster (default: ${BOOTSTRAP_ENV}, else {DEFAULT_BOOTSTRAP})")
+    parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="how long to wait for the cluster (default 10)")
+    if formats:
+        parser.add_argument("--format", choices=formats, default=formats[0],
+                            help="human table (default) or JSON for scripts")
+
+
+def command(parser: argparse.ArgumentParser, run: Callable[[argparse.Namespace], int]) -> None:
+    """Run `run` for this subcommand, turning AdminError and Kafka errors into one line and exit 1."""
+    parser.set_defaults(run=lambda args: _guarded(run, args))
+
+
+def _guarded(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
+    from kafka.errors import KafkaError
+
+    try:
+        return run(args)
+    except AdminError as exc:
+        print(f"pylog: {exc}", file=sys.stderr)
+        return 1
+    except KafkaError as exc:
+        print(f"pylog: {describe_kafka_error(exc)}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except BrokenPipeError:  # the reader went away (``| head``): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def describe_kafka_error(exc: BaseException) -> str:
+    name = type(exc).__name__
+    text = str(exc)
+    return text if text.startswith(name) else f"{name}: {text}"
+
+
+def _ms(args: argparse.Namespace) -> int:
+    return max(int(args.timeout * 1000), 1000)
+
+
+def _unreachable(args: argparse.Namespace) -> AdminError:
+    return AdminError(f"cannot reach a Kafka cluster at {args.bootstrap_servers} within {args.timeout:g}s "
+                      "(is a broker running there? pass -b HOST:PORT)")
+
+
+@contextlib.contextmanager
+def admin_client(args: argparse.Namespace) -> Iterator[Any]:
+    """kafka-python's KafkaAdminClient on ``--bootstrap-servers``; an unreachable cluster is an
+    AdminError."""
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import KafkaTimeoutError
+
+    try:
+        admin = KafkaAdminClient(bootstrap_servers=args.bootstrap_servers, client_id="pylog-admin",
+                                 bootstrap_timeout_ms=_ms(args), request_timeout_ms=_ms(args))
+    except KafkaTimeoutError:
+        raise _unreachable(args) from None
+    try:
+        yield admin
+    finally:
+        admin.close()
+
+
+def client_options(args: argparse.Namespace) -> dict[str, Any]:
+    """Options for kafka-python's producer and consumer."""
+    return {"bootstrap_servers": args.bootstrap_servers, "request_timeout_ms": max(_ms(args), 2000)}
+
+
+def topic_metadata(admin: Any, topics: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
+    """Metadata of `topics` (all when None) by name; an unknown topic is an AdminError."""
+    found = {t["name"]: t for t in admin.describe_topics(None if topics is None else list(topics))}
+    if topics is not None:
+        missing = [t for t in topics if t not in found or found[t].get("error_code")]
+        if missing:
+            raise AdminError(f"unknown topic{'s' if len(missing) > 1 else ''} "
+                             + ", ".join(repr(t) for t in missing))
+    return found
+
+
+def emit(args: argparse.Namespace, data: Any, render: Callable[[Any], None]) -> None:
+    """``--format json``: `data` as JSON; otherwise `render(data)` prints the human form."""
+    if getattr(args, "format", "table") == "json":
+        json.dump(data, sys.stdout, indent=2, default=str)
+        sys.stdout.write("\n")
+    else:
+        render(data)
+
+
+def print_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> None:
+    """Columns aligned on the widest cell, like rpk and kafka-topics.sh."""
+    cells = [[_cell(v) for v in row] for row in rows]
+    widths = [max([len(h), *(len(r[i]) for r in cells)]) for i, h in enumerate(headers)]
+    for line in [list(headers), *cells]:
+        print("  ".join(v.ljust(w) for v, w in zip(line, widths)).rstrip())
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, (list, tuple)):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def parse_key_value(item: str, what: str) -> tuple[str, str]:
+    key, sep, value = item.partition("=")
+    if not sep or not key:
+        raise AdminError(f"expected {what} as KEY=VALUE, got {item!r}")
+    return key.strip(), value

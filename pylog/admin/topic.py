@@ -1,0 +1,332 @@
+"""``pylog topic list | describe | create | delete | alter-config | produce | consume``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Iterable
+from typing import Any
+
+from pylog.admin.common import (
+    AdminError,
+    add_connection_options,
+    admin_client,
+    client_options,
+    command,
+    emit,
+    parse_key_value,
+    print_table,
+    topic_metadata,
+)
+
+CONSUME_FIELDS = ("topic", "partition", "offset", "timestamp", "key", "value", "headers")
+
+
+def add_commands(sub: Any) -> None:
+    """Add the ``pylog topic`` subcommands."""
+    p = sub.add_parser("list", help="topics with their partition and replica counts")
+    add_connection_options(p)
+    p.add_argument("-i", "--internal", action="store_true", help="include internal topics (__*)")
+    command(p, list_topics)
+
+    p = sub.add_parser("describe", help="partitions (leader, replicas, ISR, offsets) and configs")
+    p.add_argument("topics", nargs="+", metavar="TOPIC")
+    add_connection_options(p)
+    command(p, describe)
+
+    p = sub.add_parser("create", help="create topics")
+    p.add_argument("topics", nargs="+", metavar="TOPIC")
+    p.add_argument("-p", "--partitions", type=int, default=-1,
+                   help="partition count (default: the broker's num.partitions)")
+    p.add_argument("-r", "--replication-factor", type=int, default=-1,
+                   help="replicas per partition (default: the broker's default.replication.factor)")
+    p.add_argument("-c", "--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="topic config, repeatable (retention.ms=86400000, cleanup.policy=compact)")
+    add_connection_options(p)
+    command(p, create)
+
+    p = sub.add_parser("delete", help="delete topics")
+    p.add_argument("topics", nargs="+", metavar="TOPIC")
+    add_connection_options(p)
+    command(p, delete)
+
+    p = sub.add_parser("alter-config", help="set or remove topic config overrides")
+    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("-s", "--set", action="append", default=[], metavar="KEY=VALUE", help="repeatable")
+    p.add_argument("-d", "--delete", action="append", default=[], metavar="KEY",
+                   help="back to the default, repeatable")
+    add_connection_options(p)
+    command(p, alter_config)
+
+    p = sub.add_parser("produce", help="produce the lines of stdin, one record each")
+    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("-K", "--key-separator", metavar="SEP",
+                   help=r"split each line at the first SEP into key and value (e.g. '\t')")
+    p.add_argument("-p", "--partition", type=int, default=None, help="all records to this partition")
+    p.add_argument("-H", "--header", action="append", default=[], metavar="KEY=VALUE",
+                   help="a header on every record, repeatable")
+    add_connection_options(p)
+    command(p, produce)
+
+    p = sub.add_parser("consume", help="print records")
+    p.add_argument("topic", metavar="TOPIC")
+    p.add_argument("-o", "--offset", default="beginning",
+                   help="beginning (default), end, an offset, or -N for N before the end")
+    p.add_argument("-n", "--num", type=int, default=None, metavar="N", help="stop after N records")
+    p.add_argument("-e", "--exit", action="store_true",
+                   help="stop at the end of the partitions instead of waiting for more")
+    p.add_argument("-p", "--partition", type=int, action="append", default=None,
+                   help="only this partition, repeatable")
+    add_connection_options(p, formats=())
+    p.add_argument("--format", default="{value}",
+                   help="json (one object per line), or a template with {topic} {partition} {offset} "
+                   r"{timestamp} {key} {value} {headers} (default '{value}'; \t and \n work)")
+    command(p, consume)
+
+
+# --------------------------------------------------------------------------- list / describe
+
+
+def _internal(t: dict[str, Any]) -> bool:
+    return bool(t.get("is_internal")) or str(t["name"]).startswith("__")
+
+
+def list_topics(args: argparse.Namespace) -> int:
+    with admin_client(args) as admin:
+        topics = topic_metadata(admin)
+    rows = [
+        {"topic": name, "partitions": len(t["partitions"]),
+         "replicas": max((len(p["replica_nodes"]) for p in t["partitions"]), default=0),
+         "internal": _internal(t)}
+        for name, t in sorted(topics.items())
+        if args.internal or not _internal(t)
+    ]
+    emit(args, rows, lambda rs: print_table(["TOPIC", "PARTITIONS", "REPLICAS"],
+                                            [[r["topic"], r["partitions"], r["replicas"]] for r in rs]))
+    return 0
+
+
+def describe(args: argparse.Namespace) -> int:
+    from kafka import TopicPartition
+    from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
+
+    with admin_client(args) as admin:
+        topics = topic_metadata(admin, args.topics)
+        tps = [TopicPartition(n, p["partition_index"]) for n in args.topics for p in topics[n]["partitions"]]
+        earliest = admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in tps}) if tps else {}
+        latest = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in tps}) if tps else {}
+        configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, n) for n in args.topics],
+                                         config_filter="all")["topic"]
+    out = []
+    for name in args.topics:
+        t = topics[name]
+        parts = []
+        for p in sorted(t["partitions"], key=lambda p: p["partition_index"]):
+            tp = TopicPartition(name, p["partition_index"])
+            parts.append({"partition": p["partition_index"], "leader": p["leader_id"],
+                          "replicas": p["replica_nodes"], "isr": p["isr_nodes"],
+                          "log_start_offset": _offset(earliest.get(tp)),
+                          "high_watermark": _offset(latest.get(tp))})
+        cfg = {k: {"value": v.get("value"), "source": v.get("config_source")}
+               for k, v in sorted(configs.get(name, {}).items())}
+        out.append({"topic": name, "topic_id": t.get("topic_id"), "internal": _internal(t),
+                    "partitions": parts, "configs": cfg})
+    emit(args, out, _render_describe)
+    return 0
+
+
+def _offset(found: Any) -> int | None:
+    return None if found is None else int(found.offset)
+
+
+def _render_describe(topics: list[dict[str, Any]]) -> None:
+    for i, t in enumerate(topics):
+        if i:
+            print()
+        print(f"TOPIC       {t['topic']}")
+        print(f"TOPIC ID    {t['topic_id']}")
+        print(f"PARTITIONS  {len(t['partitions'])}")
+        print()
+        print_table(["PARTITION", "LEADER", "REPLICAS", "ISR", "LOG-START-OFFSET", "HIGH-WATERMARK"],
+                    [[p["partition"], p["leader"], p["replicas"], p["isr"], p["log_start_offset"],
+                      p["high_watermark"]] for p in t["partitions"]])
+        print()
+        print_table(["CONFIG", "VALUE", "SOURCE"],
+                    [[k, v["value"], v["source"]] for k, v in t["configs"].items()])
+
+
+# --------------------------------------------------------------------------- create / delete / alter
+
+
+def create(args: argparse.Namespace) -> int:
+    configs = dict(parse_key_value(c, "a topic config") for c in args.config)
+    spec = {"num_partitions": args.partitions, "replication_factor": args.replication_factor,
+            "configs": configs}
+    with admin_client(args) as admin:
+        res = admin.create_topics({t: dict(spec) for t in args.topics}, raise_errors=False)
+    rows = [{"topic": r["name"], "error": _error(r)} for r in res["topics"]]
+    return _report(args, rows, "created")
+
+
+def delete(args: argparse.Namespace) -> int:
+    with admin_client(args) as admin:
+        topic_metadata(admin, args.topics)  # unknown topics are an error before anything is deleted
+        res = admin.delete_topics(args.topics, raise_errors=False)
+    rows = [{"topic": r["name"], "error": _error(r)} for r in res.get("responses", res.get("topics", []))]
+    return _report(args, rows, "deleted")
+
+
+def alter_config(args: argparse.Namespace) -> int:
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    if not args.set and not args.delete:
+        raise AdminError("nothing to change: pass --set KEY=VALUE and/or --delete KEY")
+    ops: dict[str, Any] = {k: ("SET", v) for k, v in (parse_key_value(s, "a topic config") for s in args.set)}
+    ops.update({k: ("DELETE", None) for k in args.delete})
+    with admin_client(args) as admin:
+        topic_metadata(admin, [args.topic])
+        res = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, args.topic, configs=ops)],
+                                  raise_on_unknown=False)
+    result = res["topic"][args.topic]
+    rows = [{"topic": args.topic, "error": None if str(result) == "OK" else str(result)}]
+    return _report(args, rows, "altered")
+
+
+def _error(r: dict[str, Any]) -> str | None:
+    if not r.get("error_code"):
+        return None
+    from kafka.errors import for_code
+
+    return r.get("error_message") or for_code(r["error_code"]).__name__
+
+
+def _report(args: argparse.Namespace, rows: list[dict[str, Any]], done: str) -> int:
+    emit(args, rows, lambda rs: print_table(["TOPIC", "STATUS"],
+                                            [[r["topic"], r["error"] or done] for r in rs]))
+    return 1 if any(r["error"] for r in rows) else 0
+
+
+# --------------------------------------------------------------------------- produce / consume
+
+
+def _unescape(text: str) -> str:
+    return text.replace("\\t", "\t").replace("\\n", "\n")
+
+
+def produce(args: argparse.Namespace) -> int:
+    from kafka import KafkaProducer
+
+    headers = [(k, v.encode()) for k, v in (parse_key_value(h, "a header") for h in args.header)]
+    sep = None if args.key_separator is None else _unescape(args.key_separator)
+    with admin_client(args) as admin:
+        topic_metadata(admin, [args.topic])
+    producer = KafkaProducer(**client_options(args), acks="all", linger_ms=5)
+    futures = []
+    try:
+        for key, value in _records(sys.stdin.buffer, sep):
+            futures.append(producer.send(args.topic, key=key, value=value, partition=args.partition,
+                                         headers=headers or None))
+        producer.flush(timeout=args.timeout + 30)
+        written = [f.get(timeout=args.timeout) for f in futures]
+    finally:
+        producer.close(timeout=5)
+    ranges: dict[int, list[int]] = {}
+    for md in written:
+        lo_hi = ranges.setdefault(md.partition, [md.offset, md.offset])
+        lo_hi[0], lo_hi[1] = min(lo_hi[0], md.offset), max(lo_hi[1], md.offset)
+    data = {"topic": args.topic, "records": len(written),
+            "partitions": [{"partition": p, "first_offset": r[0], "last_offset": r[1]}
+                           for p, r in sorted(ranges.items())]}
+    emit(args, data, _render_produced)
+    return 0
+
+
+def _records(stream: Any, sep: str | None) -> Iterable[tuple[bytes | None, bytes]]:
+    bsep = None if sep is None else sep.encode()
+    for raw in stream:
+        line = raw[:-1] if raw.endswith(b"\n") else raw
+        if line.endswith(b"\r"):
+            line = line[:-1]
+        if bsep is not None and bsep in line:
+            key, _, value = line.partition(bsep)
+            yield key, value
+        else:
+            yield None, line
+
+
+def _render_produced(data: dict[str, Any]) -> None:
+    print(f"produced {data['records']} record{'s' if data['records'] != 1 else ''} to {data['topic']}")
+    if data["partitions"]:
+        print_table(["PARTITION", "FIRST-OFFSET", "LAST-OFFSET"],
+                    [[p["partition"], p["first_offset"], p["last_offset"]] for p in data["partitions"]])
+
+
+def consume(args: argparse.Namespace) -> int:
+    from kafka import KafkaConsumer, TopicPartition
+
+    with admin_client(args) as admin:
+        meta = topic_metadata(admin, [args.topic])[args.topic]
+    available = sorted(p["partition_index"] for p in meta["partitions"])
+    wanted = available if args.partition is None else args.partition
+    unknown = sorted(set(wanted) - set(available))
+    if unknown:
+        raise AdminError(f"topic {args.topic!r} has no partition {', '.join(map(str, unknown))} "
+                         f"(it has {len(available)})")
+    template = None if args.format == "json" else _unescape(args.format)
+    consumer = KafkaConsumer(**client_options(args), group_id=None, enable_auto_commit=False,
+                             auto_offset_reset="earliest")
+    try:
+        tps = [TopicPartition(args.topic, p) for p in wanted]
+        consumer.assign(tps)
+        begin, end = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
+        for tp in tps:
+            consumer.seek(tp, _start_offset(args.offset, begin[tp], end[tp]))
+        shown = 0
+        while args.num is None or shown < args.num:
+            if args.exit and all(consumer.position(tp) >= end[tp] for tp in tps):
+                break
+            batch = consumer.poll(timeout_ms=500, max_records=500 if args.num is None else args.num - shown)
+            for records in batch.values():
+                for r in records:
+                    if args.num is not None and shown >= args.num:
+                        break
+                    sys.stdout.write(_format_record(r, template) + "\n")
+                    shown += 1
+            sys.stdout.flush()
+    finally:
+        consumer.close()
+    return 0
+
+
+def _start_offset(spec: str, begin: int, end: int) -> int:
+    if spec in ("beginning", "earliest", "start", "oldest"):
+        return begin
+    if spec in ("end", "latest", "newest"):
+        return end
+    try:
+        n = int(spec)
+    except ValueError:
+        raise AdminError(f"-o takes beginning, end, an offset or -N, not {spec!r}") from None
+    return max(begin, end + n) if n < 0 else min(max(n, begin), end)
+
+
+def _text(data: bytes | None) -> str | None:
+    return None if data is None else data.decode("utf-8", "backslashreplace")
+
+
+def _format_record(r: Any, template: str | None) -> str:
+    fields = {
+        "topic": r.topic, "partition": r.partition, "offset": r.offset, "timestamp": r.timestamp,
+        "key": _text(r.key), "value": _text(r.value),
+        "headers": [{"key": k, "value": _text(v)} for k, v in (r.headers or [])],
+    }
+    if template is None:
+        return json.dumps(fields, ensure_ascii=False)
+    human = dict(fields, key=fields["key"] or "", value=fields["value"] or "",
+                 headers=",".join(f"{h['key']}={h['value']}" for h in fields["headers"]))
+    try:
+        return template.format(**human)
+    except (KeyError, IndexError, ValueError) as exc:
+        raise AdminError(f"bad --format {template!r} ({exc}); fields: " + " ".join(
+            "{" + f + "}" for f in CONSUME_FIELDS)) from None
