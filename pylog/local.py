@@ -55,8 +55,11 @@ class LocalBroker:
         self.port: int | None = None
         self.process: subprocess.Popen[bytes] | None = None
         self._finalizer: weakref.finalize | None = None
-        self.config.setdefault("schema.registry.listeners", f"http://{host}:{_free_port(host)}")
-        self.schema_registry_url = self.config["schema.registry.listeners"].split(",")[0].strip()
+        if registry_installed():
+            self.config.setdefault("schema.registry.listeners", f"http://{host}:{_free_port(host)}")
+        listeners = self.config.get("schema.registry.listeners")
+        # None without the `registry` extra (pip install -e '.[registry]')
+        self.schema_registry_url = listeners.split(",")[0].strip() if listeners else None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -135,6 +138,13 @@ class LocalBroker:
     def __repr__(self) -> str:
         state = f"bootstrap_servers={self.bootstrap_servers!r}" if self.running else "stopped"
         return f"LocalBroker({state}, data_dir={str(self.data_dir)!r})"
+
+
+def registry_installed() -> bool:
+    """Whether the schema registry's dependencies (the `registry` extra) are installed."""
+    import importlib.util
+
+    return all(importlib.util.find_spec(m) is not None for m in ("aiohttp", "fastavro"))
 
 
 def _free_port(host: str) -> int:

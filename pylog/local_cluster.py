@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from pylog.local import _PID_FILE_ENV, _READY, _terminate
+from pylog.local import _PID_FILE_ENV, _READY, _free_port, _terminate, registry_installed
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -54,6 +54,7 @@ class LocalNode:
         self.log_path = home / f"node-{node_id}.log"
         self.stdout_path = home / f"node-{node_id}.stdout"
         self.pid_path = home / f"node-{node_id}.pid"
+        self.registry_port: int | None = None  # the schema registry this node serves, if any
         self.process: subprocess.Popen[bytes] | None = None  # the watchdog
         self.starts = 0
 
@@ -79,6 +80,12 @@ class LocalNode:
             return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
         except FileNotFoundError:
             return ""
+
+
+def _read_pid(node: LocalNode) -> int | None:
+    with contextlib.suppress(OSError, ValueError):
+        return int(node.pid_path.read_text())
+    return None
 
 
 class LocalCluster:
@@ -118,6 +125,7 @@ class LocalCluster:
         self.startup_timeout_s = startup_timeout_s
         self.command_prefix = command_prefix
         self.cluster_id = self._existing_cluster_id() or new_cluster_id()
+        self._registry = registry_installed() and "schema.registry.listeners" not in self.config
         addresses = list(hosts) if hosts is not None else [host] * nodes
         self.nodes: dict[int, LocalNode] = {}
         for i in range(1, nodes + 1):
@@ -129,6 +137,10 @@ class LocalCluster:
             else:
                 bp, cp = free_port(h), free_port(h)
             self.nodes[i] = LocalNode(i, h, bp, cp, self.home)
+            if self._registry:
+                self.nodes[i].registry_port = (
+                    bp + 2 * nodes if base_port else 8081 if hosts is not None else _free_port(h)
+                )
 
     def _existing_cluster_id(self) -> str | None:
         for meta in sorted(self.home.glob("node-*/meta.properties")):
@@ -142,6 +154,12 @@ class LocalCluster:
     @property
     def bootstrap_servers(self) -> str:
         return ",".join(n.bootstrap for n in self.nodes.values())
+
+    @property
+    def schema_registry_url(self) -> str | None:
+        """The schema registry every node serves (node 1's address), None without the extra."""
+        n = self.nodes[min(self.nodes)]
+        return None if n.registry_port is None else f"http://{n.host}:{n.registry_port}"
 
     @property
     def voters(self) -> str:
@@ -165,6 +183,8 @@ class LocalCluster:
             "cluster.id": self.cluster_id,
             "log.dirs": str(node.data_dir),
         }
+        if node.registry_port is not None:
+            props["schema.registry.listeners"] = f"http://{node.host}:{node.registry_port}"
         props.update(self.config)
         return props
 
@@ -242,14 +262,33 @@ class LocalCluster:
 
     def stop_node(self, node_id: int, timeout_s: float = 30.0) -> None:
         """SIGTERM: a controlled shutdown (leadership moves away first), then exit."""
-        node = self.node(node_id)
-        proc, node.process = node.process, None
-        if proc is not None:
+        self._stop([self.node(node_id)], timeout_s)
+
+    def _stop(self, nodes: list[LocalNode], timeout_s: float) -> None:
+        """SIGTERM every node at once (through its watchdog), wait, then kill -9 what is left."""
+        procs = []
+        for node in nodes:
+            proc, node.process = node.process, None
+            if proc is None:
+                continue
+            pid = _read_pid(node)
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGCONT)  # a paused node must run to stop
             with contextlib.suppress(ProcessLookupError):
-                pid = int(node.pid_path.read_text()) if node.pid_path.exists() else None
-                if pid is not None:
-                    os.kill(pid, signal.SIGCONT)
-            _terminate(proc, timeout_s)
+                proc.send_signal(signal.SIGTERM)
+            procs.append((proc, pid))
+        deadline = time.monotonic() + timeout_s
+        for proc, pid in procs:
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+            except subprocess.TimeoutExpired:
+                pass
+            if pid is not None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(pid, 0)  # still there: the watchdog could not stop it
+                    os.kill(pid, signal.SIGKILL)
+            _terminate(proc, 5.0)
 
     def start_node(self, node_id: int) -> None:
         node = self.node(node_id)
@@ -266,12 +305,7 @@ class LocalCluster:
         self.start_node(node_id)
 
     def stop(self, timeout_s: float = 30.0) -> None:
-        for node in self.nodes.values():
-            if node.process is not None:
-                with contextlib.suppress(ProcessLookupError, ValueError, OSError):
-                    os.kill(int(node.pid_path.read_text()), signal.SIGCONT)
-        for node_id in list(self.nodes):
-            self.stop_node(node_id, timeout_s)
+        self._stop(list(self.nodes.values()), timeout_s)
 
     def close(self) -> None:
         self.stop()

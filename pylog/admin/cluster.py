@@ -1,4 +1,5 @@
-"""``pylog cluster info``: the cluster id, its controller and brokers, and how many topics it holds."""
+"""``pylog cluster info``: the cluster id, its controller and brokers, and how many topics it holds;
+``pylog cluster start``: a local N-node cluster, one process per node, until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -9,10 +10,64 @@ from pylog.admin.common import add_connection_options, admin_client, command, em
 
 
 def add_commands(sub: Any) -> None:
-    """Add ``info`` to the ``pylog cluster`` subcommands."""
+    """Add ``info`` and ``start`` to the ``pylog cluster`` subcommands."""
     p = sub.add_parser("info", help="cluster id, controller, brokers and topic count")
     add_connection_options(p)
     command(p, info)
+    s = sub.add_parser("start", help="start a local cluster, one broker+controller process per node")
+    s.add_argument("--nodes", type=int, default=3, help="how many nodes (default 3)")
+    s.add_argument("--data-dir", default="./pylog-cluster", help="parent of the nodes' data directories")
+    s.add_argument(
+        "--base-port",
+        type=int,
+        default=9092,
+        help="brokers listen on BASE.., controllers on the next N ports (0: free ports)",
+    )
+    s.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="for every node")
+    s.set_defaults(run=start)
+
+
+def start(args: argparse.Namespace) -> int:
+    import signal
+    import sys
+    import threading
+
+    from pylog.config import ConfigError, parse_key_values
+    from pylog.local_cluster import LocalCluster
+
+    if args.nodes < 1:
+        print("pylog: --nodes must be at least 1", file=sys.stderr)
+        return 2
+    try:
+        config = parse_key_values(args.config)
+    except ConfigError as exc:
+        print(f"pylog: {exc}", file=sys.stderr)
+        return 2
+    cluster = LocalCluster(
+        args.nodes, data_dir=args.data_dir, base_port=args.base_port, config=config, keep_data=True
+    )
+    stop = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        cluster.start()
+    except (RuntimeError, TimeoutError, OSError) as exc:
+        print(f"pylog: the cluster did not start: {exc}", file=sys.stderr)
+        cluster.stop()
+        return 1
+    print(f"pylog cluster of {args.nodes} nodes, bootstrap servers {cluster.bootstrap_servers}", flush=True)
+    print(f"  controller quorum (KRaft voters) {cluster.voters}")
+    if cluster.schema_registry_url:
+        print(f"  schema registry {cluster.schema_registry_url}")
+    print(f"  data and logs in {cluster.home}; Ctrl-C stops every node", flush=True)
+    while not stop.wait(0.5):
+        down = [n.node_id for n in cluster.nodes.values() if not n.running]
+        if len(down) == len(cluster.nodes):
+            print("pylog: every node exited; see the logs in " + str(cluster.home), file=sys.stderr)
+            return 1
+    print("stopping the cluster", flush=True)
+    cluster.stop()
+    return 0
 
 
 def info(args: argparse.Namespace) -> int:
@@ -20,8 +75,15 @@ def info(args: argparse.Namespace) -> int:
         cluster = admin.describe_cluster()
         topics = admin.describe_topics()
     brokers = sorted(
-        ({"node_id": b.get("broker_id", b.get("node_id")), "host": b["host"], "port": b["port"],
-          "rack": b.get("rack")} for b in cluster.get("brokers", [])),
+        (
+            {
+                "node_id": b.get("broker_id", b.get("node_id")),
+                "host": b["host"],
+                "port": b["port"],
+                "rack": b.get("rack"),
+            }
+            for b in cluster.get("brokers", [])
+        ),
         key=lambda b: b["node_id"],
     )
     data = {
@@ -45,6 +107,8 @@ def _render(data: dict[str, Any]) -> None:
     print(f"TOPICS      {data['topics']} (+{data['internal_topics']} internal)")
     print()
     controller = data["controller_id"]
-    rows = [[f"{b['node_id']}{'*' if b['node_id'] == controller else ''}", b["host"], b["port"], b["rack"]]
-            for b in data["brokers"]]
+    rows = [
+        [f"{b['node_id']}{'*' if b['node_id'] == controller else ''}", b["host"], b["port"], b["rack"]]
+        for b in data["brokers"]
+    ]
     print_table(["BROKER", "HOST", "PORT", "RACK"], rows)

@@ -50,6 +50,7 @@ class BrokerLifecycle:
         self.fenced = True
         self.ready = False  # the node may be unfenced (image caught up, logs open)
         self._want_shutdown = False
+        self._unreachable_while_stopping = 0
         self._unfenced = asyncio.Event()
         self._shutdown_done = asyncio.Event()
         self._wake = asyncio.Event()
@@ -111,6 +112,11 @@ class BrokerLifecycle:
             except ControllerUnavailable as exc:
                 log.debug("heartbeat: %s", exc)
                 answer = None
+                if self._want_shutdown:
+                    self._unreachable_while_stopping += 1
+                    if self._unreachable_while_stopping >= 2:
+                        log.warning("no controller to hand leadership to; shutting down without it")
+                        self._shutdown_done.set()
             if answer is not None:
                 if answer.error_code in (ErrorCode.STALE_BROKER_EPOCH, ErrorCode.BROKER_ID_NOT_REGISTERED):
                     log.warning("controller lost this broker's registration; registering again")
