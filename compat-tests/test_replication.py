@@ -317,7 +317,10 @@ def test_transactions_across_a_leader_failover(cluster_factory: Any) -> None:
 
 
 def test_consumers_never_read_at_or_past_the_high_watermark(cluster_factory: Any) -> None:
-    cluster: LocalCluster = cluster_factory(3, {"replica.lag.time.max.ms": "30000"})
+    # a follower that is alive but slow stays in the ISR: no lag or session timeout during the test
+    cluster: LocalCluster = cluster_factory(
+        3, {"replica.lag.time.max.ms": "60000", "broker.session.timeout.ms": "60000"}
+    )
     create_replicated(cluster.bootstrap_servers, "hw", partitions=1, min_isr=1)
     bs = cluster.bootstrap_servers
     leader = leader_of(cluster, "hw", 0)
@@ -354,7 +357,9 @@ def test_acks_all_is_refused_below_min_insync_replicas(cluster_factory: Any) -> 
     controller = cluster.controller_id()
     pair = [n for n in cluster.nodes if n != controller]
     admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
-    new = NewTopic("min-isr", replica_assignment=[pair], config={"min.insync.replicas": "2"})
+    new = NewTopic(
+        "min-isr", num_partitions=1, replica_assignment=[pair], config={"min.insync.replicas": "2"}
+    )
     admin.create_topics([new], request_timeout=30)["min-isr"].result(30)
     leader = leader_of(cluster, "min-isr", 0)
     cluster.kill(next(n for n in pair if n != leader))
