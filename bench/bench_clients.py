@@ -158,10 +158,12 @@ def _latency_reader(bootstrap: str, topic: str, total: int, seconds: float, conn
     conn.send_bytes(samples.tobytes())
 
 
-def latency(bootstrap: str, topic: str, rate: int, seconds: float, size: int) -> tuple[list[float], float]:
+def latency(
+    bootstrap: str, topic: str, rate: int, seconds: float, size: int, acks: str = "1"
+) -> tuple[list[float], float]:
     """End-to-end milliseconds (send call to consumer delivery, Kafka's EndToEndLatency measure) of
     records sent on a fixed schedule, and the send rate achieved. The producer sends each record
-    as soon as it is due (linger.ms=0, acks=1) with at most 5 requests in flight per connection
+    as soon as it is due (linger.ms=0, acks=1 unless asked) with at most 5 requests in flight per connection
     (the Java client's default; librdkafka's default of a million sends one request per record
     however far behind the broker is, which measures the client's queue instead of the broker);
     the consumer runs in a separate process so neither waits on the other's GIL."""
@@ -179,7 +181,7 @@ def latency(bootstrap: str, topic: str, rate: int, seconds: float, size: int) ->
         p = Producer(
             {
                 "bootstrap.servers": bootstrap,
-                "acks": "1",
+                "acks": acks,
                 "linger.ms": 0,
                 "max.in.flight.requests.per.connection": 5,
                 "enable.idempotence": False,

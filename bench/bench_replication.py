@@ -1,0 +1,109 @@
+"""Replication cost on a 3-node pylog cluster: RF=3 acks=all against RF=1 in the same run.
+
+A confluent-kafka producer writes N 1 KB records to a fresh topic (one partition, led by the same
+node each time); each row reports records/s, MB/s and the CPU seconds the three broker
+processes spent per million records together. The latency row sends 100-byte records at a fixed
+rate with acks=all to an RF=3 topic and measures end-to-end time (send call to consumer
+delivery) as p50 / p99 / p99.9. The ratio column is the row against RF=1 acks=all.
+
+    python bench/bench_replication.py                  # 500k records per row, 10 s latency row
+    python bench/bench_replication.py --records 100000 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from bench_clients import Scenario, latency, produce, quantile
+from common import proc_stats
+
+from pylog.local_cluster import LocalCluster
+
+
+def create(bootstrap: str, topic: str, rf: int, leader: int, nodes: list[int], min_isr: int) -> None:
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    replicas = [leader, *[n for n in nodes if n != leader]][:rf]
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = NewTopic(
+        topic, num_partitions=1, replica_assignment=[replicas], config={"min.insync.replicas": str(min_isr)}
+    )
+    admin.create_topics([new])[topic].result(30)
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        part = admin.list_topics(topic=topic, timeout=10).topics[topic].partitions.get(0)
+        if part is not None and part.leader == leader and len(part.isrs) == rf:
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{topic} did not get its leader and ISR")
+
+
+def cpu(cluster: LocalCluster) -> float:
+    return sum(proc_stats(n.pid).cpu_s for n in cluster.nodes.values() if n.pid is not None)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=500_000)
+    ap.add_argument("--repeat", type=int, default=1, help="run every row this many times, show medians")
+    ap.add_argument("--rate", type=int, default=10_000, help="latency row: records per second")
+    ap.add_argument("--seconds", type=float, default=10.0, help="latency row: how long")
+    args = ap.parse_args()
+    rows: dict[str, list[tuple[float, float]]] = {}
+    lat: dict[str, list[float]] = {}
+    with (
+        tempfile.TemporaryDirectory(prefix="pylog-bench-repl-") as home,
+        LocalCluster(3, data_dir=home, log_level="WARNING") as cluster,
+    ):
+        bs = cluster.bootstrap_servers
+        nodes = sorted(cluster.nodes)
+        leader = nodes[0]
+        cases = [
+            ("RF=1, acks=all", 1, "all", 1),
+            ("RF=3, acks=all", 3, "all", 2),
+            ("RF=3, acks=1", 3, "1", 2),
+        ]
+        for _ in range(args.repeat):
+            for label, rf, acks, min_isr in cases:
+                topic = f"repl-{uuid.uuid4().hex[:8]}"
+                create(bs, topic, rf, leader, nodes, min_isr)
+                before = cpu(cluster)
+                elapsed = produce(bs, topic, Scenario(1000, acks=acks), args.records)
+                used = cpu(cluster) - before
+                rows.setdefault(label, []).append((args.records / elapsed, used / args.records * 1e6))
+            topic = f"lat-{uuid.uuid4().hex[:8]}"
+            create(bs, topic, 3, leader, nodes, 2)
+            samples, sent = latency(bs, topic, args.rate, args.seconds, 100, acks="all")
+            samples.sort()
+            for name, q in (("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999)):
+                lat.setdefault(name, []).append(quantile(samples, q))
+            lat.setdefault("sent/s", []).append(sent)
+    base = statistics.median(r for r, _ in rows["RF=1, acks=all"])
+    print(f"\n3-node pylog cluster, 1 KB records, {args.records:,} per row, median of {args.repeat}\n")
+    print(
+        f"| {'row':<16} | {'records/s':>10} | {'MB/s':>7} | {'cluster CPU s / M records':>25} "
+        f"| {'vs RF=1':>7} |"
+    )
+    print(f"|{'-' * 18}|{'-' * 12}|{'-' * 9}|{'-' * 27}|{'-' * 9}|")
+    for label, values in rows.items():
+        rate = statistics.median(r for r, _ in values)
+        cost = statistics.median(c for _, c in values)
+        print(f"| {label:<16} | {rate:>10,.0f} | {rate / 1000:>7.1f} | {cost:>25.2f} | {rate / base:>7.2f} |")
+    print(f"\nend-to-end latency, RF=3 acks=all, 100 B records at {args.rate:,}/s for {args.seconds:g} s\n")
+    print("| metric  | value      |")
+    print("|---------|------------|")
+    for name, values in lat.items():
+        v = statistics.median(values)
+        print(f"| {name:<7} | {v:>10,.2f} |" if name != "sent/s" else f"| {name:<7} | {v:>10,.0f} |")
+
+
+if __name__ == "__main__":
+    main()
