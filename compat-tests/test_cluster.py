@@ -273,3 +273,25 @@ def test_cluster_settings_in_a_properties_file_with_kafka_names(tmp_path: Path) 
     bad = _kraft(tmp_path, **{"controller.quorum.voters": "1@127.0.0.1"})
     out = _start_node(bad, tmp_path)
     assert out.returncode == 2 and "is not id@host:port" in out.stderr
+
+
+def test_a_broker_only_node_follows_the_metadata_log_as_an_observer(cluster_factory: Any) -> None:
+    cluster: LocalCluster = cluster_factory(
+        3, {"metadata.log.max.record.bytes.between.snapshots": "2048"}, brokers=1
+    )
+    observer = cluster.node(4)
+    assert "process.roles=broker\n" in observer.config_path.read_text()
+    create(observer.bootstrap, "via-observer", partitions=4, rf=2)
+    info = describe_cluster(observer.bootstrap)
+    assert sorted(b[0] for b in info.brokers) == [1, 2, 3, 4] and info.controller_id in (1, 2, 3)
+    q = describe_quorum(observer.bootstrap)
+    assert [o.node_id for o in q.observers] == [4] and sorted(v.node_id for v in q.voters) == [1, 2, 3]
+    sent = [Rec(f"o-{i}".encode()) for i in range(40)]
+    produce("confluent-kafka", observer.bootstrap, "via-observer", sent)
+    got = consume("confluent-kafka", observer.bootstrap, "via-observer", len(sent), partitions=(0, 1, 2, 3))
+    assert sorted(r.value for r in got) == sorted(r.value for r in sent)
+    cluster.stop_node(4)
+    create(cluster.node(1).bootstrap, *[f"while-away-{i}" for i in range(30)])
+    cluster.start_node(4)
+    want = {"via-observer", *(f"while-away-{i}" for i in range(30))}
+    wait_for(lambda: want <= topics_through(observer.bootstrap), 30, "the observer's image after a restart")

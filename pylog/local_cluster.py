@@ -94,7 +94,9 @@ class LocalCluster:
     ``data_dir``: the parent of the nodes' data directories (default: a temporary directory,
     removed on close unless ``keep_data``). ``base_port``: brokers listen on ``base_port ..
     base_port+N-1`` and controllers on the next N ports (0: free ports). ``config``: Kafka
-    broker configs for every node. ``hosts`` / ``command_prefix`` place node i on another
+    broker configs for every node. ``brokers`` adds that many broker-only nodes (``process.roles=
+    broker``, following the metadata log as observers) after the ``nodes`` voters. ``hosts`` /
+    ``command_prefix`` place node i on another
     address or run it through a prefix (``ip netns exec ...``), for network fault tests.
     """
 
@@ -102,6 +104,7 @@ class LocalCluster:
         self,
         nodes: int = 3,
         *,
+        brokers: int = 0,
         data_dir: str | os.PathLike[str] | None = None,
         base_port: int = 0,
         config: Mapping[str, object] | None = None,
@@ -114,8 +117,9 @@ class LocalCluster:
     ) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
-        if hosts is not None and len(hosts) != nodes:
-            raise ValueError(f"hosts names {len(hosts)} addresses for {nodes} nodes")
+        if hosts is not None and len(hosts) != nodes + brokers:
+            raise ValueError(f"hosts names {len(hosts)} addresses for {nodes + brokers} nodes")
+        self.voter_count = nodes
         self._tmp = Path(tempfile.mkdtemp(prefix="pylog-cluster-"))
         self.home = Path(data_dir).resolve() if data_dir is not None else self._tmp
         self.home.mkdir(parents=True, exist_ok=True)
@@ -126,12 +130,13 @@ class LocalCluster:
         self.command_prefix = command_prefix
         self.cluster_id = self._existing_cluster_id() or new_cluster_id()
         self._registry = registry_installed() and "schema.registry.listeners" not in self.config
-        addresses = list(hosts) if hosts is not None else [host] * nodes
+        total = nodes + brokers
+        addresses = list(hosts) if hosts is not None else [host] * total
         self.nodes: dict[int, LocalNode] = {}
-        for i in range(1, nodes + 1):
+        for i in range(1, total + 1):
             h = addresses[i - 1]
             if base_port:
-                bp, cp = base_port + i - 1, base_port + nodes + i - 1
+                bp, cp = base_port + i - 1, base_port + total + i - 1
             elif hosts is not None:
                 bp, cp = 9092, 9093
             else:
@@ -139,7 +144,7 @@ class LocalCluster:
             self.nodes[i] = LocalNode(i, h, bp, cp, self.home)
             if self._registry:
                 self.nodes[i].registry_port = (
-                    bp + 2 * nodes if base_port else 8081 if hosts is not None else _free_port(h)
+                    bp + 2 * total if base_port else 8081 if hosts is not None else _free_port(h)
                 )
 
     def _existing_cluster_id(self) -> str | None:
@@ -163,7 +168,8 @@ class LocalCluster:
 
     @property
     def voters(self) -> str:
-        return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in self.nodes.values())
+        voters = [n for n in self.nodes.values() if n.node_id <= self.voter_count]
+        return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in voters)
 
     def node(self, node_id: int) -> LocalNode:
         try:
@@ -174,11 +180,15 @@ class LocalCluster:
     # ------------------------------------------------------------------ lifecycle
 
     def properties(self, node: LocalNode) -> dict[str, str]:
+        voter = node.node_id <= self.voter_count
+        listeners = f"PLAINTEXT://{node.host}:{node.broker_port}"
+        if voter:
+            listeners += f",CONTROLLER://{node.host}:{node.controller_port}"
         props = {
             "node.id": str(node.node_id),
-            "process.roles": "broker,controller",
+            "process.roles": "broker,controller" if voter else "broker",
             "controller.quorum.voters": self.voters,
-            "listeners": f"PLAINTEXT://{node.host}:{node.broker_port},CONTROLLER://{node.host}:{node.controller_port}",
+            "listeners": listeners,
             "controller.listener.names": "CONTROLLER",
             "cluster.id": self.cluster_id,
             "log.dirs": str(node.data_dir),

@@ -28,7 +28,7 @@ from pylog.broker.handlers import BrokerServices, ControllerServices, client_han
 from pylog.broker.isr_manager import IsrManager
 from pylog.broker.lifecycle import BrokerLifecycle
 from pylog.broker.maintenance import Maintenance
-from pylog.broker.metadata import BrokerMetadata, load_cluster_id
+from pylog.broker.metadata import BrokerMetadata, MetadataSource, load_cluster_id
 from pylog.broker.partition import Partition
 from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.publisher import ReplicaPublisher
@@ -41,6 +41,7 @@ from pylog.broker.txn_markers import MarkerWriter
 from pylog.broker.txn_shell import TxnShell
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.node_config import Listener, NodeSettings
+from pylog.cluster.observer import MetadataObserver
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.raft_transport import RaftTransport
 from pylog.config import BrokerConfig, ConfigError
@@ -76,6 +77,7 @@ class Broker:
         self.maintenance = Maintenance(config, self.replicas, now_ms)
         self.cluster_id = ""
         self.quorum: MetadataQuorum | None = None
+        self.observer: MetadataObserver | None = None
         self.transport: RaftTransport | None = None
         self.controller_table: HandlerTable | None = None
         self.controller_server: KafkaServer | None = None
@@ -202,19 +204,24 @@ class Broker:
 
     async def _start_broker(self) -> None:
         s, cfg = self.settings, self.config
-        quorum = self.quorum
-        if quorum is None:
-            raise ConfigError("a broker-only node (process.roles=broker) is not supported yet")
         voters = {v.node_id: (v.host, v.port) for v in s.voters}
+        source: MetadataSource
+        if self.quorum is not None:
+            source = self.quorum
+        else:  # a broker that is not a voter follows the log from the active controller
+            source = self.observer = MetadataObserver(
+                self.node_id, self.cluster_id, voters, request_timeout_s=s.request_timeout_ms / 1000
+            )
+            await self.observer.start()
         self.channel = ControllerChannel(
             self.node_id,
             voters=voters,
-            leader_hint=lambda: quorum.leader_id,
+            leader_hint=lambda: source.leader_id,
             local=lambda: self.controller_table,
             request_timeout_s=cfg.int("request.timeout.ms") / 1000,
         )
         controller = self.controller = ControllerClient(self.channel, self.cluster_id)
-        metadata = self.metadata = BrokerMetadata(quorum, self.cluster_id)
+        metadata = self.metadata = BrokerMetadata(source, self.cluster_id)
         self.producer_ids = ProducerIdManager(controller, self.node_id, lambda: self.broker_epoch)
         shared: dict[str, Any] = {
             "node_id": self.node_id,
@@ -223,7 +230,7 @@ class Broker:
             "controller": controller,
         }
         groups = self.groups = GroupShell(cfg, **shared)
-        channels = BrokerChannels(self.node_id, s.inter_broker_listener_name, lambda: quorum.image)
+        channels = BrokerChannels(self.node_id, s.inter_broker_listener_name, lambda: source.image)
         timeout_s = cfg.int("request.timeout.ms") / 1000
         markers = MarkerWriter(self.node_id, self.replicas, metadata, channels, request_timeout_s=timeout_s)
         txn = self.txn = TxnShell(
@@ -260,7 +267,7 @@ class Broker:
             broker_epoch=lambda: self.broker_epoch,
             lag_time_max_ms=cfg.int("replica.lag.time.max.ms"),
             now_ms=now_ms,
-            eligible=lambda broker: (b := quorum.image.brokers.get(broker)) is not None and b.usable,
+            eligible=lambda broker: (b := source.image.brokers.get(broker)) is not None and b.usable,
         )
         services = BrokerServices(
             node_id=self.node_id,
@@ -288,7 +295,7 @@ class Broker:
             self.advertised_listeners(),
             rack=cfg.raw("broker.rack"),
             heartbeat_interval_s=s.heartbeat_interval_ms / 1000,
-            metadata_offset=lambda: quorum.applied_offset,
+            metadata_offset=lambda: source.image.offset,
         )
         await lifecycle.register()
         self.isr.start()
@@ -366,6 +373,8 @@ class Broker:
             await self.controller_server.stop()
         if self.transport is not None:
             await self.transport.close()
+        if self.observer is not None:
+            await self.observer.close()
         if self.quorum is not None:
             with contextlib.suppress(Exception):
                 await self.quorum.close()

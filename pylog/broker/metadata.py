@@ -16,14 +16,7 @@ from pathlib import Path
 from typing import Protocol
 
 from pylog.cluster.image import MetadataImage, PartitionImage, TopicImage
-from pylog.cluster.quorum import MetadataChange, MetadataQuorum
-from pylog.cluster.records import (
-    ConfigRecord,
-    ConfigResourceType,
-    PartitionChangeRecord,
-    PartitionRecord,
-    RemoveTopicRecord,
-)
+from pylog.cluster.image_feed import ImageListener, MetadataChange, MetadataListener
 
 log = logging.getLogger(__name__)
 
@@ -62,10 +55,25 @@ class MetadataPublisher(Protocol):
         """One record was applied to ``image``."""
 
 
+class MetadataSource(Protocol):
+    """Where a broker's image comes from: its own controller quorum, or the active controller
+    it fetches from as an observer."""
+
+    @property
+    def image(self) -> MetadataImage: ...
+
+    @property
+    def leader_id(self) -> int | None: ...
+
+    def add_listener(self, listener: MetadataListener) -> None: ...
+
+    def add_image_listener(self, listener: ImageListener) -> None: ...
+
+
 class BrokerMetadata:
     """The committed image as the broker side of a node sees it, and the publishers acting on it."""
 
-    def __init__(self, quorum: MetadataQuorum, cluster_id: str) -> None:
+    def __init__(self, quorum: MetadataSource, cluster_id: str) -> None:
         self.quorum = quorum
         self.cluster_id = cluster_id
         self._publishers: list[MetadataPublisher] = []
@@ -146,59 +154,6 @@ class BrokerMetadata:
             return
         for p in self._publishers:
             p.on_change(change, self.image)
-
-
-class NodePublisher:
-    """Keeps this node's partition logs and dynamic configs in step with the image."""
-
-    def __init__(
-        self,
-        node_id: int,
-        *,
-        set_dynamic_configs: Callable[[MetadataImage], None],
-        open_partition: Callable[[str, int, uuid.UUID, dict[str, str]], None],
-        update_topic_configs: Callable[[str, dict[str, str]], None],
-        broker_configs_changed: Callable[[], None],
-        topic_deleted: Callable[[str], None],
-        delete_strays: Callable[[set[tuple[str, int]]], None],
-    ) -> None:
-        self.node_id = node_id
-        self._set_dynamic = set_dynamic_configs
-        self._open = open_partition
-        self._update_configs = update_topic_configs
-        self._broker_configs_changed = broker_configs_changed
-        self._topic_deleted = topic_deleted
-        self._delete_strays = delete_strays
-
-    def on_image_loaded(self, image: MetadataImage) -> None:
-        """Open every partition the image assigns here; delete logs of topics that are gone."""
-        self._set_dynamic(image)
-        known: set[tuple[str, int]] = set()
-        for name, topic in image.topics.items():
-            for index, part in image.partitions(topic.topic_id).items():
-                if self.node_id in part.replicas:
-                    self._open(name, index, topic.topic_id, dict(image.topic_configs(name)))
-                    known.add((name, index))
-        self._delete_strays(known)
-
-    def on_change(self, change: MetadataChange, image: MetadataImage) -> None:
-        r = change.record
-        if isinstance(r, ConfigRecord) and r.resource_type == ConfigResourceType.BROKER:
-            self._set_dynamic(image)
-            self._broker_configs_changed()
-            return
-        if change.topic is None:
-            return
-        name = change.topic.name
-        if isinstance(r, PartitionRecord):
-            if self.node_id in r.replicas:
-                self._open(name, r.partition_id, r.topic_id, dict(image.topic_configs(name)))
-        elif isinstance(r, PartitionChangeRecord):
-            pass  # a single node stays leader of everything it hosts
-        elif isinstance(r, RemoveTopicRecord):
-            self._topic_deleted(name)
-        elif isinstance(r, ConfigRecord):
-            self._update_configs(name, dict(image.topic_configs(name)))
 
 
 def load_cluster_id(data_dir: Path, node_id: int, wanted: str | None) -> str:

@@ -17,8 +17,8 @@ from typing import Protocol
 from pylog.broker.partition import Partition
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.cluster.image import MetadataImage, PartitionImage
+from pylog.cluster.image_feed import MetadataChange
 from pylog.cluster.metadata_log import METADATA_DIR
-from pylog.cluster.quorum import MetadataChange
 from pylog.cluster.records import (
     BrokerRegistrationChangeRecord,
     ConfigRecord,

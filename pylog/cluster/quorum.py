@@ -26,27 +26,20 @@ import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import TypeVar
 
 from pylog.cluster.controller import ControllerResult, QuorumController
-from pylog.cluster.image import MetadataImage, TopicImage
+from pylog.cluster.image import MetadataImage
+from pylog.cluster.image_feed import ImageFeed, MetadataListener
 from pylog.cluster.metadata_log import MetadataLogStore
 from pylog.cluster.raft import Message, NotLeader, RaftNode, Role
+from pylog.cluster.raft_types import Entry, Snapshot
 from pylog.cluster.records import (
-    ConfigRecord,
-    ConfigResourceType,
     MetadataRecord,
-    PartitionChangeRecord,
-    PartitionRecord,
-    RecordDecodeError,
-    RemoveTopicRecord,
-    TopicRecord,
-    decode_records,
     encode_records,
 )
-from pylog.cluster.snapshot import decode_image, encode_image
+from pylog.cluster.snapshot import encode_image
 from pylog.protocol.errors import ErrorCode
 
 log = logging.getLogger(__name__)
@@ -61,17 +54,6 @@ class NotController(Exception):
         self.leader_hint = leader_hint
 
 
-@dataclass(frozen=True, slots=True)
-class MetadataChange:
-    """One applied record. ``topic`` names the topic the record concerns, if any —
-    for a RemoveTopicRecord, the topic as it was before removal."""
-
-    record: MetadataRecord
-    offset: int
-    topic: TopicImage | None
-
-
-MetadataListener = Callable[[MetadataChange], None]
 
 
 class MetadataQuorum:
@@ -105,7 +87,7 @@ class MetadataQuorum:
         self._send = send
         self._fsync = fsync
         self.now_ms: Callable[[], int] = clock or (lambda: time.monotonic_ns() // 1_000_000)
-        self.image = MetadataImage()
+        self.feed = ImageFeed()
         self.controller = QuorumController(
             rng=random.Random(self._rng.getrandbits(64)),
             default_num_partitions=default_num_partitions,
@@ -115,9 +97,8 @@ class MetadataQuorum:
             session_timeout_ms=session_timeout_ms,
             active=False,
         )
-        self._listeners: list[MetadataListener] = []
-        self._image_listeners: list[Callable[[MetadataImage], None]] = []
         self.snapshot_bytes = snapshot_bytes
+        self._commit_waiters: list[asyncio.Future[None]] = []
         self._pending: dict[int, tuple[int, asyncio.Future[int]]] = {}
         self._store: MetadataLogStore | None = None
         self._node: RaftNode | None = None
@@ -125,7 +106,6 @@ class MetadataQuorum:
         self._leader_start = 0  # first index of our current term as leader
         self._controller_ready: asyncio.Event | None = None
         self._processing = False
-        self.apply_errors = 0
         self.snapshots_taken = 0
         self._last_heard: dict[int, int] = {}  # voter -> wall ms of its last message
         self._observers: dict[int, tuple[int, int]] = {}  # broker -> (fetch offset, wall ms)
@@ -135,11 +115,11 @@ class MetadataQuorum:
     def add_listener(self, listener: MetadataListener) -> None:
         """Called on the event loop for each applied record, replayed ones included
         (add listeners before ``start()`` to see the whole log)."""
-        self._listeners.append(listener)
+        self.feed.add_listener(listener)
 
     def add_image_listener(self, listener: Callable[[MetadataImage], None]) -> None:
         """Called when a snapshot from the leader replaced the whole image."""
-        self._image_listeners.append(listener)
+        self.feed.add_image_listener(listener)
 
     async def start(self) -> None:
         self._controller_ready = asyncio.Event()
@@ -151,8 +131,7 @@ class MetadataQuorum:
             )
         snap = self._store.snapshot()
         if snap is not None:
-            self.image = decode_image(snap.data)
-            self.image.offset = snap.index
+            self.feed.restore(snap.index, snap.data, notify=False)
         self._node = RaftNode(
             self.node_id,
             self.voters,
@@ -317,15 +296,49 @@ class MetadataQuorum:
 
     def _restore(self, index: int, data: bytes) -> None:
         """A snapshot from the leader replaces the image (this node was behind its log start)."""
-        image = decode_image(data)
-        image.offset = index
-        self.image = image
+        self.feed.restore(index, data)
         log.info("metadata image restored from a snapshot at offset %d", index)
-        for listener in self._image_listeners:
-            try:
-                listener(image)
-            except Exception:
-                log.exception("metadata image listener failed")
+        self._committed_changed()
+
+    @property
+    def image(self) -> MetadataImage:
+        return self.feed.image
+
+    def _committed_changed(self) -> None:
+        waiters, self._commit_waiters = self._commit_waiters, []
+        for fut in waiters:
+            if not fut.done():
+                fut.set_result(None)
+
+    async def wait_for_commit(self, after: int, timeout_s: float) -> None:
+        """Return once more than ``after`` entries are applied, or after ``timeout_s``."""
+        if self.image.offset > after:
+            return
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._commit_waiters.append(fut)
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(fut, timeout_s)
+
+    def committed_after(self, offset: int, max_bytes: int) -> tuple[Snapshot | None, list[Entry]]:
+        """What an observer that has applied up to ``offset`` needs next: the latest snapshot when
+        the log no longer holds ``offset + 1``, else committed entries from there (at least one,
+        then up to ``max_bytes``)."""
+        node = self._require_node()
+        snap = node.snapshot
+        if snap is not None and offset < snap.index:
+            return snap, []
+        out: list[Entry] = []
+        size = 0
+        for e in node.log.slice(offset + 1, node.committed + 1):
+            if out and size + len(e.data) > max_bytes:
+                break
+            out.append(e)
+            size += len(e.data)
+        return None, out
+
+    @property
+    def apply_errors(self) -> int:
+        return self.feed.apply_errors
 
     def _maybe_snapshot(self, node: RaftNode, store: MetadataLogStore) -> None:
         """Every metadata.log.max.record.bytes.between.snapshots bytes: snapshot the image as of
@@ -340,28 +353,7 @@ class MetadataQuorum:
         log.info("metadata snapshot at offset %d", node.applied)
 
     def _apply(self, index: int, term: int, data: bytes) -> None:
-        if data:
-            try:
-                records = decode_records(data)
-            except RecordDecodeError:
-                log.exception("undecodable metadata entry at offset %d", index)
-                self.apply_errors += 1
-                records = []
-            for r in records:
-                topic = self._topic_before(r)
-                try:
-                    self.image.apply(r)
-                except ValueError:
-                    log.exception("metadata record at offset %d does not apply: %r", index, r)
-                    self.apply_errors += 1
-                    continue
-                change = MetadataChange(r, index, topic if topic is not None else self._topic_after(r))
-                for listener in self._listeners:
-                    try:
-                        listener(change)
-                    except Exception:
-                        log.exception("metadata listener failed on %r", r)
-        self.image.offset = index
+        self.feed.apply(index, data)
         pending = self._pending.pop(index, None)
         if pending is not None:
             proposed_term, fut = pending
@@ -370,16 +362,7 @@ class MetadataQuorum:
                     fut.set_result(index)
                 else:
                     fut.set_exception(NotController(self.leader_id))
-
-    def _topic_before(self, r: MetadataRecord) -> TopicImage | None:
-        return self.image.topic(r.topic_id) if isinstance(r, RemoveTopicRecord) else None
-
-    def _topic_after(self, r: MetadataRecord) -> TopicImage | None:
-        if isinstance(r, (TopicRecord, PartitionRecord, PartitionChangeRecord)):
-            return self.image.topic(r.topic_id)
-        if isinstance(r, ConfigRecord) and r.resource_type == ConfigResourceType.TOPIC:
-            return self.image.topic(r.resource_name)
-        return None
+        self._committed_changed()
 
     def _track_leadership(self, node: RaftNode) -> None:
         if node.role is Role.LEADER:

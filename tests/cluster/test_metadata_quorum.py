@@ -25,7 +25,8 @@ from pylog.cluster.metadata import (
     TopicRecord,
 )
 from pylog.cluster.metadata_log import LOG_FILE, METADATA_DIR, STATE_FILE, MetadataLogStore
-from pylog.cluster.quorum import MetadataChange, MetadataQuorum, NotController
+from pylog.cluster.image_feed import MetadataChange
+from pylog.cluster.quorum import MetadataQuorum, NotController
 
 
 def run(coro: Any) -> Any:

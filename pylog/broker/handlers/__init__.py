@@ -49,6 +49,7 @@ from pylog.broker.handlers import (
     list_offsets,
     list_transactions,
     metadata,
+    metadata_fetch,
     offset_commit,
     offset_delete,
     offset_fetch,
@@ -228,6 +229,7 @@ def controller_handlers(s: ControllerServices) -> HandlerTable:
             route(configs.incremental_alter_configs, quorum=q),
             route(elect_leaders.elect_leaders, quorum=q),
             route(describe_quorum.describe_quorum, quorum=q, settings=s.settings),
+            route(metadata_fetch.metadata_fetch, quorum=q, cluster_id=s.cluster_id),
         ],
         supported_versions(),
     )
