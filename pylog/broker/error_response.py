@@ -141,6 +141,68 @@ def _top_level(req: Any, code: int) -> dict:
     return {"error_code": code}
 
 
+def _delete_records(req: Any, code: int) -> dict:
+    return {
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "low_watermark": -1, "error_code": code}
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ]
+    }
+
+
+def _describe_producers(req: Any, code: int) -> dict:
+    return {
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p, "error_code": code, "error_message": None, "active_producers": []}
+                    for p in t.partition_indexes
+                ],
+            }
+            for t in req.topics
+        ]
+    }
+
+
+def _add_partitions_to_txn(req: Any, code: int) -> dict:
+    if getattr(req, "transactions", None):
+        return {"error_code": code, "results_by_transaction": []}
+    return {
+        "error_code": code,
+        "results_by_topic_v3_and_below": [
+            {
+                "name": t.name,
+                "results_by_partition": [{"partition_index": p, "partition_error_code": code} for p in t.partitions],
+            }
+            for t in req.v3_and_below_topics or []
+        ],
+    }
+
+
+def _create_acls(req: Any, code: int) -> dict:
+    return {"results": [{"error_code": code, "error_message": None} for _ in req.creations]}
+
+
+def _delete_acls(req: Any, code: int) -> dict:
+    return {"filter_results": [{"error_code": code, "error_message": None, "matching_acls": []} for _ in req.filters]}
+
+
+def _alter_scram(req: Any, code: int) -> dict:
+    users = dict.fromkeys([*(d.name for d in req.deletions), *(u.name for u in req.upsertions)])
+    return {"results": [{"user": u, "error_code": code, "error_message": None} for u in users]}
+
+
+def _envelope(req: Any, code: int) -> dict:
+    return {"response_data": None, "error_code": code}
+
+
 _BUILDERS: dict[int, Builder] = {
     0: _produce,
     1: _fetch,
@@ -165,6 +227,24 @@ _BUILDERS: dict[int, Builder] = {
     55: _top_level,
     36: _top_level,
     60: _top_level,
+    21: _delete_records,
+    24: _add_partitions_to_txn,
+    28: _offset_commit,
+    29: _top_level,
+    30: _create_acls,
+    31: _delete_acls,
+    50: _top_level,
+    51: _alter_scram,
+    56: _top_level,
+    58: _envelope,
+    61: _describe_producers,
+    62: _top_level,
+    63: _top_level,
+    67: _top_level,
+    68: _top_level,
+    76: _top_level,
+    32000: _top_level,
+    32001: _top_level,
 }
 
 
