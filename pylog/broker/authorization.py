@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
-from pylog.broker.acl_operations import Allowed, AclOperation, ResourceType, allow_all
+from pylog.broker.acl_operations import AclOperation, Allowed, ResourceType, allow_all
 from pylog.config import BrokerConfig, ConfigError
 from pylog.security.acl import CLUSTER_NAME, AclBinding
 from pylog.security.authorizer import AclIndex, StandardAuthorizer
@@ -57,13 +57,19 @@ class Authorization:
             allow_everyone_if_no_acl_found=config.bool("allow.everyone.if.no.acl.found"),
         )
 
+    def image(self) -> MetadataImage | None:
+        return self._image()
+
     def authorizer(self) -> StandardAuthorizer:
         image = self._image()
         key = (id(image), image.acl_generation if image is not None else 0)
         cached = self._cached
         if cached is None or cached[:2] != key:
             acls = image.acls.values() if image is not None else ()
-            cached = self._cached = (*key, StandardAuthorizer(AclIndex(acls), self.super_users, self.allow_everyone))
+            cached = self._cached = (
+                *key,
+                StandardAuthorizer(AclIndex(acls), self.super_users, self.allow_everyone),
+            )
         return cached[2]
 
     def acls(self) -> tuple[AclBinding, ...]:
@@ -88,7 +94,9 @@ class Authorization:
     def transactional_id(self, ctx: RequestContext, operation: int, name: str) -> bool:
         return self.authorize(ctx, operation, _RT.TRANSACTIONAL_ID, name)
 
-    def filter(self, ctx: RequestContext, operation: int, resource_type: int, names: Iterable[str]) -> set[str]:
+    def filter(
+        self, ctx: RequestContext, operation: int, resource_type: int, names: Iterable[str]
+    ) -> set[str]:
         """The names among ``names`` the caller may ``operation``."""
         if not self.enabled or ctx.internal:
             return set(names)

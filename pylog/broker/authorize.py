@@ -14,6 +14,7 @@ API does its work, kept beside the handler list so each API's rule reads in one 
 from __future__ import annotations
 
 import inspect
+import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -25,21 +26,32 @@ from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.error_response import error_response
 from pylog.broker.registry import CLOSE_CONNECTION, NO_RESPONSE, HandlerSpec
+from pylog.security.acl import CLUSTER_NAME
 
 Check = Callable[[RequestContext, Any], "int | None"]
+_ZERO_UUID = uuid.UUID(int=0)
 _Op = AclOperation
 
 
-def requires(spec: HandlerSpec, check: Check) -> HandlerSpec:
+def top_level(req: Any, code: int) -> dict:
+    """An answer with only its top-level error code set."""
+    return {"error_code": code}
+
+
+def requires(
+    spec: HandlerSpec, check: Check, answer: Callable[[Any, int], dict] | None = None
+) -> HandlerSpec:
     fn = spec.fn
 
     def gated(ctx: RequestContext, req: Any) -> Any:
         code = check(ctx, req)
         if code:
-            answer = error_response(ctx.api_key, ctx.api_version, req, code)
-            if answer is None:
+            if answer is not None:
+                return answer(req, code)
+            answer_ = error_response(ctx.api_key, ctx.api_version, req, code)
+            if answer_ is None:
                 raise RuntimeError(f"no error answer for api {ctx.api_key}")
-            return answer
+            return answer_
         return fn(ctx, req)
 
     return HandlerSpec(spec.api_key, spec.min_version, spec.max_version, gated, spec.name)
@@ -115,11 +127,27 @@ class TopicRule:
     the operation needed, and how an answer for refused topics is built."""
 
     request_field: str
-    name_attr: str
+    name_of: Callable[[Any], str | None]  # a request topic entry -> its name (None: unknown id)
     response_field: str
     operation: AclOperation
     denied: Callable[[Any, int], dict]  # (request holding only the refused topics, code) -> answer
     pre: Check | None = None  # a whole-request check first (transactional id, group, follower)
+    bypass: Callable[[RequestContext, Any], bool] | None = None  # allowed every topic (a follower)
+
+
+def by_name(attr: str) -> Callable[[Any], str | None]:
+    return lambda t: getattr(t, attr)
+
+
+def answer_for(api_key: int) -> Callable[[Any, int], dict]:
+    """The error answer of ``api_key`` (``error_response``'s builders) for a request and a code."""
+
+    def build(req: Any, code: int) -> dict:
+        answer = error_response(api_key, 0, req, code)
+        assert answer is not None, api_key
+        return answer
+
+    return build
 
 
 def _with(req: Any, field: str, value: Any) -> Any:
@@ -136,13 +164,16 @@ def per_topic(spec: HandlerSpec, authz: Authorization, rule: TopicRule) -> Handl
             code = rule.pre(ctx, req)
             if code:
                 return _no_answer_if_acks0(req) or rule.denied(req, code)
+        if rule.bypass is not None and rule.bypass(ctx, req):
+            return fn(ctx, req)
         topics = getattr(req, rule.request_field) or []
-        allowed = authz.filter(ctx, rule.operation, 2, (getattr(t, rule.name_attr) for t in topics))
-        refused = [t for t in topics if getattr(t, rule.name_attr) not in allowed]
+        names = [rule.name_of(t) for t in topics]
+        allowed = authz.filter(ctx, rule.operation, 2, (n for n in names if n is not None))
+        refused = [t for t, n in zip(topics, names) if n is not None and n not in allowed]
         if not refused:
             return fn(ctx, req)
         denied = rule.denied(_with(req, rule.request_field, refused), ErrorCode.TOPIC_AUTHORIZATION_FAILED)
-        kept = [t for t in topics if getattr(t, rule.name_attr) in allowed]
+        kept = [t for t, n in zip(topics, names) if n is None or n in allowed]
         if not kept:
             return _no_answer_if_acks0(req) or denied
         result = fn(ctx, _with(req, rule.request_field, kept))
@@ -169,3 +200,97 @@ def _merge(result: Any, denied: dict, field: str) -> Any:
 
 async def _merge_later(result: Any, denied: dict, field: str) -> Any:
     return _merge(await result, denied, field)
+
+
+# --- Metadata --------------------------------------------------------------------------------------
+
+
+def metadata(spec: HandlerSpec, authz: Authorization) -> HandlerSpec:
+    """Metadata as Kafka authorizes it: a listing of every topic leaves out those the caller may
+    not DESCRIBE; a named topic it may not DESCRIBE, or may not CREATE when the request asks for
+    auto-creation of a missing one, answers TOPIC_AUTHORIZATION_FAILED (and is not created); a
+    topic asked by id that it may not DESCRIBE is unknown. Authorized operations (KIP-430) are the
+    caller's; the cluster's need DESCRIBE on it."""
+    fn = spec.fn
+
+    def authorized(ctx: RequestContext, req: Any) -> Any:
+        if not authz.enabled or ctx.internal:
+            return fn(ctx, req)
+        named = req.topics is not None and not (ctx.api_version == 0 and not req.topics)
+        refused: list[str] = []
+        if named:
+            names = [t.name for t in req.topics if t.name is not None]
+            seen = authz.filter(ctx, _Op.DESCRIBE, 2, names)
+            refused = [n for n in names if n not in seen]
+            image = authz.image()
+            if getattr(req, "allow_auto_topic_creation", True) and not authz.cluster(ctx, _Op.CREATE):
+                refused += [
+                    n
+                    for n in names
+                    if n in seen
+                    and image is not None
+                    and image.topic(n) is None
+                    and not authz.topic(ctx, _Op.CREATE, n)
+                ]
+            if refused:
+                req = _with(req, "topics", [t for t in req.topics if t.name not in refused])
+        result = fn(ctx, req)
+        if inspect.isawaitable(result):
+            return _fix_later(result, ctx, req, named, refused)
+        return _fix(result, ctx, req, named, refused)
+
+    def _fix(body: dict, ctx: RequestContext, req: Any, named: bool, refused: list[str]) -> dict:
+        wanted = {t.name for t in req.topics if t.name is not None} if named else None
+        topics = []
+        for entry in body["topics"]:
+            name = entry.get("name")
+            if name is not None and not authz.topic(ctx, _Op.DESCRIBE, name):
+                if named and name not in (wanted or ()):  # asked by id
+                    topics.append(
+                        {
+                            "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+                            "name": None,
+                            "topic_id": entry.get("topic_id"),
+                            "partitions": [],
+                        }
+                    )
+                continue
+            if (
+                named
+                and wanted is not None
+                and name is not None
+                and name not in wanted
+                and not entry.get("error_code")
+                and ctx.api_version == 0
+            ):
+                continue  # a v0 request whose named topics were all refused listed everything
+            if getattr(req, "include_topic_authorized_operations", False) and name is not None:
+                entry["topic_authorized_operations"] = _ops(ctx, 2, name)
+            topics.append(entry)
+        for name in dict.fromkeys(refused):
+            topics.append(
+                {
+                    "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    "name": name,
+                    "topic_id": _ZERO_UUID,
+                    "is_internal": False,
+                    "partitions": [],
+                }
+            )
+        body["topics"] = topics
+        if getattr(req, "include_cluster_authorized_operations", False):
+            body["cluster_authorized_operations"] = (
+                _ops(ctx, 4, CLUSTER_NAME) if authz.cluster(ctx, _Op.DESCRIBE) else 0
+            )
+        return body
+
+    async def _fix_later(result: Any, ctx: RequestContext, req: Any, named: bool, refused: list[str]) -> dict:
+        return _fix(await result, ctx, req, named, refused)
+
+    def _ops(ctx: RequestContext, resource_type: int, name: str) -> int:
+        from pylog.broker.acl_operations import ResourceType, authorized_operations
+
+        rt = ResourceType(resource_type)
+        return authorized_operations(rt, authz.allowed(ctx, rt, name))
+
+    return HandlerSpec(spec.api_key, spec.min_version, spec.max_version, authorized, spec.name)

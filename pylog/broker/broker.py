@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pylog.broker.authorization import Authorization
 from pylog.broker.broker_channels import BrokerChannels
 from pylog.broker.controller_channel import ControllerChannel
 from pylog.broker.controller_client import ControllerClient
@@ -39,12 +40,15 @@ from pylog.broker.server import KafkaServer
 from pylog.broker.share_shell import SHARE_STATE_TOPIC, ShareShell
 from pylog.broker.txn_markers import MarkerWriter
 from pylog.broker.txn_shell import TxnShell
+from pylog.cluster.bootstrap import read_bootstrap
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.node_config import Listener, NodeSettings
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.raft_transport import RaftTransport
 from pylog.config import BrokerConfig, ConfigError
 from pylog.schema_registry.validation import SchemaValidation
+from pylog.security.node import NodeSecurity, image_credentials
+from pylog.security.quotas import ConnectionQuotas
 from pylog.txn import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
@@ -72,6 +76,10 @@ class Broker:
         self.data_dir = Path(data_dir).resolve()
         self._advertised = advertised
         self.node_id = self.settings.node_id
+        image = lambda: self.quorum.image if self.quorum is not None else None  # noqa: E731
+        self.authorization = Authorization.from_config(config, image)
+        self.security = NodeSecurity.from_config(config, self.settings, image_credentials(image))
+        self.quotas = ConnectionQuotas.from_config(config, [li.name for li in self.settings.listeners])
         self.replicas = ReplicaManager(config, self.data_dir, now_ms)
         self.maintenance = Maintenance(config, self.replicas, now_ms)
         self.cluster_id = ""
@@ -161,7 +169,11 @@ class Broker:
         peers = {v.node_id: (v.host, v.port) for v in s.voters}
         if peers:
             self.transport = RaftTransport(
-                self.node_id, self.cluster_id, peers, request_timeout_s=s.request_timeout_ms / 1000
+                self.node_id,
+                self.cluster_id,
+                peers,
+                request_timeout_s=s.request_timeout_ms / 1000,
+                security=self.security.controller,
             )
         election_ticks = max(2, s.election_timeout_ms // TICK_MS)
         quorum = self.quorum = MetadataQuorum(
@@ -178,16 +190,17 @@ class Broker:
             unclean_leader_election=cfg.bool("unclean.leader.election.enable"),
             session_timeout_ms=s.session_timeout_ms,
             snapshot_bytes=cfg.int("metadata.log.max.record.bytes.between.snapshots"),
+            bootstrap=read_bootstrap(self.data_dir),
         )
         self.controller_table = controller_handlers(
-            ControllerServices(cluster_id=self.cluster_id, config=cfg, settings=s, quorum=quorum)
+            ControllerServices(
+                cluster_id=self.cluster_id, config=cfg, settings=s, quorum=quorum, authz=self.authorization
+            )
         )
         await quorum.start()
         listener = s.controller_listener
         if listener is not None:
-            self.controller_server = KafkaServer(
-                self.controller_table, listener.host, listener.port, cfg, listener=listener.name
-            )
+            self.controller_server = self._server(self.controller_table, listener)
             await self.controller_server.start()
         if self.transport is not None:
             self.transport.start()
@@ -212,6 +225,7 @@ class Broker:
             leader_hint=lambda: quorum.leader_id,
             local=lambda: self.controller_table,
             request_timeout_s=cfg.int("request.timeout.ms") / 1000,
+            security=self.security.controller,
         )
         controller = self.controller = ControllerClient(self.channel, self.cluster_id)
         metadata = self.metadata = BrokerMetadata(quorum, self.cluster_id)
@@ -223,7 +237,9 @@ class Broker:
             "controller": controller,
         }
         groups = self.groups = GroupShell(cfg, **shared)
-        channels = BrokerChannels(self.node_id, s.inter_broker_listener_name, lambda: quorum.image)
+        channels = BrokerChannels(
+            self.node_id, s.inter_broker_listener_name, lambda: quorum.image, self.security.inter_broker
+        )
         timeout_s = cfg.int("request.timeout.ms") / 1000
         markers = MarkerWriter(self.node_id, self.replicas, metadata, channels, request_timeout_s=timeout_s)
         txn = self.txn = TxnShell(
@@ -276,10 +292,11 @@ class Broker:
             isr=self.isr,
             stopping=lambda: self.stopping,
             schema_validation=self.schema_validation,
+            authz=self.authorization,
         )
         table = client_handlers(services)
         for li in s.broker_listeners:
-            server = KafkaServer(table, li.host, li.port, cfg, listener=li.name)
+            server = self._server(table, li)
             await server.start(serve=False)
             self.servers.append(server)
         lifecycle = self.lifecycle = BrokerLifecycle(
@@ -315,6 +332,12 @@ class Broker:
             self.schema_registry = RegistryServer(listener, f"{_local(host)}:{port}", node_id=self.node_id)
             await self.schema_registry.start()
             self.schema_validation.known_ids = known_ids_of(self.schema_registry.registry.state.by_id)
+
+    def _server(self, table: HandlerTable, li: Listener) -> KafkaServer:
+        return KafkaServer(
+            table, li.host, li.port, self.config, listener=li.name, security=self.security.listener(li.name),
+            quotas=self.quotas,
+        )
 
     def _registered_in_image(self, image: MetadataImage) -> bool:
         b = image.brokers.get(self.node_id)

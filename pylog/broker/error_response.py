@@ -199,6 +199,71 @@ def _alter_scram(req: Any, code: int) -> dict:
     return {"results": [{"user": u, "error_code": code, "error_message": None} for u in users]}
 
 
+def _offset_for_leader_epoch(req: Any, code: int) -> dict:
+    return {
+        "topics": [
+            {
+                "topic": t.topic,
+                "partitions": [
+                    {"error_code": code, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ]
+    }
+
+
+def _write_txn_markers(req: Any, code: int) -> dict:
+    return {
+        "markers": [
+            {
+                "producer_id": m.producer_id,
+                "topics": [
+                    {"name": t.name, "partitions": [{"partition_index": p, "error_code": code} for p in t.partition_indexes]}
+                    for t in m.topics
+                ],
+            }
+            for m in req.markers
+        ]
+    }
+
+
+def _share_topics(req: Any, code: int) -> dict:
+    """ShareFetch / ShareAcknowledge: every partition of every topic (by id) gets ``code``."""
+    return {
+        "error_code": 0,
+        "responses": [
+            {
+                "topic_id": t.topic_id,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": code, "error_message": None,
+                     "current_leader": {"leader_id": -1, "leader_epoch": -1}}
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ],
+    }
+
+
+def _share_offsets(req: Any, code: int) -> dict:
+    """Alter / DeleteShareGroupOffsets: every named topic's partitions get ``code``."""
+    return {
+        "error_code": 0,
+        "responses": [
+            {
+                "topic_name": t.topic_name,
+                "partitions": [
+                    {"partition_index": getattr(p, "partition_index", p), "error_code": code, "error_message": None}
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ],
+    }
+
+
 def _envelope(req: Any, code: int) -> dict:
     return {"response_data": None, "error_code": code}
 
@@ -228,6 +293,8 @@ _BUILDERS: dict[int, Builder] = {
     36: _top_level,
     60: _top_level,
     21: _delete_records,
+    23: _offset_for_leader_epoch,
+    27: _write_txn_markers,
     24: _add_partitions_to_txn,
     28: _offset_commit,
     29: _top_level,
@@ -243,6 +310,11 @@ _BUILDERS: dict[int, Builder] = {
     67: _top_level,
     68: _top_level,
     76: _top_level,
+    47: _top_level,
+    78: _share_topics,
+    79: _share_topics,
+    91: _share_offsets,
+    92: _share_offsets,
     32000: _top_level,
     32001: _top_level,
 }

@@ -138,9 +138,13 @@ class AclControl:
                 records.append(RemoveUserScramCredentialRecord(item.name, item.mechanism))
             else:
                 mechanism = ScramMechanismType(item.mechanism)
-                c = credential_from_salted_password(mechanism, item.salt, item.salted_password, item.iterations)
+                c = credential_from_salted_password(
+                    mechanism, item.salt, item.salted_password, item.iterations
+                )
                 records.append(
-                    UserScramCredentialRecord(item.name, item.mechanism, c.salt, c.stored_key, c.server_key, c.iterations)
+                    UserScramCredentialRecord(
+                        item.name, item.mechanism, c.salt, c.stored_key, c.server_key, c.iterations
+                    )
                 )
         self._collect(records)
         return [ScramAlterResult(name, *errors.get(name, (ErrorCode.NONE, None))) for name in order]
@@ -165,4 +169,12 @@ def _validate(item: ScramDeletion | ScramUpsertion, image: MetadataImage) -> tup
 
 
 def _fields(b: AclBinding) -> tuple[int, str, int, str, str, int, int]:
-    return (b.resource_type, b.resource_name, b.pattern_type, b.principal, b.host, b.operation, b.permission_type)
+    return (
+        b.resource_type,
+        b.resource_name,
+        b.pattern_type,
+        b.principal,
+        b.host,
+        b.operation,
+        b.permission_type,
+    )

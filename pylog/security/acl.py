@@ -63,11 +63,17 @@ class AclBinding:
 
 def validate_new_acl(b: AclBinding) -> str | None:
     """Why Kafka refuses to create ``b`` (INVALID_REQUEST), or None."""
-    if b.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY) or b.resource_type not in ResourceType.__members__.values():
+    if (
+        b.resource_type in (ResourceType.UNKNOWN, ResourceType.ANY)
+        or b.resource_type not in ResourceType.__members__.values()
+    ):
         return f"Invalid resourceType {b.resource_type}"
     if b.pattern_type not in (PatternType.LITERAL, PatternType.PREFIXED):
         return f"Invalid patternType {_enum_value(PatternType, b.pattern_type).name}"
-    if b.operation in (AclOperation.UNKNOWN, AclOperation.ANY) or b.operation not in AclOperation.__members__.values():
+    if (
+        b.operation in (AclOperation.UNKNOWN, AclOperation.ANY)
+        or b.operation not in AclOperation.__members__.values()
+    ):
         return f"Invalid operation {_enum_value(AclOperation, b.operation).name}"
     if b.permission_type not in (AclPermissionType.ALLOW, AclPermissionType.DENY):
         return f"Invalid permissionType {_enum_value(AclPermissionType, b.permission_type).name}"

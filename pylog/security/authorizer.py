@@ -162,5 +162,7 @@ class StandardAuthorizer:
         from pylog.broker.acl_operations import SUPPORTED_OPERATIONS
 
         return [
-            op for op in SUPPORTED_OPERATIONS[resource_type] if self.authorize(principal, host, op, resource_type, name)
+            op
+            for op in SUPPORTED_OPERATIONS[resource_type]
+            if self.authorize(principal, host, op, resource_type, name)
         ]

@@ -19,7 +19,6 @@ from typing import Any
 from scramp import ScramClient, ScramException
 
 from pylog.protocol.errors import ErrorCode
-
 from pylog.security.jaas import parse_jaas
 from pylog.security.sasl_server import PLAIN, SERVED_MECHANISMS
 from pylog.security.tls import client_context
@@ -118,7 +117,9 @@ class ClientSecurity:
                 settings[canonical] = str(value)
         protocol = settings.get("security.protocol", "PLAINTEXT").strip().upper()
         if protocol not in SECURITY_PROTOCOLS:
-            raise ValueError(f"security.protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, got {protocol!r}")
+            raise ValueError(
+                f"security.protocol must be one of {', '.join(SECURITY_PROTOCOLS)}, got {protocol!r}"
+            )
         ctx = None
         if protocol in ("SSL", "SASL_SSL"):
             for kind in ("ssl.truststore.type", "ssl.keystore.type"):
@@ -140,7 +141,9 @@ class ClientSecurity:
         if protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
             mechanism = settings.get("sasl.mechanism", "GSSAPI").strip().upper()
             if mechanism not in SERVED_MECHANISMS:
-                raise ValueError(f"sasl.mechanism must be one of {', '.join(SERVED_MECHANISMS)}, got {mechanism!r}")
+                raise ValueError(
+                    f"sasl.mechanism must be one of {', '.join(SERVED_MECHANISMS)}, got {mechanism!r}"
+                )
             username, password = settings.get("sasl.username"), settings.get("sasl.password")
             if "sasl.jaas.config" in settings:
                 options = parse_jaas(settings["sasl.jaas.config"]).options

@@ -74,7 +74,7 @@ def parse_jaas(text: str, *, where: str = "sasl.jaas.config") -> JaasEntry:
     i = 2
     while i < len(toks) and toks[i][0] != ";":
         if i + 2 >= len(toks) or toks[i][0] != "word" or toks[i + 1][0] != "=" or toks[i + 2][0] == ";":
-            raise ConfigError(f"{where}: expected key=\"value\" options after the control flag")
+            raise ConfigError(f'{where}: expected key="value" options after the control flag')
         options[toks[i][1]] = toks[i + 2][1]
         i += 3
     if i >= len(toks):

@@ -82,7 +82,10 @@ def listener_security(
                 )
             users = entry.plain_users
         sasl = SaslServerSettings(
-            mechanisms, users, scram_credentials, int(config.listener_raw(name, "connections.max.reauth.ms") or 0)
+            mechanisms,
+            users,
+            scram_credentials,
+            int(config.listener_raw(name, "connections.max.reauth.ms") or 0),
         )
     return ListenerSecurity(
         name,
@@ -95,7 +98,9 @@ def listener_security(
     )
 
 
-def node_client_security(config: BrokerConfig, listener: str, protocol: str, mechanism_config: str) -> ClientSecurity:
+def node_client_security(
+    config: BrokerConfig, listener: str, protocol: str, mechanism_config: str
+) -> ClientSecurity:
     """How this node connects to ``listener`` of another node: TLS with the listener's truststore
     (and keystore, for mutual TLS), SASL with ``mechanism_config``'s mechanism and this node's
     credentials from the listener's JAAS line (``username=`` / ``password=``)."""

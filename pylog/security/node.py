@@ -37,10 +37,14 @@ class NodeSecurity:
     ) -> NodeSecurity:
         out = cls()
         for li in settings.listeners:
-            out.listeners[li.name] = listener_security(config, li.name, li.security_protocol, scram_credentials)
+            out.listeners[li.name] = listener_security(
+                config, li.name, li.security_protocol, scram_credentials
+            )
         inter = settings.inter_broker_listener_name
         protocols = {li.name: li.security_protocol for li in settings.listeners}
-        map_ = parse_protocol_map([p for p in (config.raw("listener.security.protocol.map") or "").split(",") if p])
+        map_ = parse_protocol_map(
+            [p for p in (config.raw("listener.security.protocol.map") or "").split(",") if p]
+        )
         controller_name = settings.controller_listener_names[0] if settings.controller_listener_names else ""
         controller_protocol = protocols.get(controller_name) or map_.get(controller_name, "PLAINTEXT")
         try:

@@ -129,7 +129,9 @@ def parse_mapping_rules(value: str | None) -> tuple[_Rule, ...]:
     return tuple(rules)
 
 
-def ssl_principal(peercert: Mapping[str, Any] | None, rules: Iterable[_Rule] = (_Rule(None),)) -> KafkaPrincipal:
+def ssl_principal(
+    peercert: Mapping[str, Any] | None, rules: Iterable[_Rule] = (_Rule(None),)
+) -> KafkaPrincipal:
     """The principal of a TLS connection: ANONYMOUS without a client certificate, else its mapped
     subject (a subject no rule matches is refused, as Kafka refuses it)."""
     if not peercert:

@@ -70,7 +70,9 @@ class ConnectionQuotas:
         elif self.total >= self.max_connections:
             reason = f"max.connections ({self.max_connections}) reached"
         elif self._by_listener[listener] >= self.per_listener.get(listener, INT_MAX):
-            reason = f"listener.name.{listener.lower()}.max.connections ({self.per_listener[listener]}) reached"
+            reason = (
+                f"listener.name.{listener.lower()}.max.connections ({self.per_listener[listener]}) reached"
+            )
         else:
             self.total += 1
             self._by_ip[address] += 1

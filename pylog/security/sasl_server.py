@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from pylog.protocol.errors import ErrorCode
-
 from pylog.security.principal import KafkaPrincipal, user
 from pylog.security.scram import (
     SCRAM_MECHANISMS,
@@ -80,7 +79,9 @@ class PlainServerExchange:
             )
         expected = self._users.get(name)
         # compare even for unknown users, so timing does not tell which names exist
-        ok = hmac.compare_digest(password.encode(), (expected if expected is not None else "\x00" + password).encode())
+        ok = hmac.compare_digest(
+            password.encode(), (expected if expected is not None else "\x00" + password).encode()
+        )
         if expected is None or not ok:
             raise AuthenticationFailed("Authentication failed: Invalid username or password")
         self.username = name
@@ -144,8 +145,12 @@ class SaslAuthenticator:
         except AuthenticationFailed as exc:
             self.state = SaslState.FAILED
             return _auth_error(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)), True
-        body: dict[str, Any] = {"error_code": 0, "error_message": None, "auth_bytes": answer,
-                                "session_lifetime_ms": 0}
+        body: dict[str, Any] = {
+            "error_code": 0,
+            "error_message": None,
+            "auth_bytes": answer,
+            "session_lifetime_ms": 0,
+        }
         if not exchange.complete:
             return body, False
         assert exchange.username is not None

@@ -74,7 +74,11 @@ def salted_password(mechanism: ScramMechanismType, password: str, salt: bytes, i
 
 
 def make_credential(
-    mechanism: ScramMechanismType, password: str, *, iterations: int = DEFAULT_ITERATIONS, salt: bytes | None = None
+    mechanism: ScramMechanismType,
+    password: str,
+    *,
+    iterations: int = DEFAULT_ITERATIONS,
+    salt: bytes | None = None,
 ) -> ScramCredential:
     salt = salt if salt is not None else os.urandom(32)
     return credential_from_salted_password(

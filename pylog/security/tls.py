@@ -33,7 +33,9 @@ def _set_protocols(ctx: ssl.SSLContext, enabled: Sequence[str], where: str) -> N
     for name in enabled:
         v = _VERSIONS.get(name.strip())
         if v is None:
-            raise ConfigError(f"{where}ssl.enabled.protocols: unknown protocol {name!r} (one of {', '.join(_VERSIONS)})")
+            raise ConfigError(
+                f"{where}ssl.enabled.protocols: unknown protocol {name!r} (one of {', '.join(_VERSIONS)})"
+            )
         versions.append(v)
     if not versions:
         raise ConfigError(f"{where}ssl.enabled.protocols is empty")
@@ -60,10 +62,16 @@ def _check_pem_type(get: Setting, key: str, where: str) -> None:
 
 
 def _load_keystore(ctx: ssl.SSLContext, get: Setting, where: str, *, required: bool) -> bool:
-    location, key, chain = get("ssl.keystore.location"), get("ssl.keystore.key"), get("ssl.keystore.certificate.chain")
+    location, key, chain = (
+        get("ssl.keystore.location"),
+        get("ssl.keystore.key"),
+        get("ssl.keystore.certificate.chain"),
+    )
     if not (location or key or chain):
         if required:
-            raise ConfigError(f"{where}ssl.keystore.location is required (a PEM file with the key and its certificate chain)")
+            raise ConfigError(
+                f"{where}ssl.keystore.location is required (a PEM file with the key and its certificate chain)"
+            )
         return False
     _check_pem_type(get, "ssl.keystore.type", where)
     password = get("ssl.key.password")
@@ -77,8 +85,10 @@ def _load_keystore(ctx: ssl.SSLContext, get: Setting, where: str, *, required: b
                 ctx.load_cert_chain(cert_path, key_path, password=password)
     except (OSError, ssl.SSLError) as exc:
         what = location or "ssl.keystore.key"
-        raise ConfigError(f"{where}cannot load the keystore {what}: {exc} (a PEM private key, decrypted with "
-                          "ssl.key.password when encrypted, and its certificate chain)") from None
+        raise ConfigError(
+            f"{where}cannot load the keystore {what}: {exc} (a PEM private key, decrypted with "
+            "ssl.key.password when encrypted, and its certificate chain)"
+        ) from None
     return True
 
 
@@ -93,7 +103,9 @@ def _load_truststore(ctx: ssl.SSLContext, get: Setting, where: str) -> bool:
         else:
             ctx.load_verify_locations(cadata=certs)
     except (OSError, ssl.SSLError) as exc:
-        raise ConfigError(f"{where}cannot load the truststore {location or 'ssl.truststore.certificates'}: {exc}") from None
+        raise ConfigError(
+            f"{where}cannot load the truststore {location or 'ssl.truststore.certificates'}: {exc}"
+        ) from None
     return True
 
 
@@ -107,7 +119,9 @@ def server_context(get: Setting, where: str = "") -> ssl.SSLContext:
         raise ConfigError(f"{where}ssl.client.auth must be required, requested or none, got {client_auth!r}")
     trusted = _load_truststore(ctx, get, where)
     if client_auth != "none" and not trusted:
-        raise ConfigError(f"{where}ssl.client.auth={client_auth} needs ssl.truststore.location (the CAs of client certificates)")
+        raise ConfigError(
+            f"{where}ssl.client.auth={client_auth} needs ssl.truststore.location (the CAs of client certificates)"
+        )
     ctx.verify_mode = CLIENT_AUTH[client_auth]
     return ctx
 
