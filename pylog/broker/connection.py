@@ -12,8 +12,8 @@ client certificate's subject, or ANONYMOUS). On a SASL listener the connection's
 ``SaslAuthenticator`` answers SaslHandshake / SaslAuthenticate itself; until it completes only
 ApiVersions is served, any other request closes the connection, and frames are bounded by
 ``sasl.server.max.receive.size`` (checked on the size prefix, before anything is buffered). A
-failed authentication is answered, then the connection closes after
-``connection.failed.authentication.delay.ms``. Once the session of a re-authenticating client
+failed authentication is answered after ``connection.failed.authentication.delay.ms`` (KIP-306,
+so a client retrying wrong credentials cannot hammer the broker), then the connection closes. Once the session of a re-authenticating client
 (``connections.max.reauth.ms``) expires, any request but a new SaslHandshake closes it.
 """
 
@@ -225,7 +225,7 @@ class KafkaConnection(asyncio.Protocol):
                 self.principal = sasl.principal
                 self.decoder.max_frame_bytes = self.server.max_request_bytes
             elif close:
-                log.warning("authentication failed for %s: %s", self.peer, answer["error_message"])
+                log.warning("authentication failed for %s: %s", self.peer, sasl.failure_reason or answer["error_message"])
         elif not sasl.authenticated and not (key == ApiKey.API_VERSIONS and not sasl.in_exchange):
             log.warning("closing connection from %s: api %s before SASL authentication", self.peer, key)
             self.close()
@@ -236,19 +236,30 @@ class KafkaConnection(asyncio.Protocol):
             return False
         else:
             return True
-        self._push(api.encode_response_parts(key, version, header.correlation_id, answer))
+        parts = api.encode_response_parts(key, version, header.correlation_id, answer)
         if close:
-            self._close_after_delay(self.security.failed_auth_delay_ms / 1000)
+            self._answer_then_close(parts, self.security.failed_auth_delay_ms / 1000)
+        else:
+            self._push(parts)
         return False
 
-    def _close_after_delay(self, delay_s: float) -> None:
-        """Read nothing more; close once what is owed is written and ``delay_s`` has passed."""
+    def _answer_then_close(self, parts: Parts, delay_s: float) -> None:
+        """Read nothing more; after ``delay_s`` write ``parts`` (behind what is owed) and close."""
         self._close_when_drained = True
         self._update_reading()
+        slot = _Slot()
+        self._queue.append(slot)
+
+        def answer() -> None:
+            if self._closing:
+                return
+            slot.parts, slot.done = parts, True
+            self._flush()
+
         if delay_s > 0:
-            asyncio.get_running_loop().call_later(delay_s, self._close_after_pending)
+            asyncio.get_running_loop().call_later(delay_s, answer)
         else:
-            self._close_after_pending()
+            answer()
 
     def _finished(self, task: asyncio.Task, slot: _Slot, ctx: RequestContext, body: Any) -> None:
         self._tasks.discard(task)

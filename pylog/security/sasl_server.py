@@ -97,6 +97,7 @@ class SaslAuthenticator:
         self.mechanism: str | None = None
         self.session_expiry_ms: int | None = None  # None: the session does not expire
         self.reauthentications = 0
+        self.failure_reason = ""  # why the last exchange failed, for the log
         self._exchange: PlainServerExchange | ScramServerExchange | None = None
         self._reauth = False
 
@@ -144,6 +145,7 @@ class SaslAuthenticator:
             answer = exchange.step(bytes(auth_bytes))
         except AuthenticationFailed as exc:
             self.state = SaslState.FAILED
+            self.failure_reason = exc.reason or str(exc)
             return _auth_error(ErrorCode.SASL_AUTHENTICATION_FAILED, str(exc)), True
         body: dict[str, Any] = {
             "error_code": 0,

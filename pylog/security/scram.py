@@ -101,7 +101,10 @@ def sasl_name_to_username(name: str) -> str:
 
 
 class AuthenticationFailed(Exception):
-    """The client's credentials were refused; the message is what the client is told."""
+    """The client's credentials were refused; the message is what the client is told, ``reason``
+    what the broker logs."""
+
+    reason: str = ""
 
 
 CredentialLookup = Callable[[str, ScramMechanismType], "ScramCredential | None"]
@@ -121,11 +124,13 @@ class ScramServerExchange:
         self.username: str | None = None
         self.complete = False
 
-    def _failed(self) -> AuthenticationFailed:
-        return AuthenticationFailed(
+    def _failed(self, reason: str) -> AuthenticationFailed:
+        failed = AuthenticationFailed(
             "Authentication failed during authentication due to invalid credentials with SASL "
             f"mechanism {self.mechanism}"
         )
+        failed.reason = reason  # for the broker's log, not for the client
+        return failed
 
     def _auth_info(self, sasl_name: str) -> tuple[bytes, bytes, bytes, int]:
         name = sasl_name_to_username(sasl_name)
@@ -135,6 +140,15 @@ class ScramServerExchange:
         self.username = name
         return cred.salt, cred.stored_key, cred.server_key, cred.iterations
 
+    def _tolerate_repeated_client_nonce(self, client_final: str) -> None:
+        """Kafka accepts a client-final nonce that *ends with* the server's nonce (librdkafka up to
+        2.0 sends its own nonce again in front of it and signs that message); the proof is then
+        checked over the message as sent, exactly as for a conforming client."""
+        nonce = next((a[2:] for a in client_final.split(",") if a.startswith("r=")), None)
+        expected = self._server.nonce
+        if nonce is not None and nonce != str(expected) and nonce.endswith(str(expected)):
+            self._server.nonce = type(expected)(nonce)
+
     def step(self, token: bytes) -> bytes:
         try:
             text = token.decode("utf-8")
@@ -142,29 +156,17 @@ class ScramServerExchange:
             raise AuthenticationFailed("Authentication failed: the SCRAM message is not UTF-8") from None
         try:
             if self._server.stage is None:
-                authzid = _authzid(text)
-                self._server.set_client_first(text)
-                if authzid and authzid != self.username:
-                    raise AuthenticationFailed(
-                        "Authentication failed: Client requested an authorization id that is different "
-                        "from username"
-                    )
+                self._server.set_client_first(text)  # (an authorization id is refused)
                 return self._server.get_server_first().encode()
+            self._tolerate_repeated_client_nonce(text)
             self._server.set_client_final(text)
             final = self._server.get_server_final().encode()
-        except ScramException:
-            raise self._failed() from None
+        except ScramException as exc:
+            raise self._failed(str(exc)) from None
         except (KeyError, ValueError, IndexError):
             raise AuthenticationFailed("Authentication failed: malformed SCRAM message") from None
         self.complete = True
         return final
-
-
-def _authzid(client_first: str) -> str | None:
-    head = client_first.split(",", 2)
-    if len(head) < 3:
-        return None
-    return sasl_name_to_username(head[1][2:]) if head[1].startswith("a=") else None
 
 
 # --- kafka-storage format --add-scram ---------------------------------------------------------
