@@ -254,7 +254,7 @@ def test_wrong_password_fails_fast(broker_of: Secured, client: str, kcat: str, k
 
 def test_user_without_acls_is_denied_each_api(broker_of: Secured) -> None:
     """PLAIN user eve has no ACLs: every API she tries answers its authorization error (real clients)."""
-    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+    from confluent_kafka import Consumer, KafkaError, KafkaException, Producer
     from confluent_kafka.admin import AclBindingFilter, AclOperation, AclPermissionType, ConfigResource, NewTopic
     from confluent_kafka.admin import ResourcePatternType, ResourceType
 
@@ -274,31 +274,22 @@ def test_user_without_acls_is_denied_each_api(broker_of: Secured) -> None:
     p.flush(15)
     assert delivered and delivered[0].code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
-    idem = Producer({**eve, "enable.idempotence": True})
     fatal: list[Any] = []
-    idem2 = Producer({**eve, "enable.idempotence": True, "error_cb": fatal.append})
-    idem2.produce(topic, b"x")
+    idem = Producer({**eve, "enable.idempotence": True, "error_cb": fatal.append})
+    idem.produce(topic, b"x")
     deadline = time.monotonic() + 10
     while not fatal and time.monotonic() < deadline:
-        idem2.poll(0.2)
-    assert any(e.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED for e in fatal), fatal
-    del idem, idem2
+        try:
+            idem.poll(0.2)
+        except KafkaException as exc:  # librdkafka raises its fatal error from poll
+            fatal.append(exc.args[0])
+    assert any(e.code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED for e in fatal), fatal  # InitProducerId
+    del idem
 
     tx = Producer({**eve, "transactional.id": "eve-tx"})
     with pytest.raises(KafkaException) as exc:
         tx.init_transactions(10)
     assert exc.value.args[0].code() == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
-
-    c = Consumer({**eve, "group.id": "eve-group", "auto.offset.reset": "earliest"})
-    c.assign([TopicPartition(topic, 0, 0)])
-    err = None
-    deadline = time.monotonic() + 10
-    while err is None and time.monotonic() < deadline:
-        m = c.poll(0.5)
-        if m is not None and m.error():
-            err = m.error()
-    c.close()
-    assert err is not None and err.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED
 
     c = Consumer({**eve, "group.id": "eve-group", "auto.offset.reset": "earliest"})
     c.subscribe([topic])
@@ -309,8 +300,7 @@ def test_user_without_acls_is_denied_each_api(broker_of: Secured) -> None:
         if m is not None and m.error():
             err = m.error()
     c.close()
-    assert err is not None and err.code() in (KafkaError.GROUP_AUTHORIZATION_FAILED,
-                                               KafkaError.TOPIC_AUTHORIZATION_FAILED), err
+    assert err is not None and err.code() == KafkaError.GROUP_AUTHORIZATION_FAILED, err
 
     created = a.create_topics([NewTopic(unique("sec-eve-new"), 1, 1)])
     with pytest.raises(KafkaException) as exc:
@@ -332,16 +322,44 @@ def test_user_without_acls_is_denied_each_api(broker_of: Secured) -> None:
         next(iter(broker_cfg.values())).result(10)
     assert exc.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
 
+    # librdkafka drops DescribeAcls' error code (an empty listing either way): kafka-python reads it
+    from kafka.admin import ACLFilter, ACLOperation, ACLPermissionType, KafkaAdminClient, ResourcePatternFilter
+    from kafka.admin import ACLResourcePatternType as KPattern
+    from kafka.admin import ResourceType as KResourceType
+    from kafka.errors import ClusterAuthorizationFailedError
+
+    ka = KafkaAdminClient(bootstrap_servers=broker_of.address("SASL_SSL"),
+                          **client_config("kafka-python", "SASL_SSL", mechanism="PLAIN", user="eve",
+                                          password="eve-secret", ca=broker_of.pki.ca))
+    try:
+        any_acl = ACLFilter(None, None, ACLOperation.ANY, ACLPermissionType.ANY,
+                            ResourcePatternFilter(KResourceType.ANY, None, KPattern.ANY))
+        with pytest.raises(ClusterAuthorizationFailedError):
+            ka.describe_acls(any_acl)
+    finally:
+        ka.close()
     f = AclBindingFilter(ResourceType.ANY, None, ResourcePatternType.ANY, None, None, AclOperation.ANY,
                          AclPermissionType.ANY)
-    with pytest.raises(KafkaException) as exc:
-        a.describe_acls(f).result(10)
-    assert exc.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
+    assert a.describe_acls(f).result(10) == []
 
     groups = a.describe_consumer_groups(["sec-group-of-someone"])
     with pytest.raises(KafkaException) as exc:
         next(iter(groups.values())).result(10)
     assert exc.value.args[0].code() == KafkaError.GROUP_AUTHORIZATION_FAILED
+
+
+@pytest.mark.parametrize("client", ["kafka-python", "aiokafka"])
+def test_describe_without_read_is_denied_the_fetch(broker_of: Secured, client: str) -> None:
+    """eve may DESCRIBE the topic (so Metadata and ListOffsets answer) but not READ it: Fetch
+    answers TOPIC_AUTHORIZATION_FAILED, which the consumer raises."""
+    a = admin(broker_of.plaintext)
+    topic = new_topic(a, "sec-describe-only")
+    produce("confluent-kafka", broker_of.plaintext, topic, RECS)
+    allow(a, "User:eve", "TOPIC", topic, "DESCRIBE")
+    cfg = client_config(client, "SASL_SSL", mechanism="PLAIN", user="eve", password="eve-secret",
+                        ca=broker_of.pki.ca)
+    with pytest.raises(Exception, match="(?i)topic.?authorization"):
+        consume(client, broker_of.address("SASL_SSL"), topic, len(RECS), config=cfg, timeout=10)
 
 
 @pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
@@ -356,8 +374,6 @@ def test_prefixed_and_deny_acls(broker_of: Secured, client: str) -> None:
     open_topic, secret = new_topic(a, "pfx-open"), new_topic(a, "pfx-secret")
     cfg = client_config(client, "SASL_SSL", mechanism="SCRAM-SHA-256", user="carol", password="carol-secret",
                         ca=broker_of.pki.ca)
-    if client == "kafka-python":
-        cfg["enable_idempotence"] = False
     produce(client, broker_of.address("SASL_SSL"), open_topic, RECS, config=cfg)
     assert len(consume(client, broker_of.address("SASL_SSL"), open_topic, len(RECS), config=cfg)) == len(RECS)
     with pytest.raises(Exception, match="(?i)topic.?authorization"):
@@ -406,12 +422,10 @@ def test_plaintext_client_on_tls_port_and_tls_client_on_plaintext_port(broker_of
     from confluent_kafka.admin import AdminClient
 
     t0 = time.monotonic()
-    errors: list[Any] = []
-    plain = AdminClient({"bootstrap.servers": broker_of.address("SASL_SSL"), "error_cb": errors.append,
-                         "socket.timeout.ms": 2000})
+    plain = AdminClient({"bootstrap.servers": broker_of.address("SASL_SSL")})
     with pytest.raises(Exception):
         plain.list_topics(timeout=3)
-    assert errors and time.monotonic() - t0 < 6
+    assert time.monotonic() - t0 < 6
     # a TLS client on the PLAINTEXT port: its ClientHello is no Kafka frame
     ctx = ssl.create_default_context(cafile=str(broker_of.pki.ca))
     host, port = broker_of.plaintext.split(":")
@@ -420,12 +434,14 @@ def test_plaintext_client_on_tls_port_and_tls_client_on_plaintext_port(broker_of
         with pytest.raises((ssl.SSLError, ConnectionError, OSError)):
             ctx.wrap_socket(raw, server_hostname="127.0.0.1")
         assert time.monotonic() - t0 < 2
-    tls_errors: list[Any] = []
+    t0 = time.monotonic()
     tls_on_plain = AdminClient({"bootstrap.servers": broker_of.plaintext, "security.protocol": "SSL",
-                                "ssl.ca.location": str(broker_of.pki.ca), "error_cb": tls_errors.append})
+                                "ssl.ca.location": str(broker_of.pki.ca)})
     with pytest.raises(Exception):
         tls_on_plain.list_topics(timeout=3)
-    assert tls_errors
+    assert time.monotonic() - t0 < 6
+    log = broker_of.broker.log_text()
+    assert "a TLS handshake on a listener without TLS?" in log
     # still serving, on every listener
     assert admin(broker_of.plaintext).list_topics(timeout=10).topics is not None
     cfg = client_config("confluent-kafka", "SASL_SSL", mechanism="PLAIN", user="bob", password="bob-secret",

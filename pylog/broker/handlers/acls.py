@@ -22,6 +22,7 @@ from pylog.cluster.quorum import MetadataQuorum
 from pylog.security.acl import AclBinding, AclBindingFilter
 
 NO_AUTHORIZER = "No Authorizer is configured."
+CLUSTER_DENIED = "Cluster authorization failed."
 
 
 def _grouped(acls: Iterable[AclBinding]) -> list[dict]:
@@ -45,7 +46,7 @@ def _grouped(acls: Iterable[AclBinding]) -> list[dict]:
 def describe_acls(ctx: RequestContext, req: Any, *, authz: Authorization) -> dict:
     body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "resources": []}
     if not authz.cluster(ctx, AclOperation.DESCRIBE):
-        return {**body, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+        return {**body, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": CLUSTER_DENIED}
     if not authz.enabled:
         return {**body, "error_code": ErrorCode.SECURITY_DISABLED, "error_message": NO_AUTHORIZER}
     f = AclBindingFilter(
@@ -130,7 +131,7 @@ async def delete_acls(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, 
 
 def _refusal(ctx: RequestContext, authz: Authorization) -> dict | None:
     if not authz.cluster(ctx, AclOperation.ALTER):
-        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": None}
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": CLUSTER_DENIED}
     if not authz.enabled:
         return {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": NO_AUTHORIZER}
     return None
