@@ -38,8 +38,11 @@ class Pki:
 
     def client_cert(self, common_name: str) -> tuple[Path, Path]:
         """(certificate chain, private key) of a client whose subject is CN=<name>,O=pylog tests."""
-        cert = self._ca.issue_cert(f"{common_name}.clients.test", common_name=common_name,  # type: ignore[attr-defined]
-                                   organization_name="pylog tests")
+        cert = self._ca.issue_cert(
+            f"{common_name}.clients.test",
+            common_name=common_name,  # type: ignore[attr-defined]
+            organization_name="pylog tests",
+        )
         chain = self.dir / f"{common_name}.crt"
         key = self.dir / f"{common_name}.key"
         chain.write_bytes(b"".join(b.bytes() for b in cert.cert_chain_pems))
@@ -106,7 +109,9 @@ def client_config(
     if client in ("kafka-python", "aiokafka"):
         out = {"security_protocol": protocol}
         if sasl:
-            out.update({"sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password})
+            out.update(
+                {"sasl_mechanism": mechanism, "sasl_plain_username": user, "sasl_plain_password": password}
+            )
         if tls:
             if client == "kafka-python":
                 out["ssl_cafile"] = str(ca)

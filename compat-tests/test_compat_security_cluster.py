@@ -30,11 +30,24 @@ def secured_cluster(tmp_path: Path) -> Iterator[tuple[LocalCluster, Path]]:
     home, cluster_id = tmp_path / "cluster", new_cluster_id()
     for node in (1, 2, 3):  # like kafka-storage format on every node, with the same bootstrap users
         subprocess.run(
-            [*pylog_command(), "storage", "format", "--data-dir", str(home / f"node-{node}"), "--cluster-id",
-             cluster_id, "--config", f"node.id={node}",
-             "--add-scram", "SCRAM-SHA-512=[name=node,password=node-secret]",
-             "--add-scram", "SCRAM-SHA-256=[name=alice,password=alice-secret]"],
-            check=True, capture_output=True, timeout=60,
+            [
+                *pylog_command(),
+                "storage",
+                "format",
+                "--data-dir",
+                str(home / f"node-{node}"),
+                "--cluster-id",
+                cluster_id,
+                "--config",
+                f"node.id={node}",
+                "--add-scram",
+                "SCRAM-SHA-512=[name=node,password=node-secret]",
+                "--add-scram",
+                "SCRAM-SHA-256=[name=alice,password=alice-secret]",
+            ],
+            check=True,
+            capture_output=True,
+            timeout=60,
         )
     config = {
         # LocalCluster names its listeners PLAINTEXT and CONTROLLER; the map says what they speak
@@ -47,8 +60,9 @@ def secured_cluster(tmp_path: Path) -> Iterator[tuple[LocalCluster, Path]]:
         "ssl.principal.mapping.rules": "RULE:^CN=([^,]+),.*$/$1/,DEFAULT",
         "sasl.enabled.mechanisms": "SCRAM-SHA-512,SCRAM-SHA-256",
         "sasl.mechanism.inter.broker.protocol": "SCRAM-SHA-512",
-        "listener.name.plaintext.scram-sha-512.sasl.jaas.config":
-            f'{SCRAM_MODULE} required username="node" password="node-secret";',
+        "listener.name.plaintext.scram-sha-512.sasl.jaas.config": (
+            f'{SCRAM_MODULE} required username="node" password="node-secret";'
+        ),
         "authorizer.class.name": STANDARD_AUTHORIZER,
         "super.users": "User:node;User:pylog-node",
         "default.replication.factor": "3",
@@ -65,27 +79,50 @@ def secured_cluster(tmp_path: Path) -> Iterator[tuple[LocalCluster, Path]]:
 
 @pytest.mark.timeout(240)
 def test_replication_and_quorum_over_secured_listeners(secured_cluster: tuple[LocalCluster, Path]) -> None:
-    from confluent_kafka.admin import AclBinding, AclOperation, AclPermissionType, AdminClient, NewTopic
-    from confluent_kafka.admin import ResourcePatternType, ResourceType
+    from confluent_kafka.admin import (
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        AdminClient,
+        NewTopic,
+        ResourcePatternType,
+        ResourceType,
+    )
 
     cluster, ca = secured_cluster
     bootstrap = cluster.bootstrap_servers
-    node = client_config("confluent-kafka", "SASL_SSL", mechanism="SCRAM-SHA-512", user="node",
-                         password="node-secret", ca=ca)
+    node = client_config(
+        "confluent-kafka", "SASL_SSL", mechanism="SCRAM-SHA-512", user="node", password="node-secret", ca=ca
+    )
     admin = AdminClient({"bootstrap.servers": bootstrap, **node})
     topic = unique("replicated")
     for f in admin.create_topics([NewTopic(topic, 2, 3)]).values():
         f.result(30)
     acls = [
-        AclBinding(ResourceType.TOPIC, topic, ResourcePatternType.LITERAL, "User:alice", "*", AclOperation.ALL,
-                   AclPermissionType.ALLOW),
-        AclBinding(ResourceType.GROUP, "*", ResourcePatternType.LITERAL, "User:alice", "*", AclOperation.READ,
-                   AclPermissionType.ALLOW),
+        AclBinding(
+            ResourceType.TOPIC,
+            topic,
+            ResourcePatternType.LITERAL,
+            "User:alice",
+            "*",
+            AclOperation.ALL,
+            AclPermissionType.ALLOW,
+        ),
+        AclBinding(
+            ResourceType.GROUP,
+            "*",
+            ResourcePatternType.LITERAL,
+            "User:alice",
+            "*",
+            AclOperation.READ,
+            AclPermissionType.ALLOW,
+        ),
     ]
     for f in admin.create_acls(acls).values():  # forwarded to the active controller as User:node
         f.result(30)
-    alice = client_config("confluent-kafka", "SASL_SSL", mechanism="SCRAM-SHA-256", user="alice",
-                          password="alice-secret", ca=ca)
+    alice = client_config(
+        "confluent-kafka", "SASL_SSL", mechanism="SCRAM-SHA-256", user="alice", password="alice-secret", ca=ca
+    )
     recs = [Rec(b"r%d" % i, partition=i % 2) for i in range(20)]
     produce("confluent-kafka", bootstrap, topic, recs, acks="all", config=alice)  # needs 2 in-sync replicas
     got = consume("confluent-kafka", bootstrap, topic, len(recs), partitions=(0, 1), config=alice)
@@ -98,7 +135,7 @@ def test_replication_and_quorum_over_secured_listeners(secured_cluster: tuple[Lo
         time.sleep(0.5)
     assert all(sorted(p.isrs) == [1, 2, 3] for p in md.partitions.values()), md.partitions
     # alice is no node: the controller's own APIs are closed to her, and so is the cluster
-    with pytest.raises(Exception, match="(?i)authorization"):
+    with pytest.raises(Exception, match=r"(?i)authorization"):
         bad = AdminClient({"bootstrap.servers": bootstrap, **alice})
         for f in bad.create_topics([NewTopic(unique("not-hers"), 1, 3)]).values():
             f.result(30)

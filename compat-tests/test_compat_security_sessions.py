@@ -17,10 +17,10 @@ from compat_broker import BrokerProcess
 from compat_clients import Rec, consume, produce, unique
 from compat_clients import kafkajs as run_kafkajs
 from compat_security import Pki, client_config
+from pylog.protocol import api
 from test_compat_security import Secured, admin, allow, new_topic, start_secured
 
 from pylog.cluster.channel import NodeChannel
-from pylog.protocol import api
 from pylog.security.client import ClientSecurity
 
 REAUTH_MS = 1500
@@ -30,9 +30,13 @@ REAUTH_MS = 1500
 def reauth_broker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Secured]:
     from conftest import _used
 
-    s = start_secured(tmp_path, Pki.make(tmp_path / "pki"), "reauth",
-                      scram=["SCRAM-SHA-256=[name=alice,password=alice-secret]"],
-                      **{"connections.max.reauth.ms": str(REAUTH_MS)})
+    s = start_secured(
+        tmp_path,
+        Pki.make(tmp_path / "pki"),
+        "reauth",
+        scram=["SCRAM-SHA-256=[name=alice,password=alice-secret]"],
+        **{"connections.max.reauth.ms": str(REAUTH_MS)},
+    )
     _used(request.node).append(s.broker)
     a = admin(s.plaintext)
     allow(a, "User:alice", "TOPIC", "sec-", prefixed=True)
@@ -46,13 +50,20 @@ def reauths(b: BrokerProcess) -> int:
 
 
 @pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python", "kafkajs"])
-def test_clients_reauthenticate_before_their_session_ends(reauth_broker: Secured, client: str,
-                                                         kafkajs: Path) -> None:
+def test_clients_reauthenticate_before_their_session_ends(
+    reauth_broker: Secured, client: str, kafkajs: Path
+) -> None:
     """The broker grants 1.5 s sessions; a client producing for longer re-authenticates on its
     connections and every record arrives."""
     topic = new_topic(admin(reauth_broker.plaintext), "sec-reauth")
-    cfg = client_config(client, "SASL_SSL", mechanism="SCRAM-SHA-256", user="alice", password="alice-secret",
-                        ca=reauth_broker.pki.ca)
+    cfg = client_config(
+        client,
+        "SASL_SSL",
+        mechanism="SCRAM-SHA-256",
+        user="alice",
+        password="alice-secret",
+        ca=reauth_broker.pki.ca,
+    )
     address = reauth_broker.address("SASL_SSL")
     before = reauths(reauth_broker.broker)
     if client == "confluent-kafka":
@@ -85,12 +96,38 @@ def test_clients_reauthenticate_before_their_session_ends(reauth_broker: Secured
         n = 3
         produce(client, address, topic, [Rec(b"r%d" % i) for i in range(n)], config=cfg)
         # a consumer that stays connected (fetching, heartbeating) for three session lifetimes
-        out = run_kafkajs("consume", {"brokers": [address], "topic": topic, "groupId": unique("sec-reauth"),
-                                      "count": n + 1, "timeoutMs": 3 * REAUTH_MS + 1000, **cfg}, timeout=60)
+        out = run_kafkajs(
+            "consume",
+            {
+                "brokers": [address],
+                "topic": topic,
+                "groupId": unique("sec-reauth"),
+                "count": n + 1,
+                "timeoutMs": 3 * REAUTH_MS + 1000,
+                **cfg,
+            },
+            timeout=60,
+        )
         assert len(out["messages"]) == n
-    assert len(consume("confluent-kafka", address, topic, n, config=client_config(
-        "confluent-kafka", "SASL_SSL", mechanism="SCRAM-SHA-256", user="alice", password="alice-secret",
-        ca=reauth_broker.pki.ca))) == n
+    assert (
+        len(
+            consume(
+                "confluent-kafka",
+                address,
+                topic,
+                n,
+                config=client_config(
+                    "confluent-kafka",
+                    "SASL_SSL",
+                    mechanism="SCRAM-SHA-256",
+                    user="alice",
+                    password="alice-secret",
+                    ca=reauth_broker.pki.ca,
+                ),
+            )
+        )
+        == n
+    )
     assert reauths(reauth_broker.broker) > before, "no re-authentication in the broker's log"
 
 
@@ -98,8 +135,14 @@ def test_expired_session_closes_the_connection(reauth_broker: Secured) -> None:
     """After the session lifetime only a new SaslHandshake is served; anything else closes."""
 
     async def run() -> tuple[bool, bool]:
-        sec = ClientSecurity.from_config({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
-                                          "sasl.username": "alice", "sasl.password": "alice-secret"})
+        sec = ClientSecurity.from_config(
+            {
+                "security.protocol": "SASL_PLAINTEXT",
+                "sasl.mechanism": "SCRAM-SHA-256",
+                "sasl.username": "alice",
+                "sasl.password": "alice-secret",
+            }
+        )
         ch = NodeChannel("127.0.0.1", reauth_broker.ports["SASL_PLAINTEXT"], client_id="expiry", security=sec)
         try:
             await ch.request(3, 1, {"topics": []}, 5)  # within the session: served
@@ -152,12 +195,16 @@ def connect(port: int, source: str) -> socket.socket:
 def limited_broker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[BrokerProcess]:
     from conftest import _used
 
-    b = BrokerProcess(tmp_path / "data", tmp_path / "limits.log", config={
-        "max.connections": "4",
-        "max.connections.per.ip": "2",
-        "max.connections.per.ip.overrides": "127.0.0.2:3",
-        "connections.max.idle.ms": "1500",
-    })
+    b = BrokerProcess(
+        tmp_path / "data",
+        tmp_path / "limits.log",
+        config={
+            "max.connections": "4",
+            "max.connections.per.ip": "2",
+            "max.connections.per.ip.overrides": "127.0.0.2:3",
+            "connections.max.idle.ms": "1500",
+        },
+    )
     _used(request.node).append(b)
     b.start()
     yield b

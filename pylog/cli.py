@@ -77,10 +77,16 @@ def _build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("storage", help="prepare a data directory (kafka-storage)")
     st_sub = st.add_subparsers(dest="storage_command", required=True)
     f = st_sub.add_parser("format", help="write meta.properties and the bootstrap records of a new node")
-    f.add_argument("--data-dir", default=None, help="the node's data directory (default: log.dirs or ./pylog-data)")
+    f.add_argument(
+        "--data-dir", default=None, help="the node's data directory (default: log.dirs or ./pylog-data)"
+    )
     f.add_argument("--config-file", default=None, metavar="FILE", help="the node's server.properties")
-    f.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="broker config, repeatable")
-    f.add_argument("-t", "--cluster-id", default=None, help="the cluster id (default: cluster.id, else random)")
+    f.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE", help="broker config, repeatable"
+    )
+    f.add_argument(
+        "-t", "--cluster-id", default=None, help="the cluster id (default: cluster.id, else random)"
+    )
     f.add_argument(
         "-S",
         "--add-scram",
@@ -129,8 +135,9 @@ def _storage(args: argparse.Namespace) -> int:
         for spec in args.add_scram:
             name, cred = parse_add_scram(spec)
             records.append(
-                UserScramCredentialRecord(name, cred.mechanism, cred.salt, cred.stored_key, cred.server_key,
-                                          cred.iterations)
+                UserScramCredentialRecord(
+                    name, cred.mechanism, cred.salt, cred.stored_key, cred.server_key, cred.iterations
+                )
             )
     except ConfigError as exc:
         print(f"pylog: {exc}", file=sys.stderr)
@@ -140,7 +147,9 @@ def _storage(args: argparse.Namespace) -> int:
         if args.ignore_formatted:
             print(f"{data_dir} is already formatted")
             return 0
-        print(f"pylog: {data_dir} is already formatted (use --ignore-formatted to accept that)", file=sys.stderr)
+        print(
+            f"pylog: {data_dir} is already formatted (use --ignore-formatted to accept that)", file=sys.stderr
+        )
         return 1
     data_dir.mkdir(parents=True, exist_ok=True)
     try:
@@ -152,15 +161,6 @@ def _storage(args: argparse.Namespace) -> int:
         write_bootstrap(data_dir, records)
     print(f"Formatted {data_dir} for cluster {cluster_id} ({len(records)} SCRAM credential(s) to bootstrap)")
     return 0
-
-
-def _load_config(args: argparse.Namespace) -> BrokerConfig:
-    settings = read_properties(args.config_file) if args.config_file else {}
-    settings.update(parse_key_values(args.config))
-    for name in [n for n in settings if not known_broker_config(n)]:
-        log.warning("ignoring unknown broker config %s", name)  # as Kafka does
-        del settings[name]
-    return BrokerConfig(settings)
 
 
 def _load_config(args: argparse.Namespace) -> tuple[BrokerConfig, list[str]]:

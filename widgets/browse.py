@@ -78,7 +78,8 @@ def latest_table(topic: str, n: int = 20, *, bootstrap_servers: Any = None, data
 
 
 def registry_texts(table: pa.Table, topic: str, *, bootstrap_servers: Any = None, data_dir: Any = None,
-                   schema_registry_url: str | None = None, security: Any = None) -> dict[str, list[str | None]]:
+                   schema_registry_url: str | None = None,
+                   security: Any = None) -> dict[str, list[str | None]]:
     """{column: JSON text of each decoded record, None where it is not in the wire format or does not
     decode} for the key and value columns that hold any wire-format record."""
     from pylog.schema_registry.wire import schema_ids

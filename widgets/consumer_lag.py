@@ -249,7 +249,8 @@ def lag(group: str | Sequence[str] | None = None, *, bootstrap_servers: Any = No
     the widget, to get WARN / STALL / STOP / ERR. With ``data_dir=`` (a pylog data directory, no
     broker) the commit history stored there is the window, so one call judges every partition.
     ``security``: Kafka client security settings, as for `pylog.read_topic`."""
-    mon = monitor or LagMonitor(group, bootstrap_servers=bootstrap_servers, data_dir=data_dir, security=security)
+    mon = monitor or LagMonitor(group, bootstrap_servers=bootstrap_servers, data_dir=data_dir,
+                                security=security)
     try:
         mon.poll()
     finally:

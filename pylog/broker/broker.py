@@ -335,7 +335,12 @@ class Broker:
 
     def _server(self, table: HandlerTable, li: Listener) -> KafkaServer:
         return KafkaServer(
-            table, li.host, li.port, self.config, listener=li.name, security=self.security.listener(li.name),
+            table,
+            li.host,
+            li.port,
+            self.config,
+            listener=li.name,
+            security=self.security.listener(li.name),
             quotas=self.quotas,
         )
 

@@ -13,8 +13,9 @@ client certificate's subject, or ANONYMOUS). On a SASL listener the connection's
 ApiVersions is served, any other request closes the connection, and frames are bounded by
 ``sasl.server.max.receive.size`` (checked on the size prefix, before anything is buffered). A
 failed authentication is answered after ``connection.failed.authentication.delay.ms`` (KIP-306,
-so a client retrying wrong credentials cannot hammer the broker), then the connection closes. Once the session of a re-authenticating client
-(``connections.max.reauth.ms``) expires, any request but a new SaslHandshake closes it.
+so a client retrying wrong credentials cannot hammer the broker), then the connection closes.
+Once the session of a re-authenticating client (``connections.max.reauth.ms``) expires, any
+request but a new SaslHandshake closes it.
 """
 
 from __future__ import annotations
@@ -94,7 +95,9 @@ class KafkaConnection(asyncio.Protocol):
             return
         if self.security.ssl_context is not None and self.sasl is None:
             try:
-                self.principal = ssl_principal(transport.get_extra_info("peercert"), self.security.principal_rules)
+                self.principal = ssl_principal(
+                    transport.get_extra_info("peercert"), self.security.principal_rules
+                )
             except PermissionError as exc:
                 log.warning("closing connection from %s: %s", self.peer, exc)
                 self.close()
@@ -225,7 +228,11 @@ class KafkaConnection(asyncio.Protocol):
                 self.principal = sasl.principal
                 self.decoder.max_frame_bytes = self.server.max_request_bytes
             elif close:
-                log.warning("authentication failed for %s: %s", self.peer, sasl.failure_reason or answer["error_message"])
+                log.warning(
+                    "authentication failed for %s: %s",
+                    self.peer,
+                    sasl.failure_reason or answer["error_message"],
+                )
         elif not sasl.authenticated and not (key == ApiKey.API_VERSIONS and not sasl.in_exchange):
             log.warning("closing connection from %s: api %s before SASL authentication", self.peer, key)
             self.close()

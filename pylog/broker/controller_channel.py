@@ -59,7 +59,13 @@ async def call_table(
         ctx = RequestContext(api_key, version, 0, client_id, "local", "CONTROLLER", internal=True)
     else:
         ctx = RequestContext(
-            api_key, version, 0, caller.client_id, caller.client_host, caller.listener, caller.principal,
+            api_key,
+            version,
+            0,
+            caller.client_id,
+            caller.client_host,
+            caller.listener,
+            caller.principal,
             caller.security_protocol,
         )
     result = spec.fn(ctx, request.body)
@@ -178,7 +184,9 @@ class ControllerChannel:
                     self._last_leader = next(self._round_robin)
             await asyncio.sleep(min(RETRY_S, max(deadline - loop.time(), 0)))
 
-    async def _enveloped(self, channel: NodeChannel, caller: RequestContext, body: Any, timeout_s: float) -> Any:
+    async def _enveloped(
+        self, channel: NodeChannel, caller: RequestContext, body: Any, timeout_s: float
+    ) -> Any:
         from pylog.broker.handlers.envelope import envelope_request
 
         wrapped = await channel.request(
@@ -190,12 +198,17 @@ class ControllerChannel:
             if code != ErrorCode.NOT_CONTROLLER:  # NOT_CONTROLLER: the caller retries elsewhere
                 log.error(
                     "the controller refused to run api %s for %s: error %s (is this node's principal in "
-                    "super.users?)", key, caller.principal, code,
+                    "super.users?)",
+                    key,
+                    caller.principal,
+                    code,
                 )
             err = error_response(key, version, body, code)
             if err is None:
                 raise ChannelError(f"envelope refused with error {code}")
-            return api.decode_response(key, version, memoryview(api.encode_response(key, version, 0, err))[4:])[1]
+            return api.decode_response(
+                key, version, memoryview(api.encode_response(key, version, 0, err))[4:]
+            )[1]
         return api.decode_response(key, version, memoryview(bytes(wrapped.response_data)))[1]
 
     def close(self) -> None:

@@ -179,7 +179,9 @@ def _add_partitions_to_txn(req: Any, code: int) -> dict:
         "results_by_topic_v3_and_below": [
             {
                 "name": t.name,
-                "results_by_partition": [{"partition_index": p, "partition_error_code": code} for p in t.partitions],
+                "results_by_partition": [
+                    {"partition_index": p, "partition_error_code": code} for p in t.partitions
+                ],
             }
             for t in req.v3_and_below_topics or []
         ],
@@ -191,7 +193,11 @@ def _create_acls(req: Any, code: int) -> dict:
 
 
 def _delete_acls(req: Any, code: int) -> dict:
-    return {"filter_results": [{"error_code": code, "error_message": None, "matching_acls": []} for _ in req.filters]}
+    return {
+        "filter_results": [
+            {"error_code": code, "error_message": None, "matching_acls": []} for _ in req.filters
+        ]
+    }
 
 
 def _alter_scram(req: Any, code: int) -> dict:
@@ -220,7 +226,12 @@ def _write_txn_markers(req: Any, code: int) -> dict:
             {
                 "producer_id": m.producer_id,
                 "topics": [
-                    {"name": t.name, "partitions": [{"partition_index": p, "error_code": code} for p in t.partition_indexes]}
+                    {
+                        "name": t.name,
+                        "partitions": [
+                            {"partition_index": p, "error_code": code} for p in t.partition_indexes
+                        ],
+                    }
                     for t in m.topics
                 ],
             }
@@ -237,8 +248,12 @@ def _share_topics(req: Any, code: int) -> dict:
             {
                 "topic_id": t.topic_id,
                 "partitions": [
-                    {"partition_index": p.partition_index, "error_code": code, "error_message": None,
-                     "current_leader": {"leader_id": -1, "leader_epoch": -1}}
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": code,
+                        "error_message": None,
+                        "current_leader": {"leader_id": -1, "leader_epoch": -1},
+                    }
                     for p in t.partitions
                 ],
             }
@@ -255,7 +270,11 @@ def _share_offsets(req: Any, code: int) -> dict:
             {
                 "topic_name": t.topic_name,
                 "partitions": [
-                    {"partition_index": getattr(p, "partition_index", p), "error_code": code, "error_message": None}
+                    {
+                        "partition_index": getattr(p, "partition_index", p),
+                        "error_code": code,
+                        "error_message": None,
+                    }
                     for p in t.partitions
                 ],
             }

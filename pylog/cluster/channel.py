@@ -86,7 +86,13 @@ class NodeChannel:
         return await self._send(writer, api_key, version, body, deadline, timeout_s)
 
     async def _send(
-        self, writer: asyncio.StreamWriter, api_key: int, version: int, body: Any, deadline: float, timeout_s: float
+        self,
+        writer: asyncio.StreamWriter,
+        api_key: int,
+        version: int,
+        body: Any,
+        deadline: float,
+        timeout_s: float,
     ) -> Any:
         loop = asyncio.get_running_loop()
         corr = next(self._ids) & 0x7FFFFFFF
@@ -153,7 +159,9 @@ class NodeChannel:
                 lifetime_ms = await self.security.authenticate(raw)
             except SaslAuthenticationError as exc:
                 self._drop(ChannelError(f"{self.host}:{self.port} refused this node's credentials: {exc}"))
-                raise ChannelError(f"{self.host}:{self.port} refused this node's credentials: {exc}") from None
+                raise ChannelError(
+                    f"{self.host}:{self.port} refused this node's credentials: {exc}"
+                ) from None
             if lifetime_ms > 0:
                 self._session_end = loop.time() + lifetime_ms * 0.85 / 1000
         self._ready = True

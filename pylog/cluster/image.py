@@ -193,7 +193,13 @@ class MetadataImage:
 
     def _apply_AccessControlEntryRecord(self, r: AccessControlEntryRecord) -> None:
         self._acls[r.id] = AclBinding(
-            r.resource_type, r.resource_name, r.pattern_type, r.principal, r.host, r.operation, r.permission_type
+            r.resource_type,
+            r.resource_name,
+            r.pattern_type,
+            r.principal,
+            r.host,
+            r.operation,
+            r.permission_type,
         )
         self.acl_generation += 1
 
@@ -334,12 +340,20 @@ class MetadataImage:
         for acl_id, a in sorted(self._acls.items(), key=lambda kv: str(kv[0])):
             out.append(
                 AccessControlEntryRecord(
-                    acl_id, a.resource_type, a.resource_name, a.pattern_type, a.principal, a.host,
-                    a.operation, a.permission_type,
+                    acl_id,
+                    a.resource_type,
+                    a.resource_name,
+                    a.pattern_type,
+                    a.principal,
+                    a.host,
+                    a.operation,
+                    a.permission_type,
                 )
             )
         for (name, mechanism), c in sorted(self._scram.items()):
-            out.append(UserScramCredentialRecord(name, mechanism, c.salt, c.stored_key, c.server_key, c.iterations))
+            out.append(
+                UserScramCredentialRecord(name, mechanism, c.salt, c.stored_key, c.server_key, c.iterations)
+            )
         return out
 
     @classmethod

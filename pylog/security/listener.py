@@ -117,8 +117,8 @@ def node_client_security(
         entry = jaas_entry(config, listener, mechanism)
         if entry is None or "username" not in entry.options or "password" not in entry.options:
             raise ConfigError(
-                f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config must give this node's "
-                'own username="..." password="..." (it connects to other nodes on that listener)'
+                f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config must give this "
+                'node\'s own username="..." password="..." (it connects to other nodes on that listener)'
             )
         username, password = entry.options["username"], entry.options["password"]
     return ClientSecurity(protocol, ctx, mechanism, username, password)

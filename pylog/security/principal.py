@@ -29,7 +29,7 @@ class KafkaPrincipal:
 
     @classmethod
     def parse(cls, text: str) -> KafkaPrincipal:
-        """``"User:alice"``; raises ValueError without a type (Kafka's ``SecurityUtils.parseKafkaPrincipal``)."""
+        """``"User:alice"``; raises ValueError without a type (``SecurityUtils.parseKafkaPrincipal``)."""
         kind, sep, name = text.partition(":")
         if not sep or not kind:
             raise ValueError(f"expected a principal as Type:name (e.g. User:alice), got {text!r}")

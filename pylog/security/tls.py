@@ -70,7 +70,8 @@ def _load_keystore(ctx: ssl.SSLContext, get: Setting, where: str, *, required: b
     if not (location or key or chain):
         if required:
             raise ConfigError(
-                f"{where}ssl.keystore.location is required (a PEM file with the key and its certificate chain)"
+                f"{where}ssl.keystore.location is required (a PEM file with the key and its "
+                "certificate chain)"
             )
         return False
     _check_pem_type(get, "ssl.keystore.type", where)
@@ -120,7 +121,8 @@ def server_context(get: Setting, where: str = "") -> ssl.SSLContext:
     trusted = _load_truststore(ctx, get, where)
     if client_auth != "none" and not trusted:
         raise ConfigError(
-            f"{where}ssl.client.auth={client_auth} needs ssl.truststore.location (the CAs of client certificates)"
+            f"{where}ssl.client.auth={client_auth} needs ssl.truststore.location (the CAs of client "
+            "certificates)"
         )
     ctx.verify_mode = CLIENT_AUTH[client_auth]
     return ctx

@@ -66,8 +66,9 @@ def kafka_security(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
     ``kafka.ssl.truststore.location``, ...); checked now, kept as plain strings (picklable)."""
     from pylog.security.client import SECURITY_CONFIG_NAMES, ClientSecurity
 
-    out = tuple(sorted((k.lower()[len("kafka."):], str(v)) for k, v in options.items()
-                       if k.lower().startswith("kafka.") and k.lower()[len("kafka."):] in SECURITY_CONFIG_NAMES))
+    prefix = "kafka."
+    out = tuple(sorted((k.lower()[len(prefix):], str(v)) for k, v in options.items()
+                       if k.lower().startswith(prefix) and k.lower()[len(prefix):] in SECURITY_CONFIG_NAMES))
     try:
         ClientSecurity.from_config(dict(out))
     except ValueError as exc:

@@ -108,7 +108,8 @@ class Broker:
         data_dir.mkdir(parents=True, exist_ok=True)
         self.listeners: dict[str, str] = {}  # listeners beyond the first: name -> host:port
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
-        cmd = [sys.executable, "-m", "pylog", "broker", "--data-dir", str(data_dir), "--listen", "127.0.0.1:0"]
+        cmd = [sys.executable, "-m", "pylog", "broker", "--data-dir", str(data_dir),
+               "--listen", "127.0.0.1:0"]
         for k, v in (config or {}).items():
             cmd += ["--config", f"{k}={v}"]
         self.proc = subprocess.Popen(
@@ -162,7 +163,8 @@ def secured_broker(root: Path) -> tuple[Broker, dict[str, str]]:
     root.mkdir(parents=True, exist_ok=True)
     ca = trustme.CA()
     ca.cert_pem.write_to_path(str(root / "ca.pem"))
-    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(str(root / "server.pem"))
+    server = ca.issue_cert("127.0.0.1", "localhost")
+    server.private_key_and_cert_chain_pem.write_to_path(str(root / "server.pem"))
     subprocess.run([sys.executable, "-m", "pylog", "storage", "format", "--data-dir", str(root / "data"),
                     "--add-scram", "SCRAM-SHA-256=[name=alice,password=alice-secret]"], check=True,
                    capture_output=True, timeout=60)
@@ -174,8 +176,15 @@ def secured_broker(root: Path) -> tuple[Broker, dict[str, str]]:
         "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
         "super.users": "User:ANONYMOUS",
     })
-    from kafka.admin import (ACL, ACLOperation, ACLPermissionType, ACLResourcePatternType, KafkaAdminClient,
-                             ResourcePattern, ResourceType)
+    from kafka.admin import (
+        ACL,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourceType,
+    )
 
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, client_id="sdk-tests")
     try:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import random
 
 import pytest
+from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.acl_operations import AclOperation as Op
 from pylog.broker.acl_operations import ResourceType as RT
@@ -15,7 +16,6 @@ from pylog.cluster.controller import QuorumController
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.records import decode_records, encode_records
 from pylog.config import ConfigError
-from pylog.protocol.errors import ErrorCode
 from pylog.security.acl import AclBinding, AclBindingFilter, AclPermissionType, PatternType
 from pylog.security.quotas import ConnectionQuotas, parse_overrides
 from pylog.security.scram import ScramMechanismType, make_credential, parse_add_scram, salted_password
@@ -49,20 +49,29 @@ def test_create_describe_delete_acls():
     assert again[0].deleted == () and again[0].error_code == 0
 
 
-@pytest.mark.parametrize("binding,message", [
-    (AclBinding(RT.ANY, "t", PatternType.LITERAL, "User:a", "*", Op.READ, ALLOW), "resourceType"),
-    (AclBinding(RT.TOPIC, "t", PatternType.MATCH, "User:a", "*", Op.READ, ALLOW), "patternType"),
-    (AclBinding(RT.TOPIC, "t", PatternType.LITERAL, "User:a", "*", Op.ANY, ALLOW), "operation"),
-    (AclBinding(RT.TOPIC, "t", PatternType.LITERAL, "User:a", "*", Op.READ, AclPermissionType.ANY), "permission"),
-    (AclBinding(RT.TOPIC, "", PatternType.LITERAL, "User:a", "*", Op.READ, ALLOW), "empty"),
-    (AclBinding(RT.TOPIC, "t", PatternType.LITERAL, "alice", "*", Op.READ, ALLOW), "principal"),
-    (AclBinding(RT.CLUSTER, "c", PatternType.LITERAL, "User:a", "*", Op.ALTER, ALLOW), "kafka-cluster"),
-])
+@pytest.mark.parametrize(
+    "binding,message",
+    [
+        (AclBinding(RT.ANY, "t", PatternType.LITERAL, "User:a", "*", Op.READ, ALLOW), "resourceType"),
+        (AclBinding(RT.TOPIC, "t", PatternType.MATCH, "User:a", "*", Op.READ, ALLOW), "patternType"),
+        (AclBinding(RT.TOPIC, "t", PatternType.LITERAL, "User:a", "*", Op.ANY, ALLOW), "operation"),
+        (
+            AclBinding(RT.TOPIC, "t", PatternType.LITERAL, "User:a", "*", Op.READ, AclPermissionType.ANY),
+            "permission",
+        ),
+        (AclBinding(RT.TOPIC, "", PatternType.LITERAL, "User:a", "*", Op.READ, ALLOW), "empty"),
+        (AclBinding(RT.TOPIC, "t", PatternType.LITERAL, "alice", "*", Op.READ, ALLOW), "principal"),
+        (AclBinding(RT.CLUSTER, "c", PatternType.LITERAL, "User:a", "*", Op.ALTER, ALLOW), "kafka-cluster"),
+    ],
+)
 def test_invalid_acls(binding, message):
     c = controller()
     result = c.create_acls([binding])
     assert result.records == ()
-    assert result.response[0].error_code == ErrorCode.INVALID_REQUEST and message in result.response[0].error_message
+    assert (
+        result.response[0].error_code == ErrorCode.INVALID_REQUEST
+        and message in result.response[0].error_message
+    )
 
 
 def test_unknown_delete_filter():
@@ -86,14 +95,17 @@ def test_scram_upsert_and_delete():
     assert out[0].error_code == 0 and committed.scram_credential("alice", SHA256) is None
 
 
-@pytest.mark.parametrize("deletions,upsertions,code", [
-    ([ScramDeletion("nobody", SHA256)], [], ErrorCode.RESOURCE_NOT_FOUND),
-    ([], [upsert("a", "p", iterations=100)], ErrorCode.UNACCEPTABLE_CREDENTIAL),
-    ([], [upsert("a", "p", iterations=20000)], ErrorCode.UNACCEPTABLE_CREDENTIAL),
-    ([], [upsert("a", "p", mech=0)], ErrorCode.UNSUPPORTED_SASL_MECHANISM),
-    ([], [upsert("", "p")], ErrorCode.UNACCEPTABLE_CREDENTIAL),
-    ([], [upsert("a", "p"), upsert("a", "q")], ErrorCode.DUPLICATE_RESOURCE),
-])
+@pytest.mark.parametrize(
+    "deletions,upsertions,code",
+    [
+        ([ScramDeletion("nobody", SHA256)], [], ErrorCode.RESOURCE_NOT_FOUND),
+        ([], [upsert("a", "p", iterations=100)], ErrorCode.UNACCEPTABLE_CREDENTIAL),
+        ([], [upsert("a", "p", iterations=20000)], ErrorCode.UNACCEPTABLE_CREDENTIAL),
+        ([], [upsert("a", "p", mech=0)], ErrorCode.UNSUPPORTED_SASL_MECHANISM),
+        ([], [upsert("", "p")], ErrorCode.UNACCEPTABLE_CREDENTIAL),
+        ([], [upsert("a", "p"), upsert("a", "q")], ErrorCode.DUPLICATE_RESOURCE),
+    ],
+)
 def test_scram_refusals(deletions, upsertions, code):
     result = controller().alter_user_scram_credentials(deletions, upsertions)
     assert result.records == () and result.response[0].error_code == code
@@ -102,15 +114,19 @@ def test_scram_refusals(deletions, upsertions, code):
 def test_inactive_controller_answers_not_controller():
     c = QuorumController(rng=random.Random(1), active=False)
     assert c.create_acls([read_acl()]).response[0].error_code == ErrorCode.NOT_CONTROLLER
-    assert c.alter_user_scram_credentials([], [upsert("a", "p")]).response[0].error_code == ErrorCode.NOT_CONTROLLER
+    assert (
+        c.alter_user_scram_credentials([], [upsert("a", "p")]).response[0].error_code
+        == ErrorCode.NOT_CONTROLLER
+    )
 
 
 def test_acls_and_credentials_survive_a_snapshot():
     c, committed = controller(), MetadataImage()
     commit(c, committed, c.create_acls([read_acl(), read_acl("x-", PatternType.PREFIXED)]))
     commit(c, committed, c.alter_user_scram_credentials([], [upsert("alice", "pw")]))
-    restored = MetadataImage.from_records(committed.to_records(), offset=committed.offset, next_producer_id=0,
-                                          last_broker_epoch=0)
+    restored = MetadataImage.from_records(
+        committed.to_records(), offset=committed.offset, next_producer_id=0, last_broker_epoch=0
+    )
     assert restored == committed
     assert set(restored.acls.values()) == {read_acl(), read_acl("x-", PatternType.PREFIXED)}
 
@@ -134,8 +150,9 @@ def test_bootstrap_file(tmp_path):
 
 
 def test_connection_quotas():
-    q = ConnectionQuotas(max_connections=4, per_ip=2, per_ip_overrides={"10.0.0.9": 3},
-                         per_listener={"SASL_SSL": 1})
+    q = ConnectionQuotas(
+        max_connections=4, per_ip=2, per_ip_overrides={"10.0.0.9": 3}, per_listener={"SASL_SSL": 1}
+    )
     assert q.admit("PLAINTEXT", "10.0.0.1") is None
     assert q.admit("PLAINTEXT", "10.0.0.1") is None
     assert "max.connections.per.ip" in q.admit("PLAINTEXT", "10.0.0.1")

@@ -4,10 +4,10 @@ failures, re-authentication; JAAS parsing; SCRAM credentials; principals from ce
 from __future__ import annotations
 
 import pytest
+from pylog.protocol.errors import ErrorCode
 from scramp import ScramClient
 
 from pylog.config import ConfigError
-from pylog.protocol.errors import ErrorCode
 from pylog.security.client import ClientSecurity, SaslClientExchange
 from pylog.security.jaas import parse_jaas
 from pylog.security.principal import (
@@ -28,7 +28,10 @@ from pylog.security.scram import (
 )
 
 SHA256, SHA512 = ScramMechanismType.SCRAM_SHA_256, ScramMechanismType.SCRAM_SHA_512
-CREDS = {("alice", SHA256): make_credential(SHA256, "alice-secret"), ("alice", SHA512): make_credential(SHA512, "s5")}
+CREDS = {
+    ("alice", SHA256): make_credential(SHA256, "alice-secret"),
+    ("alice", SHA512): make_credential(SHA512, "s5"),
+}
 
 
 def settings(reauth_ms: int = 0) -> SaslServerSettings:
@@ -54,11 +57,14 @@ def run(auth: SaslAuthenticator, mechanism: str, user: str, password: str, versi
             return body, close
 
 
-@pytest.mark.parametrize("mechanism,user,password", [
-    ("PLAIN", "bob", "bob-secret"),
-    ("SCRAM-SHA-256", "alice", "alice-secret"),
-    ("SCRAM-SHA-512", "alice", "s5"),
-])
+@pytest.mark.parametrize(
+    "mechanism,user,password",
+    [
+        ("PLAIN", "bob", "bob-secret"),
+        ("SCRAM-SHA-256", "alice", "alice-secret"),
+        ("SCRAM-SHA-512", "alice", "s5"),
+    ],
+)
 def test_right_credentials(mechanism, user, password):
     auth = SaslAuthenticator(settings())
     body, close = run(auth, mechanism, user, password)
@@ -67,13 +73,16 @@ def test_right_credentials(mechanism, user, password):
     assert auth.session_expiry_ms is None
 
 
-@pytest.mark.parametrize("mechanism,user,password", [
-    ("PLAIN", "bob", "wrong"),
-    ("PLAIN", "nobody", "bob-secret"),
-    ("SCRAM-SHA-256", "alice", "wrong"),
-    ("SCRAM-SHA-256", "nobody", "x"),
-    ("SCRAM-SHA-512", "alice", "alice-secret"),  # the 256 password against the 512 credential
-])
+@pytest.mark.parametrize(
+    "mechanism,user,password",
+    [
+        ("PLAIN", "bob", "wrong"),
+        ("PLAIN", "nobody", "bob-secret"),
+        ("SCRAM-SHA-256", "alice", "wrong"),
+        ("SCRAM-SHA-256", "nobody", "x"),
+        ("SCRAM-SHA-512", "alice", "alice-secret"),  # the 256 password against the 512 credential
+    ],
+)
 def test_wrong_credentials_fail_and_close(mechanism, user, password):
     auth = SaslAuthenticator(settings())
     body, close = run(auth, mechanism, user, password)
@@ -95,12 +104,15 @@ def test_authenticate_before_handshake_is_illegal():
     assert body["error_code"] == ErrorCode.ILLEGAL_SASL_STATE and close
 
 
-@pytest.mark.parametrize("token,message", [
-    (b"bob\x00bob-secret", "expected 3 tokens"),
-    (b"\x00\x00bob-secret", "username not specified"),
-    (b"\x00bob\x00", "password not specified"),
-    (b"eve\x00bob\x00bob-secret", "authorization id that is different"),
-])
+@pytest.mark.parametrize(
+    "token,message",
+    [
+        (b"bob\x00bob-secret", "expected 3 tokens"),
+        (b"\x00\x00bob-secret", "username not specified"),
+        (b"\x00bob\x00", "password not specified"),
+        (b"eve\x00bob\x00bob-secret", "authorization id that is different"),
+    ],
+)
 def test_plain_malformed(token, message):
     auth = SaslAuthenticator(settings())
     auth.handshake("PLAIN")
@@ -162,13 +174,16 @@ def test_jaas_plain_users():
     assert entry.plain_users == {"admin": "admin-secret", "bob": 'b"ob'}
 
 
-@pytest.mark.parametrize("text", [
-    "PlainLoginModule required user_a=\"x\"",  # no semicolon
-    "PlainLoginModule always user_a=\"x\";",  # bad flag
-    "PlainLoginModule required user_a=;",
-    "PlainLoginModule required user_a=\"x;",
-    "A required; B required;",
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        'PlainLoginModule required user_a="x"',  # no semicolon
+        'PlainLoginModule always user_a="x";',  # bad flag
+        "PlainLoginModule required user_a=;",
+        'PlainLoginModule required user_a="x;',
+        "A required; B required;",
+    ],
+)
 def test_jaas_malformed(text):
     with pytest.raises(ConfigError):
         parse_jaas(text)
@@ -178,7 +193,7 @@ def test_jaas_malformed(text):
 
 
 def test_add_scram_spec():
-    name, cred = parse_add_scram("SCRAM-SHA-512=[name=alice,password=\"a,b\",iterations=8192]")
+    name, cred = parse_add_scram('SCRAM-SHA-512=[name=alice,password="a,b",iterations=8192]')
     assert name == "alice" and cred.mechanism is SHA512 and cred.iterations == 8192
     exchange = ScramServerExchange("SCRAM-SHA-512", lambda n, m: cred if n == "alice" else None)
     client = ScramClient(["SCRAM-SHA-512"], "alice", "a,b")
@@ -187,13 +202,16 @@ def test_add_scram_spec():
     assert exchange.complete
 
 
-@pytest.mark.parametrize("spec", [
-    "SCRAM-SHA-1=[name=a,password=b]",
-    "SCRAM-SHA-256=[password=b]",
-    "SCRAM-SHA-256=[name=a]",
-    "SCRAM-SHA-256=[name=a,password=b,iterations=10]",
-    "SCRAM-SHA-256=[name=a,saltedpassword=AAAA]",
-])
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "SCRAM-SHA-1=[name=a,password=b]",
+        "SCRAM-SHA-256=[password=b]",
+        "SCRAM-SHA-256=[name=a]",
+        "SCRAM-SHA-256=[name=a,password=b,iterations=10]",
+        "SCRAM-SHA-256=[name=a,saltedpassword=AAAA]",
+    ],
+)
 def test_add_scram_refused(spec):
     with pytest.raises(ConfigError):
         parse_add_scram(spec)
@@ -202,8 +220,9 @@ def test_add_scram_refused(spec):
 # --- principals ---------------------------------------------------------------------------------
 
 
-CERT = {"subject": ((("countryName", "US"),), (("organizationName", "Example, Inc"),),
-                    (("commonName", "alice"),))}
+CERT = {
+    "subject": ((("countryName", "US"),), (("organizationName", "Example, Inc"),), (("commonName", "alice"),))
+}
 
 
 def test_certificate_subject_as_rfc2253():
@@ -224,7 +243,9 @@ def test_mapping_rules():
 
 def test_super_users():
     assert parse_super_users("User:admin; User:CN=a,O=b") == {
-        KafkaPrincipal("User", "admin"), KafkaPrincipal("User", "CN=a,O=b")}
+        KafkaPrincipal("User", "admin"),
+        KafkaPrincipal("User", "CN=a,O=b"),
+    }
     with pytest.raises(ConfigError):
         parse_super_users("admin")
 
@@ -233,16 +254,34 @@ def test_super_users():
 
 
 def test_client_security_from_config():
-    sec = ClientSecurity.from_config({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "SCRAM-SHA-256",
-                                      "sasl.username": "alice", "sasl.password": "x"})
+    sec = ClientSecurity.from_config(
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "SCRAM-SHA-256",
+            "sasl.username": "alice",
+            "sasl.password": "x",
+        }
+    )
     assert sec.uses_sasl and not sec.uses_ssl and sec.username == "alice"
-    jaas = ClientSecurity.from_config({
-        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "PLAIN",
-        "sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule required '
-                            'username="bob" password="b";'})
+    jaas = ClientSecurity.from_config(
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.jaas.config": "org.apache.kafka.common.security.plain.PlainLoginModule required "
+            'username="bob" password="b";',
+        }
+    )
     assert (jaas.username, jaas.password) == ("bob", "b")
-    for bad in ({"security.protocol": "TLS"}, {"sasl.mechanisms": "PLAIN", "security.protocol": "SASL_SSL"},
-                {"bogus.setting": "1"}, {"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "GSSAPI",
-                                         "sasl.username": "a", "sasl.password": "b"}):
+    for bad in (
+        {"security.protocol": "TLS"},
+        {"sasl.mechanisms": "PLAIN", "security.protocol": "SASL_SSL"},
+        {"bogus.setting": "1"},
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "GSSAPI",
+            "sasl.username": "a",
+            "sasl.password": "b",
+        },
+    ):
         with pytest.raises(ValueError):
             ClientSecurity.from_config(bad)

@@ -31,17 +31,28 @@ def test_read_and_write_over_sasl_ssl(spark, secured: tuple[Broker, dict[str, st
         "kafka.bootstrap.servers": settings["bootstrap"],
         "kafka.security.protocol": "SASL_SSL",
         "kafka.sasl.mechanism": "SCRAM-SHA-256",
-        "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.scram.ScramLoginModule required '
-                                  'username="alice" password="alice-secret";',
+        "kafka.sasl.jaas.config": "org.apache.kafka.common.security.scram.ScramLoginModule required "
+        'username="alice" password="alice-secret";',
         "kafka.ssl.truststore.type": "PEM",
         "kafka.ssl.truststore.location": settings["ssl.ca.location"],
     }
     df = spark.read.format("pylog").options(**options).option("subscribe", "sec-spark-in").load()
     assert df.count() == 100
-    (df.selectExpr("key", "upper(CAST(value AS STRING)) AS value").write.format("pylog").options(**options)
-     .option("topic", "sec-spark-out").mode("append").save())
+    (
+        df.selectExpr("key", "upper(CAST(value AS STRING)) AS value")
+        .write.format("pylog")
+        .options(**options)
+        .option("topic", "sec-spark-out")
+        .mode("append")
+        .save()
+    )
     out = spark.read.format("pylog").options(**options).option("subscribe", "sec-spark-out").load()
     assert sorted(r.value for r in out.collect()) == sorted(f"V{i}".encode() for i in range(100))
-    with pytest.raises(Exception, match="security.protocol must be one of"):
-        (spark.read.format("pylog").options(**{**options, "kafka.security.protocol": "TLS"})
-         .option("subscribe", "sec-spark-in").load().count())
+    with pytest.raises(Exception, match=r"security\.protocol must be one of"):
+        (
+            spark.read.format("pylog")
+            .options(**{**options, "kafka.security.protocol": "TLS"})
+            .option("subscribe", "sec-spark-in")
+            .load()
+            .count()
+        )

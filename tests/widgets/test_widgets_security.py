@@ -11,9 +11,8 @@ import pytest
 from widgets_helpers import commit, create_topic, produce
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "sdk"))
-from sdk_helpers import Broker, secured_broker
-
 import pylog.widgets as pw
+from sdk_helpers import Broker, secured_broker
 
 
 @pytest.fixture(scope="module")
@@ -37,4 +36,8 @@ def test_lag_partitions_and_records_over_sasl_ssl(secured: tuple[Broker, dict[st
     records = pw.latest_records("sec-widgets", 4, bootstrap_servers=settings["bootstrap"], security=security)
     assert len(records) == 4
     with pytest.raises(ConnectionError, match="refused the SASL credentials"):
-        pw.lag("sec-billing", bootstrap_servers=settings["bootstrap"], security={**security, "sasl.password": "x"})
+        pw.lag(
+            "sec-billing",
+            bootstrap_servers=settings["bootstrap"],
+            security={**security, "sasl.password": "x"},
+        )

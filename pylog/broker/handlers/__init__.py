@@ -163,14 +163,27 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             az.per_topic(
                 route(fetch.fetch, replicas=s.replicas, isr=s.isr, stopping=s.stopping),
                 authz,
-                topics("topics", "topic", "responses", Op.READ, ApiKey.FETCH, pre=follower_fetch,
-                       bypass=lambda ctx, req: follower(req)),
+                topics(
+                    "topics",
+                    "topic",
+                    "responses",
+                    Op.READ,
+                    ApiKey.FETCH,
+                    pre=follower_fetch,
+                    bypass=lambda ctx, req: follower(req),
+                ),
             ),
             az.per_topic(
                 route(offset_for_leader_epoch.offset_for_leader_epoch, replicas=s.replicas),
                 authz,
-                topics("topics", "topic", "topics", Op.DESCRIBE, ApiKey.OFFSET_FOR_LEADER_EPOCH,
-                       bypass=lambda ctx, req: authz.cluster(ctx, Op.CLUSTER_ACTION)),
+                topics(
+                    "topics",
+                    "topic",
+                    "topics",
+                    Op.DESCRIBE,
+                    ApiKey.OFFSET_FOR_LEADER_EPOCH,
+                    bypass=lambda ctx, req: authz.cluster(ctx, Op.CLUSTER_ACTION),
+                ),
             ),
             az.per_topic(
                 route(list_offsets.list_offsets, replicas=s.replicas),
@@ -203,9 +216,15 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             forwarded(scram_credentials.alter_user_scram_credentials, s.channel),
             route(acls.describe_acls, authz=authz),
             route(scram_credentials.describe_user_scram_credentials, metadata=s.metadata, authz=authz),
-            route(configs.describe_configs, config=s.config, metadata=s.metadata, node_id=s.node_id, authz=authz),
             route(
-                find_coordinator.find_coordinator, groups=s.groups, txn=s.txn, metadata=s.metadata, authz=authz
+                configs.describe_configs, config=s.config, metadata=s.metadata, node_id=s.node_id, authz=authz
+            ),
+            route(
+                find_coordinator.find_coordinator,
+                groups=s.groups,
+                txn=s.txn,
+                metadata=s.metadata,
+                authz=authz,
             ),
             az.requires(route(acked(join_group.join_group), groups=s.groups), group_read),
             az.requires(route(acked(sync_group.sync_group), groups=s.groups), group_read),
@@ -214,9 +233,14 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             az.per_topic(
                 route(acked(offset_commit.offset_commit), groups=s.groups, metadata=s.metadata),
                 authz,
-                topics("topics", "name", "topics", Op.READ, ApiKey.OFFSET_COMMIT, pre=az.group(
-                    authz, Op.READ, "group_id"
-                )),
+                topics(
+                    "topics",
+                    "name",
+                    "topics",
+                    Op.READ,
+                    ApiKey.OFFSET_COMMIT,
+                    pre=az.group(authz, Op.READ, "group_id"),
+                ),
             ),
             route(offset_fetch.offset_fetch, groups=s.groups, authz=authz),
             az.requires(
@@ -230,12 +254,17 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             route(list_groups.list_groups, groups=s.groups, authz=authz),
             az.requires(
                 route(
-                    acked(consumer_group_heartbeat.consumer_group_heartbeat), groups=s.groups, metadata=s.metadata
+                    acked(consumer_group_heartbeat.consumer_group_heartbeat),
+                    groups=s.groups,
+                    metadata=s.metadata,
                 ),
                 az.all_of(group_read, az.subscribed_topics(authz)),
             ),
             route(
-                consumer_group_describe.consumer_group_describe, groups=s.groups, metadata=s.metadata, authz=authz
+                consumer_group_describe.consumer_group_describe,
+                groups=s.groups,
+                metadata=s.metadata,
+                authz=authz,
             ),
             az.requires(
                 route(
@@ -246,7 +275,9 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                 ),
                 az.all_of(group_read, az.subscribed_topics(authz)),
             ),
-            route(share_group_describe.share_group_describe, groups=s.groups, metadata=s.metadata, authz=authz),
+            route(
+                share_group_describe.share_group_describe, groups=s.groups, metadata=s.metadata, authz=authz
+            ),
             az.requires(
                 az.per_topic(
                     route(
@@ -258,17 +289,25 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                         stopping=s.stopping,
                     ),
                     authz,
-                    az.TopicRule("topics", topic_name_of_id, "responses", Op.READ, az.answer_for(ApiKey.SHARE_FETCH)),
+                    az.TopicRule(
+                        "topics", topic_name_of_id, "responses", Op.READ, az.answer_for(ApiKey.SHARE_FETCH)
+                    ),
                 ),
                 group_read,
                 az.top_level,
             ),
             az.requires(
                 az.per_topic(
-                    route(acked(share_acknowledge.share_acknowledge_handler), share=s.share, node_id=s.node_id),
+                    route(
+                        acked(share_acknowledge.share_acknowledge_handler), share=s.share, node_id=s.node_id
+                    ),
                     authz,
                     az.TopicRule(
-                        "topics", topic_name_of_id, "responses", Op.READ, az.answer_for(ApiKey.SHARE_ACKNOWLEDGE)
+                        "topics",
+                        topic_name_of_id,
+                        "responses",
+                        Op.READ,
+                        az.answer_for(ApiKey.SHARE_ACKNOWLEDGE),
                     ),
                 ),
                 group_read,
@@ -315,7 +354,12 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                 route(acked(init_producer_id.init_producer_id), producer_ids=s.producer_ids, txn=s.txn),
                 az.init_producer_id(authz),
             ),
-            route(acked(add_partitions_to_txn.add_partitions_to_txn), txn=s.txn, metadata=s.metadata, authz=authz),
+            route(
+                acked(add_partitions_to_txn.add_partitions_to_txn),
+                txn=s.txn,
+                metadata=s.metadata,
+                authz=authz,
+            ),
             az.requires(
                 route(acked(add_offsets_to_txn.add_offsets_to_txn), txn=s.txn, groups=s.groups),
                 az.all_of(az.transactional_id(authz), group_read),
@@ -330,8 +374,14 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                     metadata=s.metadata,
                 ),
                 authz,
-                topics("topics", "name", "topics", Op.READ, ApiKey.TXN_OFFSET_COMMIT,
-                       pre=az.all_of(az.transactional_id(authz), group_read)),
+                topics(
+                    "topics",
+                    "name",
+                    "topics",
+                    Op.READ,
+                    ApiKey.TXN_OFFSET_COMMIT,
+                    pre=az.all_of(az.transactional_id(authz), group_read),
+                ),
             ),
             route(list_transactions.list_transactions, txn=s.txn, authz=authz),
             az.requires(

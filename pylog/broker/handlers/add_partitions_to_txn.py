@@ -30,10 +30,20 @@ def add_partitions_to_txn(
     requested = [(t.name, list(t.partitions)) for t in req.v3_and_below_topics]
     image = metadata.image
     writable = authz.filter(ctx, AclOperation.WRITE, ResourceType.TOPIC, (n for n, _ in requested))
-    refused = {(name, p): ErrorCode.TOPIC_AUTHORIZATION_FAILED for name, ps in requested for p in ps
-               if name not in writable}
-    refused.update({(name, p): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION for name, ps in requested for p in ps
-                    if name in writable and image.partition(name, p) is None})
+    refused = {
+        (name, p): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        for name, ps in requested
+        for p in ps
+        if name not in writable
+    }
+    refused.update(
+        {
+            (name, p): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            for name, ps in requested
+            for p in ps
+            if name in writable and image.partition(name, p) is None
+        }
+    )
     errors: dict[tuple[str, int], ErrorCode] = {}
     if not authz.transactional_id(ctx, AclOperation.WRITE, req.v3_and_below_transactional_id):
         code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED

@@ -107,10 +107,12 @@ async def _alter_authorized(
     ctx: RequestContext, authz: Authorization, resources: list[Any], run: Any
 ) -> list[Any]:
     """The results of ``run(allowed resources)``, with the refused ones' authorization errors."""
-    codes = [_refused(ctx, authz, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name) for r in resources]
+    op = AclOperation.ALTER_CONFIGS
+    codes = [_refused(ctx, authz, op, r.resource_type, r.resource_name) for r in resources]
     done = iter(await run([r for r, c in zip(resources, codes) if not c]) if not all(codes) else [])
     return [
-        next(done) if not c else _Refused(c, r.resource_type, r.resource_name) for r, c in zip(resources, codes)
+        next(done) if not c else _Refused(c, r.resource_type, r.resource_name)
+        for r, c in zip(resources, codes)
     ]
 
 
@@ -136,7 +138,9 @@ def _responses(results: list[Any]) -> dict:
 
 
 @serves(ApiKey.ALTER_CONFIGS, versions=(0, 2))
-async def alter_configs(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, authz: Authorization) -> dict:
+async def alter_configs(
+    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, authz: Authorization
+) -> dict:
     resources = [
         AlterConfigsResource(r.resource_type, r.resource_name, {c.name: c.value for c in r.configs})
         for r in req.resources

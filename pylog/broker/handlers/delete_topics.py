@@ -20,7 +20,9 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 @serves(ApiKey.DELETE_TOPICS, versions=(0, 6))
-async def delete_topics(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, authz: Authorization) -> dict:
+async def delete_topics(
+    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, authz: Authorization
+) -> dict:
     if getattr(req, "topics", None):
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:

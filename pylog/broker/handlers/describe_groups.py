@@ -36,7 +36,9 @@ def describe_groups(ctx: RequestContext, req: Any, *, groups: GroupShell, authz:
     entries = [
         _entry(
             g,
-            operations_if_requested(asked, ResourceType.GROUP, authz.allowed(ctx, ResourceType.GROUP, g.group_id))
+            operations_if_requested(
+                asked, ResourceType.GROUP, authz.allowed(ctx, ResourceType.GROUP, g.group_id)
+            )
             if g.error == ErrorCode.NONE
             else NOT_REQUESTED,
         )

@@ -39,15 +39,21 @@ def describe_share_group_offsets(
         if not authz.group(ctx, AclOperation.DESCRIBE, g.group_id):
             entry.update(topics=[], error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None)
             continue
-        visible = authz.filter(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t["topic_name"] for t in entry["topics"]))
+        visible = authz.filter(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t["topic_name"] for t in entry["topics"])
+        )
         if g.topics is None:
             entry["topics"] = [t for t in entry["topics"] if t["topic_name"] in visible]
         else:
             for t in entry["topics"]:
                 if t["topic_name"] not in visible:
                     for p in t["partitions"]:
-                        p.update(error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, start_offset=-1,
-                                 in_flight_records=-1, acquired_records=-1)
+                        p.update(
+                            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                            start_offset=-1,
+                            in_flight_records=-1,
+                            acquired_records=-1,
+                        )
     return out
 
 

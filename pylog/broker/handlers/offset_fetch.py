@@ -30,13 +30,22 @@ def offset_fetch(ctx: RequestContext, req: Any, *, groups: GroupShell, authz: Au
     stable = bool(getattr(req, "require_stable", False))
     if ctx.api_version >= 8:
         results = [
-            _authorized(ctx, authz, g.group_id, g.topics, lambda topics, g=g: _fetch(
-                groups, g.group_id, topics, stable, getattr(g, "member_id", None), getattr(g, "member_epoch", -1)
-            ))
+            _authorized(
+                ctx,
+                authz,
+                g.group_id,
+                g.topics,
+                lambda topics, g=g: _fetch(
+                    groups, g.group_id, topics, stable, getattr(g, "member_id", None),
+                    getattr(g, "member_epoch", -1),
+                ),
+            )
             for g in req.groups
         ]
         return {"throttle_time_ms": 0, "groups": [_group_entry(g) for g in results]}
-    r = _authorized(ctx, authz, req.group_id, req.topics, lambda topics: _fetch(groups, req.group_id, topics, stable))
+    r = _authorized(
+        ctx, authz, req.group_id, req.topics, lambda topics: _fetch(groups, req.group_id, topics, stable)
+    )
     topics = _topics(r)
     if r.error is not ErrorCode.NONE:
         requested = [(t.name, list(t.partition_indexes)) for t in req.topics or []]
