@@ -328,10 +328,21 @@ class Broker:
             from pylog.schema_registry.http import RegistryServer
             from pylog.schema_registry.validation import known_ids_of
 
-            host, port = self.bound_address
-            self.schema_registry = RegistryServer(listener, f"{_local(host)}:{port}", node_id=self.node_id)
+            server, security = self._own_client_listener()
+            self.schema_registry = RegistryServer(
+                listener, f"{_local(server.host)}:{server.port}", node_id=self.node_id, security=security
+            )
             await self.schema_registry.start()
             self.schema_validation.known_ids = known_ids_of(self.schema_registry.registry.state.by_id)
+
+    def _own_client_listener(self) -> tuple[KafkaServer, Any]:
+        """The listener this node's own clients (the schema registry's) use: the inter-broker one,
+        with this node's credentials for it."""
+        name = self.settings.inter_broker_listener_name
+        server = next((x for x in self.servers if x.listener == name), self.servers[0])
+        if server.listener != name:
+            return server, None
+        return server, self.security.own_client()
 
     def _server(self, table: HandlerTable, li: Listener) -> KafkaServer:
         return KafkaServer(

@@ -27,6 +27,16 @@ class NodeSecurity:
     listeners: dict[str, ListenerSecurity] = field(default_factory=dict)
     inter_broker: ClientSecurity = PLAINTEXT
     controller: ClientSecurity = PLAINTEXT
+    inter_broker_problem: str | None = None  # why inter_broker could not be built (a single node)
+
+    def own_client(self) -> ClientSecurity:
+        """How this node's own clients reach its inter-broker listener; raises ConfigError when the
+        settings for that are missing."""
+        if self.inter_broker_problem is not None:
+            raise ConfigError(
+                f"this node connects to its own inter-broker listener: {self.inter_broker_problem}"
+            )
+        return self.inter_broker
 
     def listener(self, name: str) -> ListenerSecurity | None:
         return self.listeners.get(name)
@@ -56,10 +66,10 @@ class NodeSecurity:
                 out.controller = node_client_security(
                     config, controller_name, controller_protocol, "sasl.mechanism.controller.protocol"
                 )
-        except ConfigError:
+        except ConfigError as exc:
             if not settings.standalone:
                 raise
-            log.debug("inter-node client security not usable on a single node", exc_info=True)
+            out.inter_broker_problem = str(exc)
         return out
 
 
