@@ -7,15 +7,14 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from harness import BrokerThread
-
-from pylog.cluster.channel import NodeChannel
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+
+from pylog.cluster.channel import NodeChannel
 from pylog.security.client import ClientSecurity
 
 JAAS = (
