@@ -608,3 +608,52 @@ def test_requests_before_authentication_close_the_connection(broker_of: Secured)
             body += s.recv(size - len(body))
         s.sendall(api.encode_request(3, 1, 2, "raw", {"topics": None}))  # Metadata is not
         assert s.recv(1) == b""
+
+
+def test_admin_command_line_over_sasl_ssl(broker_of: Secured, tmp_path: Path) -> None:
+    """``pylog topic`` with Kafka tools' ``--command-config`` file, or ``-X`` settings."""
+    a = admin(broker_of.plaintext)
+    topic = new_topic(a, "sec-cli")
+    produce("confluent-kafka", broker_of.plaintext, topic, RECS)
+    config = tmp_path / "client.properties"
+    config.write_text(
+        "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-256\n"
+        'sasl.jaas.config=org.apache.kafka.common.security.scram.ScramLoginModule required username="alice" '
+        'password="alice-secret";\n'
+        f"ssl.truststore.type=PEM\nssl.truststore.location={broker_of.pki.ca}\nclient.id=tools\n"
+    )
+    address = broker_of.address("SASL_SSL")
+
+    def pylog(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*pylog_command(), *args], capture_output=True, text=True, timeout=60, check=False
+        )
+
+    listed = pylog("topic", "list", "-b", address, "--command-config", str(config))
+    assert listed.returncode == 0 and topic in listed.stdout, listed.stderr
+    settings = [
+        "-X",
+        "security.protocol=SASL_SSL",
+        "-X",
+        "sasl.mechanism=SCRAM-SHA-256",
+        "-X",
+        "sasl.username=alice",
+        "-X",
+        f"ssl.ca.location={broker_of.pki.ca}",
+    ]
+    consumed = pylog(
+        "topic",
+        "consume",
+        topic,
+        "-b",
+        address,
+        "-o",
+        "beginning",
+        "-e",
+        *settings,
+        "-X",
+        "sasl.password=alice-secret",
+    )
+    assert consumed.returncode == 0 and consumed.stdout.split() == ["v0", "v1", "v2"], consumed.stderr
+    wrong = pylog("topic", "list", "-b", address, *settings, "-X", "sasl.password=wrong", "--timeout", "2")
+    assert wrong.returncode == 1 and "refused these credentials" in wrong.stderr
