@@ -581,8 +581,6 @@ class BrokerConfig:
         value = self._static.get(prefix + name)
         return value if value is not None else self.raw(name)
 
-    def listener_get(self, listener: str, name: str) -> object:
-        return BROKER_CONFIGS[name].parse(self.listener_raw(listener, name))
 
     def set_dynamic(self, cluster_default: Mapping[str, str], this_broker: Mapping[str, str]) -> None:
         """Dynamic broker configs from the metadata log (unknown names are ignored)."""

@@ -53,13 +53,6 @@ class AclBinding:
     operation: int
     permission_type: int
 
-    def describe(self) -> str:
-        kind = _enum_value(ResourceType, self.resource_type).name
-        pattern = _enum_value(PatternType, self.pattern_type).name
-        op = _enum_value(AclOperation, self.operation).name
-        perm = _enum_value(AclPermissionType, self.permission_type).name
-        return f"{perm} {self.principal} from {self.host} {op} on {kind}:{pattern}:{self.resource_name}"
-
 
 def validate_new_acl(b: AclBinding) -> str | None:
     """Why Kafka refuses to create ``b`` (INVALID_REQUEST), or None."""

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from pylog.broker.acl_operations import AclOperation, ResourceType
+from pylog.broker.acl_operations import AclOperation
 from pylog.security.acl import (
     WILDCARD_HOST,
     WILDCARD_PRINCIPAL,
@@ -155,14 +155,3 @@ class StandardAuthorizer:
                 continue
             return True
         return False
-
-    def authorized_operations(
-        self, principal: KafkaPrincipal, host: str, resource_type: ResourceType, name: str
-    ) -> list[AclOperation]:
-        from pylog.broker.acl_operations import SUPPORTED_OPERATIONS
-
-        return [
-            op
-            for op in SUPPORTED_OPERATIONS[resource_type]
-            if self.authorize(principal, host, op, resource_type, name)
-        ]
