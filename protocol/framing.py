@@ -51,6 +51,12 @@ class FrameDecoder:
     def max_frame_bytes(self) -> int:
         return self._max
 
+    @max_frame_bytes.setter
+    def max_frame_bytes(self, value: int) -> None:
+        """A new bound for frames whose size prefix is read from now on (e.g. once a client has
+        authenticated, the pre-authentication bound gives way to the normal one)."""
+        self._max = value
+
     @property
     def buffered_bytes(self) -> int:
         """Bytes held for an incomplete frame (at most the announced frame size)."""

@@ -1,4 +1,6 @@
 """Command line: ``pylog broker`` starts a single-node cluster with defaults that just work;
+``pylog storage format`` prepares a data directory before its first start (Kafka's
+``kafka-storage format``: the cluster id, and SCRAM users with ``--add-scram``);
 ``pylog cluster`` / ``topic`` / ``group`` look at and manage any Kafka-compatible cluster (their
 commands live in `pylog.admin`). This module only builds the parser and dispatches.
 """
@@ -72,6 +74,31 @@ def _build_parser() -> argparse.ArgumentParser:
     )
     b.add_argument("--log-level", default="INFO", help="DEBUG, INFO, WARNING, ERROR")
     b.set_defaults(run=_run_broker)
+    st = sub.add_parser("storage", help="prepare a data directory (kafka-storage)")
+    st_sub = st.add_subparsers(dest="storage_command", required=True)
+    f = st_sub.add_parser("format", help="write meta.properties and the bootstrap records of a new node")
+    f.add_argument(
+        "--data-dir", default=None, help="the node's data directory (default: log.dirs or ./pylog-data)"
+    )
+    f.add_argument("--config-file", default=None, metavar="FILE", help="the node's server.properties")
+    f.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE", help="broker config, repeatable"
+    )
+    f.add_argument(
+        "-t", "--cluster-id", default=None, help="the cluster id (default: cluster.id, else random)"
+    )
+    f.add_argument(
+        "-S",
+        "--add-scram",
+        action="append",
+        default=[],
+        metavar="SPEC",
+        help="a SCRAM user the first controller creates: 'SCRAM-SHA-256=[name=alice,password=alice-secret]' "
+        "(also iterations=, or salt= and saltedpassword= in base64); repeatable",
+    )
+    f.add_argument("-g", "--ignore-formatted", action="store_true", help="succeed if already formatted")
+    f.set_defaults(run=_storage)
+    st_sub.add_parser("random-uuid", help="print a new cluster id").set_defaults(run=_storage)
 
     from pylog.admin import cluster, group, topic
 
@@ -90,6 +117,64 @@ def main(argv: Sequence[str] | None = None) -> int:
     return int(args.run(args))
 
 
+def _storage(args: argparse.Namespace) -> int:
+    import base64
+    import uuid
+
+    if args.storage_command == "random-uuid":
+        print(base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode())
+        return 0
+    from pylog.broker.metadata import META_PROPERTIES, load_cluster_id
+    from pylog.cluster.bootstrap import write_bootstrap
+    from pylog.cluster.records import UserScramCredentialRecord
+    from pylog.security.scram import parse_add_scram
+
+    try:
+        config, _warnings = _load_config(args)
+        records = []
+        for spec in args.add_scram:
+            name, cred = parse_add_scram(spec)
+            records.append(
+                UserScramCredentialRecord(
+                    name, cred.mechanism, cred.salt, cred.stored_key, cred.server_key, cred.iterations
+                )
+            )
+    except ConfigError as exc:
+        print(f"pylog: {exc}", file=sys.stderr)
+        return 2
+    data_dir = Path(args.data_dir or config.raw("log.dirs") or config.raw("log.dir") or "./pylog-data")
+    if (data_dir / META_PROPERTIES).exists():
+        if args.ignore_formatted:
+            print(f"{data_dir} is already formatted")
+            return 0
+        print(
+            f"pylog: {data_dir} is already formatted (use --ignore-formatted to accept that)", file=sys.stderr
+        )
+        return 1
+    data_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        cluster_id = load_cluster_id(data_dir, config.node_id, args.cluster_id or config.raw("cluster.id"))
+    except RuntimeError as exc:
+        print(f"pylog: {exc}", file=sys.stderr)
+        return 1
+    if records:
+        write_bootstrap(data_dir, records)
+    print(f"Formatted {data_dir} for cluster {cluster_id} ({len(records)} SCRAM credential(s) to bootstrap)")
+    return 0
+
+
+def _load_config(args: argparse.Namespace) -> tuple[BrokerConfig, list[str]]:
+    """The node's settings from ``--config-file`` and ``--config``, with warnings to log."""
+    # a properties file may hold names of other Kafka versions or plugins: ignored with a
+    # warning, as Kafka does; a --config name typed by hand must be a known one
+    from_file = read_properties(args.config_file) if args.config_file else {}
+    settings, warnings = check_static_broker_configs(from_file, strict=False)
+    given, more = check_static_broker_configs(parse_key_values(args.config))
+    settings.update(given)
+    note_not_acted_on(settings)
+    return BrokerConfig(settings), [*warnings, *more]
+
+
 def _run_broker(args: argparse.Namespace) -> int:
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
@@ -97,19 +182,12 @@ def _run_broker(args: argparse.Namespace) -> int:
         stream=sys.stderr,
     )
     try:
-        # a properties file may hold names of other Kafka versions or plugins: ignored with a
-        # warning, as Kafka does; a --config name typed by hand must be a known one
-        from_file = read_properties(args.config_file) if args.config_file else {}
-        settings, warnings = check_static_broker_configs(from_file, strict=False)
-        given, more = check_static_broker_configs(parse_key_values(args.config))
-        settings.update(given)
-        config = BrokerConfig(settings)
+        config, warnings = _load_config(args)
     except ConfigError as exc:
         print(f"pylog: {exc}", file=sys.stderr)
         return 2
-    for warning in [*warnings, *more]:
+    for warning in warnings:
         log.warning("%s", warning)
-    note_not_acted_on(settings)
     data_dir = Path(args.data_dir or config.raw("log.dirs") or config.raw("log.dir") or "./pylog-data")
     if data_dir.exists() and not data_dir.is_dir():
         print(f"pylog: data directory {data_dir} is not a directory", file=sys.stderr)
@@ -152,6 +230,8 @@ async def _serve(
         await broker.stop()
         return 1
     host, port = broker.bound_address
+    for server in broker.servers[1:]:  # printed before the line below, which says the broker is up
+        print(f"pylog listener {server.listener} on {_fmt(server.host)}:{server.port}", flush=True)
     # The one line saying the broker serves (test harnesses and LocalBroker parse it for the port).
     print(f"pylog broker listening on {_fmt(host)}:{port}, data in {data_dir.resolve()}", flush=True)
     try:

@@ -117,6 +117,8 @@ _CLEANUP = ("delete", "compact")
 _COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 _TS_TYPE = ("CreateTime", "LogAppendTime")
 _CAPPED = "Capped at the live brokers when the internal topic is created."
+_TLS_VERSIONS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
+PW = ConfigType.PASSWORD
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {
     c.name: c
@@ -280,6 +282,41 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "port 0 picks a free one).",
             read_only=True,
         ),
+        # --- security (listener-scoped: listener.name.<listener>.<name> overrides <name>) ---
+        _d("ssl.keystore.type", S, "JKS", "Only PEM is read.", read_only=True),
+        _d("ssl.keystore.location", S, None, "PEM file with the private key and its certificate chain.",
+           read_only=True),
+        _d("ssl.keystore.password", PW, None, read_only=True),
+        _d("ssl.key.password", PW, None, "Password of an encrypted private key.", read_only=True),
+        _d("ssl.keystore.key", PW, None, "The private key as PEM text (instead of a file).", read_only=True),
+        _d("ssl.keystore.certificate.chain", PW, None, "The certificate chain as PEM text.", read_only=True),
+        _d("ssl.truststore.type", S, "JKS", "Only PEM is read.", read_only=True),
+        _d("ssl.truststore.location", S, None, "PEM file of trusted CA certificates.", read_only=True),
+        _d("ssl.truststore.password", PW, None, read_only=True),
+        _d("ssl.truststore.certificates", PW, None, "Trusted CA certificates as PEM text.", read_only=True),
+        _d("ssl.client.auth", S, "none", choices=("required", "requested", "none"), read_only=True),
+        _d("ssl.enabled.protocols", LS, "TLSv1.2,TLSv1.3", choices=_TLS_VERSIONS, read_only=True),
+        _d("ssl.protocol", S, "TLSv1.3", read_only=True),
+        _d("ssl.endpoint.identification.algorithm", S, "https",
+           "https: check the server's host name when this node connects to another.", read_only=True),
+        _d("ssl.principal.mapping.rules", S, "DEFAULT", read_only=True),
+        _d("sasl.enabled.mechanisms", LS, "GSSAPI", "Served: PLAIN, SCRAM-SHA-256, SCRAM-SHA-512.",
+           read_only=True),
+        _d("sasl.mechanism.inter.broker.protocol", S, "GSSAPI", read_only=True),
+        _d("sasl.mechanism.controller.protocol", S, "GSSAPI", read_only=True),
+        _d("sasl.jaas.config", PW, None, "Only as listener.name.<listener>.<mechanism>.sasl.jaas.config.",
+           read_only=True),
+        _d("sasl.server.max.receive.size", INT, 524288, "Largest frame accepted before authentication.",
+           read_only=True),
+        _d("connections.max.reauth.ms", L, 0, "Session lifetime of SASL connections (KIP-368); 0: none.",
+           read_only=True),
+        _d("connection.failed.authentication.delay.ms", INT, 100, read_only=True),
+        _d("max.connections.per.ip.overrides", S, "", "host:count,... exceptions to max.connections.per.ip."),
+        _d("authorizer.class.name", S, "",
+           "org.apache.kafka.metadata.authorizer.StandardAuthorizer turns on ACLs.", read_only=True),
+        _d("super.users", S, None, "Principals allowed everything, separated by ';' (User:admin).",
+           read_only=True),
+        _d("allow.everyone.if.no.acl.found", B, False, read_only=True),
         _d(
             "pylog.memory.release.interval.ms",
             L,
@@ -309,6 +346,11 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ),
     ]
 }
+
+# The JAAS configuration is set per listener and SASL mechanism:
+# listener.name.<listener>.<mechanism>.sasl.jaas.config (never for the whole broker).
+MECHANISM_SCOPED = frozenset({"sasl.jaas.config"})
+
 
 # Topic config -> broker synonyms, most specific first (Kafka's LogConfig.TopicConfigSynonyms).
 TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
@@ -419,7 +461,7 @@ def broker_config_def(name: str) -> ConfigDef | None:
         for i in (1, 2):
             base = ALL_BROKER_CONFIGS.get(".".join(parts[i:]))
             if base is not None and len(parts) > i:
-                return ConfigDef(name, base.type, None, base.doc, base.choices, base.read_only, False)
+                return ConfigDef(name, base.type, None, base.doc, base.choices, base.read_only, base.acted_on)
     return d
 
 
@@ -527,6 +569,18 @@ class BrokerConfig:
             raise ConfigError(unknown_config_message("broker", name))
         d.parse(value)
         self._static[name] = value
+
+    def listener_raw(self, listener: str, name: str, mechanism: str | None = None) -> str | None:
+        """``name`` as ``listener`` sees it: listener.name.<listener>[.<mechanism>].<name>, else the
+        broker-wide value (listener and mechanism names are lower-cased, as Kafka's prefix is)."""
+        prefix = f"{_LISTENER_PREFIX}{listener.lower()}."
+        if mechanism is not None:
+            value = self._static.get(f"{prefix}{mechanism.lower()}.{name}")
+            if value is not None or name in MECHANISM_SCOPED:
+                return value
+        value = self._static.get(prefix + name)
+        return value if value is not None else self.raw(name)
+
 
     def set_dynamic(self, cluster_default: Mapping[str, str], this_broker: Mapping[str, str]) -> None:
         """Dynamic broker configs from the metadata log (unknown names are ignored)."""

@@ -5,7 +5,8 @@ the working directory), on a free port instead of 9092; the examples' ``127.0.0.
 replaced by that address and the ``pylog`` commands find it through ``PYLOG_BOOTSTRAP_SERVERS``.
 Every Python block runs in its own interpreter; of the shell blocks, the lines that use the
 cluster run (``pylog`` commands other than ``pylog broker``, ``printf`` pipes, ``kcat``), not the
-set-up lines (virtualenv, pip, make).
+set-up lines (virtualenv, pip, make). The secured set-up (its own broker, certificates, users) is
+run by ``test_readme_security.py``.
 """
 
 from __future__ import annotations
@@ -29,8 +30,20 @@ BLOCK = re.compile(r"^```(\w+)\n(.*?)^```", re.S | re.M)
 USES_CLUSTER = re.compile(r"^(pylog (?!broker\b)|printf |kcat )")
 
 
+SECURED = "## Security: TLS, SASL and ACLs"
+
+
+def section(text: str, title: str) -> tuple[int, int]:
+    """Where a ``## `` section starts and ends in ``text``."""
+    start = text.index(title)
+    end = text.find("\n## ", start + len(title))
+    return start, len(text) if end < 0 else end
+
+
 def blocks() -> list[tuple[str, str]]:
-    return [(m.group(1), m.group(2)) for m in BLOCK.finditer(README.read_text())]
+    text = README.read_text()
+    start, end = section(text, SECURED)
+    return [(m.group(1), m.group(2)) for m in BLOCK.finditer(text) if not start <= m.start() < end]
 
 
 def test_readme_has_the_examples_this_test_runs() -> None:

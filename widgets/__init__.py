@@ -48,29 +48,31 @@ __all__ = sorted([*_LAZY, "lag_widget", "partitions_widget", "topic_browser"])
 
 
 def lag_widget(group: str | list[str] | None = None, *, bootstrap_servers: Any = None, data_dir: Any = None,
-               interval_s: float = 2.0, live: bool = True) -> Any:
-    """A `LagWidget` for `group` (None: all groups), refreshing every `interval_s` seconds."""
+               interval_s: float = 2.0, live: bool = True, security: Any = None) -> Any:
+    """A `LagWidget` for `group` (None: all groups), refreshing every `interval_s` seconds.
+    ``security``: Kafka client security settings, as for `pylog.read_topic` (every widget takes it)."""
     from pylog.widgets.views import LagWidget
 
     return LagWidget(group, bootstrap_servers=bootstrap_servers, data_dir=data_dir, interval_s=interval_s,
-                     live=live)
+                     live=live, security=security)
 
 
 def partitions_widget(topic: str, *, bootstrap_servers: Any = None, data_dir: Any = None,
-                      metric: str = "records") -> Any:
+                      metric: str = "records", security: Any = None) -> Any:
     """A `PartitionsWidget` for `topic` from a cluster, a data directory or both."""
     from pylog.widgets.views import PartitionsWidget
 
-    return PartitionsWidget(topic, bootstrap_servers=bootstrap_servers, data_dir=data_dir, metric=metric)
+    return PartitionsWidget(topic, bootstrap_servers=bootstrap_servers, data_dir=data_dir, metric=metric,
+                            security=security)
 
 
 def topic_browser(topic: str, n: int = 20, *, bootstrap_servers: Any = None, data_dir: Any = None,
-                  decode: str = "auto", schema_registry_url: str | None = None) -> Any:
+                  decode: str = "auto", schema_registry_url: str | None = None, security: Any = None) -> Any:
     """A `TopicBrowser` of the latest `n` records of `topic`."""
     from pylog.widgets.views import TopicBrowser
 
     return TopicBrowser(topic, n, bootstrap_servers=bootstrap_servers, data_dir=data_dir, decode=decode,
-                        schema_registry_url=schema_registry_url)
+                        schema_registry_url=schema_registry_url, security=security)
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -141,9 +141,9 @@ class AsyncAdmin:
     """Admin queries on one `KafkaClient`; create, `await start()`, use, `await close()`."""
 
     def __init__(self, bootstrap_servers: str | Sequence[str], *, client_id: str = "pylog-widgets",
-                 request_timeout_s: float = 10.0) -> None:
+                 request_timeout_s: float = 10.0, security: Any = None) -> None:
         self.client = KafkaClient(bootstrap_servers, client_id=client_id,
-                                  request_timeout_s=request_timeout_s)
+                                  request_timeout_s=request_timeout_s, security=security)
         self.ranges: dict[int, tuple[int, int]] = {}
         self._started = False
 

@@ -55,20 +55,21 @@ def decode_bytes(data: bytes | None, how: str = "auto") -> str | None:
 
 
 def latest_table(topic: str, n: int = 20, *, bootstrap_servers: Any = None, data_dir: Any = None,
-                 partitions: Sequence[int] | None = None) -> pa.Table:
+                 partitions: Sequence[int] | None = None, security: Any = None) -> pa.Table:
     """The newest `n` records of `topic` (newest first) with the SDK's columns, undecoded."""
     from pylog.sdk import scan_topic
 
     if n <= 0:
         raise ValueError(f"n must be positive, got {n}")
     plan = scan_topic(topic, bootstrap_servers=bootstrap_servers, data_dir=data_dir,
-                      partitions=partitions).plan()
+                      partitions=partitions, security=security).plan()
     starts = {str(r.partition): max(r.start, r.end - n) for r in plan}
     ends = {str(r.partition): r.end for r in plan}
     table = scan_topic(topic, bootstrap_servers=bootstrap_servers, data_dir=data_dir,
                        partitions=[r.partition for r in plan], starting_offsets={topic: starts},
                        ending_offsets={topic: ends},
-                       columns=["partition", "offset", "timestamp", "key", "value"]).to_arrow()
+                       columns=["partition", "offset", "timestamp", "key", "value"],
+                       security=security).to_arrow()
     if table.num_rows == 0:
         return table
     order = pc.sort_indices(table, [("timestamp", "descending"), ("offset", "descending"),
@@ -77,11 +78,13 @@ def latest_table(topic: str, n: int = 20, *, bootstrap_servers: Any = None, data
 
 
 def registry_texts(table: pa.Table, topic: str, *, bootstrap_servers: Any = None, data_dir: Any = None,
-                   schema_registry_url: str | None = None) -> dict[str, list[str | None]]:
+                   schema_registry_url: str | None = None,
+                   security: Any = None) -> dict[str, list[str | None]]:
     """{column: JSON text of each decoded record, None where it is not in the wire format or does not
     decode} for the key and value columns that hold any wire-format record."""
     from pylog.schema_registry.wire import schema_ids
     from pylog.sdk.registry import registry_decoder
+    from pylog.sdk.scan import with_security
 
     out: dict[str, list[str | None]] = {}
     for column in ("key", "value"):
@@ -91,7 +94,7 @@ def registry_texts(table: pa.Table, topic: str, *, bootstrap_servers: Any = None
         try:
             decoder = registry_decoder(column=column, topic=topic, schema_registry_url=schema_registry_url,
                                        data_dir=data_dir, bootstrap_servers=bootstrap_servers,
-                                       on_decode_error="null")
+                                       fetch_options=with_security(None, security), on_decode_error="null")
             decoded = decoder(values).to_pylist()
         except (ValueError, ConnectionError):
             continue  # no registry reachable: the bytes are shown as they are
@@ -119,19 +122,20 @@ def records_json(table: pa.Table, decode: str = "auto",
 
 def latest_records(topic: str, n: int = 20, *, bootstrap_servers: Any = None, data_dir: Any = None,
                    partitions: Sequence[int] | None = None, decode: str = "auto",
-                   schema_registry_url: str | None = None) -> pandas.DataFrame:
+                   schema_registry_url: str | None = None, security: Any = None) -> pandas.DataFrame:
     """The newest `n` records of `topic`, newest first, as a pandas DataFrame with columns
-    ``partition, offset, timestamp, key, value`` (key and value decoded to text, see `decode_bytes`)."""
+    ``partition, offset, timestamp, key, value`` (key and value decoded to text, see `decode_bytes`).
+    ``security``: Kafka client security settings, as for `pylog.read_topic`."""
     pd = require("pandas", "latest_records()")
 
     if decode not in DECODINGS:
         raise ValueError(f"decode must be one of {DECODINGS}, got {decode!r}")
     table = latest_table(topic, n, bootstrap_servers=bootstrap_servers, data_dir=data_dir,
-                         partitions=partitions)
+                         partitions=partitions, security=security)
     decoded = None
     if decode in ("auto", "registry"):
         decoded = registry_texts(table, topic, bootstrap_servers=bootstrap_servers, data_dir=data_dir,
-                                 schema_registry_url=schema_registry_url)
+                                 schema_registry_url=schema_registry_url, security=security)
     rows = records_json(table, decode, decoded)
     df = pd.DataFrame(rows, columns=COLUMNS)
     df["timestamp"] = pd.to_datetime(df["timestamp"], unit="ms")

@@ -140,12 +140,14 @@ class LagMonitor:
     samples per partition (Burrow statuses) and `history_size` points of total lag per group."""
 
     def __init__(self, group: str | Sequence[str] | None = None, *, bootstrap_servers: Any = None,
-                 data_dir: Any = None, window: LagWindow | None = None, history_size: int = 240) -> None:
+                 data_dir: Any = None, window: LagWindow | None = None, history_size: int = 240,
+                 security: Any = None) -> None:
         if (bootstrap_servers is None) == (data_dir is None):
             raise ValueError("pass exactly one of bootstrap_servers= (a Kafka cluster) or data_dir= "
                              "(a pylog data directory)")
         self.groups = [group] if isinstance(group, str) else (None if group is None else list(group))
         self.bootstrap_servers = bootstrap_servers
+        self.security = security
         self.data_dir = data_dir
         self.window = window or LagWindow()
         self.history: dict[str, deque[tuple[int, int]]] = {}
@@ -182,7 +184,7 @@ class LagMonitor:
 
     def _poll_cluster(self, now_ms: int) -> dict[str, Any]:
         if self._admin is None:
-            self._admin = Admin(self.bootstrap_servers)
+            self._admin = Admin(self.bootstrap_servers, security=self.security)
         admin = self._admin
         try:
             raws, ends = admin.run(lambda a: collect(a, self.groups))
@@ -238,15 +240,17 @@ def groups_frame(snapshot: dict[str, Any]) -> pandas.DataFrame:
 
 
 def lag(group: str | Sequence[str] | None = None, *, bootstrap_servers: Any = None, data_dir: Any = None,
-        monitor: LagMonitor | None = None) -> pandas.DataFrame:
+        monitor: LagMonitor | None = None, security: Any = None) -> pandas.DataFrame:
     """Per-partition lag of `group` (None: all groups) as a pandas DataFrame with columns
     ``group, topic, partition, committed_offset, log_end_offset, lag, status, member_id, client_id,
     host, group_state, coordinator``. ``lag`` is ``log_end_offset - committed_offset`` (<NA> where the
     group has not committed). ``status`` is Burrow's and needs a window of polls: a single call
     decides only OK (zero lag); pass the same `monitor` (a `LagMonitor`) to successive calls, or use
     the widget, to get WARN / STALL / STOP / ERR. With ``data_dir=`` (a pylog data directory, no
-    broker) the commit history stored there is the window, so one call judges every partition."""
-    mon = monitor or LagMonitor(group, bootstrap_servers=bootstrap_servers, data_dir=data_dir)
+    broker) the commit history stored there is the window, so one call judges every partition.
+    ``security``: Kafka client security settings, as for `pylog.read_topic`."""
+    mon = monitor or LagMonitor(group, bootstrap_servers=bootstrap_servers, data_dir=data_dir,
+                                security=security)
     try:
         mon.poll()
     finally:
@@ -256,10 +260,10 @@ def lag(group: str | Sequence[str] | None = None, *, bootstrap_servers: Any = No
 
 
 def groups(group: str | Sequence[str] | None = None, *, bootstrap_servers: Any = None,
-           data_dir: Any = None) -> pandas.DataFrame:
+           data_dir: Any = None, security: Any = None) -> pandas.DataFrame:
     """One row per group: ``group, state, protocol_type, protocol, members, coordinator, partitions,
     total_lag, max_lag, status`` (from a cluster or a data directory, as `lag`)."""
-    mon = LagMonitor(group, bootstrap_servers=bootstrap_servers, data_dir=data_dir)
+    mon = LagMonitor(group, bootstrap_servers=bootstrap_servers, data_dir=data_dir, security=security)
     try:
         mon.poll()
     finally:

@@ -67,7 +67,7 @@ def _from_data_dir(data_dir: str | os.PathLike[str], topic: str) -> dict[int, di
 
 
 def snapshot(topic: str, *, bootstrap_servers: Any = None, data_dir: Any = None,
-             admin: Admin | None = None) -> dict[str, Any]:
+             admin: Admin | None = None, security: Any = None) -> dict[str, Any]:
     """The JSON-able state behind `partitions` and `PartitionsWidget`."""
     if bootstrap_servers is None and data_dir is None and admin is None:
         raise ValueError("pass bootstrap_servers= (a Kafka cluster), data_dir= (a pylog data directory) "
@@ -76,7 +76,7 @@ def snapshot(topic: str, *, bootstrap_servers: Any = None, data_dir: Any = None,
     rows: list[dict[str, Any]] = []
     if bootstrap_servers is not None or admin is not None:
         own = admin is None
-        adm = admin or Admin(bootstrap_servers)
+        adm = admin or Admin(bootstrap_servers, security=security)
         try:
             rows, notes = adm.run(lambda a: _from_cluster(a, topic))
         finally:
@@ -124,8 +124,9 @@ def frame(snap: dict[str, Any]) -> pandas.DataFrame:
     return df
 
 
-def partitions(topic: str, *, bootstrap_servers: Any = None, data_dir: Any = None) -> pandas.DataFrame:
+def partitions(topic: str, *, bootstrap_servers: Any = None, data_dir: Any = None,
+               security: Any = None) -> pandas.DataFrame:
     """One row per partition of `topic`: ``topic, partition, leader, replicas, isr, offline_replicas,
     log_start_offset, log_end_offset, records, bytes, segments`` (a pandas DataFrame; unknowns are
     <NA> and ``df.attrs["notes"]`` says why). Give bootstrap_servers=, data_dir= or both."""
-    return frame(snapshot(topic, bootstrap_servers=bootstrap_servers, data_dir=data_dir))
+    return frame(snapshot(topic, bootstrap_servers=bootstrap_servers, data_dir=data_dir, security=security))

@@ -134,9 +134,9 @@ class LagWidget(_LiveWidget):
 
     def __init__(self, group: str | list[str] | None = None, *, bootstrap_servers: Any = None,
                  data_dir: Any = None, interval_s: float = 2.0, live: bool = True, window_size: int = 10,
-                 history_size: int = 240) -> None:
+                 history_size: int = 240, security: Any = None) -> None:
         monitor = LagMonitor(group, bootstrap_servers=bootstrap_servers, data_dir=data_dir,
-                             window=LagWindow(size=window_size), history_size=history_size)
+                             window=LagWindow(size=window_size), history_size=history_size, security=security)
         super().__init__(kind="lag", interval_s=float(interval_s))
         self.monitor = monitor
         self.refresh()
@@ -177,14 +177,15 @@ class PartitionsWidget(_LiveWidget):
     metric = traitlets.Unicode("records").tag(sync=True)
 
     def __init__(self, topic: str, *, bootstrap_servers: Any = None, data_dir: Any = None,
-                 metric: str = "records", interval_s: float = 5.0, live: bool = False) -> None:
+                 metric: str = "records", interval_s: float = 5.0, live: bool = False,
+                 security: Any = None) -> None:
         if bootstrap_servers is None and data_dir is None:
             raise ValueError("pass bootstrap_servers=, data_dir= or both")
         if metric not in ("records", "bytes"):
             raise ValueError(f"metric must be 'records' or 'bytes', got {metric!r}")
         super().__init__(kind="partitions", metric=metric, interval_s=float(interval_s))
         self.topic, self.bootstrap_servers, self.data_dir = topic, bootstrap_servers, data_dir
-        self._admin = Admin(bootstrap_servers) if bootstrap_servers is not None else None
+        self._admin = Admin(bootstrap_servers, security=security) if bootstrap_servers is not None else None
         self.refresh()
         if live:
             self.start()
@@ -219,12 +220,13 @@ class TopicBrowser(_LiveWidget):
 
     def __init__(self, topic: str, n: int = 20, *, bootstrap_servers: Any = None, data_dir: Any = None,
                  decode: str = "auto", partitions: list[int] | None = None, interval_s: float = 5.0,
-                 live: bool = False, schema_registry_url: str | None = None) -> None:
+                 live: bool = False, schema_registry_url: str | None = None, security: Any = None) -> None:
         if decode not in browse.DECODINGS:
             raise ValueError(f"decode must be one of {browse.DECODINGS}, got {decode!r}")
         super().__init__(kind="browser", topic=topic, n=int(n), decode=decode, interval_s=float(interval_s))
         self.bootstrap_servers, self.data_dir, self.partitions = bootstrap_servers, data_dir, partitions
         self.schema_registry_url = schema_registry_url
+        self.security = security
         self._table: Any = None
         self._decoded: dict[str, list[str | None]] = {}
         self.refresh()
@@ -233,10 +235,11 @@ class TopicBrowser(_LiveWidget):
 
     def _fetch(self) -> None:
         self._table = browse.latest_table(self.topic, self.n, bootstrap_servers=self.bootstrap_servers,
-                                          data_dir=self.data_dir, partitions=self.partitions)
+                                          data_dir=self.data_dir, partitions=self.partitions,
+                                          security=self.security)
         self._decoded = browse.registry_texts(
             self._table, self.topic, bootstrap_servers=self.bootstrap_servers, data_dir=self.data_dir,
-            schema_registry_url=self.schema_registry_url)
+            schema_registry_url=self.schema_registry_url, security=self.security)
         self.records = browse.records_json(self._table, self.decode, self._decoded)
 
     @traitlets.observe("decode")

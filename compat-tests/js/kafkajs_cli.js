@@ -15,8 +15,11 @@
 //            prints a JSON line {"event": "assigned", "partitions": [...]} after every join and
 //            {"event": "stopped"} after a clean leave on SIGTERM / SIGINT
 //   admin    {brokers, op, args: [...]} -> {result: <what admin[op](...args) resolved to>}
+// Every command also takes ssl: {ca, cert?, key?} (PEM file paths) and sasl: {mechanism, username,
+// password}, handed to kafkajs as its own ssl / sasl options.
 'use strict'
 
+const fs = require('fs')
 const { Kafka, logLevel, CompressionTypes, Partitioners } = require('kafkajs')
 
 const b64 = (buf) => (buf === null || buf === undefined ? null : Buffer.from(buf).toString('base64'))
@@ -30,7 +33,17 @@ function client(args) {
     connectionTimeout: 10000,
     requestTimeout: 30000,
     retry: { retries: args.retries === undefined ? 5 : args.retries, initialRetryTime: 200 },
+    ssl: tls(args.ssl),
+    sasl: args.sasl,
   })
+}
+
+function tls(ssl) {
+  if (!ssl) return undefined
+  const out = { ca: [fs.readFileSync(ssl.ca, 'utf-8')] }
+  if (ssl.cert) out.cert = fs.readFileSync(ssl.cert, 'utf-8')
+  if (ssl.key) out.key = fs.readFileSync(ssl.key, 'utf-8')
+  return out
 }
 
 function headersOut(headers) {

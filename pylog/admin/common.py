@@ -25,6 +25,13 @@ def add_connection_options(parser: argparse.ArgumentParser, *, formats: Sequence
                         help=f"a broker of the cluster (default: ${BOOTSTRAP_ENV}, else {DEFAULT_BOOTSTRAP})")
     parser.add_argument("--timeout", type=float, default=10.0, metavar="SECONDS",
                         help="how long to wait for the cluster (default 10)")
+    parser.add_argument("--command-config", default=None, metavar="FILE",
+                        help="client settings for a secured cluster, as Kafka's tools take them "
+                             "(security.protocol, sasl.mechanism, sasl.jaas.config, "
+                             "ssl.truststore.location, ...)")
+    parser.add_argument("-X", dest="client_settings", action="append", default=[], metavar="KEY=VALUE",
+                        help="one client setting (security.protocol=SASL_SSL, sasl.username=..., "
+                             "ssl.ca.location=...), repeatable")
     if formats:
         parser.add_argument("--format", choices=formats, default=formats[0],
                             help="human table (default) or JSON for scripts")
@@ -64,8 +71,10 @@ def _ms(args: argparse.Namespace) -> int:
 
 
 def _unreachable(args: argparse.Namespace) -> AdminError:
+    secured = getattr(args, "command_config", None) or getattr(args, "client_settings", None)
+    hint = "; or it refused these credentials (see the logged error)" if secured else ""
     return AdminError(f"cannot reach a Kafka cluster at {args.bootstrap_servers} within {args.timeout:g}s "
-                      "(is a broker running there? pass -b HOST:PORT)")
+                      f"(is a broker running there? pass -b HOST:PORT{hint})")
 
 
 @contextlib.contextmanager
@@ -77,7 +86,8 @@ def admin_client(args: argparse.Namespace) -> Iterator[Any]:
 
     try:
         admin = KafkaAdminClient(bootstrap_servers=args.bootstrap_servers, client_id="pylog-admin",
-                                 bootstrap_timeout_ms=_ms(args), request_timeout_ms=_ms(args))
+                                 bootstrap_timeout_ms=_ms(args), request_timeout_ms=_ms(args),
+                                 **security_options(args))
     except KafkaTimeoutError:
         raise _unreachable(args) from None
     try:
@@ -88,7 +98,31 @@ def admin_client(args: argparse.Namespace) -> Iterator[Any]:
 
 def client_options(args: argparse.Namespace) -> dict[str, Any]:
     """Options for kafka-python's producer and consumer."""
-    return {"bootstrap_servers": args.bootstrap_servers, "request_timeout_ms": max(_ms(args), 2000)}
+    return {"bootstrap_servers": args.bootstrap_servers, "request_timeout_ms": max(_ms(args), 2000),
+            **security_options(args)}
+
+
+def security_options(args: argparse.Namespace) -> dict[str, Any]:
+    """kafka-python's security options from ``--command-config`` and ``-X`` (Kafka client names)."""
+    from pylog.config import ConfigError, parse_key_values
+    from pylog.properties import read_properties
+    from pylog.security.client import SECURITY_CONFIG_NAMES, ClientSecurity
+
+    try:
+        from_file = read_properties(args.command_config) if getattr(args, "command_config", None) else {}
+        # a tool's config file may hold other client settings too: those are not pylog's business here
+        settings = {k: v for k, v in from_file.items() if k in SECURITY_CONFIG_NAMES}
+        settings.update(parse_key_values(getattr(args, "client_settings", None) or []))
+        security = ClientSecurity.from_config(settings)
+    except (OSError, ValueError, ConfigError) as exc:
+        raise AdminError(f"client settings: {exc}") from None
+    out: dict[str, Any] = {"security_protocol": security.protocol}
+    if security.ssl_context is not None:
+        out["ssl_context"] = security.ssl_context
+    if security.uses_sasl:
+        out.update(sasl_mechanism=security.mechanism, sasl_plain_username=security.username,
+                   sasl_plain_password=security.password)
+    return out
 
 
 def topic_metadata(admin: Any, topics: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:

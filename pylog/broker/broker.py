@@ -18,6 +18,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from pylog.broker.authorization import Authorization
 from pylog.broker.broker_channels import BrokerChannels
 from pylog.broker.controller_channel import ControllerChannel
 from pylog.broker.controller_client import ControllerClient
@@ -39,6 +40,7 @@ from pylog.broker.server import KafkaServer
 from pylog.broker.share_shell import SHARE_STATE_TOPIC, ShareShell
 from pylog.broker.txn_markers import MarkerWriter
 from pylog.broker.txn_shell import TxnShell
+from pylog.cluster.bootstrap import read_bootstrap
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.node_config import Listener, NodeSettings
 from pylog.cluster.observer import MetadataObserver
@@ -46,6 +48,8 @@ from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.raft_transport import RaftTransport
 from pylog.config import BrokerConfig, ConfigError
 from pylog.schema_registry.validation import SchemaValidation
+from pylog.security.node import NodeSecurity, image_credentials
+from pylog.security.quotas import ConnectionQuotas
 from pylog.txn import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
@@ -73,6 +77,11 @@ class Broker:
         self.data_dir = Path(data_dir).resolve()
         self._advertised = advertised
         self.node_id = self.settings.node_id
+        source = lambda: self.metadata or self.quorum  # noqa: E731 - the image is there once started
+        image = lambda: (m := source()) and m.image  # noqa: E731
+        self.authorization = Authorization.from_config(config, image)
+        self.security = NodeSecurity.from_config(config, self.settings, image_credentials(image))
+        self.quotas = ConnectionQuotas.from_config(config, [li.name for li in self.settings.listeners])
         self.replicas = ReplicaManager(config, self.data_dir, now_ms)
         self.maintenance = Maintenance(config, self.replicas, now_ms)
         self.cluster_id = ""
@@ -163,7 +172,11 @@ class Broker:
         peers = {v.node_id: (v.host, v.port) for v in s.voters}
         if peers:
             self.transport = RaftTransport(
-                self.node_id, self.cluster_id, peers, request_timeout_s=s.request_timeout_ms / 1000
+                self.node_id,
+                self.cluster_id,
+                peers,
+                request_timeout_s=s.request_timeout_ms / 1000,
+                security=self.security.controller,
             )
         election_ticks = max(2, s.election_timeout_ms // TICK_MS)
         quorum = self.quorum = MetadataQuorum(
@@ -180,16 +193,17 @@ class Broker:
             unclean_leader_election=cfg.bool("unclean.leader.election.enable"),
             session_timeout_ms=s.session_timeout_ms,
             snapshot_bytes=cfg.int("metadata.log.max.record.bytes.between.snapshots"),
+            bootstrap=read_bootstrap(self.data_dir),
         )
         self.controller_table = controller_handlers(
-            ControllerServices(cluster_id=self.cluster_id, config=cfg, settings=s, quorum=quorum)
+            ControllerServices(
+                cluster_id=self.cluster_id, config=cfg, settings=s, quorum=quorum, authz=self.authorization
+            )
         )
         await quorum.start()
         listener = s.controller_listener
         if listener is not None:
-            self.controller_server = KafkaServer(
-                self.controller_table, listener.host, listener.port, cfg, listener=listener.name
-            )
+            self.controller_server = self._server(self.controller_table, listener)
             await self.controller_server.start()
         if self.transport is not None:
             self.transport.start()
@@ -210,7 +224,11 @@ class Broker:
             source = self.quorum
         else:  # a broker that is not a voter follows the log from the active controller
             source = self.observer = MetadataObserver(
-                self.node_id, self.cluster_id, voters, request_timeout_s=s.request_timeout_ms / 1000
+                self.node_id,
+                self.cluster_id,
+                voters,
+                request_timeout_s=s.request_timeout_ms / 1000,
+                security=self.security.controller,
             )
             await self.observer.start()
         self.channel = ControllerChannel(
@@ -219,6 +237,7 @@ class Broker:
             leader_hint=lambda: source.leader_id,
             local=lambda: self.controller_table,
             request_timeout_s=cfg.int("request.timeout.ms") / 1000,
+            security=self.security.controller,
         )
         controller = self.controller = ControllerClient(self.channel, self.cluster_id)
         metadata = self.metadata = BrokerMetadata(source, self.cluster_id)
@@ -230,7 +249,9 @@ class Broker:
             "controller": controller,
         }
         groups = self.groups = GroupShell(cfg, **shared)
-        channels = BrokerChannels(self.node_id, s.inter_broker_listener_name, lambda: source.image)
+        channels = BrokerChannels(
+            self.node_id, s.inter_broker_listener_name, lambda: source.image, self.security.inter_broker
+        )
         timeout_s = cfg.int("request.timeout.ms") / 1000
         markers = MarkerWriter(self.node_id, self.replicas, metadata, channels, request_timeout_s=timeout_s)
         txn = self.txn = TxnShell(
@@ -283,10 +304,11 @@ class Broker:
             isr=self.isr,
             stopping=lambda: self.stopping,
             schema_validation=self.schema_validation,
+            authz=self.authorization,
         )
         table = client_handlers(services)
         for li in s.broker_listeners:
-            server = KafkaServer(table, li.host, li.port, cfg, listener=li.name)
+            server = self._server(table, li)
             await server.start(serve=False)
             self.servers.append(server)
         lifecycle = self.lifecycle = BrokerLifecycle(
@@ -318,10 +340,32 @@ class Broker:
             from pylog.schema_registry.http import RegistryServer
             from pylog.schema_registry.validation import known_ids_of
 
-            host, port = self.bound_address
-            self.schema_registry = RegistryServer(listener, f"{_local(host)}:{port}", node_id=self.node_id)
+            server, security = self._own_client_listener()
+            self.schema_registry = RegistryServer(
+                listener, f"{_local(server.host)}:{server.port}", node_id=self.node_id, security=security
+            )
             await self.schema_registry.start()
             self.schema_validation.known_ids = known_ids_of(self.schema_registry.registry.state.by_id)
+
+    def _own_client_listener(self) -> tuple[KafkaServer, Any]:
+        """The listener this node's own clients (the schema registry's) use: the inter-broker one,
+        with this node's credentials for it."""
+        name = self.settings.inter_broker_listener_name
+        server = next((x for x in self.servers if x.listener == name), self.servers[0])
+        if server.listener != name:
+            return server, None
+        return server, self.security.own_client()
+
+    def _server(self, table: HandlerTable, li: Listener) -> KafkaServer:
+        return KafkaServer(
+            table,
+            li.host,
+            li.port,
+            self.config,
+            listener=li.name,
+            security=self.security.listener(li.name),
+            quotas=self.quotas,
+        )
 
     def _registered_in_image(self, image: MetadataImage) -> bool:
         b = image.brokers.get(self.node_id)

@@ -8,14 +8,22 @@ from collections.abc import Callable
 
 from pylog.cluster.channel import NodeChannel
 from pylog.cluster.image import MetadataImage
+from pylog.security.client import PLAINTEXT, ClientSecurity
 
 
 class BrokerChannels:
     """One channel per broker, to its inter-broker listener as the image registers it."""
 
-    def __init__(self, node_id: int, listener: str, image: Callable[[], MetadataImage]) -> None:
+    def __init__(
+        self,
+        node_id: int,
+        listener: str,
+        image: Callable[[], MetadataImage],
+        security: ClientSecurity = PLAINTEXT,
+    ) -> None:
         self.node_id = node_id
         self.listener = listener
+        self.security = security  # TLS / SASL of the inter-broker listener
         self._image = image
         self._channels: dict[int, NodeChannel] = {}
 
@@ -37,7 +45,9 @@ class BrokerChannels:
             ch.close()
             ch = None
         if ch is None:
-            ch = self._channels[broker_id] = NodeChannel(*address, client_id=f"pylog-replica-{self.node_id}")
+            ch = self._channels[broker_id] = NodeChannel(
+                *address, client_id=f"pylog-replica-{self.node_id}", security=self.security
+            )
         return ch
 
     def close(self) -> None:

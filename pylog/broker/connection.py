@@ -6,6 +6,16 @@ order. A handler may return an awaitable (fetch long-poll, admin requests that
 wait for the metadata quorum); its slot in the per-connection response queue
 stays open and later responses queue behind it, because Kafka clients match
 responses to requests by position.
+
+Security: a TLS listener's connection arrives here after the handshake (its principal is the
+client certificate's subject, or ANONYMOUS). On a SASL listener the connection's
+``SaslAuthenticator`` answers SaslHandshake / SaslAuthenticate itself; until it completes only
+ApiVersions is served, any other request closes the connection, and frames are bounded by
+``sasl.server.max.receive.size`` (checked on the size prefix, before anything is buffered). A
+failed authentication is answered after ``connection.failed.authentication.delay.ms`` (KIP-306,
+so a client retrying wrong credentials cannot hammer the broker), then the connection closes.
+Once the session of a re-authenticating client (``connections.max.reauth.ms``) expires, any
+request but a new SaslHandshake closes it.
 """
 
 from __future__ import annotations
@@ -27,6 +37,8 @@ from pylog.broker import registry
 from pylog.broker.context import RequestContext
 from pylog.broker.error_response import error_response
 from pylog.broker.legacy import unsupported_version_response
+from pylog.security.principal import ANONYMOUS, KafkaPrincipal, ssl_principal
+from pylog.security.sasl_server import SaslAuthenticator
 
 if TYPE_CHECKING:
     from pylog.broker.server import KafkaServer
@@ -52,7 +64,14 @@ class KafkaConnection(asyncio.Protocol):
         self.table = server.table
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
+        self.address = "?"
+        self.security = server.security
+        self.principal: KafkaPrincipal = ANONYMOUS
+        self.sasl: SaslAuthenticator | None = None
         self.decoder = FrameDecoder(server.max_request_bytes)
+        if self.security.sasl is not None:
+            self.sasl = SaslAuthenticator(self.security.sasl)
+            self.decoder.max_frame_bytes = min(server.max_request_bytes, self.security.max_receive_size)
         self._queue: deque[_Slot] = deque()
         self._tasks: set[asyncio.Task] = set()
         self._closing = False
@@ -67,11 +86,22 @@ class KafkaConnection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]  (uvloop's are not asyncio.Transport)
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
-        if not self.server.accept(self):
-            log.warning("refusing connection from %s: max.connections reached", self.peer)
+        self.address = str(peer[0]) if peer else "?"
+        refused = self.server.accept(self, self.address)
+        if refused is not None:
+            log.warning("refusing connection from %s: %s", self.peer, refused)
             self._closing = True
             transport.abort()
             return
+        if self.security.ssl_context is not None and self.sasl is None:
+            try:
+                self.principal = ssl_principal(
+                    transport.get_extra_info("peercert"), self.security.principal_rules
+                )
+            except PermissionError as exc:
+                log.warning("closing connection from %s: %s", self.peer, exc)
+                self.close()
+                return
         sock = transport.get_extra_info("socket")
         if sock is not None:
             try:
@@ -81,7 +111,7 @@ class KafkaConnection(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
-        self.server.forget(self)
+        self.server.forget(self, self.address)
         for task in list(self._tasks):
             task.cancel()
         self._queue.clear()
@@ -101,7 +131,8 @@ class KafkaConnection(asyncio.Protocol):
         try:
             frames = self.decoder.feed(data)
         except ProtocolError as exc:
-            log.warning("closing connection from %s: %s", self.peer, exc)
+            hint = " (a TLS handshake on a listener without TLS?)" if data[:2] == b"\x16\x03" else ""
+            log.warning("closing connection from %s: %s%s", self.peer, exc, hint)
             self.close()
             return
         # Responses completed while handling this chunk leave in one write.
@@ -149,8 +180,17 @@ class KafkaConnection(asyncio.Protocol):
         if version < self.table.served_floor(key):
             self._answer_obsolete(frame, header)
             return
+        if self.sasl is not None and not self._sasl_admits(key, version, header, request.body):
+            return
         ctx = RequestContext(
-            key, version, header.correlation_id, header.client_id, self.peer, self.server.listener
+            key,
+            version,
+            header.correlation_id,
+            header.client_id,
+            self.peer,
+            self.server.listener,
+            self.principal,
+            self.security.protocol,
         )
         try:
             result = spec.fn(ctx, request.body)
@@ -171,6 +211,62 @@ class KafkaConnection(asyncio.Protocol):
             self._close_after_pending()
             return
         self._push(self._encode(ctx, result))
+
+    def _sasl_admits(self, key: int, version: int, header: Any, body: Any) -> bool:
+        """Run SASL requests through the authenticator; say whether anything else may be served."""
+        sasl = self.sasl
+        assert sasl is not None
+        now_ms = time.monotonic_ns() // 1_000_000
+        if key == ApiKey.SASL_HANDSHAKE:
+            answer, close = sasl.handshake(body.mechanism)
+        elif key == ApiKey.SASL_AUTHENTICATE and not sasl.authenticated:
+            answer, close = sasl.authenticate(version, body.auth_bytes, now_ms)
+            if sasl.authenticated:
+                assert sasl.principal is not None
+                if sasl.reauthentications:
+                    log.info("%s re-authenticated as %s", self.peer, sasl.principal)
+                self.principal = sasl.principal
+                self.decoder.max_frame_bytes = self.server.max_request_bytes
+            elif close:
+                log.warning(
+                    "authentication failed for %s: %s",
+                    self.peer,
+                    sasl.failure_reason or answer["error_message"],
+                )
+        elif not sasl.authenticated and not (key == ApiKey.API_VERSIONS and not sasl.in_exchange):
+            log.warning("closing connection from %s: api %s before SASL authentication", self.peer, key)
+            self.close()
+            return False
+        elif sasl.authenticated and sasl.expired(now_ms):
+            log.info("closing connection from %s: its SASL session expired", self.peer)
+            self.close()
+            return False
+        else:
+            return True
+        parts = api.encode_response_parts(key, version, header.correlation_id, answer)
+        if close:
+            self._answer_then_close(parts, self.security.failed_auth_delay_ms / 1000)
+        else:
+            self._push(parts)
+        return False
+
+    def _answer_then_close(self, parts: Parts, delay_s: float) -> None:
+        """Read nothing more; after ``delay_s`` write ``parts`` (behind what is owed) and close."""
+        self._close_when_drained = True
+        self._update_reading()
+        slot = _Slot()
+        self._queue.append(slot)
+
+        def answer() -> None:
+            if self._closing:
+                return
+            slot.parts, slot.done = parts, True
+            self._flush()
+
+        if delay_s > 0:
+            asyncio.get_running_loop().call_later(delay_s, answer)
+        else:
+            answer()
 
     def _finished(self, task: asyncio.Task, slot: _Slot, ctx: RequestContext, body: Any) -> None:
         self._tasks.discard(task)

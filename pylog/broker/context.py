@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass
 
+from pylog.security.principal import ANONYMOUS, KafkaPrincipal
+
 
 @dataclass(slots=True)
 class RequestContext:
@@ -12,8 +14,18 @@ class RequestContext:
     api_version: int
     correlation_id: int
     client_id: str | None
-    client_host: str
+    client_host: str  # "address:port" of the connection
     listener: str = "PLAINTEXT"
+    principal: KafkaPrincipal = ANONYMOUS
+    security_protocol: str = "PLAINTEXT"
+    # this node calling its own controller in-process (no connection, nothing to authorize)
+    internal: bool = False
+
+    @property
+    def client_address(self) -> str:
+        """The client's IP address, as ACL hosts name it."""
+        host = self.client_host.rpartition(":")[0] if ":" in self.client_host else self.client_host
+        return host.strip("[]")
 
     @staticmethod
     def now_ms() -> int:

@@ -6,6 +6,11 @@ both paths behave alike); otherwise it goes over the network to the active contr
 controller listener. Either way the caller gets a decoded response. A request that meets no
 controller (an election under way, a partition, a controller that answers NOT_CONTROLLER) is
 retried against whoever leads next until its deadline.
+
+A client's admin request forwarded by a broker keeps its client: in-process it runs with the
+client's principal, over the network it travels in an Envelope (Kafka's forwarding), so the
+controller authorizes the client. This node's own requests (registration, heartbeats, ...) run
+as the node.
 """
 
 from __future__ import annotations
@@ -17,12 +22,14 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pylog.protocol import api
+from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
 from pylog.broker.error_response import error_response
 from pylog.broker.registry import HandlerSpec, HandlerTable
 from pylog.cluster.channel import ChannelError, NodeChannel
+from pylog.security.client import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -33,14 +40,34 @@ class ControllerUnavailable(ChannelError):
     """No controller answered before the deadline."""
 
 
-async def call_table(table: HandlerTable, api_key: int, version: int, body: Any, client_id: str) -> Any:
-    """Run one request through ``table`` in-process, with the wire's encoding on both sides."""
+async def call_table(
+    table: HandlerTable,
+    api_key: int,
+    version: int,
+    body: Any,
+    client_id: str,
+    caller: RequestContext | None = None,
+) -> Any:
+    """Run one request through ``table`` in-process, with the wire's encoding on both sides, as
+    ``caller`` (a client whose request is forwarded) or else as this node."""
     frame = api.encode_request(api_key, version, 0, client_id, body)
     request = api.decode_request(memoryview(frame)[4:])
     spec = table.lookup(api_key)
     if spec is None:
         raise ControllerUnavailable(f"api {api_key} is not served by the controller")
-    ctx = RequestContext(api_key, version, 0, client_id, "local", "CONTROLLER")
+    if caller is None:
+        ctx = RequestContext(api_key, version, 0, client_id, "local", "CONTROLLER", internal=True)
+    else:
+        ctx = RequestContext(
+            api_key,
+            version,
+            0,
+            caller.client_id,
+            caller.client_host,
+            caller.listener,
+            caller.principal,
+            caller.security_protocol,
+        )
     result = spec.fn(ctx, request.body)
     if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
         result = await result
@@ -77,8 +104,10 @@ class ControllerChannel:
         leader_hint: Callable[[], int | None],
         local: Callable[[], HandlerTable | None],
         request_timeout_s: float,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.node_id = node_id
+        self.security = security
         self._voters = dict(voters)
         self._leader_hint = leader_hint
         self._local = local
@@ -92,7 +121,9 @@ class ControllerChannel:
         ch = self._channels.get(voter)
         if ch is None:
             host, port = self._voters[voter]
-            ch = self._channels[voter] = NodeChannel(host, port, client_id=self._client_id)
+            ch = self._channels[voter] = NodeChannel(
+                host, port, client_id=self._client_id, security=self.security
+            )
         return ch
 
     def _target(self) -> int | None:
@@ -103,8 +134,17 @@ class ControllerChannel:
             return self._last_leader
         return next(self._round_robin) if self._round_robin is not None else None
 
-    async def call(self, api_key: int, version: int, body: Any, *, timeout_s: float | None = None) -> Any:
-        """The active controller's response; raises ControllerUnavailable past the deadline."""
+    async def call(
+        self,
+        api_key: int,
+        version: int,
+        body: Any,
+        *,
+        timeout_s: float | None = None,
+        caller: RequestContext | None = None,
+    ) -> Any:
+        """The active controller's response; raises ControllerUnavailable past the deadline.
+        ``caller``: the client a forwarded request runs as (else this node)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (timeout_s if timeout_s is not None else self.request_timeout_s)
         last_error = "no controller known"
@@ -117,14 +157,16 @@ class ControllerChannel:
             if target == self.node_id:
                 table = self._local()
                 if table is not None:
-                    response = await call_table(table, api_key, version, body, self._client_id)
+                    response = await call_table(table, api_key, version, body, self._client_id, caller)
                 else:
                     last_error = "this node is not a controller"
             elif target is not None and target in self._voters:
                 try:
-                    response = await self._channel(target).request(
-                        api_key, version, body, min(remaining, 5.0)
-                    )
+                    channel = self._channel(target)
+                    if caller is None:
+                        response = await channel.request(api_key, version, body, min(remaining, 5.0))
+                    else:
+                        response = await self._enveloped(channel, caller, body, min(remaining, 5.0))
                 except ChannelError as exc:
                     last_error = str(exc)
                     if self._last_leader == target:
@@ -142,6 +184,33 @@ class ControllerChannel:
                     self._last_leader = next(self._round_robin)
             await asyncio.sleep(min(RETRY_S, max(deadline - loop.time(), 0)))
 
+    async def _enveloped(
+        self, channel: NodeChannel, caller: RequestContext, body: Any, timeout_s: float
+    ) -> Any:
+        from pylog.broker.handlers.envelope import envelope_request
+
+        wrapped = await channel.request(
+            ApiKey.ENVELOPE, 0, envelope_request(caller, body, self._client_id), timeout_s
+        )
+        key, version = caller.api_key, caller.api_version
+        if wrapped.error_code or wrapped.response_data is None:
+            code = wrapped.error_code or ErrorCode.UNKNOWN_SERVER_ERROR
+            if code != ErrorCode.NOT_CONTROLLER:  # NOT_CONTROLLER: the caller retries elsewhere
+                log.error(
+                    "the controller refused to run api %s for %s: error %s (is this node's principal in "
+                    "super.users?)",
+                    key,
+                    caller.principal,
+                    code,
+                )
+            err = error_response(key, version, body, code)
+            if err is None:
+                raise ChannelError(f"envelope refused with error {code}")
+            return api.decode_response(
+                key, version, memoryview(api.encode_response(key, version, 0, err))[4:]
+            )[1]
+        return api.decode_response(key, version, memoryview(bytes(wrapped.response_data)))[1]
+
     def close(self) -> None:
         for ch in self._channels.values():
             ch.close()
@@ -155,7 +224,7 @@ def forwarded(fn: Any, channel: ControllerChannel) -> HandlerSpec:
 
     async def forward(ctx: RequestContext, req: Any) -> Any:
         try:
-            return await channel.call(ctx.api_key, ctx.api_version, req)
+            return await channel.call(ctx.api_key, ctx.api_version, req, caller=ctx)
         except ControllerUnavailable as exc:
             log.warning("forwarding %s: %s", fn.api_name, exc)
             error = error_response(ctx.api_key, ctx.api_version, req, ErrorCode.REQUEST_TIMED_OUT)

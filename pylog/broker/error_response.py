@@ -141,6 +141,152 @@ def _top_level(req: Any, code: int) -> dict:
     return {"error_code": code}
 
 
+def _delete_records(req: Any, code: int) -> dict:
+    return {
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "low_watermark": -1, "error_code": code}
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ]
+    }
+
+
+def _describe_producers(req: Any, code: int) -> dict:
+    return {
+        "topics": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p, "error_code": code, "error_message": None, "active_producers": []}
+                    for p in t.partition_indexes
+                ],
+            }
+            for t in req.topics
+        ]
+    }
+
+
+def _add_partitions_to_txn(req: Any, code: int) -> dict:
+    if getattr(req, "transactions", None):
+        return {"error_code": code, "results_by_transaction": []}
+    return {
+        "error_code": code,
+        "results_by_topic_v3_and_below": [
+            {
+                "name": t.name,
+                "results_by_partition": [
+                    {"partition_index": p, "partition_error_code": code} for p in t.partitions
+                ],
+            }
+            for t in req.v3_and_below_topics or []
+        ],
+    }
+
+
+def _create_acls(req: Any, code: int) -> dict:
+    return {"results": [{"error_code": code, "error_message": None} for _ in req.creations]}
+
+
+def _delete_acls(req: Any, code: int) -> dict:
+    return {
+        "filter_results": [
+            {"error_code": code, "error_message": None, "matching_acls": []} for _ in req.filters
+        ]
+    }
+
+
+def _alter_scram(req: Any, code: int) -> dict:
+    users = dict.fromkeys([*(d.name for d in req.deletions), *(u.name for u in req.upsertions)])
+    return {"results": [{"user": u, "error_code": code, "error_message": None} for u in users]}
+
+
+def _offset_for_leader_epoch(req: Any, code: int) -> dict:
+    return {
+        "topics": [
+            {
+                "topic": t.topic,
+                "partitions": [
+                    {"error_code": code, "partition": p.partition, "leader_epoch": -1, "end_offset": -1}
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ]
+    }
+
+
+def _write_txn_markers(req: Any, code: int) -> dict:
+    return {
+        "markers": [
+            {
+                "producer_id": m.producer_id,
+                "topics": [
+                    {
+                        "name": t.name,
+                        "partitions": [
+                            {"partition_index": p, "error_code": code} for p in t.partition_indexes
+                        ],
+                    }
+                    for t in m.topics
+                ],
+            }
+            for m in req.markers
+        ]
+    }
+
+
+def _share_topics(req: Any, code: int) -> dict:
+    """ShareFetch / ShareAcknowledge: every partition of every topic (by id) gets ``code``."""
+    return {
+        "error_code": 0,
+        "responses": [
+            {
+                "topic_id": t.topic_id,
+                "partitions": [
+                    {
+                        "partition_index": p.partition_index,
+                        "error_code": code,
+                        "error_message": None,
+                        "current_leader": {"leader_id": -1, "leader_epoch": -1},
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ],
+    }
+
+
+def _share_offsets(req: Any, code: int) -> dict:
+    """Alter / DeleteShareGroupOffsets: every named topic's partitions get ``code``."""
+    return {
+        "error_code": 0,
+        "responses": [
+            {
+                "topic_name": t.topic_name,
+                "partitions": [
+                    {
+                        "partition_index": getattr(p, "partition_index", p),
+                        "error_code": code,
+                        "error_message": None,
+                    }
+                    for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ],
+    }
+
+
+def _envelope(req: Any, code: int) -> dict:
+    return {"response_data": None, "error_code": code}
+
+
 _BUILDERS: dict[int, Builder] = {
     0: _produce,
     1: _fetch,
@@ -165,6 +311,31 @@ _BUILDERS: dict[int, Builder] = {
     55: _top_level,
     36: _top_level,
     60: _top_level,
+    21: _delete_records,
+    23: _offset_for_leader_epoch,
+    27: _write_txn_markers,
+    24: _add_partitions_to_txn,
+    28: _offset_commit,
+    29: _top_level,
+    30: _create_acls,
+    31: _delete_acls,
+    50: _top_level,
+    51: _alter_scram,
+    56: _top_level,
+    58: _envelope,
+    61: _describe_producers,
+    62: _top_level,
+    63: _top_level,
+    67: _top_level,
+    68: _top_level,
+    76: _top_level,
+    47: _top_level,
+    78: _share_topics,
+    79: _share_topics,
+    91: _share_offsets,
+    92: _share_offsets,
+    32000: _top_level,
+    32001: _top_level,
 }
 
 

@@ -1,5 +1,5 @@
-"""A listening socket: accepts connections for one handler table, enforces max.connections and the
-idle timeout."""
+"""A listening socket: accepts connections for one handler table, with the listener's security
+(TLS, SASL), the node's connection limits and the idle timeout."""
 
 from __future__ import annotations
 
@@ -10,20 +10,31 @@ import time
 from pylog.broker.connection import KafkaConnection
 from pylog.broker.registry import HandlerTable
 from pylog.config import BrokerConfig
+from pylog.security.listener import PLAINTEXT_LISTENER, ListenerSecurity
+from pylog.security.quotas import ConnectionQuotas
 
 log = logging.getLogger(__name__)
 
 
 class KafkaServer:
     def __init__(
-        self, table: HandlerTable, host: str, port: int, config: BrokerConfig, *, listener: str = "PLAINTEXT"
+        self,
+        table: HandlerTable,
+        host: str,
+        port: int,
+        config: BrokerConfig,
+        *,
+        listener: str = "PLAINTEXT",
+        security: ListenerSecurity | None = None,
+        quotas: ConnectionQuotas | None = None,
     ) -> None:
         self.table = table
         self.listener = listener
+        self.security = security or PLAINTEXT_LISTENER
         self.host, self.port = host, port
         cfg = config
         self.max_request_bytes = cfg.int("socket.request.max.bytes")
-        self.max_connections = cfg.int("max.connections")
+        self.quotas = quotas or ConnectionQuotas.from_config(cfg, [listener])
         self.max_queued_requests = max(1, cfg.int("queued.max.requests"))
         self.idle_ms = cfg.int("connections.max.idle.ms")
         self.connections: set[KafkaConnection] = set()
@@ -40,6 +51,7 @@ class KafkaServer:
             reuse_address=True,
             backlog=1024,
             start_serving=serve,
+            ssl=self.security.ssl_context,
         )
         sock = self._server.sockets[0]
         addr = sock.getsockname()
@@ -52,14 +64,17 @@ class KafkaServer:
         assert self._server is not None
         await self._server.start_serving()
 
-    def accept(self, conn: KafkaConnection) -> bool:
-        if len(self.connections) >= self.max_connections:
-            return False
-        self.connections.add(conn)
-        return True
+    def accept(self, conn: KafkaConnection, address: str) -> str | None:
+        """Admit a new connection, or say which limit refuses it."""
+        refused = self.quotas.admit(self.listener, address)
+        if refused is None:
+            self.connections.add(conn)
+        return refused
 
-    def forget(self, conn: KafkaConnection) -> None:
-        self.connections.discard(conn)
+    def forget(self, conn: KafkaConnection, address: str) -> None:
+        if conn in self.connections:
+            self.connections.discard(conn)
+            self.quotas.release(self.listener, address)
 
     def _schedule_reaper(self) -> None:
         if self.idle_ms <= 0:

@@ -5,6 +5,10 @@ node answers in request order, as every Kafka broker does). A failure (refused, 
 that does not parse, a request that times out) fails every request in flight and drops the
 connection; the next request connects again. Callers decide whether to retry: Raft tolerates a
 lost message, a controller call retries against whoever leads next.
+
+A secured listener is reached with the node's ``ClientSecurity``: TLS from the start, then SASL
+before the first request; until that completes no request leaves. When the broker grants a SASL
+session lifetime (``connections.max.reauth.ms``), the connection is replaced before it ends.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from typing import Any
 
 from pylog.protocol import api
 from pylog.protocol.errors import ProtocolError
+from pylog.security.client import PLAINTEXT, ClientSecurity, SaslAuthenticationError
 
 log = logging.getLogger(__name__)
 
@@ -39,8 +44,12 @@ class NodeChannel:
         client_id: str,
         connect_timeout_s: float = 2.0,
         max_response_bytes: int = MAX_RESPONSE_BYTES,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.host, self.port = host, port
+        self.security = security
+        self._ready = False  # connected and, on a SASL listener, authenticated
+        self._session_end: float | None = None  # loop time to reconnect before the SASL session ends
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
         self.max_response_bytes = max_response_bytes
@@ -53,7 +62,16 @@ class NodeChannel:
 
     @property
     def connected(self) -> bool:
-        return self._writer is not None and not self._writer.is_closing()
+        if self._writer is None or self._writer.is_closing() or not self._ready:
+            return False
+        if (
+            self._session_end is not None
+            and not self._pending
+            and asyncio.get_running_loop().time() >= self._session_end
+        ):
+            self._drop(ChannelError("SASL session ending; reconnecting"))
+            return False
+        return True
 
     async def request(self, api_key: int, version: int, body: Any, timeout_s: float) -> Any:
         """Send one request and wait for its decoded response body; raises ChannelError."""
@@ -63,8 +81,20 @@ class NodeChannel:
         deadline = loop.time() + timeout_s
         await self._connect(deadline)
         writer = self._writer
-        if writer is None:
+        if writer is None or not self._ready:
             raise ChannelError(f"not connected to {self.host}:{self.port}")
+        return await self._send(writer, api_key, version, body, deadline, timeout_s)
+
+    async def _send(
+        self,
+        writer: asyncio.StreamWriter,
+        api_key: int,
+        version: int,
+        body: Any,
+        deadline: float,
+        timeout_s: float,
+    ) -> Any:
+        loop = asyncio.get_running_loop()
         corr = next(self._ids) & 0x7FFFFFFF
         frame = api.encode_request(api_key, version, corr, self.client_id, body)
         fut: asyncio.Future[Any] = loop.create_future()
@@ -81,7 +111,7 @@ class NodeChannel:
     def send_nowait(self, api_key: int, version: int, body: Any) -> asyncio.Future[Any] | None:
         """Queue a request on an open connection without waiting (None when not connected)."""
         writer = self._writer
-        if writer is None or writer.is_closing():
+        if writer is None or writer.is_closing() or not self._ready:
             return None
         corr = next(self._ids) & 0x7FFFFFFF
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -104,7 +134,8 @@ class NodeChannel:
 
     async def _open(self) -> None:
         reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(self.host, self.port), self.connect_timeout_s
+            asyncio.open_connection(self.host, self.port, **self.security.connect_kwargs(self.host)),
+            self.connect_timeout_s,
         )
         sock = writer.get_extra_info("socket")
         if sock is not None:
@@ -114,7 +145,26 @@ class NodeChannel:
             writer.close()
             raise ChannelError("channel closed")
         self._writer = writer
+        self._ready = False
+        self._session_end = None
         self._reader_task = asyncio.ensure_future(self._read(reader, writer))
+        if self.security.uses_sasl:
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + self.connect_timeout_s
+
+            async def raw(api_key: int, version: int, body: Any) -> Any:
+                return await self._send(writer, api_key, version, body, deadline, self.connect_timeout_s)
+
+            try:
+                lifetime_ms = await self.security.authenticate(raw)
+            except SaslAuthenticationError as exc:
+                self._drop(ChannelError(f"{self.host}:{self.port} refused this node's credentials: {exc}"))
+                raise ChannelError(
+                    f"{self.host}:{self.port} refused this node's credentials: {exc}"
+                ) from None
+            if lifetime_ms > 0:
+                self._session_end = loop.time() + lifetime_ms * 0.85 / 1000
+        self._ready = True
 
     async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         error: Exception = ChannelError(f"connection to {self.host}:{self.port} closed")
@@ -148,6 +198,7 @@ class NodeChannel:
                 self._drop(error)
 
     def _drop(self, error: Exception) -> None:
+        self._ready = False
         writer, self._writer = self._writer, None
         if writer is not None:
             writer.close()

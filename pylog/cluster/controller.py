@@ -28,6 +28,14 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
+from pylog.cluster.acl_control import (
+    AclControl,
+    AclCreationResult,
+    AclDeletionResult,
+    ScramAlterResult,
+    ScramDeletion,
+    ScramUpsertion,
+)
 from pylog.cluster.broker_control import (
     BrokerControl,
     BrokerHeartbeatResult,
@@ -56,6 +64,7 @@ from pylog.cluster.records import (
 )
 from pylog.cluster.replica_control import ElectionResult, IsrChange, IsrChangeResult, ReplicaControl
 from pylog.protocol.errors import ErrorCode
+from pylog.security.acl import AclBinding, AclBindingFilter
 
 __all__ = [
     "AlterConfigOp",
@@ -262,6 +271,7 @@ class QuorumController:
             lambda: self._image, self._collect, self.sessions, unclean=self._unclean
         )
         self._replicas = ReplicaControl(lambda: self._image, self._collect)
+        self._acls = AclControl(lambda: self._image, self._collect, random.Random(rng.getrandbits(64)))
 
     @property
     def image(self) -> MetadataImage:
@@ -661,6 +671,26 @@ class QuorumController:
         records: list[MetadataRecord] = []
         self._emit(records, [ProducerIdsRecord(broker_id, broker_epoch, first + count)])
         return ControllerResult(tuple(records), ProducerIdsResult(first_producer_id=first, count=count))
+
+    # ------------------------------------------------------------------ ACLs and SCRAM credentials
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> ControllerResult[list[AclCreationResult]]:
+        if not self._active:
+            return self._not_controller([AclCreationResult() for _ in bindings])
+        return self._run(lambda: self._acls.create_acls(bindings))
+
+    def delete_acls(self, filters: Sequence[AclBindingFilter]) -> ControllerResult[list[AclDeletionResult]]:
+        if not self._active:
+            return self._not_controller([AclDeletionResult() for _ in filters])
+        return self._run(lambda: self._acls.delete_acls(filters))
+
+    def alter_user_scram_credentials(
+        self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
+    ) -> ControllerResult[list[ScramAlterResult]]:
+        if not self._active:
+            users = list(dict.fromkeys(i.name for i in [*deletions, *upsertions]))
+            return self._not_controller([ScramAlterResult(u) for u in users])
+        return self._run(lambda: self._acls.alter_scram(deletions, upsertions))
 
     def _not_controller(self, response: T) -> ControllerResult[T]:
         base: ControllerResult[T] = ControllerResult((), response)

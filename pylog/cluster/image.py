@@ -17,6 +17,7 @@ from typing import Any
 
 from pylog.cluster.records import (
     LEADER_NO_CHANGE,
+    AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
     ConfigRecord,
@@ -27,10 +28,15 @@ from pylog.cluster.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
+    RemoveUserScramCredentialRecord,
     TopicRecord,
     UnregisterBrokerRecord,
+    UserScramCredentialRecord,
 )
+from pylog.security.acl import AclBinding
+from pylog.security.scram import ScramCredential, ScramMechanismType
 
 
 class MetadataApplyError(ValueError):
@@ -84,6 +90,9 @@ class MetadataImage:
         self._configs: dict[ConfigKey, dict[str, str]] = {}
         self._brokers: dict[int, BrokerRegistration] = {}
         self._features: dict[str, int] = {}
+        self._acls: dict[uuid.UUID, AclBinding] = {}
+        self._scram: dict[tuple[str, int], ScramCredential] = {}
+        self.acl_generation = 0  # bumped by every ACL change (authorizers rebuild their index)
 
     # ------------------------------------------------------------------ apply
 
@@ -182,6 +191,33 @@ class MetadataImage:
     def _apply_FeatureLevelRecord(self, r: FeatureLevelRecord) -> None:
         self._features[r.name] = r.feature_level
 
+    def _apply_AccessControlEntryRecord(self, r: AccessControlEntryRecord) -> None:
+        self._acls[r.id] = AclBinding(
+            r.resource_type,
+            r.resource_name,
+            r.pattern_type,
+            r.principal,
+            r.host,
+            r.operation,
+            r.permission_type,
+        )
+        self.acl_generation += 1
+
+    def _apply_RemoveAccessControlEntryRecord(self, r: RemoveAccessControlEntryRecord) -> None:
+        if self._acls.pop(r.id, None) is None:
+            raise MetadataApplyError(f"no ACL with id {r.id}")
+        self.acl_generation += 1
+
+    def _apply_UserScramCredentialRecord(self, r: UserScramCredentialRecord) -> None:
+        mechanism = ScramMechanismType(r.mechanism)
+        self._scram[(r.name, r.mechanism)] = ScramCredential(
+            mechanism, r.salt, r.stored_key, r.server_key, r.iterations
+        )
+
+    def _apply_RemoveUserScramCredentialRecord(self, r: RemoveUserScramCredentialRecord) -> None:
+        if self._scram.pop((r.name, r.mechanism), None) is None:
+            raise MetadataApplyError(f"no SCRAM credential for {r.name} / mechanism {r.mechanism}")
+
     def _topic_partitions(self, topic_id: uuid.UUID) -> dict[int, PartitionImage]:
         parts = self._partitions.get(topic_id)
         if parts is None:
@@ -236,6 +272,18 @@ class MetadataImage:
     def features(self) -> Mapping[str, int]:
         return MappingProxyType(self._features)
 
+    @property
+    def acls(self) -> Mapping[uuid.UUID, AclBinding]:
+        return MappingProxyType(self._acls)
+
+    @property
+    def scram_credentials(self) -> Mapping[tuple[str, int], ScramCredential]:
+        """By (user name, ScramMechanismType)."""
+        return MappingProxyType(self._scram)
+
+    def scram_credential(self, name: str, mechanism: int) -> ScramCredential | None:
+        return self._scram.get((name, int(mechanism)))
+
     # ------------------------------------------------------------------ whole image
 
     def copy(self) -> MetadataImage:
@@ -249,6 +297,9 @@ class MetadataImage:
         other._configs = {k: dict(v) for k, v in self._configs.items()}
         other._brokers = dict(self._brokers)
         other._features = dict(self._features)
+        other._acls = dict(self._acls)
+        other._scram = dict(self._scram)
+        other.acl_generation = self.acl_generation
         return other
 
     def to_records(self) -> list[MetadataRecord]:
@@ -286,6 +337,23 @@ class MetadataImage:
         for (rtype, rname), cfg in sorted(self._configs.items()):
             for k, v in sorted(cfg.items()):
                 out.append(ConfigRecord(rtype, rname, k, v))
+        for acl_id, a in sorted(self._acls.items(), key=lambda kv: str(kv[0])):
+            out.append(
+                AccessControlEntryRecord(
+                    acl_id,
+                    a.resource_type,
+                    a.resource_name,
+                    a.pattern_type,
+                    a.principal,
+                    a.host,
+                    a.operation,
+                    a.permission_type,
+                )
+            )
+        for (name, mechanism), c in sorted(self._scram.items()):
+            out.append(
+                UserScramCredentialRecord(name, mechanism, c.salt, c.stored_key, c.server_key, c.iterations)
+            )
         return out
 
     @classmethod
@@ -314,6 +382,8 @@ class MetadataImage:
             "configs": {f"{k[0]}:{k[1]}": dict(sorted(v.items())) for k, v in sorted(self._configs.items())},
             "brokers": dict(sorted(self._brokers.items())),
             "features": dict(sorted(self._features.items())),
+            "acls": {str(k): v for k, v in sorted(self._acls.items(), key=lambda kv: str(kv[0]))},
+            "scram": {f"{n}:{m}": c for (n, m), c in sorted(self._scram.items())},
         }
 
     def __eq__(self, other: object) -> bool:

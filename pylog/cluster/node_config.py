@@ -16,7 +16,6 @@ from pylog.config import BrokerConfig, ConfigError
 
 BROKER, CONTROLLER = "broker", "controller"
 SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-SUPPORTED_SECURITY_PROTOCOLS = ("PLAINTEXT",)
 
 
 @dataclass(frozen=True)
@@ -136,12 +135,6 @@ class NodeSettings:
         dup = {n for n in names if names.count(n) > 1}
         if dup:
             raise ConfigError(f"listeners names {sorted(dup)} more than once")
-        for li in self.listeners:
-            if li.security_protocol not in SUPPORTED_SECURITY_PROTOCOLS:
-                raise ConfigError(
-                    f"listener {li.name} uses security protocol {li.security_protocol}, which pylog "
-                    f"does not serve yet (supported: {', '.join(SUPPORTED_SECURITY_PROTOCOLS)})"
-                )
         if self.heartbeat_interval_ms <= 0 or self.session_timeout_ms <= self.heartbeat_interval_ms:
             raise ConfigError(
                 "broker.session.timeout.ms must be larger than broker.heartbeat.interval.ms "

@@ -20,6 +20,7 @@ from pylog.cluster.image import MetadataImage
 from pylog.cluster.image_feed import ImageFeed, ImageListener, MetadataListener
 from pylog.protocol.api import PylogApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.security.client import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -36,13 +37,15 @@ class MetadataObserver:
         voters: Mapping[int, tuple[str, int]],
         *,
         request_timeout_s: float,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.feed = ImageFeed()
         self.request_timeout_s = request_timeout_s
         self._channels = {
-            v: NodeChannel(h, p, client_id=f"pylog-observer-{node_id}") for v, (h, p) in voters.items()
+            v: NodeChannel(h, p, client_id=f"pylog-observer-{node_id}", security=security)
+            for v, (h, p) in voters.items()
         }
         self._next = itertools.cycle(sorted(voters))
         self.leader_id: int | None = None

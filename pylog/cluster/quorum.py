@@ -29,6 +29,7 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from pylog.cluster.bootstrap import log_is_empty
 from pylog.cluster.controller import ControllerResult, QuorumController
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.image_feed import ImageFeed, MetadataListener
@@ -76,6 +77,7 @@ class MetadataQuorum:
         session_timeout_ms: int = 9000,
         clock: Callable[[], int] | None = None,
         snapshot_bytes: int = 20 * 1024 * 1024,
+        bootstrap: Sequence[MetadataRecord] = (),
     ) -> None:
         self.data_dir = Path(data_dir)
         self.node_id = node_id
@@ -99,6 +101,7 @@ class MetadataQuorum:
         )
         self.snapshot_bytes = snapshot_bytes
         self._commit_waiters: list[asyncio.Future[None]] = []
+        self.bootstrap = tuple(bootstrap)  # committed by the first controller of an empty log
         self._pending: dict[int, tuple[int, asyncio.Future[int]]] = {}
         self._store: MetadataLogStore | None = None
         self._node: RaftNode | None = None
@@ -370,6 +373,8 @@ class MetadataQuorum:
                 self._leader_start = node.last_index
             if not self.controller.active and node.applied >= self._leader_start:
                 self.controller.activate(self.image.copy(), self.now_ms())
+                if self.bootstrap and log_is_empty(self.image):
+                    self._commit_bootstrap()
                 if self._controller_ready is not None:
                     self._controller_ready.set()
         elif self._leader_start:
@@ -378,6 +383,13 @@ class MetadataQuorum:
             if self._controller_ready is not None:
                 self._controller_ready.clear()
             self._fail_pending(node.leader_id)
+
+    def _commit_bootstrap(self) -> None:
+        def done(fut: asyncio.Future[int]) -> None:
+            if not fut.cancelled() and fut.exception() is not None:
+                log.warning("bootstrap records not committed: %s", fut.exception())
+
+        asyncio.ensure_future(self.submit(self.bootstrap)).add_done_callback(done)
 
     def _fail_pending(self, leader_hint: int | None) -> None:
         pending, self._pending = self._pending, {}

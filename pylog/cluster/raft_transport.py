@@ -20,6 +20,7 @@ from typing import Any
 from pylog.cluster.channel import ChannelError, NodeChannel
 from pylog.cluster.raft_types import Entry, Message, MessageType, Snapshot
 from pylog.protocol.api import PylogApiKey
+from pylog.security.client import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger(__name__)
 
@@ -75,12 +76,13 @@ class RaftTransport:
         peers: Mapping[int, tuple[str, int]],
         *,
         request_timeout_s: float,
+        security: ClientSecurity = PLAINTEXT,
     ) -> None:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.request_timeout_s = request_timeout_s
         self._channels = {
-            peer: NodeChannel(host, port, client_id=f"pylog-raft-{node_id}")
+            peer: NodeChannel(host, port, client_id=f"pylog-raft-{node_id}", security=security)
             for peer, (host, port) in peers.items()
             if peer != node_id
         }

@@ -5,7 +5,8 @@ PartitionChangeRecord, ConfigRecord, ...) with snake_case fields. One Raft entry
 holds one *batch* of records, applied atomically (e.g. a topic with its configs and
 partitions).
 
-Serialization is compact JSON: ``[{"type": "TopicRecord", "name": ..., ...}, ...]``.
+Serialization is compact JSON: ``[{"type": "TopicRecord", "name": ..., ...}, ...]``; bytes
+(SCRAM salts and keys) are base64 strings.
 Metadata changes are rare and small, so readability (``cat`` the log, diff two
 images) beats the few bytes a schema'd binary would save; the ``type`` tag plus
 defaults for missing fields lets records gain fields later. UUIDs are strings,
@@ -14,6 +15,7 @@ lists of ids are JSON arrays.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import enum
 import json
@@ -152,6 +154,48 @@ class FeatureLevelRecord:
     feature_level: int
 
 
+@dataclass(frozen=True, slots=True)
+class AccessControlEntryRecord:
+    """An ACL binding (see ``pylog.security.acl``); ``id`` names it for removal."""
+
+    TYPE: ClassVar[str] = "AccessControlEntryRecord"
+    id: uuid.UUID
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveAccessControlEntryRecord:
+    TYPE: ClassVar[str] = "RemoveAccessControlEntryRecord"
+    id: uuid.UUID
+
+
+@dataclass(frozen=True, slots=True)
+class UserScramCredentialRecord:
+    """A user's SCRAM credential for one mechanism (1 SCRAM-SHA-256, 2 SCRAM-SHA-512); replaces any
+    earlier one for the same user and mechanism."""
+
+    TYPE: ClassVar[str] = "UserScramCredentialRecord"
+    name: str
+    mechanism: int
+    salt: bytes
+    stored_key: bytes
+    server_key: bytes
+    iterations: int
+
+
+@dataclass(frozen=True, slots=True)
+class RemoveUserScramCredentialRecord:
+    TYPE: ClassVar[str] = "RemoveUserScramCredentialRecord"
+    name: str
+    mechanism: int
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | BrokerRegistrationChangeRecord
@@ -163,6 +207,10 @@ MetadataRecord = (
     | ConfigRecord
     | ProducerIdsRecord
     | FeatureLevelRecord
+    | AccessControlEntryRecord
+    | RemoveAccessControlEntryRecord
+    | UserScramCredentialRecord
+    | RemoveUserScramCredentialRecord
 )
 
 RECORD_TYPES: dict[str, type[Any]] = {
@@ -178,6 +226,10 @@ RECORD_TYPES: dict[str, type[Any]] = {
         ConfigRecord,
         ProducerIdsRecord,
         FeatureLevelRecord,
+        AccessControlEntryRecord,
+        RemoveAccessControlEntryRecord,
+        UserScramCredentialRecord,
+        RemoveUserScramCredentialRecord,
     )
 }
 
@@ -194,9 +246,17 @@ def _endpoints(v: Any) -> tuple[BrokerEndpoint, ...]:
     return tuple(BrokerEndpoint(**e) for e in v)
 
 
+def _b64(v: Any) -> bytes:
+    return base64.b64decode(v, validate=True)
+
+
 # field name -> decoder from its JSON value (fields not listed are JSON scalars)
 _DECODERS: dict[str, Callable[[Any], Any]] = {
     "topic_id": uuid.UUID,
+    "id": uuid.UUID,
+    "salt": _b64,
+    "stored_key": _b64,
+    "server_key": _b64,
     "incarnation_id": uuid.UUID,
     "replicas": _ids,
     "isr": _ids,
@@ -207,6 +267,8 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
 def _encode_value(v: Any) -> Any:
     if isinstance(v, uuid.UUID):
         return str(v)
+    if isinstance(v, bytes):
+        return base64.b64encode(v).decode()
     if isinstance(v, BrokerEndpoint):
         return {"name": v.name, "host": v.host, "port": v.port, "security_protocol": int(v.security_protocol)}
     if isinstance(v, tuple):

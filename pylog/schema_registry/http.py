@@ -313,9 +313,10 @@ class RegistryApp:
 class RegistryServer:
     """The HTTP listener of one broker's registry (``schema.registry.listeners=http://HOST:PORT``)."""
 
-    def __init__(self, listener: str, bootstrap_servers: str, *, node_id: int) -> None:
+    def __init__(self, listener: str, bootstrap_servers: str, *, node_id: int, security: Any = None) -> None:
         self.host, self.port = parse_listener(listener)
         self.bootstrap_servers = bootstrap_servers
+        self.security = security  # how this node reaches its own (possibly secured) listener
         self.node_id = node_id
         self.registry: SchemaRegistry | None = None
         self._runner: web.AppRunner | None = None
@@ -326,7 +327,7 @@ class RegistryServer:
         return f"http://{host}:{self.port}"
 
     async def start(self) -> str:
-        self.registry = SchemaRegistry(self.bootstrap_servers, node_id=self.node_id)
+        self.registry = SchemaRegistry(self.bootstrap_servers, node_id=self.node_id, security=self.security)
         self._runner = web.AppRunner(RegistryApp(self.registry).app(), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)

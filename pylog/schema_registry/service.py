@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 from pylog.schema_registry import records
 from pylog.schema_registry.core import Plan, RegistryState
@@ -19,10 +20,16 @@ from pylog.schema_registry.store import KafkaStore
 
 class SchemaRegistry:
     def __init__(
-        self, bootstrap_servers: str, *, node_id: int, url: str = "", timeout_s: float = 30.0
+        self,
+        bootstrap_servers: str,
+        *,
+        node_id: int,
+        url: str = "",
+        timeout_s: float = 30.0,
+        security: Any = None,
     ) -> None:
         self.state = RegistryState()
-        self.store = KafkaStore(bootstrap_servers, self.state.apply, timeout_s=timeout_s)
+        self.store = KafkaStore(bootstrap_servers, self.state.apply, timeout_s=timeout_s, security=security)
         self.node_id = node_id
         self.url = url
         self._lock = asyncio.Lock()

@@ -12,6 +12,7 @@ import contextlib
 import logging
 import time
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import pyarrow as pa
 
@@ -39,9 +40,13 @@ class KafkaStore:
         *,
         topic: str = records.TOPIC,
         timeout_s: float = 30.0,
+        security: Any = None,
     ) -> None:
         self.client = KafkaClient(
-            bootstrap_servers, client_id="pylog-schema-registry", request_timeout_s=timeout_s
+            bootstrap_servers,
+            client_id="pylog-schema-registry",
+            request_timeout_s=timeout_s,
+            security=security,
         )
         self.topic = topic
         self.timeout_s = timeout_s

@@ -29,6 +29,7 @@ def scan_topic(
     schema_registry_url: str | None = None,
     on_decode_error: str = "raise",
     progress: bool | None = None,
+    security: Any = None,
 ) -> TopicScan:
     """A lazy read of `topic`: call ``.to_arrow()``, ``.to_arrow_batch_reader()``, ``.to_pandas()``,
     ``.to_polars()`` or ``.to_duckdb(name)``, or hand it to anything that takes an Arrow stream.
@@ -46,6 +47,10 @@ def scan_topic(
     its topic, partition and offset, or becomes null with ``on_decode_error="null"``.
     ``progress``: a progress bar for reads through ``bootstrap_servers`` (None: only when the read
     is large and slow, True: always, False: never).
+    ``security``: how to reach a secured cluster, as Kafka client settings: ``{"security.protocol":
+    "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": "...",
+    "ssl.ca.location": "ca.pem"}`` (``ssl.cafile``, ``sasl.jaas.config``, client certificates for
+    mutual TLS: see ``pylog.security.client``).
     """
     return TopicScan(
         topic, data_dir=data_dir, bootstrap_servers=bootstrap_servers, partitions=partitions,
@@ -53,7 +58,7 @@ def scan_topic(
         starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp,
         include_headers=include_headers, columns=columns, decode=decode, fetch_options=fetch_options,
         schema_registry_url=schema_registry_url, on_decode_error=on_decode_error,
-        progress=progress,
+        progress=progress, security=security,
     )
 
 
@@ -74,6 +79,7 @@ def read_topic(
     schema_registry_url: str | None = None,
     on_decode_error: str = "raise",
     progress: bool | None = None,
+    security: Any = None,
 ) -> pa.Table:
     """Read `topic` into a ``pyarrow.Table`` with Spark's Kafka source columns: ``key binary, value
     binary, topic string, partition int32, offset int64, timestamp timestamp[ms], timestampType int32``
@@ -85,5 +91,5 @@ def read_topic(
         starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp,
         include_headers=include_headers, columns=columns, decode=decode, fetch_options=fetch_options,
         schema_registry_url=schema_registry_url, on_decode_error=on_decode_error,
-        progress=progress,
+        progress=progress, security=security,
     ).to_arrow()

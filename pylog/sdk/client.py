@@ -4,6 +4,11 @@ One `BrokerConnection` per (broker, lane) pipelines requests: frames go out as t
 responses are matched to requests in order (Kafka answers in request order on a connection).
 `KafkaClient` bootstraps, negotiates versions with ApiVersions, and keeps the cluster's metadata.
 All coroutines run on the SDK's I/O loop (see `pylog.sdk.aio`).
+
+``security`` takes Kafka client settings (``{"security.protocol": "SASL_SSL", "sasl.mechanism":
+"SCRAM-SHA-256", "sasl.username": ..., "sasl.password": ..., "ssl.ca.location": "ca.pem"}``, see
+``pylog.security.client``): connections then start with TLS and authenticate before the first
+request, and are replaced before a SASL session lifetime granted by the broker runs out.
 """
 
 from __future__ import annotations
@@ -11,13 +16,14 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from pylog.protocol import api
 from pylog.protocol.errors import ErrorCode
 from pylog.sdk.offsets import UnknownTopicError
+from pylog.security.client import PLAINTEXT, ClientSecurity, SaslAuthenticationError
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
 
@@ -62,6 +68,18 @@ class ClusterMetadata:
     topics: dict[str, TopicMetadata]
 
 
+def client_security(security: ClientSecurity | Mapping[str, Any] | None) -> ClientSecurity:
+    """``security=`` as the SDK functions take it: None (PLAINTEXT), Kafka client settings, or a
+    ``ClientSecurity``; raises ValueError naming a setting it does not know or cannot use."""
+    if security is None:
+        return PLAINTEXT
+    if isinstance(security, ClientSecurity):
+        return security
+    if not isinstance(security, Mapping):
+        raise TypeError(f"security must be a dict of Kafka client settings, got {type(security).__name__}")
+    return ClientSecurity.from_config(security)
+
+
 def parse_servers(bootstrap_servers: str | Sequence[str]) -> list[tuple[str, int]]:
     """``"host:port,host2:port"`` or a list of them -> [(host, port)]."""
     items = bootstrap_servers.split(",") if isinstance(bootstrap_servers, str) else list(bootstrap_servers)
@@ -84,8 +102,11 @@ def parse_servers(bootstrap_servers: str | Sequence[str]) -> list[tuple[str, int
 class BrokerConnection:
     """One TCP connection; `request` may be called concurrently, responses are matched in order."""
 
-    def __init__(self, host: str, port: int, client_id: str, timeout_s: float) -> None:
+    def __init__(self, host: str, port: int, client_id: str, timeout_s: float,
+                 security: ClientSecurity = PLAINTEXT) -> None:
         self.host, self.port, self.client_id, self.timeout_s = host, port, client_id, timeout_s
+        self.security = security
+        self.session_end: float | None = None  # loop time before which to replace a SASL session
         self._reader: asyncio.StreamReader | None = None
         self._writer: asyncio.StreamWriter | None = None
         self._pending: collections.deque[tuple[int, int, int, asyncio.Future[Any]]] = collections.deque()
@@ -96,10 +117,28 @@ class BrokerConnection:
     async def open(self) -> None:
         try:
             self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port, limit=1 << 20), self.timeout_s)
+                asyncio.open_connection(self.host, self.port, limit=1 << 20,
+                                        **self.security.connect_kwargs(self.host)), self.timeout_s)
         except (OSError, asyncio.TimeoutError) as exc:
             raise ConnectionError(f"cannot connect to Kafka broker {self.host}:{self.port}: {exc}") from None
-        self._read_task = asyncio.get_running_loop().create_task(self._read_loop())
+        loop = asyncio.get_running_loop()
+        self._read_task = loop.create_task(self._read_loop())
+        if self.security.uses_sasl:
+            try:
+                lifetime_ms = await self.security.authenticate(self.request)
+            except SaslAuthenticationError as exc:
+                await self.close()
+                raise SaslAuthenticationError(
+                    f"Kafka broker {self.host}:{self.port} refused the SASL credentials: {exc}") from None
+            if lifetime_ms > 0:
+                self.session_end = loop.time() + lifetime_ms * 0.85 / 1000
+
+    @property
+    def usable(self) -> bool:
+        """Open, and not about to outlive its SASL session."""
+        if self._broken is not None:
+            return False
+        return self.session_end is None or asyncio.get_running_loop().time() < self.session_end
 
     async def request(self, api_key: int, version: int, body: Any) -> Any:
         if self._broken is not None:
@@ -171,8 +210,10 @@ class KafkaClient:
     """Bootstrap, version negotiation, metadata and per-broker connections."""
 
     def __init__(self, bootstrap_servers: str | Sequence[str], *, client_id: str = "pylog-sdk",
-                 request_timeout_s: float = 30.0) -> None:
+                 request_timeout_s: float = 30.0,
+                 security: ClientSecurity | Mapping[str, Any] | None = None) -> None:
         self.bootstrap = parse_servers(bootstrap_servers)
+        self.security = client_security(security)
         self.client_id = client_id
         self.timeout_s = request_timeout_s
         self.versions: dict[int, int] = {}
@@ -184,10 +225,12 @@ class KafkaClient:
     async def start(self) -> None:
         errors = []
         for host, port in self.bootstrap:
-            conn = BrokerConnection(host, port, self.client_id, self.timeout_s)
+            conn = BrokerConnection(host, port, self.client_id, self.timeout_s, self.security)
             try:
                 await conn.open()
                 resp = await conn.request(API_VERSIONS, 0, {})
+            except SaslAuthenticationError:
+                raise  # wrong credentials are not a reason to try the next broker
             except (ConnectionError, TimeoutError) as exc:
                 errors.append(str(exc))
                 await conn.close()
@@ -237,8 +280,11 @@ class KafkaClient:
         """The connection to a broker (lanes give one broker several concurrent request streams)."""
         key = (node_id, lane)
         conn = self._connections.get(key)
-        if conn is not None and conn._broken is None:
+        if conn is not None and conn.usable:
             return conn
+        if conn is not None:
+            self._connections.pop(key, None)
+            await conn.close()
         pending = self._connecting.get(key)
         if pending is None:
             pending = asyncio.ensure_future(self._connect(node_id))
@@ -257,13 +303,16 @@ class KafkaClient:
             address = self.metadata_cache.brokers.get(node_id)
             if address is None:
                 raise ConnectionError(f"broker {node_id} is not in the cluster metadata")
-        conn = BrokerConnection(address[0], address[1], self.client_id, self.timeout_s)
+        conn = BrokerConnection(address[0], address[1], self.client_id, self.timeout_s, self.security)
         await conn.open()
         return conn
 
     async def any_connection(self) -> BrokerConnection:
-        if self._bootstrap_conn is not None and self._bootstrap_conn._broken is None:
+        if self._bootstrap_conn is not None and self._bootstrap_conn.usable:
             return self._bootstrap_conn
+        if self._bootstrap_conn is not None:
+            await self._bootstrap_conn.close()
+            self._bootstrap_conn = None
         await self.start()
         assert self._bootstrap_conn is not None
         return self._bootstrap_conn

@@ -41,6 +41,7 @@ class FetchOptions:
     coalesce_below_rows: int = 4096
     request_timeout_s: float = 30.0
     client_id: str = "pylog-sdk"
+    security: Any = None  # Kafka client security settings (see pylog.sdk.client.client_security)
 
 
 class KafkaTopicSource:
@@ -65,7 +66,8 @@ class KafkaTopicSource:
     async def _started(self) -> KafkaClient:
         if self._client is None:
             client = KafkaClient(self.bootstrap_servers, client_id=self.options.client_id,
-                                 request_timeout_s=self.options.request_timeout_s)
+                                 request_timeout_s=self.options.request_timeout_s,
+                                 security=self.options.security)
             await client.start()
             self._client = client
         return self._client
@@ -113,7 +115,7 @@ async def fetch_ranges(bootstrap_servers: str | Sequence[str], ranges: list[Part
                        columns: tuple[str, ...], options: FetchOptions
                        ) -> AsyncIterator[tuple[PartitionRange, pa.RecordBatch]]:
     client = KafkaClient(bootstrap_servers, client_id=options.client_id,
-                         request_timeout_s=options.request_timeout_s)
+                         request_timeout_s=options.request_timeout_s, security=options.security)
     await client.start()
     tasks: list[asyncio.Task[None]] = []
     try:

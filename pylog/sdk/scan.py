@@ -47,6 +47,18 @@ def open_source(data_dir: Any, bootstrap_servers: Any, fetch_options: Any = None
     return KafkaTopicSource(bootstrap_servers, fetch_options)
 
 
+def with_security(fetch_options: Any, security: Any) -> Any:
+    """``fetch_options`` carrying the Kafka client security settings (checked now, not at read time)."""
+    if security is None:
+        return fetch_options
+    import dataclasses
+
+    from pylog.sdk.client import client_security
+    from pylog.sdk.kafka_source import FetchOptions
+
+    return dataclasses.replace(fetch_options or FetchOptions(), security=client_security(security))
+
+
 class TopicScan:
     """What `pylog.scan_topic` returns. Reusable: every ``to_*`` call reads afresh up to the bounds
     resolved at that moment (``"latest"`` is re-evaluated)."""
@@ -69,6 +81,7 @@ class TopicScan:
         schema_registry_url: str | None = None,
         on_decode_error: str = "raise",
         progress: bool | None = None,
+        security: Any = None,
     ) -> None:
         if not isinstance(topic, str) or not topic:
             raise ValueError(f"topic must be a non-empty string, got {topic!r}")
@@ -83,6 +96,7 @@ class TopicScan:
         self.columns = output_columns(columns, include_headers)
         self._schema: pa.Schema | None = None
         self.decode = decode
+        fetch_options = with_security(fetch_options, security)
         self.fetch_options = fetch_options
         if on_decode_error not in ("raise", "null"):
             raise ValueError(f"on_decode_error must be 'raise' or 'null', not {on_decode_error!r}")

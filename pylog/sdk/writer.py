@@ -80,6 +80,7 @@ def write_topic(
     key_schema: str | None = None,
     schema_registry_url: str | None = None,
     progress: bool | None = None,
+    security: Any = None,
 ) -> WriteResult:
     """Produce the rows of `data` to `topic` with acks=all; returns the offsets written per partition.
 
@@ -92,7 +93,8 @@ def write_topic(
     ``value_schema="registry"`` (and ``key_schema``) writes the value (key) in the Schema Registry wire
     format: an Avro schema derived from its Arrow type is registered (or found) under ``<topic>-value``
     at ``schema_registry_url``. `progress`: a progress bar of acknowledged records and bytes (None:
-    only when the write is large and slow, True: always, False: never).
+    only when the write is large and slow, True: always, False: never). ``security``: Kafka client security
+    settings, as for `read_topic`.
     """
     if not isinstance(topic, str) or not topic:
         raise ValueError(f"topic must be a non-empty string, got {topic!r}")
@@ -111,7 +113,7 @@ def write_topic(
     with progress_bar(progress, total=total, desc=f"writing {topic}") as bar, \
             Producer(bootstrap_servers, compression=compression, batch_size=batch_size,
                      max_in_flight=max_in_flight, request_timeout_s=request_timeout_s,
-                     progress=bar) as producer:
+                     progress=bar, security=security) as producer:
         for batch in _record_batches(data):
             producer.send(batch, topic, key=key, value=value, headers=headers, partition=partition,
                           timestamp=timestamp)
@@ -164,13 +166,15 @@ class Producer:
 
     def __init__(self, bootstrap_servers: Any, *, compression: str = "none", batch_size: int = 1_000_000,
                  max_in_flight: int = 8, request_timeout_s: float = 30.0,
-                 client_id: str = "pylog-sdk-producer", progress: Progress | None = None) -> None:
+                 client_id: str = "pylog-sdk-producer", progress: Progress | None = None,
+                 security: Any = None) -> None:
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
         if batch_size <= 0:
             raise ValueError("batch_size must be positive")
         self.compression, self.batch_size, self.max_in_flight = compression, batch_size, max_in_flight
-        self.client = KafkaClient(bootstrap_servers, client_id=client_id, request_timeout_s=request_timeout_s)
+        self.client = KafkaClient(bootstrap_servers, client_id=client_id, request_timeout_s=request_timeout_s,
+                                  security=security)
         aio.run(self.client.start())
         self.results: dict[str, WriteResult] = {}
         self._topics: dict[str, tuple[dict[int, int], _Sticky]] = {}

@@ -60,6 +60,22 @@ def _int(options: Mapping[str, str], name: str) -> int | None:
     return n
 
 
+def kafka_security(options: Mapping[str, str]) -> tuple[tuple[str, str], ...]:
+    """The security settings among the ``kafka.``-prefixed options, as Spark's Kafka source takes
+    them (``kafka.security.protocol``, ``kafka.sasl.mechanism``, ``kafka.sasl.jaas.config``,
+    ``kafka.ssl.truststore.location``, ...); checked now, kept as plain strings (picklable)."""
+    from pylog.security.client import SECURITY_CONFIG_NAMES, ClientSecurity
+
+    prefix = "kafka."
+    out = tuple(sorted((k.lower()[len(prefix):], str(v)) for k, v in options.items()
+                       if k.lower().startswith(prefix) and k.lower()[len(prefix):] in SECURITY_CONFIG_NAMES))
+    try:
+        ClientSecurity.from_config(dict(out))
+    except ValueError as exc:
+        raise ValueError(f"option kafka.{exc}") from None
+    return out
+
+
 def _json(options: Mapping[str, str], name: str) -> Any:
     v = _get(options, name)
     if v is None:
@@ -89,6 +105,7 @@ class ReadOptions:
     key_format: str = "binary"
     value_format: str = "binary"
     schema_registry_url: str | None = None
+    security: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -135,6 +152,7 @@ class ReadOptions:
                                        or DEFAULT_MAX_RECORDS_PER_PARTITION),
             key_format=_format(options, "keyFormat"), value_format=_format(options, "valueFormat"),
             schema_registry_url=_get(options, "schema.registry.url"),
+            security=kafka_security(options),
         )
 
     def registry_columns(self) -> tuple[str, ...]:
@@ -143,7 +161,14 @@ class ReadOptions:
         return tuple(c for c, f in formats if f == "registry")
 
     def open(self) -> TopicSource:
-        return open_source(self.data_dir, self.bootstrap_servers)
+        return open_source(self.data_dir, self.bootstrap_servers, self.fetch_options())
+
+    def fetch_options(self) -> Any:
+        if not self.security:
+            return None
+        from pylog.sdk.scan import with_security
+
+        return with_security(None, dict(self.security))
 
     def partitions_of(self, topic: str) -> list[int] | None:
         return None if self.assigned is None else list(self.assigned[topic])

@@ -29,6 +29,7 @@ def _schemas(options: ReadOptions) -> Any:
             "_schemas",
             data_dir=options.data_dir,
             bootstrap_servers=options.bootstrap_servers,
+            fetch_options=options.fetch_options(),
             columns=["key", "value"],
         )
     )

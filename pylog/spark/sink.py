@@ -19,7 +19,7 @@ from pyspark.sql.datasource import DataSourceArrowWriter, DataSourceStreamArrowW
 from pyspark.sql.types import StructType
 
 from pylog.sdk.writer import COMPRESSIONS, Producer
-from pylog.spark.options import _format, _get, _int
+from pylog.spark.options import _format, _get, _int, kafka_security
 
 
 @dataclass(frozen=True)
@@ -31,6 +31,7 @@ class WriteOptions:
     key_format: str = "binary"
     value_format: str = "binary"
     schema_registry_url: str | None = None
+    security: tuple[tuple[str, str], ...] = ()
 
     @classmethod
     def parse(cls, options: Mapping[str, str], schema: StructType) -> WriteOptions:
@@ -54,7 +55,7 @@ class WriteOptions:
             raise ValueError("writing a registry keyFormat / valueFormat needs the option "
                              "schema.registry.url")
         return cls(servers, topic, compression, _int(options, "kafka.batch.size") or 1_000_000,
-                   key_format, value_format, url)
+                   key_format, value_format, url, kafka_security(options))
 
 
 def _framed(options: WriteOptions, batch: pa.RecordBatch, topic: str) -> pa.RecordBatch:
@@ -80,7 +81,7 @@ class PylogCommitMessage(WriterCommitMessage):
 
 def _write(options: WriteOptions, batches: Iterator[pa.RecordBatch]) -> PylogCommitMessage:
     with Producer(options.bootstrap_servers, compression=options.compression,
-                  batch_size=options.batch_size) as producer:
+                  batch_size=options.batch_size, security=dict(options.security) or None) as producer:
         for batch in batches:
             if options.topic is not None:
                 producer.send(_framed(options, batch, options.topic), options.topic, value="value")

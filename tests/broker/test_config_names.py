@@ -60,7 +60,7 @@ def test_every_kafka_name_is_known_and_only_pylogs_are_acted_on() -> None:
     assert not relogin.acted_on and relogin.type is ConfigType.LONG and relogin.default == "60000"
     assert ALL_BROKER_CONFIGS["delegation.token.expiry.time.ms"].read_only  # Kafka: read-only
     prefixed = broker_config_def("listener.name.sasl_ssl.scram-sha-256.sasl.jaas.config")
-    assert prefixed is not None and prefixed.type is ConfigType.PASSWORD and not prefixed.acted_on
+    assert prefixed is not None and prefixed.type is ConfigType.PASSWORD and prefixed.acted_on  # SASL
     assert broker_config_def("listener.name.internal.no.such.config") is None
 
 

@@ -18,6 +18,7 @@ from pylog.cluster.controller import (
     NewPartitions,
     NewTopic,
 )
+from pylog.cluster.image_feed import MetadataChange
 from pylog.cluster.metadata import (
     BrokerEndpoint,
     ConfigResourceType,
@@ -25,7 +26,6 @@ from pylog.cluster.metadata import (
     TopicRecord,
 )
 from pylog.cluster.metadata_log import LOG_FILE, METADATA_DIR, STATE_FILE, MetadataLogStore
-from pylog.cluster.image_feed import MetadataChange
 from pylog.cluster.quorum import MetadataQuorum, NotController
 
 

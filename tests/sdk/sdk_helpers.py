@@ -97,18 +97,23 @@ def write_topic_dir(data_dir: Path, topic: str, counts: Sequence[int], *, batch:
 # -- a real broker process ----------------------------------------------------------------------
 
 _LISTEN = re.compile(r"listening on (?P<host>[0-9A-Za-z.\-\[\]:]+?):(?P<port>\d+)\b")
+_LISTENER = re.compile(r"pylog listener (?P<name>\w+) on (?P<host>[\d.]+):(?P<port>\d+)")
 
 
 class Broker:
     """``pylog broker --data-dir DIR --listen 127.0.0.1:0`` from this interpreter."""
 
-    def __init__(self, data_dir: Path, log_path: Path) -> None:
+    def __init__(self, data_dir: Path, log_path: Path, config: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
         data_dir.mkdir(parents=True, exist_ok=True)
+        self.listeners: dict[str, str] = {}  # listeners beyond the first: name -> host:port
         self._log = open(log_path, "wb")  # noqa: SIM115 - closed in stop()
+        cmd = [sys.executable, "-m", "pylog", "broker", "--data-dir", str(data_dir),
+               "--listen", "127.0.0.1:0"]
+        for k, v in (config or {}).items():
+            cmd += ["--config", f"{k}={v}"]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "pylog", "broker", "--data-dir", str(data_dir), "--listen", "127.0.0.1:0"],
-            stdout=subprocess.PIPE, stderr=self._log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+            cmd, stdout=subprocess.PIPE, stderr=self._log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         self.bootstrap = self._wait_listening(log_path)
 
     def _wait_listening(self, log_path: Path, timeout_s: float = 60.0) -> str:
@@ -120,6 +125,9 @@ class Broker:
             for raw in self.proc.stdout:
                 line = raw.decode(errors="replace")
                 self._log.write(raw)
+                extra = _LISTENER.search(line)
+                if extra:
+                    self.listeners[extra.group("name")] = f"{extra.group('host')}:{extra.group('port')}"
                 m = _LISTEN.search(line)
                 if m and not found:
                     found.append(f"{m.group('host')}:{m.group('port')}")
@@ -143,6 +151,55 @@ class Broker:
                 self.proc.kill()
                 self.proc.wait()
         self._log.close()
+
+
+def secured_broker(root: Path) -> tuple[Broker, dict[str, str]]:
+    """A broker with a PLAINTEXT listener (ANONYMOUS, a super user) and a SASL_SSL one (a CA and a
+    certificate made here, SCRAM-SHA-256 user alice created before the first start, the standard
+    authorizer, alice allowed everything on topics starting with 'sec-' and on every group).
+    Returns the broker and alice's client settings for SASL_SSL (with its bootstrap address)."""
+    import trustme
+
+    root.mkdir(parents=True, exist_ok=True)
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(root / "ca.pem"))
+    server = ca.issue_cert("127.0.0.1", "localhost")
+    server.private_key_and_cert_chain_pem.write_to_path(str(root / "server.pem"))
+    subprocess.run([sys.executable, "-m", "pylog", "storage", "format", "--data-dir", str(root / "data"),
+                    "--add-scram", "SCRAM-SHA-256=[name=alice,password=alice-secret]"], check=True,
+                   capture_output=True, timeout=60)
+    broker = Broker(root / "data", root / "broker.log", {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(root / "server.pem"),
+        "sasl.enabled.mechanisms": "SCRAM-SHA-256",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:ANONYMOUS",
+    })
+    from kafka.admin import (
+        ACL,
+        ACLOperation,
+        ACLPermissionType,
+        ACLResourcePatternType,
+        KafkaAdminClient,
+        ResourcePattern,
+        ResourceType,
+    )
+
+    admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap, client_id="sdk-tests")
+    try:
+        admin.create_acls([
+            ACL("User:alice", "*", ACLOperation.ALL, ACLPermissionType.ALLOW,
+                ResourcePattern(ResourceType.TOPIC, "sec-", ACLResourcePatternType.PREFIXED)),
+            ACL("User:alice", "*", ACLOperation.ALL, ACLPermissionType.ALLOW,
+                ResourcePattern(ResourceType.GROUP, "*", ACLResourcePatternType.LITERAL)),
+        ])
+    finally:
+        admin.close()
+    settings = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice",
+                "sasl.password": "alice-secret", "ssl.ca.location": str(root / "ca.pem"),
+                "bootstrap": broker.listeners["SASL_SSL"]}
+    return broker, settings
 
 
 def create_topic(bootstrap: str, topic: str, partitions: int) -> None:

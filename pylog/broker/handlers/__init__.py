@@ -1,5 +1,6 @@
 """One module per Kafka API; the tables below say which listener serves which API and hand each
-handler the few services it uses."""
+handler the few services it uses, with the authorization Kafka applies to it (``authorize``:
+whole-request checks and per-topic splitting; per-item checks live in the handlers)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pylog.protocol.api import supported_versions
+from pylog.protocol.api import ApiKey, supported_versions
+from pylog.protocol.errors import ErrorCode
 
+from pylog.broker import authorize as az
+from pylog.broker.acl_operations import AclOperation
+from pylog.broker.authorization import Authorization
+from pylog.broker.context import RequestContext
 from pylog.broker.controller_channel import ControllerChannel, forwarded
 from pylog.broker.controller_client import ControllerClient
 from pylog.broker.coordinator_shell import durable
 from pylog.broker.group_shell import GroupShell
 from pylog.broker.handlers import (
+    acls,
     add_offsets_to_txn,
     add_partitions_to_txn,
     allocate_producer_ids,
@@ -39,6 +46,7 @@ from pylog.broker.handlers import (
     describe_transactions,
     elect_leaders,
     end_txn,
+    envelope,
     fetch,
     find_coordinator,
     heartbeat,
@@ -56,6 +64,8 @@ from pylog.broker.handlers import (
     offset_for_leader_epoch,
     produce,
     raft,
+    sasl,
+    scram_credentials,
     share_acknowledge,
     share_fetch,
     share_group_describe,
@@ -94,6 +104,7 @@ class BrokerServices:
     isr: IsrManager
     stopping: Callable[[], bool]
     schema_validation: SchemaValidation
+    authz: Authorization
 
 
 @dataclass(frozen=True)
@@ -104,6 +115,7 @@ class ControllerServices:
     config: BrokerConfig
     settings: NodeSettings
     quorum: MetadataQuorum
+    authz: Authorization
 
 
 def client_handlers(s: BrokerServices) -> HandlerTable:
@@ -111,22 +123,88 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
     versions: dict[int, tuple[int, int]] = {}
     shells = (s.groups, s.txn, s.share)
     commit_timeout_s = s.config.int("offsets.commit.timeout.ms") / 1000
+    authz = s.authz
+    Op = AclOperation
 
     def acked(fn: Any) -> Any:
         """A coordinator API that writes to an internal topic answers once that is replicated."""
         return durable(fn, shells, commit_timeout_s)
 
+    def topic_name_of_id(t: Any) -> str | None:
+        topic = s.metadata.image.topic(t.topic_id)
+        return topic.name if topic is not None else None
+
+    def topics(field: str, name: str, response: str, op: AclOperation, api: int, **kw: Any) -> az.TopicRule:
+        return az.TopicRule(field, az.by_name(name), response, op, az.answer_for(api), **kw)
+
+    def follower(req: Any) -> bool:
+        state = getattr(req, "replica_state", None)
+        return getattr(req, "replica_id", -1) >= 0 or (state is not None and state.replica_id >= 0)
+
+    def follower_fetch(ctx: RequestContext, req: Any) -> int | None:
+        """A follower's fetch needs CLUSTER_ACTION (then every topic); a consumer's READ per topic."""
+        if not follower(req) or authz.cluster(ctx, Op.CLUSTER_ACTION):
+            return None
+        return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+
+    produce_txn = lambda ctx, req: (  # noqa: E731
+        None if req.transactional_id is None else az.transactional_id(authz)(ctx, req)
+    )
+    group_read = az.group(authz, Op.READ)
     table = HandlerTable(
         [
             route(api_versions.api_versions, table=versions),
-            route(produce.produce, replicas=s.replicas, schema_validation=s.schema_validation),
-            route(fetch.fetch, replicas=s.replicas, isr=s.isr, stopping=s.stopping),
-            route(offset_for_leader_epoch.offset_for_leader_epoch, replicas=s.replicas),
-            route(list_offsets.list_offsets, replicas=s.replicas),
-            route(metadata.metadata, metadata=s.metadata, controller=s.controller, config=s.config),
-            route(describe_cluster.describe_cluster, metadata=s.metadata),
-            route(delete_records.delete_records, replicas=s.replicas),
-            route(describe_producers.describe_producers, replicas=s.replicas),
+            route(sasl.sasl_handshake),
+            route(sasl.sasl_authenticate),
+            az.per_topic(
+                route(produce.produce, replicas=s.replicas, schema_validation=s.schema_validation),
+                authz,
+                topics("topic_data", "name", "responses", Op.WRITE, ApiKey.PRODUCE, pre=produce_txn),
+            ),
+            az.per_topic(
+                route(fetch.fetch, replicas=s.replicas, isr=s.isr, stopping=s.stopping),
+                authz,
+                topics(
+                    "topics",
+                    "topic",
+                    "responses",
+                    Op.READ,
+                    ApiKey.FETCH,
+                    pre=follower_fetch,
+                    bypass=lambda ctx, req: follower(req),
+                ),
+            ),
+            az.per_topic(
+                route(offset_for_leader_epoch.offset_for_leader_epoch, replicas=s.replicas),
+                authz,
+                topics(
+                    "topics",
+                    "topic",
+                    "topics",
+                    Op.DESCRIBE,
+                    ApiKey.OFFSET_FOR_LEADER_EPOCH,
+                    bypass=lambda ctx, req: authz.cluster(ctx, Op.CLUSTER_ACTION),
+                ),
+            ),
+            az.per_topic(
+                route(list_offsets.list_offsets, replicas=s.replicas),
+                authz,
+                topics("topics", "name", "topics", Op.DESCRIBE, ApiKey.LIST_OFFSETS),
+            ),
+            az.metadata(
+                route(metadata.metadata, metadata=s.metadata, controller=s.controller, config=s.config), authz
+            ),
+            route(describe_cluster.describe_cluster, metadata=s.metadata, authz=authz),
+            az.per_topic(
+                route(delete_records.delete_records, replicas=s.replicas),
+                authz,
+                topics("topics", "name", "topics", Op.DELETE, ApiKey.DELETE_RECORDS),
+            ),
+            az.per_topic(
+                route(describe_producers.describe_producers, replicas=s.replicas),
+                authz,
+                topics("topics", "name", "topics", Op.READ, ApiKey.DESCRIBE_PRODUCERS),
+            ),
             forwarded(create_topics.create_topics, s.channel),
             forwarded(delete_topics.delete_topics, s.channel),
             forwarded(create_partitions.create_partitions, s.channel),
@@ -134,75 +212,189 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             forwarded(configs.incremental_alter_configs, s.channel),
             forwarded(elect_leaders.elect_leaders, s.channel),
             forwarded(describe_quorum.describe_quorum, s.channel),
-            route(configs.describe_configs, config=s.config, metadata=s.metadata, node_id=s.node_id),
-            route(find_coordinator.find_coordinator, groups=s.groups, txn=s.txn, metadata=s.metadata),
-            route(acked(join_group.join_group), groups=s.groups),
-            route(acked(sync_group.sync_group), groups=s.groups),
-            route(heartbeat.heartbeat, groups=s.groups),
-            route(acked(leave_group.leave_group), groups=s.groups),
-            route(acked(offset_commit.offset_commit), groups=s.groups, metadata=s.metadata),
-            route(offset_fetch.offset_fetch, groups=s.groups),
-            route(acked(offset_delete.offset_delete), groups=s.groups, metadata=s.metadata),
-            route(list_groups.list_groups, groups=s.groups),
+            forwarded(acls.create_acls, s.channel),
+            forwarded(acls.delete_acls, s.channel),
+            forwarded(scram_credentials.alter_user_scram_credentials, s.channel),
+            route(acls.describe_acls, authz=authz),
+            route(scram_credentials.describe_user_scram_credentials, metadata=s.metadata, authz=authz),
             route(
-                acked(consumer_group_heartbeat.consumer_group_heartbeat), groups=s.groups, metadata=s.metadata
+                configs.describe_configs, config=s.config, metadata=s.metadata, node_id=s.node_id, authz=authz
             ),
-            route(consumer_group_describe.consumer_group_describe, groups=s.groups, metadata=s.metadata),
             route(
-                acked(share_group_heartbeat.share_group_heartbeat),
+                find_coordinator.find_coordinator,
                 groups=s.groups,
-                share=s.share,
+                txn=s.txn,
                 metadata=s.metadata,
+                authz=authz,
             ),
-            route(share_group_describe.share_group_describe, groups=s.groups, metadata=s.metadata),
+            az.requires(route(acked(join_group.join_group), groups=s.groups), group_read),
+            az.requires(route(acked(sync_group.sync_group), groups=s.groups), group_read),
+            az.requires(route(heartbeat.heartbeat, groups=s.groups), group_read),
+            az.requires(route(acked(leave_group.leave_group), groups=s.groups), group_read),
+            az.per_topic(
+                route(acked(offset_commit.offset_commit), groups=s.groups, metadata=s.metadata),
+                authz,
+                topics(
+                    "topics",
+                    "name",
+                    "topics",
+                    Op.READ,
+                    ApiKey.OFFSET_COMMIT,
+                    pre=az.group(authz, Op.READ, "group_id"),
+                ),
+            ),
+            route(offset_fetch.offset_fetch, groups=s.groups, authz=authz),
+            az.requires(
+                az.per_topic(
+                    route(acked(offset_delete.offset_delete), groups=s.groups, metadata=s.metadata),
+                    authz,
+                    topics("topics", "name", "topics", Op.READ, ApiKey.OFFSET_COMMIT),
+                ),
+                az.group(authz, Op.DELETE),
+            ),
+            route(list_groups.list_groups, groups=s.groups, authz=authz),
+            az.requires(
+                route(
+                    acked(consumer_group_heartbeat.consumer_group_heartbeat),
+                    groups=s.groups,
+                    metadata=s.metadata,
+                ),
+                az.all_of(group_read, az.subscribed_topics(authz)),
+            ),
             route(
-                share_fetch.share_fetch_handler,
-                share=s.share,
+                consumer_group_describe.consumer_group_describe,
+                groups=s.groups,
                 metadata=s.metadata,
-                replicas=s.replicas,
-                node_id=s.node_id,
-                stopping=s.stopping,
+                authz=authz,
             ),
-            route(acked(share_acknowledge.share_acknowledge_handler), share=s.share, node_id=s.node_id),
+            az.requires(
+                route(
+                    acked(share_group_heartbeat.share_group_heartbeat),
+                    groups=s.groups,
+                    share=s.share,
+                    metadata=s.metadata,
+                ),
+                az.all_of(group_read, az.subscribed_topics(authz)),
+            ),
+            route(
+                share_group_describe.share_group_describe, groups=s.groups, metadata=s.metadata, authz=authz
+            ),
+            az.requires(
+                az.per_topic(
+                    route(
+                        share_fetch.share_fetch_handler,
+                        share=s.share,
+                        metadata=s.metadata,
+                        replicas=s.replicas,
+                        node_id=s.node_id,
+                        stopping=s.stopping,
+                    ),
+                    authz,
+                    az.TopicRule(
+                        "topics", topic_name_of_id, "responses", Op.READ, az.answer_for(ApiKey.SHARE_FETCH)
+                    ),
+                ),
+                group_read,
+                az.top_level,
+            ),
+            az.requires(
+                az.per_topic(
+                    route(
+                        acked(share_acknowledge.share_acknowledge_handler), share=s.share, node_id=s.node_id
+                    ),
+                    authz,
+                    az.TopicRule(
+                        "topics",
+                        topic_name_of_id,
+                        "responses",
+                        Op.READ,
+                        az.answer_for(ApiKey.SHARE_ACKNOWLEDGE),
+                    ),
+                ),
+                group_read,
+                az.top_level,
+            ),
             route(
                 describe_share_group_offsets.describe_share_group_offsets,
                 groups=s.groups,
                 share=s.share,
                 metadata=s.metadata,
+                authz=authz,
+            ),
+            az.requires(
+                az.per_topic(
+                    route(
+                        acked(alter_share_group_offsets.alter_share_group_offsets),
+                        groups=s.groups,
+                        share=s.share,
+                        metadata=s.metadata,
+                    ),
+                    authz,
+                    topics("topics", "topic_name", "responses", Op.READ, ApiKey.ALTER_SHARE_GROUP_OFFSETS),
+                ),
+                group_read,
+                az.top_level,
+            ),
+            az.requires(
+                az.per_topic(
+                    route(
+                        acked(delete_share_group_offsets.delete_share_group_offsets),
+                        groups=s.groups,
+                        share=s.share,
+                        metadata=s.metadata,
+                    ),
+                    authz,
+                    topics("topics", "topic_name", "responses", Op.READ, ApiKey.DELETE_SHARE_GROUP_OFFSETS),
+                ),
+                az.group(authz, Op.DELETE),
+                az.top_level,
+            ),
+            route(describe_groups.describe_groups, groups=s.groups, authz=authz),
+            route(acked(delete_groups.delete_groups), groups=s.groups, authz=authz),
+            az.requires(
+                route(acked(init_producer_id.init_producer_id), producer_ids=s.producer_ids, txn=s.txn),
+                az.init_producer_id(authz),
             ),
             route(
-                acked(alter_share_group_offsets.alter_share_group_offsets),
-                groups=s.groups,
-                share=s.share,
-                metadata=s.metadata,
-            ),
-            route(
-                acked(delete_share_group_offsets.delete_share_group_offsets),
-                groups=s.groups,
-                share=s.share,
-                metadata=s.metadata,
-            ),
-            route(describe_groups.describe_groups, groups=s.groups),
-            route(acked(delete_groups.delete_groups), groups=s.groups),
-            route(acked(init_producer_id.init_producer_id), producer_ids=s.producer_ids, txn=s.txn),
-            route(acked(add_partitions_to_txn.add_partitions_to_txn), txn=s.txn, metadata=s.metadata),
-            route(acked(add_offsets_to_txn.add_offsets_to_txn), txn=s.txn, groups=s.groups),
-            route(acked(end_txn.end_txn), txn=s.txn),
-            route(
-                acked(txn_offset_commit.txn_offset_commit),
-                groups=s.groups,
+                acked(add_partitions_to_txn.add_partitions_to_txn),
                 txn=s.txn,
-                replicas=s.replicas,
                 metadata=s.metadata,
+                authz=authz,
             ),
-            route(list_transactions.list_transactions, txn=s.txn),
-            route(
-                write_txn_markers.write_txn_markers,
-                replicas=s.replicas,
-                groups=s.groups,
-                timeout_s=s.config.int("request.timeout.ms") / 1000,
+            az.requires(
+                route(acked(add_offsets_to_txn.add_offsets_to_txn), txn=s.txn, groups=s.groups),
+                az.all_of(az.transactional_id(authz), group_read),
             ),
-            route(describe_transactions.describe_transactions, txn=s.txn),
+            az.requires(route(acked(end_txn.end_txn), txn=s.txn), az.transactional_id(authz)),
+            az.per_topic(
+                route(
+                    acked(txn_offset_commit.txn_offset_commit),
+                    groups=s.groups,
+                    txn=s.txn,
+                    replicas=s.replicas,
+                    metadata=s.metadata,
+                ),
+                authz,
+                topics(
+                    "topics",
+                    "name",
+                    "topics",
+                    Op.READ,
+                    ApiKey.TXN_OFFSET_COMMIT,
+                    pre=az.all_of(az.transactional_id(authz), group_read),
+                ),
+            ),
+            route(list_transactions.list_transactions, txn=s.txn, authz=authz),
+            az.requires(
+                route(
+                    write_txn_markers.write_txn_markers,
+                    replicas=s.replicas,
+                    groups=s.groups,
+                    timeout_s=s.config.int("request.timeout.ms") / 1000,
+                ),
+                az.cluster(authz, Op.CLUSTER_ACTION),
+            ),
+            route(describe_transactions.describe_transactions, txn=s.txn, authz=authz),
         ],
         supported_versions(),
     )
@@ -211,27 +403,45 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
 
 
 def controller_handlers(s: ControllerServices) -> HandlerTable:
-    """The controller's APIs, on its controller listener (and in-process for its own broker)."""
+    """The controller's APIs, on its controller listener (and in-process for its own broker).
+    Brokers' own APIs need CLUSTER_ACTION; a client's admin request forwarded in an Envelope is
+    authorized as that client."""
     versions: dict[int, tuple[int, int]] = {}
-    q = s.quorum
+    q, authz = s.quorum, s.authz
+    node_only = az.cluster(authz, AclOperation.CLUSTER_ACTION)
+    cell: list[HandlerTable] = []
     table = HandlerTable(
         [
             route(api_versions.api_versions, table=versions),
-            route(raft.raft, quorum=q, cluster_id=s.cluster_id),
-            route(broker_registration.broker_registration, quorum=q, cluster_id=s.cluster_id),
-            route(broker_heartbeat.broker_heartbeat, quorum=q),
-            route(alter_partition.alter_partition, quorum=q),
-            route(allocate_producer_ids.allocate_producer_ids, quorum=q),
-            route(create_topics.create_topics, quorum=q, config=s.config),
-            route(delete_topics.delete_topics, quorum=q),
-            route(create_partitions.create_partitions, quorum=q),
-            route(configs.alter_configs, quorum=q),
-            route(configs.incremental_alter_configs, quorum=q),
-            route(elect_leaders.elect_leaders, quorum=q),
-            route(describe_quorum.describe_quorum, quorum=q, settings=s.settings),
-            route(metadata_fetch.metadata_fetch, quorum=q, cluster_id=s.cluster_id),
+            route(sasl.sasl_handshake),
+            route(sasl.sasl_authenticate),
+            route(envelope.envelope, table=lambda: cell[0], authz=authz),
+            az.requires(route(raft.raft, quorum=q, cluster_id=s.cluster_id), node_only),
+            az.requires(
+                route(broker_registration.broker_registration, quorum=q, cluster_id=s.cluster_id), node_only
+            ),
+            az.requires(route(broker_heartbeat.broker_heartbeat, quorum=q), node_only),
+            az.requires(route(alter_partition.alter_partition, quorum=q), node_only),
+            az.requires(route(allocate_producer_ids.allocate_producer_ids, quorum=q), node_only),
+            route(create_topics.create_topics, quorum=q, config=s.config, authz=authz),
+            route(delete_topics.delete_topics, quorum=q, authz=authz),
+            route(create_partitions.create_partitions, quorum=q, authz=authz),
+            route(configs.alter_configs, quorum=q, authz=authz),
+            route(configs.incremental_alter_configs, quorum=q, authz=authz),
+            az.requires(route(elect_leaders.elect_leaders, quorum=q), az.cluster(authz, AclOperation.ALTER)),
+            az.requires(
+                route(describe_quorum.describe_quorum, quorum=q, settings=s.settings),
+                az.cluster(authz, AclOperation.DESCRIBE),
+            ),
+            az.requires(
+                route(metadata_fetch.metadata_fetch, quorum=q, cluster_id=s.cluster_id), node_only
+            ),
+            route(acls.create_acls, quorum=q, authz=authz),
+            route(acls.delete_acls, quorum=q, authz=authz),
+            route(scram_credentials.alter_user_scram_credentials, quorum=q, authz=authz),
         ],
         supported_versions(),
     )
+    cell.append(table)
     versions.update(table.advertised)
     return table

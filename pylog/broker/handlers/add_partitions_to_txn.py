@@ -3,7 +3,9 @@
 As in Kafka, a request naming a partition the cluster does not know is refused whole: those
 partitions get UNKNOWN_TOPIC_OR_PARTITION, the others OPERATION_NOT_ATTEMPTED. Otherwise the
 coordinator's single answer applies to every partition. The batched v4+ form is broker-to-broker
-(verification) and not served.
+(verification) and not served. Authorization: WRITE on the transactional id
+(TRANSACTIONAL_ID_AUTHORIZATION_FAILED everywhere), WRITE on each topic (a refused topic gets
+TOPIC_AUTHORIZATION_FAILED and the rest OPERATION_NOT_ATTEMPTED, as an unknown one does).
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
+from pylog.broker.acl_operations import AclOperation, ResourceType
+from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.metadata import MetadataView
 from pylog.broker.registry import serves
@@ -20,18 +24,34 @@ from pylog.broker.txn_shell import TxnShell, fenced_error, not_available
 
 
 @serves(ApiKey.ADD_PARTITIONS_TO_TXN, versions=(0, 3))
-def add_partitions_to_txn(ctx: RequestContext, req: Any, *, txn: TxnShell, metadata: MetadataView) -> dict:
+def add_partitions_to_txn(
+    ctx: RequestContext, req: Any, *, txn: TxnShell, metadata: MetadataView, authz: Authorization
+) -> dict:
     requested = [(t.name, list(t.partitions)) for t in req.v3_and_below_topics]
     image = metadata.image
-    unknown = {(name, p) for name, ps in requested for p in ps if image.partition(name, p) is None}
+    writable = authz.filter(ctx, AclOperation.WRITE, ResourceType.TOPIC, (n for n, _ in requested))
+    refused = {
+        (name, p): ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        for name, ps in requested
+        for p in ps
+        if name not in writable
+    }
+    refused.update(
+        {
+            (name, p): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            for name, ps in requested
+            for p in ps
+            if name in writable and image.partition(name, p) is None
+        }
+    )
     errors: dict[tuple[str, int], ErrorCode] = {}
-    if unknown:
+    if not authz.transactional_id(ctx, AclOperation.WRITE, req.v3_and_below_transactional_id):
+        code = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+        errors = {(name, p): code for name, ps in requested for p in ps}
+    elif refused:
         for name, ps in requested:
             for p in ps:
-                unknown_tp = (name, p) in unknown
-                errors[(name, p)] = (
-                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if unknown_tp else ErrorCode.OPERATION_NOT_ATTEMPTED
-                )
+                errors[(name, p)] = refused.get((name, p), ErrorCode.OPERATION_NOT_ATTEMPTED)
     else:
         error = _add(ctx, req, txn, [(name, p) for name, ps in requested for p in ps])
         errors = {(name, p): error for name, ps in requested for p in ps}

@@ -1,11 +1,14 @@
-"""CreatePartitions: grow a topic's partition count through the controller."""
+"""CreatePartitions: grow a topic's partition count through the controller (ALTER on the topic)."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
 
+from pylog.broker.acl_operations import AclOperation, ResourceType
+from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.registry import serves
 from pylog.cluster.controller import NewPartitions
@@ -13,14 +16,28 @@ from pylog.cluster.quorum import MetadataQuorum
 
 
 @serves(ApiKey.CREATE_PARTITIONS, versions=(0, 3))
-async def create_partitions(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
+async def create_partitions(
+    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, authz: Authorization
+) -> dict:
+    allowed = authz.filter(ctx, AclOperation.ALTER, ResourceType.TOPIC, (t.name for t in req.topics))
+    refused = [
+        {"name": t.name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "error_message": None}
+        for t in req.topics
+        if t.name not in allowed
+    ]
+    answer = await _create(quorum, req, [t for t in req.topics if t.name in allowed])
+    answer["results"] += refused
+    return answer
+
+
+async def _create(quorum: MetadataQuorum, req: Any, wanted: list[Any]) -> dict:
     topics = [
         NewPartitions(
             t.name,
             t.count,
             None if t.assignments is None else [list(a.broker_ids) for a in t.assignments],
         )
-        for t in req.topics
+        for t in wanted
     ]
     validate_only = bool(req.validate_only)
     results = await quorum.execute(

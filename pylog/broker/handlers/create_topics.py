@@ -1,16 +1,23 @@
-"""CreateTopics: the controller validates and commits; the logs open when the records apply."""
+"""CreateTopics: the controller validates and commits; the logs open when the records apply.
+
+A topic needs CREATE on the cluster or on the topic (TOPIC_AUTHORIZATION_FAILED); its configs are
+answered only with DESCRIBE_CONFIGS on it (else ``topic_config_error_code`` says why not).
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
 
+from pylog.broker.acl_operations import AclOperation, ResourceType
+from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.registry import serves
-from pylog.cluster.controller import NewTopic
+from pylog.cluster.controller import CreateTopicResult, NewTopic
 from pylog.cluster.quorum import MetadataQuorum
-from pylog.config import BrokerConfig
+from pylog.config import BrokerConfig, ConfigType
 
 
 def _new_topic(t: Any) -> NewTopic:
@@ -26,13 +33,28 @@ def _new_topic(t: Any) -> NewTopic:
 
 @serves(ApiKey.CREATE_TOPICS, versions=(0, 7))
 async def create_topics(
-    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, config: BrokerConfig
+    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, config: BrokerConfig, authz: Authorization
 ) -> dict:
     topics = [_new_topic(t) for t in req.topics]
     validate_only = bool(getattr(req, "validate_only", False))
-    results = await quorum.execute(
-        lambda c: c.create_topics(topics, validate_only=validate_only)
+    names = [t.name for t in topics]
+    allowed = (
+        set(names)
+        if authz.cluster(ctx, AclOperation.CREATE)
+        else authz.filter(ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
     )
+    describable = authz.filter(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names)
+    created = iter(
+        await quorum.execute(
+            lambda c: c.create_topics([t for t in topics if t.name in allowed], validate_only=validate_only)
+        )
+    )
+    results = [
+        next(created) if t.name in allowed else CreateTopicResult(
+            t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."
+        )
+        for t in topics
+    ]
     cfg = config
     out = []
     for r in results:
@@ -46,14 +68,16 @@ async def create_topics(
         }
         if r.topic_id is not None and not validate_only:
             entry["topic_id"] = r.topic_id
-        if r.error_code == 0:
+        if r.error_code == 0 and r.name not in describable:
+            entry["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        elif r.error_code == 0:
             entry["configs"] = [
                 {
                     "name": c.name,
                     "value": c.value,
                     "read_only": c.read_only,
                     "config_source": int(c.source),
-                    "is_sensitive": False,
+                    "is_sensitive": c.type is ConfigType.PASSWORD,
                 }
                 for c in cfg.describe_topic(r.configs)
             ]

@@ -1,4 +1,5 @@
-"""DeleteGroups: removes Empty groups of any type and their committed offsets (tombstones in the log)."""
+"""DeleteGroups: removes Empty groups of any type and their committed offsets (tombstones in the log).
+Each group needs DELETE (GROUP_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
@@ -7,18 +8,23 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
+from pylog.broker.acl_operations import AclOperation
+from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available
 from pylog.broker.registry import serves
 
 
 @serves(ApiKey.DELETE_GROUPS, versions=(0, 2))
-def delete_groups(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
+def delete_groups(ctx: RequestContext, req: Any, *, groups: GroupShell, authz: Authorization) -> dict:
     shell = groups
     names = list(req.groups_names)
     errors: dict[str, ErrorCode] = {}
     deletable = []
     for gid in names:
+        if not authz.group(ctx, AclOperation.DELETE, gid):
+            errors[gid] = ErrorCode.GROUP_AUTHORIZATION_FAILED
+            continue
         error = not_available(shell, gid)
         kind = shell.group_type(gid) if shell is not None and error is ErrorCode.NONE else None
         if kind in ("consumer", "share") and shell is not None:

@@ -1,4 +1,6 @@
-"""DeleteTopics: by name (v0-5) or by name or id (v6); the logs go when the removal applies."""
+"""DeleteTopics: by name (v0-5) or by name or id (v6); the logs go when the removal applies.
+Each topic needs DELETE (TOPIC_AUTHORIZATION_FAILED); a topic id the caller may not DESCRIBE is
+answered as unknown."""
 
 from __future__ import annotations
 
@@ -6,7 +8,10 @@ import uuid
 from typing import Any
 
 from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
 
+from pylog.broker.acl_operations import AclOperation
+from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.registry import serves
 from pylog.cluster.quorum import MetadataQuorum
@@ -15,11 +20,28 @@ ZERO_UUID = uuid.UUID(int=0)
 
 
 @serves(ApiKey.DELETE_TOPICS, versions=(0, 6))
-async def delete_topics(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
+async def delete_topics(
+    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, authz: Authorization
+) -> dict:
     if getattr(req, "topics", None):
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
         wanted = [(n, ZERO_UUID) for n in req.topic_names or []]
+    refused: dict[tuple[Any, Any], tuple[int, str | None]] = {}
+    for name, topic_id in wanted:
+        if not name and topic_id != ZERO_UUID:
+            topic = quorum.image.topic(topic_id)
+            if topic is not None and not authz.topic(ctx, AclOperation.DESCRIBE, topic.name):
+                refused[(name, topic_id)] = (ErrorCode.UNKNOWN_TOPIC_ID, None)
+            elif topic is not None and not authz.topic(ctx, AclOperation.DELETE, topic.name):
+                refused[(name, topic_id)] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic.name)
+        elif name and not authz.topic(ctx, AclOperation.DELETE, name):
+            refused[(name, topic_id)] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
+    answers: list[dict] = [
+        {"name": shown, "topic_id": topic_id, "error_code": code, "error_message": None}
+        for (name, topic_id), (code, shown) in refused.items()
+    ]
+    wanted = [w for w in wanted if w not in refused]
     names = [n for n, _ in wanted if n]
     ids = [i for n, i in wanted if not n and i != ZERO_UUID]
     results = await quorum.execute(lambda c: c.delete_topics(names, ids))
@@ -39,4 +61,4 @@ async def delete_topics(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum
                 "error_message": r.error_message,
             }
         )
-    return {"throttle_time_ms": 0, "responses": responses}
+    return {"throttle_time_ms": 0, "responses": [*responses, *answers]}

@@ -1,5 +1,5 @@
 """DescribeCluster: the brokers, the controller, the cluster id and, when asked, the caller's
-authorized operations on the cluster."""
+authorized operations on the cluster (0 without DESCRIBE on it)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.acl_operations import ResourceType, operations_if_requested
+from pylog.broker.acl_operations import AclOperation, ResourceType, operations_if_requested
+from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.metadata import MetadataView
 from pylog.broker.registry import serves
@@ -17,7 +18,7 @@ BROKERS_ENDPOINT = 1
 
 
 @serves(ApiKey.DESCRIBE_CLUSTER, versions=(0, 1))
-def describe_cluster(ctx: RequestContext, req: Any, *, metadata: MetadataView) -> dict:
+def describe_cluster(ctx: RequestContext, req: Any, *, metadata: MetadataView, authz: Authorization) -> dict:
     md = metadata
     endpoint_type = getattr(req, "endpoint_type", BROKERS_ENDPOINT)
     body: dict[str, Any] = {
@@ -32,8 +33,12 @@ def describe_cluster(ctx: RequestContext, req: Any, *, metadata: MetadataView) -
             for node, host, port, rack in md.brokers(ctx.listener)
         ],
         "cluster_authorized_operations": operations_if_requested(
-            req.include_cluster_authorized_operations, ResourceType.CLUSTER
-        ),
+            req.include_cluster_authorized_operations,
+            ResourceType.CLUSTER,
+            authz.allowed(ctx, ResourceType.CLUSTER, "kafka-cluster"),
+        )
+        if not req.include_cluster_authorized_operations or authz.cluster(ctx, AclOperation.DESCRIBE)
+        else 0,
     }
     if endpoint_type != BROKERS_ENDPOINT:
         body.update(

@@ -1,5 +1,6 @@
 """DescribeGroups: state, protocol and members (with metadata and assignment when Stable) and,
-when asked, the caller's authorized operations on each group found."""
+when asked, the caller's authorized operations on each group found. Each group needs DESCRIBE
+(GROUP_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.acl_operations import NOT_REQUESTED, ResourceType, operations_if_requested
+from pylog.broker.acl_operations import NOT_REQUESTED, AclOperation, ResourceType, operations_if_requested
+from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available
 from pylog.broker.registry import serves
@@ -16,10 +18,13 @@ from pylog.groups import DescribedGroup, DescribedMember
 
 
 @serves(ApiKey.DESCRIBE_GROUPS, versions=(0, 5))
-def describe_groups(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
+def describe_groups(ctx: RequestContext, req: Any, *, groups: GroupShell, authz: Authorization) -> dict:
     shell = groups
     described = []
     for gid in req.groups:
+        if not authz.group(ctx, AclOperation.DESCRIBE, gid):
+            described.append(DescribedGroup(ErrorCode.GROUP_AUTHORIZATION_FAILED, gid, "", "", ""))
+            continue
         error = not_available(shell, gid)
         if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
             described.append(DescribedGroup(error, gid, "", "", ""))
@@ -27,8 +32,18 @@ def describe_groups(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dic
             described.append(_other_type(shell, gid, kind))
         else:
             described.extend(shell.coordinator.describe_groups([gid]))
-    ops = operations_if_requested(getattr(req, "include_authorized_operations", False), ResourceType.GROUP)
-    entries = [_entry(g, ops if g.error == ErrorCode.NONE else NOT_REQUESTED) for g in described]
+    asked = getattr(req, "include_authorized_operations", False)
+    entries = [
+        _entry(
+            g,
+            operations_if_requested(
+                asked, ResourceType.GROUP, authz.allowed(ctx, ResourceType.GROUP, g.group_id)
+            )
+            if g.error == ErrorCode.NONE
+            else NOT_REQUESTED,
+        )
+        for g in described
+    ]
     return {"throttle_time_ms": 0, "groups": entries}
 
 

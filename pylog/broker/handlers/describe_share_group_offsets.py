@@ -2,7 +2,8 @@
 
 Partitions of a share group that never fetched them answer start offset -1. Two tagged fields
 that Kafka clients skip carry pylog's live counts for the lag widget: records in flight (between
-the start and end offsets) and records acquired right now.
+the start and end offsets) and records acquired right now. Each group needs DESCRIBE, each topic
+DESCRIBE (named ones answer TOPIC_AUTHORIZATION_FAILED, others are left out of an "all" answer).
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
+from pylog.broker.acl_operations import AclOperation, ResourceType
+from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available
 from pylog.broker.metadata import MetadataView
@@ -21,9 +24,37 @@ from pylog.broker.share_shell import ShareShell
 
 @serves(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, versions=(0, 0))
 def describe_share_group_offsets(
-    ctx: RequestContext, req: Any, *, groups: GroupShell, share: ShareShell, metadata: MetadataView
+    ctx: RequestContext,
+    req: Any,
+    *,
+    groups: GroupShell,
+    share: ShareShell,
+    metadata: MetadataView,
+    authz: Authorization,
 ) -> dict:
-    return describe(groups, share, metadata.image, req)
+    out = describe(groups, share, metadata.image, req)
+    if not authz.enabled:
+        return out
+    for entry, g in zip(out["groups"], req.groups):
+        if not authz.group(ctx, AclOperation.DESCRIBE, g.group_id):
+            entry.update(topics=[], error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None)
+            continue
+        visible = authz.filter(
+            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t["topic_name"] for t in entry["topics"])
+        )
+        if g.topics is None:
+            entry["topics"] = [t for t in entry["topics"] if t["topic_name"] in visible]
+        else:
+            for t in entry["topics"]:
+                if t["topic_name"] not in visible:
+                    for p in t["partitions"]:
+                        p.update(
+                            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                            start_offset=-1,
+                            in_flight_records=-1,
+                            acquired_records=-1,
+                        )
+    return out
 
 
 def describe(groups: GroupShell | None, share: ShareShell | None, image: Any, req: Any) -> dict:

@@ -1,4 +1,5 @@
-"""DescribeTransactions: state, producer, timeout and partitions of transactional ids."""
+"""DescribeTransactions: state, producer, timeout and partitions of transactional ids (each needs
+DESCRIBE; the topics of a transaction the caller may not DESCRIBE are left out)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
+from pylog.broker.acl_operations import AclOperation
+from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.registry import serves
 from pylog.broker.txn_shell import TxnShell, not_available
@@ -14,12 +17,14 @@ from pylog.txn import DescribedTransaction
 
 
 @serves(ApiKey.DESCRIBE_TRANSACTIONS, versions=(0, 0))
-def describe_transactions(ctx: RequestContext, req: Any, *, txn: TxnShell) -> dict:
+def describe_transactions(ctx: RequestContext, req: Any, *, txn: TxnShell, authz: Authorization) -> dict:
     shell = txn
     states = []
     for txn_id in req.transactional_ids:
         error = not_available(shell, txn_id) if txn_id else ErrorCode.NONE
-        if error is ErrorCode.NONE and shell is not None and shell.coordinator is not None:
+        if not authz.transactional_id(ctx, AclOperation.DESCRIBE, txn_id):
+            d = DescribedTransaction(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, txn_id)
+        elif error is ErrorCode.NONE and shell is not None and shell.coordinator is not None:
             (d,) = shell.coordinator.describe_transactions([txn_id])
         else:
             d = DescribedTransaction(error, txn_id)
@@ -32,7 +37,11 @@ def describe_transactions(ctx: RequestContext, req: Any, *, txn: TxnShell) -> di
                 "transaction_start_time_ms": d.transaction_start_time_ms,
                 "producer_id": d.producer_id,
                 "producer_epoch": d.producer_epoch,
-                "topics": [{"topic": t, "partitions": list(ps)} for t, ps in d.topics],
+                "topics": [
+                    {"topic": t, "partitions": list(ps)}
+                    for t, ps in d.topics
+                    if authz.topic(ctx, AclOperation.DESCRIBE, t)
+                ],
             }
         )
     return {"throttle_time_ms": 0, "transaction_states": states}

@@ -3,7 +3,8 @@ or of the `__transaction_state` partition that holds a transactional id (key typ
 
 The first request creates the topic and waits for it (milliseconds with a quorum of one)
 instead of answering COORDINATOR_NOT_AVAILABLE as Kafka does, so a fresh broker costs a first
-consumer or transactional producer no retry back-off. v4+ batch several keys.
+consumer or transactional producer no retry back-off. v4+ batch several keys. A caller must
+be allowed to DESCRIBE the group or transactional id it asks about.
 """
 
 from __future__ import annotations
@@ -13,6 +14,8 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
+from pylog.broker.acl_operations import AclOperation
+from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell
 from pylog.broker.metadata import MetadataView
@@ -26,11 +29,22 @@ Answer = tuple[ErrorCode, tuple[int, str, int]]
 
 @serves(ApiKey.FIND_COORDINATOR, versions=(0, 6))
 async def find_coordinator(
-    ctx: RequestContext, req: Any, *, groups: GroupShell, txn: TxnShell, metadata: MetadataView
+    ctx: RequestContext,
+    req: Any,
+    *,
+    groups: GroupShell,
+    txn: TxnShell,
+    metadata: MetadataView,
+    authz: Authorization,
 ) -> dict:
     key_type = getattr(req, "key_type", GROUP)
     keys = list(req.coordinator_keys or []) if ctx.api_version >= 4 else [req.key]
-    answers = [await _find(groups, txn, metadata, key_type, key, ctx.listener) for key in keys]
+    answers = [
+        await _find(groups, txn, metadata, key_type, key, ctx.listener)
+        if (refused := _refused(ctx, authz, key_type, key)) is None
+        else (refused, NO_NODE)
+        for key in keys
+    ]
     if ctx.api_version >= 4:
         return {
             "throttle_time_ms": 0,
@@ -55,6 +69,14 @@ async def find_coordinator(
         "host": host,
         "port": port,
     }
+
+
+def _refused(ctx: RequestContext, authz: Authorization, key_type: int, key: str) -> ErrorCode | None:
+    if key_type == GROUP and not authz.group(ctx, AclOperation.DESCRIBE, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if key_type == TRANSACTION and not authz.transactional_id(ctx, AclOperation.DESCRIBE, key):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return None
 
 
 async def _find(

@@ -1,5 +1,6 @@
 """ListGroups: the groups this broker coordinates, of every type (classic, consumer, share), filtered
-by state (v4+) and type (v5+)."""
+by state (v4+) and type (v5+). Without DESCRIBE on the cluster only the groups the caller may
+DESCRIBE are listed."""
 
 from __future__ import annotations
 
@@ -8,13 +9,15 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
+from pylog.broker.acl_operations import AclOperation, ResourceType
+from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell
 from pylog.broker.registry import serves
 
 
 @serves(ApiKey.LIST_GROUPS, versions=(0, 5))
-def list_groups(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
+def list_groups(ctx: RequestContext, req: Any, *, groups: GroupShell, authz: Authorization) -> dict:
     shell = groups
     if shell is None or shell.coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
@@ -29,6 +32,9 @@ def list_groups(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
     ]
     if types:
         groups = [g for g in groups if g.group_type.lower() in types]
+    if not authz.cluster(ctx, AclOperation.DESCRIBE):
+        visible = authz.filter(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in groups))
+        groups = [g for g in groups if g.group_id in visible]
     return {
         "throttle_time_ms": 0,
         "error_code": error,

@@ -1,5 +1,6 @@
 """ListTransactions: the transactional ids this broker coordinates, filtered by state, producer
-id and (v1) how long the transaction has been running. Unknown state names are echoed back."""
+id and (v1) how long the transaction has been running. Unknown state names are echoed back. Only
+the transactional ids the caller may DESCRIBE are listed."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
+from pylog.broker.acl_operations import AclOperation, ResourceType
+from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.registry import serves
 from pylog.broker.txn_shell import TxnShell
@@ -15,7 +18,7 @@ from pylog.txn import TxnState
 
 
 @serves(ApiKey.LIST_TRANSACTIONS, versions=(0, 1))
-def list_transactions(ctx: RequestContext, req: Any, *, txn: TxnShell) -> dict:
+def list_transactions(ctx: RequestContext, req: Any, *, txn: TxnShell, authz: Authorization) -> dict:
     shell = txn
     names = list(req.state_filters or [])
     unknown = [n for n in names if TxnState.from_kafka_name(n) is None]
@@ -32,6 +35,10 @@ def list_transactions(ctx: RequestContext, req: Any, *, txn: TxnShell) -> dict:
          "transaction_state": t.transaction_state}
         for t in listed
     ]
+    visible = authz.filter(
+        ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, (s["transactional_id"] for s in states)
+    )
+    states = [s for s in states if s["transactional_id"] in visible]
     return _answer(error, unknown, states)
 
 

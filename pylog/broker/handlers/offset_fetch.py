@@ -5,6 +5,9 @@ partition, which is what v1 clients read. v9+ carries the member id and epoch of
 member, checked like OffsetCommit's.
 `require_stable` (v7+) asks to wait out pending
 transactional commits: such a partition answers UNSTABLE_OFFSET_COMMIT and the client retries.
+Authorization: DESCRIBE on the group (GROUP_AUTHORIZATION_FAILED), DESCRIBE on each topic asked for
+(TOPIC_AUTHORIZATION_FAILED); a fetch of every offset leaves out the topics the caller may not
+describe.
 """
 
 from __future__ import annotations
@@ -14,6 +17,8 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
+from pylog.broker.acl_operations import AclOperation, ResourceType
+from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available
 from pylog.broker.registry import serves
@@ -21,16 +26,26 @@ from pylog.groups import FetchedOffset, OffsetFetchResult
 
 
 @serves(ApiKey.OFFSET_FETCH, versions=(0, 9))
-def offset_fetch(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
+def offset_fetch(ctx: RequestContext, req: Any, *, groups: GroupShell, authz: Authorization) -> dict:
     stable = bool(getattr(req, "require_stable", False))
     if ctx.api_version >= 8:
         results = [
-            _fetch(groups, g.group_id, g.topics, stable, getattr(g, "member_id", None),
-                   getattr(g, "member_epoch", -1))
+            _authorized(
+                ctx,
+                authz,
+                g.group_id,
+                g.topics,
+                lambda topics, g=g: _fetch(
+                    groups, g.group_id, topics, stable, getattr(g, "member_id", None),
+                    getattr(g, "member_epoch", -1),
+                ),
+            )
             for g in req.groups
         ]
         return {"throttle_time_ms": 0, "groups": [_group_entry(g) for g in results]}
-    r = _fetch(groups, req.group_id, req.topics, stable)
+    r = _authorized(
+        ctx, authz, req.group_id, req.topics, lambda topics: _fetch(groups, req.group_id, topics, stable)
+    )
     topics = _topics(r)
     if r.error is not ErrorCode.NONE:
         requested = [(t.name, list(t.partition_indexes)) for t in req.topics or []]
@@ -39,6 +54,30 @@ def offset_fetch(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
             for name, ps in requested
         ]
     return {"throttle_time_ms": 0, "topics": topics, "error_code": r.error}
+
+
+def _authorized(
+    ctx: RequestContext, authz: Authorization, group_id: str, topics: Any, fetch: Any
+) -> OffsetFetchResult:
+    """``fetch(topics)`` limited to what the caller may see; refused topics answer
+    TOPIC_AUTHORIZATION_FAILED."""
+    if not authz.group(ctx, AclOperation.DESCRIBE, group_id):
+        return OffsetFetchResult(group_id, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+    if not authz.enabled:
+        return fetch(topics)
+    if topics is None:
+        r = fetch(None)
+        seen = authz.filter(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, {p.topic for p in r.partitions})
+        return OffsetFetchResult(r.group_id, r.error, tuple(p for p in r.partitions if p.topic in seen))
+    seen = authz.filter(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t.name for t in topics))
+    r = fetch([t for t in topics if t.name in seen])
+    refused = tuple(
+        FetchedOffset(t.name, i, -1, error=ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        for t in topics
+        if t.name not in seen
+        for i in t.partition_indexes
+    )
+    return OffsetFetchResult(r.group_id, r.error, (*r.partitions, *refused)) if refused else r
 
 
 def _fetch(

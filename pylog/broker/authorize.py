@@ -1,0 +1,296 @@
+"""Authorization around handlers, as table entries: the checks Kafka's KafkaApis makes before an
+API does its work, kept beside the handler list so each API's rule reads in one line.
+
+- ``requires(spec, check)``: ``check(ctx, request)`` returns an error code for the whole request
+  (GROUP_AUTHORIZATION_FAILED for a JoinGroup on a group the caller may not READ, ...) or None;
+  with a code the handler does not run and every entry of the answer carries it.
+- ``per_topic(spec, rule)``: for APIs whose request lists topics (Produce, Fetch, ListOffsets,
+  OffsetCommit, ...): the topics the caller may not access are taken out of the request, the
+  handler serves the rest, and the answer gets TOPIC_AUTHORIZATION_FAILED entries for the ones
+  taken out (whether or not they exist, so names do not leak). When every topic is refused the
+  handler does not run.
+"""
+
+from __future__ import annotations
+
+import inspect
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.acl_operations import AclOperation
+from pylog.broker.authorization import Authorization
+from pylog.broker.context import RequestContext
+from pylog.broker.error_response import error_response
+from pylog.broker.registry import CLOSE_CONNECTION, NO_RESPONSE, HandlerSpec
+from pylog.security.acl import CLUSTER_NAME
+
+Check = Callable[[RequestContext, Any], "int | None"]
+_ZERO_UUID = uuid.UUID(int=0)
+_Op = AclOperation
+
+
+def top_level(req: Any, code: int) -> dict:
+    """An answer with only its top-level error code set."""
+    return {"error_code": code}
+
+
+def requires(
+    spec: HandlerSpec, check: Check, answer: Callable[[Any, int], dict] | None = None
+) -> HandlerSpec:
+    fn = spec.fn
+
+    def gated(ctx: RequestContext, req: Any) -> Any:
+        code = check(ctx, req)
+        if code:
+            if answer is not None:
+                return answer(req, code)
+            answer_ = error_response(ctx.api_key, ctx.api_version, req, code)
+            if answer_ is None:
+                raise RuntimeError(f"no error answer for api {ctx.api_key}")
+            return answer_
+        return fn(ctx, req)
+
+    return HandlerSpec(spec.api_key, spec.min_version, spec.max_version, gated, spec.name)
+
+
+# --- checks ------------------------------------------------------------------------------------
+
+
+def cluster(authz: Authorization, op: AclOperation) -> Check:
+    return lambda ctx, req: None if authz.cluster(ctx, op) else ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def group(authz: Authorization, op: AclOperation, field: str = "group_id") -> Check:
+    def check(ctx: RequestContext, req: Any) -> int | None:
+        return None if authz.group(ctx, op, getattr(req, field)) else ErrorCode.GROUP_AUTHORIZATION_FAILED
+
+    return check
+
+
+def transactional_id(authz: Authorization, op: AclOperation = _Op.WRITE) -> Check:
+    def check(ctx: RequestContext, req: Any) -> int | None:
+        tid = req.transactional_id
+        if authz.transactional_id(ctx, op, tid):
+            return None
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+
+    return check
+
+
+def subscribed_topics(authz: Authorization, field: str = "subscribed_topic_names") -> Check:
+    """Every topic a group member subscribes to must be DESCRIBE-able (KIP-848 / KIP-932)."""
+
+    def check(ctx: RequestContext, req: Any) -> int | None:
+        names = getattr(req, field, None) or []
+        if len(authz.filter(ctx, _Op.DESCRIBE, 2, names)) < len(set(names)):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+        return None
+
+    return check
+
+
+def all_of(*checks: Check) -> Check:
+    def check(ctx: RequestContext, req: Any) -> int | None:
+        for c in checks:
+            code = c(ctx, req)
+            if code:
+                return code
+        return None
+
+    return check
+
+
+def init_producer_id(authz: Authorization) -> Check:
+    """A transactional producer needs WRITE on its transactional id; an idempotent one
+    IDEMPOTENT_WRITE on the cluster or WRITE on some topic."""
+
+    def check(ctx: RequestContext, req: Any) -> int | None:
+        if req.transactional_id is not None:
+            return transactional_id(authz)(ctx, req)
+        if authz.cluster(ctx, _Op.IDEMPOTENT_WRITE) or authz.any_of_type(ctx, _Op.WRITE, 2):
+            return None
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+    return check
+
+
+# --- per-topic splitting -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class TopicRule:
+    """How one API lists topics: the request field, the topic name attribute, the answer field,
+    the operation needed, and how an answer for refused topics is built."""
+
+    request_field: str
+    name_of: Callable[[Any], str | None]  # a request topic entry -> its name (None: unknown id)
+    response_field: str
+    operation: AclOperation
+    denied: Callable[[Any, int], dict]  # (request holding only the refused topics, code) -> answer
+    pre: Check | None = None  # a whole-request check first (transactional id, group, follower)
+    bypass: Callable[[RequestContext, Any], bool] | None = None  # allowed every topic (a follower)
+
+
+def by_name(attr: str) -> Callable[[Any], str | None]:
+    return lambda t: getattr(t, attr)
+
+
+def answer_for(api_key: int) -> Callable[[Any, int], dict]:
+    """The error answer of ``api_key`` (``error_response``'s builders) for a request and a code."""
+
+    def build(req: Any, code: int) -> dict:
+        answer = error_response(api_key, 0, req, code)
+        assert answer is not None, api_key
+        return answer
+
+    return build
+
+
+def _with(req: Any, field: str, value: Any) -> Any:
+    return type(req)(**{f: (value if f == field else getattr(req, f)) for f in req._fields})
+
+
+def per_topic(spec: HandlerSpec, authz: Authorization, rule: TopicRule) -> HandlerSpec:
+    fn = spec.fn
+
+    def split(ctx: RequestContext, req: Any) -> Any:
+        if not authz.enabled or ctx.internal:
+            return fn(ctx, req)
+        if rule.pre is not None:
+            code = rule.pre(ctx, req)
+            if code:
+                return _no_answer_if_acks0(req) or rule.denied(req, code)
+        if rule.bypass is not None and rule.bypass(ctx, req):
+            return fn(ctx, req)
+        topics = getattr(req, rule.request_field) or []
+        names = [rule.name_of(t) for t in topics]
+        allowed = authz.filter(ctx, rule.operation, 2, (n for n in names if n is not None))
+        refused = [t for t, n in zip(topics, names) if n is not None and n not in allowed]
+        if not refused:
+            return fn(ctx, req)
+        denied = rule.denied(_with(req, rule.request_field, refused), ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+        kept = [t for t, n in zip(topics, names) if n is None or n in allowed]
+        if not kept:
+            return _no_answer_if_acks0(req) or denied
+        result = fn(ctx, _with(req, rule.request_field, kept))
+        if inspect.isawaitable(result):
+            return _merge_later(result, denied, rule.response_field)
+        return _merge(result, denied, rule.response_field)
+
+    return HandlerSpec(spec.api_key, spec.min_version, spec.max_version, split, spec.name)
+
+
+def _no_answer_if_acks0(req: Any) -> Any:
+    """A refused acks=0 produce: close the connection, as for any failed acks=0 produce."""
+    return CLOSE_CONNECTION if getattr(req, "acks", None) == 0 else None
+
+
+def _merge(result: Any, denied: dict, field: str) -> Any:
+    if result is NO_RESPONSE:
+        return CLOSE_CONNECTION  # acks=0 with refused topics
+    if result is CLOSE_CONNECTION:
+        return result
+    result[field] = [*result[field], *denied[field]]
+    return result
+
+
+async def _merge_later(result: Any, denied: dict, field: str) -> Any:
+    return _merge(await result, denied, field)
+
+
+# --- Metadata --------------------------------------------------------------------------------------
+
+
+def metadata(spec: HandlerSpec, authz: Authorization) -> HandlerSpec:
+    """Metadata as Kafka authorizes it: a listing of every topic leaves out those the caller may
+    not DESCRIBE; a named topic it may not DESCRIBE, or may not CREATE when the request asks for
+    auto-creation of a missing one, answers TOPIC_AUTHORIZATION_FAILED (and is not created); a
+    topic asked by id that it may not DESCRIBE is unknown. Authorized operations (KIP-430) are the
+    caller's; the cluster's need DESCRIBE on it."""
+    fn = spec.fn
+
+    def authorized(ctx: RequestContext, req: Any) -> Any:
+        if not authz.enabled or ctx.internal:
+            return fn(ctx, req)
+        named = req.topics is not None and not (ctx.api_version == 0 and not req.topics)
+        refused: list[str] = []
+        if named:
+            names = [t.name for t in req.topics if t.name is not None]
+            seen = authz.filter(ctx, _Op.DESCRIBE, 2, names)
+            refused = [n for n in names if n not in seen]
+            image = authz.image()
+            if getattr(req, "allow_auto_topic_creation", True) and not authz.cluster(ctx, _Op.CREATE):
+                refused += [
+                    n
+                    for n in names
+                    if n in seen
+                    and image is not None
+                    and image.topic(n) is None
+                    and not authz.topic(ctx, _Op.CREATE, n)
+                ]
+            if refused:
+                req = _with(req, "topics", [t for t in req.topics if t.name not in refused])
+        result = fn(ctx, req)
+        if inspect.isawaitable(result):
+            return _fix_later(result, ctx, req, named, refused)
+        return _fix(result, ctx, req, named, refused)
+
+    def _fix(body: dict, ctx: RequestContext, req: Any, named: bool, refused: list[str]) -> dict:
+        wanted = {t.name for t in req.topics if t.name is not None} if named else None
+        topics = []
+        for entry in body["topics"]:
+            name = entry.get("name")
+            if name is not None and not authz.topic(ctx, _Op.DESCRIBE, name):
+                if named and name not in (wanted or ()):  # asked by id
+                    topics.append(
+                        {
+                            "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+                            "name": None,
+                            "topic_id": entry.get("topic_id"),
+                            "partitions": [],
+                        }
+                    )
+                continue
+            if (
+                named
+                and wanted is not None
+                and name is not None
+                and name not in wanted
+                and not entry.get("error_code")
+                and ctx.api_version == 0
+            ):
+                continue  # a v0 request whose named topics were all refused listed everything
+            if getattr(req, "include_topic_authorized_operations", False) and name is not None:
+                entry["topic_authorized_operations"] = _ops(ctx, 2, name)
+            topics.append(entry)
+        for name in dict.fromkeys(refused):
+            topics.append(
+                {
+                    "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    "name": name,
+                    "topic_id": _ZERO_UUID,
+                    "is_internal": False,
+                    "partitions": [],
+                }
+            )
+        body["topics"] = topics
+        if getattr(req, "include_cluster_authorized_operations", False):
+            body["cluster_authorized_operations"] = (
+                _ops(ctx, 4, CLUSTER_NAME) if authz.cluster(ctx, _Op.DESCRIBE) else 0
+            )
+        return body
+
+    async def _fix_later(result: Any, ctx: RequestContext, req: Any, named: bool, refused: list[str]) -> dict:
+        return _fix(await result, ctx, req, named, refused)
+
+    def _ops(ctx: RequestContext, resource_type: int, name: str) -> int:
+        from pylog.broker.acl_operations import ResourceType, authorized_operations
+
+        rt = ResourceType(resource_type)
+        return authorized_operations(rt, authz.allowed(ctx, rt, name))
+
+    return HandlerSpec(spec.api_key, spec.min_version, spec.max_version, authorized, spec.name)

@@ -1,0 +1,137 @@
+"""DescribeAcls (29), CreateAcls (30), DeleteAcls (31).
+
+DescribeAcls is answered by any broker from its metadata image (DESCRIBE on the cluster).
+CreateAcls and DeleteAcls run on the controller (ALTER on the cluster), which commits
+AccessControlEntryRecord / RemoveAccessControlEntryRecord; brokers forward them with the
+caller's principal. Without an authorizer all three answer SECURITY_DISABLED.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.acl_operations import AclOperation
+from pylog.broker.authorization import Authorization
+from pylog.broker.context import RequestContext
+from pylog.broker.registry import serves
+from pylog.cluster.quorum import MetadataQuorum
+from pylog.security.acl import AclBinding, AclBindingFilter
+
+NO_AUTHORIZER = "No Authorizer is configured."
+CLUSTER_DENIED = "Cluster authorization failed."
+
+
+def _grouped(acls: Iterable[AclBinding]) -> list[dict]:
+    by_resource: dict[tuple[int, str, int], list[dict]] = {}
+    for a in acls:
+        by_resource.setdefault((a.resource_type, a.resource_name, a.pattern_type), []).append(
+            {
+                "principal": a.principal,
+                "host": a.host,
+                "operation": a.operation,
+                "permission_type": a.permission_type,
+            }
+        )
+    return [
+        {"resource_type": rt, "resource_name": name, "pattern_type": pt, "acls": entries}
+        for (rt, name, pt), entries in sorted(by_resource.items())
+    ]
+
+
+@serves(ApiKey.DESCRIBE_ACLS, versions=(0, 3))
+def describe_acls(ctx: RequestContext, req: Any, *, authz: Authorization) -> dict:
+    body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "resources": []}
+    if not authz.cluster(ctx, AclOperation.DESCRIBE):
+        return {**body, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": CLUSTER_DENIED}
+    if not authz.enabled:
+        return {**body, "error_code": ErrorCode.SECURITY_DISABLED, "error_message": NO_AUTHORIZER}
+    f = AclBindingFilter(
+        req.resource_type_filter,
+        req.resource_name_filter,
+        req.pattern_type_filter,
+        req.principal_filter,
+        req.host_filter,
+        req.operation,
+        req.permission_type,
+    )
+    problem = f.unknown()
+    if problem is not None:
+        return {**body, "error_code": ErrorCode.INVALID_REQUEST, "error_message": problem}
+    return {**body, "resources": _grouped(a for a in authz.acls() if f.matches(a))}
+
+
+@serves(ApiKey.CREATE_ACLS, versions=(0, 3))
+async def create_acls(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, authz: Authorization) -> dict:
+    denied = _refusal(ctx, authz)
+    if denied is not None:
+        return {"throttle_time_ms": 0, "results": [denied for _ in req.creations]}
+    bindings = [
+        AclBinding(
+            c.resource_type,
+            c.resource_name,
+            c.resource_pattern_type,
+            c.principal,
+            c.host,
+            c.operation,
+            c.permission_type,
+        )
+        for c in req.creations
+    ]
+    results = await quorum.execute(lambda c: c.create_acls(bindings))
+    return {
+        "throttle_time_ms": 0,
+        "results": [{"error_code": r.error_code, "error_message": r.error_message} for r in results],
+    }
+
+
+@serves(ApiKey.DELETE_ACLS, versions=(0, 3))
+async def delete_acls(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, authz: Authorization) -> dict:
+    denied = _refusal(ctx, authz)
+    if denied is not None:
+        return {
+            "throttle_time_ms": 0,
+            "filter_results": [{**denied, "matching_acls": []} for _ in req.filters],
+        }
+    filters = [
+        AclBindingFilter(
+            f.resource_type_filter,
+            f.resource_name_filter,
+            f.pattern_type_filter,
+            f.principal_filter,
+            f.host_filter,
+            f.operation,
+            f.permission_type,
+        )
+        for f in req.filters
+    ]
+    results = await quorum.execute(lambda c: c.delete_acls(filters))
+    out = []
+    for r in results:
+        matching = [
+            {
+                "error_code": 0,
+                "error_message": None,
+                "resource_type": a.resource_type,
+                "resource_name": a.resource_name,
+                "pattern_type": a.pattern_type,
+                "principal": a.principal,
+                "host": a.host,
+                "operation": a.operation,
+                "permission_type": a.permission_type,
+            }
+            for a in r.deleted
+        ]
+        out.append({"error_code": r.error_code, "error_message": r.error_message, "matching_acls": matching})
+    return {"throttle_time_ms": 0, "filter_results": out}
+
+
+def _refusal(ctx: RequestContext, authz: Authorization) -> dict | None:
+    if not authz.cluster(ctx, AclOperation.ALTER):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": CLUSTER_DENIED}
+    if not authz.enabled:
+        return {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": NO_AUTHORIZER}
+    return None

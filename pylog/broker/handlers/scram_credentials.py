@@ -1,0 +1,78 @@
+"""DescribeUserScramCredentials (50) and AlterUserScramCredentials (51).
+
+Describe is answered by any broker from its metadata image (DESCRIBE on the cluster): per user,
+the mechanisms and iteration counts, never the keys. Alter runs on the controller (ALTER on the
+cluster) and records salted credentials in the metadata log; brokers forward it.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.acl_operations import AclOperation
+from pylog.broker.authorization import Authorization
+from pylog.broker.context import RequestContext
+from pylog.broker.metadata import MetadataView
+from pylog.broker.registry import serves
+from pylog.cluster.acl_control import ScramDeletion, ScramUpsertion
+from pylog.cluster.quorum import MetadataQuorum
+
+
+@serves(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, versions=(0, 0))
+def describe_user_scram_credentials(
+    ctx: RequestContext, req: Any, *, metadata: MetadataView, authz: Authorization
+) -> dict:
+    body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": []}
+    if not authz.cluster(ctx, AclOperation.DESCRIBE):
+        return {**body, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+    by_user: dict[str, list[dict]] = {}
+    for (name, mechanism), cred in sorted(metadata.image.scram_credentials.items()):
+        by_user.setdefault(name, []).append({"mechanism": mechanism, "iterations": cred.iterations})
+    wanted = [u.name for u in req.users] if req.users else sorted(by_user)
+    counts = Counter(wanted)
+    results = []
+    for name in dict.fromkeys(wanted):
+        entry = {"user": name, "error_code": 0, "error_message": None, "credential_infos": []}
+        if counts[name] > 1:
+            entry.update(
+                error_code=ErrorCode.DUPLICATE_RESOURCE,
+                error_message="Cannot describe SCRAM credentials for the same user twice in a single request",
+            )
+        elif name not in by_user:
+            entry.update(
+                error_code=ErrorCode.RESOURCE_NOT_FOUND,
+                error_message="Attempt to describe a user credential that does not exist",
+            )
+        else:
+            entry["credential_infos"] = by_user[name]
+        results.append(entry)
+    return {**body, "results": results}
+
+
+@serves(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, versions=(0, 0))
+async def alter_user_scram_credentials(
+    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, authz: Authorization
+) -> dict:
+    deletions = [ScramDeletion(d.name, d.mechanism) for d in req.deletions]
+    upsertions = [
+        ScramUpsertion(u.name, u.mechanism, u.iterations, bytes(u.salt), bytes(u.salted_password))
+        for u in req.upsertions
+    ]
+    if not authz.cluster(ctx, AclOperation.ALTER):
+        users = dict.fromkeys(i.name for i in [*deletions, *upsertions])
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return {
+            "throttle_time_ms": 0,
+            "results": [{"user": u, "error_code": code, "error_message": None} for u in users],
+        }
+    results = await quorum.execute(lambda c: c.alter_user_scram_credentials(deletions, upsertions))
+    return {
+        "throttle_time_ms": 0,
+        "results": [
+            {"user": r.user, "error_code": r.error_code, "error_message": r.error_message} for r in results
+        ],
+    }

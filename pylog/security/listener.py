@@ -1,0 +1,124 @@
+"""A node's security settings, per listener and for its own connections to other nodes.
+
+Every value is looked up as the listener sees it (``listener.name.<listener>.<config>`` before
+``<config>``), and everything is checked when the node starts: a PEM file that does not load, a
+mechanism pylog does not serve, a PLAIN listener without users, a SASL inter-node listener without
+credentials for this node, each stops the start with one sentence naming the setting.
+"""
+
+from __future__ import annotations
+
+import ssl
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from pylog.config import BrokerConfig, ConfigError
+from pylog.security.client import ClientSecurity
+from pylog.security.jaas import PLAIN_LOGIN_MODULE, JaasEntry, parse_jaas
+from pylog.security.principal import parse_mapping_rules
+from pylog.security.sasl_server import PLAIN, SERVED_MECHANISMS, SaslServerSettings
+from pylog.security.scram import CredentialLookup
+from pylog.security.tls import node_client_context, server_context
+
+SSL_PROTOCOLS = ("SSL", "SASL_SSL")
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
+
+
+@dataclass(frozen=True)
+class ListenerSecurity:
+    name: str
+    protocol: str
+    ssl_context: ssl.SSLContext | None = None
+    principal_rules: tuple = ()
+    sasl: SaslServerSettings | None = None
+    max_receive_size: int = 524288  # frames accepted before SASL completes
+    failed_auth_delay_ms: int = 100
+
+
+PLAINTEXT_LISTENER = ListenerSecurity("PLAINTEXT", "PLAINTEXT")
+
+
+def _getter(config: BrokerConfig, listener: str) -> Callable[[str], str | None]:
+    return lambda name: config.listener_raw(listener, name)
+
+
+def jaas_entry(config: BrokerConfig, listener: str, mechanism: str) -> JaasEntry | None:
+    name = f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config"
+    raw = config.listener_raw(listener, "sasl.jaas.config", mechanism)
+    return parse_jaas(raw, where=name) if raw else None
+
+
+def enabled_mechanisms(config: BrokerConfig, listener: str) -> tuple[str, ...]:
+    raw = config.listener_raw(listener, "sasl.enabled.mechanisms") or ""
+    mechanisms = tuple(m.strip().upper() for m in raw.split(",") if m.strip())
+    for m in mechanisms:
+        if m not in SERVED_MECHANISMS:
+            raise ConfigError(
+                f"listener {listener}: sasl.enabled.mechanisms names {m}, which pylog does not serve "
+                f"(served: {', '.join(SERVED_MECHANISMS)})"
+            )
+    if not mechanisms:
+        raise ConfigError(f"listener {listener}: sasl.enabled.mechanisms is empty")
+    return mechanisms
+
+
+def listener_security(
+    config: BrokerConfig, name: str, protocol: str, scram_credentials: CredentialLookup
+) -> ListenerSecurity:
+    """The server side of one listener; raises ConfigError naming what is wrong."""
+    where = f"listener {name}: "
+    get = _getter(config, name)
+    ctx = server_context(get, where) if protocol in SSL_PROTOCOLS else None
+    sasl = None
+    if protocol in SASL_PROTOCOLS:
+        mechanisms = enabled_mechanisms(config, name)
+        users: dict[str, str] = {}
+        if PLAIN in mechanisms:
+            entry = jaas_entry(config, name, PLAIN)
+            if entry is None or entry.login_module != PLAIN_LOGIN_MODULE:
+                raise ConfigError(
+                    f"{where}PLAIN needs listener.name.{name.lower()}.plain.sasl.jaas.config="
+                    f'{PLAIN_LOGIN_MODULE} required user_<name>="<password>" ...;'
+                )
+            users = entry.plain_users
+        sasl = SaslServerSettings(
+            mechanisms,
+            users,
+            scram_credentials,
+            int(config.listener_raw(name, "connections.max.reauth.ms") or 0),
+        )
+    return ListenerSecurity(
+        name,
+        protocol,
+        ctx,
+        parse_mapping_rules(get("ssl.principal.mapping.rules")),
+        sasl,
+        int(get("sasl.server.max.receive.size") or 524288),
+        int(get("connection.failed.authentication.delay.ms") or 0),
+    )
+
+
+def node_client_security(
+    config: BrokerConfig, listener: str, protocol: str, mechanism_config: str
+) -> ClientSecurity:
+    """How this node connects to ``listener`` of another node: TLS with the listener's truststore
+    (and keystore, for mutual TLS), SASL with ``mechanism_config``'s mechanism and this node's
+    credentials from the listener's JAAS line (``username=`` / ``password=``)."""
+    where = f"listener {listener}: "
+    ctx = node_client_context(_getter(config, listener), where) if protocol in SSL_PROTOCOLS else None
+    mechanism = username = password = None
+    if protocol in SASL_PROTOCOLS:
+        mechanism = (config.raw(mechanism_config) or "").strip().upper()
+        if mechanism not in SERVED_MECHANISMS:
+            raise ConfigError(
+                f"{mechanism_config}={mechanism}: nodes connect to the {protocol} listener {listener} with "
+                f"SASL, so set it to one of {', '.join(SERVED_MECHANISMS)}"
+            )
+        entry = jaas_entry(config, listener, mechanism)
+        if entry is None or "username" not in entry.options or "password" not in entry.options:
+            raise ConfigError(
+                f"listener.name.{listener.lower()}.{mechanism.lower()}.sasl.jaas.config must give this "
+                'node\'s own username="..." password="..." (it connects to other nodes on that listener)'
+            )
+        username, password = entry.options["username"], entry.options["password"]
+    return ClientSecurity(protocol, ctx, mechanism, username, password)

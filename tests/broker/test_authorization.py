@@ -1,0 +1,589 @@
+"""Every API a client can send, as a user without ACLs, over a real SASL listener of an in-process
+broker: each answers the authorization error Kafka answers (table-driven), and listings leave out
+what the user may not describe. The same requests as a super user are served."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from harness import BrokerThread
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.cluster.channel import NodeChannel
+from pylog.security.client import ClientSecurity
+
+JAAS = (
+    "org.apache.kafka.common.security.plain.PlainLoginModule required "
+    'user_eve="eve-secret" user_root="root-secret";'
+)
+E = ErrorCode
+TOPIC, GROUP, CLUSTER, TXN = (
+    E.TOPIC_AUTHORIZATION_FAILED,
+    E.GROUP_AUTHORIZATION_FAILED,
+    E.CLUSTER_AUTHORIZATION_FAILED,
+    E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+)
+ZERO = uuid.UUID(int=0)
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerThread]:
+    b = BrokerThread(
+        tmp_path_factory.mktemp("authz") / "data",
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:root",
+        },
+    ).start()
+    yield b
+    b.stop()
+
+
+def call(b: BrokerThread, user: str, requests: list[tuple[int, int, dict]]) -> list[Any]:
+    assert b.broker is not None
+    port = next(s.port for s in b.broker.servers if s.listener == "SASL_PLAINTEXT")
+    security = ClientSecurity.from_config(
+        {
+            "security.protocol": "SASL_PLAINTEXT",
+            "sasl.mechanism": "PLAIN",
+            "sasl.username": user,
+            "sasl.password": f"{user}-secret",
+        }
+    )
+
+    async def run() -> list[Any]:
+        ch = NodeChannel("127.0.0.1", port, client_id=f"authz-{user}", security=security)
+        try:
+            return [await ch.request(k, v, body, 15) for k, v, body in requests]
+        finally:
+            ch.close()
+
+    return asyncio.run(run())
+
+
+def codes(body: Any) -> set[int]:
+    """Every error code in a decoded response."""
+    out: set[int] = set()
+    stack = [body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, list):
+            stack.extend(node)
+            continue
+        for name in getattr(node, "_fields", ()):
+            value = getattr(node, name)
+            if name in ("error_code", "partition_error_code") and isinstance(value, int):
+                out.add(value)
+            elif isinstance(value, list) or hasattr(value, "_fields"):
+                stack.append(value)
+    return out
+
+
+T = "orders"
+PARTS = [{"partition_index": 0}]
+CASES: list[tuple[str, int, int, dict, int]] = [
+    (
+        "Produce",
+        ApiKey.PRODUCE,
+        8,
+        {
+            "acks": -1,
+            "timeout_ms": 1000,
+            "topic_data": [{"name": T, "partition_data": [{"index": 0, "records": None}]}],
+        },
+        TOPIC,
+    ),
+    (
+        "Produce transactional",
+        ApiKey.PRODUCE,
+        8,
+        {
+            "transactional_id": "tx",
+            "acks": -1,
+            "timeout_ms": 1000,
+            "topic_data": [{"name": T, "partition_data": [{"index": 0, "records": None}]}],
+        },
+        TXN,
+    ),
+    (
+        "Fetch",
+        ApiKey.FETCH,
+        11,
+        {
+            "replica_id": -1,
+            "max_wait_ms": 0,
+            "min_bytes": 1,
+            "max_bytes": 1000,
+            "topics": [
+                {"topic": T, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 100}]}
+            ],
+        },
+        TOPIC,
+    ),
+    (
+        "Fetch as a follower",
+        ApiKey.FETCH,
+        11,
+        {
+            "replica_id": 7,
+            "max_wait_ms": 0,
+            "min_bytes": 1,
+            "max_bytes": 1000,
+            "topics": [
+                {"topic": T, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 100}]}
+            ],
+        },
+        TOPIC,
+    ),
+    (
+        "ListOffsets",
+        ApiKey.LIST_OFFSETS,
+        5,
+        {"replica_id": -1, "topics": [{"name": T, "partitions": [{"partition_index": 0, "timestamp": -1}]}]},
+        TOPIC,
+    ),
+    (
+        "OffsetForLeaderEpoch",
+        ApiKey.OFFSET_FOR_LEADER_EPOCH,
+        3,
+        {"replica_id": -1, "topics": [{"topic": T, "partitions": [{"partition": 0, "leader_epoch": 0}]}]},
+        TOPIC,
+    ),
+    ("Metadata", ApiKey.METADATA, 9, {"topics": [{"name": T}], "allow_auto_topic_creation": False}, TOPIC),
+    (
+        "OffsetCommit",
+        ApiKey.OFFSET_COMMIT,
+        7,
+        {
+            "group_id": "g",
+            "generation_id_or_member_epoch": -1,
+            "member_id": "",
+            "topics": [{"name": T, "partitions": [{"partition_index": 0, "committed_offset": 1}]}],
+        },
+        GROUP,
+    ),
+    (
+        "OffsetFetch",
+        ApiKey.OFFSET_FETCH,
+        7,
+        {"group_id": "g", "topics": [{"name": T, "partition_indexes": [0]}]},
+        GROUP,
+    ),
+    ("FindCoordinator group", ApiKey.FIND_COORDINATOR, 3, {"key": "g", "key_type": 0}, GROUP),
+    ("FindCoordinator transaction", ApiKey.FIND_COORDINATOR, 3, {"key": "tx", "key_type": 1}, TXN),
+    (
+        "JoinGroup",
+        ApiKey.JOIN_GROUP,
+        5,
+        {
+            "group_id": "g",
+            "session_timeout_ms": 10000,
+            "rebalance_timeout_ms": 10000,
+            "member_id": "",
+            "protocol_type": "consumer",
+            "protocols": [{"name": "range", "metadata": b""}],
+        },
+        GROUP,
+    ),
+    (
+        "SyncGroup",
+        ApiKey.SYNC_GROUP,
+        3,
+        {"group_id": "g", "generation_id": 1, "member_id": "m", "assignments": []},
+        GROUP,
+    ),
+    ("Heartbeat", ApiKey.HEARTBEAT, 3, {"group_id": "g", "generation_id": 1, "member_id": "m"}, GROUP),
+    ("LeaveGroup", ApiKey.LEAVE_GROUP, 3, {"group_id": "g", "members": [{"member_id": "m"}]}, GROUP),
+    ("DescribeGroups", ApiKey.DESCRIBE_GROUPS, 5, {"groups": ["g"]}, GROUP),
+    ("DeleteGroups", ApiKey.DELETE_GROUPS, 2, {"groups_names": ["g"]}, GROUP),
+    (
+        "OffsetDelete",
+        ApiKey.OFFSET_DELETE,
+        0,
+        {"group_id": "g", "topics": [{"name": T, "partitions": PARTS}]},
+        GROUP,
+    ),
+    (
+        "CreateTopics",
+        ApiKey.CREATE_TOPICS,
+        5,
+        {
+            "topics": [
+                {
+                    "name": "new-one",
+                    "num_partitions": 1,
+                    "replication_factor": 1,
+                    "assignments": [],
+                    "configs": [],
+                }
+            ],
+            "timeout_ms": 5000,
+        },
+        TOPIC,
+    ),
+    ("DeleteTopics", ApiKey.DELETE_TOPICS, 5, {"topic_names": [T], "timeout_ms": 5000}, TOPIC),
+    (
+        "CreatePartitions",
+        ApiKey.CREATE_PARTITIONS,
+        2,
+        {
+            "topics": [{"name": T, "count": 2, "assignments": None}],
+            "timeout_ms": 5000,
+            "validate_only": False,
+        },
+        TOPIC,
+    ),
+    (
+        "DescribeConfigs topic",
+        ApiKey.DESCRIBE_CONFIGS,
+        3,
+        {"resources": [{"resource_type": 2, "resource_name": T, "configuration_keys": None}]},
+        TOPIC,
+    ),
+    (
+        "DescribeConfigs broker",
+        ApiKey.DESCRIBE_CONFIGS,
+        3,
+        {"resources": [{"resource_type": 4, "resource_name": "1", "configuration_keys": None}]},
+        CLUSTER,
+    ),
+    (
+        "AlterConfigs topic",
+        ApiKey.ALTER_CONFIGS,
+        1,
+        {
+            "resources": [
+                {
+                    "resource_type": 2,
+                    "resource_name": T,
+                    "configs": [{"name": "retention.ms", "value": "1000"}],
+                }
+            ],
+            "validate_only": False,
+        },
+        TOPIC,
+    ),
+    (
+        "IncrementalAlterConfigs broker",
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        1,
+        {
+            "resources": [
+                {
+                    "resource_type": 4,
+                    "resource_name": "",
+                    "configs": [{"name": "log.retention.ms", "config_operation": 0, "value": "1000"}],
+                }
+            ],
+            "validate_only": False,
+        },
+        CLUSTER,
+    ),
+    (
+        "DeleteRecords",
+        ApiKey.DELETE_RECORDS,
+        1,
+        {"topics": [{"name": T, "partitions": [{"partition_index": 0, "offset": 0}]}], "timeout_ms": 1000},
+        TOPIC,
+    ),
+    (
+        "InitProducerId idempotent",
+        ApiKey.INIT_PRODUCER_ID,
+        3,
+        {"transactional_id": None, "transaction_timeout_ms": 60000},
+        CLUSTER,
+    ),
+    (
+        "InitProducerId transactional",
+        ApiKey.INIT_PRODUCER_ID,
+        3,
+        {"transactional_id": "tx", "transaction_timeout_ms": 60000},
+        TXN,
+    ),
+    (
+        "AddPartitionsToTxn",
+        ApiKey.ADD_PARTITIONS_TO_TXN,
+        3,
+        {
+            "v3_and_below_transactional_id": "tx",
+            "v3_and_below_producer_id": 1,
+            "v3_and_below_producer_epoch": 0,
+            "v3_and_below_topics": [{"name": T, "partitions": [0]}],
+        },
+        TXN,
+    ),
+    (
+        "AddOffsetsToTxn",
+        ApiKey.ADD_OFFSETS_TO_TXN,
+        3,
+        {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "group_id": "g"},
+        TXN,
+    ),
+    (
+        "EndTxn",
+        ApiKey.END_TXN,
+        3,
+        {"transactional_id": "tx", "producer_id": 1, "producer_epoch": 0, "committed": True},
+        TXN,
+    ),
+    (
+        "TxnOffsetCommit",
+        ApiKey.TXN_OFFSET_COMMIT,
+        3,
+        {
+            "transactional_id": "tx",
+            "group_id": "g",
+            "producer_id": 1,
+            "producer_epoch": 0,
+            "topics": [{"name": T, "partitions": [{"partition_index": 0, "committed_offset": 1}]}],
+        },
+        TXN,
+    ),
+    (
+        "DescribeAcls",
+        ApiKey.DESCRIBE_ACLS,
+        2,
+        {"resource_type_filter": 1, "pattern_type_filter": 1, "operation": 1, "permission_type": 1},
+        CLUSTER,
+    ),
+    (
+        "CreateAcls",
+        ApiKey.CREATE_ACLS,
+        2,
+        {
+            "creations": [
+                {
+                    "resource_type": 2,
+                    "resource_name": T,
+                    "resource_pattern_type": 3,
+                    "principal": "User:eve",
+                    "host": "*",
+                    "operation": 2,
+                    "permission_type": 3,
+                }
+            ]
+        },
+        CLUSTER,
+    ),
+    (
+        "DeleteAcls",
+        ApiKey.DELETE_ACLS,
+        2,
+        {
+            "filters": [
+                {"resource_type_filter": 1, "pattern_type_filter": 1, "operation": 1, "permission_type": 1}
+            ]
+        },
+        CLUSTER,
+    ),
+    ("DescribeUserScramCredentials", ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, 0, {"users": None}, CLUSTER),
+    (
+        "AlterUserScramCredentials",
+        ApiKey.ALTER_USER_SCRAM_CREDENTIALS,
+        0,
+        {
+            "deletions": [],
+            "upsertions": [
+                {"name": "eve", "mechanism": 1, "iterations": 4096, "salt": b"s", "salted_password": b"p"}
+            ],
+        },
+        CLUSTER,
+    ),
+    (
+        "ElectLeaders",
+        ApiKey.ELECT_LEADERS,
+        2,
+        {"election_type": 0, "topic_partitions": None, "timeout_ms": 1000},
+        CLUSTER,
+    ),
+    (
+        "DescribeQuorum",
+        ApiKey.DESCRIBE_QUORUM,
+        1,
+        {"topics": [{"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]}]},
+        CLUSTER,
+    ),
+    (
+        "DescribeProducers",
+        ApiKey.DESCRIBE_PRODUCERS,
+        0,
+        {"topics": [{"name": T, "partition_indexes": [0]}]},
+        TOPIC,
+    ),
+    ("DescribeTransactions", ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["tx"]}, TXN),
+    (
+        "WriteTxnMarkers",
+        ApiKey.WRITE_TXN_MARKERS,
+        1,
+        {
+            "markers": [
+                {
+                    "producer_id": 1,
+                    "producer_epoch": 0,
+                    "transaction_result": True,
+                    "topics": [{"name": T, "partition_indexes": [0]}],
+                    "coordinator_epoch": 0,
+                }
+            ]
+        },
+        CLUSTER,
+    ),
+    (
+        "ConsumerGroupHeartbeat",
+        ApiKey.CONSUMER_GROUP_HEARTBEAT,
+        0,
+        {
+            "group_id": "g",
+            "member_id": "m",
+            "member_epoch": 0,
+            "rebalance_timeout_ms": 10000,
+            "subscribed_topic_names": [T],
+        },
+        GROUP,
+    ),
+    ("ConsumerGroupDescribe", ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["g"]}, GROUP),
+    (
+        "ShareGroupHeartbeat",
+        ApiKey.SHARE_GROUP_HEARTBEAT,
+        1,
+        {"group_id": "g", "member_id": "m", "member_epoch": 0, "subscribed_topic_names": [T]},
+        GROUP,
+    ),
+    ("ShareGroupDescribe", ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": ["g"]}, GROUP),
+    (
+        "ShareFetch",
+        ApiKey.SHARE_FETCH,
+        1,
+        {
+            "group_id": "g",
+            "member_id": "m",
+            "share_session_epoch": 0,
+            "max_wait_ms": 0,
+            "min_bytes": 1,
+            "max_bytes": 1000,
+            "topics": [],
+            "forgotten_topics_data": [],
+        },
+        GROUP,
+    ),
+    (
+        "ShareAcknowledge",
+        ApiKey.SHARE_ACKNOWLEDGE,
+        1,
+        {"group_id": "g", "member_id": "m", "share_session_epoch": 1, "topics": []},
+        GROUP,
+    ),
+    (
+        "DescribeShareGroupOffsets",
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS,
+        0,
+        {"groups": [{"group_id": "g", "topics": None}]},
+        GROUP,
+    ),
+    ("AlterShareGroupOffsets", ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": "g", "topics": []}, GROUP),
+    ("DeleteShareGroupOffsets", ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": "g", "topics": []}, GROUP),
+]
+
+
+def test_every_api_answers_its_authorization_error(broker: BrokerThread) -> None:
+    assert broker.broker is not None
+    call(
+        broker,
+        "root",
+        [
+            (
+                ApiKey.CREATE_TOPICS,
+                5,
+                {"topics": [{"name": T, "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 5000},
+            )
+        ],
+    )
+    answers = call(broker, "eve", [(k, v, body) for _, k, v, body, _ in CASES])
+    wrong = {
+        name: sorted(codes(a)) for (name, _, _, _, want), a in zip(CASES, answers) if want not in codes(a)
+    }
+    assert not wrong, f"APIs that did not answer their authorization error: {wrong}"
+
+
+def test_listings_leave_out_what_the_user_may_not_describe(broker: BrokerThread) -> None:
+    call(
+        broker,
+        "root",
+        [
+            (
+                ApiKey.CREATE_TOPICS,
+                5,
+                {
+                    "topics": [{"name": "listed", "num_partitions": 1, "replication_factor": 1}],
+                    "timeout_ms": 5000,
+                },
+            )
+        ],
+    )
+    md, groups, txns, cluster = call(
+        broker,
+        "eve",
+        [
+            (ApiKey.METADATA, 9, {"topics": None, "include_cluster_authorized_operations": True}),
+            (ApiKey.LIST_GROUPS, 4, {"states_filter": []}),
+            (ApiKey.LIST_TRANSACTIONS, 0, {"state_filters": [], "producer_id_filters": []}),
+            (ApiKey.DESCRIBE_CLUSTER, 1, {"include_cluster_authorized_operations": True}),
+        ],
+    )
+    assert md.topics == [] and md.cluster_authorized_operations == 0
+    assert groups.groups == [] and txns.transaction_states == []
+    assert cluster.cluster_authorized_operations == 0
+    (root_md,) = call(
+        broker,
+        "root",
+        [(ApiKey.METADATA, 9, {"topics": None, "include_cluster_authorized_operations": True})],
+    )
+    assert "listed" in {t.name for t in root_md.topics} and root_md.cluster_authorized_operations > 0
+
+
+def test_the_super_user_is_served(broker: BrokerThread) -> None:
+    answers = call(
+        broker,
+        "root",
+        [
+            (
+                ApiKey.DESCRIBE_CONFIGS,
+                3,
+                {
+                    "resources": [
+                        {"resource_type": 4, "resource_name": "1", "configuration_keys": ["super.users"]}
+                    ]
+                },
+            ),
+            (
+                ApiKey.DESCRIBE_ACLS,
+                2,
+                {"resource_type_filter": 1, "pattern_type_filter": 1, "operation": 1, "permission_type": 1},
+            ),
+            (ApiKey.INIT_PRODUCER_ID, 3, {"transactional_id": None, "transaction_timeout_ms": 60000}),
+        ],
+    )
+    assert all(codes(a) <= {0} for a in answers), [sorted(codes(a)) for a in answers]
+
+
+def test_sasl_requests_after_authentication_and_on_plaintext(broker: BrokerThread) -> None:
+    (again,) = call(broker, "eve", [(ApiKey.SASL_AUTHENTICATE, 1, {"auth_bytes": b""})])
+    assert again.error_code == E.ILLEGAL_SASL_STATE
+    from harness import Client
+
+    assert broker.broker is not None
+    plain = Client(broker.address)
+    try:
+        assert (
+            plain.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "PLAIN"}).error_code == E.ILLEGAL_SASL_STATE
+        )
+    finally:
+        plain.close()
