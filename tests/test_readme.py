@@ -6,7 +6,7 @@ replaced by that address and the ``pylog`` commands find it through ``PYLOG_BOOT
 Every Python block runs in its own interpreter; of the shell blocks, the lines that use the
 cluster run (``pylog`` commands other than ``pylog broker``, ``printf`` pipes, ``kcat``), not the
 set-up lines (virtualenv, pip, make). The secured set-up (its own broker, certificates, users) is
-run by ``test_readme_security.py``.
+run by ``test_readme_security.py``, the cluster section by ``test_readme_cluster.py``.
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ USES_CLUSTER = re.compile(r"^(pylog (?!broker\b)|printf |kcat )")
 
 
 SECURED = "## Security: TLS, SASL and ACLs"
+CLUSTER = "## Running a cluster"  # its own test: test_readme_cluster.py
 
 
 def section(text: str, title: str) -> tuple[int, int]:
@@ -42,8 +43,12 @@ def section(text: str, title: str) -> tuple[int, int]:
 
 def blocks() -> list[tuple[str, str]]:
     text = README.read_text()
-    start, end = section(text, SECURED)
-    return [(m.group(1), m.group(2)) for m in BLOCK.finditer(text) if not start <= m.start() < end]
+    skipped = [section(text, SECURED), section(text, CLUSTER)]
+    return [
+        (m.group(1), m.group(2))
+        for m in BLOCK.finditer(text)
+        if not any(start <= m.start() < end for start, end in skipped)
+    ]
 
 
 def test_readme_has_the_examples_this_test_runs() -> None:

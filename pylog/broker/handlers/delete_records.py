@@ -25,6 +25,8 @@ def delete_records(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -
             entry = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
             if part is None:
                 entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif not part.is_leader:
+                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
             else:
                 hw = part.high_watermark
                 target = hw if p.offset == HIGH_WATERMARK else p.offset
