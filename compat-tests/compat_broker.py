@@ -20,6 +20,8 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
+
 LISTEN_RE = re.compile(r"listening on (?P<host>[0-9A-Za-z.\-\[\]:]+?):(?P<port>\d+)\b")
 START_TIMEOUT_S = 60.0
 
@@ -200,3 +202,11 @@ class BrokerProcess:
             self.kill()
         finally:
             self._log.close()
+
+
+_USED_KEY = pytest.StashKey[list[BrokerProcess]]()
+
+
+def used_brokers(item: pytest.Item) -> list[BrokerProcess]:
+    """The brokers a test used (their logs go into its report when it fails)."""
+    return item.stash.setdefault(_USED_KEY, [])

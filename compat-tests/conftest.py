@@ -20,10 +20,9 @@ import pytest
 # any pytest import mode, including importlib (which leaves sys.path alone).
 sys.path.insert(0, str(Path(__file__).parent))
 
-from compat_broker import BrokerProcess
+from compat_broker import BrokerProcess, used_brokers
 
 JS_DIR = Path(__file__).parent / "js"
-_STASH_KEY = pytest.StashKey[list[BrokerProcess]]()
 _CLUSTERS_KEY = pytest.StashKey[list[Any]]()
 
 
@@ -35,8 +34,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.timeout(90))
 
 
-def _used(item: pytest.Item) -> list[BrokerProcess]:
-    return item.stash.setdefault(_STASH_KEY, [])
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -44,7 +41,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     outcome = yield
     report = outcome.get_result()
     if report.failed:
-        for b in _used(item):
+        for b in used_brokers(item):
             report.sections.append((f"pylog broker log ({b.log_path.name})", b.log_text()))
         for c in item.stash.get(_CLUSTERS_KEY, []):
             for n in c.nodes.values():
@@ -75,7 +72,7 @@ def _module_broker(
 @pytest.fixture
 def broker(_module_broker: BrokerProcess, request: pytest.FixtureRequest) -> BrokerProcess:
     """The module's shared broker; it must still be alive when a test starts."""
-    _used(request.node).append(_module_broker)
+    used_brokers(request.node).append(_module_broker)
     if not _module_broker.alive():
         pytest.fail(
             f"the module's broker died (exit code {_module_broker.proc and _module_broker.proc.poll()})"
@@ -87,7 +84,7 @@ def broker(_module_broker: BrokerProcess, request: pytest.FixtureRequest) -> Bro
 def own_broker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[BrokerProcess]:
     """A broker of this test's own, for restarts and crashes."""
     b = _start(tmp_path, "own")
-    _used(request.node).append(b)
+    used_brokers(request.node).append(b)
     yield b
     b.close()
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compat_broker import BrokerProcess, pylog_command
+from compat_broker import BrokerProcess, pylog_command, used_brokers
 from compat_clients import ALL_CLIENTS, Rec, consume, produce, unique
 from compat_clients import kafkajs as run_kafkajs
 from compat_security import Pki, broker_config, client_config, listener_ports
@@ -141,9 +141,7 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
 
 @pytest.fixture
 def broker_of(secured: Secured, request: pytest.FixtureRequest) -> Secured:
-    from conftest import _used
-
-    _used(request.node).append(secured.broker)
+    used_brokers(request.node).append(secured.broker)
     assert secured.broker.alive(), "the module's secured broker died"
     return secured
 

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compat_broker import BrokerProcess
+from compat_broker import BrokerProcess, used_brokers
 from compat_clients import Rec, consume, produce
 from compat_security import PLAIN_MODULE, STANDARD_AUTHORIZER, Pki, client_config, listener_ports
 from pylog.protocol import api
@@ -23,8 +23,6 @@ def pki(tmp_path: Path) -> Pki:
 
 @pytest.fixture
 def secured_broker(tmp_path: Path, pki: Pki, request: pytest.FixtureRequest) -> Iterator[BrokerProcess]:
-    from conftest import _used
-
     b = BrokerProcess(
         tmp_path / "data",
         tmp_path / "broker.log",
@@ -40,7 +38,7 @@ def secured_broker(tmp_path: Path, pki: Pki, request: pytest.FixtureRequest) -> 
             "super.users": "User:ANONYMOUS",
         },
     )
-    _used(request.node).append(b)
+    used_brokers(request.node).append(b)
     b.start()
     yield b
     b.close()

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from compat_broker import BrokerProcess
+from compat_broker import BrokerProcess, used_brokers
 from compat_clients import Rec, consume, produce, unique
 from compat_clients import kafkajs as run_kafkajs
 from compat_security import Pki, client_config
@@ -28,8 +28,6 @@ REAUTH_MS = 1500
 
 @pytest.fixture
 def reauth_broker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Secured]:
-    from conftest import _used
-
     s = start_secured(
         tmp_path,
         Pki.make(tmp_path / "pki"),
@@ -37,7 +35,7 @@ def reauth_broker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Se
         scram=["SCRAM-SHA-256=[name=alice,password=alice-secret]"],
         **{"connections.max.reauth.ms": str(REAUTH_MS)},
     )
-    _used(request.node).append(s.broker)
+    used_brokers(request.node).append(s.broker)
     a = admin(s.plaintext)
     allow(a, "User:alice", "TOPIC", "sec-", prefixed=True)
     allow(a, "User:alice", "GROUP", "*")
@@ -193,8 +191,6 @@ def connect(port: int, source: str) -> socket.socket:
 
 @pytest.fixture
 def limited_broker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[BrokerProcess]:
-    from conftest import _used
-
     b = BrokerProcess(
         tmp_path / "data",
         tmp_path / "limits.log",
@@ -205,7 +201,7 @@ def limited_broker(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[B
             "connections.max.idle.ms": "1500",
         },
     )
-    _used(request.node).append(b)
+    used_brokers(request.node).append(b)
     b.start()
     yield b
     b.close()

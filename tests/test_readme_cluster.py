@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import signal
 import socket
 import subprocess
@@ -51,8 +52,8 @@ def test_pylog_cluster_start_as_written(tmp_path: Path) -> None:
     assert command.startswith("pylog cluster start --nodes 3")
     command = re.sub(r"--base-port \d+", f"--base-port {free_base(6)}", command)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
-    proc = subprocess.Popen(command, shell=True, cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    proc = subprocess.Popen(shlex.split(command), cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
     try:
         assert proc.stdout is not None
         deadline = time.monotonic() + 120
@@ -70,7 +71,7 @@ def test_pylog_cluster_start_as_written(tmp_path: Path) -> None:
         assert '"controller_id"' in info.stdout and info.stdout.count('"node_id"') == 3
         assert (tmp_path / "pylog-cluster" / "node-1" / "meta.properties").exists()
     finally:
-        os.killpg(proc.pid, signal.SIGINT)
+        proc.send_signal(signal.SIGINT)  # Ctrl-C
         out, _ = proc.communicate(timeout=90)
     assert proc.returncode == 0 and "stopping the cluster" in out
 
