@@ -12,13 +12,13 @@ JS_DIR := compat-tests/js
 PYTEST_ARGS ?=
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test venv install install-test kcat kafkajs chromium lint pytest bench clean
+.PHONY: run test venv install install-test kcat kafkajs chromium iproute2 lint pytest bench clean
 
 run: install
 	exec $(VENV)/bin/pylog broker --data-dir $(DATA_DIR) --listen $(LISTEN)
 
 # Lint and tests both run; the target fails if either fails (pytest's 5, "no tests", included).
-test: install-test kcat kafkajs chromium
+test: install-test kcat kafkajs chromium iproute2
 	@rc=0; \
 	$(VENV)/bin/ruff check . || rc=1; \
 	$(VPY) -m pytest $(wildcard tests compat-tests) $(PYTEST_ARGS) || rc=1; \
@@ -52,6 +52,13 @@ kcat:
 	@kcat -V | head -n 4 | tail -n 1
 
 # Headless Chromium renders the notebook widgets in the browser test.
+# The network-partition tests put cluster nodes in network namespaces (`ip netns`, veth, bridge).
+iproute2:
+	@if ! command -v ip >/dev/null 2>&1; then \
+	  echo "installing Debian's iproute2"; \
+	  $(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y iproute2; \
+	fi
+
 chromium:
 	@if [ ! -x /usr/bin/chromium ]; then \
 	  echo "installing Debian's chromium"; \
