@@ -295,3 +295,14 @@ def test_a_broker_only_node_follows_the_metadata_log_as_an_observer(cluster_fact
     cluster.start_node(4)
     want = {"via-observer", *(f"while-away-{i}" for i in range(30))}
     wait_for(lambda: want <= topics_through(observer.bootstrap), 30, "the observer's image after a restart")
+
+
+def test_stopping_the_whole_cluster_stops_every_node_cleanly(cluster_factory: Any) -> None:
+    """SIGTERM to every node at once (Ctrl-C on `pylog cluster start`): each node finishes its
+    shutdown, though the controller quorum goes away under it, instead of waiting to be killed."""
+    cluster: LocalCluster = cluster_factory(3)  # stopped at once: background tasks still starting
+    began = time.monotonic()
+    cluster.stop()
+    print(f"the cluster stopped in {time.monotonic() - began:.1f}s")
+    for node in cluster.nodes.values():
+        assert "pylog broker stopped" in node.log_path.read_text(), node.log_tail()

@@ -239,6 +239,7 @@ async def _serve(
     finally:
         log.info("pylog broker shutting down")
         await broker.stop()
+        log.info("pylog broker stopped")
     return 0
 
 

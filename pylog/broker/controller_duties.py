@@ -9,12 +9,12 @@ quorum; on a node that is not the active controller they do nothing.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 from typing import Any
 
 from pylog.cluster.quorum import MetadataQuorum
+from pylog.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +54,7 @@ class ControllerDuties:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
 
 

@@ -11,7 +11,6 @@ then.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -22,6 +21,7 @@ from pylog.broker.controller_channel import ControllerUnavailable
 from pylog.broker.controller_client import ControllerClient
 from pylog.broker.partition import Partition
 from pylog.broker.replica_manager import ReplicaManager
+from pylog.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -56,11 +56,7 @@ class IsrManager:
         ]
 
     async def stop(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(self._tasks)
         self._tasks = []
 
     # ------------------------------------------------------------------ proposals

@@ -22,6 +22,7 @@ from pylog.protocol.errors import ErrorCode
 from pylog.broker.controller_channel import ControllerUnavailable
 from pylog.broker.controller_client import ControllerClient
 from pylog.cluster.node_config import Listener
+from pylog.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ class BrokerLifecycle:
                 answer = None
                 if self._want_shutdown:
                     self._unreachable_while_stopping += 1
-                    if self._unreachable_while_stopping >= 2:
+                    if self._unreachable_while_stopping == 2:
                         log.warning("no controller to hand leadership to; shutting down without it")
                         self._shutdown_done.set()
             if answer is not None:
@@ -157,7 +158,5 @@ class BrokerLifecycle:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None

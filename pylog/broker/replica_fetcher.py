@@ -27,6 +27,7 @@ from pylog.broker.broker_channels import BrokerChannels
 from pylog.broker.partition import InvalidRecordStructure, Partition, Role
 from pylog.cluster.channel import ChannelError, NodeChannel
 from pylog.replication import truncation_offset
+from pylog.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -126,9 +127,7 @@ class ReplicaFetcher:
 
     async def stop(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
 
     # ------------------------------------------------------------------ the loop

@@ -124,6 +124,8 @@ class NodeChannel:
             return
         if self._connecting is None or self._connecting.done():
             self._connecting = asyncio.ensure_future(self._open())
+            # A waiter that timed out leaves the attempt's failure unread; read it here.
+            self._connecting.add_done_callback(lambda f: f.cancelled() or f.exception())
         loop = asyncio.get_running_loop()
         try:
             await asyncio.wait_for(asyncio.shield(self._connecting), max(deadline - loop.time(), 0.001))

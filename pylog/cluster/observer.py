@@ -10,7 +10,6 @@ active controller is found by asking the voters in turn; every answer names the 
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 from collections.abc import Mapping
@@ -21,6 +20,7 @@ from pylog.cluster.image_feed import ImageFeed, ImageListener, MetadataListener
 from pylog.protocol.api import PylogApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.security.client import PLAINTEXT, ClientSecurity
+from pylog.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -112,9 +112,7 @@ class MetadataObserver:
 
     async def close(self) -> None:
         if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            await cancel_and_wait(self._task)
             self._task = None
         for ch in self._channels.values():
             ch.close()

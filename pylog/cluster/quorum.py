@@ -42,6 +42,7 @@ from pylog.cluster.records import (
 )
 from pylog.cluster.snapshot import encode_image
 from pylog.protocol.errors import ErrorCode
+from pylog.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -151,9 +152,7 @@ class MetadataQuorum:
 
     async def close(self) -> None:
         if self._timer is not None:
-            self._timer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._timer
+            await cancel_and_wait(self._timer)
             self._timer = None
         self._fail_pending(None)
         self.controller.deactivate()

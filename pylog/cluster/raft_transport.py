@@ -11,7 +11,6 @@ their own, on the receiver's connection to us.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections import deque
 from collections.abc import Mapping
@@ -21,6 +20,7 @@ from pylog.cluster.channel import ChannelError, NodeChannel
 from pylog.cluster.raft_types import Entry, Message, MessageType, Snapshot
 from pylog.protocol.api import PylogApiKey
 from pylog.security.client import PLAINTEXT, ClientSecurity
+from pylog.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -132,11 +132,7 @@ class RaftTransport:
                 await asyncio.sleep(BACKOFF_MAX_S)
 
     async def close(self) -> None:
-        for t in self._tasks:
-            t.cancel()
-        for t in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await t
+        await cancel_and_wait(self._tasks)
         self._tasks.clear()
         for ch in self._channels.values():
             ch.close()

@@ -21,6 +21,7 @@ from pylog.protocol.records import decode_batch, encode_batch, iter_batches
 from pylog.schema_registry import records
 from pylog.schema_registry.errors import OPERATION_TIMEOUT, STORE_ERROR, RegistryError
 from pylog.sdk.client import FETCH, PRODUCE, KafkaClient, KafkaError
+from pylog.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +64,7 @@ class KafkaStore:
 
     async def stop(self) -> None:
         if self._tail_task is not None:
-            self._tail_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._tail_task
+            await cancel_and_wait(self._tail_task)
         await self.client.close()
 
     async def wait_ready(self) -> None:

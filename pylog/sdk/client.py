@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,6 +23,7 @@ from pylog.protocol import api
 from pylog.protocol.errors import ErrorCode
 from pylog.sdk.offsets import UnknownTopicError
 from pylog.security.client import PLAINTEXT, ClientSecurity, SaslAuthenticationError
+from pylog.tasks import cancel_and_wait
 
 PRODUCE, FETCH, LIST_OFFSETS, METADATA, API_VERSIONS = 0, 1, 2, 3, 18
 
@@ -37,6 +37,7 @@ WANTED_VERSIONS: dict[int, tuple[int, int]] = {
     API_VERSIONS: (0, 0),
 }
 READ_COMMITTED = 1
+CLOSE_TIMEOUT_S = 1.0  # how long closing a connection waits for its buffered bytes to leave
 
 
 class KafkaError(Exception):
@@ -198,12 +199,14 @@ class BrokerConnection:
     async def close(self) -> None:
         self._fail(ConnectionError("closed"))
         if self._read_task is not None:
-            self._read_task.cancel()
-            with contextlib.suppress(BaseException):
-                await self._read_task
+            await cancel_and_wait(self._read_task)
         if self._writer is not None:
-            with contextlib.suppress(Exception):
-                await self._writer.wait_closed()
+            try:  # a peer that stopped reading must not hold the close up
+                await asyncio.wait_for(self._writer.wait_closed(), CLOSE_TIMEOUT_S)
+            except asyncio.TimeoutError:
+                self._writer.transport.abort()
+            except (OSError, ConnectionError):
+                pass
 
 
 class KafkaClient:

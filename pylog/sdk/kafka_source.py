@@ -11,7 +11,6 @@ until the producer's ABORT marker).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import heapq
 from collections.abc import AsyncIterator, Iterator, Sequence
 from dataclasses import dataclass
@@ -26,6 +25,7 @@ from pylog.sdk import aio
 from pylog.sdk.client import FETCH, READ_COMMITTED, KafkaClient, KafkaError
 from pylog.sdk.constant import int32_column
 from pylog.sdk.offsets import OffsetOutOfRangeError, PartitionRange, UnknownTopicError
+from pylog.tasks import cancel_and_wait
 
 EARLIEST_TS, LATEST_TS = -2, -1
 _DONE = object()
@@ -145,11 +145,7 @@ async def fetch_ranges(bootstrap_servers: str | Sequence[str], ranges: list[Part
             else:
                 yield item
     finally:
-        for t in tasks:
-            t.cancel()
-        for t in tasks:
-            with contextlib.suppress(BaseException):
-                await t
+        await cancel_and_wait(tasks)
         await client.close()
 
 
