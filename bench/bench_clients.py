@@ -159,14 +159,14 @@ def _latency_reader(bootstrap: str, topic: str, total: int, seconds: float, conn
 
 
 def latency(
-    bootstrap: str, topic: str, rate: int, seconds: float, size: int, acks: str = "1"
+    bootstrap: str, topic: str, rate: int, seconds: float, size: int, acks: str = "1", linger_ms: float = 0
 ) -> tuple[list[float], float]:
     """End-to-end milliseconds (send call to consumer delivery, Kafka's EndToEndLatency measure) of
-    records sent on a fixed schedule, and the send rate achieved. The producer sends each record
-    as soon as it is due (linger.ms=0, acks=1 unless asked) with at most 5 requests in flight per connection
-    (the Java client's default; librdkafka's default of a million sends one request per record
-    however far behind the broker is, which measures the client's queue instead of the broker);
-    the consumer runs in a separate process so neither waits on the other's GIL."""
+    records sent on a fixed schedule, and the send rate achieved. The producer is handed each
+    record as soon as it is due (linger.ms=0 and acks=1 unless asked) with at most 5 requests in
+    flight per connection (the Java client's default; librdkafka's default of a million sends one
+    request per record however far behind the broker is, which measures the client's queue instead
+    of the broker); the consumer runs in a separate process so neither waits on the other's GIL."""
     from confluent_kafka import Producer
 
     total = int(rate * seconds)
@@ -182,7 +182,7 @@ def latency(
             {
                 "bootstrap.servers": bootstrap,
                 "acks": acks,
-                "linger.ms": 0,
+                "linger.ms": linger_ms,
                 "max.in.flight.requests.per.connection": 5,
                 "enable.idempotence": False,
             }

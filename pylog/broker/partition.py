@@ -110,7 +110,8 @@ class Partition:
         self.wire = WireCache(wire_cache_bytes, wire_budget)
         self.producers = ProducerStateTable()
         self.max_uncompressed_bytes = max_uncompressed_bytes
-        self._waiters: list[Callable[[], None]] = []
+        self._waiters: list[Callable[[], None]] = []  # fetches reading to the high watermark
+        self._log_end_waiters: list[Callable[[], None]] = []  # followers' fetches, to the log end
         self.deleted = False
         self.on_roll: Callable[[Partition], None] | None = None
         # the transaction coordinator's check of a transactional batch (error code, 0 = accept)
@@ -294,8 +295,8 @@ class Partition:
             rolled = self.log.segment_count != segments
         if rolled and self.on_roll is not None:
             self.on_roll(self)
+        self._wake_log_end_readers()  # followers fetch it; consumers wait for the high watermark
         self.leader_appended()
-        self.wake()
         return AppendResult(0, base, append_time, log_start, last_offset=last)
 
     # --- fetch ------------------------------------------------------------------------------
@@ -322,17 +323,31 @@ class Partition:
 
     # --- waiting fetches --------------------------------------------------------------------
 
-    def add_waiter(self, callback: Callable[[], None]) -> None:
-        self._waiters.append(callback)
+    def add_waiter(self, callback: Callable[[], None], *, reads_to_log_end: bool = False) -> None:
+        """Call ``callback`` once when there may be more to read: for a fetch that reads to the
+        log end (a follower's) when the log grows, for one that reads to the high watermark (a
+        consumer's) when that moves; for both on truncation, deletion or a role change."""
+        (self._log_end_waiters if reads_to_log_end else self._waiters).append(callback)
 
     def remove_waiter(self, callback: Callable[[], None]) -> None:
-        try:
-            self._waiters.remove(callback)
-        except ValueError:
-            pass
+        for waiters in (self._waiters, self._log_end_waiters):
+            try:
+                waiters.remove(callback)
+            except ValueError:
+                pass
 
     def wake(self) -> None:
-        """Something changed (append, truncation, deletion): let waiting fetches look again."""
+        """Something changed (truncation, deletion, a role): let every waiting fetch look again."""
+        self._wake_log_end_readers()
+        self._wake_watermark_readers()
+
+    def _wake_log_end_readers(self) -> None:
+        if self._log_end_waiters:
+            waiters, self._log_end_waiters = self._log_end_waiters, []
+            for cb in waiters:
+                cb()
+
+    def _wake_watermark_readers(self) -> None:
         if self._waiters:
             waiters, self._waiters = self._waiters, []
             for cb in waiters:
@@ -453,7 +468,7 @@ class Partition:
                 self._hw_waiters = [(o, cb) for o, cb in self._hw_waiters if o >= hw]
                 for cb in due:
                     cb(0)
-        self.wake()  # consumers long-polling may see more now
+        self._wake_watermark_readers()  # consumers long-polling may see more now
 
     def _fail_hw_waiters(self, code: int) -> None:
         waiters, self._hw_waiters = self._hw_waiters, []
@@ -503,7 +518,7 @@ class Partition:
         hw = min(leader_high_watermark, self.log.log_end_offset)
         if hw != self._hw:
             self._hw = hw
-            self.wake()
+            self._wake_watermark_readers()
 
     def truncate_to(self, offset: int) -> None:
         """Cut the log at ``offset`` (a follower meeting a new leader); the producer state is

@@ -23,6 +23,7 @@ from typing import Any
 
 from pylog.protocol import api
 from pylog.protocol.errors import ProtocolError
+from pylog.protocol.framing import FrameDecoder
 from pylog.security.client import PLAINTEXT, ClientSecurity, SaslAuthenticationError
 
 log = logging.getLogger(__name__)
@@ -53,8 +54,8 @@ class NodeChannel:
         self.client_id = client_id
         self.connect_timeout_s = connect_timeout_s
         self.max_response_bytes = max_response_bytes
-        self._writer: asyncio.StreamWriter | None = None
-        self._reader_task: asyncio.Task[None] | None = None
+        self._transport: asyncio.Transport | None = None
+        self._protocol: _ResponseFrames | None = None
         self._connecting: asyncio.Future[None] | None = None
         self._pending: dict[int, tuple[int, int, asyncio.Future[Any]]] = {}
         self._ids = itertools.count(1)
@@ -62,7 +63,7 @@ class NodeChannel:
 
     @property
     def connected(self) -> bool:
-        if self._writer is None or self._writer.is_closing() or not self._ready:
+        if self._transport is None or self._transport.is_closing() or not self._ready:
             return False
         if (
             self._session_end is not None
@@ -80,14 +81,14 @@ class NodeChannel:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + timeout_s
         await self._connect(deadline)
-        writer = self._writer
-        if writer is None or not self._ready:
+        transport = self._transport
+        if transport is None or not self._ready:
             raise ChannelError(f"not connected to {self.host}:{self.port}")
-        return await self._send(writer, api_key, version, body, deadline, timeout_s)
+        return await self._send(transport, api_key, version, body, deadline, timeout_s)
 
     async def _send(
         self,
-        writer: asyncio.StreamWriter,
+        transport: asyncio.Transport,
         api_key: int,
         version: int,
         body: Any,
@@ -99,7 +100,7 @@ class NodeChannel:
         frame = api.encode_request(api_key, version, corr, self.client_id, body)
         fut: asyncio.Future[Any] = loop.create_future()
         self._pending[corr] = (api_key, version, fut)
-        writer.write(frame)
+        transport.write(frame)
         try:
             return await asyncio.wait_for(fut, max(deadline - loop.time(), 0.001))
         except asyncio.TimeoutError:
@@ -110,13 +111,13 @@ class NodeChannel:
 
     def send_nowait(self, api_key: int, version: int, body: Any) -> asyncio.Future[Any] | None:
         """Queue a request on an open connection without waiting (None when not connected)."""
-        writer = self._writer
-        if writer is None or writer.is_closing() or not self._ready:
+        transport = self._transport
+        if transport is None or transport.is_closing() or not self._ready:
             return None
         corr = next(self._ids) & 0x7FFFFFFF
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending[corr] = (api_key, version, fut)
-        writer.write(api.encode_request(api_key, version, corr, self.client_id, body))
+        transport.write(api.encode_request(api_key, version, corr, self.client_id, body))
         return fut
 
     async def _connect(self, deadline: float) -> None:
@@ -135,27 +136,31 @@ class NodeChannel:
             raise ChannelError(f"cannot connect to {self.host}:{self.port}: {exc}") from None
 
     async def _open(self) -> None:
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_connection(self.host, self.port, **self.security.connect_kwargs(self.host)),
+        loop = asyncio.get_running_loop()
+        transport, protocol = await asyncio.wait_for(
+            loop.create_connection(
+                lambda: _ResponseFrames(self, self.max_response_bytes),
+                self.host,
+                self.port,
+                **self.security.connect_kwargs(self.host),
+            ),
             self.connect_timeout_s,
         )
-        sock = writer.get_extra_info("socket")
+        sock = transport.get_extra_info("socket")
         if sock is not None:
             with contextlib.suppress(OSError):
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self._closed:
-            writer.close()
+            transport.close()
             raise ChannelError("channel closed")
-        self._writer = writer
+        self._transport, self._protocol = transport, protocol
         self._ready = False
         self._session_end = None
-        self._reader_task = asyncio.ensure_future(self._read(reader, writer))
         if self.security.uses_sasl:
-            loop = asyncio.get_running_loop()
             deadline = loop.time() + self.connect_timeout_s
 
             async def raw(api_key: int, version: int, body: Any) -> Any:
-                return await self._send(writer, api_key, version, body, deadline, self.connect_timeout_s)
+                return await self._send(transport, api_key, version, body, deadline, self.connect_timeout_s)
 
             try:
                 lifetime_ms = await self.security.authenticate(raw)
@@ -168,45 +173,39 @@ class NodeChannel:
                 self._session_end = loop.time() + lifetime_ms * 0.85 / 1000
         self._ready = True
 
-    async def _read(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        error: Exception = ChannelError(f"connection to {self.host}:{self.port} closed")
+    # --- called by the connection's protocol --------------------------------------------------
+
+    def _on_frame(self, protocol: _ResponseFrames, frame: memoryview) -> None:
+        if protocol is not self._protocol:
+            return
+        if len(frame) < 4:
+            self._drop(ChannelError(f"a response of {len(frame)} bytes from {self.host}:{self.port}"))
+            return
+        (corr,) = _SIZE.unpack_from(frame, 0)
+        entry = self._pending.pop(corr, None)
+        if entry is None:
+            return  # the request timed out meanwhile
+        api_key, version, fut = entry
         try:
-            while True:
-                head = await reader.readexactly(4)
-                (size,) = _SIZE.unpack(head)
-                if size < 4 or size > self.max_response_bytes:
-                    raise ProtocolError(f"response of {size} bytes from {self.host}:{self.port}")
-                frame = await reader.readexactly(size)
-                (corr,) = _SIZE.unpack_from(frame, 0)
-                entry = self._pending.pop(corr, None)
-                if entry is None:
-                    continue  # the request timed out meanwhile
-                api_key, version, fut = entry
-                try:
-                    _, body = api.decode_response(api_key, version, frame)
-                except ProtocolError as exc:
-                    if not fut.done():
-                        fut.set_exception(ChannelError(f"bad response: {exc}"))
-                    raise
-                if not fut.done():
-                    fut.set_result(body)
-        except (asyncio.IncompleteReadError, ConnectionError, OSError, ProtocolError) as exc:
-            if not isinstance(exc, asyncio.IncompleteReadError):
-                error = ChannelError(f"connection to {self.host}:{self.port} failed: {exc}")
-        except asyncio.CancelledError:
-            pass
-        finally:
-            if self._writer is writer:
-                self._drop(error)
+            _, body = api.decode_response(api_key, version, frame)
+        except ProtocolError as exc:
+            if not fut.done():
+                fut.set_exception(ChannelError(f"bad response: {exc}"))
+            self._drop(ChannelError(f"connection to {self.host}:{self.port} failed: {exc}"))
+            return
+        if not fut.done():
+            fut.set_result(body)
+
+    def _on_lost(self, protocol: _ResponseFrames, error: ChannelError) -> None:
+        if protocol is self._protocol:
+            self._drop(error)
 
     def _drop(self, error: Exception) -> None:
         self._ready = False
-        writer, self._writer = self._writer, None
-        if writer is not None:
-            writer.close()
-        task, self._reader_task = self._reader_task, None
-        if task is not None and task is not asyncio.current_task():
-            task.cancel()
+        transport, self._transport = self._transport, None
+        self._protocol = None
+        if transport is not None:
+            transport.close()
         pending, self._pending = self._pending, {}
         for _, _, fut in pending.values():
             if not fut.done():
@@ -215,3 +214,27 @@ class NodeChannel:
     def close(self) -> None:
         self._closed = True
         self._drop(ChannelError("channel closed"))
+
+
+class _ResponseFrames(asyncio.Protocol):
+    """The connection's bytes, split into response frames as they arrive (the size prefix is
+    checked before any body is kept; no stream buffer copies a large fetch response twice)."""
+
+    def __init__(self, channel: NodeChannel, max_response_bytes: int) -> None:
+        self.channel = channel
+        self.decoder = FrameDecoder(max_response_bytes)
+
+    def data_received(self, data: bytes) -> None:
+        channel = self.channel
+        try:
+            frames = self.decoder.feed(data)
+        except ProtocolError as exc:
+            channel._on_lost(self, ChannelError(f"connection to {channel.host}:{channel.port} failed: {exc}"))
+            return
+        for frame in frames:
+            channel._on_frame(self, frame)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        channel = self.channel
+        detail = f" failed: {exc}" if exc is not None else " closed"
+        channel._on_lost(self, ChannelError(f"connection to {channel.host}:{channel.port}{detail}"))

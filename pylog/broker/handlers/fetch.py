@@ -11,8 +11,9 @@ bounded by its ``partition_max_bytes``; only the first batch of the first
 partition that returns anything may exceed those limits (so a consumer always
 progresses), and a later partition whose first batch does not fit what is left
 returns nothing this time. A waiting fetch registers a callback on its
-partitions; an append or a moving high watermark fires it, and the fetch is
-rebuilt once per wake-up, never on a timer loop.
+partitions: a follower's fires when the log grows, a consumer's when the high
+watermark moves (not on every append, which it could not read yet); the fetch
+is rebuilt once per wake-up, never on a timer loop.
 
 Only the leader answers, and only for the leader epoch the fetcher holds
 (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH otherwise; NOT_LEADER_OR_FOLLOWER
@@ -64,10 +65,7 @@ def fetch(
 
 
 def _build(replicas: ReplicaManager, isr: IsrManager, req: Any, now_ms: int) -> tuple[dict, int, bool]:
-    replica_id = getattr(req, "replica_id", CONSUMER)
-    if replica_id < 0:
-        replica_state = getattr(req, "replica_state", None)
-        replica_id = replica_state.replica_id if replica_state is not None else CONSUMER
+    replica_id = _replica_id(req)
     committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
     budget = max(req.max_bytes, 0)  # versions below 4 (no max_bytes) are refused, as Kafka 4 does
     min_one = True  # until a partition returns data, its first batch may exceed the limits
@@ -99,6 +97,15 @@ def _build(replicas: ReplicaManager, isr: IsrManager, req: Any, now_ms: int) -> 
         topics.append({"topic": name, "partitions": out})
     response = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
     return response, total, errors
+
+
+def _replica_id(req: Any) -> int:
+    """The fetching replica (a follower), or CONSUMER."""
+    replica_id = getattr(req, "replica_id", CONSUMER)
+    if replica_id < 0:
+        replica_state = getattr(req, "replica_state", None)
+        replica_id = replica_state.replica_id if replica_state is not None else CONSUMER
+    return replica_id
 
 
 def _leadership_error(part: Partition, p: Any, entry: dict) -> int:
@@ -232,6 +239,7 @@ async def _wait(
     deadline = loop.time() + req.max_wait_ms / 1000.0
     min_bytes = max(req.min_bytes, 1)
     watched: list[Partition] = []
+    to_log_end = _replica_id(req) >= 0
     for t in req.topics:
         parts = replicas.topic_partitions(t.topic)
         for p in t.partitions:
@@ -249,7 +257,7 @@ async def _wait(
         while True:
             current[:] = [loop.create_future()]
             for part in watched:
-                part.add_waiter(wake)
+                part.add_waiter(wake, reads_to_log_end=to_log_end)
             try:
                 await current[-1]
             finally:
