@@ -331,12 +331,21 @@ def test_consumers_never_read_at_or_past_the_high_watermark(cluster_factory: Any
     assert p.flush(30) == 0
     c = Consumer({"bootstrap.servers": bs, "group.id": "hw", "enable.auto.commit": False})
     wait_for(lambda: c.get_watermark_offsets(TopicPartition("hw", 0), timeout=5)[1] == 100, 10, "all in sync")
+    # The group's coordinator is found before the pause: its lookup would otherwise wait on
+    # __consumer_offsets replicating to the paused node, holding back the requests behind it.
+    c.committed([TopicPartition("hw", 0)], timeout=30)
     cluster.pause(lagging)  # still in the ISR (replica.lag.time.max.ms 30 s), fetching nothing
     try:
         for i in range(100, 200):
             p.produce("hw", str(i).encode(), partition=0)
         assert p.flush(30) == 0  # acks=1: the leader has them
-        _, high = c.get_watermark_offsets(TopicPartition("hw", 0), timeout=5)
+        high = None
+        deadline = time.monotonic() + 30
+        while high is None and time.monotonic() < deadline:
+            try:
+                _, high = c.get_watermark_offsets(TopicPartition("hw", 0), timeout=5)
+            except KafkaException:  # the client asked the paused node for metadata: ask again
+                pass
         assert high == 100, f"the high watermark moved to {high} while an in-sync follower had nothing"
         c.assign([TopicPartition("hw", 0, 0)])
         offsets = []
