@@ -608,6 +608,32 @@ def test_requests_before_authentication_close_the_connection(broker_of: Secured)
         assert s.recv(1) == b""
 
 
+def read_frame(s: socket.socket) -> bytes:
+    size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+    return s.recv(size, socket.MSG_WAITALL)
+
+
+def test_failed_authentication_waits_for_the_client_to_close(broker_of: Secured) -> None:
+    """After the delayed failure answer the broker leaves the close to the client for a while: a
+    client that reads the answer and the end of the stream together may drop the answer (as
+    kafka-python does), and would then report a lost connection instead of wrong credentials."""
+    port = broker_of.ports["SASL_PLAINTEXT"]
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+        s.sendall(api.encode_request(17, 1, 1, "raw", {"mechanism": "PLAIN"}))
+        assert read_frame(s)[4:6] == b"\x00\x00"  # handshake: no error
+        s.sendall(api.encode_request(36, 1, 2, "raw", {"auth_bytes": b"\x00bob\x00wrong"}))
+        time.sleep(0.6)  # past connection.failed.authentication.delay.ms (100 ms)
+        answer = read_frame(s)
+        assert answer[:4] == struct.pack(">i", 2) and answer[4:6] != b"\x00\x00"
+        s.setblocking(False)
+        with pytest.raises(BlockingIOError):
+            s.recv(1)  # not closed yet: the close is the client's
+        s.settimeout(5)
+        t0 = time.monotonic()
+        assert s.recv(1) == b""  # but a client that stays is closed after a bound
+        assert time.monotonic() - t0 < 4
+
+
 def test_admin_command_line_over_sasl_ssl(broker_of: Secured, tmp_path: Path) -> None:
     """``pylog topic`` with Kafka tools' ``--command-config`` file, or ``-X`` settings."""
     a = admin(broker_of.plaintext)

@@ -13,7 +13,8 @@ client certificate's subject, or ANONYMOUS). On a SASL listener the connection's
 ApiVersions is served, any other request closes the connection, and frames are bounded by
 ``sasl.server.max.receive.size`` (checked on the size prefix, before anything is buffered). A
 failed authentication is answered after ``connection.failed.authentication.delay.ms`` (KIP-306,
-so a client retrying wrong credentials cannot hammer the broker), then the connection closes.
+so a client retrying wrong credentials cannot hammer the broker); the connection then waits a
+little for the client to close it, so the client reads the answer before the end of the stream.
 Once the session of a re-authenticating client (``connections.max.reauth.ms``) expires, any
 request but a new SaslHandshake closes it.
 """
@@ -44,6 +45,9 @@ if TYPE_CHECKING:
     from pylog.broker.server import KafkaServer
 
 log = logging.getLogger(__name__)
+
+FAILED_AUTH_LINGER_S = 2.0
+"""How long a connection whose authentication failed waits for the client to close it."""
 
 Parts = list[Any]  # a response frame as bytes-like pieces, size prefix first
 
@@ -78,6 +82,7 @@ class KafkaConnection(asyncio.Protocol):
         self._close_when_drained = False
         self._read_paused = False
         self._write_paused = False
+        self._linger_s = 0.0
         self.last_active = time.monotonic()
 
     # --- asyncio.Protocol -------------------------------------------------------------------
@@ -251,16 +256,19 @@ class KafkaConnection(asyncio.Protocol):
         return False
 
     def _answer_then_close(self, parts: Parts, delay_s: float) -> None:
-        """Read nothing more; after ``delay_s`` write ``parts`` (behind what is owed) and close."""
+        """Read nothing more; after ``delay_s`` write ``parts`` (behind what is owed), then let the
+        client close first, for at most ``FAILED_AUTH_LINGER_S``: a client that reads the answer
+        and our close in one go may drop the answer and report only a lost connection."""
         self._close_when_drained = True
-        self._update_reading()
         slot = _Slot()
         self._queue.append(slot)
+        self._update_reading()
 
         def answer() -> None:
             if self._closing:
                 return
             slot.parts, slot.done = parts, True
+            self._linger_s = FAILED_AUTH_LINGER_S
             self._flush()
 
         if delay_s > 0:
@@ -317,7 +325,10 @@ class KafkaConnection(asyncio.Protocol):
         if out:
             self._write(out)
         if self._close_when_drained and not queue:
-            self.close()
+            if self._linger_s > 0:
+                self._linger()
+            else:
+                self.close()
             return
         self._update_reading()
 
@@ -396,8 +407,18 @@ class KafkaConnection(asyncio.Protocol):
         self._close_when_drained = True
         self._update_reading()
 
-    def _update_reading(self) -> None:
+    def _linger(self) -> None:
+        """Everything owed is written: wait (reading and discarding) for the client's close."""
         if self.transport is None or self._closing:
+            return
+        asyncio.get_running_loop().call_later(self._linger_s, self.close)
+        self._linger_s = 0.0
+        if self._read_paused:
+            self._read_paused = False
+            self.transport.resume_reading()
+
+    def _update_reading(self) -> None:
+        if self.transport is None or self._closing or (self._close_when_drained and not self._queue):
             return
         busy = (
             self._write_paused
