@@ -3,7 +3,13 @@
 A confluent-kafka producer writes N 1 KB records to a fresh topic (one partition, led by the same
 node each time); each row reports records/s, MB/s and the CPU seconds the three broker
 processes spent per million records together. The ratio column is the row against RF=1 acks=all.
-An uncounted RF=3 run goes first: a fresh cluster's first writes run cold (up to twice the CPU).
+An uncounted RF=3 run of the same size goes first: a fresh cluster's first writes run cold (up to
+twice the CPU). The CPU of a row includes the followers catching up after its last acknowledgement
+(acks=1 answers before they have it). Each row's topic is deleted after it, so the next row's
+writes land in page-cache pages the machine has used before: on a VM whose memory is mapped on
+first touch, writing into never-used pages costs several times more kernel time per byte (about
+2.5 s per GB here against 0.25 s once used), which would charge the later rows for memory the
+earlier ones took.
 
 The latency rows send 100-byte records at a fixed rate with acks=all to an RF=3 topic and measure
 end-to-end time (send call to consumer delivery) as p50 / p99 / p99.9, twice: with the
@@ -56,6 +62,31 @@ def create(bootstrap: str, topic: str, rf: int, leader: int, nodes: list[int], m
     raise RuntimeError(f"{topic} did not get its leader and ISR")
 
 
+def settle(bootstrap: str, topic: str, records: int) -> None:
+    """Wait until the high watermark reaches ``records``: every in-sync replica holds them all
+    (after acks=1 the followers are still catching up, and that CPU belongs to the row)."""
+    from confluent_kafka import Consumer, TopicPartition
+
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"settle-{topic}"})
+    try:
+        deadline = time.monotonic() + 60
+        while c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[1] < records:
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{topic}: the replicas did not catch up")
+            time.sleep(0.05)
+    finally:
+        c.close()
+
+
+def delete(bootstrap: str, topic: str) -> None:
+    """Drop a finished row's topic, so the next row's writes reuse its page-cache pages."""
+    from confluent_kafka.admin import AdminClient
+
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.delete_topics([topic])[topic].result(30)
+    time.sleep(0.5)
+
+
 def cpu(cluster: LocalCluster) -> float:
     return sum(proc_stats(n.pid).cpu_s for n in cluster.nodes.values() if n.pid is not None)
 
@@ -83,15 +114,19 @@ def main() -> None:
         ]
         warm_up = f"warm-{uuid.uuid4().hex[:8]}"  # a fresh cluster's first writes run cold: not counted
         create(bs, warm_up, 3, leader, nodes, 2)
-        produce(bs, warm_up, Scenario(1000, acks="all"), max(args.records // 4, 10_000))
+        produce(bs, warm_up, Scenario(1000, acks="all"), args.records)
+        settle(bs, warm_up, args.records)
+        delete(bs, warm_up)
         for _ in range(args.repeat):
             for label, rf, acks, min_isr in cases:
                 topic = f"repl-{uuid.uuid4().hex[:8]}"
                 create(bs, topic, rf, leader, nodes, min_isr)
                 before = cpu(cluster)
                 elapsed = produce(bs, topic, Scenario(1000, acks=acks), args.records)
+                settle(bs, topic, args.records)
                 used = cpu(cluster) - before
                 rows.setdefault(label, []).append((args.records / elapsed, used / args.records * 1e6))
+                delete(bs, topic)
             warm_up = f"lat-{uuid.uuid4().hex[:8]}"
             create(bs, warm_up, 3, leader, nodes, 2)
             latency(bs, warm_up, args.rate, WARM_UP_S, 100, acks="all")

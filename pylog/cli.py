@@ -194,6 +194,9 @@ def _run_broker(args: argparse.Namespace) -> int:
         print(f"pylog: data directory {data_dir} is not a directory", file=sys.stderr)
         return 2
     listen = args.listen
+    from pylog.broker.memory import keep_freed_memory_for_reuse
+
+    keep_freed_memory_for_reuse()  # this process serves: megabyte buffers come and go per request
     try:
         import uvloop  # type: ignore[import-not-found]
 

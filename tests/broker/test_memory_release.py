@@ -37,3 +37,32 @@ def test_fragmented_free_memory_is_returned_to_the_kernel() -> None:
     held, after, _ = map(int, out.stdout.split())
     assert held - after > 200, f"RssAnon {held} MB before the release, {after} MB after"
 
+
+def test_a_serving_process_keeps_freed_buffers_for_reuse() -> None:
+    """Megabyte buffers allocated and freed request after request do not fault fresh pages in
+    each time once ``keep_freed_memory_for_reuse`` has set glibc's thresholds."""
+    if sys.platform != "linux":
+        pytest.fail("this test counts page faults with glibc (Linux)")
+    script = textwrap.dedent(
+        """
+        import os, resource, sys
+        if sys.argv[1] == "keep":
+            from pylog.broker.memory import keep_freed_memory_for_reuse
+            assert keep_freed_memory_for_reuse()
+        chunk = os.urandom(1 << 16)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+        for i in range(300):  # a fetch-sized frame joined from socket reads, a smaller one, both freed
+            parts = [chunk] * (16 + i % 16)
+            frame = b"".join(parts)
+            small = b"".join(parts[:4])
+            del frame, small
+        print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before)
+        """
+    )
+    faults = {}
+    for mode in ("default", "keep"):
+        out = subprocess.run(
+            [sys.executable, "-c", script, mode], capture_output=True, text=True, check=True, timeout=120
+        )
+        faults[mode] = int(out.stdout)
+    assert faults["keep"] * 4 < faults["default"], faults
