@@ -4,7 +4,9 @@ Every Kafka message travels as `int32 size` + `size` bytes. `FrameDecoder` turns
 into whole frames; it checks each announced size against `max_frame_bytes` before it keeps a
 single byte of the body, so a hostile 2 GiB prefix costs nothing. Frames that arrive inside one
 `bytes` chunk are handed out as zero-copy memoryviews of that chunk; frames split across chunks
-are joined once.
+are joined once. `FrameReader` does the same for an `asyncio.BufferedProtocol`, where the socket
+is read straight into buffers it hands out: a large frame (a produce request, a fetch response)
+is received into a buffer of its own, with no chunk to join and no copy at all.
 
 Headers (Kafka's RequestHeader / ResponseHeader):
 - request v0: api_key int16, api_version int16, correlation_id int32
@@ -27,6 +29,15 @@ DEFAULT_MAX_FRAME_BYTES = 104857600
 _I32 = Struct(">i")
 _HHI = Struct(">hhi")
 _H = Struct(">h")
+
+
+def check_frame_size(size: int, max_frame_bytes: int) -> int:
+    """The announced body size of a frame, refused before anything is allocated for it."""
+    if size < 0:
+        raise MalformedMessage(f"negative frame size {size}")
+    if size > max_frame_bytes:
+        raise FrameTooLarge(size=size, max_frame_bytes=max_frame_bytes)
+    return size
 
 
 class FrameDecoder:
@@ -63,11 +74,7 @@ class FrameDecoder:
         return len(self._head) + self._have
 
     def _check(self, size: int) -> int:
-        if size < 0:
-            raise MalformedMessage(f"negative frame size {size}")
-        if size > self._max:
-            raise FrameTooLarge(size=size, max_frame_bytes=self._max)
-        return size
+        return check_frame_size(size, self._max)
 
     def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
         """Consume `data`; return the frames it completed, in order.
@@ -125,6 +132,142 @@ class FrameDecoder:
                 self._parts = []
                 self._need = -1
                 self._have = 0
+
+
+SCRATCH_BYTES = 256 * 1024
+"""What one socket read may bring of small frames (asyncio's and uvloop's own read size)."""
+LARGE_FRAME_BYTES = 64 * 1024
+"""From this size on a frame is received into a buffer of its own instead of the scratch."""
+COMMIT_ON_WRITE_BYTES = 16 * 1024 * 1024
+"""From this size on a frame's own buffer is one whose pages the kernel provides as they are
+written, so a prefix that announces a huge frame costs no memory until its bytes arrive."""
+
+
+def _frame_buffer(size: int) -> memoryview:
+    """A writable buffer for a large frame: a zeroed bytearray, whose pages malloc reuses from
+    frame to frame, or past ``COMMIT_ON_WRITE_BYTES`` an uninitialised Arrow allocation."""
+    if size < COMMIT_ON_WRITE_BYTES:
+        return memoryview(bytearray(size))
+    import pyarrow as pa
+
+    return memoryview(pa.allocate_buffer(size)).cast("B")
+
+
+class FrameReader:
+    """Split a byte stream into Kafka frames for an ``asyncio.BufferedProtocol``.
+
+    Theory of operation: the socket reads into what ``get_buffer`` returns, and
+    ``buffer_updated(n)`` returns the frames that completed. Between frames, reads land in a
+    scratch buffer; each whole small frame found there is copied out (one copy, as a ``bytes``
+    chunk would have cost) and the scratch is reused. Once a size prefix announces a frame of
+    ``LARGE_FRAME_BYTES`` or more that is not all there yet, it gets a ``bytearray`` of exactly
+    that size (after the bound check), what the scratch holds of it moves there, and later reads
+    fill it directly until it is complete (past ``COMMIT_ON_WRITE_BYTES`` that buffer's memory is
+    only committed as the bytes arrive). Large frames are writable, so their owner may patch
+    them in place. A bad prefix is raised at once unless frames precede it in the same read: they
+    are returned first and ``raise_pending`` raises it afterwards (Kafka serves them first too).
+    """
+
+    __slots__ = ("_end", "_error", "_filled", "_frame", "_max", "_scratch", "_start", "_view")
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self._max = max_frame_bytes
+        self._scratch = bytearray(SCRATCH_BYTES)
+        self._view = memoryview(self._scratch)
+        self._start = 0  # unparsed bytes are scratch[start:end]
+        self._end = 0
+        self._frame: memoryview | None = None  # a large frame being filled
+        self._filled = 0
+        self._error: ProtocolError | None = None
+
+    @property
+    def max_frame_bytes(self) -> int:
+        return self._max
+
+    @max_frame_bytes.setter
+    def max_frame_bytes(self, value: int) -> None:
+        """A new bound for size prefixes read from now on."""
+        self._max = value
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes held for an incomplete frame (at most the announced frame size, plus a prefix)."""
+        return self._filled if self._frame is not None else self._end - self._start
+
+    def get_buffer(self, sizehint: int = -1) -> memoryview:
+        """Where the next bytes read from the socket go."""
+        if self._frame is not None:
+            return self._frame[self._filled :]
+        if self._end - self._start == 0:
+            self._start = self._end = 0
+        elif len(self._scratch) - self._end < LARGE_FRAME_BYTES + 4:
+            held = self._end - self._start  # a small frame's beginning (or a prefix): move it up
+            self._view[:held] = self._view[self._start : self._end]
+            self._start, self._end = 0, held
+        return self._view[self._end :]
+
+    def buffer_updated(self, nbytes: int) -> list[memoryview]:
+        """``nbytes`` were written into the last buffer handed out; the frames now complete."""
+        if self._error is not None:
+            raise self._error
+        frame = self._frame
+        if frame is not None:
+            self._filled += nbytes
+            if self._filled < len(frame):
+                return []
+            self._frame = None
+            self._filled = 0
+            return [frame]
+        self._end += nbytes
+        out: list[memoryview] = []
+        try:
+            self._split(out)
+        except ProtocolError as exc:
+            self._error = exc
+            if not out:
+                raise
+        return out
+
+    def raise_pending(self) -> None:
+        """Raise the error found behind frames already returned, if any."""
+        if self._error is not None:
+            raise self._error
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
+        """Copy ``data`` in as socket reads would (for tests and non-buffered callers)."""
+        src = memoryview(data).cast("B")
+        out: list[memoryview] = []
+        pos = 0
+        while pos < len(src):
+            buf = self.get_buffer()
+            take = min(len(buf), len(src) - pos)
+            buf[:take] = src[pos : pos + take]
+            pos += take
+            out.extend(self.buffer_updated(take))
+        return out
+
+    def _split(self, out: list[memoryview]) -> None:
+        view = self._view
+        start, end = self._start, self._end
+        try:
+            while end - start >= 4:
+                size = check_frame_size(_I32.unpack_from(view, start)[0], self._max)
+                if end - start - 4 >= size:
+                    body = view[start + 4 : start + 4 + size]
+                    out.append(memoryview(bytearray(body) if size >= LARGE_FRAME_BYTES else bytes(body)))
+                    start += 4 + size
+                    continue
+                if size >= LARGE_FRAME_BYTES:
+                    frame = _frame_buffer(size)
+                    have = end - start - 4
+                    frame[:have] = view[start + 4 : end]
+                    self._frame, self._filled = frame, have
+                    start = end
+                break
+        finally:
+            if start == end:
+                start = end = 0
+            self._start, self._end = start, end
 
 
 class RequestHeader(NamedTuple):

@@ -31,8 +31,8 @@ from typing import TYPE_CHECKING, Any
 
 from pylog.protocol import api
 from pylog.protocol.api import ApiKey
-from pylog.protocol.errors import ErrorCode, ProtocolError, UnsupportedApi
-from pylog.protocol.framing import FrameDecoder
+from pylog.protocol.errors import ErrorCode, FrameTooLarge, ProtocolError, UnsupportedApi
+from pylog.protocol.framing import FrameReader
 
 from pylog.broker import registry
 from pylog.broker.context import RequestContext
@@ -62,7 +62,11 @@ class _Slot:
         self.done = done
 
 
-class KafkaConnection(asyncio.Protocol):
+_DISCARD = memoryview(bytearray(64 * 1024))
+"""Where bytes go that a closing connection no longer reads."""
+
+
+class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, server: KafkaServer) -> None:
         self.server = server
         self.table = server.table
@@ -72,7 +76,7 @@ class KafkaConnection(asyncio.Protocol):
         self.security = server.security
         self.principal: KafkaPrincipal = ANONYMOUS
         self.sasl: SaslAuthenticator | None = None
-        self.decoder = FrameDecoder(server.max_request_bytes)
+        self.decoder = FrameReader(server.max_request_bytes)
         if self.security.sasl is not None:
             self.sasl = SaslAuthenticator(self.security.sasl)
             self.decoder.max_frame_bytes = min(server.max_request_bytes, self.security.max_receive_size)
@@ -129,18 +133,24 @@ class KafkaConnection(asyncio.Protocol):
         self._write_paused = False
         self._update_reading()
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._closing or self._close_when_drained:
+            return _DISCARD  # nothing more is read from this client
+        return self.decoder.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
         if self._closing or self._close_when_drained:
             return
         self.last_active = time.monotonic()
         try:
-            frames = self.decoder.feed(data)
+            frames = self.decoder.buffer_updated(nbytes)
         except ProtocolError as exc:
-            hint = " (a TLS handshake on a listener without TLS?)" if data[:2] == b"\x16\x03" else ""
+            tls = isinstance(exc, FrameTooLarge) and (exc.size or 0) >> 16 == 0x1603  # a ClientHello's bytes
+            hint = " (a TLS handshake on a listener without TLS?)" if tls else ""
             log.warning("closing connection from %s: %s%s", self.peer, exc, hint)
             self.close()
             return
-        # Responses completed while handling this chunk leave in one write.
+        # Responses completed while handling this read leave in one write.
         self._out = out = []
         try:
             for frame in frames:
@@ -152,7 +162,7 @@ class KafkaConnection(asyncio.Protocol):
             if out:
                 self._send(out)
         try:
-            self.decoder.feed(b"")  # raises now if a broken frame followed the ones just served
+            self.decoder.raise_pending()  # a broken frame followed the ones just served
         except ProtocolError as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
             self.close()

@@ -35,7 +35,7 @@ from pylog.storage.schema import metas_from_entries
 from pylog.broker.producer_state import ProducerStateTable, last_sequence
 from pylog.broker.record_validation import RecordRules, validate_records
 from pylog.broker.transactions import is_abort_marker
-from pylog.broker.wire_cache import WireBudget, WireCache
+from pylog.broker.wire_cache import WireBudget, WireBytes, WireCache
 from pylog.replication import LeaderState
 
 log = logging.getLogger(__name__)
@@ -301,7 +301,9 @@ class Partition:
 
     # --- fetch ------------------------------------------------------------------------------
 
-    def read_wire(self, offset: int, max_bytes: int, max_offset: int, *, min_one: bool = True) -> list[bytes]:
+    def read_wire(
+        self, offset: int, max_bytes: int, max_offset: int, *, min_one: bool = True
+    ) -> list[WireBytes]:
         """RecordBatch v2 bytes from the batch containing ``offset``, wholly below ``max_offset``, at
         most ``max_bytes`` of them; with ``min_one`` the first batch comes even if it is larger."""
         if offset >= max_offset:
@@ -311,7 +313,7 @@ class Partition:
             if not min_one and cached and len(cached[0]) > max_bytes:
                 return []
             return cached
-        out: list[bytes] = []
+        out: list[WireBytes] = []
         total = 0
         for b in self.log.read(offset, max_bytes, max_offset=max_offset, min_one=min_one):
             data = encode_stored(b.meta, b.records)
@@ -616,10 +618,17 @@ def encode_stored(meta: Any, records: Any) -> bytes:
     )
 
 
-def _rewrite(view: memoryview, base_offset: int, leader_epoch: int, append_time: int) -> bytes:
+def _rewrite(view: memoryview, base_offset: int, leader_epoch: int, append_time: int) -> WireBytes:
     """The producer's batch with our base offset and epoch (LogAppendTime re-signs it)."""
     if append_time < 0:
-        # baseOffset and partitionLeaderEpoch are outside the CRC: one copy, no re-signing.
+        # baseOffset and partitionLeaderEpoch are outside the CRC: no re-signing. A batch that
+        # is most of a writable request frame (a large produce request read into its own
+        # buffer) is patched where it lies and kept as a view; otherwise one copy.
+        frame = view.obj
+        if not view.readonly and len(view) * 2 >= len(frame):  # type: ignore[arg-type]
+            _Q.pack_into(view, 0, base_offset)
+            _I.pack_into(view, _PARTITION_LEADER_EPOCH_AT, leader_epoch)
+            return view
         return b"".join((_Q.pack(base_offset), view[8:12], _I.pack(leader_epoch), view[16:]))
     out = bytearray(view)
     _Q.pack_into(out, 0, base_offset)

@@ -3,7 +3,8 @@
 The log keeps records as Arrow; a fetch would have to re-encode them to
 RecordBatch v2 (and recompress them). Consumers at or near the tail ask for
 what was produced lately, so the producer's own bytes (base offset rewritten,
-CRC untouched) are kept here for the newest batches.
+CRC untouched) are kept here for the newest batches, as a view of the produce
+request's frame when the batch is most of it (no copy), else as a copy.
 
 Each partition's ``WireCache`` holds a contiguous run of batches ending at the
 log end offset; anything that breaks contiguity clears it. A broker-wide
@@ -24,6 +25,9 @@ import threading
 from bisect import bisect_right
 from collections import deque
 from contextlib import AbstractContextManager as ContextManager
+
+WireBytes = bytes | memoryview
+"""A cached batch: its own bytes, or a view of the request frame it was patched in."""
 
 
 class WireBudget:
@@ -84,7 +88,7 @@ class WireCache:
         self._lock: ContextManager[object] = budget.lock if budget is not None else _UNSHARED
         self._bases: deque[int] = deque()
         self._lasts: deque[int] = deque()
-        self._data: deque[bytes] = deque()
+        self._data: deque[WireBytes] = deque()
         self._bytes = 0
         self._generation = 0
 
@@ -99,7 +103,7 @@ class WireCache:
     def first_offset(self) -> int | None:
         return self._bases[0] if self._bases else None
 
-    def add(self, base_offset: int, last_offset: int, data: bytes) -> None:
+    def add(self, base_offset: int, last_offset: int, data: WireBytes) -> None:
         """Append the bytes of the batch just written; they must follow the cached run."""
         budget = self._budget
         with self._lock:
@@ -119,7 +123,7 @@ class WireCache:
                 budget.total -= freed
                 budget._charge(self, base_offset, len(data))
 
-    def get(self, offset: int, max_bytes: int, max_offset: int) -> list[bytes] | None:
+    def get(self, offset: int, max_bytes: int, max_offset: int) -> list[WireBytes] | None:
         """Batches from the one containing ``offset`` while below ``max_offset``; None on a miss.
 
         At least one batch is returned even if it is larger than ``max_bytes``.
@@ -129,7 +133,7 @@ class WireCache:
             if not bases or offset < bases[0] or offset > self._lasts[-1]:
                 return None
             i = bisect_right(bases, offset) - 1
-            out: list[bytes] = []
+            out: list[WireBytes] = []
             total = 0
             n = len(bases)
             while i < n and bases[i] < max_offset:

@@ -23,7 +23,7 @@ from typing import Any
 
 from pylog.protocol import api
 from pylog.protocol.errors import ProtocolError
-from pylog.protocol.framing import FrameDecoder
+from pylog.protocol.framing import FrameReader
 from pylog.security.client import PLAINTEXT, ClientSecurity, SaslAuthenticationError
 
 log = logging.getLogger(__name__)
@@ -216,18 +216,22 @@ class NodeChannel:
         self._drop(ChannelError("channel closed"))
 
 
-class _ResponseFrames(asyncio.Protocol):
+class _ResponseFrames(asyncio.BufferedProtocol):
     """The connection's bytes, split into response frames as they arrive (the size prefix is
-    checked before any body is kept; no stream buffer copies a large fetch response twice)."""
+    checked before any body is kept; a large fetch response is read straight into its own
+    buffer, never joined from chunks)."""
 
     def __init__(self, channel: NodeChannel, max_response_bytes: int) -> None:
         self.channel = channel
-        self.decoder = FrameDecoder(max_response_bytes)
+        self.decoder = FrameReader(max_response_bytes)
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        return self.decoder.get_buffer(sizehint)
+
+    def buffer_updated(self, nbytes: int) -> None:
         channel = self.channel
         try:
-            frames = self.decoder.feed(data)
+            frames = self.decoder.buffer_updated(nbytes)
         except ProtocolError as exc:
             channel._on_lost(self, ChannelError(f"connection to {channel.host}:{channel.port} failed: {exc}"))
             return

@@ -1,4 +1,4 @@
-"""FrameDecoder and the request / response headers."""
+"""FrameDecoder, FrameReader and the request / response headers."""
 
 from __future__ import annotations
 
@@ -10,7 +10,10 @@ from hypothesis import strategies as st
 from pylog.protocol.errors import FrameTooLarge, MalformedMessage, ProtocolError
 from pylog.protocol.framing import (
     DEFAULT_MAX_FRAME_BYTES,
+    LARGE_FRAME_BYTES,
+    SCRATCH_BYTES,
     FrameDecoder,
+    FrameReader,
     decode_request_header,
     decode_response_header,
     encode_request_header,
@@ -106,6 +109,91 @@ def test_partial_frame_is_buffered_only_as_received() -> None:
     dec = FrameDecoder()
     assert dec.feed(struct.pack(">i", 50_000_000) + b"abc") == []
     assert dec.buffered_bytes == 3
+
+
+# --- FrameReader (asyncio.BufferedProtocol) -------------------------------------------------
+
+
+def _read_in_steps(reader: FrameReader, stream: bytes, steps: list[int]) -> list[bytes]:
+    """Feed ``stream`` as a socket would: each read fills at most ``step`` bytes of the buffer."""
+    out: list[bytes] = []
+    pos, i = 0, 0
+    while pos < len(stream):
+        buf = reader.get_buffer(-1)
+        assert len(buf) > 0
+        take = min(len(buf), steps[i % len(steps)], len(stream) - pos)
+        buf[:take] = stream[pos : pos + take]
+        out += [bytes(f) for f in reader.buffer_updated(take)]
+        pos += take
+        i += 1
+    return out
+
+
+@settings(max_examples=60, deadline=None, database=None)
+@given(
+    st.lists(
+        st.one_of(st.binary(max_size=40), st.integers(LARGE_FRAME_BYTES - 8, 3 * SCRATCH_BYTES)),
+        max_size=8,
+    ),
+    st.lists(st.integers(1, 2 * SCRATCH_BYTES), min_size=1, max_size=20),
+)
+def test_reader_any_reads_give_the_same_frames(specs: list[bytes | int], steps: list[int]) -> None:
+    bodies = [s if isinstance(s, bytes) else bytes(range(251)) * (s // 251) for s in specs]
+    stream = b"".join(_frame(b) for b in bodies)
+    reader = FrameReader()
+    assert _read_in_steps(reader, stream, steps) == bodies
+    assert reader.buffered_bytes == 0
+
+
+def test_reader_fills_a_large_frame_in_place_and_hands_it_out_writable() -> None:
+    reader = FrameReader()
+    body = bytes(range(256)) * 1024  # 256 KiB
+    head = _frame(body)[: 4 + 1000]
+    buf = reader.get_buffer(-1)
+    buf[: len(head)] = head
+    assert reader.buffer_updated(len(head)) == []
+    rest = reader.get_buffer(-1)
+    assert len(rest) == len(body) - 1000  # the socket now reads into the frame itself
+    rest[:] = body[1000:]
+    (frame,) = reader.buffer_updated(len(rest))
+    assert bytes(frame) == body and not frame.readonly
+    assert reader.buffered_bytes == 0 and len(reader.get_buffer(-1)) == SCRATCH_BYTES
+
+
+def test_reader_small_frames_outlive_the_scratch() -> None:
+    reader = FrameReader()
+    first = reader.feed(_frame(b"one") + _frame(b"two"))
+    reader.feed(_frame(b"x" * 1000) * 300)  # the scratch is reused many times over
+    assert [bytes(f) for f in first] == [b"one", b"two"]
+
+
+def test_reader_too_large_is_rejected_on_the_prefix() -> None:
+    reader = FrameReader(max_frame_bytes=100)
+    frames = reader.feed(_frame(b"ok-1") + _frame(b"ok-2") + struct.pack(">i", 101) + b"zz")
+    assert [bytes(f) for f in frames] == [b"ok-1", b"ok-2"]
+    with pytest.raises(FrameTooLarge):
+        reader.raise_pending()
+    with pytest.raises(FrameTooLarge):
+        reader.feed(_frame(b"late"))
+    with pytest.raises(MalformedMessage):
+        FrameReader().feed(b"\xff\xff\xff\xfe")
+    split = FrameReader(max_frame_bytes=1000)
+    assert split.feed(b"\x7f\xff") == []
+    with pytest.raises(FrameTooLarge):
+        split.feed(b"\xff\xff")
+
+
+def test_reader_a_huge_announced_frame_costs_memory_only_as_it_arrives() -> None:
+    def rss_kib() -> int:
+        with open("/proc/self/status") as f:
+            return int(f.read().split("VmRSS:")[1].split()[0])
+
+    before = rss_kib()
+    readers = [FrameReader() for _ in range(4)]
+    for r in readers:
+        assert r.feed(struct.pack(">i", 90_000_000) + b"abc") == []
+        assert r.buffered_bytes == 3
+    assert rss_kib() - before < 64 * 1024, "four 90 MB frames announced, nothing sent"
 
 
 @pytest.mark.parametrize("client_id", ["", "kafka-python-3.0.12", None, "ü-ñ"])
