@@ -264,6 +264,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("max.connections", INT, INT_MAX, "Connections beyond this are refused."),
         _d("max.connections.per.ip", INT, INT_MAX),
         _d("queued.max.requests", INT, 500, "Requests in flight per connection before reads pause."),
+        _d(
+            "queued.max.request.bytes",
+            L,
+            16 * 1024 * 1024,
+            "Bytes of requests whose answers still wait (acks=all produce, long-polling fetch) per "
+            "connection before reads pause; -1: no bound. A producer cannot run the log far ahead "
+            "of its followers, nor hold a broker's memory with requests it keeps waiting.",
+        ),
         _d("num.network.threads", INT, 3),
         _d("num.io.threads", INT, 8),
         _d("num.recovery.threads.per.data.dir", INT, 2),

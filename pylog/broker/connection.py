@@ -55,11 +55,12 @@ Parts = list[Any]  # a response frame as bytes-like pieces, size prefix first
 class _Slot:
     """A response position; ``parts`` None with ``done`` True means nothing to write."""
 
-    __slots__ = ("done", "parts")
+    __slots__ = ("done", "nbytes", "parts")
 
-    def __init__(self, parts: Parts | None = None, done: bool = False) -> None:
+    def __init__(self, parts: Parts | None = None, done: bool = False, nbytes: int = 0) -> None:
         self.parts = parts
         self.done = done
+        self.nbytes = nbytes  # the request's size, while its handler is still waiting
 
 
 _DISCARD = memoryview(bytearray(64 * 1024))
@@ -87,6 +88,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._read_paused = False
         self._write_paused = False
         self._linger_s = 0.0
+        self._waiting_bytes = 0  # requests whose handlers still wait (acks=all, long polls)
         self.last_active = time.monotonic()
 
     # --- asyncio.Protocol -------------------------------------------------------------------
@@ -214,8 +216,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._push(self._error_parts(ctx, request.body))
             return
         if inspect.isawaitable(result):
-            slot = _Slot()
+            slot = _Slot(nbytes=len(frame))
             self._queue.append(slot)
+            self._waiting_bytes += slot.nbytes
             task = asyncio.ensure_future(result)
             self._tasks.add(task)
             task.add_done_callback(lambda t, s=slot, c=ctx, b=request.body: self._finished(t, s, c, b))
@@ -288,6 +291,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _finished(self, task: asyncio.Task, slot: _Slot, ctx: RequestContext, body: Any) -> None:
         self._tasks.discard(task)
+        self._waiting_bytes -= slot.nbytes
+        slot.nbytes = 0
         if self._closing or task.cancelled():
             return
         exc = task.exception()
@@ -434,6 +439,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._write_paused
             or self._close_when_drained
             or len(self._queue) >= self.server.max_queued_requests
+            or self._waiting_bytes >= self.server.max_queued_request_bytes
         )
         if busy and not self._read_paused:
             self._read_paused = True

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import sys
 import time
 
 from pylog.broker.connection import KafkaConnection
@@ -36,6 +37,8 @@ class KafkaServer:
         self.max_request_bytes = cfg.int("socket.request.max.bytes")
         self.quotas = quotas or ConnectionQuotas.from_config(cfg, [listener])
         self.max_queued_requests = max(1, cfg.int("queued.max.requests"))
+        queued_bytes = cfg.int("queued.max.request.bytes")
+        self.max_queued_request_bytes = queued_bytes if queued_bytes > 0 else sys.maxsize
         self.idle_ms = cfg.int("connections.max.idle.ms")
         self.connections: set[KafkaConnection] = set()
         self._server: asyncio.AbstractServer | None = None
