@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from compat_broker import BrokerProcess
@@ -25,6 +27,7 @@ from compat_raw import (
     record_batch,
 )
 from compat_raw import produce as raw_produce
+from pylog.protocol import api
 
 UNSUPPORTED_VERSION = 35
 CORRUPT_MESSAGE = 2
@@ -205,3 +208,70 @@ def test_produce_garbage_records_field(broker: BrokerProcess, survivor: RawConn,
             assert r.i32() == 1 and r.string() == topic_name and r.i32() == 1 and r.i32() == 0
             assert r.i16() != 0, "garbage records were accepted"
     assert_still_serving(broker, survivor, topic_name + "-after")
+
+
+def _send_for(s: socket.socket, data: bytes, seconds: float) -> int:
+    """Bytes of ``data`` the kernel takes within ``seconds`` (it stops taking them once the
+    broker no longer reads and the socket buffers are full)."""
+    s.setblocking(False)
+    sent, deadline = 0, time.monotonic() + seconds
+    view = memoryview(data)
+    while sent < len(data) and time.monotonic() < deadline:
+        try:
+            sent += s.send(view[sent : sent + 65536])
+        except BlockingIOError:
+            time.sleep(0.01)
+    s.setblocking(True)
+    return sent
+
+
+def _answers_until_closed(s: socket.socket) -> list[int]:
+    """The correlation ids of the frames read until the broker closes."""
+    ids, data = [], b""
+    s.settimeout(10)
+    while chunk := s.recv(1 << 20):
+        data += chunk
+        while len(data) >= 4 and len(data) >= 4 + struct.unpack(">i", data[:4])[0]:
+            size = struct.unpack(">i", data[:4])[0]
+            ids.append(struct.unpack(">i", data[4:8])[0])
+            data = data[4 + size :]
+    return ids
+
+
+@pytest.mark.parametrize("bound", ["1", "-1"])
+def test_reads_pause_while_waiting_requests_hold_queued_max_request_bytes(tmp_path: Path, bound: str) -> None:
+    """A long-polling fetch holds its connection's request bytes; past queued.max.request.bytes the
+    broker reads nothing more from that connection until it is answered, so a 40 MB frame sent
+    behind it stalls in the socket buffers instead of being read into the broker's memory. The
+    frame is of no known api: once read, the connection closes, after the fetch's answer."""
+    b = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", config={"queued.max.request.bytes": bound})
+    try:
+        b.start()
+        create_topic(b.bootstrap, "waits")
+        body = {
+            "replica_id": -1,
+            "max_wait_ms": 2000,
+            "min_bytes": 1,
+            "max_bytes": 1 << 20,
+            "isolation_level": 0,
+            "topics": [
+                {
+                    "topic": "waits",
+                    "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}],
+                }
+            ],
+        }
+        big = struct.pack(">ihh", 40 << 20, 0x7FFF, 0) + bytes((40 << 20) - 4)  # an unknown api key
+        with socket.create_connection(("127.0.0.1", b.port), timeout=10) as s:
+            s.sendall(api.encode_request(1, 4, 7, "raw", body))
+            time.sleep(0.2)  # the fetch is read and waiting
+            taken = _send_for(s, big, 1.0)
+            if bound == "1":
+                assert taken < len(big) // 2, f"{taken} bytes read while the fetch waited"
+            else:
+                assert taken == len(big)
+            s.sendall(memoryview(big)[taken:])
+            assert _answers_until_closed(s) == [7]
+        assert b.alive()
+    finally:
+        b.close()

@@ -5,7 +5,11 @@ the synchronous part of every handler (an append, a read) happens in request
 order. A handler may return an awaitable (fetch long-poll, admin requests that
 wait for the metadata quorum); its slot in the per-connection response queue
 stays open and later responses queue behind it, because Kafka clients match
-responses to requests by position.
+responses to requests by position. Reading pauses while the requests still
+waiting hold ``queued.max.request.bytes`` (or ``queued.max.requests`` of them are
+owed). A request the broker cannot serve (a broken frame, an unknown API) closes
+the connection once the answers owed to the requests before it are written, as
+a broker reading one request at a time would have written them.
 
 Security: a TLS listener's connection arrives here after the handshake (its principal is the
 client certificate's subject, or ANONYMOUS). On a SASL listener the connection's
@@ -150,7 +154,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             tls = isinstance(exc, FrameTooLarge) and (exc.size or 0) >> 16 == 0x1603  # a ClientHello's bytes
             hint = " (a TLS handshake on a listener without TLS?)" if tls else ""
             log.warning("closing connection from %s: %s%s", self.peer, exc, hint)
-            self.close()
+            self._close_after_pending()  # requests read before the broken frame are still answered
             return
         # Responses completed while handling this read leave in one write.
         self._out = out = []
@@ -167,7 +171,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.decoder.raise_pending()  # a broken frame followed the ones just served
         except ProtocolError as exc:
             log.warning("closing connection from %s: %s", self.peer, exc)
-            self.close()
+            self._close_after_pending()
             return
         self._update_reading()
 
@@ -181,18 +185,18 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         except ProtocolError as exc:
             log.warning("closing connection from %s: malformed request: %s", self.peer, exc)
-            self.close()
+            self._close_after_pending()
             return
         except Exception:
             log.exception("closing connection from %s: request failed to decode", self.peer)
-            self.close()
+            self._close_after_pending()
             return
         header = request.header
         key, version = header.api_key, header.api_version
         spec = self.table.lookup(key)
         if spec is None or version > spec.max_version:
             log.warning("closing connection from %s: api %s v%s is not served", self.peer, key, version)
-            self.close()
+            self._close_after_pending()
             return
         if version < self.table.served_floor(key):
             self._answer_obsolete(frame, header)
@@ -253,11 +257,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 )
         elif not sasl.authenticated and not (key == ApiKey.API_VERSIONS and not sasl.in_exchange):
             log.warning("closing connection from %s: api %s before SASL authentication", self.peer, key)
-            self.close()
+            self._close_after_pending()
             return False
         elif sasl.authenticated and sasl.expired(now_ms):
             log.info("closing connection from %s: its SASL session expired", self.peer)
-            self.close()
+            self._close_after_pending()
             return False
         else:
             return True
@@ -323,7 +327,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _push(self, parts: Parts | None) -> None:
         """Queue (or write straight away) a response that is complete; None closes the connection."""
         if parts is None:
-            self.close()
+            self._close_after_pending()
             return
         if not self._queue:
             self._write(parts)
@@ -364,7 +368,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         header = exc.header
         if header is None:
             log.warning("closing connection from %s: %s", self.peer, exc)
-            self.close()
+            self._close_after_pending()
             return
         if header.api_key == ApiKey.API_VERSIONS:
             # A newer ApiVersions than we know: answer 35 in a v0 body listing what we serve.
@@ -387,7 +391,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             header.api_key,
             header.api_version,
         )
-        self.close()
+        self._close_after_pending()
 
     def _answer_obsolete(self, frame: memoryview, header: Any) -> None:
         """A version inside our advertised range that we do not serve: UNSUPPORTED_VERSION."""
