@@ -149,6 +149,7 @@ def finish(cluster: LocalCluster, workload: Workload, history: History) -> None:
     wait_all_in_sync(cluster)
     read_all(cluster.bootstrap_servers, TOPIC, PARTITIONS, history)
     report = check(history)
+    print(f"jepsen history: {report}")  # shown with -s / -rP: what the run sent, acknowledged and read
     assert report.ok, str(report)
     assert report.acknowledged > 1000, str(report)
     replicas_identical(cluster)
