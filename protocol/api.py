@@ -1,6 +1,6 @@
 """Requests and responses by API key: the entry points the broker and our clients call.
 
-    req = decode_request(frame)                # frame: memoryview from FrameDecoder
+    req = decode_request(frame)                # frame: memoryview from FrameReader
     body = handle(req.header, req.body)        # an object or a dict with snake_case keys
     out = encode_response(req.header.api_key, req.header.api_version, req.header.correlation_id, body)
 

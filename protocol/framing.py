@@ -1,12 +1,10 @@
 """Kafka framing: the int32 size prefix and the request / response headers.
 
-Every Kafka message travels as `int32 size` + `size` bytes. `FrameDecoder` turns a byte stream
-into whole frames; it checks each announced size against `max_frame_bytes` before it keeps a
-single byte of the body, so a hostile 2 GiB prefix costs nothing. Frames that arrive inside one
-`bytes` chunk are handed out as zero-copy memoryviews of that chunk; frames split across chunks
-are joined once. `FrameReader` does the same for an `asyncio.BufferedProtocol`, where the socket
-is read straight into buffers it hands out: a large frame (a produce request, a fetch response)
-is received into a buffer of its own, with no chunk to join and no copy at all.
+Every Kafka message travels as `int32 size` + `size` bytes. `FrameReader` turns a byte stream
+into whole frames for an `asyncio.BufferedProtocol`, where the socket is read straight into the
+buffers it hands out; it checks each announced size against `max_frame_bytes` before it keeps a
+single byte of the body, so a hostile 2 GiB prefix costs nothing. A large frame (a produce
+request, a fetch response) is received into a buffer of its own, with no chunk to join.
 
 Headers (Kafka's RequestHeader / ResponseHeader):
 - request v0: api_key int16, api_version int16, correlation_id int32
@@ -38,100 +36,6 @@ def check_frame_size(size: int, max_frame_bytes: int) -> int:
     if size > max_frame_bytes:
         raise FrameTooLarge(size=size, max_frame_bytes=max_frame_bytes)
     return size
-
-
-class FrameDecoder:
-    """Split a byte stream into Kafka frames (size prefix stripped).
-
-    When a chunk holds whole frames followed by a bad size prefix, `feed` first returns those
-    frames (Kafka would serve them before giving up) and raises on the next call. After it
-    raises, the stream is unrecoverable: close the connection.
-    """
-
-    __slots__ = ("_error", "_have", "_head", "_max", "_need", "_parts")
-
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
-        self._max = max_frame_bytes
-        self._head = bytearray()  # a partial size prefix (< 4 bytes)
-        self._need = -1  # body size of the frame being collected, -1 while reading a prefix
-        self._have = 0
-        self._parts: list[memoryview] = []
-        self._error: ProtocolError | None = None
-
-    @property
-    def max_frame_bytes(self) -> int:
-        return self._max
-
-    @max_frame_bytes.setter
-    def max_frame_bytes(self, value: int) -> None:
-        """A new bound for frames whose size prefix is read from now on (e.g. once a client has
-        authenticated, the pre-authentication bound gives way to the normal one)."""
-        self._max = value
-
-    @property
-    def buffered_bytes(self) -> int:
-        """Bytes held for an incomplete frame (at most the announced frame size)."""
-        return len(self._head) + self._have
-
-    def _check(self, size: int) -> int:
-        return check_frame_size(size, self._max)
-
-    def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
-        """Consume `data`; return the frames it completed, in order.
-
-        `bytes` input is sliced without copying; mutable buffers are copied once, since the
-        caller may reuse them.
-        """
-        if self._error is not None:
-            raise self._error
-        if type(data) is not bytes:
-            data = bytes(data)
-        mv = memoryview(data)
-        n = len(mv)
-        pos = 0
-        out: list[memoryview] = []
-        try:
-            self._consume(mv, n, pos, out)
-        except ProtocolError as exc:
-            self._error = exc
-            self._parts = []
-            self._head.clear()
-            if not out:
-                raise
-        return out
-
-    def _consume(self, mv: memoryview, n: int, pos: int, out: list[memoryview]) -> None:
-        while pos < n:
-            if self._need < 0:
-                head = self._head
-                if not head and n - pos >= 4:
-                    size = self._check(_I32.unpack_from(mv, pos)[0])
-                    pos += 4
-                else:
-                    take = min(4 - len(head), n - pos)
-                    head += mv[pos : pos + take]
-                    pos += take
-                    if len(head) < 4:
-                        break
-                    size = self._check(_I32.unpack(head)[0])
-                    head.clear()
-                if n - pos >= size:
-                    out.append(mv[pos : pos + size])
-                    pos += size
-                    continue
-                self._need = size
-                self._have = 0
-                self._parts = []
-            take = min(self._need - self._have, n - pos)
-            self._parts.append(mv[pos : pos + take])
-            self._have += take
-            pos += take
-            if self._have == self._need:
-                parts = self._parts
-                out.append(memoryview(parts[0] if len(parts) == 1 else b"".join(parts)))
-                self._parts = []
-                self._need = -1
-                self._have = 0
 
 
 SCRATCH_BYTES = 256 * 1024
