@@ -14,10 +14,11 @@ from typing import Any
 import pyarrow.compute as pc
 import pytest
 from cluster_support import NetnsFabric, wait_for
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from jepsen import History, Workload, check, read_all
 from pylog.storage import read_segments
+from pylog.storage.checkpoint import read_log_start_offset
 
 from pylog.local_cluster import LocalCluster
 
@@ -392,3 +393,33 @@ def test_acks_all_is_refused_below_min_insync_replicas(cluster_factory: Any) -> 
         kp1.close()
     finally:
         kp.close()
+
+
+def test_delete_records_answers_once_every_live_replica_moved_its_log_start(cluster_factory: Any) -> None:
+    """DeleteRecords answers with the low watermark once every replica on a live broker has moved
+    its log start (Kafka's DelayedDeleteRecords): the followers' checkpoints already hold it.
+    With a live follower that fetches nothing, the request times out instead."""
+    cluster: LocalCluster = cluster_factory(3, {"broker.session.timeout.ms": "60000"})
+    create_replicated(cluster.bootstrap_servers, "dr", partitions=1, min_isr=2)
+    bs = cluster.bootstrap_servers
+    p = Producer({"bootstrap.servers": bs, "acks": "all"})
+    for i in range(100):
+        p.produce("dr", str(i).encode(), partition=0)
+    assert p.flush(30) == 0
+    admin = AdminClient({"bootstrap.servers": bs})
+    (done,) = admin.delete_records([TopicPartition("dr", 0, 50)], operation_timeout=20).values()
+    assert done.result(30).low_watermark == 50
+    starts = {n: read_log_start_offset(node.data_dir / "dr-0") for n, node in cluster.nodes.items()}
+    assert starts == {n: 50 for n in cluster.nodes}, starts
+
+    leader = leader_of(cluster, "dr", 0)
+    stalled = next(n for n in cluster.nodes if n != leader)
+    cluster.pause(stalled)  # alive for the controller (60 s session), fetching nothing
+    try:
+        (late,) = admin.delete_records([TopicPartition("dr", 0, 80)], operation_timeout=2).values()
+        with pytest.raises(KafkaException) as info:
+            late.result(30)
+        assert info.value.args[0].code() == KafkaError.REQUEST_TIMED_OUT, info.value
+    finally:
+        cluster.resume(stalled)
+    wait_for(lambda: read_log_start_offset(cluster.node(stalled).data_dir / "dr-0") == 80, 20, "caught up")

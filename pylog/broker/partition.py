@@ -16,22 +16,28 @@ from the image (``become_leader`` / ``become_follower`` / ``become_offline``).
 
 from __future__ import annotations
 
+import contextlib
 import enum
 import logging
-import struct
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from crc32c import crc32c
 from pylog.protocol import records as rec
 from pylog.protocol.errors import CorruptRecordBatch, ErrorCode, RecordBatchTooLarge
-from pylog.protocol.records.compression import decompress
 from pylog.storage import BatchMeta, InvalidAppend, InvalidRecord, LogConfig, PartitionLog, StorageError
 from pylog.storage.schema import metas_from_entries
 
+from pylog.broker.batch_bytes import (
+    TIMESTAMP_TYPE_MASK,
+    InvalidRecordStructure,
+    decode_at,
+    encode_stored,
+    rewrite_for_wire_cache,
+    single_batch_header,
+)
 from pylog.broker.producer_state import ProducerStateTable, last_sequence
 from pylog.broker.record_validation import RecordRules, validate_records
 from pylog.broker.transactions import is_abort_marker
@@ -41,17 +47,7 @@ from pylog.replication import LeaderState
 log = logging.getLogger(__name__)
 
 CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4, "uncompressed": 0}
-TIMESTAMP_TYPE_MASK = 0x08
 LONG_MAX = 2**63 - 1
-_Q = struct.Struct(">q")
-_I = struct.Struct(">i")
-_U = struct.Struct(">I")
-_H = struct.Struct(">h")
-# byte positions in a RecordBatch v2 header
-_PARTITION_LEADER_EPOCH_AT = 12
-_CRC_AT = 17
-_ATTRIBUTES_AT = 21
-_MAX_TIMESTAMP_AT = 35
 
 
 class Role(enum.Enum):
@@ -72,10 +68,6 @@ class AppendResult:
     message: str | None = None
     record_errors: list[tuple[int, str]] = field(default_factory=list)  # (batch index, message)
     last_offset: int = -1  # of the appended (or duplicate) batch: acks=all waits for it
-
-
-class InvalidRecordStructure(Exception):
-    """Records inside a batch whose CRC holds do not parse (Kafka: InvalidRecordException)."""
 
 
 class Partition:
@@ -112,6 +104,7 @@ class Partition:
         self.max_uncompressed_bytes = max_uncompressed_bytes
         self._waiters: list[Callable[[], None]] = []  # fetches reading to the high watermark
         self._log_end_waiters: list[Callable[[], None]] = []  # followers' fetches, to the log end
+        self._log_start_waiters: list[Callable[[], None]] = []  # DeleteRecords, for the low watermark
         self.deleted = False
         self.on_roll: Callable[[Partition], None] | None = None
         # the transaction coordinator's check of a transactional batch (error code, 0 = accept)
@@ -188,7 +181,7 @@ class Partition:
             return AppendResult(ErrorCode.CORRUPT_MESSAGE, message="no record batch")
         if self.role is not Role.LEADER:
             return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER, message="not the leader of this partition")
-        header = _single_batch_header(records)
+        header = single_batch_header(records)
         if header is None:
             return _classify_records(records)
         view = records if type(records) is memoryview else memoryview(records)
@@ -226,7 +219,7 @@ class Partition:
                     )
             leo = self.log.log_end_offset
             try:
-                table = _decode_at(view, header, leo, self.max_uncompressed_bytes)
+                table = decode_at(view, header, leo, self.max_uncompressed_bytes)
             except RecordBatchTooLarge as exc:
                 return AppendResult(ErrorCode.MESSAGE_TOO_LARGE, message=str(exc))
             except CorruptRecordBatch as exc:
@@ -277,7 +270,7 @@ class Partition:
             last = stored.last_offset
             append_time = stored.max_timestamp if stored.attributes & TIMESTAMP_TYPE_MASK else -1
             if cacheable:
-                self.wire.add(base, last, _rewrite(view, base, self.leader_epoch, append_time))
+                self.wire.add(base, last, rewrite_for_wire_cache(view, base, self.leader_epoch, append_time))
             else:
                 self.wire.clear()
             if pid >= 0:
@@ -342,6 +335,34 @@ class Partition:
         """Something changed (truncation, deletion, a role): let every waiting fetch look again."""
         self._wake_log_end_readers()
         self._wake_watermark_readers()
+        self._wake_log_start_waiters()
+
+    def add_log_start_waiter(self, callback: Callable[[], None]) -> None:
+        """Call ``callback`` once when a follower reports another log start offset (the low
+        watermark may have moved) or the replica's role changes."""
+        self._log_start_waiters.append(callback)
+
+    def remove_log_start_waiter(self, callback: Callable[[], None]) -> None:
+        with contextlib.suppress(ValueError):
+            self._log_start_waiters.remove(callback)
+
+    def log_start_moved(self) -> None:
+        """The leader moved its log start offset (on the event loop): followers' waiting fetches
+        answer now, so they learn it without waiting for new records."""
+        self._wake_log_end_readers()
+
+    def low_watermark(self, live_brokers: Collection[int]) -> int:
+        """Kafka's low watermark (see ``LeaderState.low_watermark``); -1 unless leading."""
+        state = self.leader_state
+        if state is None:
+            return -1
+        return state.low_watermark(self.log.log_start_offset, live_brokers)
+
+    def _wake_log_start_waiters(self) -> None:
+        if self._log_start_waiters:
+            waiters, self._log_start_waiters = self._log_start_waiters, []
+            for cb in waiters:
+                cb()
 
     def _wake_log_end_readers(self) -> None:
         if self._log_end_waiters:
@@ -429,14 +450,21 @@ class Partition:
         if state is not None:
             self._hw_advanced(state.maybe_advance_high_watermark(self.log.log_end_offset))
 
-    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> None:
-        """A follower fetched from ``fetch_offset`` (its log end): the high watermark may move."""
+    def on_follower_fetch(
+        self, replica_id: int, fetch_offset: int, now_ms: int, log_start_offset: int = -1
+    ) -> None:
+        """A follower fetched from ``fetch_offset`` (its log end) with ``log_start_offset``: the
+        high watermark, and the low watermark, may move."""
         state = self.leader_state
         if state is None:
             return
         leo = self.log.log_end_offset
-        if state.on_follower_fetch(replica_id, fetch_offset, leo, now_ms):
+        follower = state.followers.get(replica_id)
+        old_start = follower.log_start_offset if follower is not None else -1
+        if state.on_follower_fetch(replica_id, fetch_offset, leo, now_ms, log_start_offset):
             self._hw_advanced(state.maybe_advance_high_watermark(leo))
+        if log_start_offset != old_start:
+            self._wake_log_start_waiters()
 
     def isr_changed(self, leader_epoch: int, isr: tuple[int, ...], partition_epoch: int) -> None:
         """The controller accepted an ISR change (AlterPartition's answer)."""
@@ -488,7 +516,7 @@ class Partition:
         for header, batch in rec.iter_batches(view):
             if header.base_offset + header.last_offset_delta < self.log.log_end_offset:
                 continue
-            table = _decode_at(batch, header, header.base_offset, self.max_uncompressed_bytes)
+            table = decode_at(batch, header, header.base_offset, self.max_uncompressed_bytes)
             meta = BatchMeta(
                 base_offset=header.base_offset,
                 last_offset_delta=header.last_offset_delta,
@@ -564,17 +592,6 @@ class Partition:
         self.log.close()
 
 
-def _single_batch_header(records: memoryview | bytes) -> Any:
-    """The header of ``records`` when they are exactly one well-formed batch (the common case,
-    parsed without splitting the blob); None otherwise."""
-    if len(records) < rec.HEADER_SIZE or _I.unpack_from(records, 8)[0] + 12 != len(records):
-        return None
-    try:
-        return rec.parse_header(records)
-    except CorruptRecordBatch:
-        return None
-
-
 def _classify_records(records: memoryview | bytes) -> AppendResult:
     """Why ``records`` are not exactly one batch: broken, truncated, or several."""
     try:
@@ -586,57 +603,6 @@ def _classify_records(records: memoryview | bytes) -> AppendResult:
     return AppendResult(
         ErrorCode.INVALID_RECORD, message="a produce request must carry exactly one record batch"
     )
-
-
-def _decode_at(view: memoryview, header: Any, base_offset: int, max_uncompressed_bytes: int) -> Any:
-    """``decode_batch`` with offsets counted from ``base_offset`` (the log end offset), so the log
-    stores the rows as they are instead of shifting the offset column on every append."""
-    if rec.compute_crc(view) != header.crc:
-        raise CorruptRecordBatch(f"record batch CRC mismatch (stored {header.crc:#010x})")
-    body = view[rec.HEADER_SIZE :]
-    if header.compression:
-        body = decompress(header.compression, body, max_uncompressed_bytes)
-    try:
-        return rec.decode_records(body, header.record_count, base_offset, header.base_timestamp)
-    except CorruptRecordBatch as exc:  # the CRC held: the producer wrote malformed records
-        raise InvalidRecordStructure(f"Found invalid record structure: {exc}") from None
-
-
-def encode_stored(meta: Any, records: Any) -> bytes:
-    """RecordBatch v2 bytes of a stored batch, reproducing its header fields."""
-    return rec.encode_batch(
-        records,
-        base_offset=meta.base_offset,
-        attributes=meta.attributes,
-        producer_id=meta.producer_id,
-        producer_epoch=meta.producer_epoch,
-        base_sequence=meta.base_sequence,
-        partition_leader_epoch=meta.partition_leader_epoch,
-        max_timestamp=meta.max_timestamp,
-        base_timestamp=meta.base_timestamp,
-        last_offset_delta=meta.last_offset_delta,
-    )
-
-
-def _rewrite(view: memoryview, base_offset: int, leader_epoch: int, append_time: int) -> WireBytes:
-    """The producer's batch with our base offset and epoch (LogAppendTime re-signs it)."""
-    if append_time < 0:
-        # baseOffset and partitionLeaderEpoch are outside the CRC: no re-signing. A batch that
-        # is most of a writable request frame (a large produce request read into its own
-        # buffer) is patched where it lies and kept as a view; otherwise one copy.
-        frame = view.obj
-        if not view.readonly and len(view) * 2 >= len(frame):  # type: ignore[arg-type]
-            _Q.pack_into(view, 0, base_offset)
-            _I.pack_into(view, _PARTITION_LEADER_EPOCH_AT, leader_epoch)
-            return view
-        return b"".join((_Q.pack(base_offset), view[8:12], _I.pack(leader_epoch), view[16:]))
-    out = bytearray(view)
-    _Q.pack_into(out, 0, base_offset)
-    _I.pack_into(out, _PARTITION_LEADER_EPOCH_AT, leader_epoch)
-    _H.pack_into(out, _ATTRIBUTES_AT, _H.unpack_from(out, _ATTRIBUTES_AT)[0] | TIMESTAMP_TYPE_MASK)
-    _Q.pack_into(out, _MAX_TIMESTAMP_AT, append_time)
-    _U.pack_into(out, _CRC_AT, crc32c(memoryview(out)[_ATTRIBUTES_AT:]))
-    return bytes(out)
 
 
 def apply_to_producer_state(producers: ProducerStateTable, meta: Any, records: Any = None) -> None:

@@ -23,8 +23,9 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import CorruptRecordBatch, ErrorCode
 from pylog.storage import StorageError
 
+from pylog.broker.batch_bytes import InvalidRecordStructure
 from pylog.broker.broker_channels import BrokerChannels
-from pylog.broker.partition import InvalidRecordStructure, Partition, Role
+from pylog.broker.partition import Partition, Role
 from pylog.cluster.channel import ChannelError, NodeChannel
 from pylog.replication import truncation_offset
 from pylog.tasks import cancel_and_wait

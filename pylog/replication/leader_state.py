@@ -17,10 +17,16 @@ A follower in the ISR that has not been caught up for ``replica.lag.time.max.ms`
 leader's current epoch, is added (expand). Both are proposals: the shell sends them to the
 controller and adopts what comes back. acks=all needs the committed ISR to have at least
 ``min.insync.replicas`` members, and is satisfied when the high watermark passes the batch.
+
+Followers also report their log start offset in each fetch. The *low watermark* is the smallest
+log start offset among the leader and the followers on live brokers (one not heard from counts
+as -1): DeleteRecords is done when it reaches the requested offset (Kafka's
+lowWatermarkIfLeader).
 """
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 
 
@@ -31,6 +37,7 @@ class FollowerState:
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
     leader_end_at_last_fetch: int = -1
+    log_start_offset: int = -1
 
 
 class LeaderState:
@@ -84,13 +91,20 @@ class LeaderState:
         self.pending_isr = None
 
     def on_follower_fetch(
-        self, replica_id: int, fetch_offset: int, leader_end_offset: int, now_ms: int
+        self,
+        replica_id: int,
+        fetch_offset: int,
+        leader_end_offset: int,
+        now_ms: int,
+        log_start_offset: int = -1,
     ) -> bool:
-        """A replica fetch at ``fetch_offset`` (the follower's log end); True if the high watermark
-        may have moved (call ``maybe_advance_high_watermark``)."""
+        """A replica fetch at ``fetch_offset`` (the follower's log end, its log start offset
+        beside it); True if the high watermark may have moved (call
+        ``maybe_advance_high_watermark``)."""
         f = self.followers.get(replica_id)
         if f is None:
             return False
+        f.log_start_offset = log_start_offset
         if fetch_offset >= leader_end_offset:
             f.last_caught_up_ms = now_ms
         elif f.leader_end_at_last_fetch >= 0 and fetch_offset >= f.leader_end_at_last_fetch:
@@ -122,6 +136,15 @@ class LeaderState:
             self.high_watermark = candidate
             return True
         return False
+
+    def low_watermark(self, local_log_start: int, live: Collection[int]) -> int:
+        """The smallest log start offset among this replica and the followers on ``live``
+        brokers (-1 for one that has not reported it)."""
+        low = local_log_start
+        for r, f in self.followers.items():
+            if r in live and f.log_start_offset < low:
+                low = f.log_start_offset
+        return low
 
     def enough_replicas(self, min_insync: int) -> bool:
         """acks=all may be accepted: the committed ISR is at least min.insync.replicas."""

@@ -1,5 +1,5 @@
 """The leader's rules, deterministically: the high watermark over the (maximal) ISR, caught-up
-times, ISR shrink and expansion, acks=all's min.insync.replicas check."""
+times, ISR shrink and expansion, acks=all's min.insync.replicas check, the low watermark."""
 
 from __future__ import annotations
 
@@ -96,3 +96,14 @@ def test_acks_all_needs_min_insync_replicas_in_the_committed_isr() -> None:
     assert not s.enough_replicas(2)  # pending is not committed
     s.update_partition((1, 2, 3), (1, 2), 8)
     assert s.enough_replicas(2)
+
+
+def test_the_low_watermark_waits_for_every_follower_on_a_live_broker() -> None:
+    s = leader()
+    assert s.low_watermark(50, live={1, 2, 3}) == -1  # followers not heard from yet
+    s.on_follower_fetch(2, 100, 100, now_ms=1, log_start_offset=50)
+    s.on_follower_fetch(3, 100, 100, now_ms=1, log_start_offset=20)
+    assert s.low_watermark(50, live={1, 2, 3}) == 20
+    assert s.low_watermark(50, live={1, 2}) == 50  # replica 3's broker is fenced: not waited for
+    s.on_follower_fetch(3, 100, 100, now_ms=2, log_start_offset=60)
+    assert s.low_watermark(50, live={1, 2, 3}) == 50  # never past the leader's own log start

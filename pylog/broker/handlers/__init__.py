@@ -196,7 +196,7 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             ),
             route(describe_cluster.describe_cluster, metadata=s.metadata, authz=authz),
             az.per_topic(
-                route(delete_records.delete_records, replicas=s.replicas),
+                route(delete_records.delete_records, replicas=s.replicas, metadata=s.metadata),
                 authz,
                 topics("topics", "name", "topics", Op.DELETE, ApiKey.DELETE_RECORDS),
             ),

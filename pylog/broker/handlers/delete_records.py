@@ -1,13 +1,24 @@
-"""DeleteRecords: move a partition's log start offset forward (-1 = up to the high watermark)."""
+"""DeleteRecords: move a partition's log start offset forward (-1 = up to the high watermark).
+
+The leader moves its own log start at once and tells its followers in their next fetch (waiting
+fetches answer now). As in Kafka (DelayedDeleteRecords), a partition answers once its *low
+watermark* (the smallest log start offset among the leader and the followers on live brokers)
+has reached the offset, with that low watermark; REQUEST_TIMED_OUT after the request's timeout,
+NOT_LEADER_OR_FOLLOWER if leadership moves meanwhile.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
+from pylog.broker.metadata import MetadataView
+from pylog.broker.partition import Partition
 from pylog.broker.registry import serves
 from pylog.broker.replica_manager import ReplicaManager
 
@@ -15,8 +26,11 @@ HIGH_WATERMARK = -1
 
 
 @serves(ApiKey.DELETE_RECORDS, versions=(0, 2))
-def delete_records(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -> dict:
+async def delete_records(
+    ctx: RequestContext, req: Any, *, replicas: ReplicaManager, metadata: MetadataView
+) -> dict:
     topics = []
+    waits: list[_LowWatermarkWait] = []
     for t in req.topics:
         parts = replicas.topic_partitions(t.name)
         out = []
@@ -33,7 +47,53 @@ def delete_records(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -
                 if target < 0 or target > hw:
                     entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
                 else:
-                    entry["low_watermark"] = part.delete_records_before(target)
+                    part.delete_records_before(target)
+                    part.log_start_moved()
+                    entry["low_watermark"] = target
+                    waits.append(_LowWatermarkWait(entry, part, target, metadata))
             out.append(entry)
         topics.append({"name": t.name, "partitions": out})
+    if waits:
+        await _all_reached(waits, max(req.timeout_ms, 0) / 1000)
     return {"throttle_time_ms": 0, "topics": topics}
+
+
+class _LowWatermarkWait:
+    """One partition's wait for its low watermark; ``done`` resolves when it is answered."""
+
+    def __init__(self, entry: dict, part: Partition, target: int, metadata: MetadataView) -> None:
+        self.entry, self.part, self.target, self.metadata = entry, part, target, metadata
+        self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+
+    def check(self) -> None:
+        if self.done.done():
+            return
+        part = self.part
+        if not part.is_leader:
+            self.entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            self.done.set_result(None)
+            return
+        live = {b.broker_id for b in self.metadata.image.brokers.values() if not b.fenced}
+        low = part.low_watermark(live)
+        if low >= self.target:
+            self.entry["low_watermark"] = low
+            self.done.set_result(None)
+        else:
+            part.add_log_start_waiter(self.check)
+
+    def expire(self) -> None:
+        if not self.done.done():
+            self.part.remove_log_start_waiter(self.check)
+            self.entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+            self.done.set_result(None)
+
+
+async def _all_reached(waits: list[_LowWatermarkWait], timeout_s: float) -> None:
+    try:
+        for w in waits:
+            w.check()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.gather(*(asyncio.shield(w.done) for w in waits)), timeout_s)
+    finally:
+        for w in waits:
+            w.expire()

@@ -141,7 +141,7 @@ def _read_for_follower(
             entry["diverging_epoch"] = {"epoch": epoch, "end_offset": end}
             return entry, 0
     if part.log_start_offset <= offset <= part.log_end_offset:
-        part.on_follower_fetch(replica_id, offset, now_ms)
+        part.on_follower_fetch(replica_id, offset, now_ms, getattr(p, "log_start_offset", -1))
         isr.maybe_expand(part, replica_id)
     entry.update(_offsets(part))
     if offset < part.log_start_offset or offset > part.log_end_offset:
