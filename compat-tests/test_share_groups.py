@@ -220,3 +220,61 @@ def test_restart_keeps_accepted_records_accepted(tmp_path: Path, topic_name: str
         assert sorted(after) == list(range(50, 100))
     finally:
         b.close()
+
+
+def test_two_members_on_one_partition_beside_idle_partitions(
+    share_broker: BrokerProcess, topic_name: str
+) -> None:
+    """The idle partitions of the topic get an empty record set in every ShareFetch answer (never
+    a null one, which librdkafka rejects as a corrupt response, dropping the records acquired in
+    it until their locks expire): both members receive records, each record is accepted once on
+    its first delivery, and a released record comes back."""
+    bootstrap = share_broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic_name, 4, 1)])[topic_name].result(30)
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    n = 2000
+    for i in range(n):
+        p.produce(topic_name, value=str(i).encode(), partition=0)
+    assert p.flush(30) == 0
+    group = f"sg-{topic_name}"
+    consumers = [share_consumer(bootstrap, group), share_consumer(bootstrap, group)]
+    accepted: list[Counter] = [Counter(), Counter()]
+    errors: list[str] = []
+    late: list[tuple[int, int]] = []  # (record, delivery count) delivered before but never seen
+    released: int | None = None
+    redelivered = False
+    try:
+        for c in consumers:
+            c.subscribe([topic_name])
+        end = time.monotonic() + DEADLINE_S
+        while time.monotonic() < end and (sum(len(a) for a in accepted) < n or not redelivered):
+            for i, c in enumerate(consumers):
+                batch = c.poll(0.2)
+                for m in batch:
+                    if m.error() is not None:
+                        errors.append(str(m.error()))
+                        continue
+                    v = int(m.value())
+                    if released is None:
+                        released = v
+                        c.acknowledge(m, AcknowledgeType.RELEASE)
+                        continue
+                    if v == released:
+                        redelivered = True
+                    else:
+                        late.extend([] if m.delivery_count() == 1 else [(v, m.delivery_count())])
+                    accepted[i][v] += 1
+                    c.acknowledge(m, AcknowledgeType.ACCEPT)
+                if batch:
+                    c.commit_sync()
+        total = accepted[0] + accepted[1]
+        assert errors == [], errors[:5]
+        assert late == [], f"records first delivered in answers the client dropped: {late[:5]}"
+        assert sorted(total) == list(range(n)), f"{n - len(total)} records never delivered"
+        assert max(total.values()) == 1, "a record was accepted twice"
+        assert accepted[0] and accepted[1], "both members received records"
+        assert redelivered, f"released record {released} was not delivered again"
+    finally:
+        for c in consumers:
+            c.close()

@@ -495,7 +495,12 @@ class _Generator:
             L.append(f"{ind}    {w}(b)")
         elif t in ("bytes", "records"):
             L.append(f"{ind}if {var} is None:")
-            self.enc_null(L, ind + "    ", w, f, st, t, elem)
+            if t == "records" and self.msg.kind == "response":
+                # Kafka answers "no records" with an empty record set, never null: librdkafka
+                # rejects a null one as a corrupt response (ShareFetch "invalid MessageSetSize -1").
+                self.enc_length(L, ind + "    ", w, "0", f, t)
+            else:
+                self.enc_null(L, ind + "    ", w, f, st, t, elem)
             L.append(f"{ind}elif {var}.__class__ is list:")
             self.enc_length(L, ind + "    ", w, f"sum(map(_blen, {var}))", f, t)
             L.append(f"{ind}    for p in {var}: {w}(p)")

@@ -41,28 +41,33 @@ def _primitive(t: str) -> st.SearchStrategy[Any]:
     raise AssertionError(t)
 
 
-def _value(f: FieldSpec, version: int, flexible: bool, elem: bool = False) -> st.SearchStrategy[Any]:
+def _value(
+    f: FieldSpec, version: int, flexible: bool, elem: bool = False, response: bool = False
+) -> st.SearchStrategy[Any]:
+    """Values of `f`; a response's records are never null (the codec writes an empty set)."""
     t = f.element if elem else f.type
     if t == "array":
-        inner = _value(f, version, flexible, elem=True)
+        inner = _value(f, version, flexible, elem=True, response=response)
         base: st.SearchStrategy[Any] = st.lists(inner, max_size=3)
     elif t == "struct":
         assert f.struct is not None
-        base = struct_strategy(f.struct, version, flexible)
+        base = struct_strategy(f.struct, version, flexible, response)
     else:
         assert t is not None
         base = _primitive(t)
-    if not elem and f.is_nullable(version):
+    if not elem and f.is_nullable(version) and not (response and t == "records"):
         base = st.one_of(st.none(), base)
     return base
 
 
-def struct_strategy(spec: StructSpec, version: int, flexible: bool) -> st.SearchStrategy[Any]:
+def struct_strategy(
+    spec: StructSpec, version: int, flexible: bool, response: bool = False
+) -> st.SearchStrategy[Any]:
     fields: dict[str, st.SearchStrategy[Any]] = {}
     for f in spec.fields:
         if not f.present(version):
             continue
-        s = _value(f, version, flexible)
+        s = _value(f, version, flexible, response=response)
         if flexible and f.is_tagged(version):
             s = st.one_of(st.just(f.make_default()), s)
         fields[f.name] = s
@@ -70,4 +75,4 @@ def struct_strategy(spec: StructSpec, version: int, flexible: bool) -> st.Search
 
 
 def message_strategy(msg: MessageSpec, version: int) -> st.SearchStrategy[Any]:
-    return struct_strategy(msg.root, version, msg.is_flexible(version))
+    return struct_strategy(msg.root, version, msg.is_flexible(version), msg.kind == "response")

@@ -249,7 +249,7 @@ def _entry(p: int, node_id: int, ack_error: ErrorCode = ErrorCode.NONE) -> dict:
         "acknowledge_error_code": ack_error,
         "acknowledge_error_message": None,
         "current_leader": {"leader_id": node_id, "leader_epoch": 0},
-        "records": None,
+        "records": b"",
         "acquired_records": [],
     }
 
