@@ -1,5 +1,7 @@
 """pylog.storage: the partition log, Arrow IPC segments with offset / time indexes (see FORMAT.md)."""
 
+from pylog.model import RECORD_SCHEMA
+
 from .checkpoint import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 from .config import LogConfig
 from .errors import (
@@ -11,7 +13,7 @@ from .errors import (
     StorageError,
 )
 from .log import CompactionResult, PartitionDir, PartitionLog, list_partitions, read_segments
-from .schema import RECORD_SCHEMA, BatchMeta, StoredBatch
+from .schema import BatchMeta, StoredBatch
 from .segment import MAPPED_SEGMENTS, Stats
 
 __all__ = [

@@ -29,10 +29,10 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from .config import LONG_MAX
+from pylog.model import CONTROL_MASK, LONG_MAX
+
 from .errors import OffsetOutOfRange
 from .rewrite import Block, coalesce, write_segment
-from .schema import CONTROL_MASK
 from .segment import Segment, SegmentSnapshot
 from .transactions import ABORT, OPEN, UNKNOWN_MARKER, Resolver, all_open, classify, control_types
 

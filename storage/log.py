@@ -24,18 +24,20 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
+from pylog.model import LONG_MAX, RECORD_SCHEMA, TIMESTAMP_TYPE_MASK
+
 from .checkpoint import (
     LEADER_EPOCH_FILE,
     LeaderEpochCache,
     read_log_start_offset,
     write_log_start_offset,
 )
-from .config import LONG_MAX, LogConfig
+from .config import LogConfig
 from .errors import InvalidAppend, InvalidRecord, OffsetOutOfRange, ReadOnlyLog
 from .files import fsync_dir
 from .ipc import body_codec
 from .rewrite import Block, coalesce, recover_swaps, write_segment
-from .schema import BATCH_DTYPE, RECORD_SCHEMA, TIMESTAMP_TYPE_MASK, BatchMeta, StoredBatch
+from .schema import BATCH_DTYPE, BatchMeta, StoredBatch
 from .segment import FILE_EXT, SIDE_EXTS, STREAM_EXT, Segment, SegmentSnapshot
 
 _NAME_RE = re.compile(r"^(\d{20})(\.[a-z]+)$")

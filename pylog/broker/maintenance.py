@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from pylog.broker.memory import release_unused_memory
 from pylog.config import BrokerConfig
+from pylog.model import LONG_MAX
 
 if TYPE_CHECKING:
     from pylog.broker.partition import Partition
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-LONG_MAX = 2**63 - 1
 MAX_SLEEP_S = 3600.0
 FLUSH_CHECK_S = 1.0  # when log.flush.scheduler.interval.ms is unset but a topic has flush.ms
 RELEASE_SOON_S = 0.5  # after a bulk free: long enough for a burst of deletions to finish

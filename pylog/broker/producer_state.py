@@ -34,10 +34,8 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-INT32_MAX = 2147483647
+from pylog.model import INT32_MAX, NO_PRODUCER_EPOCH, NO_SEQUENCE
+
 BATCHES_KEPT = 5
 
 NONE = 0

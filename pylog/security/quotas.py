@@ -11,7 +11,8 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 
-from pylog.config import INT_MAX, BrokerConfig, ConfigError
+from pylog.config import BrokerConfig, ConfigError
+from pylog.model import INT32_MAX
 
 
 def parse_overrides(value: str | None) -> dict[str, int]:
@@ -34,8 +35,8 @@ class ConnectionQuotas:
     def __init__(
         self,
         *,
-        max_connections: int = INT_MAX,
-        per_ip: int = INT_MAX,
+        max_connections: int = INT32_MAX,
+        per_ip: int = INT32_MAX,
         per_ip_overrides: Mapping[str, int] | None = None,
         per_listener: Mapping[str, int] | None = None,
     ) -> None:
@@ -69,7 +70,7 @@ class ConnectionQuotas:
             reason = f"max.connections.per.ip ({limit_ip}) reached for {address}"
         elif self.total >= self.max_connections:
             reason = f"max.connections ({self.max_connections}) reached"
-        elif self._by_listener[listener] >= self.per_listener.get(listener, INT_MAX):
+        elif self._by_listener[listener] >= self.per_listener.get(listener, INT32_MAX):
             reason = (
                 f"listener.name.{listener.lower()}.max.connections ({self.per_listener[listener]}) reached"
             )

@@ -28,12 +28,12 @@ from pylog.broker.metadata import MetadataView
 from pylog.broker.registry import serves
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.share_shell import ShareShell
+from pylog.model import CONTROL_MASK
 from pylog.share.partition import Acquired
 
 _BATCH_HEAD = struct.Struct(
     ">qiibIhi"
 )  # base offset, length, leader epoch, magic, crc, attributes, last delta
-_CONTROL = 0x20
 
 
 @serves(ApiKey.SHARE_FETCH, versions=(1, 1))
@@ -234,7 +234,7 @@ async def _wait(
 
 def _span(batch: bytes) -> tuple[int, int, bool]:
     base, _len, _epoch, _magic, _crc, attributes, last_delta = _BATCH_HEAD.unpack_from(batch, 0)
-    return base, base + last_delta, bool(attributes & _CONTROL)
+    return base, base + last_delta, bool(attributes & CONTROL_MASK)
 
 
 def _acquired(a: Acquired) -> dict:
