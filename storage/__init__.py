@@ -3,6 +3,7 @@
 from pylog.model import RECORD_SCHEMA
 
 from .checkpoint import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
+from .compaction import CompactionResult
 from .config import LogConfig
 from .errors import (
     CorruptSegment,
@@ -12,7 +13,7 @@ from .errors import (
     ReadOnlyLog,
     StorageError,
 )
-from .log import CompactionResult, PartitionDir, PartitionLog, list_partitions, read_segments
+from .log import PartitionDir, PartitionLog, list_partitions, read_segments
 from .schema import BatchMeta, StoredBatch
 from .segment import MAPPED_SEGMENTS, Stats
 
