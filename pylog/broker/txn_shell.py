@@ -235,7 +235,6 @@ class TxnShell(CoordinatorShell):
                 m.commit,
                 m.coordinator_epoch,
                 todo,
-                self.clock(),
                 lambda topic, p, code, m=m: self._marker_done(m, topic, p, code),
             )
 

@@ -79,11 +79,11 @@ class _LowWatermarkWait:
             self.entry["low_watermark"] = low
             self.done.set_result(None)
         else:
-            part.add_log_start_waiter(self.check)
+            part.watchers.add_low_watermark(self.check)
 
     def expire(self) -> None:
         if not self.done.done():
-            self.part.remove_log_start_waiter(self.check)
+            self.part.watchers.remove_low_watermark(self.check)
             self.entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
             self.done.set_result(None)
 

@@ -216,13 +216,13 @@ async def _wait(
         while loop.time() < deadline and not stopping():
             current[:] = [loop.create_future()]
             for part in watched:
-                part.add_waiter(wake)
+                part.watchers.add_fetch(wake)
             shell.add_waiter(wake)
             try:
                 await current[-1]
             finally:
                 for part in watched:
-                    part.remove_waiter(wake)
+                    part.watchers.remove_fetch(wake)
                 shell.remove_waiter(wake)
             if _acquire_all(
                 shell, image, replicas, group, member, targets, max_records, budget, results, node_id
