@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 import socket
-import time
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,7 @@ from pylog.broker.server import KafkaServer
 from pylog.broker.share_shell import SHARE_STATE_TOPIC, ShareShell
 from pylog.broker.txn_markers import MarkerWriter
 from pylog.broker.txn_shell import TxnShell
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.cluster.bootstrap import read_bootstrap
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.node_config import Listener, NodeSettings
@@ -58,10 +58,6 @@ TICK_MS = 50
 CONTROLLED_SHUTDOWN_S = 10.0
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class Broker:
     def __init__(
         self,
@@ -71,8 +67,10 @@ class Broker:
         listen: tuple[str, int] | None = ("127.0.0.1", 9092),
         advertised: tuple[str, int] | None = None,
         settings: NodeSettings | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.config = config
+        self.clock = clock
         self.settings = settings or NodeSettings.from_config(config, listen=listen)
         self.data_dir = Path(data_dir).resolve()
         self._advertised = advertised
@@ -82,8 +80,8 @@ class Broker:
         self.authorization = Authorization.from_config(config, image)
         self.security = NodeSecurity.from_config(config, self.settings, image_credentials(image))
         self.quotas = ConnectionQuotas.from_config(config, [li.name for li in self.settings.listeners])
-        self.replicas = ReplicaManager(config, self.data_dir, now_ms)
-        self.maintenance = Maintenance(config, self.replicas, now_ms)
+        self.replicas = ReplicaManager(config, self.data_dir, clock.wall_ms)
+        self.maintenance = Maintenance(config, self.replicas, clock.wall_ms)
         self.cluster_id = ""
         self.quorum: MetadataQuorum | None = None
         self.observer: MetadataObserver | None = None
@@ -194,6 +192,7 @@ class Broker:
             session_timeout_ms=s.session_timeout_ms,
             snapshot_bytes=cfg.int("metadata.log.max.record.bytes.between.snapshots"),
             bootstrap=read_bootstrap(self.data_dir),
+            clock=self.clock,
         )
         self.controller_table = controller_handlers(
             ControllerServices(
@@ -247,6 +246,7 @@ class Broker:
             "replicas": self.replicas,
             "metadata": metadata,
             "controller": controller,
+            "clock": self.clock.wall_ms,
         }
         groups = self.groups = GroupShell(cfg, **shared)
         channels = BrokerChannels(
@@ -267,7 +267,7 @@ class Broker:
             partition_max_bytes=cfg.int("replica.fetch.max.bytes"),
             backoff_ms=cfg.int("replica.fetch.backoff.ms"),
             request_timeout_ms=cfg.int("request.timeout.ms"),
-            now_ms=now_ms,
+            now_ms=self.clock.wall_ms,
         )
         metadata.add_publisher(
             ReplicaPublisher(
@@ -278,7 +278,7 @@ class Broker:
                 on_open=self._opened,
                 on_topic_removed=lambda _topic: self.maintenance.request_release(),
                 set_dynamic_configs=self._set_dynamic_configs,
-                now_ms=now_ms,
+                now_ms=self.clock.wall_ms,
             )
         )
         self.isr = IsrManager(
@@ -287,7 +287,7 @@ class Broker:
             self.replicas,
             broker_epoch=lambda: self.broker_epoch,
             lag_time_max_ms=cfg.int("replica.lag.time.max.ms"),
-            now_ms=now_ms,
+            now_ms=self.clock.wall_ms,
             eligible=lambda broker: (b := source.image.brokers.get(broker)) is not None and b.usable,
         )
         services = BrokerServices(
@@ -365,6 +365,7 @@ class Broker:
             listener=li.name,
             security=self.security.listener(li.name),
             quotas=self.quotas,
+            clock=self.clock,
         )
 
     def _registered_in_image(self, image: MetadataImage) -> bool:

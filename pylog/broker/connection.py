@@ -238,7 +238,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Run SASL requests through the authenticator; say whether anything else may be served."""
         sasl = self.sasl
         assert sasl is not None
-        now_ms = time.monotonic_ns() // 1_000_000
+        now_ms = self.server.clock.monotonic_ms()
         if key == ApiKey.SASL_HANDSHAKE:
             answer, close = sasl.handshake(body.mechanism)
         elif key == ApiKey.SASL_AUTHENTICATE and not sasl.authenticated:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from pylog.security.principal import ANONYMOUS, KafkaPrincipal
@@ -26,7 +25,3 @@ class RequestContext:
         """The client's IP address, as ACL hosts name it."""
         host = self.client_host.rpartition(":")[0] if ":" in self.client_host else self.client_host
         return host.strip("[]")
-
-    @staticmethod
-    def now_ms() -> int:
-        return time.time_ns() // 1_000_000

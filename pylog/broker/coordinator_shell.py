@@ -14,7 +14,6 @@ import asyncio
 import functools
 import inspect
 import logging
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -36,10 +35,6 @@ log = logging.getLogger(__name__)
 
 # What a failed append turns a call's response into (the response shapes of `pylog.groups`).
 ResponseOnError = Callable[[Any, ErrorCode], Any]
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class CoordinatorShell:

@@ -10,6 +10,7 @@ import time
 
 from pylog.broker.connection import KafkaConnection
 from pylog.broker.registry import HandlerTable
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.config import BrokerConfig
 from pylog.security.listener import PLAINTEXT_LISTENER, ListenerSecurity
 from pylog.security.quotas import ConnectionQuotas
@@ -28,8 +29,10 @@ class KafkaServer:
         listener: str = "PLAINTEXT",
         security: ListenerSecurity | None = None,
         quotas: ConnectionQuotas | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.table = table
+        self.clock = clock
         self.listener = listener
         self.security = security or PLAINTEXT_LISTENER
         self.host, self.port = host, port

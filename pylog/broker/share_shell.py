@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.coordinator_shell import CoordinatorShell, wall_clock_ms
+from pylog.broker.coordinator_shell import CoordinatorShell
 from pylog.broker.internal_topics import iter_log_entries
+from pylog.clock import SYSTEM_CLOCK
 from pylog.cluster.controller import NewTopic
 from pylog.groups.types import Output
 from pylog.share.manager import ShareManager
@@ -56,7 +57,7 @@ class ShareShell(CoordinatorShell):
         replicas: ReplicaManager,
         metadata: MetadataView,
         controller: ControllerClient,
-        clock: Callable[[], int] = wall_clock_ms,
+        clock: Callable[[], int] = SYSTEM_CLOCK.wall_ms,
     ) -> None:
         super().__init__(
             SHARE_STATE_TOPIC,

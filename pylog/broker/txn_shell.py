@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING, Any
 
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.coordinator_shell import CoordinatorShell, ResponseOnError, wall_clock_ms
+from pylog.broker.coordinator_shell import CoordinatorShell, ResponseOnError
 from pylog.broker.internal_topics import iter_log_entries, plain_records
+from pylog.clock import SYSTEM_CLOCK
 from pylog.cluster.controller import NewTopic
 from pylog.config import BROKER_CONFIGS
 from pylog.groups import append_error_to_response
@@ -83,7 +84,7 @@ class TxnShell(CoordinatorShell):
         producer_ids: ProducerIdManager,
         groups: GroupShell,
         markers: MarkerWriter,
-        clock: Callable[[], int] = wall_clock_ms,
+        clock: Callable[[], int] = SYSTEM_CLOCK.wall_ms,
     ) -> None:
         super().__init__(
             TRANSACTION_STATE_TOPIC,

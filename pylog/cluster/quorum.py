@@ -24,11 +24,11 @@ import asyncio
 import contextlib
 import logging
 import random
-import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.cluster.bootstrap import log_is_empty
 from pylog.cluster.controller import ControllerResult, QuorumController
 from pylog.cluster.image import MetadataImage
@@ -76,7 +76,7 @@ class MetadataQuorum:
         delete_topic_enable: bool = True,
         unclean_leader_election: bool = False,
         session_timeout_ms: int = 9000,
-        clock: Callable[[], int] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
         snapshot_bytes: int = 20 * 1024 * 1024,
         bootstrap: Sequence[MetadataRecord] = (),
     ) -> None:
@@ -89,7 +89,8 @@ class MetadataQuorum:
         self._heartbeat_ticks = heartbeat_ticks
         self._send = send
         self._fsync = fsync
-        self.now_ms: Callable[[], int] = clock or (lambda: time.monotonic_ns() // 1_000_000)
+        self.clock = clock
+        self.now_ms: Callable[[], int] = clock.monotonic_ms  # broker sessions (the controller's)
         self.feed = ImageFeed()
         self.controller = QuorumController(
             rng=random.Random(self._rng.getrandbits(64)),
@@ -245,7 +246,7 @@ class MetadataQuorum:
 
     def receive(self, message: Message) -> None:
         """A message from a peer voter (the transport calls this)."""
-        self._last_heard[message.src] = time.time_ns() // 1_000_000
+        self._last_heard[message.src] = self.clock.wall_ms()
         self._require_node().step(message)
         self._process_ready()
 
@@ -255,7 +256,7 @@ class MetadataQuorum:
 
     def note_observer(self, node_id: int, fetch_offset: int) -> None:
         """A broker that is not a voter fetched the log from ``fetch_offset``."""
-        self._observers[node_id] = (fetch_offset, time.time_ns() // 1_000_000)
+        self._observers[node_id] = (fetch_offset, self.clock.wall_ms())
 
     def observers(self) -> dict[int, tuple[int, int]]:
         return dict(self._observers)

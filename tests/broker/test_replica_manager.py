@@ -22,6 +22,7 @@ from pylog.broker.replica_manager import (
     ReplicaManager,
 )
 from pylog.broker.transactions import marker_batch
+from pylog.clock import ManualClock
 from pylog.config import BrokerConfig
 
 EPOCH = 3
@@ -168,3 +169,16 @@ def test_a_follower_fetch_reads_to_the_log_end_and_moves_the_high_watermark(repl
     (stranger,) = fetch(replicas, [PartitionFetch("t", 0, 0, 1 << 20)], replica_id=9,
                         isolation=FetchIsolation.LOG_END)
     assert stranger.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
+def test_appends_are_stamped_by_the_injected_clock(tmp_path: Path) -> None:
+    clock = ManualClock(wall_ms=1_800_000_000_000)
+    replicas = ReplicaManager(BrokerConfig({}), tmp_path, clock.wall_ms)
+    try:
+        part = replicas.ensure_partition("t", 0, uuid.uuid4(), {"message.timestamp.type": "LogAppendTime"})
+        part.become_leader(1, EPOCH, 0, (1,), (1,), now_ms=0)
+        clock.advance(42)
+        (res,) = replicas.append_records([("t", 0, make_batch([b"a"]))], acks=1, timeout_ms=0).results
+        assert res.error == 0 and res.log_append_time == 1_800_000_000_042
+    finally:
+        replicas.close()

@@ -5,7 +5,6 @@ Answered by the active controller; a broker forwards it there, as Kafka's do.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from pylog.protocol.api import ApiKey
@@ -35,7 +34,7 @@ def describe_quorum(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, se
             "topics": [],
             "nodes": [],
         }
-    now = time.time_ns() // 1_000_000
+    now = quorum.clock.wall_ms()
     progress = quorum.voter_progress()
     heard = quorum.last_heard_ms()
     voters = []
