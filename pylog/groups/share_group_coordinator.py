@@ -108,10 +108,6 @@ class ShareGroupCoordinator:
     def list_groups(self) -> list[ListedGroup]:
         return [ListedGroup(g.group_id, "share", g.state, "share") for g in self._groups.values()]
 
-    def is_member(self, group_id: str, member_id: str) -> bool:
-        g = self._groups.get(group_id)
-        return g is not None and member_id in g.members
-
     # ------------------------------------------------------------------ heartbeat
 
     def heartbeat(
