@@ -1,5 +1,5 @@
 """One module per Kafka API; the tables below say which listener serves which API and hand each
-handler the few services it uses, with the authorization Kafka applies to it (``authorize``:
+handler the few services it uses, with the ACL checks Kafka applies to it (``api_acls``:
 whole-request checks and per-topic splitting; per-item checks live in the handlers)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 from pylog.protocol.api import ApiKey, supported_versions
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker import authorize as az
+from pylog.broker import api_acls as az
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
