@@ -27,7 +27,7 @@ from pylog.broker.acl_operations import AclOperation, ResourceType, authorized_o
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.error_response import error_response
-from pylog.broker.registry import CLOSE_CONNECTION, NO_RESPONSE, HandlerSpec
+from pylog.broker.handler_table import CLOSE_CONNECTION, NO_RESPONSE, HandlerSpec
 from pylog.security.acl import CLUSTER_NAME
 
 Check = Callable[[RequestContext, Any], "int | None"]

@@ -24,6 +24,7 @@ from pylog.broker.controller_client import ControllerClient
 from pylog.broker.controller_duties import ControllerDuties
 from pylog.broker.dir_lock import DataDirLock, lock_data_dir
 from pylog.broker.group_shell import GroupShell
+from pylog.broker.handler_table import HandlerTable
 from pylog.broker.handlers import BrokerServices, ControllerServices, client_handlers, controller_handlers
 from pylog.broker.isr_manager import IsrManager
 from pylog.broker.lifecycle import BrokerLifecycle
@@ -32,7 +33,6 @@ from pylog.broker.metadata import BrokerMetadata, MetadataSource, load_cluster_i
 from pylog.broker.partition import Partition
 from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.publisher import ReplicaPublisher
-from pylog.broker.registry import HandlerTable
 from pylog.broker.replica_fetcher import ReplicaFetcherManager
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.server import KafkaServer

@@ -38,7 +38,7 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode, FrameTooLarge, ProtocolError, UnsupportedApi
 from pylog.protocol.framing import FrameReader
 
-from pylog.broker import registry
+from pylog.broker import handler_table
 from pylog.broker.context import RequestContext
 from pylog.broker.error_response import error_response
 from pylog.broker.legacy import unsupported_version_response
@@ -227,9 +227,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._tasks.add(task)
             task.add_done_callback(lambda t, s=slot, c=ctx, b=request.body: self._finished(t, s, c, b))
             return
-        if result is registry.NO_RESPONSE:
+        if result is handler_table.NO_RESPONSE:
             return
-        if result is registry.CLOSE_CONNECTION:
+        if result is handler_table.CLOSE_CONNECTION:
             self._close_after_pending()
             return
         self._push(self._encode(ctx, result))
@@ -308,9 +308,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
         else:
             result = task.result()
-            if result is registry.CLOSE_CONNECTION:
+            if result is handler_table.CLOSE_CONNECTION:
                 self._close_when_drained = True
-            elif result is not registry.NO_RESPONSE:
+            elif result is not handler_table.NO_RESPONSE:
                 slot.parts = self._encode(ctx, result)
                 if slot.parts is None:
                     return

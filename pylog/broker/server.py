@@ -9,7 +9,7 @@ import sys
 import time
 
 from pylog.broker.connection import KafkaConnection
-from pylog.broker.registry import HandlerTable
+from pylog.broker.handler_table import HandlerTable
 from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.config import BrokerConfig
 from pylog.security.listener import PLAINTEXT_LISTENER, ListenerSecurity

@@ -19,6 +19,7 @@ from pylog.broker.controller_channel import ControllerChannel, forwarded
 from pylog.broker.controller_client import ControllerClient
 from pylog.broker.coordinator_shell import durable
 from pylog.broker.group_shell import GroupShell
+from pylog.broker.handler_table import HandlerTable, route
 from pylog.broker.handlers import (
     acls,
     add_offsets_to_txn,
@@ -77,7 +78,6 @@ from pylog.broker.handlers import (
 from pylog.broker.isr_manager import IsrManager
 from pylog.broker.metadata import MetadataView
 from pylog.broker.producer_ids import ProducerIdManager
-from pylog.broker.registry import HandlerTable, route
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.share_shell import ShareShell
 from pylog.broker.txn_shell import TxnShell

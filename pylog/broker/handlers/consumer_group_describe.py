@@ -12,8 +12,8 @@ from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available, topic_names
+from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
-from pylog.broker.registry import serves
 
 AUTHORIZED_OPS_UNKNOWN = -2147483648
 

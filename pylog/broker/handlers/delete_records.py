@@ -17,9 +17,9 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
+from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
 from pylog.broker.partition import Partition
-from pylog.broker.registry import serves
 from pylog.broker.replica_manager import ReplicaManager
 
 HIGH_WATERMARK = -1

@@ -11,8 +11,8 @@ from pylog.protocol.errors import ErrorCode
 from pylog.broker.acl_operations import AclOperation, ResourceType, operations_if_requested
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
+from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
-from pylog.broker.registry import serves
 
 BROKERS_ENDPOINT = 1
 

@@ -11,7 +11,7 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import serves
+from pylog.broker.handler_table import serves
 from pylog.cluster.controller import METADATA_TOPIC
 from pylog.cluster.node_config import NodeSettings
 from pylog.cluster.quorum import MetadataQuorum

@@ -34,8 +34,8 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 
 from pylog.broker.context import RequestContext
+from pylog.broker.handler_table import serves
 from pylog.broker.isr_manager import IsrManager
-from pylog.broker.registry import serves
 from pylog.broker.replica_manager import (
     CONSUMER,
     FetchIsolation,

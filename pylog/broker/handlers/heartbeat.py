@@ -9,7 +9,7 @@ from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available
-from pylog.broker.registry import serves
+from pylog.broker.handler_table import serves
 
 
 @serves(ApiKey.HEARTBEAT, versions=(0, 4))

@@ -19,8 +19,8 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 
 from pylog.broker.context import RequestContext
+from pylog.broker.handler_table import CLOSE_CONNECTION, NO_RESPONSE, serves
 from pylog.broker.partition import AppendResult
-from pylog.broker.registry import CLOSE_CONNECTION, NO_RESPONSE, serves
 from pylog.broker.replica_manager import ProduceResult, ReplicaManager
 from pylog.schema_registry.validation import SchemaValidation
 

@@ -24,8 +24,8 @@ from pylog.protocol.errors import ErrorCode
 from pylog.storage import OffsetOutOfRange, StorageError
 
 from pylog.broker.context import RequestContext
+from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
-from pylog.broker.registry import serves
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.share_shell import ShareShell
 from pylog.model import CONTROL_MASK

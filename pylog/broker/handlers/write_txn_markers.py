@@ -11,7 +11,7 @@ from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell
-from pylog.broker.registry import serves
+from pylog.broker.handler_table import serves
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.txn_markers import written_markers
 from pylog.txn import OFFSETS_TOPIC
