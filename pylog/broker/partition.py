@@ -663,6 +663,14 @@ class Partition:
         """fsync when ``flush.ms`` has passed since the last flush."""
         return self.log.maybe_flush(now_ms)
 
+    def delete(self) -> None:
+        """This replica is removed from the broker: appends are refused from now on, the log is
+        closed unflushed (its directory goes next) and waiting requests look again."""
+        with self.lock:
+            self.deleted = True
+            self.close(flush=False)
+        self.wake()
+
     def close(self, *, flush: bool = True) -> None:
         self.wire.clear()  # give its share of the broker's wire budget back
         if flush:

@@ -433,10 +433,7 @@ class ReplicaManager:
                     del self._by_topic[topic]
         if part is None:
             return
-        with part.lock:
-            part.deleted = True
-            part.close(flush=False)
-        part.wake()
+        part.delete()
         if delete_data:
             shutil.rmtree(part.path, ignore_errors=True)
         log.info("removed partition %s-%d", topic, index)
