@@ -196,6 +196,12 @@ class Partition:
         first = self.producers.first_open_transaction_offset()
         return self.high_watermark if first is None else first
 
+    def fetch_offsets(self) -> tuple[int, int, int]:
+        """(high watermark, last stable offset, log start offset), as a fetch answer reports them."""
+        hw = self.high_watermark
+        first = self.producers.first_open_transaction_offset()
+        return hw, hw if first is None else first, self.log.log_start_offset
+
     @property
     def latest_epoch(self) -> int:
         """The leader epoch of this replica's last batch (-1 when none)."""

@@ -32,7 +32,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from pylog.protocol.errors import ErrorCode
 from pylog.storage import OffsetOutOfRange, StorageError, list_partitions
@@ -67,8 +67,7 @@ class FetchIsolation(enum.Enum):
     TXN_COMMITTED = "last stable offset"  # a consumer's, read_committed
 
 
-@dataclass(frozen=True, slots=True)
-class FetchParams:
+class FetchParams(NamedTuple):
     """What a Fetch request asks of all its partitions (Kafka's FetchParams)."""
 
     replica_id: int  # the fetching follower, or CONSUMER
@@ -82,8 +81,7 @@ class FetchParams:
         return self.replica_id >= 0
 
 
-@dataclass(frozen=True, slots=True)
-class PartitionFetch:
+class PartitionFetch(NamedTuple):
     """One partition of a Fetch request (Kafka's FetchRequest.PartitionData)."""
 
     topic: str
@@ -309,16 +307,17 @@ class ReplicaManager:
         now_ms: int,
         expand_isr: Callable[[Partition, int], None],
     ) -> FetchPartitionData:
-        part, error = self.leader_partition(w.topic, w.partition, w.current_leader_epoch)
+        part = self.partitions.get((w.topic, w.partition))
         if part is None:
-            return FetchPartitionData(error)
+            return FetchPartitionData(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        error = part.check_leader_epoch(w.current_leader_epoch)
         if error:
             leader = None if error == ErrorCode.UNKNOWN_LEADER_EPOCH else part.current_leader
             return FetchPartitionData(error, current_leader=leader)
         plan = self._plan(part, params, w, now_ms, expand_isr)
-        if isinstance(plan, FetchPartitionData):
+        if type(plan) is FetchPartitionData:
             return plan
-        return self._read_local(part, w, plan, budget, min_one, params.isolation)
+        return self._read_local(part, w, plan, budget, min_one)
 
     def _plan(
         self,
@@ -327,9 +326,9 @@ class ReplicaManager:
         w: PartitionFetch,
         now_ms: int,
         expand_isr: Callable[[Partition, int], None],
-    ) -> int | FetchPartitionData:
-        """The fetch plan of one partition led here: the offset the read stops below, or an answer
-        without records (a follower that is not a replica, a diverging epoch).
+    ) -> FetchIsolation | FetchPartitionData:
+        """The fetch plan of one partition led here: how far the read of this replica's log goes,
+        or an answer without records (a follower that is not a replica, a diverging epoch).
 
         Who serves a fetch, and from where, is decided here and only here: a follower reads this
         leader's log to its end, and its fetch offset (its own log end) moves the high watermark
@@ -338,39 +337,38 @@ class ReplicaManager:
         watermark and a leader naming a preferred read replica (KIP-392), and reads below the
         local log start from a remote tier, belong here."""
         if not params.from_follower:
-            if params.isolation is FetchIsolation.TXN_COMMITTED:
-                return part.last_stable_offset
-            return part.high_watermark
+            return params.isolation
         if params.replica_id not in part.replicas:
             return FetchPartitionData(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         offset = w.fetch_offset
         diverged = diverging_epoch(w.last_fetched_epoch, offset, part.end_offset_for_epoch)
         if diverged is not None:
-            return _with_offsets(part, FetchPartitionData(diverging_epoch=diverged))
+            return FetchPartitionData(0, *part.fetch_offsets(), diverging_epoch=diverged)
         if part.log_start_offset <= offset <= part.log_end_offset:
             part.on_follower_fetch(params.replica_id, offset, now_ms, w.log_start_offset)
             expand_isr(part, params.replica_id)
-        return part.log_end_offset
+        return FetchIsolation.LOG_END
 
     def _read_local(
-        self,
-        part: Partition,
-        w: PartitionFetch,
-        upper: int,
-        budget: int,
-        min_one: bool,
-        isolation: FetchIsolation,
+        self, part: Partition, w: PartitionFetch, isolation: FetchIsolation, budget: int, min_one: bool
     ) -> FetchPartitionData:
-        """Read this replica's log from the fetch offset to below ``upper``, within the partition's
-        limit and what is left of the request's budget."""
-        data = _with_offsets(part, FetchPartitionData())
+        """Read this replica's log from the fetch offset up to ``isolation``'s bound, within the
+        partition's limit and what is left of the request's budget."""
+        data = FetchPartitionData(0, *part.fetch_offsets())
         offset = w.fetch_offset
-        if offset < data.log_start_offset or offset > part.log_end_offset:
+        log_end = part.log_end_offset
+        if offset < data.log_start_offset or offset > log_end:
             data.error = ErrorCode.OFFSET_OUT_OF_RANGE
             return data
         limit = max(min(w.max_bytes, budget), 0)
         if limit == 0 and not min_one:
             return data
+        if isolation is FetchIsolation.HIGH_WATERMARK:
+            upper = data.high_watermark
+        elif isolation is FetchIsolation.LOG_END:
+            upper = log_end
+        else:
+            upper = data.last_stable_offset
         try:
             batches = part.read_wire(offset, limit, upper, min_one=min_one)
         except OffsetOutOfRange:  # retention or DeleteRecords moved the log start meanwhile
@@ -491,9 +489,3 @@ def _claim_directory(path: Path, topic_id: Any) -> None:
 def _accept(topic: str, configs: Mapping[str, str], records: Any) -> None:
     return None
 
-
-def _with_offsets(part: Partition, data: FetchPartitionData) -> FetchPartitionData:
-    data.high_watermark = part.high_watermark
-    data.last_stable_offset = part.last_stable_offset
-    data.log_start_offset = part.log_start_offset
-    return data

@@ -27,7 +27,6 @@ follower whose last fetched epoch ends earlier in the leader's log is told where
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
@@ -80,9 +79,9 @@ def fetch(
     ]
     answer = replicas.fetch_messages(params, wanted, expand_isr=isr.maybe_expand, stopping=stopping)
     committed = isolation is FetchIsolation.TXN_COMMITTED
-    if inspect.isawaitable(answer):
-        return _respond_later(req, answer, committed)
-    return _response(req, answer, committed)
+    if isinstance(answer, list):
+        return _response(req, answer, committed)
+    return _respond_later(req, answer, committed)
 
 
 async def _respond_later(req: Any, answer: Awaitable[list[FetchPartitionData]], committed: bool) -> dict:
