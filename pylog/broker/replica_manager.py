@@ -32,7 +32,7 @@ import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any
 
 from pylog.protocol.errors import ErrorCode
 from pylog.storage import OffsetOutOfRange, StorageError, list_partitions
@@ -67,7 +67,8 @@ class FetchIsolation(enum.Enum):
     TXN_COMMITTED = "last stable offset"  # a consumer's, read_committed
 
 
-class FetchParams(NamedTuple):
+@dataclass(slots=True)
+class FetchParams:
     """What a Fetch request asks of all its partitions (Kafka's FetchParams)."""
 
     replica_id: int  # the fetching follower, or CONSUMER
@@ -81,7 +82,8 @@ class FetchParams(NamedTuple):
         return self.replica_id >= 0
 
 
-class PartitionFetch(NamedTuple):
+@dataclass(slots=True)
+class PartitionFetch:
     """One partition of a Fetch request (Kafka's FetchRequest.PartitionData)."""
 
     topic: str
@@ -286,10 +288,9 @@ class ReplicaManager:
         min_one = True  # until a partition returns data, its first batch may exceed the limits
         total = 0
         errors = False
-        now = self._now_ms()
         out = []
         for w in wanted:
-            data = self._read_partition(params, w, max(budget - total, 0), min_one, now, expand_isr)
+            data = self._read_partition(params, w, max(budget - total, 0), min_one, expand_isr)
             if data.error:
                 errors = True
             if data.size:
@@ -304,7 +305,6 @@ class ReplicaManager:
         w: PartitionFetch,
         budget: int,
         min_one: bool,
-        now_ms: int,
         expand_isr: Callable[[Partition, int], None],
     ) -> FetchPartitionData:
         part = self.partitions.get((w.topic, w.partition))
@@ -314,7 +314,7 @@ class ReplicaManager:
         if error:
             leader = None if error == ErrorCode.UNKNOWN_LEADER_EPOCH else part.current_leader
             return FetchPartitionData(error, current_leader=leader)
-        plan = self._plan(part, params, w, now_ms, expand_isr)
+        plan = self._plan(part, params, w, expand_isr)
         if type(plan) is FetchPartitionData:
             return plan
         return self._read_local(part, w, plan, budget, min_one)
@@ -324,7 +324,6 @@ class ReplicaManager:
         part: Partition,
         params: FetchParams,
         w: PartitionFetch,
-        now_ms: int,
         expand_isr: Callable[[Partition, int], None],
     ) -> FetchIsolation | FetchPartitionData:
         """The fetch plan of one partition led here: how far the read of this replica's log goes,
@@ -345,7 +344,7 @@ class ReplicaManager:
         if diverged is not None:
             return FetchPartitionData(0, *part.fetch_offsets(), diverging_epoch=diverged)
         if part.log_start_offset <= offset <= part.log_end_offset:
-            part.on_follower_fetch(params.replica_id, offset, now_ms, w.log_start_offset)
+            part.on_follower_fetch(params.replica_id, offset, self._now_ms(), w.log_start_offset)
             expand_isr(part, params.replica_id)
         return FetchIsolation.LOG_END
 
@@ -381,7 +380,7 @@ class ReplicaManager:
             return data
         if batches:
             data.records = batches
-            data.size = sum(len(b) for b in batches)
+            data.size = sum(map(len, batches))
             if isolation is FetchIsolation.TXN_COMMITTED:
                 data.aborted_transactions = part.aborted_transactions(offset, batches)
         return data
