@@ -26,13 +26,14 @@ that must be answered by the leader at the epoch the caller names.
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import shutil
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pylog.protocol.errors import ErrorCode
 from pylog.storage import OffsetOutOfRange, StorageError, list_partitions
@@ -82,17 +83,28 @@ class FetchParams:
         return self.replica_id >= 0
 
 
-@dataclass(slots=True)
-class PartitionFetch:
-    """One partition of a Fetch request (Kafka's FetchRequest.PartitionData)."""
+class PartitionFetch(Protocol):
+    """One partition of a Fetch request (Kafka's FetchRequest.PartitionData), as the request's own
+    partition entries carry it (any object with these attributes)."""
 
-    topic: str
     partition: int
     fetch_offset: int
-    max_bytes: int
+    partition_max_bytes: int
+    current_leader_epoch: int  # -1: not checked
+    last_fetched_epoch: int  # a follower's: the epoch of its last batch (-1: none)
+    log_start_offset: int  # a follower's
+
+
+@dataclass(slots=True)
+class FetchPosition:
+    """A ``PartitionFetch`` built by hand (a fetch that does not come from the wire)."""
+
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
     current_leader_epoch: int = NO_EPOCH
     last_fetched_epoch: int = NO_EPOCH
-    log_start_offset: int = -1  # the follower's
+    log_start_offset: int = -1
 
 
 @dataclass(slots=True)
@@ -251,63 +263,60 @@ class ReplicaManager:
     def fetch_messages(
         self,
         params: FetchParams,
-        wanted: Sequence[PartitionFetch],
+        wanted: Sequence[tuple[str, PartitionFetch]],
         *,
         expand_isr: Callable[[Partition, int], None],
         stopping: Callable[[], bool],
     ) -> list[FetchPartitionData] | Awaitable[list[FetchPartitionData]]:
-        """Read ``wanted`` (one answer each, in order): at once when there is ``min_bytes`` of
-        data, an error, or no wait asked for; otherwise as a delayed fetch. ``expand_isr`` is
-        told of each follower fetch (the ISR may grow)."""
+        """Read ``wanted`` ((topic, partition) pairs; one answer each, in order): at once when there
+        is ``min_bytes`` of data, an error, or no wait asked for; otherwise as a delayed fetch.
+        ``expand_isr`` is told of each follower fetch (the ISR may grow)."""
 
-        def build() -> tuple[list[FetchPartitionData], bool]:
-            out, nbytes, errors = self._read(params, wanted, expand_isr)
-            return out, nbytes >= max(params.min_bytes, 1) or errors
-
-        answer, complete = build()
-        if params.max_wait_ms <= 0 or complete:
+        answer, complete = self._read(params, wanted, expand_isr)
+        if complete or params.max_wait_ms <= 0:
             return answer
-        watched = [p for w in wanted if (p := self.partitions.get((w.topic, w.partition))) is not None]
+        watched = [p for t, w in wanted if (p := self.partitions.get((t, w.partition))) is not None]
         return delayed_fetch(
             watched,
             to_log_end=params.from_follower,
             max_wait_ms=params.max_wait_ms,
-            build=build,
+            build=functools.partial(self._read, params, wanted, expand_isr),
             stopping=stopping,
         )
 
     def _read(
         self,
         params: FetchParams,
-        wanted: Sequence[PartitionFetch],
+        wanted: Sequence[tuple[str, PartitionFetch]],
         expand_isr: Callable[[Partition, int], None],
-    ) -> tuple[list[FetchPartitionData], int, bool]:
-        """One pass over the partitions within the request's byte budget: the answers, the bytes
-        they hold, and whether any is an error."""
+    ) -> tuple[list[FetchPartitionData], bool]:
+        """One pass over the partitions within the request's byte budget: the answers, and
+        whether they complete the fetch (``min_bytes`` of records, or an error)."""
         budget = max(params.max_bytes, 0)
         min_one = True  # until a partition returns data, its first batch may exceed the limits
         total = 0
         errors = False
         out = []
-        for w in wanted:
-            data = self._read_partition(params, w, max(budget - total, 0), min_one, expand_isr)
+        for topic, w in wanted:
+            data = self._read_partition(params, topic, w, max(budget - total, 0), min_one, expand_isr)
             if data.error:
                 errors = True
             if data.size:
                 min_one = False
                 total += data.size
             out.append(data)
-        return out, total, errors
+        return out, errors or total >= max(params.min_bytes, 1)
 
     def _read_partition(
         self,
         params: FetchParams,
+        topic: str,
         w: PartitionFetch,
         budget: int,
         min_one: bool,
         expand_isr: Callable[[Partition, int], None],
     ) -> FetchPartitionData:
-        part = self.partitions.get((w.topic, w.partition))
+        part = self.partitions.get((topic, w.partition))
         if part is None:
             return FetchPartitionData(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         error = part.check_leader_epoch(w.current_leader_epoch)
@@ -335,7 +344,7 @@ class ReplicaManager:
         stable offset under read_committed. A follower serving consumers up to its own high
         watermark and a leader naming a preferred read replica (KIP-392), and reads below the
         local log start from a remote tier, belong here."""
-        if not params.from_follower:
+        if params.replica_id < 0:  # a consumer
             return params.isolation
         if params.replica_id not in part.replicas:
             return FetchPartitionData(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -359,7 +368,7 @@ class ReplicaManager:
         if offset < data.log_start_offset or offset > log_end:
             data.error = ErrorCode.OFFSET_OUT_OF_RANGE
             return data
-        limit = max(min(w.max_bytes, budget), 0)
+        limit = max(min(w.partition_max_bytes, budget), 0)
         if limit == 0 and not min_one:
             return data
         if isolation is FetchIsolation.HIGH_WATERMARK:

@@ -18,7 +18,7 @@ from pylog.broker.replica_manager import (
     FetchIsolation,
     FetchParams,
     FetchPartitionData,
-    PartitionFetch,
+    FetchPosition,
     ReplicaManager,
 )
 from pylog.broker.transactions import marker_batch
@@ -47,7 +47,7 @@ def lead(replicas: ReplicaManager, topic: str, index: int = 0, *, followers: tup
 
 def fetch(
     replicas: ReplicaManager,
-    wanted: list[PartitionFetch],
+    wanted: list[tuple[str, FetchPosition]],
     *,
     max_bytes: int = 1 << 20,
     replica_id: int = CONSUMER,
@@ -92,7 +92,7 @@ def test_markers_end_transactions_for_read_committed_fetches(replicas: ReplicaMa
     plain = [("t", 0, make_batch([b"p"]))]
     assert replicas.append_records(plain, acks=-1, timeout_ms=0).results[0].error == 0
     assert (part.last_stable_offset, part.high_watermark) == (0, 3)  # the open transaction holds it
-    wanted = [PartitionFetch("t", 0, 0, 1 << 20)]
+    wanted = [("t", FetchPosition(0, 0, 1 << 20))]
     (committed,) = fetch(replicas, wanted, isolation=FetchIsolation.TXN_COMMITTED)
     assert committed.error == 0 and committed.records == () and committed.last_stable_offset == 0
     outcome: list[ErrorCode] = []
@@ -117,7 +117,7 @@ def test_the_byte_budget_spans_partitions_and_the_first_batch_always_comes(repli
         lead(replicas, "t", i)
         for _ in range(3):
             replicas.append_records([("t", i, make_batch([b"x" * 400]))], acks=1, timeout_ms=0)
-    wanted = [PartitionFetch("t", 0, 0, 1 << 20), PartitionFetch("t", 1, 0, 1 << 20)]
+    wanted = [("t", FetchPosition(0, 0, 1 << 20)), ("t", FetchPosition(1, 0, 1 << 20))]
     first, second = fetch(replicas, wanted, max_bytes=10)
     assert len(first.records) == 1 and first.size > 10  # over the budget, but a consumer progresses
     assert second.records == () and second.error == 0  # nothing left of the budget
@@ -126,7 +126,7 @@ def test_the_byte_budget_spans_partitions_and_the_first_batch_always_comes(repli
     assert len(first.records) == 3 and len(second.records) == 1
     first, second = fetch(replicas, wanted, max_bytes=one * 3 + 10)
     assert len(first.records) == 3 and second.records == ()  # a later first batch must fit
-    capped = [PartitionFetch("t", 0, 0, 10), PartitionFetch("t", 1, 0, 10)]
+    capped = [("t", FetchPosition(0, 0, 10)), ("t", FetchPosition(1, 0, 10))]
     first, second = fetch(replicas, capped)
     assert len(first.records) == 1 and second.records == ()  # partition_max_bytes too
 
@@ -139,14 +139,14 @@ def test_one_leader_epoch_check_for_fetch_list_offsets_and_epoch_queries(replica
     assert replicas.leader_partition("t", 0, EPOCH - 1)[1] == ErrorCode.FENCED_LEADER_EPOCH
     assert replicas.leader_partition("t", 0, EPOCH + 1)[1] == ErrorCode.UNKNOWN_LEADER_EPOCH
     assert replicas.leader_partition("nope", 0) == (None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    older = PartitionFetch("t", 0, 0, 1 << 20, EPOCH - 1)
-    newer = PartitionFetch("t", 0, 0, 1 << 20, EPOCH + 1)
+    older = ("t", FetchPosition(0, 0, 1 << 20, EPOCH - 1))
+    newer = ("t", FetchPosition(0, 0, 1 << 20, EPOCH + 1))
     fenced, unknown = fetch(replicas, [older, newer])
     assert (fenced.error, fenced.current_leader) == (ErrorCode.FENCED_LEADER_EPOCH, (1, EPOCH))
     assert (unknown.error, unknown.current_leader) == (ErrorCode.UNKNOWN_LEADER_EPOCH, None)
     follower = replicas.ensure_partition("f", 0, uuid.uuid4(), {})
     follower.become_follower(1, 2, EPOCH, 0, (1, 2), (1, 2))
-    (answer,) = fetch(replicas, [PartitionFetch("f", 0, 0, 1 << 20)])
+    (answer,) = fetch(replicas, [("f", FetchPosition(0, 0, 1 << 20))])
     assert (answer.error, answer.current_leader) == (ErrorCode.NOT_LEADER_OR_FOLLOWER, (2, EPOCH))
 
 
@@ -154,19 +154,19 @@ def test_a_follower_fetch_reads_to_the_log_end_and_moves_the_high_watermark(repl
     part = lead(replicas, "t", followers=(2,))
     replicas.append_records([("t", 0, make_batch([b"a", b"b"]))], acks=1, timeout_ms=0)
     assert part.high_watermark == 0  # follower 2 has not fetched it
-    (consumer,) = fetch(replicas, [PartitionFetch("t", 0, 0, 1 << 20)])
+    (consumer,) = fetch(replicas, [("t", FetchPosition(0, 0, 1 << 20))])
     assert consumer.records == () and consumer.high_watermark == 0
-    (follower,) = fetch(replicas, [PartitionFetch("t", 0, 0, 1 << 20, EPOCH)], replica_id=2,
+    (follower,) = fetch(replicas, [("t", FetchPosition(0, 0, 1 << 20, EPOCH))], replica_id=2,
                         isolation=FetchIsolation.LOG_END)
     assert values_of(b"".join(bytes(b) for b in follower.records)) == [b"a", b"b"]
-    (follower,) = fetch(replicas, [PartitionFetch("t", 0, 2, 1 << 20, EPOCH, EPOCH)], replica_id=2,
+    (follower,) = fetch(replicas, [("t", FetchPosition(0, 2, 1 << 20, EPOCH, EPOCH))], replica_id=2,
                         isolation=FetchIsolation.LOG_END)
     assert follower.high_watermark == part.high_watermark == 2
-    (diverged,) = fetch(replicas, [PartitionFetch("t", 0, 5, 1 << 20, EPOCH, EPOCH - 1)], replica_id=2,
+    (diverged,) = fetch(replicas, [("t", FetchPosition(0, 5, 1 << 20, EPOCH, EPOCH - 1))], replica_id=2,
                         isolation=FetchIsolation.LOG_END)
     # an epoch older than the leader's first: it ends where the leader's log begins (Kafka's answer)
     assert diverged.diverging_epoch == (EPOCH - 1, 0) and diverged.records == ()
-    (stranger,) = fetch(replicas, [PartitionFetch("t", 0, 0, 1 << 20)], replica_id=9,
+    (stranger,) = fetch(replicas, [("t", FetchPosition(0, 0, 1 << 20))], replica_id=9,
                         isolation=FetchIsolation.LOG_END)
     assert stranger.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
 

@@ -40,7 +40,6 @@ from pylog.broker.replica_manager import (
     FetchIsolation,
     FetchParams,
     FetchPartitionData,
-    PartitionFetch,
     ReplicaManager,
 )
 
@@ -64,19 +63,7 @@ def fetch(
     else:
         isolation = FetchIsolation.HIGH_WATERMARK
     params = FetchParams(replica_id, req.max_wait_ms, req.min_bytes, req.max_bytes, isolation)
-    wanted = [
-        PartitionFetch(
-            t.topic,
-            p.partition,
-            p.fetch_offset,
-            p.partition_max_bytes,
-            getattr(p, "current_leader_epoch", -1),
-            getattr(p, "last_fetched_epoch", -1),
-            getattr(p, "log_start_offset", -1),
-        )
-        for t in req.topics
-        for p in t.partitions
-    ]
+    wanted = [(t.topic, p) for t in req.topics for p in t.partitions]
     answer = replicas.fetch_messages(params, wanted, expand_isr=isr.maybe_expand, stopping=stopping)
     committed = isolation is FetchIsolation.TXN_COMMITTED
     if isinstance(answer, list):
@@ -98,14 +85,14 @@ def _replica_id(req: Any) -> int:
 
 
 def _response(req: Any, answer: Sequence[FetchPartitionData], committed: bool) -> dict:
-    results = iter(answer)
-    topics = [
-        {
-            "topic": t.topic,
-            "partitions": [_partition(p.partition, next(results), committed) for p in t.partitions],
-        }
-        for t in req.topics
-    ]
+    topics = []
+    i = 0
+    for t in req.topics:
+        partitions = []
+        for p in t.partitions:
+            partitions.append(_partition(p.partition, answer[i], committed))
+            i += 1
+        topics.append({"topic": t.topic, "partitions": partitions})
     return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
 
 
