@@ -161,14 +161,18 @@ async def delayed_fetch(
     it is complete) once per wake-up, until it is complete, ``max_wait_ms`` passed, or the broker
     is stopping; the last answer built is returned."""
     loop = asyncio.get_running_loop()
-    deadline = loop.time() + max_wait_ms / 1000.0
     current: list[asyncio.Future[None]] = []
+    expired: list[bool] = []
 
     def wake() -> None:
         if current and not current[-1].done():
             current[-1].set_result(None)
 
-    timer = loop.call_at(deadline, wake)  # one timer per waiting fetch, not per wake-up
+    def expire() -> None:
+        expired.append(True)  # the timer may run a little before loop.time() reaches its deadline
+        wake()
+
+    timer = loop.call_later(max_wait_ms / 1000.0, expire)  # one timer per waiting fetch
     try:
         while True:
             current[:] = [loop.create_future()]
@@ -180,7 +184,7 @@ async def delayed_fetch(
                 for part in watched:
                     part.watchers.remove_fetch(wake)
             answer, complete = build()
-            if complete or loop.time() >= deadline or stopping():
+            if complete or expired or stopping():
                 return answer
     finally:
         timer.cancel()

@@ -206,14 +206,19 @@ async def _wait(
         if part is not None:
             watched.append(part)
     current: list[asyncio.Future] = []
+    expired: list[bool] = []
 
     def wake() -> None:
         if current and not current[-1].done():
             current[-1].set_result(None)
 
-    timer = loop.call_at(deadline, wake)
+    def expire() -> None:
+        expired.append(True)  # the timer may run a little before loop.time() reaches the deadline
+        wake()
+
+    timer = loop.call_at(deadline, expire)
     try:
-        while loop.time() < deadline and not stopping():
+        while not expired and not stopping():
             current[:] = [loop.create_future()]
             for part in watched:
                 part.watchers.add_fetch(wake)
