@@ -8,7 +8,7 @@
   from the log (the in-memory state was ahead of it); transactions the reload finds preparing get
   their markers again.
 * Markers. Each COMMIT / ABORT marker is a control batch appended by the transaction's
-  partition leader: here (`transactions.write_marker`), or on another broker through
+  partition leader: here (`ReplicaManager.append_txn_marker`), or on another broker through
   WriteTxnMarkers (`txn_markers.MarkerWriter`). A marker counts once the partition's in-sync
   replicas hold it; a marker in `__consumer_offsets` also completes the group coordinator's
   pending TxnOffsetCommit offsets there. Written markers are reported back, which persists
