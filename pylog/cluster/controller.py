@@ -51,6 +51,7 @@ from pylog.cluster.config_control import (
     validate_new_topic_configs,
     validate_resource_name,
 )
+from pylog.cluster.feature_control import FeatureUpdate, FeatureUpdateResult, update_features
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.records import (
     BrokerEndpoint,
@@ -671,6 +672,20 @@ class QuorumController:
         records: list[MetadataRecord] = []
         self._emit(records, [ProducerIdsRecord(broker_id, broker_epoch, first + count)])
         return ControllerResult(tuple(records), ProducerIdsResult(first_producer_id=first, count=count))
+
+    # ------------------------------------------------------------------ feature versions
+
+    def update_features(
+        self, updates: Sequence[FeatureUpdate], *, node_id: int, validate_only: bool = False
+    ) -> ControllerResult[FeatureUpdateResult]:
+        """UpdateFeatures (rules in ``pylog.cluster.feature_control``): all or nothing."""
+        if not self._active:
+            return self._not_controller(FeatureUpdateResult())
+        records, result = update_features(self._image, updates, node_id)
+        out: list[MetadataRecord] = []
+        if not validate_only:
+            self._emit(out, records)
+        return ControllerResult(tuple(out), result)
 
     # ------------------------------------------------------------------ ACLs and SCRAM credentials
 
