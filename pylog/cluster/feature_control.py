@@ -131,7 +131,9 @@ def _check_metadata_version(current: int, new: int, upgrade_type: int) -> None:
     if new < current and metadata_changed_between(current, new):
         if upgrade_type == UpgradeType.UNSAFE_DOWNGRADE:
             raise refuse("Unsafe metadata downgrade is not supported in this version.")
-        raise refuse("Refusing to perform the requested downgrade because it might delete metadata information.")
+        raise refuse(
+            "Refusing to perform the requested downgrade because it might delete metadata information."
+        )
 
 
 def _check_dependencies(name: str, level: int, proposed: Mapping[str, int]) -> None:

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pylog.protocol.errors import ErrorCode
 
+from pylog.cluster import features
 from pylog.cluster.controller import (
     AlterableConfig,
     AlterConfigOp,
@@ -26,7 +27,6 @@ from pylog.cluster.metadata import (
     TopicRecord,
 )
 from pylog.cluster.metadata_log import LOG_FILE, METADATA_DIR, STATE_FILE, MetadataLogStore
-from pylog.cluster import features
 from pylog.cluster.quorum import MetadataQuorum, NotController
 
 
@@ -97,8 +97,8 @@ def test_single_voter_commits_applies_and_replays(tmp_path: Path) -> None:
     # The first leader finalizes the feature levels before anything else is written.
     assert before["features"] == dict(features.BOOTSTRAP)
     kinds = [type(c.record).__name__ for c in seen]
-    assert kinds[:5] == ["FeatureLevelRecord"] * 3 + ["RegisterBrokerRecord", "BrokerRegistrationChangeRecord"]
-    assert kinds[5] == "TopicRecord"
+    assert kinds[:3] == ["FeatureLevelRecord"] * 3
+    assert kinds[3:6] == ["RegisterBrokerRecord", "BrokerRegistrationChangeRecord", "TopicRecord"]
     removed = [c for c in seen if isinstance(c.record, RemoveTopicRecord)]
     assert len(removed) == 1 and removed[0].topic is not None and removed[0].topic.name == "gone"
     assert all(c.topic is not None and c.topic.name == "orders" for c in seen[6:10])

@@ -18,6 +18,7 @@ from pylog.broker.context import RequestContext
 from pylog.broker.controller_channel import ControllerChannel, forwarded
 from pylog.broker.controller_client import ControllerClient
 from pylog.broker.coordinator_shell import durable
+from pylog.broker.feature_gate import GATED, gated
 from pylog.broker.group_shell import GroupShell
 from pylog.broker.handlers import (
     acls,
@@ -72,12 +73,13 @@ from pylog.broker.handlers import (
     share_group_heartbeat,
     sync_group,
     txn_offset_commit,
+    update_features,
     write_txn_markers,
 )
 from pylog.broker.isr_manager import IsrManager
 from pylog.broker.metadata import MetadataView
 from pylog.broker.producer_ids import ProducerIdManager
-from pylog.broker.registry import HandlerTable, route
+from pylog.broker.registry import HandlerSpec, HandlerTable, route
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.share_shell import ShareShell
 from pylog.broker.txn_shell import TxnShell
@@ -151,9 +153,9 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
         None if req.transactional_id is None else az.transactional_id(authz)(ctx, req)
     )
     group_read = az.group(authz, Op.READ)
-    table = HandlerTable(
+    specs = _feature_gated(
         [
-            route(api_versions.api_versions, table=versions),
+            route(api_versions.api_versions, table=versions, image=lambda: s.metadata.image),
             route(sasl.sasl_handshake),
             route(sasl.sasl_authenticate),
             az.per_topic(
@@ -211,6 +213,7 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             forwarded(configs.alter_configs, s.channel),
             forwarded(configs.incremental_alter_configs, s.channel),
             forwarded(elect_leaders.elect_leaders, s.channel),
+            forwarded(update_features.update_features, s.channel),
             forwarded(describe_quorum.describe_quorum, s.channel),
             forwarded(acls.create_acls, s.channel),
             forwarded(acls.delete_acls, s.channel),
@@ -396,8 +399,9 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             ),
             route(describe_transactions.describe_transactions, txn=s.txn, authz=authz),
         ],
-        supported_versions(),
+        lambda: s.metadata.image,
     )
+    table = HandlerTable(specs, supported_versions())
     versions.update(table.advertised)
     return table
 
@@ -412,7 +416,7 @@ def controller_handlers(s: ControllerServices) -> HandlerTable:
     cell: list[HandlerTable] = []
     table = HandlerTable(
         [
-            route(api_versions.api_versions, table=versions),
+            route(api_versions.api_versions, table=versions, image=lambda: q.image),
             route(sasl.sasl_handshake),
             route(sasl.sasl_authenticate),
             route(envelope.envelope, table=lambda: cell[0], authz=authz),
@@ -439,9 +443,17 @@ def controller_handlers(s: ControllerServices) -> HandlerTable:
             route(acls.create_acls, quorum=q, authz=authz),
             route(acls.delete_acls, quorum=q, authz=authz),
             route(scram_credentials.alter_user_scram_credentials, quorum=q, authz=authz),
+            az.requires(
+                route(update_features.update_features, quorum=q), az.cluster(authz, AclOperation.ALTER)
+            ),
         ],
         supported_versions(),
     )
     cell.append(table)
     versions.update(table.advertised)
     return table
+
+
+def _feature_gated(specs: list[HandlerSpec], image: Callable[[], Any]) -> list[HandlerSpec]:
+    """The APIs a finalized feature level turns on answer UNSUPPORTED_VERSION below it."""
+    return [gated(spec, image) if spec.api_key in GATED else spec for spec in specs]
