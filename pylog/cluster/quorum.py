@@ -81,6 +81,7 @@ class MetadataQuorum:
         clock: Callable[[], int] | None = None,
         snapshot_bytes: int = 20 * 1024 * 1024,
         bootstrap: Sequence[MetadataRecord] = (),
+        broker_settings: Callable[[str], str | None] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.node_id = node_id
@@ -101,6 +102,7 @@ class MetadataQuorum:
             unclean_leader_election=unclean_leader_election,
             session_timeout_ms=session_timeout_ms,
             active=False,
+            broker_settings=broker_settings,
         )
         self.snapshot_bytes = snapshot_bytes
         self._commit_waiters: list[asyncio.Future[None]] = []

@@ -44,6 +44,7 @@ from pylog.broker.handlers import (
     describe_producers,
     describe_quorum,
     describe_share_group_offsets,
+    describe_topic_partitions,
     describe_transactions,
     elect_leaders,
     end_txn,
@@ -77,7 +78,7 @@ from pylog.broker.handlers import (
     write_txn_markers,
 )
 from pylog.broker.isr_manager import IsrManager
-from pylog.broker.metadata import MetadataView
+from pylog.broker.metadata import BrokerMetadata, MetadataView
 from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.registry import HandlerSpec, HandlerTable, route
 from pylog.broker.replica_manager import ReplicaManager
@@ -197,6 +198,12 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                 route(metadata.metadata, metadata=s.metadata, controller=s.controller, config=s.config), authz
             ),
             route(describe_cluster.describe_cluster, metadata=s.metadata, authz=authz),
+            route(
+                describe_topic_partitions.describe_topic_partitions,
+                metadata=s.metadata,
+                config=s.config,
+                authz=authz,
+            ),
             az.per_topic(
                 route(delete_records.delete_records, replicas=s.replicas, metadata=s.metadata),
                 authz,
@@ -211,7 +218,9 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             forwarded(delete_topics.delete_topics, s.channel),
             forwarded(create_partitions.create_partitions, s.channel),
             forwarded(configs.alter_configs, s.channel),
-            forwarded(configs.incremental_alter_configs, s.channel),
+            route(
+                configs.incremental_alter_configs_forwarded, channel=s.channel, node_id=s.node_id, authz=authz
+            ),
             forwarded(elect_leaders.elect_leaders, s.channel),
             forwarded(update_features.update_features, s.channel),
             forwarded(describe_quorum.describe_quorum, s.channel),
@@ -409,9 +418,12 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
 def controller_handlers(s: ControllerServices) -> HandlerTable:
     """The controller's APIs, on its controller listener (and in-process for its own broker).
     Brokers' own APIs need CLUSTER_ACTION; a client's admin request forwarded in an Envelope is
-    authorized as that client."""
+    authorized as that client. Admin tools that bootstrap from the controllers (KIP-919) find
+    here the APIs Kafka's controllers serve them: DescribeCluster (the controllers),
+    DescribeQuorum, DescribeConfigs, the config, ACL, SCRAM and feature changes."""
     versions: dict[int, tuple[int, int]] = {}
     q, authz = s.quorum, s.authz
+    view = BrokerMetadata(q, s.cluster_id)  # the committed image, read as a broker reads it
     node_only = az.cluster(authz, AclOperation.CLUSTER_ACTION)
     cell: list[HandlerTable] = []
     table = HandlerTable(
@@ -446,6 +458,22 @@ def controller_handlers(s: ControllerServices) -> HandlerTable:
             az.requires(
                 route(update_features.update_features, quorum=q), az.cluster(authz, AclOperation.ALTER)
             ),
+            route(
+                describe_cluster.describe_cluster_controllers,
+                quorum=q,
+                settings=s.settings,
+                cluster_id=s.cluster_id,
+                authz=authz,
+            ),
+            route(
+                configs.describe_configs,
+                config=s.config,
+                metadata=view,
+                node_id=s.settings.node_id,
+                authz=authz,
+            ),
+            route(acls.describe_acls, authz=authz),
+            route(scram_credentials.describe_user_scram_credentials, metadata=view, authz=authz),
         ],
         supported_versions(),
     )
