@@ -205,16 +205,27 @@ def _check_auto_offset_reset(value: str) -> None:
     low = value.strip().lower()
     if low in ("earliest", "latest"):
         return
-    duration = low.removeprefix("by_duration:")
-    if (
-        duration != low
-        and re.fullmatch(r"p(\d+d)?(t(\d+h)?(\d+m)?(\d+(\.\d+)?s)?)?", duration)
-        and duration != "p"
-    ):
-        return
-    raise _invalid(
-        "share.auto.offset.reset", value, "must be earliest, latest or by_duration:<ISO-8601 duration>"
-    )
+    if low.startswith("by_duration:"):
+        try:
+            iso_duration_ms(low.removeprefix("by_duration:"))
+            return
+        except ValueError:
+            pass
+    why = "must be earliest, latest or by_duration:<ISO-8601 duration>"
+    raise _invalid("share.auto.offset.reset", value, why)
+
+
+def iso_duration_ms(text: str) -> int:
+    """An ISO-8601 duration of days, hours, minutes and seconds (``P1DT2H3M4.5S``) in ms, as
+    ``share.auto.offset.reset=by_duration:`` takes it; ValueError for anything else."""
+    m = _DURATION.fullmatch(text.strip().upper())
+    if m is None or not any(m.groups()):
+        raise ValueError(f"not an ISO-8601 duration: {text}")
+    days, hours, minutes, seconds = (float(g) if g else 0.0 for g in m.groups())
+    return int((((days * 24 + hours) * 60 + minutes) * 60 + seconds) * 1000)
+
+
+_DURATION = re.compile(r"P(?:(\d+)D)?(?:T(?:(\d+)H)?(?:(\d+)M)?(?:(\d+(?:\.\d+)?)S)?)?")
 
 
 def _invalid(name: str, value: str, why: str) -> ConfigValidationError:
