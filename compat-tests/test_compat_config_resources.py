@@ -83,7 +83,7 @@ def test_group_configs_are_validated_stored_and_described(admin: KafkaAdminClien
             {"consumer.session.timeout.ms": "50000", "share.record.lock.duration.ms": "20000"},
         )
         == "OK"
-    )  # noqa: E501
+    )
     cfg = describe(admin, T.GROUP, group)
     assert cfg["consumer.session.timeout.ms"]["value"] == "50000"
     assert cfg["consumer.session.timeout.ms"]["config_source"] == "DYNAMIC_GROUP_CONFIG"
