@@ -30,6 +30,7 @@ from pylog.broker.handlers import (
     api_versions,
     broker_heartbeat,
     broker_registration,
+    client_quotas,
     configs,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -227,6 +228,8 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             forwarded(acls.create_acls, s.channel),
             forwarded(acls.delete_acls, s.channel),
             forwarded(scram_credentials.alter_user_scram_credentials, s.channel),
+            forwarded(client_quotas.alter_client_quotas, s.channel),
+            route(client_quotas.describe_client_quotas, metadata=s.metadata, authz=authz),
             route(acls.describe_acls, authz=authz),
             route(scram_credentials.describe_user_scram_credentials, metadata=s.metadata, authz=authz),
             route(
@@ -455,6 +458,7 @@ def controller_handlers(s: ControllerServices) -> HandlerTable:
             route(acls.create_acls, quorum=q, authz=authz),
             route(acls.delete_acls, quorum=q, authz=authz),
             route(scram_credentials.alter_user_scram_credentials, quorum=q, authz=authz),
+            route(client_quotas.alter_client_quotas, quorum=q, authz=authz),
             az.requires(
                 route(update_features.update_features, quorum=q), az.cluster(authz, AclOperation.ALTER)
             ),
