@@ -99,6 +99,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._linger_s = 0.0
         self._waiting_bytes = 0  # requests whose handlers still wait (acks=all, long polls)
         self._unthrottle: asyncio.TimerHandle | None = None  # set while a quota throttles this client
+        self._held: deque[memoryview] = deque()  # frames read but not served while throttled
         self.last_active = time.monotonic()
 
     # --- asyncio.Protocol -------------------------------------------------------------------
@@ -141,6 +142,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._unthrottle.cancel()
             self._unthrottle = None
         self.server.forget(self, self.address)
+        self._held.clear()
         for task in list(self._tasks):
             task.cancel()
         self._queue.clear()
@@ -170,24 +172,38 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.warning("closing connection from %s: %s%s", self.peer, exc, hint)
             self._close_after_pending()  # requests read before the broken frame are still answered
             return
+        self._serve(frames)
+        try:
+            self.decoder.raise_pending()  # a broken frame followed the ones just served
+        except ProtocolError as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+            self._serve(self._take_held(), throttled=False)  # what came before it is still answered
+            self._close_after_pending()
+            return
+        self._update_reading()
+
+    def _serve(self, frames: list[memoryview], *, throttled: bool = True) -> None:
+        """Dispatch frames in order; once a quota throttles this client the rest wait for the
+        throttle to end, as if they had not been read yet (Kafka reads one request at a time)."""
         # Responses completed while handling this read leave in one write.
         self._out = out = []
         try:
-            for frame in frames:
+            for i, frame in enumerate(frames):
                 if self._closing or self._close_when_drained:
+                    break
+                if throttled and self._unthrottle is not None:
+                    self._held.extend(frames[i:])
                     break
                 self._dispatch(frame)
         finally:
             self._out = None
             if out:
                 self._send(out)
-        try:
-            self.decoder.raise_pending()  # a broken frame followed the ones just served
-        except ProtocolError as exc:
-            log.warning("closing connection from %s: %s", self.peer, exc)
-            self._close_after_pending()
-            return
-        self._update_reading()
+
+    def _take_held(self) -> list[memoryview]:
+        held = list(self._held)
+        self._held.clear()
+        return held
 
     # --- dispatch ---------------------------------------------------------------------------
 
@@ -403,6 +419,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _end_throttle(self) -> None:
         self._unthrottle = None
+        if self._held and not self._closing:
+            self._serve(self._take_held())
         self._update_reading()
 
     def _encode(self, ctx: RequestContext, body: Any) -> Parts | None:

@@ -572,6 +572,22 @@ CASES: list[tuple[str, int, int, dict, int]] = [
         },
         CLUSTER,
     ),
+    ("DescribeClientQuotas", ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False}, CLUSTER),
+    (
+        "AlterClientQuotas",
+        ApiKey.ALTER_CLIENT_QUOTAS,
+        1,
+        {
+            "entries": [
+                {
+                    "entity": [{"entity_type": "user", "entity_name": "eve"}],
+                    "ops": [{"key": "producer_byte_rate", "value": 1e9, "remove": False}],
+                }
+            ],
+            "validate_only": False,
+        },
+        CLUSTER,
+    ),
 ]
 
 

@@ -64,9 +64,7 @@ async def alter_client_quotas(
         code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         return {"throttle_time_ms": 0, "entries": [_entry(a.entity, code, None) for a in alterations]}
     validate_only = req.validate_only
-    results = await quorum.execute(
-        lambda c: c.alter_client_quotas(alterations, validate_only=validate_only)
-    )
+    results = await quorum.execute(lambda c: c.alter_client_quotas(alterations, validate_only=validate_only))
     return {
         "throttle_time_ms": 0,
         "entries": [_entry(r.entity, r.error_code, r.error_message) for r in results],
