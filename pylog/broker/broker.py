@@ -38,6 +38,7 @@ from pylog.broker.replica_fetcher import ReplicaFetcherManager
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.server import KafkaServer
 from pylog.broker.share_shell import SHARE_STATE_TOPIC, ShareShell
+from pylog.broker.telemetry_shell import TelemetryShell
 from pylog.broker.throttling import QuotaEnforcer
 from pylog.broker.txn_markers import MarkerWriter
 from pylog.broker.txn_shell import TxnShell
@@ -309,6 +310,7 @@ class Broker:
             stopping=lambda: self.stopping,
             schema_validation=self.schema_validation,
             authz=self.authorization,
+            telemetry=TelemetryShell(cfg, lambda: source.image),
         )
         table = client_handlers(services)
         for li in s.broker_listeners:

@@ -100,6 +100,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._waiting_bytes = 0  # requests whose handlers still wait (acks=all, long polls)
         self._unthrottle: asyncio.TimerHandle | None = None  # set while a quota throttles this client
         self._held: deque[memoryview] = deque()  # frames read but not served while throttled
+        self.software: tuple[str | None, str | None] = (None, None)  # from ApiVersions v3+
         self.last_active = time.monotonic()
 
     # --- asyncio.Protocol -------------------------------------------------------------------
@@ -233,6 +234,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if self.sasl is not None and not self._sasl_admits(key, version, header, request.body):
             return
+        if key == ApiKey.API_VERSIONS and version >= 3:  # KIP-511: the client names its software
+            self.software = (request.body.client_software_name, request.body.client_software_version)
         ctx = RequestContext(
             key,
             version,
@@ -242,6 +245,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.server.listener,
             self.principal,
             self.security.protocol,
+            client_software_name=self.software[0],
+            client_software_version=self.software[1],
         )
         quotas = self.server.client_quotas
         if quotas is not None:

@@ -30,6 +30,7 @@ from pylog.broker.handlers import (
     api_versions,
     broker_heartbeat,
     broker_registration,
+    client_metrics,
     client_quotas,
     configs,
     consumer_group_describe,
@@ -56,6 +57,7 @@ from pylog.broker.handlers import (
     init_producer_id,
     join_group,
     leave_group,
+    list_config_resources,
     list_groups,
     list_offsets,
     list_transactions,
@@ -74,6 +76,7 @@ from pylog.broker.handlers import (
     share_group_describe,
     share_group_heartbeat,
     sync_group,
+    telemetry,
     txn_offset_commit,
     update_features,
     write_txn_markers,
@@ -84,6 +87,7 @@ from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.registry import HandlerSpec, HandlerTable, route
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.share_shell import ShareShell
+from pylog.broker.telemetry_shell import TelemetryShell
 from pylog.broker.txn_shell import TxnShell
 from pylog.cluster.node_config import NodeSettings
 from pylog.cluster.quorum import MetadataQuorum
@@ -109,6 +113,7 @@ class BrokerServices:
     stopping: Callable[[], bool]
     schema_validation: SchemaValidation
     authz: Authorization
+    telemetry: TelemetryShell
 
 
 @dataclass(frozen=True)
@@ -230,6 +235,10 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             forwarded(scram_credentials.alter_user_scram_credentials, s.channel),
             forwarded(client_quotas.alter_client_quotas, s.channel),
             route(client_quotas.describe_client_quotas, metadata=s.metadata, authz=authz),
+            route(telemetry.get_telemetry_subscriptions, telemetry=s.telemetry),
+            route(telemetry.push_telemetry, telemetry=s.telemetry),
+            route(client_metrics.client_metrics, telemetry=s.telemetry, authz=authz),
+            route(list_config_resources.list_config_resources, metadata=s.metadata, authz=authz),
             route(acls.describe_acls, authz=authz),
             route(scram_credentials.describe_user_scram_credentials, metadata=s.metadata, authz=authz),
             route(
