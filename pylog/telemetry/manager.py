@@ -51,6 +51,7 @@ class ClientInstance:
     version: object  # the subscriptions the assignment was computed from
     last_get_ms: int | None = None
     last_push_ms: int | None = None
+    pushed_since_get: bool = False
     terminating: bool = False
     last_error: int = ErrorCode.NONE
     heard_ms: int = 0
@@ -108,6 +109,7 @@ class ClientMetricsManager:
         if early and not retry:
             return SubscriptionAnswer(ErrorCode.THROTTLING_QUOTA_EXCEEDED, instance_id, None)
         inst.last_get_ms = now_ms
+        inst.pushed_since_get = False
         inst.last_error = ErrorCode.NONE
         return SubscriptionAnswer(ErrorCode.NONE, instance_id, inst.assignment)
 
@@ -157,16 +159,14 @@ class ClientMetricsManager:
     ) -> int:
         if inst.terminating:
             return ErrorCode.INVALID_REQUEST
-        first_since_get = inst.last_get_ms is not None and (
-            inst.last_push_ms is None or inst.last_get_ms > inst.last_push_ms
-        )
+        first_since_get = inst.last_get_ms is not None and not inst.pushed_since_get
         on_time = (
             first_since_get
             or inst.last_push_ms is None
             or now_ms - inst.last_push_ms >= inst.assignment.interval_ms
         )
         if on_time:
-            inst.last_push_ms = now_ms
+            inst.last_push_ms, inst.pushed_since_get = now_ms, True
         elif not terminating:
             return ErrorCode.THROTTLING_QUOTA_EXCEEDED
         if subscription_id != inst.assignment.subscription_id:
