@@ -135,7 +135,7 @@ class ClientMetricsManager:
         try:
             code = self._check_push(inst, subscription_id, terminating, compression, len(payload), now_ms)
         finally:
-            inst.terminating = terminating
+            inst.terminating = inst.terminating or terminating  # a terminated client stays so
         if code == ErrorCode.NONE and len(payload):
             try:
                 data = decompress(compression, payload, self.telemetry_max_bytes * INFLATION)

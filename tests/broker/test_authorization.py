@@ -588,6 +588,8 @@ CASES: list[tuple[str, int, int, dict, int]] = [
         },
         CLUSTER,
     ),
+    ("ListConfigResources", ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": []}, CLUSTER),
+    ("PylogClientMetrics", 32002, 0, {"client_instance_ids": None, "include_metrics": True}, CLUSTER),
 ]
 
 
@@ -709,3 +711,9 @@ def test_sasl_requests_after_authentication_and_on_plaintext(broker: BrokerThrea
         )
     finally:
         plain.close()
+
+
+def test_any_client_may_ask_for_its_telemetry_subscription(broker: BrokerThread) -> None:
+    """Kafka authorizes neither GetTelemetrySubscriptions nor PushTelemetry."""
+    (answer,) = call(broker, "eve", [(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": ZERO})])
+    assert answer.error_code == 0 and answer.client_instance_id != ZERO
