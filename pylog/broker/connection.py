@@ -376,7 +376,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         throttled answer carries its throttle time (a consumer's fetch then no records) and the
         connection is muted for that long."""
         quotas = self.server.client_quotas
-        if quotas is None:
+        if quotas is None or not quotas.active:
             return self._encode(ctx, body)
         started = time.perf_counter_ns()
         parts = self._encode(ctx, body)
@@ -400,7 +400,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _unanswered(self, ctx: RequestContext, req: Any, request_bytes: int, busy_ns: int) -> None:
         """A request answered by silence (acks=0 produce) still counts; a throttle mutes the client."""
         quotas = self.server.client_quotas
-        if quotas is None:
+        if quotas is None or not quotas.active:
             return
         throttle = quotas.after(
             ctx, req, request_bytes=request_bytes, response_bytes=0, busy_ns=busy_ns, answered=False

@@ -106,6 +106,11 @@ class QuotaEnforcer:
         if self._connections is not None:
             self._connections.set_ip_rates(self.quotas.ip_rates)
 
+    @property
+    def active(self) -> bool:
+        """Whether any produce, fetch or request quota is set (else nothing is measured)."""
+        return self.quotas.enabled
+
     def throttle_connection(self, address: str) -> int:
         """Milliseconds to hold a new connection from ``address`` before closing it (0: accept)."""
         self.sync()
