@@ -30,7 +30,9 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 # installed package directory -> source directory (pyproject.toml's package-dir)
-SOURCES = {"pylog": "pylog", "pylog/protocol": "protocol", "pylog/storage": "storage", "pylog/widgets": "widgets"}
+SOURCES = {
+    "pylog": "pylog", "pylog/protocol": "protocol", "pylog/storage": "storage", "pylog/widgets": "widgets",
+}
 DATA = ("*.json", "*.md", "*.js", "*.css")
 EXTENSIONS = ("pylog/protocol/records/_crecords", "pylog/schema_registry/_cavro")
 
@@ -119,7 +121,8 @@ class Venv:
         out = subprocess.run(list(args), cwd=self.work, env=self.env, capture_output=True, text=True,
                              timeout=timeout, check=False)
         if check:
-            assert out.returncode == 0, f"{' '.join(args)} failed:\n{out.stdout[-3000:]}\n{out.stderr[-5000:]}"
+            assert out.returncode == 0, (f"{' '.join(args)} failed:\n"
+                                         f"{out.stdout[-3000:]}\n{out.stderr[-5000:]}")
         return out
 
 
@@ -160,8 +163,8 @@ def venv(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venv]
 def test_the_wheel_runs_the_quick_start(venv: Venv) -> None:
     import pylog
 
-    where = venv.run(str(venv.python), "-c", "import pylog, sys; print(pylog.__file__); print(sys.path)").stdout
-    assert where.splitlines()[0].startswith(str(venv.root)), where
+    where = venv.run(str(venv.python), "-c", "import pylog, sys; print(pylog.__file__, sys.path)").stdout
+    assert where.startswith(str(venv.root)), where
     assert str(REPO) not in where, f"the checkout is on the path: {where}"
     assert venv.run("pylog", "--version").stdout.strip() == f"pylog {pylog.__version__}"
 
@@ -172,7 +175,7 @@ def test_the_wheel_runs_the_quick_start(venv: Venv) -> None:
         assert broker.stdout is not None
         line = broker.stdout.readline()
         found = re.search(r"pylog broker listening on 127\.0\.0\.1:(\d+), data in (.+)$", line)
-        assert found, f"no listening line: {line!r}\n{broker.stderr.read() if broker.poll() is not None else ''}"
+        assert found, f"no listening line: {line!r}\n{'' if broker.poll() is None else broker.stderr.read()}"
         address = f"127.0.0.1:{found.group(1)}"
         assert Path(found.group(2)) == venv.work / "pylog-data"
         quick_start = f"""
@@ -226,8 +229,8 @@ def test_x(kafka_broker, kafka_topic):
 @pytest.fixture(scope="module")
 def everything(venv: Venv) -> Iterator[Venv]:
     """The venv, with this environment's other packages (the extras' libraries) behind its own."""
-    site = Path(subprocess.run([str(venv.python), "-c", "import sysconfig; print(sysconfig.get_path('purelib'))"],
-                               capture_output=True, text=True, check=True).stdout.strip())
+    purelib = "import sysconfig; print(sysconfig.get_path('purelib'))"
+    site = Path(venv.run(str(venv.python), "-c", purelib).stdout.strip())
     links = venv.root.parent / "others"
     links.mkdir(exist_ok=True)
     ours = Path(sysconfig.get_path("purelib"))

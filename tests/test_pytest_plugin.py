@@ -20,7 +20,8 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "pytest"
 def pytest_in(directory: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYLOG_"))}
     return subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-q", *args],
-                          cwd=directory, env=env, capture_output=True, text=True, timeout=timeout, check=False)
+                          cwd=directory, env=env, capture_output=True, text=True, timeout=timeout,
+                          check=False)
 
 
 def outcome(out: subprocess.CompletedProcess[str]) -> dict[str, int]:

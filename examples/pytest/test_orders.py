@@ -9,7 +9,11 @@ import json
 import pytest
 from orders import totals_aiokafka, totals_confluent, totals_kafka_python
 
-CLIENTS = {"kafka-python": totals_kafka_python, "confluent-kafka": totals_confluent, "aiokafka": totals_aiokafka}
+CLIENTS = {
+    "kafka-python": totals_kafka_python,
+    "confluent-kafka": totals_confluent,
+    "aiokafka": totals_aiokafka,
+}
 ORDERS = [("ada", 9.5), ("bob", 12.25), ("ada", 0.5), ("cyd", 3.0)]
 
 
