@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import gc
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -24,6 +25,7 @@ from pylog.config import (
     note_not_acted_on,
     parse_key_values,
 )
+from pylog.local_processes import exit_with_parent_pid
 from pylog.properties import read_properties
 
 log = logging.getLogger("pylog")
@@ -245,13 +247,25 @@ async def _serve(
         print(f"pylog listener {server.listener} on {_fmt(server.host)}:{server.port}", flush=True)
     # The one line saying the broker serves (test harnesses and LocalBroker parse it for the port).
     print(f"pylog broker listening on {_fmt(host)}:{port}, data in {data_dir.resolve()}", flush=True)
+    parent = exit_with_parent_pid()
+    watch = asyncio.ensure_future(_exit_with_parent(parent, stop)) if parent is not None else None
     try:
         await stop.wait()
     finally:
+        if watch is not None:
+            watch.cancel()
         log.info("pylog broker shutting down")
         await broker.stop()
         log.info("pylog broker stopped")
     return 0
+
+
+async def _exit_with_parent(parent: int, stop: asyncio.Event) -> None:
+    """Set `stop` once this process's parent is no longer `parent` (it died and we were re-parented)."""
+    while os.getppid() == parent:
+        await asyncio.sleep(1.0)
+    log.warning("pylog broker: its parent process %d went away; stopping", parent)
+    stop.set()
 
 
 def _skip_pyarrow_pandas_probe() -> None:
