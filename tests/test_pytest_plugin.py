@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples" / "pytest"
+README = Path(__file__).resolve().parents[1] / "README.md"
 
 
 def pytest_in(directory: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
@@ -34,6 +35,17 @@ def test_the_example_suite_passes(tmp_path: Path) -> None:
     out = pytest_in(tmp_path / "example")
     assert out.returncode == 0, f"{out.stdout[-6000:]}\n{out.stderr[-3000:]}"
     assert outcome(out) == {"passed": 13}, out.stdout[-2000:]
+
+
+def test_the_readme_example_passes(tmp_path: Path) -> None:
+    from test_readme import BLOCK, PYTEST_FIXTURES, section
+
+    text = README.read_text()
+    start, end = section(text, PYTEST_FIXTURES)
+    (code,) = [m.group(2) for m in BLOCK.finditer(text, start, end) if m.group(1) == "python"]
+    (tmp_path / "test_readme_example.py").write_text(code)
+    out = pytest_in(tmp_path)
+    assert out.returncode == 0 and outcome(out) == {"passed": 1}, out.stdout[-3000:]
 
 
 def test_a_session_without_the_fixtures_starts_nothing(tmp_path: Path) -> None:
