@@ -114,7 +114,7 @@ class LocalBroker:
                 self.stop()
                 raise TimeoutError(f"the pylog broker did not listen within {self.startup_timeout_s}s:\n"
                                    f"{self.log_tail()}")
-            time.sleep(0.05)
+            time.sleep(0.01)  # the first request of a test waits on this
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """SIGTERM, wait up to `timeout_s`, then SIGKILL; deletes a temporary data directory."""
