@@ -11,7 +11,8 @@ import asyncio
 import json
 from collections import Counter
 
-IDLE_S = 0.5  # the topic is read to its end once no record arrives for this long
+FIRST_S = 10.0  # how long to wait for the first record (joining the group, the first fetch)
+IDLE_S = 1.0  # after that, the topic is read to its end once no record arrives for this long
 
 
 def _add(totals: Counter[str], value: bytes) -> None:
@@ -23,12 +24,13 @@ def totals_kafka_python(bootstrap_servers: str, topic: str, group: str) -> dict[
     from kafka import KafkaConsumer
 
     consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap_servers, group_id=group,
-                             auto_offset_reset="earliest", enable_auto_commit=False,
-                             consumer_timeout_ms=int(IDLE_S * 1000))
+                             auto_offset_reset="earliest", enable_auto_commit=False)
     totals: Counter[str] = Counter()
     try:
-        for record in consumer:
-            _add(totals, record.value)
+        while batch := consumer.poll(timeout_ms=int((IDLE_S if totals else FIRST_S) * 1000)):
+            for records in batch.values():
+                for record in records:
+                    _add(totals, record.value)
         consumer.commit()
     finally:
         consumer.close()
@@ -43,7 +45,7 @@ def totals_confluent(bootstrap_servers: str, topic: str, group: str) -> dict[str
     consumer.subscribe([topic])
     totals: Counter[str] = Counter()
     try:
-        while (msg := consumer.poll(IDLE_S if totals else 10.0)) is not None:
+        while (msg := consumer.poll(IDLE_S if totals else FIRST_S)) is not None:
             if msg.error():
                 raise RuntimeError(msg.error())
             _add(totals, msg.value())
@@ -62,7 +64,7 @@ def totals_aiokafka(bootstrap_servers: str, topic: str, group: str) -> dict[str,
         await consumer.start()
         totals: Counter[str] = Counter()
         try:
-            while batch := await consumer.getmany(timeout_ms=int((IDLE_S if totals else 10.0) * 1000)):
+            while batch := await consumer.getmany(timeout_ms=int((IDLE_S if totals else FIRST_S) * 1000)):
                 for records in batch.values():
                     for record in records:
                         _add(totals, record.value)
