@@ -29,26 +29,25 @@ def outcome(out: subprocess.CompletedProcess[str]) -> dict[str, int]:
     return {kind: int(n) for n, kind in re.findall(r"(\d+) (passed|failed|errors?|skipped)", out.stdout)}
 
 
-@pytest.mark.timeout(600)
-def test_the_example_suite_passes(tmp_path: Path) -> None:
-    shutil.copytree(EXAMPLES, tmp_path / "example")
-    out = pytest_in(tmp_path / "example")
-    assert out.returncode == 0, f"{out.stdout[-6000:]}\n{out.stderr[-3000:]}"
-    assert outcome(out) == {"passed": 13}, out.stdout[-2000:]
-
-
-def test_the_readme_example_passes(tmp_path: Path) -> None:
+def readme_example() -> str:
     from test_readme import BLOCK, PYTEST_FIXTURES, section
 
     text = README.read_text()
     start, end = section(text, PYTEST_FIXTURES)
     (code,) = [m.group(2) for m in BLOCK.finditer(text, start, end) if m.group(1) == "python"]
-    (tmp_path / "test_readme_example.py").write_text(code)
-    out = pytest_in(tmp_path)
-    assert out.returncode == 0 and outcome(out) == {"passed": 1}, out.stdout[-3000:]
+    return code
 
 
-def test_a_session_without_the_fixtures_starts_nothing(tmp_path: Path) -> None:
+@pytest.mark.timeout(600)
+def test_the_example_suite_and_the_readme_example_pass(tmp_path: Path) -> None:
+    shutil.copytree(EXAMPLES, tmp_path / "example")
+    (tmp_path / "example" / "test_readme_example.py").write_text(readme_example())
+    out = pytest_in(tmp_path / "example")
+    assert out.returncode == 0, f"{out.stdout[-6000:]}\n{out.stderr[-3000:]}"
+    assert outcome(out) == {"passed": 14}, out.stdout[-2000:]
+
+
+def test_the_plugin_starts_nothing_unasked_and_gives_way_to_a_conftest(tmp_path: Path) -> None:
     (tmp_path / "test_plain.py").write_text('''
 import sys
 
@@ -58,12 +57,7 @@ def test_plain(request):
     # neither a broker nor pyarrow: the plugin costs a session that does not use it nothing
     assert "pylog.local" not in sys.modules and "pyarrow" not in sys.modules
 ''')
-    out = pytest_in(tmp_path)
-    assert out.returncode == 0 and outcome(out) == {"passed": 1}, out.stdout[-3000:]
-
-
-def test_a_conftest_fixture_of_the_same_name_wins(tmp_path: Path) -> None:
-    """A project that already has a ``kafka_broker`` fixture (say, a Docker one) keeps it."""
+    # a project that already has a `kafka_broker` fixture (say, a Docker one) keeps it
     (tmp_path / "conftest.py").write_text('''
 import pytest
 
@@ -77,4 +71,4 @@ def test_own(kafka_broker):
     assert kafka_broker == "theirs"
 ''')
     out = pytest_in(tmp_path)
-    assert out.returncode == 0 and outcome(out) == {"passed": 1}, out.stdout[-3000:]
+    assert out.returncode == 0 and outcome(out) == {"passed": 2}, out.stdout[-3000:]
