@@ -72,12 +72,15 @@ def _read(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def describe_cluster(bootstrap: str, *, timeout_s: float = 5.0) -> ClusterInfo:
+def describe_cluster(bootstrap: str, *, timeout_s: float = 5.0, controllers: bool = False) -> ClusterInfo:
+    """The cluster as a broker describes it (its controller is any live broker, which forwards),
+    or, with ``controllers`` and a controller listener's address (KIP-919), the controllers and
+    the active one."""
     r = request(
         bootstrap,
         ApiKey.DESCRIBE_CLUSTER,
         1,
-        {"include_cluster_authorized_operations": False, "endpoint_type": 1},
+        {"include_cluster_authorized_operations": False, "endpoint_type": 2 if controllers else 1},
         timeout_s=timeout_s,
     )
     if r.error_code:

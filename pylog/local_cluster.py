@@ -63,6 +63,11 @@ class LocalNode:
         return f"{self.host}:{self.broker_port}"
 
     @property
+    def controller_bootstrap(self) -> str:
+        """The controller listener (a voter's): ``--bootstrap-controller``."""
+        return f"{self.host}:{self.controller_port}"
+
+    @property
     def pid(self) -> int | None:
         """The broker process itself (not its watchdog), while it runs."""
         if self.process is None or self.process.poll() is not None:
@@ -332,17 +337,18 @@ class LocalCluster:
     # ------------------------------------------------------------------ asking the cluster
 
     def controller_id(self, timeout_s: float = 10.0) -> int:
-        """The active controller, as DescribeCluster through any running node reports it."""
+        """The active controller, as DescribeCluster on any running voter's controller listener
+        reports it (brokers name any live broker)."""
         from pylog.cluster_info import describe_cluster
 
         deadline = time.monotonic() + timeout_s
         last: Exception | None = None
         while time.monotonic() < deadline:
             for node in self.nodes.values():
-                if not node.running:
+                if not node.running or node.node_id > self.voter_count:
                     continue
                 try:
-                    info = describe_cluster(node.bootstrap, timeout_s=2.0)
+                    info = describe_cluster(node.controller_bootstrap, timeout_s=2.0, controllers=True)
                 except OSError as exc:
                     last = exc
                     continue

@@ -115,6 +115,7 @@ def info(args: argparse.Namespace) -> int:
     with admin_client(args) as admin:
         cluster = admin.describe_cluster()
         topics = admin.describe_topics()
+        controller = _active_controller(admin, cluster.get("controller_id"))
     brokers = sorted(
         (
             {
@@ -129,13 +130,23 @@ def info(args: argparse.Namespace) -> int:
     )
     data = {
         "cluster_id": cluster.get("cluster_id"),
-        "controller_id": cluster.get("controller_id"),
+        "controller_id": controller,
         "brokers": brokers,
         "topics": sum(1 for t in topics if not _internal(t)),
         "internal_topics": sum(1 for t in topics if _internal(t)),
     }
     emit(args, data, _render)
     return 0
+
+
+def _active_controller(admin: Any, named: int | None) -> int | None:
+    """The metadata quorum's leader: brokers of a KRaft cluster name any live broker as the
+    controller (it forwards), so DescribeCluster alone does not tell which node leads."""
+    try:
+        quorum = admin.describe_metadata_quorum()
+        return int(quorum["topics"][0]["partitions"][0]["leader_id"])
+    except Exception:  # a cluster without a KRaft quorum to describe
+        return named
 
 
 def _internal(topic: dict[str, Any]) -> bool:

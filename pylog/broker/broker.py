@@ -194,6 +194,7 @@ class Broker:
             session_timeout_ms=s.session_timeout_ms,
             snapshot_bytes=cfg.int("metadata.log.max.record.bytes.between.snapshots"),
             bootstrap=read_bootstrap(self.data_dir),
+            broker_settings=cfg.raw,
         )
         self.controller_table = controller_handlers(
             ControllerServices(

@@ -38,7 +38,7 @@ import asyncio
 import itertools
 import logging
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -47,6 +47,7 @@ from pylog.protocol.errors import ErrorCode
 from pylog.broker.coordinator_shell import CoordinatorShell, ResponseOnError, wall_clock_ms
 from pylog.broker.internal_topics import iter_log_entries
 from pylog.cluster.controller import NewTopic
+from pylog.cluster.records import ConfigResourceType
 from pylog.config import BROKER_CONFIGS
 from pylog.groups import (
     CoordinatorRecord,
@@ -129,13 +130,21 @@ class GroupShell(CoordinatorShell):
         self.coordinator = GroupCoordinator(self.config, rng=random.Random(seed), owned_partitions=())
         n = self.config.offsets_topic_num_partitions
         self.consumer = ConsumerGroupCoordinator(
-            ConsumerGroupConfig.from_kafka(self.raw_props, n), rng=random.Random(seed + 1)
+            ConsumerGroupConfig.from_kafka(self.raw_props, n),
+            rng=random.Random(seed + 1),
+            group_configs=self.group_configs,
         )
         self.share = ShareGroupCoordinator(
-            ShareGroupConfig.from_kafka(self.raw_props, n), rng=random.Random(seed + 2)
+            ShareGroupConfig.from_kafka(self.raw_props, n),
+            rng=random.Random(seed + 2),
+            group_configs=self.group_configs,
         )
         self.coordinator.offsets_in_use = self._offsets_in_use
         await self._replay_led_partitions()
+
+    def group_configs(self, group_id: str) -> Mapping[str, str]:
+        """A group's GROUP config overrides, as committed in the metadata image."""
+        return self.metadata.image.configs(ConfigResourceType.GROUP, group_id)
 
     def stop(self) -> None:
         super().stop()

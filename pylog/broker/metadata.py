@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import random
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -43,6 +44,13 @@ class MetadataView(Protocol):
     def topic_configs(self, name: str) -> dict[str, str]: ...
 
     def brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]: ...
+
+
+def random_live_broker(view: MetadataView, listener: str | None = None) -> int:
+    """The controller a broker names to clients (Kafka's KRaft ``getRandomAliveBrokerId``): any
+    live broker, which forwards controller requests; -1 when there is none."""
+    live = [b[0] for b in view.brokers(listener)]
+    return random.choice(live) if live else -1
 
 
 class MetadataPublisher(Protocol):

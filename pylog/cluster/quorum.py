@@ -29,8 +29,10 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from pylog.cluster import features
 from pylog.cluster.bootstrap import log_is_empty
 from pylog.cluster.controller import ControllerResult, QuorumController
+from pylog.cluster.feature_control import bootstrap_feature_records
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.image_feed import ImageFeed, MetadataListener
 from pylog.cluster.metadata_log import MetadataLogStore
@@ -79,6 +81,7 @@ class MetadataQuorum:
         clock: Callable[[], int] | None = None,
         snapshot_bytes: int = 20 * 1024 * 1024,
         bootstrap: Sequence[MetadataRecord] = (),
+        broker_settings: Callable[[str], str | None] | None = None,
     ) -> None:
         self.data_dir = Path(data_dir)
         self.node_id = node_id
@@ -99,6 +102,7 @@ class MetadataQuorum:
             unclean_leader_election=unclean_leader_election,
             session_timeout_ms=session_timeout_ms,
             active=False,
+            broker_settings=broker_settings,
         )
         self.snapshot_bytes = snapshot_bytes
         self._commit_waiters: list[asyncio.Future[None]] = []
@@ -220,6 +224,10 @@ class MetadataQuorum:
     async def _propose(self, records: Sequence[MetadataRecord]) -> int:
         # The proposal happens before the first suspension, so records generated and
         # proposed without an await in between keep their order in the log.
+        return await self._propose_now(records)
+
+    def _propose_now(self, records: Sequence[MetadataRecord]) -> asyncio.Future[int]:
+        """Propose at once; the future resolves once the batch is committed and applied."""
         node = self._require_node()
         result = node.propose(encode_records(records))
         if isinstance(result, NotLeader):
@@ -227,7 +235,7 @@ class MetadataQuorum:
         fut: asyncio.Future[int] = asyncio.get_running_loop().create_future()
         self._pending[result] = (node.term, fut)
         self._process_ready()
-        return await fut
+        return fut
 
     async def execute(self, op: Callable[[QuorumController], ControllerResult[T]]) -> T:
         """Run a controller command and commit its records; returns the command's response.
@@ -281,20 +289,23 @@ class MetadataQuorum:
     def _drain_ready(self) -> None:
         node, store = self._require_node(), self._store
         assert store is not None
-        while node.has_ready():
-            rd = node.ready()
-            store.save(rd)
-            if rd.messages and self._send is not None:
-                for m in rd.messages:
-                    self._send(m)
-            if rd.snapshot is not None:
-                self._restore(rd.snapshot.index, rd.snapshot.data)
-            for e in rd.committed_entries:
-                self._apply(e.index, e.term, e.data)
-            node.advance(rd)
-            if not node.has_ready():
-                self._maybe_snapshot(node, store)
-        self._track_leadership(node)
+        while True:
+            while node.has_ready():
+                rd = node.ready()
+                store.save(rd)
+                if rd.messages and self._send is not None:
+                    for m in rd.messages:
+                        self._send(m)
+                if rd.snapshot is not None:
+                    self._restore(rd.snapshot.index, rd.snapshot.data)
+                for e in rd.committed_entries:
+                    self._apply(e.index, e.term, e.data)
+                node.advance(rd)
+                if not node.has_ready():
+                    self._maybe_snapshot(node, store)
+            self._track_leadership(node)
+            if not node.has_ready():  # else activation proposed bootstrap records
+                break
 
     def _restore(self, index: int, data: bytes) -> None:
         """A snapshot from the leader replaces the image (this node was behind its log start)."""
@@ -372,8 +383,7 @@ class MetadataQuorum:
                 self._leader_start = node.last_index
             if not self.controller.active and node.applied >= self._leader_start:
                 self.controller.activate(self.image.copy(), self.now_ms())
-                if self.bootstrap and log_is_empty(self.image):
-                    self._commit_bootstrap()
+                self._commit_bootstrap()
                 if self._controller_ready is not None:
                     self._controller_ready.set()
         elif self._leader_start:
@@ -384,11 +394,20 @@ class MetadataQuorum:
             self._fail_pending(node.leader_id)
 
     def _commit_bootstrap(self) -> None:
+        """A new cluster's bootstrap records (while the log is empty) and its finalized feature
+        levels (while the log has none, as in logs written before pylog recorded them)."""
+        records = list(self.bootstrap) if self.bootstrap and log_is_empty(self.image) else []
+        records += bootstrap_feature_records(self.image, features.BOOTSTRAP)
+        if not records:
+            return
+
         def done(fut: asyncio.Future[int]) -> None:
             if not fut.cancelled() and fut.exception() is not None:
                 log.warning("bootstrap records not committed: %s", fut.exception())
 
-        asyncio.ensure_future(self.submit(self.bootstrap)).add_done_callback(done)
+        for r in records:  # first in the new leader's log: no command can come before them
+            self.controller.image.apply(r)
+        self._propose_now(records).add_done_callback(done)
 
     def _fail_pending(self, leader_hint: int | None) -> None:
         pending, self._pending = self._pending, {}

@@ -21,7 +21,7 @@ from __future__ import annotations
 import random
 import re
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -50,6 +50,8 @@ from pylog.protocol.errors import ErrorCode
 
 TopicsView = Mapping[str, tuple[uuid.UUID, int]]
 """Every topic of the cluster: name -> (topic id, partition count)."""
+SESSION_TIMEOUT = "consumer.session.timeout.ms"  # the GROUP configs a group may override
+HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
 
 
 @dataclass(frozen=True)
@@ -100,11 +102,27 @@ class Heartbeat:
 class ConsumerGroupCoordinator:
     """Consumer groups of the `__consumer_offsets` partitions this broker coordinates."""
 
-    def __init__(self, config: ConsumerGroupConfig, *, rng: random.Random) -> None:
+    def __init__(
+        self,
+        config: ConsumerGroupConfig,
+        *,
+        rng: random.Random,
+        group_configs: Callable[[str], Mapping[str, str]] = lambda group_id: {},
+    ) -> None:
         self.config = config
+        self._group_configs = group_configs  # a group's GROUP config overrides (the metadata image)
         self._rng = rng
         self._groups: dict[str, ConsumerGroup] = {}
         self._loading: set[int] = set()
+
+    def _timeout_ms(self, group_id: str, name: str) -> int:
+        """``consumer.session.timeout.ms`` / ``consumer.heartbeat.interval.ms`` of a group: its
+        GROUP config override, else the broker-wide setting."""
+        value = self._group_configs(group_id).get(name)
+        if value is not None:
+            return int(value)
+        c = self.config
+        return c.session_timeout_ms if name == SESSION_TIMEOUT else c.heartbeat_interval_ms
 
     # ------------------------------------------------------------------ queries
 
@@ -156,14 +174,14 @@ class ConsumerGroupCoordinator:
         if group.group_epoch > group.assignment_epoch:
             self._compute_target(group, topics, out)
         self._reconcile(group, member, hb.owned, now_ms, out)
-        member.session_deadline_ms = now_ms + self.config.session_timeout_ms
+        member.session_deadline_ms = now_ms + self._timeout_ms(group.group_id, SESSION_TIMEOUT)
         response = {
             "throttle_time_ms": 0,
             "error_code": ErrorCode.NONE,
             "error_message": None,
             "member_id": member.member_id,
             "member_epoch": member.member_epoch,
-            "heartbeat_interval_ms": self.config.heartbeat_interval_ms,
+            "heartbeat_interval_ms": self._timeout_ms(group.group_id, HEARTBEAT_INTERVAL),
             "assignment": None,
         }
         if (
@@ -396,7 +414,7 @@ class ConsumerGroupCoordinator:
             member.assignment = replace(
                 a, member_epoch=STATIC_LEAVE_EPOCH, previous_member_epoch=a.member_epoch
             )
-            member.session_deadline_ms = now_ms + self.config.session_timeout_ms
+            member.session_deadline_ms = now_ms + self._timeout_ms(group.group_id, SESSION_TIMEOUT)
             self._write_current(group, member, out)
         else:
             self._fence(group, member, out)
@@ -581,7 +599,7 @@ class ConsumerGroupCoordinator:
             if g.partition != partition:
                 continue
             for m in g.members.values():
-                m.session_deadline_ms = now_ms + self.config.session_timeout_ms
+                m.session_deadline_ms = now_ms + self._timeout_ms(g.group_id, SESSION_TIMEOUT)
                 if m.assignment.state is MemberState.UNREVOKED_PARTITIONS:
                     m.revocation_deadline_ms = now_ms + m.rebalance_timeout_ms
             g.subscribed_partitions = None  # taken from the topics at the next heartbeat

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import random
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -38,6 +38,8 @@ from pylog.groups.types import CoordinatorRecord, ListedGroup, Output
 from pylog.protocol.errors import ErrorCode
 
 TopicsView = Mapping[str, tuple[uuid.UUID, int]]
+SESSION_TIMEOUT = "share.session.timeout.ms"  # the GROUP configs a group may override
+HEARTBEAT_INTERVAL = "share.heartbeat.interval.ms"
 
 
 @dataclass(frozen=True)
@@ -87,11 +89,27 @@ class ShareGroup:
 
 
 class ShareGroupCoordinator:
-    def __init__(self, config: ShareGroupConfig, *, rng: random.Random) -> None:
+    def __init__(
+        self,
+        config: ShareGroupConfig,
+        *,
+        rng: random.Random,
+        group_configs: Callable[[str], Mapping[str, str]] = lambda group_id: {},
+    ) -> None:
         self.config = config
+        self._group_configs = group_configs  # a group's GROUP config overrides (the metadata image)
         self._rng = rng
         self._groups: dict[str, ShareGroup] = {}
         self._loading: set[int] = set()
+
+    def _timeout_ms(self, group_id: str, name: str) -> int:
+        """``share.session.timeout.ms`` / ``share.heartbeat.interval.ms`` of a group: its GROUP
+        config override, else the broker-wide setting."""
+        value = self._group_configs(group_id).get(name)
+        if value is not None:
+            return int(value)
+        c = self.config
+        return c.session_timeout_ms if name == SESSION_TIMEOUT else c.heartbeat_interval_ms
 
     def has_group(self, group_id: str) -> bool:
         return group_id in self._groups
@@ -234,12 +252,12 @@ class ShareGroupCoordinator:
                     },
                 )
             )
-        member.session_deadline_ms = now_ms + self.config.session_timeout_ms
+        member.session_deadline_ms = now_ms + self._timeout_ms(group_id, SESSION_TIMEOUT)
         send = member_epoch == 0 or (member.assigned, member.member_epoch) != before
         out.response = _ok(
             member.member_id,
             member.member_epoch,
-            self.config.heartbeat_interval_ms,
+            self._timeout_ms(group_id, HEARTBEAT_INTERVAL),
             {"topic_partitions": to_wire(member.assigned)} if send else None,
         )
         return out
@@ -380,7 +398,7 @@ class ShareGroupCoordinator:
             if g.partition == partition:
                 g.subscribed_partitions = None
                 for m in g.members.values():
-                    m.session_deadline_ms = now_ms + self.config.session_timeout_ms
+                    m.session_deadline_ms = now_ms + self._timeout_ms(g.group_id, SESSION_TIMEOUT)
         self._loading.discard(partition)
 
     def unload_partition(self, partition: int) -> Output:
