@@ -117,17 +117,17 @@ def main() -> None:
     except ImportError:
         pass
     print(f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}, {args.runs} runs each, seconds")
-    print(f"{'':34} {'median':>8} {'worst':>8}")
+    print(f"{'':42} {'median':>8} {'worst':>8}")
     for name, run in rows:
         run()  # warm the page cache
         xs = [run() for _ in range(args.runs)]
-        print(f"{name:34} {statistics.median(xs):8.3f} {max(xs):8.3f}")
+        print(f"{name:42} {statistics.median(xs):8.3f} {max(xs):8.3f}")
     for registry in (False, True):
         local_broker(registry)
         got = [local_broker(registry) for _ in range(args.runs)]
         name = "LocalBroker" + (" + registry" if registry else "")
         for what, xs in (("start() returned", [g[0] for g in got]), ("first answer", [g[1] for g in got])):
-            print(f"{name + ': ' + what:34} {statistics.median(xs):8.3f} {max(xs):8.3f}")
+            print(f"{name + ': ' + what:42} {statistics.median(xs):8.3f} {max(xs):8.3f}")
 
 
 if __name__ == "__main__":
