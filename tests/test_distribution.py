@@ -147,7 +147,7 @@ def venv(dist: Dist, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Venv]
     # pip of this environment installs into the new one: the wheel, its dependencies, pytest
     installed = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "--no-input", "--quiet",
-         "--disable-pip-version-check", "-c", str(pins), str(dist.wheel), "pytest"],
+         "--no-compile", "--disable-pip-version-check", "-c", str(pins), str(dist.wheel), "pytest"],
         capture_output=True, text=True, timeout=600, check=False)
     assert installed.returncode == 0, f"pip install of the wheel failed:\n{installed.stderr[-5000:]}"
     work = root / "work"
