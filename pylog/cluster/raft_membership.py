@@ -147,8 +147,9 @@ class Membership:
     def add_voter(self, voter: VoterNode, *, max_lag: int = 0) -> int | VoterChangeRefused | NotLeader:
         """Append a voter set with ``voter`` added; its index, or why not (Kafka's AddVoterHandler).
 
-        The new voter must be an observer whose latest fetch, within an election timeout, started
-        no more than ``max_lag`` entries behind the commit index."""
+        The new voter must be an observer that fetched within the last election timeout and was
+        caught up then (a fetch from the commit index), or whose latest fetch started no more than
+        ``max_lag`` entries behind it (Kafka's ``isReplicaCaughtUp``)."""
         refused = self._refuse_change()
         if refused is not None:
             return refused
@@ -166,7 +167,8 @@ class Membership:
                 f"replica {voter.node_id}:{voter.directory_id} is not fetching from the leader",
             )
         recent = self._ticks - obs.last_fetch_tick <= self.election_timeout
-        if not recent or obs.fetch_offset - 1 < self.committed - max_lag:
+        caught_up = self._ticks - obs.caught_up_tick <= self.election_timeout
+        if not recent or not (caught_up or obs.fetch_offset - 1 >= self.committed - max_lag):
             return VoterChangeRefused(
                 ErrorCode.REQUEST_TIMED_OUT,
                 f"replica {voter.node_id} is lagging behind (fetching from {obs.fetch_offset}, "
