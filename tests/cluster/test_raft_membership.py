@@ -16,6 +16,7 @@ import random
 from collections import Counter
 
 import pytest
+from pylog.protocol.errors import ErrorCode
 from raft_sim import SimCluster
 
 from pylog.cluster.raft import MemoryStorage, NotLeader, RaftNode, Role, VoterChangeRefused
@@ -30,7 +31,6 @@ from pylog.cluster.voters import (
     decode_control,
     encode_control,
 )
-from pylog.protocol.errors import ErrorCode
 
 BOUND = 400  # ticks (election timeout 10)
 SCHEDULES = int(os.environ.get("PYLOG_RAFT_MEMBERSHIP_SCHEDULES", "120"))
@@ -50,9 +50,9 @@ def commit(sim: SimCluster, data: bytes) -> int:
         lead = leader(sim)
         index = lead.propose(data)
         sim.process(lead)
-        if isinstance(index, int) and sim.run_until(lambda: sim.all_applied(index), BOUND):  # noqa: B023
-            if sim.checker.committed[index][1] == data:
-                return index
+        applied = isinstance(index, int) and sim.run_until(lambda: sim.all_applied(index), BOUND)  # noqa: B023
+        if applied and sim.checker.committed[index][1] == data:
+            return index
     raise AssertionError(f"{data!r} did not commit")
 
 
@@ -156,7 +156,6 @@ def test_a_removed_leader_resigns_once_committed_and_follows_as_an_observer() ->
         assert lead.committed >= index and not lead.is_voter
         new = leader(sim)
         assert new.id != old and new.term > term and old not in new.voters
-        assert sim.stats.get("resigned", 0) == 0
         after = commit(sim, b"after-the-leader-left")
         assert sim.nodes[old].applied >= after  # the old leader follows the log as an observer
         for _ in range(50):
@@ -296,7 +295,7 @@ def test_membership_schedules(chunk: int) -> None:
             total += membership_schedule(seed)
         except Exception as exc:
             line = f"PYLOG_RAFT_MEMBERSHIP_SEED={seed}"
-            print(f"\nmembership schedule failed: replay with {line} pytest tests/cluster/test_raft_membership.py")
+            print(f"\nmembership schedule failed: replay with {line} pytest {__file__}")
             raise AssertionError(f"membership schedule {seed} failed ({line}): {exc}") from exc
     seeds = _seeds()[chunk : chunk + 20]
     print(f"\nmembership seeds {seeds[0]}..{seeds[-1]}: {dict(sorted(total.items()))}")
