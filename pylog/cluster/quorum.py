@@ -266,9 +266,12 @@ class MetadataQuorum:
             return []
         return [vs for vs in (node.voter_set, node.committed_voter_set) if vs is not None]
 
-    async def add_voter(self, voter: VoterNode, timeout_s: float) -> tuple[int, str | None]:
-        """AddRaftVoter on the leader: (error code, message) once the change commits or fails."""
-        return await self._change(lambda n: n.add_voter(voter), timeout_s)
+    async def add_voter(
+        self, voter: VoterNode, timeout_s: float, *, wait: bool = True
+    ) -> tuple[int, str | None]:
+        """AddRaftVoter on the leader: (error code, message) once the change commits (or is
+        appended, without ``wait``) or fails."""
+        return await self._change(lambda n: n.add_voter(voter), timeout_s, wait=wait)
 
     async def remove_voter(
         self, node_id: int, directory_id: uuid.UUID | None, timeout_s: float

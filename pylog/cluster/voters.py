@@ -20,10 +20,11 @@ node's log (Kafka's VoterSetHistory): appends, truncation of a conflicting suffi
 
 from __future__ import annotations
 
+import base64
 import json
 import uuid
-from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from typing import Any
 
 CONTROL_PREFIX = b"{"
@@ -282,9 +283,28 @@ class VoterHistory:
         self._states = [VoterState(min(base.index, index), base.voters, base.kraft_version), *keep]
 
 
-def voters_from_ids(ids: Sequence[int]) -> VoterSet:
-    return VoterSet.of_ids(ids)
+def directory_id_str(u: uuid.UUID | None) -> str:
+    """Kafka's text form of a directory id (its ``Uuid``: base64url, no padding)."""
+    if u is None:
+        return "AAAAAAAAAAAAAAAAAAAAAA"
+    return base64.urlsafe_b64encode(u.bytes).rstrip(b"=").decode()
 
 
-def with_endpoints(v: VoterNode, endpoints: Iterable[Endpoint]) -> VoterNode:
-    return replace(v, endpoints=tuple(endpoints))
+def parse_directory_id(text: str) -> uuid.UUID:
+    """A directory id in Kafka's text form (or as a hyphenated UUID); ValueError otherwise."""
+    text = text.strip()
+    if len(text) == 22:
+        try:
+            raw = base64.urlsafe_b64decode(text + "==")
+        except (ValueError, TypeError):
+            raw = b""
+        if len(raw) == 16:
+            return uuid.UUID(bytes=raw)
+    try:
+        return uuid.UUID(text)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a directory id (e.g. {directory_id_str(uuid.uuid4())})") from None
+
+
+def new_directory_id() -> uuid.UUID:
+    return uuid.uuid4()
