@@ -7,6 +7,9 @@ assignor over all members and stores the new target, stamped with the group epoc
 then reconciles towards its target at its own pace (`reconciliation`). The group's state is
 derived, never stored: Empty (no members), Assigning (target behind the group epoch),
 Reconciling (some member not yet at the target epoch), Stable.
+
+Members speak ConsumerGroupHeartbeat, or the classic protocol when the group was converted from
+a classic group (or a classic consumer joined it): see `migration`.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from dataclasses import dataclass, field
 
 from pylog.groups.group_records import Assignment
 from pylog.groups.reconciliation import MemberAssignment, MemberState
+from pylog.groups.registry import Deadline
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
@@ -33,12 +37,19 @@ class ConsumerMember:
     server_assignor: str | None = None
     rebalance_timeout_ms: int = 300000
     assignment: MemberAssignment = field(default_factory=MemberAssignment)
-    session_deadline_ms: int | None = None
-    revocation_deadline_ms: int | None = None
+    # Set for a member that speaks the classic protocol (JoinGroup / SyncGroup / Heartbeat).
+    classic: ClassicMemberMetadata | None = None
+    session: Deadline = field(default_factory=Deadline)
+    revocation: Deadline = field(default_factory=Deadline)
+    sync: Deadline = field(default_factory=Deadline)  # classic members: JoinGroup answered, no SyncGroup yet
 
     @property
     def member_epoch(self) -> int:
         return self.assignment.member_epoch
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def metadata_value(self) -> dict:
         return {
@@ -50,7 +61,21 @@ class ConsumerMember:
             "subscribed_topic_regex": self.subscribed_topic_regex,
             "rebalance_timeout_ms": self.rebalance_timeout_ms,
             "server_assignor": self.server_assignor,
+            "classic_member_metadata": None
+            if self.classic is None
+            else {
+                "session_timeout_ms": self.classic.session_timeout_ms,
+                "supported_protocols": [{"name": n, "metadata": m} for n, m in self.classic.protocols],
+            },
         }
+
+
+@dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """What a classic member of a consumer group joined with (Kafka's ClassicMemberMetadata)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
 
 
 @dataclass
@@ -65,6 +90,14 @@ class ConsumerGroup:
     # topic id -> partition count of every subscribed topic when the target was computed
     # (None after a replay: taken from the topics at the next heartbeat, without a new epoch)
     subscribed_partitions: dict[uuid.UUID, int] | None = field(default_factory=dict)
+    # Regular expressions whose topics count in the assignment. A new regex is resolved one
+    # heartbeat after it appears, as Kafka resolves them off the request path: the literal topics
+    # of a new subscription are assigned first, the regex's topics in a later heartbeat.
+    resolved_regexes: set[str] = field(default_factory=set)
+
+    def all_classic_except(self, member_id: str) -> bool:
+        """Whether every member other than `member_id` speaks the classic protocol."""
+        return all(m.uses_classic_protocol for mid, m in self.members.items() if mid != member_id)
 
     @property
     def state(self) -> str:

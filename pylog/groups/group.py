@@ -1,7 +1,7 @@
-"""One classic consumer group: its members, generation, protocol and committed offsets.
+"""One classic consumer group: its members, generation and protocol.
 
 This is plain data plus the group-local rules (protocol selection, leader choice, member
-validation). Everything that needs time, timers or responses lives in the coordinator.
+validation). Everything that needs time, timers or responses lives in `classic`.
 """
 
 from __future__ import annotations
@@ -11,13 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from pylog.groups.records import (
-    GroupMetadataValue,
-    MemberMetadataValue,
-    OffsetAndMetadata,
-    consumer_subscription_topics,
-)
-from pylog.groups.types import Handle, JoinGroupMember, TopicPartition
+from pylog.groups.records import GroupMetadataValue, MemberMetadataValue, consumer_subscription_topics
+from pylog.groups.registry import Deadline
+from pylog.groups.types import Handle, JoinGroupMember
 from pylog.protocol.errors import ErrorCode
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -51,9 +47,7 @@ class Member:
     sync_handle: Handle | None = None
     # Joined but not yet part of a completed generation: bounded by the new-member timeout.
     is_new: bool = False
-    heartbeat_deadline_ms: int | None = None
-    heartbeat_timer: int | None = None  # sequence number of the armed heap entry
-    heartbeat_armed_ms: int | None = None  # its deadline (<= heartbeat_deadline_ms)
+    session: Deadline = field(default_factory=Deadline)  # heartbeat deadline and its timer
 
     @property
     def awaiting_join(self) -> bool:
@@ -89,7 +83,6 @@ class ClassicGroup:
     pending_sync: set[str] = field(default_factory=set)
     supported_protocols: Counter[str] = field(default_factory=Counter)
     subscribed_topics: frozenset[str] | None = None
-    offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
     # Rebalance bookkeeping.
     join_timer: int | None = None
     sync_timer: int | None = None
