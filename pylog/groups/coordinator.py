@@ -665,7 +665,7 @@ class GroupCoordinator:
             )
             return out
         if isinstance(g, ClassicGroup):
-            if not g.members and not g.pending_members:
+            if not g.members:
                 self.classic.delete(g, out)  # an empty classic group gives way, its offsets stay
                 g = None
             elif hb.member_epoch == 0 and self.migration.can_upgrade(g):
@@ -689,9 +689,7 @@ class GroupCoordinator:
             error = e
         if error is ErrorCode.NONE:
             g = self.group(hb.group_id)
-            if isinstance(g, ConsumerGroup) or (
-                isinstance(g, ClassicGroup) and (g.members or g.pending_members)
-            ):
+            if isinstance(g, ConsumerGroup) or (isinstance(g, ClassicGroup) and g.members):
                 error = ErrorCode.GROUP_ID_NOT_FOUND
         if error is ErrorCode.NONE:
             error, message = self.share.validate(hb)
