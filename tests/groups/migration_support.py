@@ -70,17 +70,28 @@ class ClassicClient:
                 self.member_id = res.member_id
                 return self._join(w)
             if res.error != E.NONE:
-                self.member_id, self.generation = ("" if res.error == E.UNKNOWN_MEMBER_ID else self.member_id), -1
+                self.member_id, self.generation = (
+                    ("" if res.error == E.UNKNOWN_MEMBER_ID else self.member_id),
+                    -1,
+                )
                 return self._join(w)
             self.member_id, self.generation = res.member_id, res.generation_id
             assignments = _range([m.member_id for m in res.members]) if res.members else {}
             self.sync = next(_handles)
             w.absorb(
                 w.c.sync_group(
-                    GROUP, self.generation, self.member_id, None, "consumer", res.protocol_name,
-                    assignments, now_ms=w.now, handle=self.sync, topics=TOPICS,
+                    GROUP,
+                    self.generation,
+                    self.member_id,
+                    None,
+                    "consumer",
+                    res.protocol_name,
+                    assignments,
+                    now_ms=w.now,
+                    handle=self.sync,
+                    topics=TOPICS,
                 )
-            )  # fmt: skip
+            )
             return
         if self.sync is not None:
             res = w.results.pop(self.sync, None)
@@ -112,10 +123,21 @@ class ClassicClient:
         self.join = next(_handles)
         w.absorb(
             w.c.join_group(
-                GROUP, self.member_id, None, self.name, "/127.0.0.1", 10_000, 20_000, "consumer",
-                [("range", subscription(TOPIC))], api_version=5, now_ms=w.now, handle=self.join, topics=TOPICS,
+                GROUP,
+                self.member_id,
+                None,
+                self.name,
+                "/127.0.0.1",
+                10_000,
+                20_000,
+                "consumer",
+                [("range", subscription(TOPIC))],
+                api_version=5,
+                now_ms=w.now,
+                handle=self.join,
+                topics=TOPICS,
             )
-        )  # fmt: skip
+        )
 
     def leave(self, w: World) -> None:
         if self.member_id:

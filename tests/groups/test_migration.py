@@ -36,7 +36,9 @@ def world(policy: str = "bidirectional", seed: int = 1) -> World:
     c = GroupCoordinator(
         GroupConfig(offsets_topic_num_partitions=1, group_initial_rebalance_delay_ms=0),
         rng=random.Random(seed),
-        consumer=ConsumerGroupConfig(session_timeout_ms=10_000, heartbeat_interval_ms=500, migration_policy=policy),
+        consumer=ConsumerGroupConfig(
+            session_timeout_ms=10_000, heartbeat_interval_ms=500, migration_policy=policy
+        ),
     )
     return World(load_all(c, [], now_ms=0))
 
@@ -59,8 +61,17 @@ def test_consumer_member_joins_a_live_classic_group_and_the_group_goes_back() ->
     run(w, [a, b], 20)
     g = w.c.group(GROUP)
     assert isinstance(g, ClassicGroup) and g.is_(GroupState.STABLE) and owned([a, b]) == ALL
-    w.absorb(w.c.commit_offsets(GROUP, a.generation, a.member_id, None, [OffsetCommitPartition(TOPIC, 0, 7)],
-                                api_version=8, now_ms=w.now))  # fmt: skip
+    w.absorb(
+        w.c.commit_offsets(
+            GROUP,
+            a.generation,
+            a.member_id,
+            None,
+            [OffsetCommitPartition(TOPIC, 0, 7)],
+            api_version=8,
+            now_ms=w.now,
+        )
+    )
 
     k = ConsumerClient("k")
     run(w, [a, b, k], 40)
@@ -94,25 +105,45 @@ def test_upgrade_refused_by_policy_or_by_a_non_consumer_protocol() -> None:
     a = ClassicClient("a")
     run(w, [a], 10)
     r = w.c.consumer_group_heartbeat(
-        Heartbeat(GROUP, "", 0, rebalance_timeout_ms=1000, subscribed_topic_names=[TOPIC]), TOPICS, now_ms=w.now
+        Heartbeat(GROUP, "", 0, rebalance_timeout_ms=1000, subscribed_topic_names=[TOPIC]),
+        TOPICS,
+        now_ms=w.now,
     ).response
     assert r["error_code"] == E.GROUP_ID_NOT_FOUND
     assert isinstance(w.c.group(GROUP), ClassicGroup)
 
     w = world()
     h = 10**9
-    w.absorb(w.c.join_group("connect", "", None, "c", "/h", 10_000, 10_000, "connect", [("v1", b"x")],
-                            api_version=3, now_ms=0, handle=h))  # fmt: skip
+    w.absorb(
+        w.c.join_group(
+            "connect",
+            "",
+            None,
+            "c",
+            "/h",
+            10_000,
+            10_000,
+            "connect",
+            [("v1", b"x")],
+            api_version=3,
+            now_ms=0,
+            handle=h,
+        )
+    )
     w.tick(100)
     r = w.c.consumer_group_heartbeat(
-        Heartbeat("connect", "", 0, rebalance_timeout_ms=1000, subscribed_topic_names=[TOPIC]), TOPICS, now_ms=w.now
+        Heartbeat("connect", "", 0, rebalance_timeout_ms=1000, subscribed_topic_names=[TOPIC]),
+        TOPICS,
+        now_ms=w.now,
     ).response
     assert r["error_code"] == E.GROUP_ID_NOT_FOUND
 
 
 def test_an_empty_classic_group_gives_way_and_keeps_its_offsets() -> None:
     w = world()
-    w.absorb(w.c.commit_offsets(GROUP, -1, "", None, [OffsetCommitPartition(TOPIC, 1, 3)], api_version=8, now_ms=0))
+    w.absorb(
+        w.c.commit_offsets(GROUP, -1, "", None, [OffsetCommitPartition(TOPIC, 1, 3)], api_version=8, now_ms=0)
+    )
     k = ConsumerClient("k")
     run(w, [k], 4)
     assert isinstance(w.c.group(GROUP), ConsumerGroup) and k.owned == ALL
@@ -128,27 +159,67 @@ def test_classic_member_joining_a_consumer_group_reports_owned_partitions() -> N
     assert k.owned == ALL
     res = {}
     h = 10**9 + 1
-    w.absorb(w.c.join_group(GROUP, "", None, "a", "/h", 10_000, 20_000, "consumer",
-                            [("cooperative-sticky", subscription_v1(TOPIC, []))], api_version=5, now_ms=w.now,
-                            handle=h))  # fmt: skip
+    w.absorb(
+        w.c.join_group(
+            GROUP,
+            "",
+            None,
+            "a",
+            "/h",
+            10_000,
+            20_000,
+            "consumer",
+            [("cooperative-sticky", subscription_v1(TOPIC, []))],
+            api_version=5,
+            now_ms=w.now,
+            handle=h,
+        )
+    )
     res = w.results.pop(h)
     assert res.error == E.MEMBER_ID_REQUIRED
-    w.absorb(w.c.join_group(GROUP, res.member_id, None, "a", "/h", 10_000, 20_000, "consumer",
-                            [("cooperative-sticky", subscription_v1(TOPIC, []))], api_version=5, now_ms=w.now,
-                            handle=h + 1))  # fmt: skip
+    w.absorb(
+        w.c.join_group(
+            GROUP,
+            res.member_id,
+            None,
+            "a",
+            "/h",
+            10_000,
+            20_000,
+            "consumer",
+            [("cooperative-sticky", subscription_v1(TOPIC, []))],
+            api_version=5,
+            now_ms=w.now,
+            handle=h + 1,
+        )
+    )
     joined = w.results.pop(h + 1)
     assert joined.error == E.NONE and joined.leader == "" and joined.members == ()
     g = w.c.group(GROUP)
     assert isinstance(g, ConsumerGroup) and g.members[joined.member_id].classic is not None
     # k still owns everything: the classic member gets nothing until k revokes
-    w.absorb(w.c.sync_group(GROUP, joined.generation_id, joined.member_id, None, "consumer",
-                            "cooperative-sticky", {}, now_ms=w.now, handle=h + 2, topics=TOPICS))  # fmt: skip
+    w.absorb(
+        w.c.sync_group(
+            GROUP,
+            joined.generation_id,
+            joined.member_id,
+            None,
+            "consumer",
+            "cooperative-sticky",
+            {},
+            now_ms=w.now,
+            handle=h + 2,
+            topics=TOPICS,
+        )
+    )
     synced = w.results.pop(h + 2)
     assert synced.error == E.NONE
     k.step(w)  # k learns its new target and gives partitions up
     assert len(k.owned) == 3
     k.step(w)
-    assert w.absorb(w.c.heartbeat(GROUP, joined.generation_id, joined.member_id, None, now_ms=w.now)).response in (
+    assert w.absorb(
+        w.c.heartbeat(GROUP, joined.generation_id, joined.member_id, None, now_ms=w.now)
+    ).response in (
         E.REBALANCE_IN_PROGRESS,
         E.NONE,
     )
@@ -179,13 +250,29 @@ def test_regex_resubscription_assigns_only_the_new_subscription() -> None:
     assert names(r) == {"re1": 4, "re2": 4}
     # unsubscribe (librdkafka sends an empty subscription and gives everything up) ...
     everything = {topics["re1"][0]: frozenset(range(4)), topics["re2"][0]: frozenset(range(4))}
-    r = beat(Heartbeat("rx", mid, r["member_epoch"], subscribed_topic_names=[], subscribed_topic_regex="",
-                       owned=everything))  # fmt: skip
+    r = beat(
+        Heartbeat(
+            "rx",
+            mid,
+            r["member_epoch"],
+            subscribed_topic_names=[],
+            subscribed_topic_regex="",
+            owned=everything,
+        )
+    )
     assert names(r) == {}
     r = beat(Heartbeat("rx", mid, r["member_epoch"], owned={}))
     # ... then subscribe to a literal topic and another regex: the literal topic comes first
-    r = beat(Heartbeat("rx", mid, r["member_epoch"], subscribed_topic_names=["lit"], subscribed_topic_regex="^re2$",
-                       owned={}))  # fmt: skip
+    r = beat(
+        Heartbeat(
+            "rx",
+            mid,
+            r["member_epoch"],
+            subscribed_topic_names=["lit"],
+            subscribed_topic_regex="^re2$",
+            owned={},
+        )
+    )
     assert names(r) == {"lit": 2}
     r = beat(Heartbeat("rx", mid, r["member_epoch"], owned={topics["lit"][0]: frozenset(range(2))}))
     assert names(r) == {"lit": 2, "re2": 4}  # then the new regex's topics, and only those
@@ -206,7 +293,9 @@ def test_the_holder_of_a_partition_keeps_it_when_a_member_joins() -> None:
 
     ids = []
     for name in ("x", "y"):
-        r = beat(Heartbeat("one", "", 0, rebalance_timeout_ms=1000, subscribed_topic_names=["one"], client_id=name))
+        r = beat(
+            Heartbeat("one", "", 0, rebalance_timeout_ms=1000, subscribed_topic_names=["one"], client_id=name)
+        )
         ids.append((r["member_id"], r["member_epoch"], r["assignment"]["topic_partitions"]))
     (x, xe, xa), (y, ye, ya) = ids
     assert [tp["partitions"] for tp in xa] == [[0]] and ya == []
