@@ -137,7 +137,10 @@ def test_consumer_protocol_member_joins_a_live_classic_group_and_back(
     )
     classic.subscribe([topic_name])
     kp.subscribe([topic_name])
-    pollers = [lambda: poll_confluent(classic, "classic", t), lambda: poll_kafka_python(kp, "kafka-python", t)]
+    pollers = [
+        lambda: poll_confluent(classic, "classic", t),
+        lambda: poll_kafka_python(kp, "kafka-python", t),
+    ]
     try:
         produce(bootstrap, topic_name, range(0, 300), n)
         drain(pollers, t, 300)
@@ -158,7 +161,11 @@ def test_consumer_protocol_member_joins_a_live_classic_group_and_back(
 
         def poll_modern() -> None:
             msg = modern.poll(0.05)
-            if msg is not None and msg.error() is not None and msg.error().code() != KafkaError._PARTITION_EOF:
+            if (
+                msg is not None
+                and msg.error() is not None
+                and msg.error().code() != KafkaError._PARTITION_EOF
+            ):
                 errors.append(msg.error())
             elif msg is not None and msg.error() is None:
                 try:
@@ -303,7 +310,8 @@ def test_max_poll_interval_exceeded_moves_the_partition_only_after_the_member_le
             if msg is not None and msg.error() is None and got_at is None:
                 got_at = time.monotonic()
         assert got_at is None or got_at > first_at + max_poll_ms / 1000, (
-            f"the partition moved {got_at - first_at:.1f}s after the first record, before max.poll.interval.ms"
+            f"the partition moved {got_at - first_at:.1f}s after the first record, "
+            "before max.poll.interval.ms"
         )
         # the bad member polls again: it learns it exceeded the interval, leaves and rejoins
         saw_max_poll = False
