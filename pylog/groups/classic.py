@@ -493,35 +493,17 @@ class ClassicProtocol:
             if generation_id < 0:
                 return ErrorCode.NONE  # created by the commit: a standalone / admin group
             return ErrorCode.GROUP_ID_NOT_FOUND if api_version >= 9 else ErrorCode.ILLEGAL_GENERATION
-        if generation_id < 0 and group.is_(EMPTY):
-            return ErrorCode.NONE
-        if generation_id >= 0 or member_id or group_instance_id is not None:
-            if (e := group.validate_member(member_id, group_instance_id)) is not ErrorCode.NONE:
-                return e
-            if generation_id != group.generation_id:
-                return ErrorCode.ILLEGAL_GENERATION
-        elif not group.is_(EMPTY):
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if group.is_(COMPLETING):
-            # The member knows the new generation but has no assignment yet.
-            return ErrorCode.REBALANCE_IN_PROGRESS
-        return ErrorCode.NONE
+        return group.validate_commit(generation_id, member_id, group_instance_id)
 
     def validate_txn_commit(
         self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None
     ) -> ErrorCode:
-        """TxnOffsetCommit: v0-2 carry no member (accepted whatever the group does); v3+ members are
-        checked like OffsetCommit's, without the rebalance check."""
         group = self.group(group_id)
-        if group is None:
-            return ErrorCode.NONE
-        if group_instance_id is not None and group.static_members.get(group_instance_id) != member_id:
-            return ErrorCode.FENCED_INSTANCE_ID
-        if member_id and member_id not in group.members:
-            return ErrorCode.UNKNOWN_MEMBER_ID
-        if generation_id >= 0 and generation_id != group.generation_id:
-            return ErrorCode.ILLEGAL_GENERATION
-        return ErrorCode.NONE
+        return (
+            ErrorCode.NONE
+            if group is None
+            else group.validate_txn_commit(generation_id, member_id, group_instance_id)
+        )
 
     def committed(self, group_id: str, generation_id: int, member_id: str, now_ms: int) -> None:
         """An OffsetCommit was accepted: the group exists from now on, and a member's commit counts

@@ -15,8 +15,10 @@ a classic group (or a classic consumer joined it): see `migration`.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from pylog.groups.assignors import ASSIGNORS
 from pylog.groups.group_records import Assignment
 from pylog.groups.reconciliation import MemberAssignment, MemberState
 from pylog.groups.registry import Deadline
@@ -122,3 +124,71 @@ class ConsumerGroup:
                     for p in ps:
                         out[(t, p)] = mid
         return out
+
+
+GroupConfigs = Callable[[str], Mapping[str, str]]
+"""A group's own configs (Kafka's GROUP config resource: `consumer.session.timeout.ms`, ...)."""
+
+
+def no_group_configs(_group_id: str) -> Mapping[str, str]:
+    return {}
+
+
+@dataclass(frozen=True)
+class ConsumerGroupConfig:
+    session_timeout_ms: int = 45000  # group.consumer.session.timeout.ms
+    heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
+    assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
+    max_size: int = 2**31 - 1  # group.consumer.max.size
+    # group.consumer.migration.policy: which online conversions are allowed
+    migration_policy: str = "bidirectional"
+
+    @classmethod
+    def from_kafka(cls, props: Mapping[str, str]) -> ConsumerGroupConfig:
+        assignors = tuple(
+            a.strip() for a in props.get("group.consumer.assignors", "uniform,range").split(",") if a.strip()
+        )
+        unknown = [a for a in assignors if a not in ASSIGNORS]
+        if unknown or not assignors:
+            raise ValueError(
+                f"group.consumer.assignors: unknown assignor(s) {unknown}; known: {sorted(ASSIGNORS)}"
+            )
+        policy = props.get("group.consumer.migration.policy", "bidirectional").strip().lower()
+        if policy not in ("bidirectional", "upgrade", "downgrade", "disabled"):
+            raise ValueError(
+                f"group.consumer.migration.policy: {policy!r} is not one of "
+                "bidirectional, upgrade, downgrade, disabled"
+            )
+        return cls(
+            int(props.get("group.consumer.session.timeout.ms", 45000)),
+            int(props.get("group.consumer.heartbeat.interval.ms", 5000)),
+            assignors,
+            int(props.get("group.consumer.max.size", 2**31 - 1)),
+            policy,
+        )
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.migration_policy in ("bidirectional", "downgrade")
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """A ConsumerGroupHeartbeat request, as the coordinator reads it."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: list[str] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: Assignment | None = None
+    client_id: str = ""
+    client_host: str = ""

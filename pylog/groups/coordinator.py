@@ -44,11 +44,10 @@ from pylog.groups.consumer import (
 )
 from pylog.groups.consumer_group import ConsumerGroup
 from pylog.groups.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
-from pylog.groups.group_records import CONSUMER_TYPES, SHARE_TYPES
-from pylog.groups.group_records import decode_key as decode_group_record_key
+from pylog.groups.loading import LogEntry, replay
 from pylog.groups.migration import Migration
 from pylog.groups.offsets import ExpiryBasis, OffsetStore
-from pylog.groups.records import GroupKey, OffsetAndMetadata, OffsetKey, decode_key
+from pylog.groups.records import OffsetAndMetadata
 from pylog.groups.registry import GroupRegistry
 from pylog.groups.share import ShareGroupConfig, ShareHeartbeat, ShareProtocol
 from pylog.groups.share_group import ShareGroup
@@ -69,15 +68,10 @@ from pylog.groups.types import (
     PartitionError,
     SyncGroupResult,
     TopicPartition,
-    TxnMarkerRecord,
-    TxnOffsetRecord,
 )
 from pylog.protocol.errors import ErrorCode
 
 __all__ = ["GroupCoordinator", "LogEntry", "append_error_to_response"]
-
-LogEntry = tuple[bytes, bytes | None] | tuple[bytes, bytes | None, int] | TxnOffsetRecord | TxnMarkerRecord
-"""A replayed record: (key, value) or (key, value, log offset), a transactional one, or a marker."""
 
 
 def append_error_to_response(error: ErrorCode, *, offset_commit: bool = False) -> ErrorCode:
@@ -561,35 +555,21 @@ class GroupCoordinator:
 
     def consumer_group_describe(self, group_ids: Iterable[str], names: Mapping) -> list[dict]:
         """ConsumerGroupDescribe entries (without authorized operations)."""
-        out = []
-        for gid in group_ids:
-            g = self.group(gid)
-            if (e := self.coordinator_error(gid)) is not ErrorCode.NONE:
-                out.append(describe.failed(gid, e))
-            elif isinstance(g, ConsumerGroup):
-                out.append(describe.consumer_group(g, self.consumer.assignor_of(g), names))
-            elif self.group_type(gid) == "classic":
-                out.append(
-                    describe.failed(
-                        gid, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {gid} is not a consumer group."
-                    )
-                )
-            else:
-                out.append(describe.not_found(gid))
-        return out
+        return [
+            describe.failed(gid, e)
+            if (e := self.coordinator_error(gid)) is not ErrorCode.NONE
+            else describe.as_consumer_group(self.group(gid), gid, self.consumer.assignor_of, names)
+            for gid in group_ids
+        ]
 
     def share_group_describe(self, group_ids: Iterable[str], names: Mapping) -> list[dict]:
         """ShareGroupDescribe entries (without authorized operations)."""
-        out = []
-        for gid in group_ids:
-            g = self.group(gid)
-            if (e := self.coordinator_error(gid)) is not ErrorCode.NONE:
-                out.append(describe.failed(gid, e))
-            elif isinstance(g, ShareGroup):
-                out.append(describe.share_group(g, names))
-            else:
-                out.append(describe.not_found(gid))
-        return out
+        return [
+            describe.failed(gid, e)
+            if (e := self.coordinator_error(gid)) is not ErrorCode.NONE
+            else describe.as_share_group(self.group(gid), gid, names)
+            for gid in group_ids
+        ]
 
     def list_groups(
         self, states_filter: Iterable[str] | None = None, types_filter: Iterable[str] | None = None
@@ -601,12 +581,7 @@ class GroupCoordinator:
         error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.registry.any_loading else ErrorCode.NONE
         listed = []
         for g in self.registry.groups.values():
-            if isinstance(g, ClassicGroup):
-                entry = ListedGroup(g.group_id, g.protocol_type or "", g.state.value, "classic")
-            elif isinstance(g, ConsumerGroup):
-                entry = ListedGroup(g.group_id, "consumer", g.state, "consumer")
-            else:
-                entry = ListedGroup(g.group_id, "share", g.state, "share")
+            entry = describe.listed(g)
             if (not states or entry.group_state.lower() in states) and (
                 not types or entry.group_type.lower() in types
             ):
@@ -715,22 +690,7 @@ class GroupCoordinator:
         batches and markers."""
         self.registry.drop_partition(partition)
         self.offsets.drop_partition(partition)
-        at = -1  # log offset of the entry (counted when the entries do not carry it)
-        for entry in records:
-            if isinstance(entry, TxnMarkerRecord):
-                self.offsets.replay_marker(entry.producer_id, entry.commit, partition)
-                continue
-            if isinstance(entry, TxnOffsetRecord):
-                at = entry.offset if entry.offset >= 0 else at + 1
-                k = decode_key(bytes(entry.key))
-                if isinstance(k, OffsetKey) and entry.value is not None:
-                    self.offsets.replay_txn_commit(
-                        entry.producer_id, k.group_id, (k.topic, k.partition), entry.value, at
-                    )
-                continue
-            key, value = bytes(entry[0]), entry[1]
-            at = entry[2] if len(entry) > 2 and entry[2] >= 0 else at + 1  # type: ignore[misc]
-            self._replay(key, value, partition, at)
+        replay(records, partition, self.offsets, self.classic, self.consumer, self.share)
         for gid in self.offsets.group_ids():
             if self.partition_for(gid) == partition and gid not in self.registry.groups:
                 self.classic.get_or_create(gid, now_ms).state_timestamp_ms = None  # a standalone group
@@ -746,22 +706,6 @@ class GroupCoordinator:
         self.registry.loaded(partition)
         if self._retention_seq is None:
             self._arm_retention(now_ms)
-
-    def _replay(self, key: bytes, value: bytes | None, partition: int, at: int) -> None:
-        if len(key) >= 2 and int.from_bytes(key[:2], "big", signed=True) in CONSUMER_TYPES | SHARE_TYPES:
-            rk = decode_group_record_key(key)
-            if rk is None:
-                return
-            if rk.record_type in CONSUMER_TYPES:
-                self.consumer.replay(rk, value, partition)
-            else:
-                self.share.replay(rk, value, partition)
-            return
-        k = decode_key(key)
-        if isinstance(k, OffsetKey):
-            self.offsets.replay_commit(k.group_id, (k.topic, k.partition), value, at)
-        elif isinstance(k, GroupKey):
-            self.classic.replay(k.group_id, value, partition)
 
     def unload_partition(self, partition: int) -> Output:
         """Stop coordinating `partition` (leadership lost / append failure): parked requests fail."""

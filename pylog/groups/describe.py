@@ -9,7 +9,7 @@ with its state and members, and its classic members' metadata and assignments.
 from __future__ import annotations
 
 import uuid
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pylog.groups.consumer_group import ConsumerGroup
@@ -17,7 +17,7 @@ from pylog.groups.consumer_protocol import encode_assignment, subscription_versi
 from pylog.groups.group import ClassicGroup, GroupState
 from pylog.groups.group_records import Assignment, to_wire
 from pylog.groups.share_group import ShareGroup
-from pylog.groups.types import DescribedGroup, DescribedMember
+from pylog.groups.types import DescribedGroup, DescribedMember, ListedGroup
 from pylog.protocol.errors import ErrorCode
 
 TopicNames = Mapping[uuid.UUID, str]
@@ -148,3 +148,33 @@ def classic_view(
             DescribedMember(m.member_id, m.instance_id, m.client_id, m.client_host, metadata, assignment)
         )
     return DescribedGroup(ErrorCode.NONE, group_id, group.state, "consumer", "", tuple(described))
+
+
+def as_consumer_group(
+    group: ClassicGroup | ConsumerGroup | ShareGroup | None,
+    group_id: str,
+    assignor_of: Callable[[ConsumerGroup], str],
+    names: TopicNames,
+) -> dict[str, Any]:
+    """ConsumerGroupDescribe of whatever `group_id` names."""
+    if isinstance(group, ConsumerGroup):
+        return consumer_group(group, assignor_of(group), names)
+    if isinstance(group, ClassicGroup) and (group.members or group.pending_members):
+        return failed(group_id, ErrorCode.GROUP_ID_NOT_FOUND, f"Group {group_id} is not a consumer group.")
+    return not_found(group_id)
+
+
+def as_share_group(
+    group: ClassicGroup | ConsumerGroup | ShareGroup | None, group_id: str, names: TopicNames
+) -> dict[str, Any]:
+    """ShareGroupDescribe of whatever `group_id` names."""
+    return share_group(group, names) if isinstance(group, ShareGroup) else not_found(group_id)
+
+
+def listed(group: ClassicGroup | ConsumerGroup | ShareGroup) -> ListedGroup:
+    """A ListGroups entry."""
+    if isinstance(group, ClassicGroup):
+        return ListedGroup(group.group_id, group.protocol_type or "", group.state.value, "classic")
+    if isinstance(group, ConsumerGroup):
+        return ListedGroup(group.group_id, "consumer", group.state, "consumer")
+    return ListedGroup(group.group_id, "share", group.state, "share")

@@ -137,6 +137,36 @@ class ClassicGroup:
             return ErrorCode.NONE
         return ErrorCode.NONE if member_id in self.members else ErrorCode.UNKNOWN_MEMBER_ID
 
+    def validate_commit(self, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
+        """OffsetCommit: a member commits in its generation; generation -1 without a member (an
+        admin or `assign()` consumer) only while the group is Empty."""
+        if generation_id < 0 and self.is_(GroupState.EMPTY):
+            return ErrorCode.NONE
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            if (e := self.validate_member(member_id, group_instance_id)) is not ErrorCode.NONE:
+                return e
+            if generation_id != self.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif not self.is_(GroupState.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if self.is_(GroupState.COMPLETING_REBALANCE):
+            # The member knows the new generation but has no assignment yet.
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def validate_txn_commit(
+        self, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode:
+        """TxnOffsetCommit: v0-2 carry no member (accepted whatever the group does); v3+ members are
+        checked like OffsetCommit's, without the rebalance check."""
+        if group_instance_id is not None and self.static_members.get(group_instance_id) != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+        if member_id and member_id not in self.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id >= 0 and generation_id != self.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
+
     def current_member_metadata(self) -> tuple[JoinGroupMember, ...]:
         return tuple(
             JoinGroupMember(m.member_id, m.group_instance_id, m.metadata_for(self.protocol_name))

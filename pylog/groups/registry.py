@@ -113,11 +113,12 @@ class GroupRegistry:
     def remove(self, group_id: str) -> None:
         self.groups.pop(group_id, None)
 
-    def new_member_id(self, prefix: str = "", taken: Any = ()) -> str:
-        """A random member id (`prefix-uuid` for classic members, as Kafka names them)."""
+    def new_member_id(self, prefix: str | None = None, taken: Any = ()) -> str:
+        """A random member id: a UUID, or `prefix-UUID` for classic members (Kafka's client id
+        prefix, even when empty)."""
         while True:
             u = str(uuid.UUID(int=self.rng.getrandbits(128), version=4))
-            mid = f"{prefix}-{u}" if prefix else u
+            mid = u if prefix is None else f"{prefix}-{u}"
             if mid not in taken:
                 return mid
 
