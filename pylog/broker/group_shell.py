@@ -162,11 +162,6 @@ class GroupShell(CoordinatorShell):
         assert self.coordinator is not None
         self.apply(self.coordinator.tick(now_ms, topics_view(self.metadata.image)))
 
-    def group_type(self, group_id: str) -> str | None:
-        """"consumer" / "share" when a KIP-848 / KIP-932 group of that id is here, "classic" when a
-        classic group with members is, None when the id is free."""
-        return self.coordinator.group_type(group_id) if self.coordinator is not None else None
-
     async def ensure_offsets_topic(self) -> ErrorCode:
         """Create `__consumer_offsets` if missing (first FindCoordinator); NONE once it exists."""
         return await self._topic.ensure()

@@ -134,9 +134,6 @@ class GroupCoordinator:
         """The live group object of any type, for inspection; do not mutate it."""
         return self.registry.groups.get(group_id)
 
-    def classic_group(self, group_id: str) -> ClassicGroup | None:
-        return self.classic.group(group_id)
-
     def consumer_group(self, group_id: str) -> ConsumerGroup | None:
         return self.consumer.group(group_id)
 
@@ -148,21 +145,6 @@ class GroupCoordinator:
 
     def offsets_of(self, group_id: str) -> dict[TopicPartition, OffsetAndMetadata]:
         return dict(self.offsets.of(group_id))
-
-    def group_type(self, group_id: str) -> str | None:
-        """ "consumer" / "share" for a KIP-848 / KIP-932 group, "classic" for a classic group with
-        members, None when the id is free (an empty classic group may become another type)."""
-        g = self.group(group_id)
-        if isinstance(g, ConsumerGroup):
-            return "consumer"
-        if isinstance(g, ShareGroup):
-            return "share"
-        if isinstance(g, ClassicGroup) and (g.members or g.pending_members):
-            return "classic"
-        return None
-
-    def has_pending_txn_offsets(self, group_id: str, tp: TopicPartition) -> bool:
-        return self.offsets.has_pending(group_id, tp)
 
     # ------------------------------------------------------------------ timers
 

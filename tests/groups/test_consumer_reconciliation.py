@@ -193,3 +193,21 @@ def test_offsets_of_a_consumer_group_with_members_do_not_expire() -> None:
     assert c.fetch_offsets("g", [("t", 0)]).partitions[0].offset == 5
     c.consumer_group_heartbeat(Heartbeat("g", a, -1), TOPICS, now_ms=70_000)
     assert c.expire_offsets(70_001).records  # no members: they expire as usual
+
+
+def test_a_group_config_overrides_the_broker_session_timeout() -> None:
+    """The per-group config lookup (Kafka's GROUP resource) is where a group's session timeout
+    and heartbeat interval come from when it sets them."""
+    c = coordinator()
+    c.set_group_configs(
+        lambda gid: (
+            {"consumer.session.timeout.ms": "3000", "consumer.heartbeat.interval.ms": "700"}
+            if gid == "g"
+            else {}
+        )
+    )
+    r, _ = join(c, 0)
+    assert r["heartbeat_interval_ms"] == 700
+    assert c.next_deadline_ms() == 3000
+    c.tick(3000)
+    assert r["member_id"] not in c.group("g").members
