@@ -310,7 +310,7 @@ def test_the_holder_of_a_partition_keeps_it_when_a_member_joins() -> None:
     assert [tp["partitions"] for tp in r["assignment"]["topic_partitions"]] == [[0]]
 
 
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(seed=st.integers(0, 2**32 - 1))
 def test_mixed_protocol_members_never_share_a_partition(seed: int) -> None:
     """Random joins, leaves and crashes of classic and KIP-848 members: no partition is owned by two
