@@ -226,6 +226,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("group.consumer.heartbeat.interval.ms", INT, 5000),
         _d("group.consumer.assignors", LS, "uniform,range", "Server-side assignors, default first."),
         _d("group.consumer.max.size", INT, INT_MAX),
+        _d(
+            "group.consumer.migration.policy",
+            S,
+            "bidirectional",
+            "Online conversion between classic and consumer groups: bidirectional, upgrade, downgrade "
+            "or disabled.",
+        ),
         _d("group.share.session.timeout.ms", INT, 45000),
         _d("group.share.heartbeat.interval.ms", INT, 5000),
         _d("group.share.max.size", INT, 200),

@@ -244,9 +244,13 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                 metadata=s.metadata,
                 authz=authz,
             ),
-            az.requires(route(acked(join_group.join_group), groups=s.groups), group_read),
-            az.requires(route(acked(sync_group.sync_group), groups=s.groups), group_read),
-            az.requires(route(heartbeat.heartbeat, groups=s.groups), group_read),
+            az.requires(
+                route(acked(join_group.join_group), groups=s.groups, metadata=s.metadata), group_read
+            ),
+            az.requires(
+                route(acked(sync_group.sync_group), groups=s.groups, metadata=s.metadata), group_read
+            ),
+            az.requires(route(heartbeat.heartbeat, groups=s.groups, metadata=s.metadata), group_read),
             az.requires(route(acked(leave_group.leave_group), groups=s.groups), group_read),
             az.per_topic(
                 route(acked(offset_commit.offset_commit), groups=s.groups, metadata=s.metadata),
