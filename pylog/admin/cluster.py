@@ -35,6 +35,14 @@ def add_commands(sub: Any) -> None:
                     help="the cluster's --data-dir (default ./pylog-cluster)")
     st.add_argument("--timeout", type=float, default=30.0, help="seconds before SIGKILL (default 30)")
     st.set_defaults(run=stop_command)
+    add_controller_commands(sub)
+
+
+def add_controller_commands(sub: Any) -> None:
+    """``quorum``, ``add-controller``, ``remove-controller`` (pylog.admin.controllers)."""
+    from pylog.admin import controllers
+
+    controllers.add_commands(sub)
 
 
 def start(args: argparse.Namespace) -> int:
