@@ -41,6 +41,7 @@ from pylog.cluster.broker_control import (
     BrokerHeartbeatResult,
     BrokerRegistrationResult,
     BrokerSessions,
+    UnregisterBrokerResult,
 )
 from pylog.cluster.config_control import (
     AlterableConfig,
@@ -62,7 +63,15 @@ from pylog.cluster.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from pylog.cluster.replica_control import ElectionResult, IsrChange, IsrChangeResult, ReplicaControl
+from pylog.cluster.replica_control import (
+    ElectionResult,
+    IsrChange,
+    IsrChangeResult,
+    OngoingReassignment,
+    ReassignmentRequest,
+    ReassignmentResult,
+    ReplicaControl,
+)
 from pylog.protocol.errors import ErrorCode
 from pylog.security.acl import AclBinding, AclBindingFilter
 
@@ -637,6 +646,28 @@ class QuorumController:
             names = partitions or []
             return self._not_controller([ElectionResult(t, p) for t, p in names])
         return self._run(lambda: self._replicas.elect_leaders(election_type, partitions))
+
+    def alter_partition_reassignments(
+        self, requests: Sequence[ReassignmentRequest], *, allow_replication_factor_change: bool = True
+    ) -> ControllerResult[list[ReassignmentResult]]:
+        if not self._active:
+            return self._not_controller([ReassignmentResult(r.topic, r.partition) for r in requests])
+        return self._run(
+            lambda: self._replicas.alter_reassignments(requests, allow_replication_factor_change)
+        )
+
+    def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None
+    ) -> ControllerResult[tuple[int, list[OngoingReassignment]]]:
+        """(top-level error, the reassignments in flight); read-only."""
+        if not self._active:
+            return ControllerResult((), (ErrorCode.NOT_CONTROLLER, []))
+        return ControllerResult((), (ErrorCode.NONE, self._replicas.list_reassignments(partitions)))
+
+    def unregister_broker(self, broker_id: int) -> ControllerResult[UnregisterBrokerResult]:
+        if not self._active:
+            return self._not_controller(UnregisterBrokerResult())
+        return self._run(lambda: self._brokers.unregister(broker_id))
 
     def rebalance_leaders(self) -> ControllerResult[int]:
         """auto.leader.rebalance.enable: move leadership back to preferred replicas."""
