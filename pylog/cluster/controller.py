@@ -53,6 +53,7 @@ from pylog.cluster.config_control import (
     validate_resource_name,
 )
 from pylog.cluster.image import MetadataImage
+from pylog.cluster.placement import place_replicas
 from pylog.cluster.records import (
     BrokerEndpoint,
     ConfigRecord,
@@ -234,21 +235,8 @@ def assign_replicas(
     shift: int,
     first: int = 0,
 ) -> list[tuple[int, ...]]:
-    """Round-robin replica placement (Kafka's classic, non-rack-aware scheme).
-
-    Partition p's leader is ``brokers[(start + p) % n]``; followers follow at a
-    distance that grows every n partitions, so leaders and followers both spread.
-    """
-    n = len(brokers)
-    out = []
-    for p in range(first, first + num_partitions):
-        lead = (start + p) % n
-        s = shift + p // n
-        replicas = [brokers[lead]]
-        for j in range(replication_factor - 1):
-            replicas.append(brokers[(lead + 1 + (s + j) % (n - 1)) % n])
-        out.append(tuple(replicas))
-    return out
+    """Round-robin replica placement without racks (`place_replicas` with no ``broker.rack``)."""
+    return place_replicas(dict.fromkeys(brokers), num_partitions, replication_factor, start, shift, first)
 
 
 # ---------------------------------------------------------------------- the controller
@@ -417,7 +405,8 @@ class QuorumController:
                 f"cannot be reached because only {len(live)} broker(s) are registered.",
             )
         start, shift = self._rng.randrange(len(live)), self._rng.randrange(len(live))
-        return assign_replicas(live, partitions, rf, start, shift, first)
+        racks = {b: self._image.brokers[b].rack for b in live}
+        return place_replicas(racks, partitions, rf, start, shift, first)
 
     def _manual_assignments(
         self, assignments: Mapping[int, Sequence[int]], live: list[int]
