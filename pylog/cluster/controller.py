@@ -53,7 +53,7 @@ from pylog.cluster.config_control import (
     validate_resource_name,
 )
 from pylog.cluster.image import MetadataImage
-from pylog.cluster.placement import place_replicas
+from pylog.cluster.placement import assign_replicas, place_replicas
 from pylog.cluster.records import (
     BrokerEndpoint,
     ConfigRecord,
@@ -225,18 +225,6 @@ def validate_topic_name(name: str) -> tuple[int, str | None]:
             "ASCII alphanumerics, '.', '_' and '-'",
         )
     return ErrorCode.NONE, None
-
-
-def assign_replicas(
-    brokers: Sequence[int],
-    num_partitions: int,
-    replication_factor: int,
-    start: int,
-    shift: int,
-    first: int = 0,
-) -> list[tuple[int, ...]]:
-    """Round-robin replica placement without racks (`place_replicas` with no ``broker.rack``)."""
-    return place_replicas(dict.fromkeys(brokers), num_partitions, replication_factor, start, shift, first)
 
 
 # ---------------------------------------------------------------------- the controller

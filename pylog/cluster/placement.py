@@ -15,7 +15,7 @@ pursues the same goals (distinct racks while racks suffice, leaders and replicas
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 Racks = Mapping[int, "str | None"]  # broker id -> broker.rack (None: no rack)
 
@@ -67,3 +67,15 @@ def place_replicas(
             racks.add(rack)
         out.append(tuple(replicas))
     return out
+
+
+def assign_replicas(
+    brokers: Sequence[int],
+    num_partitions: int,
+    replication_factor: int,
+    start: int,
+    shift: int,
+    first: int = 0,
+) -> list[tuple[int, ...]]:
+    """Round-robin replica placement without racks (Kafka's classic scheme)."""
+    return place_replicas(dict.fromkeys(brokers), num_partitions, replication_factor, start, shift, first)
