@@ -43,6 +43,21 @@ def create(bootstrap: str, topic: str = TOPIC, partitions: int = PARTITIONS, rf:
     new = NewTopic(topic, partitions, rf, config={"min.insync.replicas": "2"})
     admin.create_topics([new], request_timeout=30)[topic].result(30)
 
+    def known() -> bool:
+        parts = state_of(bootstrap).partitions
+        return all((topic, p) in parts and parts[(topic, p)].leader >= 0 for p in range(partitions))
+
+    wait_for(known, 30, f"{topic} in the metadata of every broker")
+
+
+def state_of(bootstrap: str) -> ClusterState:
+    """What the broker each bootstrap address names says (each must know the topic)."""
+    states = []
+    for address in bootstrap.split(","):
+        with ClusterAdminSync(address) as admin:
+            states.append(admin.state())
+    return min(states, key=lambda s: len(s.partitions))
+
 
 def state(cluster: LocalCluster) -> ClusterState:
     with ClusterAdminSync(running(cluster)) as admin:
@@ -243,6 +258,7 @@ def test_removing_the_only_in_sync_copy_is_refused(cluster_factory: Any) -> None
     bs = cluster.bootstrap_servers
     admin = AdminClient({"bootstrap.servers": bs})
     admin.create_topics([NewTopic("single", num_partitions=1, replica_assignment=[[3]])])["single"].result(30)
+    wait_for(lambda: ("single", 0) in state_of(bs).partitions, 30, "single in the metadata")
     cluster.stop_node(3)
     others = running(cluster)
     wait_for(lambda: 3 not in state(cluster).brokers, 20, "broker 3 fenced")
