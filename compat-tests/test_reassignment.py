@@ -248,9 +248,14 @@ def test_cli_topic_reassign_plan_list_and_bad_plans(cluster_factory: Any, tmp_pa
     data = json.loads(r.stdout)
     assert {b["node_id"] for b in data["brokers"]} == {1, 2, 3}
     assert sum(b["replicas"] for b in data["brokers"]) >= 6 and data["reassignments"] == []
-    # removing the last broker of the cluster, or one that is not there, is refused
+    # removing a broker that is not there is refused; UnregisterBroker answers Kafka's error
     r = pylog_cli("cluster", "remove-broker", "7", bootstrap=bs)
     assert r.returncode == 1 and "not in the cluster" in r.stderr
+    from pylog.protocol.errors import ErrorCode
+
+    with ClusterAdminSync(bs) as admin:
+        code, message = admin.unregister_broker(7)
+    assert code == ErrorCode.BROKER_ID_NOT_REGISTERED and message == "Broker ID 7 is not currently registered"
 
 
 def test_removing_the_only_in_sync_copy_is_refused(cluster_factory: Any) -> None:
