@@ -15,6 +15,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pylog.config import (
     BrokerConfig,
@@ -98,6 +99,26 @@ def _build_parser() -> argparse.ArgumentParser:
         "(also iterations=, or salt= and saltedpassword= in base64); repeatable",
     )
     f.add_argument("-g", "--ignore-formatted", action="store_true", help="succeed if already formatted")
+    quorum = f.add_mutually_exclusive_group()
+    quorum.add_argument(
+        "-s",
+        "--standalone",
+        action="store_true",
+        help="with controller.quorum.bootstrap.servers: this controller is the quorum's only voter",
+    )
+    quorum.add_argument(
+        "-I",
+        "--initial-controllers",
+        default=None,
+        metavar="LIST",
+        help="with controller.quorum.bootstrap.servers: the first voters, id@host:port:directory-id,...",
+    )
+    quorum.add_argument(
+        "-N",
+        "--no-initial-controllers",
+        action="store_true",
+        help="with controller.quorum.bootstrap.servers: a controller that joins a running quorum",
+    )
     f.set_defaults(run=_storage)
     st_sub.add_parser("random-uuid", help="print a new cluster id").set_defaults(run=_storage)
 
@@ -125,9 +146,10 @@ def _storage(args: argparse.Namespace) -> int:
     if args.storage_command == "random-uuid":
         print(base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode())
         return 0
-    from pylog.broker.metadata import META_PROPERTIES, load_cluster_id
-    from pylog.cluster.bootstrap import write_bootstrap
+    from pylog.broker.metadata import META_PROPERTIES, load_meta_properties
+    from pylog.cluster.bootstrap import write_bootstrap, write_bootstrap_voters
     from pylog.cluster.records import UserScramCredentialRecord
+    from pylog.cluster.voters import directory_id_str
     from pylog.security.scram import parse_add_scram
 
     try:
@@ -152,16 +174,61 @@ def _storage(args: argparse.Namespace) -> int:
             f"pylog: {data_dir} is already formatted (use --ignore-formatted to accept that)", file=sys.stderr
         )
         return 1
+    try:
+        voters, directory_id = _initial_voters(args, config)
+    except ConfigError as exc:
+        print(f"pylog: {exc}", file=sys.stderr)
+        return 2
     data_dir.mkdir(parents=True, exist_ok=True)
     try:
-        cluster_id = load_cluster_id(data_dir, config.node_id, args.cluster_id or config.raw("cluster.id"))
+        cluster_id, directory_id = load_meta_properties(
+            data_dir, config.node_id, args.cluster_id or config.raw("cluster.id"), directory_id
+        )
     except RuntimeError as exc:
         print(f"pylog: {exc}", file=sys.stderr)
         return 1
     if records:
         write_bootstrap(data_dir, records)
-    print(f"Formatted {data_dir} for cluster {cluster_id} ({len(records)} SCRAM credential(s) to bootstrap)")
+    if voters is not None:
+        write_bootstrap_voters(data_dir, voters)
+    print(
+        f"Formatted {data_dir} for cluster {cluster_id} ({len(records)} SCRAM credential(s) to bootstrap), "
+        f"directory id {directory_id_str(directory_id)}"
+        + (f", initial voters {voters}" if voters is not None else "")
+    )
     return 0
+
+
+def _initial_voters(args: argparse.Namespace, config: BrokerConfig) -> tuple[Any, Any]:
+    """The voter set formatting writes (kraft.version 1), and this node's directory id if it names one."""
+    from pylog.cluster.bootstrap import parse_initial_controllers
+    from pylog.cluster.node_config import NodeSettings
+    from pylog.cluster.voters import Endpoint, VoterNode, VoterSet, new_directory_id
+
+    chosen = args.standalone or args.initial_controllers is not None or args.no_initial_controllers
+    if not chosen:
+        return None, None
+    settings = NodeSettings.from_config(config)
+    if settings.voters:
+        raise ConfigError(
+            "--standalone, --initial-controllers and --no-initial-controllers are for a quorum found "
+            "through controller.quorum.bootstrap.servers, not controller.quorum.voters"
+        )
+    if not settings.is_controller:
+        raise ConfigError("only a controller (process.roles with controller) is formatted with voters")
+    listener = settings.controller_listener
+    if listener is None:
+        raise ConfigError("controller.listener.names names no listener in listeners")
+    if args.no_initial_controllers:
+        return None, None
+    if args.standalone:
+        advertised = {li.name: li for li in settings.advertised}.get(listener.name, listener)
+        directory_id = new_directory_id()
+        endpoint = Endpoint(listener.name, advertised.host, advertised.port)
+        return VoterSet((VoterNode(settings.node_id, directory_id, (endpoint,)),)), directory_id
+    voters = parse_initial_controllers(args.initial_controllers, listener.name)
+    mine = voters.get(settings.node_id)
+    return voters, mine.directory_id if mine is not None else None
 
 
 def _load_config(args: argparse.Namespace) -> tuple[BrokerConfig, list[str]]:

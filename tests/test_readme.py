@@ -32,6 +32,7 @@ USES_CLUSTER = re.compile(r"^(pylog (?!broker\b)|printf |kcat )")
 
 SECURED = "## Security: TLS, SASL and ACLs"
 CLUSTER = "## Running a cluster"  # its own test: test_readme_cluster.py
+QUORUM = "## Changing the controller quorum"  # its own test: compat-tests/test_quorum_changes.py
 
 
 def section(text: str, title: str) -> tuple[int, int]:
@@ -43,7 +44,7 @@ def section(text: str, title: str) -> tuple[int, int]:
 
 def blocks() -> list[tuple[str, str]]:
     text = README.read_text()
-    skipped = [section(text, SECURED), section(text, CLUSTER)]
+    skipped = [section(text, SECURED), section(text, CLUSTER), section(text, QUORUM)]
     return [
         (m.group(1), m.group(2))
         for m in BLOCK.finditer(text)

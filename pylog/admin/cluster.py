@@ -48,6 +48,14 @@ def add_commands(sub: Any) -> None:
     )
     s.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="for every node")
     s.set_defaults(run=start)
+    add_controller_commands(sub)
+
+
+def add_controller_commands(sub: Any) -> None:
+    """``quorum``, ``add-controller``, ``remove-controller`` (pylog.admin.controllers)."""
+    from pylog.admin import controllers
+
+    controllers.add_commands(sub)
 
 
 def start(args: argparse.Namespace) -> int:

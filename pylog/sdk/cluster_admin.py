@@ -30,7 +30,9 @@ WANTED: dict[int, tuple[int, int]] = {
     ApiKey.ELECT_LEADERS: (1, 2),
     ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     ApiKey.UNREGISTER_BROKER: (0, 0),
+    ApiKey.DESCRIBE_QUORUM: (0, 1),
 }
+METADATA_TOPIC = "__cluster_metadata"
 PREFERRED_ELECTION = 0
 BROKER_RESOURCE, TOPIC_RESOURCE = 4, 2
 SET, DELETE = 0, 1
@@ -189,8 +191,23 @@ class ClusterAdmin:
                                    replicas.get(b.node_id, 0), leaders.get(b.node_id, 0))
             for b in md.brokers
         }
-        return ClusterState(getattr(md, "cluster_id", None), getattr(md, "controller_id", -1), brokers,
-                            parts, internal)
+        controller = await self.active_controller()
+        if controller is None:
+            controller = getattr(md, "controller_id", -1)
+        return ClusterState(getattr(md, "cluster_id", None), controller, brokers, parts, internal)
+
+    async def active_controller(self) -> int | None:
+        """The metadata quorum's leader (DescribeQuorum): brokers of a KRaft cluster name any live
+        broker as the controller in Metadata, since they forward; None without a quorum to ask."""
+        try:
+            resp = await self._request(ApiKey.DESCRIBE_QUORUM, {"topics": [
+                {"topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}]})
+        except KafkaError:
+            return None
+        if resp.error_code or not resp.topics or not resp.topics[0].partitions:
+            return None
+        leader = resp.topics[0].partitions[0].leader_id
+        return leader if leader >= 0 else None
 
     async def list_reassignments(self) -> dict[TopicPartition, tuple[tuple[int, ...], tuple[int, ...],
                                                                         tuple[int, ...]]]:
