@@ -73,12 +73,18 @@ def settled(
 ) -> None:
     """No move in flight and every replica of ``topic`` in sync."""
 
+    seen: list[Any] = []
+
     def done() -> bool:
         s = state(cluster)
         parts = [s.partitions[(topic, p)] for p in range(partitions)]
-        return not s.reassignments and all(len(p.isr) == len(p.replicas) and p.leader >= 0 for p in parts)
+        seen[:] = [p for p in parts if len(p.isr) != len(p.replicas) or p.leader < 0] + s.reassignments
+        return not seen
 
-    wait_for(done, timeout_s, f"{topic}: moves done and every replica in sync", interval_s=0.5)
+    try:
+        wait_for(done, timeout_s, f"{topic}: moves done and every replica in sync", interval_s=0.5)
+    except AssertionError as exc:
+        raise AssertionError(f"{exc}; still unsettled: {seen}") from None
 
 
 def replicas_identical_and_no_strays(cluster: LocalCluster, topic: str = TOPIC,

@@ -217,7 +217,7 @@ def remove_broker(
             print(f"broker {broker_id} holds no replicas now: stop it; it is unregistered once it has "
                   "stopped", file=out, flush=True)
         deadline = time.monotonic() + timeout_s
-        while broker_id in admin.state().brokers:
+        while _still_there(admin, broker_id):
             if time.monotonic() > deadline:
                 raise AdminError(f"broker {broker_id} is still running after {timeout_s:g}s; stop it and "
                                  "run this command again to unregister it")
@@ -226,6 +226,17 @@ def remove_broker(
         if code not in (ErrorCode.NONE, ErrorCode.BROKER_ID_NOT_REGISTERED):
             raise AdminError(f"UnregisterBroker {broker_id}: {ErrorCode(code).name}: {message}")
         print(f"broker {broker_id} removed from the cluster", file=out)
+
+
+def _still_there(admin: ClusterAdminSync, broker_id: int) -> bool:
+    """Whether the cluster still lists ``broker_id`` as live (a broker stopping under our feet may
+    drop the connection we asked through: ask again)."""
+    for _ in range(10):
+        try:
+            return broker_id in admin.state().brokers
+        except (ConnectionError, TimeoutError):
+            time.sleep(POLL_S)
+    return broker_id in admin.state().brokers
 
 
 def read_plan_file(path: str) -> Targets:

@@ -160,8 +160,12 @@ class ClusterAdmin:
         return version
 
     async def _request(self, key: int, body: dict[str, Any]) -> Any:
+        """One request to a bootstrap broker; once more through another if that one went away."""
         await self.start()
-        return await (await self.client.any_connection()).request(key, self._version(key), body)
+        try:
+            return await (await self.client.any_connection()).request(key, self._version(key), body)
+        except (ConnectionError, TimeoutError):
+            return await (await self.client.any_connection()).request(key, self._version(key), body)
 
     # ------------------------------------------------------------------ reading
 
