@@ -47,3 +47,17 @@ def test_data_points_become_rows() -> None:
 def test_garbage_is_a_value_error() -> None:
     with pytest.raises(ValueError, match="MetricsData"):
         decode_metrics(b"\xff\xff\xff\xff")
+
+
+def test_a_missing_opentelemetry_proto_names_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from pylog._extras import MissingExtraError
+
+    monkeypatch.setitem(sys.modules, "opentelemetry.proto.metrics.v1.metrics_pb2", None)
+    with pytest.raises(MissingExtraError) as err:
+        decode_metrics(payload())
+    assert str(err.value) == (
+        "reading client metrics needs opentelemetry-proto, which is not installed: "
+        "pip install 'pylog[notebook]'"
+    )

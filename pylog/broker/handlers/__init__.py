@@ -26,6 +26,7 @@ from pylog.broker.handlers import (
     add_partitions_to_txn,
     allocate_producer_ids,
     alter_partition,
+    alter_partition_reassignments,
     alter_share_group_offsets,
     api_versions,
     broker_heartbeat,
@@ -60,6 +61,7 @@ from pylog.broker.handlers import (
     list_config_resources,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     list_transactions,
     metadata,
     metadata_fetch,
@@ -69,6 +71,7 @@ from pylog.broker.handlers import (
     offset_for_leader_epoch,
     produce,
     raft,
+    raft_voters,
     sasl,
     scram_credentials,
     share_acknowledge,
@@ -78,6 +81,7 @@ from pylog.broker.handlers import (
     sync_group,
     telemetry,
     txn_offset_commit,
+    unregister_broker,
     update_features,
     write_txn_markers,
 )
@@ -93,6 +97,7 @@ from pylog.cluster.node_config import NodeSettings
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.config import BrokerConfig
 from pylog.schema_registry.validation import SchemaValidation
+from pylog.security.client import PLAINTEXT, ClientSecurity
 
 
 @dataclass(frozen=True)
@@ -125,6 +130,7 @@ class ControllerServices:
     settings: NodeSettings
     quorum: MetadataQuorum
     authz: Authorization
+    controller_security: ClientSecurity = PLAINTEXT
 
 
 def client_handlers(s: BrokerServices) -> HandlerTable:
@@ -228,8 +234,13 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                 configs.incremental_alter_configs_forwarded, channel=s.channel, node_id=s.node_id, authz=authz
             ),
             forwarded(elect_leaders.elect_leaders, s.channel),
+            forwarded(alter_partition_reassignments.alter_partition_reassignments, s.channel),
+            forwarded(list_partition_reassignments.list_partition_reassignments, s.channel),
+            forwarded(unregister_broker.unregister_broker, s.channel),
             forwarded(update_features.update_features, s.channel),
             forwarded(describe_quorum.describe_quorum, s.channel),
+            forwarded(raft_voters.add_raft_voter, s.channel),
+            forwarded(raft_voters.remove_raft_voter, s.channel),
             forwarded(acls.create_acls, s.channel),
             forwarded(acls.delete_acls, s.channel),
             forwarded(scram_credentials.alter_user_scram_credentials, s.channel),
@@ -251,9 +262,13 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                 metadata=s.metadata,
                 authz=authz,
             ),
-            az.requires(route(acked(join_group.join_group), groups=s.groups), group_read),
-            az.requires(route(acked(sync_group.sync_group), groups=s.groups), group_read),
-            az.requires(route(heartbeat.heartbeat, groups=s.groups), group_read),
+            az.requires(
+                route(acked(join_group.join_group), groups=s.groups, metadata=s.metadata), group_read
+            ),
+            az.requires(
+                route(acked(sync_group.sync_group), groups=s.groups, metadata=s.metadata), group_read
+            ),
+            az.requires(route(heartbeat.heartbeat, groups=s.groups, metadata=s.metadata), group_read),
             az.requires(route(acked(leave_group.leave_group), groups=s.groups), group_read),
             az.per_topic(
                 route(acked(offset_commit.offset_commit), groups=s.groups, metadata=s.metadata),
@@ -436,6 +451,7 @@ def controller_handlers(s: ControllerServices) -> HandlerTable:
     versions: dict[int, tuple[int, int]] = {}
     q, authz = s.quorum, s.authz
     view = BrokerMetadata(q, s.cluster_id)  # the committed image, read as a broker reads it
+    listener = s.settings.controller_listener_name
     node_only = az.cluster(authz, AclOperation.CLUSTER_ACTION)
     cell: list[HandlerTable] = []
     table = HandlerTable(
@@ -458,11 +474,46 @@ def controller_handlers(s: ControllerServices) -> HandlerTable:
             route(configs.incremental_alter_configs, quorum=q, authz=authz),
             az.requires(route(elect_leaders.elect_leaders, quorum=q), az.cluster(authz, AclOperation.ALTER)),
             az.requires(
-                route(describe_quorum.describe_quorum, quorum=q, settings=s.settings),
+                route(alter_partition_reassignments.alter_partition_reassignments, quorum=q),
+                az.cluster(authz, AclOperation.ALTER),
+            ),
+            az.requires(
+                route(list_partition_reassignments.list_partition_reassignments, quorum=q),
                 az.cluster(authz, AclOperation.DESCRIBE),
             ),
             az.requires(
-                route(metadata_fetch.metadata_fetch, quorum=q, cluster_id=s.cluster_id), node_only
+                route(unregister_broker.unregister_broker, quorum=q), az.cluster(authz, AclOperation.ALTER)
+            ),
+            az.requires(
+                route(describe_quorum.describe_quorum, quorum=q, listener=listener),
+                az.cluster(authz, AclOperation.DESCRIBE),
+            ),
+            az.requires(
+                route(metadata_fetch.metadata_fetch, quorum=q, cluster_id=s.cluster_id, listener=listener),
+                node_only,
+            ),
+            az.requires(
+                route(
+                    raft_voters.add_raft_voter,
+                    quorum=q,
+                    cluster_id=s.cluster_id,
+                    listener=listener,
+                    security=s.controller_security,
+                ),
+                az.cluster(authz, AclOperation.ALTER),
+            ),
+            az.requires(
+                route(
+                    raft_voters.remove_raft_voter,
+                    quorum=q,
+                    cluster_id=s.cluster_id,
+                    timeout_s=s.config.int("controller.quorum.request.timeout.ms") / 1000 * 15,
+                ),
+                az.cluster(authz, AclOperation.ALTER),
+            ),
+            az.requires(
+                route(raft_voters.update_raft_voter, quorum=q, cluster_id=s.cluster_id, listener=listener),
+                node_only,
             ),
             route(acls.create_acls, quorum=q, authz=authz),
             route(acls.delete_acls, quorum=q, authz=authz),

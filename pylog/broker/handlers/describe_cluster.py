@@ -62,9 +62,23 @@ def describe_cluster_controllers(
         return refused
     if not authz.cluster(ctx, AclOperation.ALTER):
         return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "cluster_id": cluster_id}
-    controllers = [_node(v.node_id, v.host, v.port, None) for v in settings.voters]
+    controllers = _controllers(quorum, settings)
     leader = -1 if quorum.leader_id is None else quorum.leader_id
     return _answer(ctx, req, authz, CONTROLLERS_ENDPOINT, cluster_id, leader, controllers)
+
+
+def _controllers(quorum: MetadataQuorum, settings: NodeSettings) -> list[dict]:
+    """The voters with their controller endpoints: from the log when the quorum is dynamic
+    (KIP-853, kraft.version 1), else from ``controller.quorum.voters``."""
+    vs = quorum.voter_set
+    if vs is None:
+        return [_node(v.node_id, v.host, v.port, None) for v in settings.voters]
+    out = []
+    for v in vs.voters:
+        e = v.endpoint(settings.controller_listener_name) or v.endpoint()
+        if e is not None:
+            out.append(_node(v.node_id, e.host, e.port, None))
+    return out
 
 
 def _node(node_id: int, host: str, port: int, rack: str | None, fenced: bool = False) -> dict:
