@@ -13,6 +13,7 @@ once its throttle time (at most one window) has passed, as Kafka's acceptor clos
 
 from __future__ import annotations
 
+import ipaddress
 from collections import Counter
 from collections.abc import Mapping
 
@@ -109,10 +110,12 @@ class ConnectionQuotas:
 
     def set_ip_rates(self, rates: Mapping[str | None, float]) -> None:
         """The ``connection_creation_rate`` quotas by address (None: the default ip)."""
-        self._ip_rates = dict(rates)
+        self._ip_rates = {None if a is None else _canonical(a): r for a, r in rates.items()}
 
     def ip_rate(self, address: str) -> float | None:
-        rate = self._ip_rates.get(address)
+        if not self._ip_rates:
+            return None
+        rate = self._ip_rates.get(_canonical(address))
         return self._ip_rates.get(None) if rate is None else rate
 
     def throttle_ip(self, address: str, now_ms: int) -> int:
@@ -138,3 +141,11 @@ class ConnectionQuotas:
             rate.record(-1.0, now_ms)
             self.throttled += 1
         return throttle
+
+
+def _canonical(address: str) -> str:
+    """One spelling per address (``::1`` and ``0:0:0:0:0:0:0:1`` are one IPv6 address)."""
+    try:
+        return ipaddress.ip_address(address.strip("[]")).compressed
+    except ValueError:
+        return address
