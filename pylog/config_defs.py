@@ -279,6 +279,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("connections.max.idle.ms", L, 600000, "Idle connections are closed after this."),
         _d("max.connections", INT, INT_MAX, "Connections beyond this are refused."),
         _d("max.connections.per.ip", INT, INT_MAX),
+        _d("telemetry.max.bytes", INT, 1048576, "Largest metrics payload a client may push (KIP-714).",
+           read_only=True),
+        _d("quota.window.num", INT, 11, "Windows client quota rates are measured over (at least 1).",
+           read_only=True),
+        _d("quota.window.size.seconds", INT, 1, "Length of one client quota window (at least 1).",
+           read_only=True),
         _d("queued.max.requests", INT, 500, "Requests in flight per connection before reads pause."),
         _d(
             "queued.max.request.bytes",

@@ -39,6 +39,8 @@ from pylog.broker.replica_fetcher import ReplicaFetcherManager
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.server import KafkaServer
 from pylog.broker.share_shell import SHARE_STATE_TOPIC, ShareShell
+from pylog.broker.telemetry_shell import TelemetryShell
+from pylog.broker.throttling import QuotaEnforcer
 from pylog.broker.txn_markers import MarkerWriter
 from pylog.broker.txn_shell import TxnShell
 from pylog.cluster.bootstrap import read_bootstrap
@@ -51,6 +53,7 @@ from pylog.cluster.quorum_fetcher import QuorumFetcher
 from pylog.cluster.raft_transport import RaftTransport
 from pylog.cluster.voters import Endpoint, VoterNode, VoterSet
 from pylog.config import BrokerConfig, ConfigError
+from pylog.quotas.client import ClientQuotas
 from pylog.schema_registry.validation import SchemaValidation
 from pylog.security.node import NodeSecurity, image_credentials
 from pylog.security.quotas import ConnectionQuotas
@@ -86,6 +89,7 @@ class Broker:
         self.authorization = Authorization.from_config(config, image)
         self.security = NodeSecurity.from_config(config, self.settings, image_credentials(image))
         self.quotas = ConnectionQuotas.from_config(config, [li.name for li in self.settings.listeners])
+        self.client_quotas = QuotaEnforcer(ClientQuotas.from_config(config), image, self.quotas)
         self.replicas = ReplicaManager(config, self.data_dir, now_ms)
         self.maintenance = Maintenance(config, self.replicas, now_ms)
         self.cluster_id = ""
@@ -245,7 +249,7 @@ class Broker:
         quorum.add_voters_listener(voters_changed)
         listener = s.controller_listener
         if listener is not None:
-            self.controller_server = self._server(self.controller_table, listener)
+            self.controller_server = self._server(self.controller_table, listener, client_quotas=False)
             await self.controller_server.start()
         if transport is not None:
             transport.start()
@@ -357,6 +361,7 @@ class Broker:
             stopping=lambda: self.stopping,
             schema_validation=self.schema_validation,
             authz=self.authorization,
+            telemetry=TelemetryShell(cfg, lambda: source.image),
         )
         table = client_handlers(services)
         for li in s.broker_listeners:
@@ -408,7 +413,7 @@ class Broker:
             return server, None
         return server, self.security.own_client()
 
-    def _server(self, table: HandlerTable, li: Listener) -> KafkaServer:
+    def _server(self, table: HandlerTable, li: Listener, *, client_quotas: bool = True) -> KafkaServer:
         return KafkaServer(
             table,
             li.host,
@@ -417,6 +422,7 @@ class Broker:
             listener=li.name,
             security=self.security.listener(li.name),
             quotas=self.quotas,
+            client_quotas=self.client_quotas if client_quotas else None,
         )
 
     def _registered_in_image(self, image: MetadataImage) -> bool:

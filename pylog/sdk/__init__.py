@@ -18,6 +18,7 @@ _LAZY = {
     "read_topic": "pylog.sdk.api",
     "scan_topic": "pylog.sdk.api",
     "write_topic": "pylog.sdk.writer",
+    "client_metrics": "pylog.sdk.client_metrics",
     "WriteResult": "pylog.sdk.writer",
     "TopicScan": "pylog.sdk.scan",
     "register_decoder": "pylog.sdk.decoders",
