@@ -14,6 +14,9 @@ _LAZY: dict[str, str] = {
     "read_topic": "pylog.sdk.api",
     "scan_topic": "pylog.sdk.api",
     "write_topic": "pylog.sdk.writer",
+    "follow": "pylog.sdk.follow",
+    "sql": "pylog.sdk.sql",
+    "read_table": "pylog.sdk.table",
     "LocalBroker": "pylog.local",
     "LocalCluster": "pylog.local_cluster",
 }

@@ -13,6 +13,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "anywidget": ("anywidget", "notebook"),
     "ipywidgets": ("ipywidgets", "notebook"),
     "pyspark": ("PySpark", "spark"),
+    "pyiceberg": ("pyiceberg", "iceberg"),
 }
 
 

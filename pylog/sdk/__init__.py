@@ -18,6 +18,9 @@ _LAZY = {
     "read_topic": "pylog.sdk.api",
     "scan_topic": "pylog.sdk.api",
     "write_topic": "pylog.sdk.writer",
+    "follow": "pylog.sdk.follow",
+    "sql": "pylog.sdk.sql",
+    "read_table": "pylog.sdk.table",
     "WriteResult": "pylog.sdk.writer",
     "TopicScan": "pylog.sdk.scan",
     "register_decoder": "pylog.sdk.decoders",
@@ -27,6 +30,8 @@ _LAZY = {
     "PartitionRange": "pylog.sdk.offsets",
     "KafkaError": "pylog.sdk.client",
     "FetchOptions": "pylog.sdk.kafka_source",
+    "Follower": "pylog.sdk.follow",
+    "GroupHasMembersError": "pylog.sdk.group_offsets",
 }
 
 __all__ = sorted(_LAZY)
