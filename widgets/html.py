@@ -147,3 +147,12 @@ def records_html(topic: str, records: Sequence[dict[str, Any]]) -> str:
         '<div class="m">no records</div>'
     return (f'{_STYLE}<div class="pylog-static" data-kind="browser"><b>Latest records of {escape(topic)}</b>'
             f"{body}</div>")
+
+
+def live_html(topic: str, records: Sequence[dict[str, Any]], rates: Sequence[Sequence[float]],
+              total: int) -> str:
+    rate = rates[-1][1] if rates else 0
+    head = (f'{_STYLE}<div class="pylog-static" data-kind="live"><b>Following {escape(topic)}</b> '
+            f'<span class="m">records <b data-field="total">{_n(total)}</b> · now '
+            f'<b data-field="rate">{rate:,.1f}</b>/s</span><br>{sparkline(rates)}</div>')
+    return head + records_html(topic, records)

@@ -178,7 +178,7 @@ class Materializer:
             main, keys = _upsert(main, rows)
         if tables.table is None:
             tables.ensure_table(layout, main.schema)
-        tables.commit(main, dead, plan.offsets, upsert_keys=keys)
+        tables.commit(main, dead, plan.offsets, plan.dlq_offsets, upsert_keys=keys)
         self.stats["records"] += main.num_rows
 
 

@@ -36,12 +36,14 @@ DEFAULT_MAX_BUFFER_BYTES = 256 * 1024 * 1024
 @dataclass(frozen=True)
 class CommitPlan:
     """One commit: rows of partition p with offset >= ``main_from[p]`` go to the table, those with
-    offset >= ``dlq_from[p]`` (failing to decode) to the dead-letter table; afterwards both tables
-    hold everything below ``offsets``."""
+    offset >= ``dlq_from[p]`` (failing to decode) to the dead-letter table; afterwards the table holds
+    everything below ``offsets`` and the dead-letter table below ``dlq_offsets`` (never behind what
+    it held: its offsets must not move back where it is ahead of the table)."""
 
     main_from: dict[int, int]
     dlq_from: dict[int, int]
     offsets: dict[int, int]
+    dlq_offsets: dict[int, int]
     rows: int
 
 
@@ -140,12 +142,14 @@ class MaterializerPlan:
         return max(0, min(min(due) - now_ms, self.interval_ms))
 
     def commit_plan(self) -> CommitPlan:
-        return CommitPlan(dict(self.main), dict(self.dlq), dict(self.positions), self.buffered_records)
+        dlq_offsets = {p: max(o, self.dlq.get(p, o)) for p, o in self.positions.items()}
+        return CommitPlan(dict(self.main), dict(self.dlq), dict(self.positions), dlq_offsets,
+                          self.buffered_records)
 
     def committed(self, plan: CommitPlan, now_ms: int) -> None:
         """The commit of `plan` landed: both tables hold everything below its offsets."""
         self.main.update(plan.offsets)
-        self.dlq.update({p: max(o, self.dlq.get(p, o)) for p, o in plan.offsets.items()})
+        self.dlq.update(plan.dlq_offsets)
         self.last_commit_ms = now_ms
         self._clear()
 

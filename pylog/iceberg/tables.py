@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import logging
+import warnings
 from typing import Any
 
 import pyarrow as pa
@@ -153,18 +154,22 @@ class TopicTables:
             log.info("%s: schema now %s", table.name(), table.schema())
         return table
 
+    def _properties(self, offsets: dict[int, int]) -> dict[str, str]:
+        return {TOPIC: self.topic, TOPIC_ID: self.topic_id,
+                OFFSETS: json.dumps({str(p): o for p, o in sorted(offsets.items())})}
+
     def commit(self, main: pa.Table | None, dead: pa.Table | None, offsets: dict[int, int],
-               *, upsert_keys: pa.Array | None = None) -> None:
-        """Commit `dead` to the dead-letter table, then `main` (or nothing) to the table, both with
-        `offsets`; the table must exist when `main` is None. Raises CommitConflict on a lost race."""
+               dlq_offsets: dict[int, int] | None = None, *, upsert_keys: pa.Array | None = None) -> None:
+        """Commit `dead` to the dead-letter table with `dlq_offsets`, then `main` (or nothing) to the
+        table with `offsets`. Raises CommitConflict on a lost race."""
         ex = _exceptions()
-        props = {TOPIC: self.topic, TOPIC_ID: self.topic_id,
-                 OFFSETS: json.dumps({str(p): o for p, o in sorted(offsets.items())})}
+        props = self._properties(offsets)
         try:
             if dead is not None and dead.num_rows:
                 if self.dlq is None:
                     self.dlq = self._create(self.dlq_identifier, L.DLQ_SCHEMA, L.KAFKA, "timestamp")
-                self.dlq.append(L.conform(dead, self.dlq.schema().as_arrow()), snapshot_properties=props)
+                self.dlq.append(L.conform(dead, self.dlq.schema().as_arrow()),
+                                snapshot_properties=self._properties(dlq_offsets or offsets))
             table = self.table
             assert table is not None, "the table is created before its first commit"
             data = main if main is not None else table.schema().as_arrow().empty_table()
@@ -175,7 +180,8 @@ class TopicTables:
                 from pyiceberg.expressions import In
 
                 keys = [k for k in upsert_keys.to_pylist() if k is not None]
-                with table.transaction() as tx:
+                with table.transaction() as tx, warnings.catch_warnings():
+                    warnings.filterwarnings("ignore", "Delete operation did not match any records")
                     tx.delete(In(L.column(self.layout or L.KAFKA, "key"), keys), snapshot_properties=props)
                     tx.append(data, snapshot_properties=props)
             else:

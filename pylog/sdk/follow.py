@@ -27,6 +27,7 @@ while no consumer has joined the group. Ctrl-C while waiting ends the loop clean
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -102,6 +103,7 @@ class Follower:
         self.records = 0  # handed over so far
         self.batches = 0
         self._closed = False
+        self._stopping = threading.Event()
         self._pool = ConstantPool()
         self._committed: dict[int, int] = {}
         self._outstanding: dict[int, int] | None = None  # positions after the batch last handed over
@@ -162,24 +164,41 @@ class Follower:
         return self
 
     def __next__(self) -> Any:
+        while True:
+            if self._closed or self._stopping.is_set():
+                self.close()
+                raise StopIteration
+            try:
+                item = self._poll(self.max_wait)
+            except KeyboardInterrupt:
+                log.info("following %s stopped by KeyboardInterrupt", self.topic)
+                self.close()
+                raise StopIteration from None
+            if item is not None:
+                return item
+            if self.idle_timeout is not None and time.monotonic() - self._last_data >= self.idle_timeout:
+                self.close()
+                raise StopIteration
+
+    def poll(self, timeout: float | None = None) -> Any:
+        """The next batch if records arrive within `timeout` seconds (default ``max_wait``), else None
+        (the previous batch is committed first, as when iterating)."""
         if self._closed:
-            raise StopIteration
-        try:
-            if self._outstanding is not None and self.commit_offsets:
-                self._commit(self._outstanding)
-                self._outstanding = None
-            while True:
-                pieces = aio.run(self._reader.poll(self.max_records, self.max_wait))
-                if pieces:
-                    self._last_data = time.monotonic()
-                    break
-                if self.idle_timeout is not None and time.monotonic() - self._last_data >= self.idle_timeout:
-                    self.close()
-                    raise StopIteration
-        except KeyboardInterrupt:
-            log.info("following %s stopped by KeyboardInterrupt", self.topic)
-            self.close()
-            raise StopIteration from None
+            raise ValueError(f"the follower of {self.topic!r} is closed")
+        return self._poll(self.max_wait if timeout is None else timeout)
+
+    def stop(self) -> None:
+        """End the iteration after the wait in progress (safe from another thread)."""
+        self._stopping.set()
+
+    def _poll(self, wait_s: float) -> Any:
+        if self._outstanding is not None and self.commit_offsets:
+            self._commit(self._outstanding)
+            self._outstanding = None
+        pieces = aio.run(self._reader.poll(self.max_records, wait_s))
+        if not pieces:
+            return None
+        self._last_data = time.monotonic()
         batch = self._assemble(pieces)
         if self._decoders:
             batch = apply_decoders(batch, self._decoders)

@@ -36,6 +36,7 @@ from pylog.sdk.decoders import DecodeSpec, apply_decoders, resolve_decoders
 from pylog.sdk.offsets import UnknownTopicError
 from pylog.sdk.scan import TopicScan, open_source, with_security
 from pylog.sdk.schema import DEFAULT_COLUMNS, output_schema
+from pylog.sdk.table import read_retrying
 
 if TYPE_CHECKING:
     import duckdb
@@ -71,30 +72,35 @@ class Bounds:
         return bool(list(probe.get_fragments(filter=self.filter)))
 
     def _lower(self, column: str, lo: int, hi: int, type_: pa.DataType) -> int | None:
-        """The largest v in [lo, hi] such that no row with ``column < v`` passes, None when that is lo."""
-        field = pa.compute.field(column)
-        if self._possible(field < _scalar(lo + 1, type_)):
+        """The largest v in (lo, hi] such that no row with ``column < v`` passes; None when there is none."""
+        def never_below(v: int) -> bool:
+            return not self._possible(pa.compute.field(column) < _scalar(v, type_))
+
+        a, b = lo + 1, hi
+        if not never_below(a):
             return None
-        while lo < hi:  # invariant: rows below lo + 1 never pass
-            mid = (lo + hi + 1) // 2
-            if self._possible(field < _scalar(mid, type_)):
-                hi = mid - 1
-            else:
-                lo = mid
-        return lo
+        if never_below(b):
+            return b
+        while b - a > 1:  # never_below(a) holds, never_below(b) does not
+            mid = (a + b) // 2
+            a, b = (mid, b) if never_below(mid) else (a, mid)
+        return a
 
     def _upper(self, column: str, lo: int, hi: int, type_: pa.DataType) -> int | None:
-        """The smallest v such that no row with ``column >= v`` passes, None when there is none."""
-        field = pa.compute.field(column)
-        if self._possible(field >= _scalar(hi, type_)):
+        """The smallest v in [lo, hi] such that no row with ``column >= v`` passes; None when there is
+        none."""
+        def never_from(v: int) -> bool:
+            return not self._possible(pa.compute.field(column) >= _scalar(v, type_))
+
+        a, b = lo, hi
+        if not never_from(b):
             return None
-        while lo < hi:  # invariant: rows at or above hi never pass
-            mid = (lo + hi) // 2
-            if self._possible(field >= _scalar(mid, type_)):
-                lo = mid + 1
-            else:
-                hi = mid
-        return lo
+        if never_from(a):
+            return a
+        while b - a > 1:  # never_from(b) holds, never_from(a) does not
+            mid = (a + b) // 2
+            a, b = (a, mid) if never_from(mid) else (mid, b)
+        return b
 
 
 def _scalar(value: int, type_: pa.DataType) -> pa.Scalar:
@@ -177,7 +183,7 @@ class TopicDataset(ds.Dataset):
                          starting_offsets={self.topic: {str(p): o for p, o in starts.items()}},
                          ending_offsets={self.topic: {str(p): o for p, o in ends.items()}},
                          columns=list(COLUMNS))
-        table = scan.to_arrow()
+        table = read_retrying(scan)
         table = table.set_column(table.schema.get_field_index("timestamp"), pa.field("timestamp", TIMESTAMP),
                                  table.column("timestamp").cast(TIMESTAMP))
         decoders = self._decoders()

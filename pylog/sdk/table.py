@@ -60,6 +60,18 @@ def latest_per_key(table: pa.Table) -> pa.Table:
     return chosen.filter(pc.is_valid(chosen.column("value")))
 
 
+def read_retrying(scan: TopicScan, attempts: int = 5) -> pa.Table:
+    """``scan.to_arrow()``, read again when a data directory's segment was replaced under the read (the
+    broker sealed or compacted it between listing and mapping its file)."""
+    for attempt in range(attempts):
+        try:
+            return scan.to_arrow()
+        except FileNotFoundError:
+            if scan.data_dir is None or attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
 def read_table(
     topic: str,
     *,
@@ -95,7 +107,7 @@ def read_table(
     scan = TopicScan(topic, data_dir=data_dir, bootstrap_servers=bootstrap_servers, partitions=partitions,
                      ending_offsets=ending, columns=columns, fetch_options=fetch_options,
                      progress=progress, security=security)
-    table = scan.to_arrow()
+    table = read_retrying(scan)
     if until_ms is not None:
         ts = table.column("timestamp").cast(pa.int64())
         table = table.filter(pc.less_equal(ts, until_ms))
