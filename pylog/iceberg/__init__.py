@@ -14,7 +14,7 @@ from typing import Any
 
 
 def open_catalog(data_dir: Any = None, *, uri: str | None = None, warehouse: str | None = None,
-                 type: str = "sql", name: str = "pylog") -> Any:  # noqa: A002 - the catalog property's name
+                 type: str = "sql", name: str = "pylog") -> Any:
     """The pyiceberg catalog of a broker's tables: by default the SQLite catalog and warehouse in its
     data directory; otherwise the broker's ``pylog.iceberg.catalog.*`` / ``pylog.iceberg.warehouse``
     values as ``uri`` / ``warehouse`` / ``type`` / ``name``."""

@@ -121,11 +121,13 @@ def test_simulated_crashes_keep_every_record_exactly_once() -> None:
     rng = random.Random(seed)
     for _run in range(200):
         parts = rng.randint(1, 3)
-        log = {p: [rng.random() < 0.1 for _ in range(rng.randint(0, 60))] for p in range(parts)}  # True: poison
+        # per partition, per offset: whether the record is poison
+        log = {p: [rng.random() < 0.1 for _ in range(rng.randint(0, 60))] for p in range(parts)}
         tables = FakeTables()
         now = 0
         for _life in range(20):  # materialiser lifetimes, each ending in a crash or when done
-            plan = MaterializerPlan(interval_ms=rng.choice([1, 50, 1000]), max_buffer_records=rng.randint(1, 30))
+            plan = MaterializerPlan(interval_ms=rng.choice([1, 50, 1000]),
+                                    max_buffer_records=rng.randint(1, 30))
             positions = plan.start(tables.main_offsets, tables.dlq_offsets,
                                    {p: (0, len(recs)) for p, recs in log.items()})
             fetched: list[tuple[int, int]] = []

@@ -146,7 +146,8 @@ def test_upsert_keeps_the_latest_value_per_key(catalog) -> None:  # type: ignore
 
 def test_conform_makes_arrow_types_iceberg_can_store() -> None:
     t = pa.table({"d": pa.array(["x", "y"]).dictionary_encode(), "u": pa.array([1, 2], pa.uint32()),
-                  "t": pa.array([1, 2], pa.timestamp("ms", tz="UTC")), "s": pa.array(["a", "b"], pa.large_string())})
+                  "t": pa.array([1, 2], pa.timestamp("ms", tz="UTC")),
+                  "s": pa.array(["a", "b"], pa.large_string())})
     out = L.conform(t)
     assert out.schema.types == [pa.string(), pa.int64(), pa.timestamp("us", tz="UTC"), pa.string()]
     assert out["t"].cast(pa.int64()).to_pylist() == [1000, 2000]

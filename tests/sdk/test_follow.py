@@ -23,6 +23,9 @@ import pylog
 from pylog.sdk import GroupHasMembersError, UnknownTopicError
 
 
+COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+
+
 @pytest.fixture(scope="module")
 def broker() -> Iterator[pylog.LocalBroker]:
     b = pylog.LocalBroker(config={"num.partitions": 3})
@@ -89,7 +92,7 @@ def test_batches_while_a_producer_writes_and_offsets_committed(broker: pylog.Loc
     sizes = []
     for batch in follower:
         assert isinstance(batch, pa.RecordBatch)
-        assert batch.schema.names == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+        assert batch.schema.names == COLUMNS
         assert set(batch["topic"].to_pylist()) == {topic}
         sizes.append(batch.num_rows)
         seen += zip(batch["partition"].to_pylist(), batch["offset"].to_pylist(), batch["value"].to_pylist())
@@ -116,7 +119,8 @@ KERNEL = textwrap.dedent("""
 """)
 
 
-def test_a_restarted_kernel_resumes_from_the_groups_offsets(broker: pylog.LocalBroker, tmp_path: Path) -> None:
+def test_a_restarted_kernel_resumes_from_the_groups_offsets(broker: pylog.LocalBroker,
+                                                            tmp_path: Path) -> None:
     bs = broker.bootstrap_servers
     topic = new_topic(bs)
     produce(bs, topic, 2000)

@@ -50,11 +50,13 @@ def test_latest_per_key_matches_the_record_by_record_model(records) -> None:  # 
         cols["offset"].append(offsets[p])
         cols["timestamp"].append(T0 + ts)
         offsets[p] += 1
-    table = pa.table({"key": pa.array(cols["key"], pa.binary()), "value": pa.array(cols["value"], pa.binary()),
+    table = pa.table({"key": pa.array(cols["key"], pa.binary()),
+                      "value": pa.array(cols["value"], pa.binary()),
                       "partition": pa.array(cols["partition"], pa.int32()),
                       "offset": pa.array(cols["offset"], pa.int64()),
                       "timestamp": pa.array(cols["timestamp"], pa.int64()).cast(pa.timestamp("ms"))})
-    shuffled = table.take(pa.array(list(reversed(range(table.num_rows))), pa.int64()))  # order must not matter
+    # the order rows arrive in must not matter
+    shuffled = table.take(pa.array(list(reversed(range(table.num_rows))), pa.int64()))
     got = latest_per_key(shuffled)
     assert dict(zip(got["key"].to_pylist(), got["value"].to_pylist())) == model(records)
     assert got["key"].null_count == 0 and got["value"].null_count == 0
@@ -113,7 +115,8 @@ def test_keys_across_partitions_tombstones_and_transactions(broker: pylog.LocalB
     for source in ({"bootstrap_servers": bs}, {"data_dir": broker.data_dir}):
         table = pylog.read_table(topic, **source)
         assert dict(zip(table["key"].to_pylist(), table["value"].to_pylist())) == want, source
-        assert table.schema.names == ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
+        assert table.schema.names == ["key", "value", "topic", "partition", "offset", "timestamp",
+                                      "timestampType"]
     df = pylog.read_table(topic, bootstrap_servers=bs, as_="pandas", decode="utf8")
     assert dict(zip(df["key"], df["value"])) == {k: v.decode() for k, v in want.items()}
     tx.abort_transaction(30)
@@ -152,8 +155,8 @@ def test_a_compacted_topic_while_the_cleaner_works(broker: pylog.LocalBroker) ->
     from kafka import KafkaProducer
 
     bs = broker.bootstrap_servers
-    topic = create(bs, 2, {"cleanup.policy": "compact", "segment.ms": "100", "min.cleanable.dirty.ratio": "0.01",
-                           "delete.retention.ms": "0", "segment.bytes": "4096"})
+    topic = create(bs, 2, {"cleanup.policy": "compact", "segment.ms": "100", "segment.bytes": "4096",
+                           "min.cleanable.dirty.ratio": "0.01", "delete.retention.ms": "0"})
     producer = KafkaProducer(bootstrap_servers=bs, linger_ms=5)
     want: dict[bytes, bytes] = {}
     for rnd in range(30):

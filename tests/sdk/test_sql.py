@@ -15,13 +15,12 @@ import duckdb
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
+from pylog.storage.segment import Stats
 from sdk_helpers import LogWriter
 
 import pylog
 from pylog.sdk import UnknownTopicError
 from pylog.sdk.sql import TIMESTAMP, Bounds
-from pylog.storage import list_partitions
-from pylog.storage.segment import Stats
 
 SCHEMA = pa.schema([("offset", pa.int64()), ("partition", pa.int32()), ("timestamp", TIMESTAMP),
                     ("value", pa.binary())])
@@ -96,7 +95,8 @@ def test_two_topics_joined_like_duckdb_over_read_topic(broker: pylog.LocalBroker
     now = int(time.time() * 1000)
     cp = Producer({"bootstrap.servers": bs})
     for i in range(300):
-        cp.produce(orders, key=f"o{i}".encode(), value=f"{i % 7}".encode(), timestamp=now - (300 - i) * 60_000 - 30_000)
+        cp.produce(orders, key=f"o{i}".encode(), value=f"{i % 7}".encode(),
+                   timestamp=now - (300 - i) * 60_000 - 30_000)
     assert cp.flush(30) == 0
     kp = KafkaProducer(bootstrap_servers=bs)
     for i in range(0, 300, 3):
