@@ -22,7 +22,6 @@ import pytest
 import pylog
 from pylog.sdk import GroupHasMembersError, UnknownTopicError
 
-
 COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType"]
 
 
