@@ -3,8 +3,10 @@
 The whole column is decoded in one call that turns undecodable records into nulls (the SDK's
 registry decoder); a record that was not null and came back null is then decoded alone with errors
 raised, for its reason (or found to be a genuine null). Only failing records take that per-record
-path. Schemas come from the ``_schemas`` topic, re-read when a record names a schema id not seen yet
-(a version registered after the materialiser started), at most every `REFRESH_S`.
+path. Values are read with the subject's latest version when it reads every version seen (so a
+field a BACKWARD-compatible version adds becomes a column even while older records still arrive).
+Schemas come from the ``_schemas`` topic, re-read when a record names a schema id not seen yet (a
+version registered after the materialiser started), at most every `REFRESH_S`.
 """
 
 from __future__ import annotations
@@ -23,31 +25,35 @@ REFRESH_S = 1.0
 
 
 class RefreshingSchemas(LogSchemas):
-    """`LogSchemas` that re-reads ``_schemas`` when asked for an id it does not have."""
+    """`LogSchemas` that re-reads ``_schemas`` when asked for an id it does not have: at once for an id
+    not asked for since the last read, else at most every `REFRESH_S` (a poison record naming a
+    bogus id costs one read, not one per record)."""
 
     def __init__(self, read: Callable[[], pa.Table], clock: Callable[[], float] = time.monotonic) -> None:
         super().__init__(read)
         self._clock = clock
         self._read_at = -REFRESH_S
+        self._missed: set[int | str] = set()  # asked for and not found since the last read
 
-    def _refresh(self) -> bool:
-        if self._clock() - self._read_at < REFRESH_S:
+    def _refresh(self, what: int | str) -> bool:
+        if what in self._missed and self._clock() - self._read_at < REFRESH_S:
             return False
         self._state = None
         self._read_at = self._clock()
+        self._missed = {what}
         return True
 
     def schema(self, schema_id: int):  # type: ignore[no-untyped-def]
         try:
             return super().schema(schema_id)
         except RegistryError:
-            if not self._refresh():
+            if not self._refresh(schema_id):
                 raise
             return super().schema(schema_id)
 
     def latest(self, subject: str):  # type: ignore[no-untyped-def]
         found = super().latest(subject)
-        if found is None and self._refresh():
+        if found is None and self._refresh(subject):
             found = super().latest(subject)
         return found
 
@@ -81,6 +87,7 @@ class ValueDecoder:
         """(decoded values, mask of records that failed, {row: reason})."""
         if isinstance(values, pa.ChunkedArray):
             values = values.combine_chunks()
+        self._lenient.reader = None  # choose again: the subject's latest version when it reads every writer
         decoded = self._lenient(values)
         if isinstance(decoded, pa.ChunkedArray):
             decoded = decoded.combine_chunks()
