@@ -113,9 +113,12 @@ class Materializer:
                     continue
                 commit = plan.commit_plan()
                 try:
+                    began = time.monotonic()
                     self._commit(tables, decoder, buffer, commit)
                     plan.committed(commit, self.now_ms())
                     self.stats["commits"] += 1
+                    log.debug("%s: committed %d records in %.3fs, offsets %s", spec.table, commit.rows,
+                              time.monotonic() - began, commit.offsets)
                 except CommitConflict:
                     self.stats["conflicts"] += 1
                     main, dlq = tables.load()

@@ -210,12 +210,17 @@ class TailReader:
                 {"partition": p, "fetch_offset": self._cursors[p].position,
                  "partition_max_bytes": o.max_partition_fetch_bytes} for p in partitions]}],
         }
+        began = time.monotonic()
         try:
             conn = await client.connection(leader)
             resp = await conn.request(FETCH, client.version(FETCH), body)
         except (ConnectionError, TimeoutError, OSError) as exc:
             self._failed(leader, exc)
             return
+        finally:
+            if time.monotonic() - began > 2 * wait_s + 1:
+                log.info("tail of %s: a fetch from broker %d took %.1fs", self.topic, leader,
+                         time.monotonic() - began)
         if getattr(resp, "error_code", 0):
             self._failed(leader, KafkaError(resp.error_code, "Fetch"))
             return
