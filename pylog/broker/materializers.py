@@ -76,6 +76,7 @@ class IcebergMaterializers:
         self._workers: dict[str, _Worker] = {}
         self._task: asyncio.Task[None] | None = None
         self._missing_reported = False
+        self._preloading: threading.Thread | None = None
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name=f"iceberg-materializers-{self.node_id}")
@@ -93,6 +94,7 @@ class IcebergMaterializers:
         if not any(c.get("pylog.iceberg.enable", "").lower() == "true"
                    for c in (image.topic_configs(t) for t in image.topics)) and not self._workers:
             return
+        self._preload()
         wanted = wanted_topics(image, self.node_id, self.config.topic_configs)
         for topic, worker in list(self._workers.items()):
             if wanted.get(topic) != worker.spec or not worker.thread.is_alive():
@@ -100,6 +102,21 @@ class IcebergMaterializers:
         for topic, spec in wanted.items():
             if topic not in self._workers:
                 self._start_worker(spec)
+
+    def _preload(self) -> None:
+        """Import pyiceberg in the background as soon as any topic asks for a table, so a broker that
+        becomes the writer on a leadership change starts at once (the import takes a second or two)."""
+        if self._preloading is None:
+            def load() -> None:
+                try:
+                    import pyiceberg.catalog.sql
+                    import pyiceberg.io.pyarrow
+                    import pyiceberg.table  # noqa: F401
+                except ImportError:
+                    pass
+
+            self._preloading = threading.Thread(target=load, name="pylog-iceberg-import", daemon=True)
+            self._preloading.start()
 
     def _start_worker(self, spec: Any) -> None:
         try:

@@ -7,11 +7,12 @@ from __future__ import annotations
 import time
 from pathlib import Path
 
-import pylog
 import pylog.widgets as pw
 from kafka import KafkaAdminClient
 from test_widgets_browser import attr, number, rendered_dom
 from widgets_helpers import create_topic, produce
+
+import pylog
 
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
