@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pylog._lazy import lazy_exports
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)
 
 # attribute name -> module that defines it (loaded lazily on first access)
 _LAZY: dict[str, str] = {

@@ -49,6 +49,8 @@ class ConfigSource(IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
 
 
 class ConfigError(ValueError):
@@ -141,7 +143,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "id@host:port of every controller voter; unset: this node is a quorum of one.",
             read_only=True,
         ),
-        _d("controller.quorum.bootstrap.servers", LS, None, read_only=True),
+        _d(
+            "controller.quorum.bootstrap.servers",
+            LS,
+            None,
+            "host:port of controllers to find the quorum through; the voters then come from the "
+            "metadata log (kraft.version 1).",
+            read_only=True,
+        ),
         _d("controller.quorum.election.timeout.ms", INT, 1000, read_only=True),
         _d("controller.quorum.fetch.timeout.ms", INT, 2000, read_only=True),
         _d("controller.quorum.request.timeout.ms", INT, 2000, read_only=True),
@@ -217,6 +226,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("group.consumer.heartbeat.interval.ms", INT, 5000),
         _d("group.consumer.assignors", LS, "uniform,range", "Server-side assignors, default first."),
         _d("group.consumer.max.size", INT, INT_MAX),
+        _d(
+            "group.consumer.migration.policy",
+            S,
+            "bidirectional",
+            "Online conversion between classic and consumer groups: bidirectional, upgrade, downgrade "
+            "or disabled.",
+        ),
         _d("group.share.session.timeout.ms", INT, 45000),
         _d("group.share.heartbeat.interval.ms", INT, 5000),
         _d("group.share.max.size", INT, 200),

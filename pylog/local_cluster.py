@@ -29,6 +29,8 @@ from pathlib import Path
 
 from pylog.local import _PID_FILE_ENV, _READY, _free_port, _terminate, registry_installed
 
+_FORMAT = [sys.executable, "-m", "pylog", "storage", "format", "--config-file"]
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
@@ -61,6 +63,11 @@ class LocalNode:
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.broker_port}"
+
+    @property
+    def controller_bootstrap(self) -> str:
+        """The controller listener (a voter's): ``--bootstrap-controller``."""
+        return f"{self.host}:{self.controller_port}"
 
     @property
     def pid(self) -> int | None:
@@ -98,6 +105,9 @@ class LocalCluster:
     broker``, following the metadata log as observers) after the ``nodes`` voters. ``hosts`` /
     ``command_prefix`` place node i on another
     address or run it through a prefix (``ip netns exec ...``), for network fault tests.
+    ``dynamic_quorum`` finds the quorum through ``controller.quorum.bootstrap.servers`` with the
+    voters in the metadata log (KIP-853; each voter formatted with ``--initial-controllers``), so
+    `add_controller` / `remove_controller` can change it while the cluster runs.
     """
 
     def __init__(
@@ -114,12 +124,15 @@ class LocalCluster:
         log_level: str = "INFO",
         keep_data: bool = False,
         startup_timeout_s: float = 60.0,
+        dynamic_quorum: bool = False,
     ) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
         if hosts is not None and len(hosts) != nodes + brokers:
             raise ValueError(f"hosts names {len(hosts)} addresses for {nodes + brokers} nodes")
         self.voter_count = nodes
+        self.dynamic_quorum = dynamic_quorum
+        self.controller_only: set[int] = set()  # nodes added by add_controller (process.roles=controller)
         self._tmp = Path(tempfile.mkdtemp(prefix="pylog-cluster-"))
         self.home = Path(data_dir).resolve() if data_dir is not None else self._tmp
         self.home.mkdir(parents=True, exist_ok=True)
@@ -157,19 +170,25 @@ class LocalCluster:
     # ------------------------------------------------------------------ addresses
 
     @property
-    def bootstrap_servers(self) -> str:
-        return ",".join(n.bootstrap for n in self.nodes.values())
-
-    @property
     def schema_registry_url(self) -> str | None:
         """The schema registry every node serves (node 1's address), None without the extra."""
         n = self.nodes[min(self.nodes)]
         return None if n.registry_port is None else f"http://{n.host}:{n.registry_port}"
 
     @property
+    def bootstrap_servers(self) -> str:
+        return ",".join(n.bootstrap for n in self.nodes.values() if n.node_id not in self.controller_only)
+
+    @property
     def voters(self) -> str:
         voters = [n for n in self.nodes.values() if n.node_id <= self.voter_count]
         return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in voters)
+
+    @property
+    def controller_bootstrap(self) -> str:
+        """The initial controllers' addresses (controller.quorum.bootstrap.servers)."""
+        voters = [n for n in self.nodes.values() if n.node_id <= self.voter_count]
+        return ",".join(f"{n.host}:{n.controller_port}" for n in voters)
 
     def node(self, node_id: int) -> LocalNode:
         try:
@@ -180,14 +199,24 @@ class LocalCluster:
     # ------------------------------------------------------------------ lifecycle
 
     def properties(self, node: LocalNode) -> dict[str, str]:
-        voter = node.node_id <= self.voter_count
+        voter = node.node_id <= self.voter_count or node.node_id in self.controller_only
         listeners = f"PLAINTEXT://{node.host}:{node.broker_port}"
         if voter:
             listeners += f",CONTROLLER://{node.host}:{node.controller_port}"
+        if node.node_id in self.controller_only:
+            listeners = f"CONTROLLER://{node.host}:{node.controller_port}"
+        roles = "broker,controller" if voter else "broker"
+        if node.node_id in self.controller_only:
+            roles = "controller"
+        quorum = (
+            {"controller.quorum.bootstrap.servers": self.controller_bootstrap}
+            if self.dynamic_quorum
+            else {"controller.quorum.voters": self.voters}
+        )
         props = {
             "node.id": str(node.node_id),
-            "process.roles": "broker,controller" if voter else "broker",
-            "controller.quorum.voters": self.voters,
+            "process.roles": roles,
+            **quorum,
             "listeners": listeners,
             "controller.listener.names": "CONTROLLER",
             "cluster.id": self.cluster_id,
@@ -199,6 +228,8 @@ class LocalCluster:
         return props
 
     def start(self) -> LocalCluster:
+        if self.dynamic_quorum:
+            self._format_initial_controllers()
         for node in self.nodes.values():
             if not node.running:
                 self._launch(node)
@@ -206,9 +237,97 @@ class LocalCluster:
             self._wait_listening(node)
         return self
 
-    def _launch(self, node: LocalNode) -> None:
+    def _write_properties(self, node: LocalNode) -> None:
         lines = [f"{k}={v}" for k, v in self.properties(node).items()]
         node.config_path.write_text("\n".join(lines) + "\n", "utf-8")
+
+    def _format(self, node: LocalNode, *quorum_args: str) -> None:
+        """``pylog storage format`` for a node whose data directory is not formatted yet."""
+        if (node.data_dir / "meta.properties").exists():
+            return
+        self._write_properties(node)
+        out = subprocess.run(
+            [*_FORMAT, str(node.config_path), *quorum_args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"formatting node {node.node_id} failed: {out.stderr.strip()}")
+
+    def _format_initial_controllers(self) -> None:
+        from pylog.cluster.voters import directory_id_str, new_directory_id
+
+        initial = [n for n in self.nodes.values() if n.node_id <= self.voter_count]
+        if all((n.data_dir / "meta.properties").exists() for n in initial):
+            return
+        spec = ",".join(
+            f"{n.node_id}@{n.host}:{n.controller_port}:{directory_id_str(new_directory_id())}"
+            for n in initial
+        )
+        for n in initial:
+            self._format(n, "--initial-controllers", spec)
+
+    def directory_id(self, node_id: int) -> str:
+        """The directory id in the node's meta.properties (Kafka's text form)."""
+        from pylog.broker.metadata import read_meta_properties
+
+        return read_meta_properties(self.node(node_id).data_dir).get("directory.id", "")
+
+    def add_controller(self, *, timeout_s: float = 60.0) -> int:
+        """Start a new controller-only node that joins the running quorum: formatted with
+        ``--no-initial-controllers``, it follows the log as an observer until caught up, then
+        `pylog cluster add-controller` makes it a voter. Returns its node id."""
+        if not self.dynamic_quorum:
+            raise RuntimeError("a static quorum (controller.quorum.voters) cannot change (dynamic_quorum)")
+        node_id = max(self.nodes) + 1
+        h = self.nodes[min(self.nodes)].host
+        node = self.nodes[node_id] = LocalNode(node_id, h, free_port(h), free_port(h), self.home)
+        self.controller_only.add(node_id)
+        self._format(node, "--no-initial-controllers")
+        self._launch(node)
+        self._wait_listening(node)
+        self._controller_command(
+            "add-controller",
+            "--config-file",
+            str(node.config_path),
+            timeout_s=timeout_s,
+        )
+        return node_id
+
+    def remove_controller(
+        self, node_id: int, directory_id: str | None = None, *, timeout_s: float = 60.0
+    ) -> None:
+        """`pylog cluster remove-controller` for the node's voter (its current directory id unless
+        given). The node keeps running; a removed controller follows the log as an observer."""
+        dir_text = directory_id or self.directory_id(node_id)
+        self._controller_command(
+            "remove-controller",
+            "--controller-id",
+            str(node_id),
+            "--controller-directory-id",
+            dir_text,
+            timeout_s=timeout_s,
+        )
+
+    def _controller_command(self, *args: str, timeout_s: float) -> str:
+        servers = ",".join(
+            n.bootstrap for n in self.nodes.values() if n.running and n.node_id not in self.controller_only
+        )
+        out = subprocess.run(
+            [sys.executable, "-m", "pylog", "cluster", *args, "-b", servers, "--timeout", str(timeout_s)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s + 30,
+            check=False,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"pylog cluster {args[0]} failed: {out.stderr.strip()}")
+        return out.stdout
+
+    def _launch(self, node: LocalNode) -> None:
+        self._write_properties(node)
         node.pid_path.unlink(missing_ok=True)
         node.stdout_path.write_bytes(b"")
         args = [
@@ -332,17 +451,19 @@ class LocalCluster:
     # ------------------------------------------------------------------ asking the cluster
 
     def controller_id(self, timeout_s: float = 10.0) -> int:
-        """The active controller, as DescribeCluster through any running node reports it."""
+        """The active controller, as DescribeCluster on any running voter's controller listener
+        reports it (brokers name any live broker)."""
         from pylog.cluster_info import describe_cluster
 
         deadline = time.monotonic() + timeout_s
         last: Exception | None = None
         while time.monotonic() < deadline:
             for node in self.nodes.values():
-                if not node.running:
+                controller = node.node_id <= self.voter_count or node.node_id in self.controller_only
+                if not node.running or not controller:
                     continue
                 try:
-                    info = describe_cluster(node.bootstrap, timeout_s=2.0)
+                    info = describe_cluster(node.controller_bootstrap, timeout_s=2.0, controllers=True)
                 except OSError as exc:
                     last = exc
                     continue

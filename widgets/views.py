@@ -257,7 +257,7 @@ class TopicBrowser(_LiveWidget):
         pd = require("pandas", "the widget's DataFrame")
 
         df = pd.DataFrame(self.records, columns=browse.COLUMNS)
-        df["timestamp"] = pd.to_datetime(df["timestamp"], unit="ms")
+        df["timestamp"] = pd.to_datetime(df["timestamp"], unit="ms", utc=True)
         return df
 
     def _repr_html_(self) -> str:

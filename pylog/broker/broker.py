@@ -15,6 +15,7 @@ import contextlib
 import logging
 import socket
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +31,7 @@ from pylog.broker.isr_manager import IsrManager
 from pylog.broker.lifecycle import BrokerLifecycle
 from pylog.broker.maintenance import Maintenance
 from pylog.broker.materializers import IcebergMaterializers
-from pylog.broker.metadata import BrokerMetadata, MetadataSource, load_cluster_id
+from pylog.broker.metadata import BrokerMetadata, MetadataSource, load_meta_properties
 from pylog.broker.partition import Partition
 from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.publisher import ReplicaPublisher
@@ -46,7 +47,10 @@ from pylog.cluster.image import MetadataImage
 from pylog.cluster.node_config import Listener, NodeSettings
 from pylog.cluster.observer import MetadataObserver
 from pylog.cluster.quorum import MetadataQuorum
+from pylog.cluster.quorum_addresses import QuorumAddresses
+from pylog.cluster.quorum_fetcher import QuorumFetcher
 from pylog.cluster.raft_transport import RaftTransport
+from pylog.cluster.voters import Endpoint, VoterNode, VoterSet
 from pylog.config import BrokerConfig, ConfigError
 from pylog.schema_registry.validation import SchemaValidation
 from pylog.security.node import NodeSecurity, image_credentials
@@ -86,7 +90,10 @@ class Broker:
         self.replicas = ReplicaManager(config, self.data_dir, now_ms)
         self.maintenance = Maintenance(config, self.replicas, now_ms)
         self.cluster_id = ""
+        self.directory_id: uuid.UUID | None = None
         self.quorum: MetadataQuorum | None = None
+        self.addresses: QuorumAddresses | None = None
+        self.fetcher: QuorumFetcher | None = None
         self.observer: MetadataObserver | None = None
         self.transport: RaftTransport | None = None
         self.controller_table: HandlerTable | None = None
@@ -152,13 +159,19 @@ class Broker:
         self.dir_lock = lock_data_dir(self.data_dir)  # first: nothing in the directory is touched before
         s = self.settings
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = self._cluster_id()
+        self.cluster_id, self.directory_id = self._meta_properties()
+        s = self.settings
+        self.addresses = QuorumAddresses(
+            s.controller_listener_name,
+            voters={v.node_id: (v.host, v.port) for v in s.voters},
+            bootstrap=s.bootstrap_servers,
+        )
         if s.is_controller:
             await self._start_controller()
         if s.is_broker:
             await self._start_broker()
 
-    def _cluster_id(self) -> str:
+    def _meta_properties(self) -> tuple[str, uuid.UUID]:
         wanted = self.config.raw("cluster.id")
         meta = self.data_dir / "meta.properties"
         if not self.settings.standalone and not wanted and not meta.exists():
@@ -167,18 +180,27 @@ class Broker:
                 f"{self.data_dir}; `pylog cluster start` chooses one for you"
             )
         try:
-            return load_cluster_id(self.data_dir, self.node_id, wanted)
-        except RuntimeError as exc:
+            return load_meta_properties(self.data_dir, self.node_id, wanted)
+        except (RuntimeError, ValueError) as exc:
             raise ConfigError(str(exc)) from None
+
+    def _static_voters(self) -> VoterSet | None:
+        """controller.quorum.voters as a voter set (endpoints on the controller listener), or None."""
+        s = self.settings
+        if not s.voters:
+            return None
+        name = s.controller_listener_name
+        return VoterSet(
+            tuple(VoterNode(v.node_id, None, (Endpoint(name, v.host, v.port),), 0, 0) for v in s.voters)
+        )
 
     async def _start_controller(self) -> None:
         s, cfg = self.settings, self.config
-        peers = {v.node_id: (v.host, v.port) for v in s.voters}
-        if peers:
+        if not s.standalone:
             self.transport = RaftTransport(
                 self.node_id,
                 self.cluster_id,
-                peers,
+                {},
                 request_timeout_s=s.request_timeout_ms / 1000,
                 security=self.security.controller,
             )
@@ -186,7 +208,9 @@ class Broker:
         quorum = self.quorum = MetadataQuorum(
             self.data_dir,
             self.node_id,
-            voters=s.voter_ids,
+            voters=self._static_voters() or (self.node_id,),
+            dynamic=s.dynamic_quorum,
+            directory_id=self.directory_id,
             tick_ms=TICK_MS,
             election_timeout_ticks=election_ticks,
             heartbeat_ticks=max(1, election_ticks // 5),
@@ -198,19 +222,45 @@ class Broker:
             session_timeout_ms=s.session_timeout_ms,
             snapshot_bytes=cfg.int("metadata.log.max.record.bytes.between.snapshots"),
             bootstrap=read_bootstrap(self.data_dir),
+            broker_settings=cfg.raw,
         )
         self.controller_table = controller_handlers(
             ControllerServices(
-                cluster_id=self.cluster_id, config=cfg, settings=s, quorum=quorum, authz=self.authorization
+                cluster_id=self.cluster_id,
+                config=cfg,
+                settings=s,
+                quorum=quorum,
+                authz=self.authorization,
+                controller_security=self.security.controller,
             )
         )
         await quorum.start()
+        addresses = self.addresses
+        assert addresses is not None
+        transport = self.transport
+
+        def voters_changed(_vs: VoterSet | None) -> None:
+            addresses.set_voters(*quorum.replicated_voters())
+            if transport is not None:
+                transport.set_peers(
+                    {n: a for n, a in addresses.all().items() if n >= 0 and n in _replicated(quorum)}
+                )
+
+        quorum.add_voters_listener(voters_changed)
         listener = s.controller_listener
         if listener is not None:
             self.controller_server = self._server(self.controller_table, listener)
             await self.controller_server.start()
-        if self.transport is not None:
-            self.transport.start()
+        if transport is not None:
+            transport.start()
+            self.fetcher = QuorumFetcher(
+                quorum,
+                addresses,
+                self.cluster_id,
+                request_timeout_s=s.request_timeout_ms / 1000,
+                security=self.security.controller,
+            )
+            self.fetcher.start()
         self.duties = ControllerDuties(
             quorum,
             rebalance=cfg.bool("auto.leader.rebalance.enable"),
@@ -222,7 +272,8 @@ class Broker:
 
     async def _start_broker(self) -> None:
         s, cfg = self.settings, self.config
-        voters = {v.node_id: (v.host, v.port) for v in s.voters}
+        addresses = self.addresses
+        assert addresses is not None
         source: MetadataSource
         if self.quorum is not None:
             source = self.quorum
@@ -230,14 +281,14 @@ class Broker:
             source = self.observer = MetadataObserver(
                 self.node_id,
                 self.cluster_id,
-                voters,
+                addresses,
                 request_timeout_s=s.request_timeout_ms / 1000,
                 security=self.security.controller,
             )
             await self.observer.start()
         self.channel = ControllerChannel(
             self.node_id,
-            voters=voters,
+            addresses=addresses,
             leader_hint=lambda: source.leader_id,
             local=lambda: self.controller_table,
             request_timeout_s=cfg.int("request.timeout.ms") / 1000,
@@ -426,6 +477,8 @@ class Broker:
             await self.duties.stop()
         if self.controller_server is not None:
             await self.controller_server.stop()
+        if self.fetcher is not None:
+            await self.fetcher.close()
         if self.transport is not None:
             await self.transport.close()
         if self.observer is not None:
@@ -435,6 +488,11 @@ class Broker:
                 await self.quorum.close()
         if self.dir_lock is not None:
             self.dir_lock.release()
+
+
+def _replicated(quorum: MetadataQuorum) -> set[int]:
+    """The node ids the leader replicates to (the latest and the committed voter sets)."""
+    return {v for vs in quorum.replicated_voters() for v in vs.ids}
 
 
 def _local(host: str) -> str:

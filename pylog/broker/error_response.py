@@ -322,6 +322,7 @@ _BUILDERS: dict[int, Builder] = {
     50: _top_level,
     51: _alter_scram,
     56: _top_level,
+    57: _top_level,
     58: _envelope,
     61: _describe_producers,
     62: _top_level,

@@ -49,8 +49,10 @@ from pylog.cluster.config_control import (
     incremental_changes,
     replace_configs,
     validate_new_topic_configs,
+    validate_resource,
     validate_resource_name,
 )
+from pylog.cluster.feature_control import FeatureUpdate, FeatureUpdateResult, update_features
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.records import (
     BrokerEndpoint,
@@ -63,6 +65,7 @@ from pylog.cluster.records import (
     TopicRecord,
 )
 from pylog.cluster.replica_control import ElectionResult, IsrChange, IsrChangeResult, ReplicaControl
+from pylog.config import BrokerConfig
 from pylog.protocol.errors import ErrorCode
 from pylog.security.acl import AclBinding, AclBindingFilter
 
@@ -257,8 +260,11 @@ class QuorumController:
         unclean_leader_election: bool = False,
         session_timeout_ms: int = 9000,
         active: bool = True,
+        broker_settings: Callable[[str], str | None] | None = None,
     ) -> None:
         self._image = image if image is not None else MetadataImage()
+        # this node's broker settings (bounds of group configs); Kafka's defaults when not given
+        self.broker_settings = broker_settings or BrokerConfig().raw
         self._rng = rng
         self.default_num_partitions = default_num_partitions
         self.default_replication_factor = default_replication_factor
@@ -564,7 +570,10 @@ class QuorumController:
                 validate_resource_name(rt, name)
                 if rt == ConfigResourceType.TOPIC and self._image.topic(name) is None:
                     raise _Invalid(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
-                changes = changes_of(rt, self._image.configs(rt, name), req)
+                current = self._image.configs(rt, name)
+                changes = changes_of(rt, current, req)
+                merged = {k: v for k, v in {**current, **changes}.items() if v is not None}
+                validate_resource(rt, name, merged, self.broker_settings)
             except (_Invalid, ConfigValidationError) as e:
                 results.append(ConfigResult(rt, name, e.code, e.message))
                 continue
@@ -671,6 +680,20 @@ class QuorumController:
         records: list[MetadataRecord] = []
         self._emit(records, [ProducerIdsRecord(broker_id, broker_epoch, first + count)])
         return ControllerResult(tuple(records), ProducerIdsResult(first_producer_id=first, count=count))
+
+    # ------------------------------------------------------------------ feature versions
+
+    def update_features(
+        self, updates: Sequence[FeatureUpdate], *, node_id: int, validate_only: bool = False
+    ) -> ControllerResult[FeatureUpdateResult]:
+        """UpdateFeatures (rules in ``pylog.cluster.feature_control``): all or nothing."""
+        if not self._active:
+            return self._not_controller(FeatureUpdateResult())
+        records, result = update_features(self._image, updates, node_id)
+        out: list[MetadataRecord] = []
+        if not validate_only:
+            self._emit(out, records)
+        return ControllerResult(tuple(out), result)
 
     # ------------------------------------------------------------------ ACLs and SCRAM credentials
 

@@ -189,7 +189,10 @@ class MetadataImage:
         self.next_producer_id = r.producer_ids_end
 
     def _apply_FeatureLevelRecord(self, r: FeatureLevelRecord) -> None:
-        self._features[r.name] = r.feature_level
+        if r.feature_level == 0 and r.name != "metadata.version":  # level 0: no longer finalized
+            self._features.pop(r.name, None)
+        else:
+            self._features[r.name] = r.feature_level
 
     def _apply_AccessControlEntryRecord(self, r: AccessControlEntryRecord) -> None:
         self._acls[r.id] = AclBinding(
