@@ -270,3 +270,31 @@ def test_bad_catalog_settings_stop_the_start(tmp_path: Path, start: Callable[...
         start({"pylog.iceberg.catalog.type": "rest"})
     assert "pylog.iceberg.catalog.type=rest needs pylog.iceberg.catalog.uri" in \
         (tmp_path / "broker.log").read_text()
+
+
+@pytest.mark.timeout(120)
+def test_dead_letters_before_the_topic_has_a_schema(start: Callable[..., BrokerProcess]) -> None:
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    registry_url = f"http://127.0.0.1:{free_port()}"
+    broker = start({"schema.registry.listeners": registry_url})
+    create_topic(broker.bootstrap, "events", 1, {**ICEBERG, "pylog.iceberg.layout": "registry"})
+    p = Producer({"bootstrap.servers": broker.bootstrap})
+    for i in range(3):
+        p.produce("events", value=f"junk {i}".encode())
+    assert p.flush(30) == 0
+    dlq = wait_for(lambda: (t := table_rows(broker.data_dir, "pylog.events~dlq")) is not None
+                   and t.num_rows == 3 and t, 60, "the dead letters")
+    assert dlq["offset"].to_pylist() == [0, 1, 2]
+    assert table_rows(broker.data_dir, "pylog.events") is None  # no schema, no columns yet
+    v1 = AvroSerializer(SchemaRegistryClient({"url": registry_url}), json.dumps(AVRO_V1))
+    ctx = SerializationContext("events", MessageField.VALUE)
+    p.produce("events", value=v1({"id": 7, "customer": "ada"}, ctx))
+    assert p.flush(30) == 0
+    rows = wait_for(lambda: table_rows(broker.data_dir, "pylog.events"), 60, "the table")
+    assert rows.select(["id", "customer", "kafka_offset"]).to_pylist() == [
+        {"id": 7, "customer": "ada", "kafka_offset": 3}]
+    assert table_rows(broker.data_dir, "pylog.events~dlq").num_rows == 3

@@ -172,9 +172,15 @@ class Materializer:
             values = decoded.take(pa.array(good))
             if pa.types.is_null(values.type):  # no record decoded yet: the subject's latest schema
                 latest = decoder.latest_type()
-                if latest is None:
-                    raise ValueError(f"no Avro schema for {self.spec.topic}-value to make table columns from")
-                values = pa.nulls(len(values), latest)
+                if latest is None and tables.table is None:
+                    if len(good):
+                        raise ValueError(f"no Avro schema for {self.spec.topic}-value to make the columns "
+                                         "of its table from")
+                    # only dead letters: they are committed (the table, made later, starts at the log
+                    # start and skips them, since the dead-letter table holds them)
+                    tables.commit(None, dead, plan.offsets, plan.dlq_offsets)
+                    return
+                values = pa.nulls(len(values), latest) if latest is not None else values
             main = L.registry_rows(rows, values, self.spec.topic)
         keys = None
         if tables.upsert:

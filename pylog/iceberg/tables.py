@@ -171,7 +171,9 @@ class TopicTables:
                 self.dlq.append(L.conform(dead, self.dlq.schema().as_arrow()),
                                 snapshot_properties=self._properties(dlq_offsets or offsets))
             table = self.table
-            assert table is not None, "the table is created before its first commit"
+            if table is None:  # dead letters before the table has columns
+                assert main is None, "the table is created before rows are committed to it"
+                return
             data = main if main is not None else table.schema().as_arrow().empty_table()
             if main is not None and self.layout == L.REGISTRY:
                 table = self._evolved(table, main)
