@@ -41,7 +41,7 @@ from pylog.sdk.frames import check_frame_type, to_frame
 from pylog.sdk.group_offsets import GroupOffsets
 from pylog.sdk.offsets import OffsetSpec, TimestampSpec, resolve_ranges
 from pylog.sdk.scan import with_security
-from pylog.sdk.schema import output_columns, output_schema
+from pylog.sdk.schema import as_instants, output_columns, output_schema
 from pylog.sdk.tail import SOURCE_COLUMNS, TailReader
 
 log = logging.getLogger(__name__)
@@ -222,7 +222,7 @@ class Follower:
                     arrays.append(self._pool.take(p, n))
                 else:
                     arrays.append(batch.column(field.name))
-            parts.append(pa.RecordBatch.from_arrays(arrays, names=self.schema.names))
+            parts.append(as_instants(pa.RecordBatch.from_arrays(arrays, names=self.schema.names)))
         return parts[0] if len(parts) == 1 else pa.concat_batches(parts)
 
     def close(self) -> None:

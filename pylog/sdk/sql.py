@@ -35,13 +35,13 @@ from pylog._extras import require
 from pylog.sdk.decoders import DecodeSpec, apply_decoders, resolve_decoders
 from pylog.sdk.offsets import UnknownTopicError
 from pylog.sdk.scan import TopicScan, open_source, with_security
-from pylog.sdk.schema import DEFAULT_COLUMNS, output_schema
+from pylog.sdk.schema import DEFAULT_COLUMNS, TIMESTAMP_TYPE, output_schema
 from pylog.sdk.table import read_retrying
 
 if TYPE_CHECKING:
     import duckdb
 
-TIMESTAMP = pa.timestamp("ms", tz="UTC")
+TIMESTAMP = TIMESTAMP_TYPE  # UTC instants, as every SDK read returns them
 COLUMNS = (*DEFAULT_COLUMNS, "headers")
 SAMPLE_RECORDS = 1000
 _LONG_MAX = 2**63 - 1
