@@ -5,7 +5,7 @@
     table = pylog.read_topic("clicks", bootstrap_servers="localhost:9092")     # any Kafka-compatible broker
     df = pylog.scan_topic("clicks", data_dir="./pylog-data", decode="json").to_polars()
     pylog.write_topic(df, "clicks-copy", bootstrap_servers="localhost:9092", key="user")
-    for batch in pylog.follow("clicks", group="dash", bootstrap_servers="localhost:9092"): ...  # as it grows
+    for batch in pylog.follow("clicks", group="dash", bootstrap_servers="localhost:9092"): ...  # live
     pylog.sql("select count(*) from clicks where timestamp > now() - interval 1 hour", data_dir="./pylog-data")
     table = pylog.read_table("profiles", bootstrap_servers="localhost:9092")  # latest value per key
 
