@@ -6,7 +6,7 @@
     df = pylog.scan_topic("clicks", data_dir="./pylog-data", decode="json").to_polars()
     pylog.write_topic(df, "clicks-copy", bootstrap_servers="localhost:9092", key="user")
     for batch in pylog.follow("clicks", group="dash", bootstrap_servers="localhost:9092"): ...  # live
-    pylog.sql("select count(*) from clicks where timestamp > now() - interval 1 hour", data_dir="./pylog-data")
+    pylog.sql("select count(*) from clicks where timestamp > now() - interval 1 hour", data_dir="data")
     table = pylog.read_table("profiles", bootstrap_servers="localhost:9092")  # latest value per key
 
 Columns follow Spark's Kafka source: key, value, topic, partition, offset, timestamp, timestampType
