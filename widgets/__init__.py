@@ -4,6 +4,7 @@
     pw.lag_widget("billing", bootstrap_servers="localhost:9092")      # live, Burrow statuses, chart
     pw.partitions_widget("clicks", bootstrap_servers="localhost:9092", data_dir="./pylog-data")
     pw.topic_browser("clicks", n=20, bootstrap_servers="localhost:9092")
+    pw.cluster_widget(bootstrap_servers="localhost:9092")   # brokers, racks, moves in flight, live
     pw.live_table("clicks", bootstrap_servers="localhost:9092")      # newest rows and rate, as they arrive
     df = pw.lag("billing", bootstrap_servers="localhost:9092")         # the same, as pandas DataFrames
     df = pw.lag("billing", data_dir="./pylog-data")                   # offline, from __consumer_offsets
@@ -37,6 +38,9 @@ _LAZY = {
     "LagWidget": "pylog.widgets.views",
     "PartitionsWidget": "pylog.widgets.views",
     "TopicBrowser": "pylog.widgets.views",
+    "ClusterWidget": "pylog.widgets.views",
+    "ClusterMonitor": "pylog.widgets.cluster",
+    "brokers": "pylog.widgets.cluster",
     "LiveTable": "pylog.widgets.live",
     "Status": "pylog.widgets.burrow",
     "OffsetSample": "pylog.widgets.burrow",
@@ -46,7 +50,7 @@ _LAZY = {
     "to_html": "pylog.widgets.export",
 }
 
-__all__ = sorted([*_LAZY, "lag_widget", "partitions_widget", "topic_browser", "live_table"])
+__all__ = sorted([*_LAZY, "cluster_widget", "lag_widget", "live_table", "partitions_widget", "topic_browser"])
 
 
 def lag_widget(group: str | list[str] | None = None, *, bootstrap_servers: Any = None, data_dir: Any = None,
@@ -90,3 +94,13 @@ def live_table(topic: str, n: int = 20, *, bootstrap_servers: Any, group: str | 
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
+
+
+def cluster_widget(*, bootstrap_servers: Any, interval_s: float = 2.0, live: bool = True,
+                   security: Any = None) -> Any:
+    """A `ClusterWidget`: brokers (racks, replica and leader counts as bars), under-replicated and
+    offline partitions, reassignments in flight; refreshing every `interval_s` seconds."""
+    from pylog.widgets.views import ClusterWidget
+
+    return ClusterWidget(bootstrap_servers=bootstrap_servers, interval_s=interval_s, live=live,
+                         security=security)

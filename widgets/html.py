@@ -1,4 +1,4 @@
-"""Static HTML of the three views, drawn in Python: the ``text/html`` fallback a front end without
+"""Static HTML of the views, drawn in Python: the ``text/html`` fallback a front end without
 widget support (nbviewer, GitHub, a saved notebook) shows. Inline SVG, no scripts."""
 
 from __future__ import annotations
@@ -147,6 +147,41 @@ def records_html(topic: str, records: Sequence[dict[str, Any]]) -> str:
         '<div class="m">no records</div>'
     return (f'{_STYLE}<div class="pylog-static" data-kind="browser"><b>Latest records of {escape(topic)}</b>'
             f"{body}</div>")
+
+
+def cluster_html(snapshot: dict[str, Any]) -> str:
+    brokers = snapshot.get("brokers", [])
+    controller = snapshot.get("controller_id")
+    urp, offline, moving = (snapshot.get(k, []) for k in ("under_replicated", "offline", "reassignments"))
+    rows = [[("node_id", f'{b["node_id"]}{"*" if b["node_id"] == controller else ""}', True),
+             ("host", escape(f'{b["host"]}:{b["port"]}'), False),
+             ("rack", escape(str(b["rack"] or "–")), False),
+             ("replicas", _n(b["replicas"]), True), ("leaders", _n(b["leaders"]), True)] for b in brokers]
+
+    def lst(v: Any) -> str:
+        return escape(", ".join(map(str, v))) if v else "–"
+
+    def parts(items: Sequence[dict[str, Any]], cls: str) -> str:
+        return _table(cls, ["topic", "partition", "leader", "replicas", "ISR", "adding", "removing"], [
+            [("topic", escape(p["topic"]), False), ("partition", str(p["partition"]), True),
+             ("leader", str(p["leader"]), True), ("replicas", lst(p["replicas"]), False),
+             ("isr", lst(p["isr"]), False), ("adding", lst(p["adding_replicas"]), False),
+             ("removing", lst(p["removing_replicas"]), False)] for p in items])
+
+    name = escape(str(snapshot.get("cluster_id")))
+    summary = (f'controller {controller} · {_n(snapshot.get("partitions"))} partitions · '
+               f"{len(urp)} under-replicated · {len(offline)} offline · {len(moving)} moving")
+    out = [_STYLE, f'<div class="pylog-static" data-kind="cluster"><b>Cluster {name}</b> ',
+           f'<span class="m">{summary}</span><br>',
+           bars([(f'b{b["node_id"]}', b["replicas"], f'{b["replicas"]} replicas, {b["leaders"]} leaders')
+                 for b in brokers]),
+           _table("pl-brokers", ["broker", "address", "rack", "replicas", "leaders"], rows)]
+    for title, items, cls in (("Reassignments in progress", moving, "pl-moving"),
+                              ("Under-replicated", urp, "pl-urp"), ("Offline", offline, "pl-offline")):
+        if items:
+            out.append(f"<b>{title}</b>" + parts(items, cls))
+    out.append("</div>")
+    return "".join(out)
 
 
 def live_html(topic: str, records: Sequence[dict[str, Any]], rates: Sequence[Sequence[float]],

@@ -1,5 +1,5 @@
-// pylog widgets: one anywidget ESM for the lag view, the partition view, the topic browser and the
-// live table.
+// pylog widgets: one anywidget ESM for the lag view, the partition view, the topic browser, the
+// cluster view and the live table.
 // Plain DOM and inline SVG, no dependencies. The model's "kind" picks the view; every view is
 // redrawn from the synced state on change. Numbers carry data-* attributes so tests can read them.
 
@@ -230,6 +230,81 @@ function renderBrowser(model, el) {
   ], records.map((r) => ({ attrs: { "data-partition": r.partition, "data-offset": r.offset }, values: r }))));
 }
 
+// Two bars per broker (replicas, leaders), grouped: [{label, replicas, leaders}].
+function brokerChart(items, { width = 520, barHeight = 12 } = {}) {
+  const pad = { l: 40, r: 110 };
+  const row = 2 * barHeight + 10;
+  const height = Math.max(row, items.length * row + 6);
+  const svg = s("svg", { class: "pl-chart pl-broker-chart", width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
+  const vmax = Math.max(1, ...items.map((it) => it.replicas || 0));
+  items.forEach((it, i) => {
+    const y = 4 + i * row;
+    svg.append(s("text", { x: pad.l - 6, y: y + barHeight + 3, "text-anchor": "end", class: "pl-tick" }, it.label));
+    [["replicas", "pl-bar"], ["leaders", "pl-bar pl-bar-alt"]].forEach(([key, cls], j) => {
+      const v = it[key] || 0;
+      const w = (v / vmax) * (width - pad.l - pad.r);
+      const by = y + j * (barHeight + 2);
+      const bar = s("rect", { x: pad.l, y: by, width: Math.max(w, v ? 1 : 0), height: barHeight, class: cls,
+        "data-broker": it.node, "data-metric": key, "data-value": v });
+      bar.append(s("title", {}, `broker ${it.node}: ${v} ${key}`));
+      svg.append(bar);
+      svg.append(s("text", { x: pad.l + w + 6, y: by + barHeight - 2, class: "pl-tick" }, `${fmt(v)} ${key}`));
+    });
+  });
+  return svg;
+}
+
+function renderCluster(model, el) {
+  const snap = model.get("snapshot") || { brokers: [] };
+  const brokers = snap.brokers || [];
+  const urp = snap.under_replicated || [], offline = snap.offline || [], moving = snap.reassignments || [];
+  const refresh = h("button", { class: "pl-button", "data-action": "refresh",
+    onclick: () => model.send({ type: "refresh" }) }, "Refresh");
+  const toggle = h("button", { class: "pl-button", "data-action": "toggle",
+    onclick: () => { model.set("running", !model.get("running")); model.save_changes(); } },
+    model.get("running") ? "Pause" : "Resume");
+  el.append(header(`Cluster ${snap.cluster_id || "?"}`, model, h("span", {}, refresh, toggle)));
+  el.append(h("div", { class: "pl-summary" },
+    "controller ", h("b", { "data-field": "controller" }, snap.controller_id ?? "–"),
+    " · brokers ", h("b", { "data-field": "brokers" }, brokers.length),
+    " · partitions ", h("b", { "data-field": "partitions" }, fmt(snap.partitions)),
+    " · under-replicated ", h("b", { "data-field": "under-replicated", class: urp.length ? "pl-warn-text" : null }, urp.length),
+    " · offline ", h("b", { "data-field": "offline", class: offline.length ? "pl-err-text" : null }, offline.length),
+    " · moving ", h("b", { "data-field": "moving" }, moving.length),
+    snap.updated_ms ? h("span", { class: "pl-muted" }, " · updated ", fmtTime(snap.updated_ms)) : null));
+  el.append(h("div", { class: "pl-chart-box" }, brokerChart(brokers.map((b) => ({
+    label: `b${b.node_id}`, node: b.node_id, replicas: b.replicas, leaders: b.leaders })))));
+  el.append(table("pl-brokers", [
+    { key: "node_id", label: "broker", num: true, render: (v) => (v === snap.controller_id ? `${v}*` : v) },
+    { key: "host", label: "host" },
+    { key: "port", label: "port", num: true },
+    { key: "rack", label: "rack" },
+    { key: "replicas", label: "replicas", num: true, render: fmt },
+    { key: "leaders", label: "leaders", num: true, render: fmt },
+  ], brokers.map((b) => ({ attrs: { "data-broker": b.node_id }, values: b }))));
+  const hist = snap.moving_history || [];
+  if (moving.length || hist.some((p) => p[1] > 0)) {
+    el.append(h("div", { class: "pl-chart-box" }, lineChart([{ name: "partitions moving", points: hist }])));
+  }
+  const list = (v) => (v && v.length ? v.join(", ") : "–");
+  const parts = (title, cls, items) => {
+    if (!items.length) return;
+    el.append(h("div", { class: "pl-subtitle" }, title));
+    el.append(table(cls, [
+      { key: "topic", label: "topic" },
+      { key: "partition", label: "partition", num: true },
+      { key: "leader", label: "leader", num: true },
+      { key: "replicas", label: "replicas", render: list },
+      { key: "isr", label: "ISR", render: list },
+      { key: "adding_replicas", label: "adding", render: list },
+      { key: "removing_replicas", label: "removing", render: list },
+    ], items.map((p) => ({ attrs: { "data-topic": p.topic, "data-partition": p.partition }, values: p }))));
+  };
+  parts("Reassignments in progress", "pl-moving", moving);
+  parts("Under-replicated partitions", "pl-urp", urp);
+  parts("Offline partitions", "pl-offline", offline);
+}
+
 function renderLive(model, el) {
   const records = model.get("records") || [];
   const rates = model.get("rates") || [];
@@ -257,7 +332,8 @@ function renderLive(model, el) {
   ], records.map((r) => ({ attrs: { "data-partition": r.partition, "data-offset": r.offset }, values: r }))));
 }
 
-const VIEWS = { lag: renderLag, partitions: renderPartitions, browser: renderBrowser, live: renderLive };
+const VIEWS = { lag: renderLag, partitions: renderPartitions, browser: renderBrowser, cluster: renderCluster,
+  live: renderLive };
 
 function render({ model, el }) {
   const root = h("div", { class: "pylog-widget" });

@@ -296,6 +296,7 @@ class Broker:
         )
         controller = self.controller = ControllerClient(self.channel, self.cluster_id)
         metadata = self.metadata = BrokerMetadata(source, self.cluster_id)
+        self.replicas.partition_exists = lambda topic, index: source.image.partition(topic, index) is not None
         self.producer_ids = ProducerIdManager(controller, self.node_id, lambda: self.broker_epoch)
         shared: dict[str, Any] = {
             "node_id": self.node_id,

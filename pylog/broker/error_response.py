@@ -283,6 +283,21 @@ def _share_offsets(req: Any, code: int) -> dict:
     }
 
 
+def _alter_reassignments(req: Any, code: int) -> dict:
+    return {
+        "error_code": code,
+        "responses": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": code} for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ],
+    }
+
+
 def _envelope(req: Any, code: int) -> dict:
     return {"response_data": None, "error_code": code}
 
@@ -308,6 +323,9 @@ _BUILDERS: dict[int, Builder] = {
     37: _create_partitions,
     43: _elect_leaders,
     44: _alter_configs,
+    45: _alter_reassignments,
+    46: _top_level,
+    64: _top_level,
     55: _top_level,
     36: _top_level,
     60: _top_level,

@@ -41,6 +41,7 @@ from pylog.cluster.broker_control import (
     BrokerHeartbeatResult,
     BrokerRegistrationResult,
     BrokerSessions,
+    UnregisterBrokerResult,
 )
 from pylog.cluster.config_control import (
     AlterableConfig,
@@ -54,6 +55,7 @@ from pylog.cluster.config_control import (
 )
 from pylog.cluster.feature_control import FeatureUpdate, FeatureUpdateResult, update_features
 from pylog.cluster.image import MetadataImage
+from pylog.cluster.placement import assign_replicas, place_replicas
 from pylog.cluster.records import (
     BrokerEndpoint,
     ConfigRecord,
@@ -64,7 +66,15 @@ from pylog.cluster.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from pylog.cluster.replica_control import ElectionResult, IsrChange, IsrChangeResult, ReplicaControl
+from pylog.cluster.replica_control import (
+    ElectionResult,
+    IsrChange,
+    IsrChangeResult,
+    OngoingReassignment,
+    ReassignmentRequest,
+    ReassignmentResult,
+    ReplicaControl,
+)
 from pylog.config import BrokerConfig
 from pylog.protocol.errors import ErrorCode
 from pylog.security.acl import AclBinding, AclBindingFilter
@@ -218,31 +228,6 @@ def validate_topic_name(name: str) -> tuple[int, str | None]:
             "ASCII alphanumerics, '.', '_' and '-'",
         )
     return ErrorCode.NONE, None
-
-
-def assign_replicas(
-    brokers: Sequence[int],
-    num_partitions: int,
-    replication_factor: int,
-    start: int,
-    shift: int,
-    first: int = 0,
-) -> list[tuple[int, ...]]:
-    """Round-robin replica placement (Kafka's classic, non-rack-aware scheme).
-
-    Partition p's leader is ``brokers[(start + p) % n]``; followers follow at a
-    distance that grows every n partitions, so leaders and followers both spread.
-    """
-    n = len(brokers)
-    out = []
-    for p in range(first, first + num_partitions):
-        lead = (start + p) % n
-        s = shift + p // n
-        replicas = [brokers[lead]]
-        for j in range(replication_factor - 1):
-            replicas.append(brokers[(lead + 1 + (s + j) % (n - 1)) % n])
-        out.append(tuple(replicas))
-    return out
 
 
 # ---------------------------------------------------------------------- the controller
@@ -414,7 +399,8 @@ class QuorumController:
                 f"cannot be reached because only {len(live)} broker(s) are registered.",
             )
         start, shift = self._rng.randrange(len(live)), self._rng.randrange(len(live))
-        return assign_replicas(live, partitions, rf, start, shift, first)
+        racks = {b: self._image.brokers[b].rack for b in live}
+        return place_replicas(racks, partitions, rf, start, shift, first)
 
     def _manual_assignments(
         self, assignments: Mapping[int, Sequence[int]], live: list[int]
@@ -646,6 +632,28 @@ class QuorumController:
             names = partitions or []
             return self._not_controller([ElectionResult(t, p) for t, p in names])
         return self._run(lambda: self._replicas.elect_leaders(election_type, partitions))
+
+    def alter_partition_reassignments(
+        self, requests: Sequence[ReassignmentRequest], *, allow_replication_factor_change: bool = True
+    ) -> ControllerResult[list[ReassignmentResult]]:
+        if not self._active:
+            return self._not_controller([ReassignmentResult(r.topic, r.partition) for r in requests])
+        return self._run(
+            lambda: self._replicas.alter_reassignments(requests, allow_replication_factor_change)
+        )
+
+    def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None
+    ) -> ControllerResult[tuple[int, list[OngoingReassignment]]]:
+        """(top-level error, the reassignments in flight); read-only."""
+        if not self._active:
+            return ControllerResult((), (ErrorCode.NOT_CONTROLLER, []))
+        return ControllerResult((), (ErrorCode.NONE, self._replicas.list_reassignments(partitions)))
+
+    def unregister_broker(self, broker_id: int) -> ControllerResult[UnregisterBrokerResult]:
+        if not self._active:
+            return self._not_controller(UnregisterBrokerResult())
+        return self._run(lambda: self._brokers.unregister(broker_id))
 
     def rebalance_leaders(self) -> ControllerResult[int]:
         """auto.leader.rebalance.enable: move leadership back to preferred replicas."""

@@ -58,6 +58,20 @@ class PartitionImage:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        """A reassignment is in flight (replicas being added or removed)."""
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """The replicas once any reassignment in flight completes."""
+        if not self.removing_replicas:
+            return self.replicas
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,7 +132,15 @@ class MetadataImage:
     def _apply_PartitionRecord(self, r: PartitionRecord) -> None:
         parts = self._topic_partitions(r.topic_id)
         parts[r.partition_id] = PartitionImage(
-            r.topic_id, r.partition_id, r.replicas, r.isr, r.leader, r.leader_epoch, r.partition_epoch
+            r.topic_id,
+            r.partition_id,
+            r.replicas,
+            r.isr,
+            r.leader,
+            r.leader_epoch,
+            r.partition_epoch,
+            r.adding_replicas,
+            r.removing_replicas,
         )
 
     def _apply_PartitionChangeRecord(self, r: PartitionChangeRecord) -> None:
@@ -131,6 +153,10 @@ class MetadataImage:
             changes["isr"] = r.isr
         if r.replicas is not None:
             changes["replicas"] = r.replicas
+        if r.adding_replicas is not None:
+            changes["adding_replicas"] = r.adding_replicas
+        if r.removing_replicas is not None:
+            changes["removing_replicas"] = r.removing_replicas
         if r.leader != LEADER_NO_CHANGE and r.leader != p.leader:
             changes["leader"] = r.leader
             changes["leader_epoch"] = p.leader_epoch + 1
@@ -335,6 +361,8 @@ class MetadataImage:
                         p.leader,
                         p.leader_epoch,
                         p.partition_epoch,
+                        p.adding_replicas,
+                        p.removing_replicas,
                     )
                 )
         for (rtype, rname), cfg in sorted(self._configs.items()):

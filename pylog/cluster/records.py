@@ -102,6 +102,10 @@ class PartitionRecord:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    # a reassignment in flight (KIP-455): ``replicas`` is the target followed by the replicas
+    # being removed; the target's new members are ``adding_replicas``
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +121,8 @@ class PartitionChangeRecord:
     isr: tuple[int, ...] | None = None
     leader: int = LEADER_NO_CHANGE
     replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -262,6 +268,8 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
     "incarnation_id": uuid.UUID,
     "replicas": _ids,
     "isr": _ids,
+    "adding_replicas": _ids,
+    "removing_replicas": _ids,
     "endpoints": _endpoints,
 }
 

@@ -26,6 +26,7 @@ from pylog.broker.handlers import (
     add_partitions_to_txn,
     allocate_producer_ids,
     alter_partition,
+    alter_partition_reassignments,
     alter_share_group_offsets,
     api_versions,
     broker_heartbeat,
@@ -57,6 +58,7 @@ from pylog.broker.handlers import (
     leave_group,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     list_transactions,
     metadata,
     metadata_fetch,
@@ -75,6 +77,7 @@ from pylog.broker.handlers import (
     share_group_heartbeat,
     sync_group,
     txn_offset_commit,
+    unregister_broker,
     update_features,
     write_txn_markers,
 )
@@ -225,6 +228,9 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                 configs.incremental_alter_configs_forwarded, channel=s.channel, node_id=s.node_id, authz=authz
             ),
             forwarded(elect_leaders.elect_leaders, s.channel),
+            forwarded(alter_partition_reassignments.alter_partition_reassignments, s.channel),
+            forwarded(list_partition_reassignments.list_partition_reassignments, s.channel),
+            forwarded(unregister_broker.unregister_broker, s.channel),
             forwarded(update_features.update_features, s.channel),
             forwarded(describe_quorum.describe_quorum, s.channel),
             forwarded(raft_voters.add_raft_voter, s.channel),
@@ -455,6 +461,17 @@ def controller_handlers(s: ControllerServices) -> HandlerTable:
             route(configs.alter_configs, quorum=q, authz=authz),
             route(configs.incremental_alter_configs, quorum=q, authz=authz),
             az.requires(route(elect_leaders.elect_leaders, quorum=q), az.cluster(authz, AclOperation.ALTER)),
+            az.requires(
+                route(alter_partition_reassignments.alter_partition_reassignments, quorum=q),
+                az.cluster(authz, AclOperation.ALTER),
+            ),
+            az.requires(
+                route(list_partition_reassignments.list_partition_reassignments, quorum=q),
+                az.cluster(authz, AclOperation.DESCRIBE),
+            ),
+            az.requires(
+                route(unregister_broker.unregister_broker, quorum=q), az.cluster(authz, AclOperation.ALTER)
+            ),
             az.requires(
                 route(describe_quorum.describe_quorum, quorum=q, listener=listener),
                 az.cluster(authz, AclOperation.DESCRIBE),

@@ -79,7 +79,7 @@ def _build(replicas: ReplicaManager, isr: IsrManager, req: Any, now_ms: int) -> 
         for p in t.partitions:
             part = parts.get(p.partition)
             if part is None:
-                out.append(_empty(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, committed))
+                out.append(_empty(p.partition, replicas.absent_error(name, p.partition), committed))
                 errors = True
                 continue
             if replica_id >= 0:
