@@ -5,6 +5,7 @@
     pw.partitions_widget("clicks", bootstrap_servers="localhost:9092", data_dir="./pylog-data")
     pw.topic_browser("clicks", n=20, bootstrap_servers="localhost:9092")
     pw.cluster_widget(bootstrap_servers="localhost:9092")   # brokers, racks, moves in flight, live
+    pw.live_table("clicks", bootstrap_servers="localhost:9092")      # newest rows and rate, as they arrive
     df = pw.lag("billing", bootstrap_servers="localhost:9092")         # the same, as pandas DataFrames
     df = pw.lag("billing", data_dir="./pylog-data")                   # offline, from __consumer_offsets
     df = pw.partitions("clicks", data_dir="./pylog-data")
@@ -43,6 +44,7 @@ _LAZY = {
     "ClusterWidget": "pylog.widgets.views",
     "ClusterMonitor": "pylog.widgets.cluster",
     "brokers": "pylog.widgets.cluster",
+    "LiveTable": "pylog.widgets.live",
     "Status": "pylog.widgets.burrow",
     "OffsetSample": "pylog.widgets.burrow",
     "LagWindow": "pylog.widgets.burrow",
@@ -53,8 +55,8 @@ _LAZY = {
     "ClientMetricsWidget": "pylog.widgets.views",
 }
 
-__all__ = sorted([*_LAZY, "client_metrics_widget", "cluster_widget", "lag_widget", "partitions_widget",
-                  "topic_browser"])
+__all__ = sorted([*_LAZY, "client_metrics_widget", "cluster_widget", "lag_widget", "live_table",
+                  "partitions_widget", "topic_browser"])
 
 
 def lag_widget(group: str | list[str] | None = None, *, bootstrap_servers: Any = None, data_dir: Any = None,
@@ -93,6 +95,18 @@ def client_metrics_widget(*, bootstrap_servers: Any, interval_s: float = 5.0, li
 
     return ClientMetricsWidget(bootstrap_servers=bootstrap_servers, interval_s=interval_s, live=live,
                                security=security)
+
+
+def live_table(topic: str, n: int = 20, *, bootstrap_servers: Any, group: str | None = None,
+               starting_offsets: Any = "latest", decode: str = "auto", interval_s: float = 1.0,
+               schema_registry_url: str | None = None, security: Any = None) -> Any:
+    """A `LiveTable` following `topic` (`pylog.follow`): its newest `n` records and a records-per-second
+    sparkline, refreshed as records arrive; with ``group`` the follower commits what it showed."""
+    from pylog.widgets.live import LiveTable
+
+    return LiveTable(topic, n, bootstrap_servers=bootstrap_servers, group=group,
+                     starting_offsets=starting_offsets, decode=decode, interval_s=interval_s,
+                     schema_registry_url=schema_registry_url, security=security)
 
 
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())

@@ -218,3 +218,12 @@ def clients_html(snapshot: dict[str, Any]) -> str:
                          + "</details>")
     parts.append("</div>")
     return "".join(parts)
+
+
+def live_html(topic: str, records: Sequence[dict[str, Any]], rates: Sequence[Sequence[float]],
+              total: int) -> str:
+    rate = rates[-1][1] if rates else 0
+    head = (f'{_STYLE}<div class="pylog-static" data-kind="live"><b>Following {escape(topic)}</b> '
+            f'<span class="m">records <b data-field="total">{_n(total)}</b> · now '
+            f'<b data-field="rate">{rate:,.1f}</b>/s</span><br>{sparkline(rates)}</div>')
+    return head + records_html(topic, records)

@@ -1,5 +1,5 @@
 // pylog widgets: one anywidget ESM for the lag view, the partition view, the topic browser, the
-// cluster view and the client metrics view.
+// cluster view, the client metrics view and the live table.
 // Plain DOM and inline SVG, no dependencies. The model's "kind" picks the view; every view is
 // redrawn from the synced state on change. Numbers carry data-* attributes so tests can read them.
 
@@ -357,8 +357,35 @@ function renderClients(model, el) {
   }
 }
 
+function renderLive(model, el) {
+  const records = model.get("records") || [];
+  const rates = model.get("rates") || [];
+  const running = model.get("running");
+  const toggle = h("button", { class: "pl-button", "data-action": "toggle", onclick: () => {
+    model.set("running", !model.get("running"));
+    model.save_changes();
+  } }, running ? "Pause" : "Resume");
+  const rate = rates.length ? rates[rates.length - 1][1] : 0;
+  const info = h("span", { class: "pl-muted" }, running ? "following" : "paused", " · records ",
+    h("b", { "data-field": "total", "data-value": model.get("total") }, fmt(model.get("total"))), " · now ",
+    h("b", { "data-field": "rate", "data-value": rate }, Number(rate).toFixed(1)), "/s");
+  el.append(header(`Following ${model.get("topic")}`, model, h("span", {}, info, toggle)));
+  el.append(h("div", { class: "pl-chart-box" }, lineChart([{ name: "records/s", points: rates }], { height: 100 })));
+  if (records.length === 0) {
+    el.append(h("div", { class: "pl-muted", "data-field": "empty" }, "no records yet"));
+    return;
+  }
+  el.append(table("pl-records", [
+    { key: "partition", label: "partition", num: true },
+    { key: "offset", label: "offset", num: true },
+    { key: "timestamp", label: "timestamp", render: fmtTime },
+    { key: "key", label: "key", render: (v) => h("code", {}, v ?? "null") },
+    { key: "value", label: "value", render: (v) => h("code", {}, v ?? "null") },
+  ], records.map((r) => ({ attrs: { "data-partition": r.partition, "data-offset": r.offset }, values: r }))));
+}
+
 const VIEWS = { lag: renderLag, partitions: renderPartitions, browser: renderBrowser, cluster: renderCluster,
-  clients: renderClients };
+  clients: renderClients, live: renderLive };
 
 function render({ model, el }) {
   const root = h("div", { class: "pylog-widget" });
@@ -369,7 +396,8 @@ function render({ model, el }) {
     (VIEWS[model.get("kind")] || (() => root.append("unknown pylog widget")))(model, root);
   };
   draw();
-  const names = ["snapshot", "history", "running", "error", "records", "metric", "decode", "n", "topic"];
+  const names = ["snapshot", "history", "running", "error", "records", "metric", "decode", "n", "topic", "rates",
+    "total"];
   for (const name of names) model.on(`change:${name}`, draw);
   return () => { for (const name of names) model.off(`change:${name}`, draw); };
 }

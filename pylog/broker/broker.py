@@ -30,6 +30,7 @@ from pylog.broker.handlers import BrokerServices, ControllerServices, client_han
 from pylog.broker.isr_manager import IsrManager
 from pylog.broker.lifecycle import BrokerLifecycle
 from pylog.broker.maintenance import Maintenance
+from pylog.broker.materializers import IcebergMaterializers
 from pylog.broker.metadata import BrokerMetadata, MetadataSource, load_meta_properties
 from pylog.broker.partition import Partition
 from pylog.broker.producer_ids import ProducerIdManager
@@ -115,6 +116,9 @@ class Broker:
         self.servers: list[KafkaServer] = []
         self.schema_registry: Any = None  # pylog.schema_registry.http.RegistryServer when configured
         self.schema_validation = SchemaValidation(None)
+        # Iceberg tables of topics (bad catalog settings stop the start here)
+        self.iceberg = IcebergMaterializers(self.node_id, config, self.data_dir, lambda: source().image,
+                                            self._own_client)
         self.stopping = False
         self.dir_lock: DataDirLock | None = None
 
@@ -390,6 +394,7 @@ class Broker:
             await server.serve()
         self.maintenance.start()
         await self._start_schema_registry()
+        self.iceberg.start()
 
     async def _start_schema_registry(self) -> None:
         listener = self.config.raw("schema.registry.listeners")
@@ -403,6 +408,11 @@ class Broker:
             )
             await self.schema_registry.start()
             self.schema_validation.known_ids = known_ids_of(self.schema_registry.registry.state.by_id)
+
+    def _own_client(self) -> tuple[str, Any]:
+        """(bootstrap servers, client security) for this node's own clients of its listener."""
+        server, security = self._own_client_listener()
+        return f"{_local(server.host)}:{server.port}", security
 
     def _own_client_listener(self) -> tuple[KafkaServer, Any]:
         """The listener this node's own clients (the schema registry's) use: the inter-broker one,
@@ -447,6 +457,7 @@ class Broker:
         if self.lifecycle is not None and not self.settings.standalone and not self.stopping:
             await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_S)
         self.stopping = True
+        await self.iceberg.stop()
         if self.schema_registry is not None:
             await self.schema_registry.stop()
         for server in self.servers:
