@@ -71,9 +71,13 @@ def main() -> None:
             t0 = time.monotonic()
             cluster.kill(dead)
             alive = survivors(cluster)
-            first = next(n for n in cluster.nodes.values() if n.running).bootstrap
+            # the controllers' own listener names the active one (brokers name any live broker)
+            first = next(n for n in cluster.nodes.values() if n.running).controller_bootstrap
             elected.append(
-                until(lambda d=dead, f=first: describe_cluster(f, timeout_s=1).controller_id not in (-1, d))
+                until(
+                    lambda d=dead, f=first: describe_cluster(f, timeout_s=1, controllers=True).controller_id
+                    not in (-1, d)
+                )
             )
             admin = AdminClient({"bootstrap.servers": alive})
             name = f"after-{uuid.uuid4().hex[:6]}"

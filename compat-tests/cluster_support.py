@@ -54,9 +54,9 @@ def running_bootstrap(cluster: LocalCluster) -> str:
 
 
 def controller_seen(cluster: LocalCluster, *, through: int, not_: int | None = None) -> int | None:
-    """The active controller as DescribeCluster through node ``through`` reports it (None if it
-    reports none, or ``not_``)."""
-    info = describe_cluster(cluster.node(through).bootstrap, timeout_s=1.0)
+    """The active controller as DescribeCluster on voter ``through``'s controller listener reports
+    it (None if it reports none, or ``not_``); brokers name any live broker instead."""
+    info = describe_cluster(cluster.node(through).controller_bootstrap, timeout_s=1.0, controllers=True)
     if info.controller_id < 0 or info.controller_id == not_:
         return None
     return info.controller_id

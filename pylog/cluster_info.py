@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import socket
 import struct
-from dataclasses import dataclass
+import uuid
+from dataclasses import dataclass, field
 from typing import Any
 
 from pylog.protocol import api
@@ -34,6 +35,7 @@ class VoterState:
     lag: int
     last_fetch_ms: int
     last_caught_up_ms: int
+    directory_id: str = ""  # Kafka's text form (base64url); empty when the quorum names none
 
 
 @dataclass(frozen=True)
@@ -43,6 +45,7 @@ class QuorumInfo:
     high_watermark: int
     voters: list[VoterState]
     observers: list[VoterState]
+    endpoints: dict[int, list[str]] = field(default_factory=dict)  # voter -> NAME://host:port
 
 
 def request(bootstrap: str, api_key: int, version: int, body: Any, *, timeout_s: float = 5.0) -> Any:
@@ -72,12 +75,15 @@ def _read(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def describe_cluster(bootstrap: str, *, timeout_s: float = 5.0) -> ClusterInfo:
+def describe_cluster(bootstrap: str, *, timeout_s: float = 5.0, controllers: bool = False) -> ClusterInfo:
+    """The cluster as a broker describes it (its controller is any live broker, which forwards),
+    or, with ``controllers`` and a controller listener's address (KIP-919), the controllers and
+    the active one."""
     r = request(
         bootstrap,
         ApiKey.DESCRIBE_CLUSTER,
         1,
-        {"include_cluster_authorized_operations": False, "endpoint_type": 1},
+        {"include_cluster_authorized_operations": False, "endpoint_type": 2 if controllers else 1},
         timeout_s=timeout_s,
     )
     if r.error_code:
@@ -89,7 +95,7 @@ def describe_cluster(bootstrap: str, *, timeout_s: float = 5.0) -> ClusterInfo:
 
 def describe_quorum(bootstrap: str, *, timeout_s: float = 5.0) -> QuorumInfo:
     body = {"topics": [{"topic_name": METADATA_TOPIC, "partitions": [{"partition_index": 0}]}]}
-    r = request(bootstrap, ApiKey.DESCRIBE_QUORUM, 1, body, timeout_s=timeout_s)
+    r = request(bootstrap, ApiKey.DESCRIBE_QUORUM, 2, body, timeout_s=timeout_s)
     if r.error_code:
         raise OSError(f"DescribeQuorum: {ErrorCode.of(r.error_code).name}")
     p = r.topics[0].partitions[0]
@@ -102,10 +108,17 @@ def describe_quorum(bootstrap: str, *, timeout_s: float = 5.0) -> QuorumInfo:
                 max(p.high_watermark - v.log_end_offset, 0),
                 v.last_fetch_timestamp,
                 v.last_caught_up_timestamp,
+                _dir_text(v.replica_directory_id),
             )
             for v in items
         ]
 
-    return QuorumInfo(
-        p.leader_id, p.leader_epoch, p.high_watermark, states(p.current_voters), states(p.observers)
-    )
+    endpoints = {n.node_id: [f"{li.name}://{li.host}:{li.port}" for li in n.listeners] for n in r.nodes}
+    voters, observers = states(p.current_voters), states(p.observers)
+    return QuorumInfo(p.leader_id, p.leader_epoch, p.high_watermark, voters, observers, endpoints)
+
+
+def _dir_text(u: uuid.UUID | None) -> str:
+    from pylog.cluster.voters import directory_id_str
+
+    return "" if u is None or u.int == 0 else directory_id_str(u)

@@ -46,6 +46,8 @@ class ConfigSource(IntEnum):
     STATIC_BROKER_CONFIG = 4
     DEFAULT_CONFIG = 5
     DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
 
 
 class ConfigError(ValueError):
@@ -138,7 +140,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "id@host:port of every controller voter; unset: this node is a quorum of one.",
             read_only=True,
         ),
-        _d("controller.quorum.bootstrap.servers", LS, None, read_only=True),
+        _d(
+            "controller.quorum.bootstrap.servers",
+            LS,
+            None,
+            "host:port of controllers to find the quorum through; the voters then come from the "
+            "metadata log (kraft.version 1).",
+            read_only=True,
+        ),
         _d("controller.quorum.election.timeout.ms", INT, 1000, read_only=True),
         _d("controller.quorum.fetch.timeout.ms", INT, 2000, read_only=True),
         _d("controller.quorum.request.timeout.ms", INT, 2000, read_only=True),
@@ -214,6 +223,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("group.consumer.heartbeat.interval.ms", INT, 5000),
         _d("group.consumer.assignors", LS, "uniform,range", "Server-side assignors, default first."),
         _d("group.consumer.max.size", INT, INT32_MAX),
+        _d(
+            "group.consumer.migration.policy",
+            S,
+            "bidirectional",
+            "Online conversion between classic and consumer groups: bidirectional, upgrade, downgrade "
+            "or disabled.",
+        ),
         _d("group.share.session.timeout.ms", INT, 45000),
         _d("group.share.heartbeat.interval.ms", INT, 5000),
         _d("group.share.max.size", INT, 200),
@@ -260,6 +276,12 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("connections.max.idle.ms", L, 600000, "Idle connections are closed after this."),
         _d("max.connections", INT, INT32_MAX, "Connections beyond this are refused."),
         _d("max.connections.per.ip", INT, INT32_MAX),
+        _d("telemetry.max.bytes", INT, 1048576, "Largest metrics payload a client may push (KIP-714).",
+           read_only=True),
+        _d("quota.window.num", INT, 11, "Windows client quota rates are measured over (at least 1).",
+           read_only=True),
+        _d("quota.window.size.seconds", INT, 1, "Length of one client quota window (at least 1).",
+           read_only=True),
         _d("queued.max.requests", INT, 500, "Requests in flight per connection before reads pause."),
         _d(
             "queued.max.request.bytes",
@@ -318,6 +340,24 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("super.users", S, None, "Principals allowed everything, separated by ';' (User:admin).",
            read_only=True),
         _d("allow.everyone.if.no.acl.found", B, False, read_only=True),
+        _d(
+            "pylog.iceberg.catalog.type",
+            S,
+            "sql",
+            "Catalog of the Iceberg tables topics are materialised into: sql (pyiceberg's SqlCatalog, an "
+            "SQLite file in the data directory unless pylog.iceberg.catalog.uri names another database) or "
+            "rest (an Iceberg REST catalog at pylog.iceberg.catalog.uri).",
+            choices=("sql", "rest"),
+            read_only=True,
+        ),
+        _d("pylog.iceberg.catalog.uri", S, None,
+           "The catalog's URI: a SQLAlchemy URL for sql (default sqlite:///<data dir>/iceberg/catalog.db), "
+           "the REST catalog's URL for rest. Brokers that materialise topics share one catalog.",
+           read_only=True),
+        _d("pylog.iceberg.catalog.name", S, "pylog", "The catalog's name (pyiceberg's configuration key).",
+           read_only=True),
+        _d("pylog.iceberg.warehouse", S, None,
+           "Where table files go, as a path or URI (default <data dir>/iceberg/warehouse).", read_only=True),
         _d(
             "pylog.memory.release.interval.ms",
             L,
@@ -408,6 +448,20 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _d("segment.ms", L, 604800000),
         _d("unclean.leader.election.enable", B, False),
         _d("pylog.segment.compression", S, "producer", choices=SEGMENT_COMPRESSION),
+        _d("pylog.iceberg.enable", B, False,
+           "Keep an Apache Iceberg table of this topic up to date (the leader of partition 0 writes it)."),
+        _d("pylog.iceberg.table", S, None,
+           "The Iceberg table (namespace.name); default pylog.<topic> with dots as underscores."),
+        _d("pylog.iceberg.commit.interval.ms", L, 60000,
+           "Target freshness: records reach the table within about this long."),
+        _d("pylog.iceberg.mode", S, "append", "append: a row per record; upsert: the latest record per key.",
+           choices=("append", "upsert")),
+        _d("pylog.iceberg.layout", S, "auto",
+           "Columns: kafka (key, value, topic, partition, offset, timestamp, headers), registry (the value's "
+           "Schema Registry fields plus kafka_* columns) or auto (registry when <topic>-value has a schema).",
+           choices=("auto", "kafka", "registry")),
+        _d("pylog.iceberg.partition.by", S, "day", "Partitioning of the table by the record timestamp.",
+           choices=("hour", "day", "month", "year", "none")),
         _d("confluent.key.schema.validation", B, False,
            "Refuse records whose key is not in the schema registry wire format with a known schema id."),
         _d("confluent.value.schema.validation", B, False,

@@ -29,6 +29,8 @@ from pathlib import Path
 
 from pylog.local import _PID_FILE_ENV, _READY, _free_port, _terminate, registry_installed
 
+_FORMAT = [sys.executable, "-m", "pylog", "storage", "format", "--config-file"]
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket() as s:
@@ -57,10 +59,17 @@ class LocalNode:
         self.registry_port: int | None = None  # the schema registry this node serves, if any
         self.process: subprocess.Popen[bytes] | None = None  # the watchdog
         self.starts = 0
+        self.overrides: dict[str, str] = {}  # this node's own configs (broker.rack, ...)
+        self.removed = False  # `LocalCluster.remove_node` took it out of the cluster
 
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.broker_port}"
+
+    @property
+    def controller_bootstrap(self) -> str:
+        """The controller listener (a voter's): ``--bootstrap-controller``."""
+        return f"{self.host}:{self.controller_port}"
 
     @property
     def pid(self) -> int | None:
@@ -98,6 +107,12 @@ class LocalCluster:
     broker``, following the metadata log as observers) after the ``nodes`` voters. ``hosts`` /
     ``command_prefix`` place node i on another
     address or run it through a prefix (``ip netns exec ...``), for network fault tests.
+    ``dynamic_quorum`` finds the quorum through ``controller.quorum.bootstrap.servers`` with the
+    voters in the metadata log (KIP-853; each voter formatted with ``--initial-controllers``), so
+    `add_controller` / `remove_controller` can change it while the cluster runs.
+    ``racks`` gives node i the ``broker.rack`` racks[i-1]. `add_node` starts one more broker
+    that joins the running cluster; `remove_node` moves every replica off a broker, stops it and
+    unregisters it.
     """
 
     def __init__(
@@ -114,12 +129,16 @@ class LocalCluster:
         log_level: str = "INFO",
         keep_data: bool = False,
         startup_timeout_s: float = 60.0,
+        racks: Sequence[str | None] | None = None,
+        dynamic_quorum: bool = False,
     ) -> None:
         if nodes < 1:
             raise ValueError("a cluster needs at least one node")
         if hosts is not None and len(hosts) != nodes + brokers:
             raise ValueError(f"hosts names {len(hosts)} addresses for {nodes + brokers} nodes")
         self.voter_count = nodes
+        self.dynamic_quorum = dynamic_quorum
+        self.controller_only: set[int] = set()  # nodes added by add_controller (process.roles=controller)
         self._tmp = Path(tempfile.mkdtemp(prefix="pylog-cluster-"))
         self.home = Path(data_dir).resolve() if data_dir is not None else self._tmp
         self.home.mkdir(parents=True, exist_ok=True)
@@ -142,6 +161,8 @@ class LocalCluster:
             else:
                 bp, cp = free_port(h), free_port(h)
             self.nodes[i] = LocalNode(i, h, bp, cp, self.home)
+            if racks is not None and i <= len(racks) and racks[i - 1] is not None:
+                self.nodes[i].overrides["broker.rack"] = str(racks[i - 1])
             if self._registry:
                 self.nodes[i].registry_port = (
                     bp + 2 * total if base_port else 8081 if hosts is not None else _free_port(h)
@@ -157,19 +178,26 @@ class LocalCluster:
     # ------------------------------------------------------------------ addresses
 
     @property
-    def bootstrap_servers(self) -> str:
-        return ",".join(n.bootstrap for n in self.nodes.values())
-
-    @property
     def schema_registry_url(self) -> str | None:
         """The schema registry every node serves (node 1's address), None without the extra."""
         n = self.nodes[min(self.nodes)]
         return None if n.registry_port is None else f"http://{n.host}:{n.registry_port}"
 
     @property
+    def bootstrap_servers(self) -> str:
+        nodes = self.nodes.values()
+        return ",".join(n.bootstrap for n in nodes if n.node_id not in self.controller_only and not n.removed)
+
+    @property
     def voters(self) -> str:
         voters = [n for n in self.nodes.values() if n.node_id <= self.voter_count]
         return ",".join(f"{n.node_id}@{n.host}:{n.controller_port}" for n in voters)
+
+    @property
+    def controller_bootstrap(self) -> str:
+        """The initial controllers' addresses (controller.quorum.bootstrap.servers)."""
+        voters = [n for n in self.nodes.values() if n.node_id <= self.voter_count]
+        return ",".join(f"{n.host}:{n.controller_port}" for n in voters)
 
     def node(self, node_id: int) -> LocalNode:
         try:
@@ -180,14 +208,24 @@ class LocalCluster:
     # ------------------------------------------------------------------ lifecycle
 
     def properties(self, node: LocalNode) -> dict[str, str]:
-        voter = node.node_id <= self.voter_count
+        voter = node.node_id <= self.voter_count or node.node_id in self.controller_only
         listeners = f"PLAINTEXT://{node.host}:{node.broker_port}"
         if voter:
             listeners += f",CONTROLLER://{node.host}:{node.controller_port}"
+        if node.node_id in self.controller_only:
+            listeners = f"CONTROLLER://{node.host}:{node.controller_port}"
+        roles = "broker,controller" if voter else "broker"
+        if node.node_id in self.controller_only:
+            roles = "controller"
+        quorum = (
+            {"controller.quorum.bootstrap.servers": self.controller_bootstrap}
+            if self.dynamic_quorum
+            else {"controller.quorum.voters": self.voters}
+        )
         props = {
             "node.id": str(node.node_id),
-            "process.roles": "broker,controller" if voter else "broker",
-            "controller.quorum.voters": self.voters,
+            "process.roles": roles,
+            **quorum,
             "listeners": listeners,
             "controller.listener.names": "CONTROLLER",
             "cluster.id": self.cluster_id,
@@ -196,19 +234,111 @@ class LocalCluster:
         if node.registry_port is not None:
             props["schema.registry.listeners"] = f"http://{node.host}:{node.registry_port}"
         props.update(self.config)
+        props.update(node.overrides)
         return props
 
     def start(self) -> LocalCluster:
+        if self.dynamic_quorum:
+            self._format_initial_controllers()
         for node in self.nodes.values():
-            if not node.running:
+            if not node.running and not node.removed:
                 self._launch(node)
         for node in self.nodes.values():
-            self._wait_listening(node)
+            if not node.removed:
+                self._wait_listening(node)
         return self
 
-    def _launch(self, node: LocalNode) -> None:
+    def _write_properties(self, node: LocalNode) -> None:
         lines = [f"{k}={v}" for k, v in self.properties(node).items()]
         node.config_path.write_text("\n".join(lines) + "\n", "utf-8")
+
+    def _format(self, node: LocalNode, *quorum_args: str) -> None:
+        """``pylog storage format`` for a node whose data directory is not formatted yet."""
+        if (node.data_dir / "meta.properties").exists():
+            return
+        self._write_properties(node)
+        out = subprocess.run(
+            [*_FORMAT, str(node.config_path), *quorum_args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"formatting node {node.node_id} failed: {out.stderr.strip()}")
+
+    def _format_initial_controllers(self) -> None:
+        from pylog.cluster.voters import directory_id_str, new_directory_id
+
+        initial = [n for n in self.nodes.values() if n.node_id <= self.voter_count]
+        if all((n.data_dir / "meta.properties").exists() for n in initial):
+            return
+        spec = ",".join(
+            f"{n.node_id}@{n.host}:{n.controller_port}:{directory_id_str(new_directory_id())}"
+            for n in initial
+        )
+        for n in initial:
+            self._format(n, "--initial-controllers", spec)
+
+    def directory_id(self, node_id: int) -> str:
+        """The directory id in the node's meta.properties (Kafka's text form)."""
+        from pylog.broker.metadata import read_meta_properties
+
+        return read_meta_properties(self.node(node_id).data_dir).get("directory.id", "")
+
+    def add_controller(self, *, timeout_s: float = 60.0) -> int:
+        """Start a new controller-only node that joins the running quorum: formatted with
+        ``--no-initial-controllers``, it follows the log as an observer until caught up, then
+        `pylog cluster add-controller` makes it a voter. Returns its node id."""
+        if not self.dynamic_quorum:
+            raise RuntimeError("a static quorum (controller.quorum.voters) cannot change (dynamic_quorum)")
+        node_id = max(self.nodes) + 1
+        h = self.nodes[min(self.nodes)].host
+        node = self.nodes[node_id] = LocalNode(node_id, h, free_port(h), free_port(h), self.home)
+        self.controller_only.add(node_id)
+        self._format(node, "--no-initial-controllers")
+        self._launch(node)
+        self._wait_listening(node)
+        self._controller_command(
+            "add-controller",
+            "--config-file",
+            str(node.config_path),
+            timeout_s=timeout_s,
+        )
+        return node_id
+
+    def remove_controller(
+        self, node_id: int, directory_id: str | None = None, *, timeout_s: float = 60.0
+    ) -> None:
+        """`pylog cluster remove-controller` for the node's voter (its current directory id unless
+        given). The node keeps running; a removed controller follows the log as an observer."""
+        dir_text = directory_id or self.directory_id(node_id)
+        self._controller_command(
+            "remove-controller",
+            "--controller-id",
+            str(node_id),
+            "--controller-directory-id",
+            dir_text,
+            timeout_s=timeout_s,
+        )
+
+    def _controller_command(self, *args: str, timeout_s: float) -> str:
+        servers = ",".join(
+            n.bootstrap for n in self.nodes.values() if n.running and n.node_id not in self.controller_only
+        )
+        out = subprocess.run(
+            [sys.executable, "-m", "pylog", "cluster", *args, "-b", servers, "--timeout", str(timeout_s)],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s + 30,
+            check=False,
+        )
+        if out.returncode != 0:
+            raise RuntimeError(f"pylog cluster {args[0]} failed: {out.stderr.strip()}")
+        return out.stdout
+
+    def _launch(self, node: LocalNode) -> None:
+        self._write_properties(node)
         node.pid_path.unlink(missing_ok=True)
         node.stdout_path.write_bytes(b"")
         args = [
@@ -307,6 +437,45 @@ class LocalCluster:
         self._launch(node)
         self._wait_listening(node)
 
+    def add_node(
+        self, *, rack: str | None = None, config: Mapping[str, object] | None = None, timeout_s: float = 60.0
+    ) -> int:
+        """Start a new broker-only node (``process.roles=broker``) that joins the running cluster;
+        returns its node id once it has registered and been unfenced."""
+        from pylog.cluster_info import describe_cluster
+
+        node_id = max(self.nodes) + 1
+        host = self.nodes[min(self.nodes)].host
+        node = LocalNode(node_id, host, free_port(host), free_port(host), self.home)
+        if self._registry:
+            node.registry_port = _free_port(host)
+        if rack is not None:
+            node.overrides["broker.rack"] = rack
+        node.overrides.update({str(k): str(v) for k, v in (config or {}).items()})
+        self.nodes[node_id] = node
+        self._launch(node)
+        self._wait_listening(node, timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with contextlib.suppress(OSError):
+                if any(b[0] == node_id for b in describe_cluster(node.bootstrap, timeout_s=2.0).brokers):
+                    return node_id
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"node {node_id} did not register within {timeout_s}s:\n{node.log_tail()}")
+            time.sleep(0.1)
+
+    def remove_node(self, node_id: int, *, timeout_s: float = 300.0, throttle: int | None = None) -> None:
+        """Move every replica off broker ``node_id`` (a reassignment), stop it and unregister it
+        (UnregisterBroker), as ``pylog cluster remove-broker`` does. A node that is also a controller
+        keeps its seat among the quorum's voters (stopped, like a failed one)."""
+        from pylog.admin.moves import remove_broker
+
+        node = self.node(node_id)
+        others = ",".join(n.bootstrap for n in self.nodes.values() if n.node_id != node_id and n.running)
+        remove_broker(others, node_id, stop=lambda: self.stop_node(node_id), timeout_s=timeout_s,
+                      throttle=throttle)
+        node.removed = True
+
     def restart(self, node_id: int, *, hard: bool = False) -> None:
         """Stop the node (SIGTERM, or kill -9 with ``hard``) and start it again on its data."""
         if self.node(node_id).running:
@@ -332,17 +501,19 @@ class LocalCluster:
     # ------------------------------------------------------------------ asking the cluster
 
     def controller_id(self, timeout_s: float = 10.0) -> int:
-        """The active controller, as DescribeCluster through any running node reports it."""
+        """The active controller, as DescribeCluster on any running voter's controller listener
+        reports it (brokers name any live broker)."""
         from pylog.cluster_info import describe_cluster
 
         deadline = time.monotonic() + timeout_s
         last: Exception | None = None
         while time.monotonic() < deadline:
             for node in self.nodes.values():
-                if not node.running:
+                controller = node.node_id <= self.voter_count or node.node_id in self.controller_only
+                if not node.running or not controller:
                     continue
                 try:
-                    info = describe_cluster(node.bootstrap, timeout_s=2.0)
+                    info = describe_cluster(node.controller_bootstrap, timeout_s=2.0, controllers=True)
                 except OSError as exc:
                     last = exc
                     continue

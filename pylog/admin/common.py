@@ -102,8 +102,8 @@ def client_options(args: argparse.Namespace) -> dict[str, Any]:
             **security_options(args)}
 
 
-def security_options(args: argparse.Namespace) -> dict[str, Any]:
-    """kafka-python's security options from ``--command-config`` and ``-X`` (Kafka client names)."""
+def client_security(args: argparse.Namespace) -> Any:
+    """The ``ClientSecurity`` of ``--command-config`` and ``-X`` (Kafka client names)."""
     from pylog.config import ConfigError, parse_key_values
     from pylog.properties import read_properties
     from pylog.security.client import SECURITY_CONFIG_NAMES, ClientSecurity
@@ -113,9 +113,14 @@ def security_options(args: argparse.Namespace) -> dict[str, Any]:
         # a tool's config file may hold other client settings too: those are not pylog's business here
         settings = {k: v for k, v in from_file.items() if k in SECURITY_CONFIG_NAMES}
         settings.update(parse_key_values(getattr(args, "client_settings", None) or []))
-        security = ClientSecurity.from_config(settings)
+        return ClientSecurity.from_config(settings)
     except (OSError, ValueError, ConfigError) as exc:
         raise AdminError(f"client settings: {exc}") from None
+
+
+def security_options(args: argparse.Namespace) -> dict[str, Any]:
+    """kafka-python's security options from ``--command-config`` and ``-X`` (Kafka client names)."""
+    security = client_security(args)
     out: dict[str, Any] = {"security_protocol": security.protocol}
     if security.ssl_context is not None:
         out["ssl_context"] = security.ssl_context
@@ -123,6 +128,25 @@ def security_options(args: argparse.Namespace) -> dict[str, Any]:
         out.update(sasl_mechanism=security.mechanism, sasl_plain_username=security.username,
                    sasl_plain_password=security.password)
     return out
+
+
+@contextlib.contextmanager
+def cluster_admin(args: argparse.Namespace) -> Iterator[Any]:
+    """The SDK's `ClusterAdminSync` on ``--bootstrap-servers`` (reassignments, UnregisterBroker)."""
+    from pylog.sdk.client import KafkaError
+    from pylog.sdk.cluster_admin import ClusterAdminSync
+
+    admin = ClusterAdminSync(args.bootstrap_servers, security=client_security(args),
+                             request_timeout_s=max(args.timeout, 1.0))
+    try:
+        yield admin
+    except (ConnectionError, TimeoutError):
+        raise _unreachable(args) from None
+    except KafkaError as exc:
+        raise AdminError(str(exc)) from None
+    finally:
+        with contextlib.suppress(Exception):
+            admin.close()
 
 
 def topic_metadata(admin: Any, topics: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:

@@ -1,4 +1,4 @@
-"""``pylog topic list | describe | create | delete | alter-config | produce | consume``."""
+"""``pylog topic list | describe | create | delete | alter-config | produce | consume | reassign``."""
 
 from __future__ import annotations
 
@@ -58,6 +58,17 @@ def add_commands(sub: Any) -> None:
                    help="back to the default, repeatable")
     add_connection_options(p)
     command(p, alter_config)
+
+    p = sub.add_parser("reassign", help="move partitions as a plan says (Kafka's reassignment JSON)")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--plan", metavar="FILE",
+                      help="the --reassignment-json-file of kafka-reassign-partitions: run it and wait")
+    what.add_argument("--cancel", metavar="FILE", help="cancel the moves of this plan that are in flight")
+    what.add_argument("--list", action="store_true", help="the reassignments in flight")
+    p.add_argument("--no-wait", action="store_true", help="submit the plan and return")
+    p.add_argument("--throttle", type=int, default=None, metavar="BYTES/S", help="replication throttle")
+    add_connection_options(p, formats=())
+    command(p, reassign)
 
     p = sub.add_parser("produce", help="produce the lines of stdin, one record each")
     p.add_argument("topic", metavar="TOPIC")
@@ -330,3 +341,35 @@ def _format_record(r: Any, template: str | None) -> str:
     except (KeyError, IndexError, ValueError) as exc:
         raise AdminError(f"bad --format {template!r} ({exc}); fields: " + " ".join(
             "{" + f + "}" for f in CONSUME_FIELDS)) from None
+
+
+def reassign(args: argparse.Namespace) -> int:
+    from pylog.admin.common import cluster_admin
+    from pylog.admin.moves import execute, read_plan_file
+    from pylog.protocol.errors import ErrorCode
+
+    with cluster_admin(args) as admin:
+        if args.list:
+            moving = admin.list_reassignments()
+            print_table(["TOPIC", "PARTITION", "REPLICAS", "ADDING", "REMOVING"],
+                        [[t, p, r, a or None, x or None] for (t, p), (r, a, x) in sorted(moving.items())])
+            return 0
+        if args.cancel:
+            answers = admin.alter_reassignments(dict.fromkeys(read_plan_file(args.cancel)))
+            failed = 0
+            for (t, p), (code, message) in sorted(answers.items()):
+                status = "cancelled" if code == 0 else f"{ErrorCode(code).name}: {message}"
+                failed += code not in (0, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+                print(f"{t}-{p}: {status}")
+            return 1 if failed else 0
+        targets = read_plan_file(args.plan)
+        if args.no_wait:
+            answers = admin.alter_reassignments(targets)
+            bad = {tp: a for tp, a in answers.items() if a[0]}
+            for (t, p), (code, message) in sorted(bad.items()):
+                print(f"{t}-{p}: {ErrorCode(code).name}: {message}", file=sys.stderr)
+            print(f"{len(targets) - len(bad)} reassignment(s) started")
+            return 1 if bad else 0
+        took = execute(admin, targets, throttle=args.throttle, timeout_s=max(args.timeout, 3600.0))
+        print(f"{len(targets)} partition(s) reassigned in {took:.1f}s")
+    return 0

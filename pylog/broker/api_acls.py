@@ -207,11 +207,18 @@ async def _merge_later(result: Any, denied: dict, field: str) -> Any:
 # --- Metadata --------------------------------------------------------------------------------------
 
 
+def _by_topic_id(req: Any) -> bool:
+    """A Metadata request that names topics by id (then its names do not count)."""
+    return req.topics is not None and any(
+        getattr(t, "topic_id", None) not in (None, _ZERO_UUID) for t in req.topics
+    )
+
+
 def metadata(spec: HandlerSpec, authz: Authorization) -> HandlerSpec:
     """Metadata as Kafka authorizes it: a listing of every topic leaves out those the caller may
     not DESCRIBE; a named topic it may not DESCRIBE, or may not CREATE when the request asks for
-    auto-creation of a missing one, answers TOPIC_AUTHORIZATION_FAILED (and is not created); a
-    topic asked by id that it may not DESCRIBE is unknown. Authorized operations (KIP-430) are the
+    auto-creation of a missing one, answers TOPIC_AUTHORIZATION_FAILED (and is not created), and so
+    does a topic asked by id (with its id, no name). Authorized operations (KIP-430) are the
     caller's; the cluster's need DESCRIBE on it."""
     fn = spec.fn
 
@@ -220,7 +227,7 @@ def metadata(spec: HandlerSpec, authz: Authorization) -> HandlerSpec:
             return fn(ctx, req)
         named = req.topics is not None and not (ctx.api_version == 0 and not req.topics)
         refused: list[str] = []
-        if named:
+        if named and not _by_topic_id(req):
             names = [t.name for t in req.topics if t.name is not None]
             seen = authz.filter(ctx, _Op.DESCRIBE, 2, names)
             refused = [n for n in names if n not in seen]
@@ -242,15 +249,16 @@ def metadata(spec: HandlerSpec, authz: Authorization) -> HandlerSpec:
         return _fix(result, ctx, req, named, refused)
 
     def _fix(body: dict, ctx: RequestContext, req: Any, named: bool, refused: list[str]) -> dict:
-        wanted = {t.name for t in req.topics if t.name is not None} if named else None
+        by_id = named and _by_topic_id(req)
+        wanted = {t.name for t in req.topics if t.name is not None and not by_id} if named else None
         topics = []
         for entry in body["topics"]:
             name = entry.get("name")
             if name is not None and not authz.topic(ctx, _Op.DESCRIBE, name):
-                if named and name not in (wanted or ()):  # asked by id
+                if by_id:  # ids are not secret: Kafka says the caller may not see it
                     topics.append(
                         {
-                            "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
+                            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
                             "name": None,
                             "topic_id": entry.get("topic_id"),
                             "partitions": [],

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +30,8 @@ from pylog.broker.handlers import BrokerServices, ControllerServices, client_han
 from pylog.broker.isr_manager import IsrManager
 from pylog.broker.lifecycle import BrokerLifecycle
 from pylog.broker.maintenance import Maintenance
-from pylog.broker.metadata import BrokerMetadata, MetadataSource, load_cluster_id
+from pylog.broker.materializers import IcebergMaterializers
+from pylog.broker.metadata import BrokerMetadata, MetadataSource, load_meta_properties
 from pylog.broker.partition import Partition
 from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.publisher import ReplicaPublisher
@@ -37,6 +39,8 @@ from pylog.broker.replica_fetcher import ReplicaFetcherManager
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.server import KafkaServer
 from pylog.broker.share_shell import SHARE_STATE_TOPIC, ShareShell
+from pylog.broker.telemetry_shell import TelemetryShell
+from pylog.broker.throttling import QuotaEnforcer
 from pylog.broker.txn_markers import MarkerWriter
 from pylog.broker.txn_shell import TxnShell
 from pylog.clock import SYSTEM_CLOCK, Clock
@@ -45,8 +49,12 @@ from pylog.cluster.image import MetadataImage
 from pylog.cluster.node_config import Listener, NodeSettings
 from pylog.cluster.observer import MetadataObserver
 from pylog.cluster.quorum import MetadataQuorum
+from pylog.cluster.quorum_addresses import QuorumAddresses
+from pylog.cluster.quorum_fetcher import QuorumFetcher
 from pylog.cluster.raft_transport import RaftTransport
+from pylog.cluster.voters import Endpoint, VoterNode, VoterSet
 from pylog.config import BrokerConfig, ConfigError
+from pylog.quotas.client import ClientQuotas
 from pylog.schema_registry.validation import SchemaValidation
 from pylog.security.node import NodeSecurity, image_credentials
 from pylog.security.quotas import ConnectionQuotas
@@ -80,10 +88,16 @@ class Broker:
         self.authorization = Authorization.from_config(config, image)
         self.security = NodeSecurity.from_config(config, self.settings, image_credentials(image))
         self.quotas = ConnectionQuotas.from_config(config, [li.name for li in self.settings.listeners])
+        self.client_quotas = QuotaEnforcer(
+            ClientQuotas.from_config(config), image, self.quotas, clock=clock.monotonic_ms
+        )
         self.replicas = ReplicaManager(config, self.data_dir, clock.wall_ms)
         self.maintenance = Maintenance(config, self.replicas, clock.wall_ms)
         self.cluster_id = ""
+        self.directory_id: uuid.UUID | None = None
         self.quorum: MetadataQuorum | None = None
+        self.addresses: QuorumAddresses | None = None
+        self.fetcher: QuorumFetcher | None = None
         self.observer: MetadataObserver | None = None
         self.transport: RaftTransport | None = None
         self.controller_table: HandlerTable | None = None
@@ -102,6 +116,9 @@ class Broker:
         self.servers: list[KafkaServer] = []
         self.schema_registry: Any = None  # pylog.schema_registry.http.RegistryServer when configured
         self.schema_validation = SchemaValidation(None)
+        # Iceberg tables of topics (bad catalog settings stop the start here)
+        self.iceberg = IcebergMaterializers(self.node_id, config, self.data_dir, lambda: source().image,
+                                            self._own_client)
         self.stopping = False
         self.dir_lock: DataDirLock | None = None
 
@@ -146,13 +163,19 @@ class Broker:
         self.dir_lock = lock_data_dir(self.data_dir)  # first: nothing in the directory is touched before
         s = self.settings
         self.data_dir.mkdir(parents=True, exist_ok=True)
-        self.cluster_id = self._cluster_id()
+        self.cluster_id, self.directory_id = self._meta_properties()
+        s = self.settings
+        self.addresses = QuorumAddresses(
+            s.controller_listener_name,
+            voters={v.node_id: (v.host, v.port) for v in s.voters},
+            bootstrap=s.bootstrap_servers,
+        )
         if s.is_controller:
             await self._start_controller()
         if s.is_broker:
             await self._start_broker()
 
-    def _cluster_id(self) -> str:
+    def _meta_properties(self) -> tuple[str, uuid.UUID]:
         wanted = self.config.raw("cluster.id")
         meta = self.data_dir / "meta.properties"
         if not self.settings.standalone and not wanted and not meta.exists():
@@ -161,18 +184,27 @@ class Broker:
                 f"{self.data_dir}; `pylog cluster start` chooses one for you"
             )
         try:
-            return load_cluster_id(self.data_dir, self.node_id, wanted)
-        except RuntimeError as exc:
+            return load_meta_properties(self.data_dir, self.node_id, wanted)
+        except (RuntimeError, ValueError) as exc:
             raise ConfigError(str(exc)) from None
+
+    def _static_voters(self) -> VoterSet | None:
+        """controller.quorum.voters as a voter set (endpoints on the controller listener), or None."""
+        s = self.settings
+        if not s.voters:
+            return None
+        name = s.controller_listener_name
+        return VoterSet(
+            tuple(VoterNode(v.node_id, None, (Endpoint(name, v.host, v.port),), 0, 0) for v in s.voters)
+        )
 
     async def _start_controller(self) -> None:
         s, cfg = self.settings, self.config
-        peers = {v.node_id: (v.host, v.port) for v in s.voters}
-        if peers:
+        if not s.standalone:
             self.transport = RaftTransport(
                 self.node_id,
                 self.cluster_id,
-                peers,
+                {},
                 request_timeout_s=s.request_timeout_ms / 1000,
                 security=self.security.controller,
             )
@@ -180,7 +212,9 @@ class Broker:
         quorum = self.quorum = MetadataQuorum(
             self.data_dir,
             self.node_id,
-            voters=s.voter_ids,
+            voters=self._static_voters() or (self.node_id,),
+            dynamic=s.dynamic_quorum,
+            directory_id=self.directory_id,
             tick_ms=TICK_MS,
             election_timeout_ticks=election_ticks,
             heartbeat_ticks=max(1, election_ticks // 5),
@@ -193,19 +227,45 @@ class Broker:
             snapshot_bytes=cfg.int("metadata.log.max.record.bytes.between.snapshots"),
             bootstrap=read_bootstrap(self.data_dir),
             clock=self.clock,
+            broker_settings=cfg.raw,
         )
         self.controller_table = controller_handlers(
             ControllerServices(
-                cluster_id=self.cluster_id, config=cfg, settings=s, quorum=quorum, authz=self.authorization
+                cluster_id=self.cluster_id,
+                config=cfg,
+                settings=s,
+                quorum=quorum,
+                authz=self.authorization,
+                controller_security=self.security.controller,
             )
         )
         await quorum.start()
+        addresses = self.addresses
+        assert addresses is not None
+        transport = self.transport
+
+        def voters_changed(_vs: VoterSet | None) -> None:
+            addresses.set_voters(*quorum.replicated_voters())
+            if transport is not None:
+                transport.set_peers(
+                    {n: a for n, a in addresses.all().items() if n >= 0 and n in _replicated(quorum)}
+                )
+
+        quorum.add_voters_listener(voters_changed)
         listener = s.controller_listener
         if listener is not None:
-            self.controller_server = self._server(self.controller_table, listener)
+            self.controller_server = self._server(self.controller_table, listener, client_quotas=False)
             await self.controller_server.start()
-        if self.transport is not None:
-            self.transport.start()
+        if transport is not None:
+            transport.start()
+            self.fetcher = QuorumFetcher(
+                quorum,
+                addresses,
+                self.cluster_id,
+                request_timeout_s=s.request_timeout_ms / 1000,
+                security=self.security.controller,
+            )
+            self.fetcher.start()
         self.duties = ControllerDuties(
             quorum,
             rebalance=cfg.bool("auto.leader.rebalance.enable"),
@@ -217,7 +277,8 @@ class Broker:
 
     async def _start_broker(self) -> None:
         s, cfg = self.settings, self.config
-        voters = {v.node_id: (v.host, v.port) for v in s.voters}
+        addresses = self.addresses
+        assert addresses is not None
         source: MetadataSource
         if self.quorum is not None:
             source = self.quorum
@@ -225,14 +286,14 @@ class Broker:
             source = self.observer = MetadataObserver(
                 self.node_id,
                 self.cluster_id,
-                voters,
+                addresses,
                 request_timeout_s=s.request_timeout_ms / 1000,
                 security=self.security.controller,
             )
             await self.observer.start()
         self.channel = ControllerChannel(
             self.node_id,
-            voters=voters,
+            addresses=addresses,
             leader_hint=lambda: source.leader_id,
             local=lambda: self.controller_table,
             request_timeout_s=cfg.int("request.timeout.ms") / 1000,
@@ -240,6 +301,7 @@ class Broker:
         )
         controller = self.controller = ControllerClient(self.channel, self.cluster_id)
         metadata = self.metadata = BrokerMetadata(source, self.cluster_id)
+        self.replicas.partition_exists = lambda topic, index: source.image.partition(topic, index) is not None
         self.producer_ids = ProducerIdManager(controller, self.node_id, lambda: self.broker_epoch)
         shared: dict[str, Any] = {
             "node_id": self.node_id,
@@ -305,6 +367,7 @@ class Broker:
             stopping=lambda: self.stopping,
             schema_validation=self.schema_validation,
             authz=self.authorization,
+            telemetry=TelemetryShell(cfg, lambda: source.image, self.clock),
         )
         table = client_handlers(services)
         for li in s.broker_listeners:
@@ -333,6 +396,7 @@ class Broker:
             await server.serve()
         self.maintenance.start()
         await self._start_schema_registry()
+        self.iceberg.start()
 
     async def _start_schema_registry(self) -> None:
         listener = self.config.raw("schema.registry.listeners")
@@ -347,6 +411,11 @@ class Broker:
             await self.schema_registry.start()
             self.schema_validation.known_ids = known_ids_of(self.schema_registry.registry.state.by_id)
 
+    def _own_client(self) -> tuple[str, Any]:
+        """(bootstrap servers, client security) for this node's own clients of its listener."""
+        server, security = self._own_client_listener()
+        return f"{_local(server.host)}:{server.port}", security
+
     def _own_client_listener(self) -> tuple[KafkaServer, Any]:
         """The listener this node's own clients (the schema registry's) use: the inter-broker one,
         with this node's credentials for it."""
@@ -356,7 +425,7 @@ class Broker:
             return server, None
         return server, self.security.own_client()
 
-    def _server(self, table: HandlerTable, li: Listener) -> KafkaServer:
+    def _server(self, table: HandlerTable, li: Listener, *, client_quotas: bool = True) -> KafkaServer:
         return KafkaServer(
             table,
             li.host,
@@ -366,6 +435,7 @@ class Broker:
             security=self.security.listener(li.name),
             quotas=self.quotas,
             clock=self.clock,
+            client_quotas=self.client_quotas if client_quotas else None,
         )
 
     def _registered_in_image(self, image: MetadataImage) -> bool:
@@ -390,6 +460,7 @@ class Broker:
         if self.lifecycle is not None and not self.settings.standalone and not self.stopping:
             await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_S)
         self.stopping = True
+        await self.iceberg.stop()
         if self.schema_registry is not None:
             await self.schema_registry.stop()
         for server in self.servers:
@@ -416,6 +487,8 @@ class Broker:
             await self.duties.stop()
         if self.controller_server is not None:
             await self.controller_server.stop()
+        if self.fetcher is not None:
+            await self.fetcher.close()
         if self.transport is not None:
             await self.transport.close()
         if self.observer is not None:
@@ -425,6 +498,11 @@ class Broker:
                 await self.quorum.close()
         if self.dir_lock is not None:
             self.dir_lock.release()
+
+
+def _replicated(quorum: MetadataQuorum) -> set[int]:
+    """The node ids the leader replicates to (the latest and the committed voter sets)."""
+    return {v for vs in quorum.replicated_voters() for v in vs.ids}
 
 
 def _local(host: str) -> str:

@@ -16,9 +16,8 @@ as the node.
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from typing import Any
 
 from pylog.protocol import api
@@ -29,6 +28,7 @@ from pylog.broker.context import RequestContext
 from pylog.broker.error_response import error_response
 from pylog.broker.handler_table import HandlerSpec, HandlerTable
 from pylog.cluster.channel import ChannelError, NodeChannel
+from pylog.cluster.quorum_addresses import QuorumAddresses
 from pylog.security.client import PLAINTEXT, ClientSecurity
 
 log = logging.getLogger(__name__)
@@ -100,7 +100,7 @@ class ControllerChannel:
         self,
         node_id: int,
         *,
-        voters: Mapping[int, tuple[str, int]],
+        addresses: QuorumAddresses,
         leader_hint: Callable[[], int | None],
         local: Callable[[], HandlerTable | None],
         request_timeout_s: float,
@@ -108,31 +108,34 @@ class ControllerChannel:
     ) -> None:
         self.node_id = node_id
         self.security = security
-        self._voters = dict(voters)
+        self.addresses = addresses
         self._leader_hint = leader_hint
         self._local = local
         self.request_timeout_s = request_timeout_s
         self._client_id = f"pylog-node-{node_id}"
-        self._channels: dict[int, NodeChannel] = {}
-        self._round_robin = itertools.cycle(sorted(self._voters)) if self._voters else None
+        self._channels: dict[tuple[str, int], NodeChannel] = {}
         self._last_leader: int | None = None
 
     def _channel(self, voter: int) -> NodeChannel:
-        ch = self._channels.get(voter)
+        address = self.addresses.address(voter)
+        assert address is not None
+        ch = self._channels.get(address)
         if ch is None:
-            host, port = self._voters[voter]
-            ch = self._channels[voter] = NodeChannel(
-                host, port, client_id=self._client_id, security=self.security
+            ch = self._channels[address] = NodeChannel(
+                address[0], address[1], client_id=self._client_id, security=self.security
             )
         return ch
 
+    def _next(self) -> int | None:
+        return self.addresses.next_candidate()
+
     def _target(self) -> int | None:
         hint = self._leader_hint()
-        if hint is not None:
+        if hint is not None and (hint == self.node_id or self.addresses.address(hint) is not None):
             return hint
         if self._last_leader is not None:
             return self._last_leader
-        return next(self._round_robin) if self._round_robin is not None else None
+        return self._next()
 
     async def call(
         self,
@@ -160,7 +163,7 @@ class ControllerChannel:
                     response = await call_table(table, api_key, version, body, self._client_id, caller)
                 else:
                     last_error = "this node is not a controller"
-            elif target is not None and target in self._voters:
+            elif target is not None and self.addresses.address(target) is not None:
                 try:
                     channel = self._channel(target)
                     if caller is None:
@@ -171,8 +174,8 @@ class ControllerChannel:
                     last_error = str(exc)
                     if self._last_leader == target:
                         self._last_leader = None
-                    if self._round_robin is not None and self._leader_hint() is None:
-                        self._last_leader = next(self._round_robin)
+                    if self._leader_hint() is None:
+                        self._last_leader = self._next()
             if response is not None:
                 if not has_error(response, ErrorCode.NOT_CONTROLLER):
                     self._last_leader = target
@@ -180,8 +183,8 @@ class ControllerChannel:
                 last_error = f"node {target} is not the active controller"
                 if self._last_leader == target:
                     self._last_leader = None
-                if self._round_robin is not None and self._leader_hint() in (None, target):
-                    self._last_leader = next(self._round_robin)
+                if self._leader_hint() in (None, target):
+                    self._last_leader = self._next()
             await asyncio.sleep(min(RETRY_S, max(deadline - loop.time(), 0)))
 
     async def _enveloped(

@@ -21,15 +21,13 @@
   Kafka does, with `offsets.topic.num.partitions` partitions. Once the topic exists its actual
   partition count decides which partition holds a group, whatever the setting says later.
 
-Three sans-IO coordinators share the topic and this shell, each its own component: the classic
-`GroupCoordinator` (which also keeps the offsets of every group type), the KIP-848
-`ConsumerGroupCoordinator` and the KIP-932 `ShareGroupCoordinator` (membership only; share
-partition state lives with the share shell). Each reads the record types it owns from a replay and
-skips the others; one timer serves the earliest deadline of the three.
+One sans-IO `GroupCoordinator` serves every group type of the topic (classic, KIP-848 consumer
+groups, KIP-932 share groups: membership only, share partition state lives with the share shell)
+and their offsets; one timer serves its earliest deadline.
 
 Leadership changes: `load_partition` / `unload_partition` (CoordinatorShell) replay or drop a
-partition in all three; a partition led here but not loaded yet is also loaded lazily when a
-request for it arrives.
+partition; a partition led here but not loaded yet is also loaded lazily when a request for it
+arrives.
 """
 
 from __future__ import annotations
@@ -38,7 +36,7 @@ import asyncio
 import itertools
 import logging
 import random
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -48,6 +46,7 @@ from pylog.broker.coordinator_shell import CoordinatorShell, ResponseOnError
 from pylog.broker.internal_topics import iter_log_entries
 from pylog.clock import SYSTEM_CLOCK
 from pylog.cluster.controller import NewTopic
+from pylog.cluster.records import ConfigResourceType
 from pylog.config import BROKER_CONFIGS
 from pylog.groups import (
     CoordinatorRecord,
@@ -61,9 +60,9 @@ from pylog.groups import (
     append_error_to_response,
     partition_for,
 )
-from pylog.groups.consumer_coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator, TopicsView
+from pylog.groups.consumer import ConsumerGroupConfig, TopicsView
 from pylog.groups.coordinator import LogEntry
-from pylog.groups.share_group_coordinator import ShareGroupConfig, ShareGroupCoordinator
+from pylog.groups.share import ShareGroupConfig
 from pylog.txn import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
@@ -108,8 +107,6 @@ class GroupShell(CoordinatorShell):
         props = {n: config.raw(n) for n in BROKER_CONFIGS}
         self.config = GroupConfig.from_kafka({k: v for k, v in props.items() if v is not None})
         self.raw_props = {k: v for k, v in props.items() if v is not None}
-        self.consumer: ConsumerGroupCoordinator | None = None
-        self.share: ShareGroupCoordinator | None = None
         self._handles = itertools.count(1)
         self._parked: dict[int, asyncio.Future[JoinGroupResult | SyncGroupResult]] = {}
 
@@ -127,16 +124,18 @@ class GroupShell(CoordinatorShell):
             )
             self.config = replace(self.config, offsets_topic_num_partitions=len(leaders))
         seed = random.SystemRandom().getrandbits(128)
-        self.coordinator = GroupCoordinator(self.config, rng=random.Random(seed), owned_partitions=())
-        n = self.config.offsets_topic_num_partitions
-        self.consumer = ConsumerGroupCoordinator(
-            ConsumerGroupConfig.from_kafka(self.raw_props, n), rng=random.Random(seed + 1)
+        self.coordinator = GroupCoordinator(
+            self.config,
+            rng=random.Random(seed),
+            consumer=ConsumerGroupConfig.from_kafka(self.raw_props),
+            share=ShareGroupConfig.from_kafka(self.raw_props),
         )
-        self.share = ShareGroupCoordinator(
-            ShareGroupConfig.from_kafka(self.raw_props, n), rng=random.Random(seed + 2)
-        )
-        self.coordinator.offsets_in_use = self._offsets_in_use
+        self.coordinator.set_group_configs(self.group_configs)
         await self._replay_led_partitions()
+
+    def group_configs(self, group_id: str) -> Mapping[str, str]:
+        """A group's GROUP config overrides, as committed in the metadata image."""
+        return self.metadata.image.configs(ConfigResourceType.GROUP, group_id)
 
     def stop(self) -> None:
         super().stop()
@@ -159,56 +158,13 @@ class GroupShell(CoordinatorShell):
         return self.leaders()
 
     def _load(self, p: int, records: list[LogEntry]) -> None:
-        assert self.coordinator is not None and self.consumer is not None and self.share is not None
-        now = self.clock()
-        self.coordinator.load_partition(p, records, now_ms=now)
-        self.consumer.load_partition(p, records, now_ms=now)
-        self.share.load_partition(p, records, now_ms=now)
+        assert self.coordinator is not None
+        self.coordinator.load_partition(p, records, now_ms=self.clock())
         self._loaded.add(p)
 
-    def _mark_loading(self, p: int) -> None:
-        for c in (self.coordinator, self.consumer, self.share):
-            if c is not None:
-                c.mark_loading(p)
-
-    def _unload(self, p: int) -> Output:
-        for c in (self.consumer, self.share):
-            if c is not None:
-                c.unload_partition(p)
-        assert self.coordinator is not None
-        return self.coordinator.unload_partition(p)
-
-    def _next_deadline(self) -> int | None:
-        parts = (self.coordinator, self.consumer, self.share)
-        deadlines = [c.next_deadline_ms() for c in parts if c is not None]
-        return min((d for d in deadlines if d is not None), default=None)
-
     def _tick(self, now_ms: int) -> None:
-        for c in (self.coordinator, self.consumer, self.share):
-            if c is not None:
-                self.apply(c.tick(now_ms))
-
-    # ------------------------------------------------------------------ group types
-
-    def _offsets_in_use(self, group_id: str) -> bool:
-        for c in (self.consumer, self.share):
-            group = c.group(group_id) if c is not None else None
-            if group is not None and group.members:
-                return True
-        return False
-
-    def group_type(self, group_id: str) -> str | None:
-        """"consumer" / "share" when a KIP-848 / KIP-932 group of that id is here, "classic" when a
-        classic group with members is, None when the id is free (an empty classic group, or one
-        that only holds offsets, may become a group of another type)."""
-        if self.consumer is not None and self.consumer.has_group(group_id):
-            return "consumer"
-        if self.share is not None and self.share.has_group(group_id):
-            return "share"
-        classic = self.coordinator.group(group_id) if self.coordinator is not None else None
-        if classic is not None and (classic.members or classic.pending_members):
-            return "classic"
-        return None
+        assert self.coordinator is not None
+        self.apply(self.coordinator.tick(now_ms, topics_view(self.metadata.image)))
 
     async def ensure_offsets_topic(self) -> ErrorCode:
         """Create `__consumer_offsets` if missing (first FindCoordinator); NONE once it exists."""
@@ -358,3 +314,34 @@ def commit_response(req: Any, errors: CommitErrors) -> dict:
 
 def _failed_commits(results: list[PartitionError], error: ErrorCode) -> list[PartitionError]:
     return [PartitionError(r.topic, r.partition, error) for r in results]
+
+
+AUTHORIZED_OPS_UNKNOWN = -2147483648
+
+
+def describe_modern(
+    shell: GroupShell | None, group_ids: list[str], allowed: set[str], image: Any, *, share: bool
+) -> dict:
+    """The ConsumerGroupDescribe / ShareGroupDescribe response: each requested group once, in
+    request order; a group the caller may not DESCRIBE answers GROUP_AUTHORIZATION_FAILED."""
+    from pylog.groups import describe
+
+    wanted = list(dict.fromkeys(group_ids))
+    visible = [g for g in wanted if g in allowed]
+    if shell is None or shell.coordinator is None:
+        found = {g: describe.failed(g, ErrorCode.COORDINATOR_NOT_AVAILABLE) for g in visible}
+    else:
+        errors = {g: shell.coordinator_error(g) for g in visible}  # also loads led partitions lazily
+        found = {g: describe.failed(g, e) for g, e in errors.items() if e is not ErrorCode.NONE}
+        c = shell.coordinator
+        served = [g for g in visible if g not in found]
+        entries = (c.share_group_describe if share else c.consumer_group_describe)(served, topic_names(image))
+        found.update((e["group_id"], e) for e in entries)
+    groups = []
+    for g in wanted:
+        entry = found[g] if g in found else describe.failed(g, ErrorCode.GROUP_AUTHORIZATION_FAILED)
+        if g not in found:
+            entry["error_message"] = None
+        entry["authorized_operations"] = AUTHORIZED_OPS_UNKNOWN
+        groups.append(entry)
+    return {"throttle_time_ms": 0, "groups": groups}

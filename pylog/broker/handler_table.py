@@ -2,9 +2,12 @@
 
 A handler module marks its function with ``@serves(api_key, versions)`` (an annotation, not a
 registration); a listener's table is then built from an explicit list of ``route(fn, **services)``
-(see ``pylog.broker.handlers``). ApiVersions is built from the table. Every API is advertised from
-version 0 (old librdkafka checks exact versions), but only versions the wire codec can decode are
-served; an older one actually sent is answered with UNSUPPORTED_VERSION.
+(see ``pylog.broker.handlers``). ApiVersions is built from the table. Every API older than Kafka
+3.7 is advertised from version 0 (old librdkafka checks exact versions), but only versions the wire
+codec can decode are served; an older one actually sent is answered with UNSUPPORTED_VERSION. The
+APIs added since (KIP-848, KIP-932, ...) are advertised from the lowest version served, as Kafka 4.2
+advertises them: no old client checks them, and a client that picks the lowest advertised version
+must get one that works (the share-group APIs start at 1; their version 0 was early access).
 """
 
 from __future__ import annotations
@@ -21,6 +24,9 @@ if TYPE_CHECKING:
 NO_RESPONSE: Any = object()
 # Returned by a handler to drop the connection without answering (failed acks=0 produce).
 CLOSE_CONNECTION: Any = object()
+
+# APIs below this key are advertised from version 0; from it on, from the lowest version served.
+FIRST_EXACT_FLOOR_API = 68  # ConsumerGroupHeartbeat, the first API of Kafka 3.7
 
 HandlerResult = Any  # a response body, an Awaitable of one, or NO_RESPONSE
 Handler = Callable[["RequestContext", Any], "HandlerResult | Awaitable[HandlerResult]"]
@@ -76,18 +82,20 @@ class HandlerTable:
 def advertised_versions(
     specs: Mapping[int, HandlerSpec], codec: Mapping[int, tuple[int, int]]
 ) -> dict[int, tuple[int, int]]:
-    """ApiVersions table: min 0, max = what both the handler and the codec support."""
+    """ApiVersions table: max = what both the handler and the codec support; min 0 for the APIs
+    old clients check exactly, the lowest served version for the newer ones."""
     out = {}
     for key, spec in sorted(specs.items()):
         lo_hi = codec.get(key)
         if lo_hi is None:
             continue
         hi = min(spec.max_version, lo_hi[1])
-        if hi >= max(spec.min_version, lo_hi[0]):
-            out[key] = (0, hi)
+        lo = max(spec.min_version, lo_hi[0])
+        if hi >= lo:
+            out[key] = (0 if key < FIRST_EXACT_FLOOR_API else lo, hi)
     return out
 
 
 def served_floor(spec: HandlerSpec, codec: Mapping[int, tuple[int, int]]) -> int:
-    """Lowest version actually served (advertised ranges start at 0 regardless)."""
+    """Lowest version actually served (advertised ranges of older APIs start at 0 regardless)."""
     return max(spec.min_version, codec.get(spec.api_key, (0, 0))[0])

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import base64
 import logging
+import random
 import uuid
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -17,6 +18,7 @@ from typing import Protocol
 
 from pylog.cluster.image import MetadataImage, PartitionImage, TopicImage
 from pylog.cluster.image_feed import ImageListener, MetadataChange, MetadataListener
+from pylog.cluster.voters import directory_id_str, new_directory_id, parse_directory_id
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,13 @@ class MetadataView(Protocol):
     def topic_configs(self, name: str) -> dict[str, str]: ...
 
     def brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]: ...
+
+
+def random_live_broker(view: MetadataView, listener: str | None = None) -> int:
+    """The controller a broker names to clients (Kafka's KRaft ``getRandomAliveBrokerId``): any
+    live broker, which forwards controller requests; -1 when there is none."""
+    live = [b[0] for b in view.brokers(listener)]
+    return random.choice(live) if live else -1
 
 
 class MetadataPublisher(Protocol):
@@ -156,8 +165,7 @@ class BrokerMetadata:
             p.on_change(change, self.image)
 
 
-def load_cluster_id(data_dir: Path, node_id: int, wanted: str | None) -> str:
-    """The cluster id kept in ``meta.properties`` (Kafka's file), created on first start."""
+def read_meta_properties(data_dir: Path) -> dict[str, str]:
     path = data_dir / META_PROPERTIES
     props: dict[str, str] = {}
     if path.exists():
@@ -165,14 +173,37 @@ def load_cluster_id(data_dir: Path, node_id: int, wanted: str | None) -> str:
             key, sep, value = line.partition("=")
             if sep and not key.startswith("#"):
                 props[key.strip()] = value.strip()
+    return props
+
+
+def load_meta_properties(
+    data_dir: Path, node_id: int, wanted: str | None, directory_id: uuid.UUID | None = None
+) -> tuple[str, uuid.UUID]:
+    """The cluster id and directory id kept in ``meta.properties`` (Kafka's file), created on first
+    start (``directory_id``: the one to write, else a new one). A directory written before
+    directory ids gets one now."""
+    path = data_dir / META_PROPERTIES
+    props = read_meta_properties(data_dir)
     cluster_id = props.get("cluster.id")
-    if cluster_id is None:
-        cluster_id = wanted or base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\n", "utf-8")
-        tmp.replace(path)
-    elif wanted and wanted != cluster_id:
+    if cluster_id is not None and wanted and wanted != cluster_id:
         raise RuntimeError(f"{path} belongs to cluster {cluster_id}, not {wanted}")
     if props.get("node.id") not in (None, str(node_id)):
         raise RuntimeError(f"{path} belongs to node {props['node.id']}, not {node_id}")
-    return cluster_id
+    stored = props.get("directory.id")
+    if cluster_id is not None and stored:
+        return cluster_id, parse_directory_id(stored)
+    if cluster_id is None:
+        cluster_id = wanted or base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode()
+    dir_id = directory_id or new_directory_id()
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(
+        f"version=1\ncluster.id={cluster_id}\nnode.id={node_id}\ndirectory.id={directory_id_str(dir_id)}\n",
+        "utf-8",
+    )
+    tmp.replace(path)
+    return cluster_id, dir_id
+
+
+def load_cluster_id(data_dir: Path, node_id: int, wanted: str | None) -> str:
+    """The cluster id kept in ``meta.properties`` (Kafka's file), created on first start."""
+    return load_meta_properties(data_dir, node_id, wanted)[0]

@@ -151,12 +151,22 @@ class ReplicaManager:
         )
         self._lock = threading.Lock()  # guards the dicts against the maintenance thread
         self._checkpointed = read_offset_checkpoint(data_dir / HIGH_WATERMARK_FILE)
+        # whether the cluster has a partition at all (set once the metadata is known)
+        self.partition_exists: Callable[[str, int], bool] = lambda topic, index: False
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
     def topic_partitions(self, topic: str) -> dict[int, Partition]:
         return self._by_topic.get(topic, _EMPTY)
+
+    def absent_error(self, topic: str, index: int) -> int:
+        """The error for a partition this broker does not host: NOT_LEADER_OR_FOLLOWER when the
+        cluster has it elsewhere (it moved away: the client refreshes its metadata, as with Kafka),
+        else UNKNOWN_TOPIC_OR_PARTITION."""
+        if self.partition_exists(topic, index):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def topics(self) -> list[str]:
         return list(self._by_topic)
@@ -169,12 +179,12 @@ class ReplicaManager:
         self, topic: str, index: int, current_leader_epoch: int = NO_EPOCH
     ) -> tuple[Partition | None, int]:
         """The partition, and 0 if this broker leads it at ``current_leader_epoch`` (-1: any), else
-        the error: UNKNOWN_TOPIC_OR_PARTITION (partition None), NOT_LEADER_OR_FOLLOWER,
+        the error: ``absent_error`` (partition None), NOT_LEADER_OR_FOLLOWER,
         FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH. Fetch, ListOffsets and OffsetForLeaderEpoch
         check leadership here, and nowhere else."""
         part = self.partitions.get((topic, index))
         if part is None:
-            return None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            return None, self.absent_error(topic, index)
         return part, part.check_leader_epoch(current_leader_epoch)
 
     # --- appends --------------------------------------------------------------------------
@@ -203,7 +213,7 @@ class ReplicaManager:
             if bad_acks:
                 res = AppendResult(ErrorCode.INVALID_REQUIRED_ACKS)
             elif part is None:
-                res = AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                res = AppendResult(self.absent_error(topic, index))
             elif topic in INTERNAL_TOPICS and not internal_allowed:
                 # Only the coordinators write there (Kafka: "Cannot append to internal topic").
                 res = AppendResult(ErrorCode.INVALID_TOPIC_EXCEPTION)
@@ -318,7 +328,7 @@ class ReplicaManager:
     ) -> FetchPartitionData:
         part = self.partitions.get((topic, w.partition))
         if part is None:
-            return FetchPartitionData(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return FetchPartitionData(self.absent_error(topic, w.partition))
         error = part.check_leader_epoch(w.current_leader_epoch)
         if error:
             leader = None if error == ErrorCode.UNKNOWN_LEADER_EPOCH else part.current_leader

@@ -28,6 +28,8 @@ from pylog.broker.coordinator_shell import CoordinatorShell
 from pylog.broker.internal_topics import iter_log_entries
 from pylog.clock import SYSTEM_CLOCK
 from pylog.cluster.controller import NewTopic
+from pylog.cluster.records import ConfigResourceType
+from pylog.cluster.resource_configs import iso_duration_ms
 from pylog.groups.types import Output
 from pylog.share.manager import ShareManager
 from pylog.share.partition import ShareConfig
@@ -37,6 +39,7 @@ if TYPE_CHECKING:
     from pylog.cluster.controller_client import ControllerClient
 
     from pylog.broker.metadata import MetadataView
+    from pylog.broker.partition import Partition
     from pylog.broker.replica_manager import ReplicaManager
     from pylog.config import BrokerConfig
 
@@ -88,8 +91,35 @@ class ShareShell(CoordinatorShell):
             else self.broker_config.int("share.coordinator.state.topic.num.partitions")
         )
         self.coordinator = ShareStateStore(n)
-        self.manager = ShareManager(self.share_config, self.coordinator)
+        self.manager = ShareManager(self.share_config, self.coordinator, self.share_config_of)
         await self._replay_led_partitions()
+
+    def share_config_of(self, group_id: str) -> ShareConfig:
+        """The share settings of a group: its GROUP config overrides over the broker's."""
+        o = self.metadata.image.configs(ConfigResourceType.GROUP, group_id)
+        base = self.share_config
+        if not o:
+            return base
+        return ShareConfig(
+            int(o.get("share.record.lock.duration.ms", base.lock_duration_ms)),
+            int(o.get("share.delivery.count.limit", base.delivery_count_limit)),
+            int(o.get("share.partition.max.record.locks", base.max_in_flight)),
+        )
+
+    def initial_offset(self, group_id: str, part: Partition, now_ms: int) -> int:
+        """Where a group starts on a partition it has no state for: its ``share.auto.offset.reset``
+        (earliest, latest, or by_duration:<ISO-8601 duration> back from now)."""
+        reset = self.metadata.image.configs(ConfigResourceType.GROUP, group_id).get(
+            "share.auto.offset.reset", self.auto_offset_reset
+        )
+        reset = reset.strip().lower()
+        if reset == "earliest":
+            return part.log_start_offset
+        if reset.startswith("by_duration:"):
+            since = now_ms - iso_duration_ms(reset.removeprefix("by_duration:"))
+            found = part.offset_for_timestamp(since, committed=False)
+            return found[0] if found is not None else part.high_watermark
+        return part.high_watermark
 
     async def ensure_topic(self) -> ErrorCode:
         error = await self._topic.ensure()
@@ -173,3 +203,4 @@ class ShareShell(CoordinatorShell):
         """Records became available again: wake the waiting ShareFetches."""
         for cb in list(self._waiters):
             cb()
+

@@ -11,10 +11,17 @@ starting from the current value, the default when there is no override).
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from pylog.cluster.records import ConfigResourceType
+from pylog.cluster.resource_configs import (
+    CLIENT_METRICS_CONFIGS,
+    GROUP_CONFIGS,
+    ConfigValidationError,
+    validate_client_metrics,
+    validate_group_configs,
+)
 from pylog.config import (
     ConfigDef,
     ConfigError,
@@ -40,13 +47,6 @@ class AlterableConfig:
     name: str
     op: int
     value: str | None = None
-
-
-class ConfigValidationError(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
 
 
 # Kafka's lower (and a few upper) bounds of topic config values (LogConfig's ConfigDef).
@@ -76,6 +76,16 @@ _TOPIC_RANGES: dict[str, tuple[float | None, float | None]] = {
 
 
 def _definition(resource_type: int, name: str) -> ConfigDef:
+    if resource_type in (ConfigResourceType.GROUP, ConfigResourceType.CLIENT_METRICS):
+        group = resource_type == ConfigResourceType.GROUP
+        r = (GROUP_CONFIGS if group else CLIENT_METRICS_CONFIGS).get(name)
+        if r is None:
+            if group:
+                raise ConfigValidationError(ErrorCode.INVALID_CONFIG, f"Unknown group config name: {name}")
+            raise ConfigValidationError(
+                ErrorCode.INVALID_REQUEST, f"Unknown client metrics configuration: {name}"
+            )
+        return ConfigDef(r.name, r.type, r.default)
     if resource_type == ConfigResourceType.TOPIC:
         d = topic_config_def(name)
         if d is None:
@@ -94,8 +104,8 @@ def _definition(resource_type: int, name: str) -> ConfigDef:
 def validate_value(resource_type: int, name: str, value: str | None) -> None:
     """Raise ConfigValidationError when ``name`` is unknown or ``value`` does not fit it."""
     d = _definition(resource_type, name)
-    if value is None:
-        return
+    if value is None or resource_type in (ConfigResourceType.GROUP, ConfigResourceType.CLIENT_METRICS):
+        return  # checked as a whole set (``validate_resource``)
     try:
         parsed = d.parse(value)
     except ConfigError as e:
@@ -121,8 +131,23 @@ def validate_resource_name(resource_type: int, name: str) -> None:
     if resource_type == ConfigResourceType.BROKER:
         if name != "" and not (name.isdigit() and int(name) >= 0):
             raise ConfigValidationError(ErrorCode.INVALID_REQUEST, f"Invalid broker name {name!r}")
-    elif resource_type != ConfigResourceType.TOPIC:
+    elif resource_type not in (
+        ConfigResourceType.TOPIC,
+        ConfigResourceType.GROUP,
+        ConfigResourceType.CLIENT_METRICS,
+    ):
         raise ConfigValidationError(ErrorCode.INVALID_REQUEST, f"Unsupported resource type {resource_type}")
+
+
+def validate_resource(
+    resource_type: int, name: str, configs: Mapping[str, str], broker: Callable[[str], str | None]
+) -> None:
+    """Checks on a resource's whole override set after a change (GROUP and CLIENT_METRICS);
+    ``broker`` reads the validating node's settings (the bounds of group configs)."""
+    if resource_type == ConfigResourceType.GROUP:
+        validate_group_configs(name, configs, broker)
+    elif resource_type == ConfigResourceType.CLIENT_METRICS:
+        validate_client_metrics(name, configs)
 
 
 def replace_configs(

@@ -25,6 +25,7 @@ from pylog.cluster.records import (
     decode_records,
 )
 from pylog.cluster.snapshot import decode_image
+from pylog.cluster.voters import ControlRecordError, VoterSet, decode_control, is_control
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +50,9 @@ class ImageFeed:
         self._listeners: list[MetadataListener] = []
         self._image_listeners: list[ImageListener] = []
         self.apply_errors = 0
+        # the quorum's voters as the log says (kraft.version 1; None: static or not seen yet)
+        self.voters: VoterSet | None = None
+        self.kraft_version = 0
 
     def add_listener(self, listener: MetadataListener) -> None:
         self._listeners.append(listener)
@@ -56,8 +60,17 @@ class ImageFeed:
     def add_image_listener(self, listener: ImageListener) -> None:
         self._image_listeners.append(listener)
 
-    def restore(self, index: int, data: bytes, *, notify: bool = True) -> None:
-        """Replace the image with a snapshot's (as of ``index``)."""
+    def restore(
+        self,
+        index: int,
+        data: bytes,
+        *,
+        notify: bool = True,
+        voters: VoterSet | None = None,
+        kraft_version: int = 0,
+    ) -> None:
+        """Replace the image with a snapshot's (as of ``index``), and the voters with its own."""
+        self.voters, self.kraft_version = voters, kraft_version
         image = decode_image(data)
         image.offset = index
         self.image = image
@@ -69,8 +82,18 @@ class ImageFeed:
                     log.exception("metadata image listener failed")
 
     def apply(self, index: int, data: bytes) -> None:
-        """Apply one committed entry (empty data: a leader's no-op)."""
-        if data:
+        """Apply one committed entry (empty data: a leader's no-op; a control entry: the voters)."""
+        if is_control(data):
+            try:
+                batch = decode_control(data)
+            except ControlRecordError:
+                log.exception("undecodable control entry at offset %d", index)
+                self.apply_errors += 1
+            else:
+                self.voters = batch.voters if batch.voters is not None else self.voters
+                if batch.kraft_version is not None:
+                    self.kraft_version = batch.kraft_version
+        elif data:
             try:
                 records = decode_records(data)
             except RecordDecodeError:

@@ -19,11 +19,13 @@ Layout under ``<data_dir>/__cluster_metadata-0/``:
   KRaft names its snapshots: the end offset is the index after the last entry it
   covers (the first index of the log that follows it), the epoch that entry's term::
 
-      magic   4 bytes  b"PLSN"
+      magic   4 bytes  b"PLSN" (or b"PLS1": a control section follows the header)
       crc     u32 BE   CRC-32C of everything after this field
       index   u64 BE   last entry covered
       term    u64 BE   its term
       length  u64 BE   length of data
+      [control length u32 BE, control bytes]   PLS1 only: the voters and kraft.version as of
+                       ``index`` (a control entry's JSON, Kafka's snapshot header records)
       data    bytes    the application's snapshot, opaque here
 
   A checkpoint whose size, CRC or name does not check out is ignored in favour of
@@ -58,6 +60,7 @@ from pathlib import Path
 import crc32c
 
 from pylog.cluster.raft_types import Entry, HardState, Ready, Snapshot
+from pylog.cluster.voters import ControlBatch, ControlRecordError, decode_control, encode_control
 
 METADATA_DIR = "__cluster_metadata-0"
 STATE_FILE = "quorum-state"
@@ -71,6 +74,8 @@ _HEAD = struct.Struct(">II")  # length, crc
 _BODY = struct.Struct(">QQ")  # term, index
 _MAX_FRAME = 64 * 1024 * 1024
 _SNAP_MAGIC = b"PLSN"
+_SNAP_MAGIC_CONTROL = b"PLS1"
+_U32 = struct.Struct(">I")
 _SNAP_HEAD = struct.Struct(">4sI")  # magic, crc
 _SNAP_META = struct.Struct(">QQQ")  # index, term, length
 _LOG_NAME = re.compile(r"^(\d{20})\.log$")
@@ -122,8 +127,15 @@ def scan_frames(buf: bytes, first_index: int = 1) -> tuple[list[Entry], list[int
 
 
 def encode_checkpoint(snap: Snapshot) -> bytes:
-    rest = _SNAP_META.pack(snap.index, snap.term, len(snap.data)) + snap.data
-    return _SNAP_HEAD.pack(_SNAP_MAGIC, crc32c.crc32c(rest)) + rest
+    control = b""
+    if snap.voters is not None or snap.kraft_version:
+        control = encode_control(ControlBatch(snap.kraft_version, snap.voters))
+    magic = _SNAP_MAGIC_CONTROL if control else _SNAP_MAGIC
+    rest = _SNAP_META.pack(snap.index, snap.term, len(snap.data))
+    if control:
+        rest += _U32.pack(len(control)) + control
+    rest += snap.data
+    return _SNAP_HEAD.pack(magic, crc32c.crc32c(rest)) + rest
 
 
 def decode_checkpoint(buf: bytes) -> Snapshot | None:
@@ -131,11 +143,23 @@ def decode_checkpoint(buf: bytes) -> Snapshot | None:
     if len(buf) < _SNAP_HEAD.size + _SNAP_META.size:
         return None
     magic, crc = _SNAP_HEAD.unpack_from(buf)
+    if magic not in (_SNAP_MAGIC, _SNAP_MAGIC_CONTROL) or crc32c.crc32c(buf[_SNAP_HEAD.size :]) != crc:
+        return None
     index, term, length = _SNAP_META.unpack_from(buf, _SNAP_HEAD.size)
     start = _SNAP_HEAD.size + _SNAP_META.size
-    if magic != _SNAP_MAGIC or length != len(buf) - start or crc32c.crc32c(buf[_SNAP_HEAD.size :]) != crc:
+    batch = ControlBatch()
+    if magic == _SNAP_MAGIC_CONTROL:
+        if len(buf) < start + _U32.size:
+            return None
+        (clen,) = _U32.unpack_from(buf, start)
+        try:
+            batch = decode_control(bytes(buf[start + _U32.size : start + _U32.size + clen]))
+        except ControlRecordError:
+            return None
+        start += _U32.size + clen
+    if length != len(buf) - start:
         return None
-    return Snapshot(index, term, bytes(buf[start:]))
+    return Snapshot(index, term, bytes(buf[start:]), batch.voters, batch.kraft_version or 0)
 
 
 class MetadataLogStore:

@@ -1,10 +1,13 @@
 """What a node is, from Kafka's KRaft settings: its id, roles, listeners and the controller voters.
 
-A node without ``controller.quorum.voters`` is a single-node cluster: broker and a controller
-quorum of one in the same process, the broker listener only. With voters, every setting is
-checked against the others before anything starts (a voter list that does not name a controller
-node, a controller listener that is missing or does not match the node's voter entry, ...), so
-a wrong file stops the start with one clear sentence instead of a cluster that never forms.
+A node with neither ``controller.quorum.voters`` nor ``controller.quorum.bootstrap.servers`` is a
+single-node cluster: broker and a controller quorum of one in the same process, the broker
+listener only. ``controller.quorum.voters`` fixes the voters (a static quorum, kraft.version 0);
+``controller.quorum.bootstrap.servers`` only says where to find the quorum, whose voters are in
+the metadata log (kraft.version 1, KIP-853). Every setting is checked against the others before
+anything starts (a voter list that does not name a controller node, a controller listener that
+is missing or does not match the node's voter entry, ...), so a wrong file stops the start with
+one clear sentence instead of a cluster that never forms.
 """
 
 from __future__ import annotations
@@ -45,6 +48,7 @@ class NodeSettings:
     node_id: int
     roles: frozenset[str]
     voters: tuple[Voter, ...]
+    bootstrap_servers: tuple[tuple[str, int], ...]
     listeners: tuple[Listener, ...]
     advertised: tuple[Listener, ...]
     controller_listener_names: tuple[str, ...]
@@ -64,8 +68,17 @@ class NodeSettings:
 
     @property
     def standalone(self) -> bool:
-        """A quorum of this node alone (no voters configured)."""
-        return not self.voters
+        """A quorum of this node alone (no voters and no bootstrap servers configured)."""
+        return not self.voters and not self.bootstrap_servers
+
+    @property
+    def dynamic_quorum(self) -> bool:
+        """The voters come from the metadata log: found through controller.quorum.bootstrap.servers."""
+        return not self.voters and bool(self.bootstrap_servers)
+
+    @property
+    def controller_listener_name(self) -> str:
+        return self.controller_listener_names[0] if self.controller_listener_names else "CONTROLLER"
 
     @property
     def voter_ids(self) -> tuple[int, ...]:
@@ -101,6 +114,7 @@ class NodeSettings:
                 f"process.roles must be broker, controller or both, got {config.raw('process.roles')!r}"
             )
         voters = parse_voters(_list(config, "controller.quorum.voters"))
+        bootstrap = parse_bootstrap_servers(_list(config, "controller.quorum.bootstrap.servers"))
         protocols = parse_protocol_map(_list(config, "listener.security.protocol.map"))
         controller_names = tuple(n.upper() for n in _list(config, "controller.listener.names"))
         listeners = parse_listeners(_list(config, "listeners"), protocols)
@@ -114,6 +128,7 @@ class NodeSettings:
             node_id=node_id,
             roles=roles,
             voters=voters,
+            bootstrap_servers=bootstrap,
             listeners=listeners,
             advertised=advertised,
             controller_listener_names=controller_names,
@@ -151,12 +166,16 @@ class NodeSettings:
                 f"inter.broker.listener.name {self.inter_broker_listener_name} is not one of the "
                 f"broker listeners {[li.name for li in self.broker_listeners]}"
             )
-        if not self.voters:
+        if self.standalone:
             if self.roles != {BROKER, CONTROLLER}:
                 raise ConfigError(
                     "without controller.quorum.voters a node runs broker and controller together; "
-                    f"process.roles={','.join(sorted(self.roles))} needs controller.quorum.voters"
+                    f"process.roles={','.join(sorted(self.roles))} needs controller.quorum.voters "
+                    "or controller.quorum.bootstrap.servers"
                 )
+            return
+        if self.dynamic_quorum:
+            self._check_dynamic()
             return
         ids = [v.node_id for v in self.voters]
         if len(set(ids)) != len(ids):
@@ -192,6 +211,20 @@ class NodeSettings:
                 raise ConfigError("a broker-only node must not have a controller listener in listeners")
 
 
+    def _check_dynamic(self) -> None:
+        if not self.controller_listener_names:
+            raise ConfigError(
+                "controller.listener.names must be set when controller.quorum.bootstrap.servers is"
+            )
+        if self.is_controller and self.controller_listener is None:
+            raise ConfigError(
+                f"controller.listener.names {list(self.controller_listener_names)} names no listener "
+                f"in listeners {[str(li) for li in self.listeners]}"
+            )
+        if not self.is_controller and self.controller_listener is not None:
+            raise ConfigError("a broker-only node must not have a controller listener in listeners")
+
+
 def _list(config: BrokerConfig, name: str) -> list[str]:
     raw = config.raw(name)
     return [p.strip() for p in raw.split(",") if p.strip()] if raw else []
@@ -214,6 +247,25 @@ def parse_voters(items: Sequence[str]) -> tuple[Voter, ...]:
         if voter.node_id < 0 or not 0 < voter.port < 65536:
             raise ConfigError(f"controller.quorum.voters entry {item!r} has a bad id or port")
         out.append(voter)
+    return tuple(out)
+
+
+def parse_bootstrap_servers(items: Sequence[str]) -> tuple[tuple[str, int], ...]:
+    """``["host:9093", ...]`` (controller.quorum.bootstrap.servers)."""
+    out = []
+    for item in items:
+        host, colon, port = item.rpartition(":")
+        try:
+            if not colon or not host:
+                raise ValueError
+            n = int(port)
+        except ValueError:
+            raise ConfigError(
+                f"controller.quorum.bootstrap.servers entry {item!r} is not host:port (e.g. 127.0.0.1:9093)"
+            ) from None
+        if not 0 < n < 65536:
+            raise ConfigError(f"controller.quorum.bootstrap.servers entry {item!r} has a bad port")
+        out.append((host.strip("[]"), n))
     return tuple(out)
 
 

@@ -4,19 +4,21 @@ It pulls committed entries from the active controller (PylogMetadataFetch, long-
 controller listener), applies them to its image through an ``ImageFeed`` as a voter would, and
 takes the latest snapshot when it is behind the controller's log start. The image starts empty
 at every start: a broker keeps no copy of the log, it fetches it again (snapshot plus tail). The
-active controller is found by asking the voters in turn; every answer names the leader.
+active controller is found by asking the voters (or ``controller.quorum.bootstrap.servers``) in
+turn; every answer names the leader and its endpoint, and the voters' endpoints follow the
+``VotersRecord`` entries the broker applies (``addresses``).
 """
 
 from __future__ import annotations
 
 import asyncio
-import itertools
 import logging
-from collections.abc import Mapping
 
 from pylog.cluster.channel import ChannelError, NodeChannel
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.image_feed import ImageFeed, ImageListener, MetadataListener
+from pylog.cluster.quorum_addresses import QuorumAddresses
+from pylog.cluster.raft_transport import snapshot_from_wire
 from pylog.protocol.api import PylogApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.security.client import PLAINTEXT, ClientSecurity
@@ -34,7 +36,7 @@ class MetadataObserver:
         self,
         node_id: int,
         cluster_id: str,
-        voters: Mapping[int, tuple[str, int]],
+        addresses: QuorumAddresses,
         *,
         request_timeout_s: float,
         security: ClientSecurity = PLAINTEXT,
@@ -43,11 +45,9 @@ class MetadataObserver:
         self.cluster_id = cluster_id
         self.feed = ImageFeed()
         self.request_timeout_s = request_timeout_s
-        self._channels = {
-            v: NodeChannel(h, p, client_id=f"pylog-observer-{node_id}", security=security)
-            for v, (h, p) in voters.items()
-        }
-        self._next = itertools.cycle(sorted(voters))
+        self.addresses = addresses
+        self.security = security
+        self._channels: dict[tuple[str, int], NodeChannel] = {}
         self.leader_id: int | None = None
         self.high_watermark = 0
         self._caught_up = asyncio.Event()
@@ -72,25 +72,42 @@ class MetadataObserver:
         self._task = asyncio.create_task(self._run(), name=f"metadata-observer-{self.node_id}")
         await self._caught_up.wait()
 
+    def _channel(self, address: tuple[str, int]) -> NodeChannel:
+        ch = self._channels.get(address)
+        if ch is None:
+            client_id = f"pylog-observer-{self.node_id}"
+            ch = self._channels[address] = NodeChannel(*address, client_id=client_id, security=self.security)
+        return ch
+
     async def _run(self) -> None:
         while True:
-            target = self.leader_id if self.leader_id is not None else next(self._next)
+            target = self.leader_id
+            if target is None or self.addresses.address(target) is None:
+                target = self.addresses.next_candidate()
+            address = self.addresses.address(target) if target is not None else None
+            if address is None:
+                await asyncio.sleep(RETRY_S)
+                continue
             body = {
                 "cluster_id": self.cluster_id,
                 "replica_id": self.node_id,
+                "replica_directory_id": None,
                 "fetch_offset": self.applied_offset + 1,
                 "max_wait_ms": MAX_WAIT_MS,
                 "max_bytes": MAX_BYTES,
             }
             try:
-                resp = await self._channels[target].request(
-                    PylogApiKey.METADATA_FETCH, 0, body, MAX_WAIT_MS / 1000 + self.request_timeout_s
+                resp = await self._channel(address).request(
+                    PylogApiKey.METADATA_FETCH, 1, body, MAX_WAIT_MS / 1000 + self.request_timeout_s
                 )
             except ChannelError as exc:
-                log.debug("metadata fetch from %d: %s", target, exc)
+                log.debug("metadata fetch from %s: %s", address, exc)
                 self.leader_id = None
                 await asyncio.sleep(RETRY_S)
                 continue
+            for e in resp.leader_endpoints:
+                if e.name == self.addresses.listener and resp.leader_id >= 0:
+                    self.addresses.learn(resp.leader_id, (e.host, e.port))
             if resp.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID:
                 log.error("the controllers belong to another cluster than %s", self.cluster_id)
                 await asyncio.sleep(1.0)
@@ -101,11 +118,16 @@ class MetadataObserver:
                 continue
             self.leader_id = target
             if resp.snapshot is not None:
-                self.feed.restore(resp.snapshot.index, bytes(resp.snapshot.data))
-                log.info("metadata image loaded from a snapshot at offset %d", resp.snapshot.index)
+                snap = snapshot_from_wire(resp.snapshot)
+                self.feed.restore(snap.index, snap.data, voters=snap.voters, kraft_version=snap.kraft_version)
+                self.addresses.set_voters(self.feed.voters)
+                log.info("metadata image loaded from a snapshot at offset %d", snap.index)
+            voters = self.feed.voters
             for e in resp.entries:
                 if e.index == self.applied_offset + 1:
                     self.feed.apply(e.index, bytes(e.data))
+            if self.feed.voters is not voters:
+                self.addresses.set_voters(self.feed.voters)
             self.high_watermark = resp.high_watermark
             if self.applied_offset >= self.high_watermark:
                 self._caught_up.set()

@@ -46,17 +46,34 @@ answered with the commit index, which moves the leader on. After a restart the
 node starts from the storage's snapshot and the entries after it, with
 ``applied`` = the snapshot's index: the shell restores the snapshot first.
 
-Left for later: membership changes (the voter set is static), leadership transfer
-and read-index.
+Membership (KIP-853): the voters are a ``VoterSet`` of replica keys (node id and metadata
+directory id). With kraft.version 0 it is the static set the node is built with; with
+kraft.version 1 it lives in the log, as control entries (``voters.py``) and in snapshots, and
+the latest one in a node's log is in force at once, committed or not. The leader changes it one
+voter at a time (``add_voter`` / ``remove_voter`` / ``update_voter``) and only once its previous
+change and an entry of its own term are committed, so consecutive sets share a majority. A new
+voter is caught up first as an *observer*: a node outside the voter set never campaigns; it pulls
+committed entries from the leader (``observer_fetch`` builds the APPEND or SNAPSHOT that answers
+such a fetch; the shell carries it) and the leader counts it as caught up once a fetch of it
+starts at the commit index. Votes are counted, and acknowledgements of entries, only from
+replicas whose key is in the voter set; a message addressed to another directory id of this
+node id is dropped, so a controller on a replaced disk never stands in for the one that was
+lost. A leader keeps replicating to voters a pending change removes until the change commits;
+a leader that the committed set no longer holds resigns, telling the voters that remain
+(END_QUORUM_EPOCH) so the most caught-up of them campaigns at once.
+
+Left for later: leadership transfer on demand and read-index.
 """
 
 from __future__ import annotations
 
 import random
+import uuid
 from collections.abc import Iterable
 
 from pylog.cluster.progress import Progress, ProgressState
 from pylog.cluster.raft_log import LogInvariantError, RaftLog
+from pylog.cluster.raft_membership import Membership, ObserverState, VoterChangeRefused
 from pylog.cluster.raft_types import (
     Entry,
     HardState,
@@ -69,6 +86,7 @@ from pylog.cluster.raft_types import (
     Role,
     Snapshot,
 )
+from pylog.cluster.voters import KRAFT_VERSION_DYNAMIC, VoterHistory, VoterSet, is_control
 
 __all__ = [
     "Entry",
@@ -78,22 +96,24 @@ __all__ = [
     "Message",
     "MessageType",
     "NotLeader",
+    "ObserverState",
     "RaftNode",
     "RaftStorage",
     "Ready",
     "Role",
     "Snapshot",
+    "VoterChangeRefused",
 ]
 
 _MT = MessageType
 _FROM_LEADER = (_MT.APPEND, _MT.HEARTBEAT, _MT.SNAPSHOT)
 
 
-class RaftNode:
+class RaftNode(Membership):
     def __init__(
         self,
         node_id: int,
-        voters: Iterable[int],
+        voters: Iterable[int] | VoterSet | None,
         storage: RaftStorage,
         rng: random.Random,
         election_timeout_ticks: int = 10,
@@ -102,14 +122,21 @@ class RaftNode:
         applied: int | None = None,
         max_entries_per_message: int = 64,
         max_inflight: int = 64,
+        directory_id: uuid.UUID | None = None,
     ) -> None:
+        """``voters``: the static voter set (kraft.version 0), or None when the voters come from
+        the log and snapshots only (a node with neither is an observer until it learns them)."""
         if heartbeat_ticks <= 0 or election_timeout_ticks <= heartbeat_ticks:
             raise ValueError("need 0 < heartbeat_ticks < election_timeout_ticks")
         self.id = node_id
-        self.voters: tuple[int, ...] = tuple(sorted(set(voters)))
-        if not self.voters:
-            raise ValueError("voters must not be empty")
-        self.quorum = len(self.voters) // 2 + 1
+        self.directory_id = directory_id
+        if voters is None or isinstance(voters, VoterSet):
+            self._static = voters
+        else:
+            ids = list(voters)
+            if not ids:
+                raise ValueError("voters must not be empty")
+            self._static = VoterSet.of_ids(ids)
         self._rng = rng
         self.election_timeout = election_timeout_ticks
         self.heartbeat_timeout = heartbeat_ticks
@@ -122,6 +149,8 @@ class RaftNode:
         snap_index = self._snapshot.index if self._snapshot is not None else 0
         snap_term = self._snapshot.term if self._snapshot is not None else 0
         self.log = RaftLog(storage.entries(), snap_index, snap_term)
+        self._history = VoterHistory(self._base_state(self._snapshot))
+        self._scan_control(snap_index + 1)
         self.term = max(hs.term, snap_term)
         self.vote = hs.vote if hs.term == self.term else None
         self.committed = max(min(hs.commit, self.log.last_index()), snap_index)
@@ -138,6 +167,9 @@ class RaftNode:
         self._msgs: list[Message] = []
         self._votes: dict[int, bool] = {}
         self._progress: dict[int, Progress] = {}
+        self._observers: dict[int, ObserverState] = {}
+        self._leader_start = 0  # index of the no-op that opened our term as leader
+        self._ticks = 0
         self._election_elapsed = 0
         self._heartbeat_elapsed = 0
         self._randomized_timeout = self.election_timeout
@@ -147,17 +179,18 @@ class RaftNode:
 
     def tick(self) -> None:
         """Advance logical time by one tick."""
+        self._ticks += 1
         if self.role is Role.LEADER:
             self._tick_leader()
         else:
             self._election_elapsed += 1
-            if self.id in self.voters and self._election_elapsed >= self._randomized_timeout:
+            if self.is_voter and self._election_elapsed >= self._randomized_timeout:
                 self._election_elapsed = 0
                 self.campaign()
 
     def campaign(self) -> None:
-        """Start a (pre-)election now, as on an election timeout (no-op on a leader)."""
-        if self.role is Role.LEADER or self.id not in self.voters:
+        """Start a (pre-)election now, as on an election timeout (no-op on a leader or an observer)."""
+        if self.role is Role.LEADER or not self.is_voter:
             return
         self._election_elapsed = 0
         self._campaign(pre_vote=True)
@@ -166,6 +199,8 @@ class RaftNode:
         """Append ``data`` as a new entry; returns its index, or NotLeader with a hint."""
         if not data:
             raise ValueError("empty entries are reserved for the leader's no-op")
+        if is_control(data):
+            raise ValueError("control entries are appended by the voter changes, not proposed")
         if self.role is not Role.LEADER:
             return NotLeader(self.leader_id, self.term)
         entry = Entry(self.term, self.log.last_index() + 1, bytes(data))
@@ -184,7 +219,12 @@ class RaftNode:
         if index <= self.log.start_index:
             raise ValueError(f"a snapshot at {index} is not newer than the one at {self.log.start_index}")
         term = self.log.compact(index)
-        snap = Snapshot(index, term, bytes(data))
+        state = self._history.at(index)
+        dynamic = state.kraft_version >= KRAFT_VERSION_DYNAMIC
+        snap = Snapshot(
+            index, term, bytes(data), state.voters if dynamic else None, state.kraft_version if dynamic else 0
+        )
+        self._history.compact(index)
         self._snapshot = self._snapshot_taken = snap
         return snap
 
@@ -192,7 +232,10 @@ class RaftNode:
         """Handle a message from a peer."""
         if m.dst != self.id:
             raise ValueError(f"message for {m.dst} stepped into node {self.id}")
-        if m.src not in self.voters:
+        if m.dst_dir is not None and self.directory_id is not None and m.dst_dir != self.directory_id:
+            return  # meant for this node id on another disk (KIP-853's INVALID_VOTER_KEY)
+        static = self._static if self.kraft_version < KRAFT_VERSION_DYNAMIC else None
+        if static is not None and m.src not in static:
             return  # static membership: strangers get no votes and no say
         if m.term > self.term:
             if m.type in (_MT.VOTE, _MT.PRE_VOTE) and self._in_lease():
@@ -272,7 +315,9 @@ class RaftNode:
             self.applied = max(self.applied, rd.committed_entries[-1].index)
         leader = self.role is Role.LEADER
         if leader and self._progress[self.id].maybe_update(self._stable) and self._maybe_commit():
-            self._bcast_append()
+            self._after_commit()
+            if self.role is Role.LEADER:
+                self._bcast_append()
 
     # ------------------------------------------------------------------ status
 
@@ -310,6 +355,8 @@ class RaftNode:
         self._reset_randomized_timeout()
         self._votes = {}
         self._progress = {}
+        self._observers = {}
+        self._leader_start = 0
 
     def _become_follower(self, term: int, leader: int | None) -> None:
         self._reset(term)
@@ -334,13 +381,30 @@ class RaftNode:
         self.leader_id = self.id
         self.role = Role.LEADER
         last = self.log.last_index()
-        for v in self.voters:
-            self._progress[v] = Progress(last + 1, self._max_inflight)
+        self._progress[self.id] = Progress(last + 1, self._max_inflight)
+        self._sync_progress()
         me = self._progress[self.id]
         me.maybe_update(self._stable)
         me.become_replicate()
         me.recent_active = True
         self.log.append(Entry(self.term, last + 1, b""))
+        self._leader_start = last + 1
+
+    def _sync_progress(self) -> None:
+        """Track every replica the leader replicates to: the voters, and those of the last
+        committed set that a pending change removes (so they learn of it)."""
+        keep: dict[int, uuid.UUID | None] = {}
+        for vs in (self.committed_voter_set, self.voter_set):
+            if vs is not None:
+                keep.update((v.node_id, v.directory_id) for v in vs.voters)
+        for node_id in list(self._progress):
+            if node_id != self.id and node_id not in keep:
+                del self._progress[node_id]
+        nxt = self.log.last_index() + 1
+        for node_id in keep:
+            if node_id not in self._progress:
+                self._progress[node_id] = Progress(nxt, self._max_inflight)
+            self._observers.pop(node_id, None)
 
     def _in_lease(self) -> bool:
         return self.leader_id is not None and self._election_elapsed < self.election_timeout
@@ -354,13 +418,13 @@ class RaftNode:
         else:
             self._become_candidate()
             kind, term = _MT.VOTE, self.term
-        if self._poll(self.id, True) is True:
+        if self._poll(self.id, self.directory_id, True) is True:
             self._won_election(pre_vote)
             return
         last_index, last_term = self.log.last_index(), self.log.last_term()
         for v in self.voters:
             if v != self.id:
-                self._msgs.append(Message(kind, self.id, v, term, log_term=last_term, index=last_index))
+                self._send(kind, v, term=term, log_term=last_term, index=last_index)
 
     def _won_election(self, pre_vote: bool) -> None:
         if pre_vote:
@@ -369,13 +433,16 @@ class RaftNode:
             self._become_leader()
             self._bcast_append()
 
-    def _poll(self, voter: int, granted: bool) -> bool | None:
+    def _poll(self, voter: int, directory_id: uuid.UUID | None, granted: bool) -> bool | None:
         """Record a vote; True when won, False when lost, None while undecided."""
+        vs = self.voter_set
+        if vs is None or not vs.is_voter(voter, directory_id):
+            return None  # not a voter of ours: its answer does not count
         self._votes.setdefault(voter, granted)
         yes = sum(1 for g in self._votes.values() if g)
-        if yes >= self.quorum:
+        if yes >= vs.quorum:
             return True
-        if len(self._votes) - yes > len(self.voters) - self.quorum:
+        if len(self._votes) - yes > len(vs) - vs.quorum:
             return False
         return None
 
@@ -387,12 +454,12 @@ class RaftNode:
             or (m.type is _MT.PRE_VOTE and m.term > self.term)
         )
         if can_vote and self.log.is_up_to_date(m.index, m.log_term):
-            self._msgs.append(Message(resp, self.id, m.src, m.term))
+            self._send(resp, m.src, term=m.term, dst_dir=m.src_dir)
             if m.type is _MT.VOTE:
                 self._election_elapsed = 0
                 self.vote = m.src
         else:
-            self._send(resp, m.src, reject=True)
+            self._send(resp, m.src, reject=True, dst_dir=m.src_dir)
 
     def _step_candidate(self, m: Message) -> None:
         pre_vote = self.role is Role.PRE_CANDIDATE
@@ -408,7 +475,7 @@ class RaftNode:
         elif m.type is (_MT.PRE_VOTE_RESP if pre_vote else _MT.VOTE_RESP):
             if pre_vote and not m.reject and m.term != self.term + 1:
                 return  # a grant from an earlier pre-campaign
-            result = self._poll(m.src, not m.reject)
+            result = self._poll(m.src, m.src_dir, not m.reject)
             if result is True:
                 self._won_election(pre_vote)
             elif result is False:
@@ -429,11 +496,16 @@ class RaftNode:
             self._election_elapsed = 0
             self.leader_id = m.src
             self._handle_snapshot(m)
+        elif m.type is _MT.END_QUORUM_EPOCH and self.leader_id in (m.src, None):
+            self.leader_id = None  # the lease ends: the successor's (pre-)votes are granted
+            if m.index == 0:
+                self.campaign()
 
     def _handle_append(self, m: Message) -> None:
         if m.index < self.committed:
             self._send(_MT.APPEND_RESP, m.src, index=self.committed)
             return
+        old_last = self.log.last_index()
         result = self.log.maybe_append(m.index, m.log_term, m.entries, self.committed)
         if result is None:
             hint_index, hint_term = self.log.find_conflict_by_term(
@@ -446,6 +518,10 @@ class RaftNode:
         last_new, replaced_from = result
         if replaced_from:
             self._stable = min(self._stable, replaced_from - 1)
+            self._history.truncate_from(replaced_from)
+            old_last = replaced_from - 1
+        if self.log.last_index() > old_last:
+            self._scan_control(old_last + 1)
         self._commit_to(min(m.commit, last_new))
         self._send(_MT.APPEND_RESP, m.src, index=last_new)
 
@@ -469,6 +545,7 @@ class RaftNode:
             self._commit_to(snap.index)  # our own entries get applied as usual
             return False
         self.log.restore(snap.index, snap.term)
+        self._history.reset(self._base_state(snap))
         self._snapshot = self._snapshot_received = snap
         self._snapshot_taken = None  # older than this one, and its entries are gone
         self.committed = snap.index
@@ -488,6 +565,7 @@ class RaftNode:
         self._election_elapsed += 1
         if self._election_elapsed >= self.election_timeout:
             self._election_elapsed = 0
+            self._expire_observers()
             if not self._check_quorum():
                 self._become_follower(self.term, None)
                 return
@@ -499,22 +577,22 @@ class RaftNode:
                     self._send_append(v)
         if self._heartbeat_elapsed >= self.heartbeat_timeout:
             self._heartbeat_elapsed = 0
-            for v in self.voters:
+            for v, pr in self._progress.items():
                 if v != self.id:
-                    pr = self._progress[v]
                     self._send(_MT.HEARTBEAT, v, commit=min(pr.match, self.committed))
 
     def _check_quorum(self) -> bool:
+        vs = self.voter_set
         active = 0
         for v, pr in self._progress.items():
-            if v == self.id or pr.recent_active:
+            if vs is not None and v in vs and (v == self.id or pr.recent_active):
                 active += 1
             pr.recent_active = v == self.id
         return active >= self.quorum
 
     def _step_leader(self, m: Message) -> None:
         pr = self._progress.get(m.src)
-        if pr is None:
+        if pr is None or not self._member(m.src, m.src_dir):
             return
         if m.type is _MT.APPEND_RESP:
             pr.recent_active = True
@@ -538,10 +616,13 @@ class RaftNode:
                     else:  # we compacted further meanwhile: the next probe sends the newer one
                         pr.become_probe()
                 if self._maybe_commit():
+                    self._after_commit()
+                    if self.role is not Role.LEADER:
+                        return
                     self._bcast_append()
                 elif was_paused:
                     self._send_append(m.src)
-                while self._send_append(m.src, send_if_empty=False):
+                while m.src in self._progress and self._send_append(m.src, send_if_empty=False):
                     pass
         elif m.type is _MT.HEARTBEAT_RESP:
             pr.recent_active = True
@@ -552,16 +633,42 @@ class RaftNode:
                 self._send_append(m.src)
 
     def _maybe_commit(self) -> bool:
-        matches = sorted((self._progress[v].match for v in self.voters), reverse=True)
-        candidate = matches[self.quorum - 1]
+        vs = self.voter_set
+        if vs is None:
+            return False
+        counted = [v.node_id for v in vs.voters if v.node_id != self.id or self.is_voter]
+        matches = sorted((self._progress[v].match for v in counted if v in self._progress), reverse=True)
+        matches += [0] * (len(vs) - len(matches))
+        candidate = matches[vs.quorum - 1]
         # Only an entry of the current term is committed by counting (Raft §5.4.2).
         if candidate > self.committed and self.log.term(candidate) == self.term:
             self.committed = candidate
             return True
         return False
 
+    def _after_commit(self) -> None:
+        """The commit index moved: replicas a committed change removed are dropped, and a leader
+        the committed set no longer holds resigns."""
+        if self.voter_change_pending:
+            return
+        self._sync_progress()
+        if not self.is_voter:
+            self._resign()
+
+    def _resign(self) -> None:
+        """Leave leadership to the remaining voters, the most caught-up first (EndQuorumEpoch)."""
+        vs = self.voter_set
+        successors = sorted(
+            (v for v in (vs.ids if vs is not None else ()) if v != self.id and v in self._progress),
+            key=lambda v: -self._progress[v].match,
+        )
+        self._bcast_append()  # they learn the commit index first
+        for rank, v in enumerate(successors):
+            self._send(_MT.END_QUORUM_EPOCH, v, index=rank, commit=self.committed)
+        self._become_follower(self.term, None)
+
     def _bcast_append(self) -> None:
-        for v in self.voters:
+        for v in list(self._progress):
             if v != self.id:
                 self._send_append(v)
 
@@ -578,17 +685,8 @@ class RaftNode:
         entries = self.log.slice(pr.next, pr.next + self._max_entries)
         if not entries and not send_if_empty:
             return False
-        self._msgs.append(
-            Message(
-                _MT.APPEND,
-                self.id,
-                to,
-                self.term,
-                log_term=prev_term,
-                index=prev_index,
-                entries=entries,
-                commit=self.committed,
-            )
+        self._send(
+            _MT.APPEND, to, log_term=prev_term, index=prev_index, entries=entries, commit=self.committed
         )
         pr.sent(entries[-1].index if entries else 0)
         return True
@@ -598,20 +696,13 @@ class RaftNode:
         snap = self._snapshot
         if not pr.recent_active or snap is None:
             return False  # not while it does not answer: a snapshot is large
-        self._msgs.append(
-            Message(
-                _MT.SNAPSHOT,
-                self.id,
-                to,
-                self.term,
-                log_term=snap.term,
-                index=snap.index,
-                commit=self.committed,
-                snapshot=snap,
-            )
+        self._send(
+            _MT.SNAPSHOT, to, log_term=snap.term, index=snap.index, commit=self.committed, snapshot=snap
         )
         pr.become_snapshot(snap.index)
         return True
 
     def _send(self, kind: MessageType, to: int, **fields: object) -> None:
-        self._msgs.append(Message(kind, self.id, to, self.term, **fields))  # type: ignore[arg-type]
+        fields.setdefault("term", self.term)
+        fields.setdefault("dst_dir", self._dir_of(to))
+        self._msgs.append(Message(kind, self.id, to, src_dir=self.directory_id, **fields))  # type: ignore[arg-type]

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import uuid
 from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
 from pylog.cluster.channel import ChannelError, NodeChannel
 from pylog.cluster.raft_types import Entry, Message, MessageType, Snapshot
+from pylog.cluster.voters import ControlBatch, decode_control, encode_control
 from pylog.protocol.api import PylogApiKey
 from pylog.security.client import PLAINTEXT, ClientSecurity
 from pylog.tasks import cancel_and_wait
@@ -33,12 +35,36 @@ _TYPE_CODES: dict[MessageType, int] = {t: i for i, t in enumerate(MessageType)}
 _TYPES: dict[int, MessageType] = {i: t for t, i in _TYPE_CODES.items()}
 
 
+RAFT_VERSION = 1  # PylogRaft v1: directory ids and snapshot voters (KIP-853)
+ZERO_UUID = uuid.UUID(int=0)
+
+
+def uuid_or_none(u: uuid.UUID | None) -> uuid.UUID | None:
+    """The wire's zero UUID means none."""
+    return None if u is None or u == ZERO_UUID else u
+
+
+def snapshot_to_wire(snap: Snapshot) -> dict[str, Any]:
+    control = b""
+    if snap.voters is not None or snap.kraft_version:
+        control = encode_control(ControlBatch(snap.kraft_version, snap.voters))
+    return {"index": snap.index, "term": snap.term, "data": snap.data, "control": control}
+
+
+def snapshot_from_wire(w: Any) -> Snapshot:
+    """A snapshot from its wire struct; raises ValueError when its control records do not decode."""
+    batch = decode_control(bytes(getattr(w, "control", b"") or b""))
+    return Snapshot(w.index, w.term, bytes(w.data), batch.voters, batch.kraft_version or 0)
+
+
 def message_to_wire(m: Message) -> dict[str, Any]:
-    snap = getattr(m, "snapshot", None)
+    snap = m.snapshot
     return {
         "type": _TYPE_CODES[m.type],
         "src": m.src,
         "dst": m.dst,
+        "src_directory_id": m.src_dir,
+        "dst_directory_id": m.dst_dir,
         "term": m.term,
         "log_term": m.log_term,
         "index": m.index,
@@ -46,7 +72,7 @@ def message_to_wire(m: Message) -> dict[str, Any]:
         "reject": m.reject,
         "reject_hint": m.reject_hint,
         "entries": [{"term": e.term, "index": e.index, "data": e.data} for e in m.entries],
-        "snapshot": None if snap is None else {"index": snap.index, "term": snap.term, "data": snap.data},
+        "snapshot": None if snap is None else snapshot_to_wire(snap),
     }
 
 
@@ -62,9 +88,11 @@ def message_from_wire(w: Any) -> Message:
         "commit": w.commit,
         "reject": w.reject,
         "reject_hint": w.reject_hint,
+        "src_dir": uuid_or_none(getattr(w, "src_directory_id", None)),
+        "dst_dir": uuid_or_none(getattr(w, "dst_directory_id", None)),
     }
     if w.snapshot is not None:
-        fields["snapshot"] = Snapshot(w.snapshot.index, w.snapshot.term, bytes(w.snapshot.data))
+        fields["snapshot"] = snapshot_from_wire(w.snapshot)
     return Message(kind, w.src, w.dst, w.term, **fields)
 
 
@@ -81,20 +109,56 @@ class RaftTransport:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.request_timeout_s = request_timeout_s
-        self._channels = {
-            peer: NodeChannel(host, port, client_id=f"pylog-raft-{node_id}", security=security)
-            for peer, (host, port) in peers.items()
-            if peer != node_id
-        }
-        self._outbox: dict[int, deque[Message]] = {peer: deque() for peer in self._channels}
+        self.security = security
+        self._addresses: dict[int, tuple[str, int]] = {}
+        self._channels: dict[int, NodeChannel] = {}
+        self._outbox: dict[int, deque[Message]] = {}
         self._wake: dict[int, asyncio.Event] = {}
-        self._tasks: list[asyncio.Task[None]] = []
+        self._tasks: dict[int, asyncio.Task[None]] = {}
+        self._started = False
         self.dropped = 0
+        self.set_peers(peers)
+
+    def set_peers(self, peers: Mapping[int, tuple[str, int]]) -> None:
+        """The voters to talk to (they change with the voter set): new ones get a channel and a
+        sender, departed ones lose theirs, a moved one is reconnected."""
+        wanted = {p: a for p, a in peers.items() if p != self.node_id}
+        for peer in [p for p in self._addresses if wanted.get(p) != self._addresses[p]]:
+            self._drop_peer(peer)
+        for peer, (host, port) in wanted.items():
+            if peer in self._addresses:
+                continue
+            self._addresses[peer] = (host, port)
+            self._channels[peer] = NodeChannel(
+                host, port, client_id=f"pylog-raft-{self.node_id}", security=self.security
+            )
+            self._outbox[peer] = deque()
+            if self._started:
+                self._start_sender(peer)
+
+    def _drop_peer(self, peer: int) -> None:
+        self._addresses.pop(peer, None)
+        task = self._tasks.pop(peer, None)
+        if task is not None:
+            task.cancel()
+        ch = self._channels.pop(peer, None)
+        if ch is not None:
+            ch.close()
+        self._outbox.pop(peer, None)
+        self._wake.pop(peer, None)
+
+    @property
+    def peers(self) -> dict[int, tuple[str, int]]:
+        return dict(self._addresses)
 
     def start(self) -> None:
+        self._started = True
         for peer in self._channels:
-            self._wake[peer] = asyncio.Event()
-            self._tasks.append(asyncio.create_task(self._sender(peer), name=f"raft-send-{peer}"))
+            self._start_sender(peer)
+
+    def _start_sender(self, peer: int) -> None:
+        self._wake[peer] = asyncio.Event()
+        self._tasks[peer] = asyncio.create_task(self._sender(peer), name=f"raft-send-{peer}")
 
     def send(self, m: Message) -> None:
         box = self._outbox.get(m.dst)
@@ -118,7 +182,7 @@ class RaftTransport:
             batch = [box.popleft() for _ in range(min(len(box), MAX_BATCH))]
             body = {"cluster_id": self.cluster_id, "messages": [message_to_wire(m) for m in batch]}
             try:
-                resp = await channel.request(PylogApiKey.RAFT, 0, body, self.request_timeout_s)
+                resp = await channel.request(PylogApiKey.RAFT, RAFT_VERSION, body, self.request_timeout_s)
             except ChannelError as exc:
                 self.dropped += len(batch)
                 log.debug("raft messages to %d lost: %s", peer, exc)
@@ -132,7 +196,8 @@ class RaftTransport:
                 await asyncio.sleep(BACKOFF_MAX_S)
 
     async def close(self) -> None:
-        await cancel_and_wait(self._tasks)
+        self._started = False
+        await cancel_and_wait(list(self._tasks.values()))
         self._tasks.clear()
         for ch in self._channels.values():
             ch.close()

@@ -7,9 +7,12 @@ offsets are these indexes. A term is the Kafka leader epoch of the metadata log.
 from __future__ import annotations
 
 import enum
+import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from pylog.cluster.voters import VoterSet
 
 
 class Role(enum.Enum):
@@ -29,6 +32,7 @@ class MessageType(enum.Enum):
     HEARTBEAT = "heartbeat"
     HEARTBEAT_RESP = "heartbeat-resp"
     SNAPSHOT = "snapshot"
+    END_QUORUM_EPOCH = "end-quorum-epoch"
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,15 +49,20 @@ class Snapshot:
     """The application's state machine as of entry ``index`` (of term ``term``).
 
     ``data`` is opaque to Raft: the shell captures it and restores from it. The log
-    of a node holding a snapshot starts at ``index + 1``.
+    of a node holding a snapshot starts at ``index + 1``. ``voters`` / ``kraft_version``
+    are the quorum's as of ``index`` when they live in the log (kraft.version 1; Kafka's
+    snapshot header control records), else None / 0.
     """
 
     index: int
     term: int
     data: bytes
+    voters: VoterSet | None = None
+    kraft_version: int = 0
 
     def __repr__(self) -> str:
-        return f"Snapshot(index={self.index}, term={self.term}, data=<{len(self.data)} bytes>)"
+        voters = "" if self.voters is None else f", voters={self.voters}"
+        return f"Snapshot(index={self.index}, term={self.term}, data=<{len(self.data)} bytes>{voters})"
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +85,10 @@ class Message:
     VOTE/PRE_VOTE: ``index``/``log_term`` describe the candidate's last entry.
     SNAPSHOT: ``snapshot`` is the leader's latest snapshot (``index``/``log_term`` are
     its index and term); it is answered with an APPEND_RESP.
+    END_QUORUM_EPOCH: the leader resigns (it left the voter set); ``index`` is the
+    receiver's rank among the preferred successors (0 campaigns at once).
+    ``src_dir`` / ``dst_dir``: the directory ids of sender and intended receiver (KIP-853's
+    replica keys); a message for another directory id of the receiver's node id is dropped.
     """
 
     type: MessageType
@@ -89,6 +102,8 @@ class Message:
     reject: bool = False
     reject_hint: int = 0
     snapshot: Snapshot | None = None
+    src_dir: uuid.UUID | None = None
+    dst_dir: uuid.UUID | None = None
 
 
 @dataclass(frozen=True, slots=True)

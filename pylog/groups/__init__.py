@@ -1,6 +1,6 @@
-"""Sans-IO classic consumer group coordinator (JoinGroup / SyncGroup / Heartbeat / LeaveGroup,
-offsets, `__consumer_offsets` records). See `membership` for the theory of operation and
-`coordinator` for durability."""
+"""Sans-IO group coordinator: classic, consumer (KIP-848) and share (KIP-932) groups, their
+offsets and their `__consumer_offsets` records. `coordinator` composes the state machines
+(`classic`, `consumer`, `migration`, `share`, `offsets`) over one `registry` of groups."""
 
 from pylog.groups.coordinator import GroupCoordinator, append_error_to_response
 from pylog.groups.group import ClassicGroup, GroupState, Member

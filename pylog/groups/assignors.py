@@ -26,6 +26,7 @@ TopicPartition = tuple[uuid.UUID, int]
 class MemberSubscription:
     topic_ids: frozenset[uuid.UUID]
     current: Assignment = field(default_factory=dict)
+    is_new: bool = False  # joined since the last target: the last in line for an extra partition
 
 
 def uniform(
@@ -46,7 +47,7 @@ def uniform(
     )
     eligible = {m: [tp for tp in wanted if tp[0] in members[m].topic_ids] for m in order}
     # Quotas: the partitions a member may receive, balanced over the members that can take each.
-    quota = _quotas(order, eligible, len(wanted))
+    quota = _quotas(order, eligible, len(wanted), members)
     owned: dict[str, list[TopicPartition]] = {m: [] for m in order}
     taken: set[TopicPartition] = set()
     for m in sorted(order, key=lambda m: -_count(members[m].current)):  # sticky first
@@ -70,14 +71,25 @@ def uniform(
     return {m: _as_assignment(owned[m]) for m in order}
 
 
-def _quotas(order: list[str], eligible: dict[str, list[TopicPartition]], total: int) -> dict[str, int]:
+def _quotas(
+    order: list[str],
+    eligible: dict[str, list[TopicPartition]],
+    total: int,
+    members: Mapping[str, MemberSubscription],
+) -> dict[str, int]:
+    """Each member's share: `total // takers`, and one more for `total % takers` of them, given
+    first to members that already hold more than the base (they keep it: sticky), then to members
+    that were there before this target over members that just joined."""
     takers = [m for m in order if eligible[m]]
     if not takers:
         return {m: 0 for m in order}
     base, extra = divmod(total, len(takers))
+    held = {m: sum(1 for tp in eligible[m] if tp[1] in members[m].current.get(tp[0], ())) for m in takers}
+    ranked = sorted(takers, key=lambda m: (held[m] <= base, members[m].is_new, order.index(m)))
+    extra_for = set(ranked[:extra])
     quota = {m: 0 for m in order}
-    for i, m in enumerate(takers):
-        quota[m] = min(len(eligible[m]), base + (1 if i < extra else 0))
+    for m in takers:
+        quota[m] = min(len(eligible[m]), base + (1 if m in extra_for else 0))
     return quota
 
 

@@ -7,15 +7,21 @@ assignor over all members and stores the new target, stamped with the group epoc
 then reconciles towards its target at its own pace (`reconciliation`). The group's state is
 derived, never stored: Empty (no members), Assigning (target behind the group epoch),
 Reconciling (some member not yet at the target epoch), Stable.
+
+Members speak ConsumerGroupHeartbeat, or the classic protocol when the group was converted from
+a classic group (or a classic consumer joined it): see `migration`.
 """
 
 from __future__ import annotations
 
 import uuid
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from pylog.groups.assignors import ASSIGNORS
 from pylog.groups.group_records import Assignment
 from pylog.groups.reconciliation import MemberAssignment, MemberState
+from pylog.groups.registry import Deadline
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
@@ -33,12 +39,19 @@ class ConsumerMember:
     server_assignor: str | None = None
     rebalance_timeout_ms: int = 300000
     assignment: MemberAssignment = field(default_factory=MemberAssignment)
-    session_deadline_ms: int | None = None
-    revocation_deadline_ms: int | None = None
+    # Set for a member that speaks the classic protocol (JoinGroup / SyncGroup / Heartbeat).
+    classic: ClassicMemberMetadata | None = None
+    session: Deadline = field(default_factory=Deadline)
+    revocation: Deadline = field(default_factory=Deadline)
+    sync: Deadline = field(default_factory=Deadline)  # classic members: JoinGroup answered, no SyncGroup yet
 
     @property
     def member_epoch(self) -> int:
         return self.assignment.member_epoch
+
+    @property
+    def uses_classic_protocol(self) -> bool:
+        return self.classic is not None
 
     def metadata_value(self) -> dict:
         return {
@@ -50,7 +63,21 @@ class ConsumerMember:
             "subscribed_topic_regex": self.subscribed_topic_regex,
             "rebalance_timeout_ms": self.rebalance_timeout_ms,
             "server_assignor": self.server_assignor,
+            "classic_member_metadata": None
+            if self.classic is None
+            else {
+                "session_timeout_ms": self.classic.session_timeout_ms,
+                "supported_protocols": [{"name": n, "metadata": m} for n, m in self.classic.protocols],
+            },
         }
+
+
+@dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """What a classic member of a consumer group joined with (Kafka's ClassicMemberMetadata)."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
 
 
 @dataclass
@@ -65,6 +92,14 @@ class ConsumerGroup:
     # topic id -> partition count of every subscribed topic when the target was computed
     # (None after a replay: taken from the topics at the next heartbeat, without a new epoch)
     subscribed_partitions: dict[uuid.UUID, int] | None = field(default_factory=dict)
+    # Regular expressions whose topics count in the assignment. A new regex is resolved one
+    # heartbeat after it appears, as Kafka resolves them off the request path: the literal topics
+    # of a new subscription are assigned first, the regex's topics in a later heartbeat.
+    resolved_regexes: set[str] = field(default_factory=set)
+
+    def all_classic_except(self, member_id: str) -> bool:
+        """Whether every member other than `member_id` speaks the classic protocol."""
+        return all(m.uses_classic_protocol for mid, m in self.members.items() if mid != member_id)
 
     @property
     def state(self) -> str:
@@ -89,3 +124,71 @@ class ConsumerGroup:
                     for p in ps:
                         out[(t, p)] = mid
         return out
+
+
+GroupConfigs = Callable[[str], Mapping[str, str]]
+"""A group's own configs (Kafka's GROUP config resource: `consumer.session.timeout.ms`, ...)."""
+
+
+def no_group_configs(_group_id: str) -> Mapping[str, str]:
+    return {}
+
+
+@dataclass(frozen=True)
+class ConsumerGroupConfig:
+    session_timeout_ms: int = 45000  # group.consumer.session.timeout.ms
+    heartbeat_interval_ms: int = 5000  # group.consumer.heartbeat.interval.ms
+    assignors: tuple[str, ...] = ("uniform", "range")  # group.consumer.assignors
+    max_size: int = 2**31 - 1  # group.consumer.max.size
+    # group.consumer.migration.policy: which online conversions are allowed
+    migration_policy: str = "bidirectional"
+
+    @classmethod
+    def from_kafka(cls, props: Mapping[str, str]) -> ConsumerGroupConfig:
+        assignors = tuple(
+            a.strip() for a in props.get("group.consumer.assignors", "uniform,range").split(",") if a.strip()
+        )
+        unknown = [a for a in assignors if a not in ASSIGNORS]
+        if unknown or not assignors:
+            raise ValueError(
+                f"group.consumer.assignors: unknown assignor(s) {unknown}; known: {sorted(ASSIGNORS)}"
+            )
+        policy = props.get("group.consumer.migration.policy", "bidirectional").strip().lower()
+        if policy not in ("bidirectional", "upgrade", "downgrade", "disabled"):
+            raise ValueError(
+                f"group.consumer.migration.policy: {policy!r} is not one of "
+                "bidirectional, upgrade, downgrade, disabled"
+            )
+        return cls(
+            int(props.get("group.consumer.session.timeout.ms", 45000)),
+            int(props.get("group.consumer.heartbeat.interval.ms", 5000)),
+            assignors,
+            int(props.get("group.consumer.max.size", 2**31 - 1)),
+            policy,
+        )
+
+    @property
+    def upgrade_enabled(self) -> bool:
+        return self.migration_policy in ("bidirectional", "upgrade")
+
+    @property
+    def downgrade_enabled(self) -> bool:
+        return self.migration_policy in ("bidirectional", "downgrade")
+
+
+@dataclass(frozen=True)
+class Heartbeat:
+    """A ConsumerGroupHeartbeat request, as the coordinator reads it."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rack_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: list[str] | None = None
+    subscribed_topic_regex: str | None = None
+    server_assignor: str | None = None
+    owned: Assignment | None = None
+    client_id: str = ""
+    client_host: str = ""

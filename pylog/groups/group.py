@@ -1,7 +1,7 @@
-"""One classic consumer group: its members, generation, protocol and committed offsets.
+"""One classic consumer group: its members, generation and protocol.
 
 This is plain data plus the group-local rules (protocol selection, leader choice, member
-validation). Everything that needs time, timers or responses lives in the coordinator.
+validation). Everything that needs time, timers or responses lives in `classic`.
 """
 
 from __future__ import annotations
@@ -11,13 +11,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 
-from pylog.groups.records import (
-    GroupMetadataValue,
-    MemberMetadataValue,
-    OffsetAndMetadata,
-    consumer_subscription_topics,
-)
-from pylog.groups.types import Handle, JoinGroupMember, TopicPartition
+from pylog.groups.records import GroupMetadataValue, MemberMetadataValue, consumer_subscription_topics
+from pylog.groups.registry import Deadline
+from pylog.groups.types import Handle, JoinGroupMember
 from pylog.protocol.errors import ErrorCode
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
@@ -51,9 +47,7 @@ class Member:
     sync_handle: Handle | None = None
     # Joined but not yet part of a completed generation: bounded by the new-member timeout.
     is_new: bool = False
-    heartbeat_deadline_ms: int | None = None
-    heartbeat_timer: int | None = None  # sequence number of the armed heap entry
-    heartbeat_armed_ms: int | None = None  # its deadline (<= heartbeat_deadline_ms)
+    session: Deadline = field(default_factory=Deadline)  # heartbeat deadline and its timer
 
     @property
     def awaiting_join(self) -> bool:
@@ -89,7 +83,6 @@ class ClassicGroup:
     pending_sync: set[str] = field(default_factory=set)
     supported_protocols: Counter[str] = field(default_factory=Counter)
     subscribed_topics: frozenset[str] | None = None
-    offsets: dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
     # Rebalance bookkeeping.
     join_timer: int | None = None
     sync_timer: int | None = None
@@ -143,6 +136,36 @@ class ClassicGroup:
                 return ErrorCode.FENCED_INSTANCE_ID
             return ErrorCode.NONE
         return ErrorCode.NONE if member_id in self.members else ErrorCode.UNKNOWN_MEMBER_ID
+
+    def validate_commit(self, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
+        """OffsetCommit: a member commits in its generation; generation -1 without a member (an
+        admin or `assign()` consumer) only while the group is Empty."""
+        if generation_id < 0 and self.is_(GroupState.EMPTY):
+            return ErrorCode.NONE
+        if generation_id >= 0 or member_id or group_instance_id is not None:
+            if (e := self.validate_member(member_id, group_instance_id)) is not ErrorCode.NONE:
+                return e
+            if generation_id != self.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+        elif not self.is_(GroupState.EMPTY):
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if self.is_(GroupState.COMPLETING_REBALANCE):
+            # The member knows the new generation but has no assignment yet.
+            return ErrorCode.REBALANCE_IN_PROGRESS
+        return ErrorCode.NONE
+
+    def validate_txn_commit(
+        self, generation_id: int, member_id: str, group_instance_id: str | None
+    ) -> ErrorCode:
+        """TxnOffsetCommit: v0-2 carry no member (accepted whatever the group does); v3+ members are
+        checked like OffsetCommit's, without the rebalance check."""
+        if group_instance_id is not None and self.static_members.get(group_instance_id) != member_id:
+            return ErrorCode.FENCED_INSTANCE_ID
+        if member_id and member_id not in self.members:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        if generation_id >= 0 and generation_id != self.generation_id:
+            return ErrorCode.ILLEGAL_GENERATION
+        return ErrorCode.NONE
 
     def current_member_metadata(self) -> tuple[JoinGroupMember, ...]:
         return tuple(

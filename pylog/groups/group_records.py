@@ -84,6 +84,23 @@ _VALUES: dict[int, MessageSpec] = {
             _f("SubscribedTopicRegex", "string", nullable=True),
             _f("RebalanceTimeoutMs", "int32", default=-1),
             _f("ServerAssignor", "string", nullable=True),
+            {
+                "name": "ClassicMemberMetadata",
+                "type": "ClassicMemberMetadata",
+                "versions": "0+",
+                "nullableVersions": "0+",
+                "taggedVersions": "0+",
+                "tag": 0,
+                "default": "null",
+                "fields": [
+                    _f("SessionTimeoutMs", "int32"),
+                    _f(
+                        "SupportedProtocols",
+                        "[]ClassicProtocol",
+                        fields=[_f("Name", "string"), _f("Metadata", "bytes")],
+                    ),
+                ],
+            },
         ],
     ),
     CONSUMER_GROUP_TARGET_METADATA: _value(

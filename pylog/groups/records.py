@@ -76,7 +76,7 @@ class GroupMetadataValue:
 # ---------------------------------------------------------------------------- primitive codec
 
 
-class _Writer:
+class Writer:
     def __init__(self) -> None:
         self.parts: list[bytes] = []
 
@@ -105,7 +105,7 @@ class _Writer:
         return b"".join(self.parts)
 
 
-class _Reader:
+class Reader:
     def __init__(self, data: bytes) -> None:
         self.data = memoryview(data)
         self.pos = 0
@@ -139,7 +139,7 @@ class _Reader:
 
 
 def offset_commit_key(group_id: str, topic: str, partition: int) -> bytes:
-    w = _Writer()
+    w = Writer()
     w.i16(OFFSET_COMMIT_KEY_VERSION)
     w.string(group_id)
     w.string(topic)
@@ -148,7 +148,7 @@ def offset_commit_key(group_id: str, topic: str, partition: int) -> bytes:
 
 
 def group_metadata_key(group_id: str) -> bytes:
-    w = _Writer()
+    w = Writer()
     w.i16(GROUP_METADATA_KEY_VERSION)
     w.string(group_id)
     return w.getvalue()
@@ -168,7 +168,7 @@ class GroupKey:
 
 def decode_key(data: bytes) -> OffsetKey | GroupKey | None:
     """None for key versions this coordinator does not own (skipped on load)."""
-    r = _Reader(data)
+    r = Reader(data)
     version = r.i16()
     if version in (0, 1):
         return OffsetKey(r.string() or "", r.string() or "", r.i32())
@@ -181,7 +181,7 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey | None:
 
 
 def encode_offset_value(v: OffsetAndMetadata) -> bytes:
-    w = _Writer()
+    w = Writer()
     if v.expire_timestamp is not None:
         w.i16(1)
         w.i64(v.offset)
@@ -198,7 +198,7 @@ def encode_offset_value(v: OffsetAndMetadata) -> bytes:
 
 
 def decode_offset_value(data: bytes) -> OffsetAndMetadata:
-    r = _Reader(data)
+    r = Reader(data)
     version = r.i16()
     if version in (0, 2):
         return OffsetAndMetadata(r.i64(), -1, r.string() or "", r.i64())
@@ -211,7 +211,7 @@ def decode_offset_value(data: bytes) -> OffsetAndMetadata:
 
 
 def encode_group_value(v: GroupMetadataValue) -> bytes:
-    w = _Writer()
+    w = Writer()
     w.i16(3)
     w.string(v.protocol_type)
     w.i32(v.generation)
@@ -232,7 +232,7 @@ def encode_group_value(v: GroupMetadataValue) -> bytes:
 
 
 def decode_group_value(data: bytes) -> GroupMetadataValue:
-    r = _Reader(data)
+    r = Reader(data)
     version = r.i16()
     if not 0 <= version <= 3:
         raise ValueError(f"unsupported GroupMetadataValue version {version}")
@@ -272,7 +272,7 @@ def consumer_subscription_topics(metadata: bytes) -> frozenset[str] | None:
     None when the bytes are not a consumer subscription, so callers fall back to "unknown".
     """
     try:
-        r = _Reader(metadata)
+        r = Reader(metadata)
         if r.i16() < 0:
             return None
         n = r.i32()

@@ -16,6 +16,11 @@ class TimerKind(IntEnum):
     PENDING_MEMBER = 1  # a member id handed out with MEMBER_ID_REQUIRED, not yet rejoined
     JOIN = 2  # end of the (initial) rebalance delay or the rebalance timeout
     SYNC = 3  # members that did not send SyncGroup within the rebalance timeout
+    CONSUMER_SESSION = 4  # a consumer-group member's session
+    CONSUMER_REVOCATION = 5  # a consumer-group member revoking for longer than its rebalance timeout
+    CONSUMER_SYNC = 6  # a classic member of a consumer group between JoinGroup and SyncGroup
+    SHARE_SESSION = 7  # a share-group member's session
+    OFFSETS_RETENTION = 8  # the periodic offsets-retention check
 
 
 class Timer(NamedTuple):

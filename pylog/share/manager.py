@@ -31,8 +31,14 @@ class ShareSession:
 
 
 class ShareManager:
-    def __init__(self, config: ShareConfig, store: ShareStateStore) -> None:
+    def __init__(
+        self,
+        config: ShareConfig,
+        store: ShareStateStore,
+        config_for: Callable[[str], ShareConfig] | None = None,
+    ) -> None:
         self.config = config
+        self.config_for = config_for or (lambda group_id: config)  # a group's GROUP config overrides
         self.store = store
         self.partitions: dict[ShareKey, SharePartition] = {}
         self.sessions: dict[tuple[str, str], ShareSession] = {}
@@ -42,14 +48,17 @@ class ShareManager:
 
     def partition(self, key: ShareKey, initial_offset: Callable[[], int]) -> SharePartition:
         sp = self.partitions.get(key)
+        config = self.config_for(key[0])
         if sp is None:
             stored = self.store.get(key)
             if stored is not None:
-                sp = SharePartition(self.config, stored.start_offset, stored.batches)
+                sp = SharePartition(config, stored.start_offset, stored.batches)
             else:
-                sp = SharePartition(self.config, initial_offset())
+                sp = SharePartition(config, initial_offset())
                 self.dirty.add(key)  # the start offset is decided once, not again after a restart
             self.partitions[key] = sp
+        elif sp.config != config:  # the group's configs changed: new acquisitions follow them
+            sp.config = config
         return sp
 
     def forget_partitions_of(self, state_partition: int) -> None:
@@ -59,7 +68,7 @@ class ShareManager:
 
     def reset(self, key: ShareKey, start_offset: int) -> None:
         """AlterShareGroupOffsets: the share partition starts over at `start_offset`."""
-        self.partitions[key] = SharePartition(self.config, start_offset)
+        self.partitions[key] = SharePartition(self.config_for(key[0]), start_offset)
         self.dirty.add(key)
 
     def delete(self, key: ShareKey) -> CoordinatorRecord:

@@ -10,6 +10,9 @@ from pylog.protocol import api
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
+from pylog.broker.handler_table import FIRST_EXACT_FLOOR_API
+from pylog.cluster import features
+
 EXPECTED_MAX = {
     ApiKey.PRODUCE: 10,
     ApiKey.FETCH: 12,
@@ -24,7 +27,7 @@ EXPECTED_MAX = {
     ApiKey.ALTER_CONFIGS: 2,
     ApiKey.CREATE_PARTITIONS: 3,
     ApiKey.INCREMENTAL_ALTER_CONFIGS: 1,
-    ApiKey.DESCRIBE_CLUSTER: 1,
+    ApiKey.DESCRIBE_CLUSTER: 2,
 }
 
 
@@ -39,7 +42,37 @@ def test_every_version_of_api_versions_lists_min_zero(client: Client) -> None:
         table = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
         for key, hi in EXPECTED_MAX.items():
             assert table[key] == (0, hi), key
-        assert all(lo == 0 for lo, _ in table.values())
+        # APIs older clients check exactly start at 0; newer ones at their lowest served version.
+        assert all(lo == 0 for key, (lo, _) in table.items() if key < FIRST_EXACT_FLOOR_API)
+        for key in (
+            ApiKey.SHARE_GROUP_HEARTBEAT,
+            ApiKey.SHARE_GROUP_DESCRIBE,
+            ApiKey.SHARE_FETCH,
+            ApiKey.SHARE_ACKNOWLEDGE,
+        ):
+            assert table[key] == (1, 1), key
+        assert table[ApiKey.CONSUMER_GROUP_HEARTBEAT][0] == 0
+
+
+def test_share_group_apis_work_at_the_lowest_advertised_version(client: Client) -> None:
+    """A client that takes the lowest advertised version gets an answer, not UNSUPPORTED_VERSION."""
+    table = {k.api_key: k.min_version for k in client.request(ApiKey.API_VERSIONS, 3, {}).api_keys}
+    body = {"group_id": "", "member_id": "m", "member_epoch": 0, "subscribed_topic_names": ["t"]}
+    resp = client.request(ApiKey.SHARE_GROUP_HEARTBEAT, table[ApiKey.SHARE_GROUP_HEARTBEAT], body)
+    assert resp.error_code == ErrorCode.INVALID_REQUEST  # an empty group id, judged by the handler
+
+
+def test_api_versions_carries_supported_and_finalized_features(client: Client) -> None:
+    v4 = client.request(ApiKey.API_VERSIONS, 4, {"client_software_name": "t", "client_software_version": "1"})
+    supported = {f.name: (f.min_version, f.max_version) for f in v4.supported_features}
+    assert supported == dict(features.SUPPORTED)
+    finalized = {f.name: (f.min_version_level, f.max_version_level) for f in v4.finalized_features}
+    assert finalized == {name: (level, level) for name, level in features.BOOTSTRAP.items()}
+    assert v4.finalized_features_epoch > 0
+    # Before v4, supported ranges starting at 0 are left out (older clients cannot read them).
+    v3 = client.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
+    assert {f.name for f in v3.supported_features} == {features.METADATA_VERSION}
+    assert {f.name for f in v3.finalized_features} == set(features.BOOTSTRAP)
 
 
 def test_unknown_api_versions_version_gets_35_in_a_v0_body(client: Client) -> None:

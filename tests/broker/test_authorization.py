@@ -490,6 +490,106 @@ CASES: list[tuple[str, int, int, dict, int]] = [
     ),
     ("AlterShareGroupOffsets", ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": "g", "topics": []}, GROUP),
     ("DeleteShareGroupOffsets", ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": "g", "topics": []}, GROUP),
+    (
+        "DescribeTopicPartitions",
+        ApiKey.DESCRIBE_TOPIC_PARTITIONS,
+        0,
+        {"topics": [{"name": T}], "response_partition_limit": 10, "cursor": None},
+        TOPIC,
+    ),
+    (
+        "UpdateFeatures",
+        ApiKey.UPDATE_FEATURES,
+        1,
+        {
+            "timeout_ms": 5000,
+            "feature_updates": [{"feature": "group.version", "max_version_level": 1, "upgrade_type": 1}],
+            "validate_only": True,
+        },
+        CLUSTER,
+    ),
+    (
+        "DescribeConfigs of a group",
+        ApiKey.DESCRIBE_CONFIGS,
+        4,
+        {"resources": [{"resource_type": 32, "resource_name": "g", "configuration_keys": None}]},
+        GROUP,
+    ),
+    (
+        "DescribeConfigs of a broker's loggers",
+        ApiKey.DESCRIBE_CONFIGS,
+        4,
+        {"resources": [{"resource_type": 8, "resource_name": "1", "configuration_keys": None}]},
+        CLUSTER,
+    ),
+    (
+        "IncrementalAlterConfigs of a broker's loggers",
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        1,
+        {
+            "resources": [
+                {
+                    "resource_type": 8,
+                    "resource_name": "1",
+                    "configs": [{"name": "root", "config_operation": 0, "value": "INFO"}],
+                }
+            ],
+            "validate_only": True,
+        },
+        CLUSTER,
+    ),
+    (
+        "IncrementalAlterConfigs of a group",
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        1,
+        {
+            "resources": [
+                {
+                    "resource_type": 32,
+                    "resource_name": "g",
+                    "configs": [
+                        {"name": "consumer.session.timeout.ms", "config_operation": 0, "value": "50000"}
+                    ],
+                }
+            ],
+            "validate_only": False,
+        },
+        GROUP,
+    ),
+    (
+        "IncrementalAlterConfigs of a client metrics subscription",
+        ApiKey.INCREMENTAL_ALTER_CONFIGS,
+        1,
+        {
+            "resources": [
+                {
+                    "resource_type": 16,
+                    "resource_name": "sub",
+                    "configs": [{"name": "interval.ms", "config_operation": 0, "value": "1000"}],
+                }
+            ],
+            "validate_only": False,
+        },
+        CLUSTER,
+    ),
+    ("DescribeClientQuotas", ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False}, CLUSTER),
+    (
+        "AlterClientQuotas",
+        ApiKey.ALTER_CLIENT_QUOTAS,
+        1,
+        {
+            "entries": [
+                {
+                    "entity": [{"entity_type": "user", "entity_name": "eve"}],
+                    "ops": [{"key": "producer_byte_rate", "value": 1e9, "remove": False}],
+                }
+            ],
+            "validate_only": False,
+        },
+        CLUSTER,
+    ),
+    ("ListConfigResources", ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": []}, CLUSTER),
+    ("PylogClientMetrics", 32002, 0, {"client_instance_ids": None, "include_metrics": True}, CLUSTER),
 ]
 
 
@@ -549,6 +649,30 @@ def test_listings_leave_out_what_the_user_may_not_describe(broker: BrokerThread)
     assert "listed" in {t.name for t in root_md.topics} and root_md.cluster_authorized_operations > 0
 
 
+def test_a_topic_asked_by_id_that_the_user_may_not_describe(broker: BrokerThread) -> None:
+    """Ids are not secret: Kafka answers TOPIC_AUTHORIZATION_FAILED with the id and no name."""
+    created = call(
+        broker,
+        "root",
+        [
+            (
+                ApiKey.CREATE_TOPICS,
+                7,
+                {
+                    "topics": [{"name": "by-id", "num_partitions": 1, "replication_factor": 1}],
+                    "timeout_ms": 5000,
+                },
+            )
+        ],
+    )[0]
+    tid = created.topics[0].topic_id
+    ask = {"topics": [{"name": "", "topic_id": tid}], "allow_auto_topic_creation": False}
+    (md,) = call(broker, "eve", [(ApiKey.METADATA, 12, ask)])
+    assert [(t.error_code, t.name, t.topic_id) for t in md.topics] == [(TOPIC, None, tid)]
+    (md,) = call(broker, "root", [(ApiKey.METADATA, 12, ask)])
+    assert [(t.error_code, t.name) for t in md.topics] == [(0, "by-id")]
+
+
 def test_the_super_user_is_served(broker: BrokerThread) -> None:
     answers = call(
         broker,
@@ -587,3 +711,9 @@ def test_sasl_requests_after_authentication_and_on_plaintext(broker: BrokerThrea
         )
     finally:
         plain.close()
+
+
+def test_any_client_may_ask_for_its_telemetry_subscription(broker: BrokerThread) -> None:
+    """Kafka authorizes neither GetTelemetrySubscriptions nor PushTelemetry."""
+    (answer,) = call(broker, "eve", [(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": ZERO})])
+    assert answer.error_code == 0 and answer.client_instance_id != ZERO

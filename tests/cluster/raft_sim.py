@@ -25,6 +25,13 @@ snapshots (``compact`` at its applied index, the data being its state machine)
 every ``snapshot_every`` applied entries and whenever a schedule says so.
 
 ``SafetyChecker`` looks at every Ready and at every node after every step.
+
+With ``dynamic`` the voters live in the log (kraft.version 1): every node has a directory id,
+the initial voters' logs start with the bootstrap control entry (term 0, as formatting writes
+it), ``add_node`` starts an empty observer and ``replace_disk`` gives a node a new directory id
+and an empty log. Every ``fetch_every`` ticks a node outside the voter set, or one that knows
+no leader, fetches committed entries from the node it believes leads (else a random one), as
+the shell's observer does; the answer crosses the same faulty network.
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ import dataclasses
 import hashlib
 import heapq
 import random
+import uuid
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -40,6 +48,15 @@ from pathlib import Path
 
 from pylog.cluster.metadata_log import MetadataLogStore
 from pylog.cluster.raft import Entry, MemoryStorage, Message, MessageType, RaftNode, Ready, Role, Snapshot
+from pylog.cluster.voters import (
+    KRAFT_VERSION_DYNAMIC,
+    ControlBatch,
+    VoterNode,
+    VoterSet,
+    decode_control,
+    encode_control,
+    is_control,
+)
 
 Storage = MemoryStorage | MetadataLogStore
 MAX_READY_ROUNDS = 1000  # a node that still has work after this many Readies is spinning
@@ -192,6 +209,9 @@ class SafetyChecker:
             self.seen_commit[node.id] = node.committed
         if node.role is not Role.LEADER:
             return
+        pending = node._history.changes_after(node.committed)
+        if len(pending) > 1:
+            raise SafetyViolation(f"leader {node.id} has {len(pending)} uncommitted voter changes")
         leader = self.leader_of_term.setdefault(node.term, node.id)
         if leader != node.id:
             raise SafetyViolation(f"election safety: term {node.term} has leaders {leader} and {node.id}")
@@ -208,6 +228,20 @@ class SafetyChecker:
                 raise SafetyViolation(
                     f"leader completeness: leader {node.id} of term {node.term} lacks committed {index}"
                 )
+
+    def check_voter_changes(self) -> None:
+        """Along the committed log, each voter set differs from the one before by one voter at most."""
+        prev: VoterSet | None = None
+        for index in sorted(self.committed):
+            data = self.committed[index][1]
+            if not is_control(data):
+                continue
+            voters = decode_control(data).voters
+            if voters is None:
+                continue
+            if prev is not None and not prev.overlapping_majority(voters):
+                raise SafetyViolation(f"voter change at {index} from {prev} to {voters} is not single-server")
+            prev = voters
 
     @staticmethod
     def check_log_matching(nodes: list[RaftNode]) -> None:
@@ -240,12 +274,18 @@ class SimCluster:
         data_dir: Path | None = None,
         crash_in_ready: float = 0.0,
         snapshot_every: int = 0,
+        dynamic: bool = False,
+        fetch_every: int = 2,
     ) -> None:
         """``data_dir`` set: each node keeps a MetadataLogStore under it, else a MemoryStorage."""
         self.max_entries = max_entries
         self.max_inflight = max_inflight
         self.rng = random.Random(seed)
-        self.ids = list(range(1, n + 1))
+        self.ids = list(range(1, n + 1))  # every node of the simulation, voter or not
+        self.dynamic = dynamic
+        self.fetch_every = fetch_every
+        self.dirs: dict[int, uuid.UUID] = {i: self._new_dir() for i in self.ids}
+        self.fetch_target: dict[int, int | None] = {}
         self.drop = drop
         self.dup = dup
         self.min_delay = min_delay
@@ -268,10 +308,49 @@ class SimCluster:
         self._seq = 0
         self.delivered = 0
         self.trace: list[tuple[int, str, int, int, int]] = []
+        bootstrap = self.bootstrap_entry() if dynamic else None
         for i in self.ids:
             if data_dir is None:
-                self.storages[i] = MemoryStorage()
+                self.storages[i] = MemoryStorage([bootstrap] if bootstrap else [])
+            elif bootstrap is not None:
+                store = self._open_store(i)
+                store.save(Ready(None, (bootstrap,), (), (), Role.FOLLOWER, None))
+                store.close()
             self._start(i)
+
+    def _new_dir(self) -> uuid.UUID:
+        return uuid.UUID(int=self.rng.getrandbits(128), version=4)
+
+    def voter_node(self, i: int) -> VoterNode:
+        return VoterNode(i, self.dirs[i])
+
+    def bootstrap_entry(self) -> Entry:
+        """What formatting the initial controllers writes: kraft.version 1 and the voters, term 0."""
+        voters = VoterSet(tuple(self.voter_node(i) for i in self.ids))
+        return Entry(0, 1, encode_control(ControlBatch(KRAFT_VERSION_DYNAMIC, voters)))
+
+    def add_node(self) -> int:
+        """Start a new, empty node (an observer until a leader adds it); returns its id."""
+        i = max(self.ids) + 1
+        self.ids.append(i)
+        self.dirs[i] = self._new_dir()
+        if self.data_dir is None:
+            self.storages[i] = MemoryStorage()
+        self._start(i)
+        return i
+
+    def replace_disk(self, i: int) -> None:
+        """Node ``i`` loses its disk: it comes back empty, with a new directory id."""
+        self.crash(i)
+        self.dirs[i] = self._new_dir()
+        if self.data_dir is None:
+            self.storages[i] = MemoryStorage()
+        else:
+            import shutil
+
+            shutil.rmtree(self.data_dir / f"node-{i}", ignore_errors=True)
+        self.down.discard(i)
+        self._start(i)
 
     # ------------------------------------------------------------- nodes
 
@@ -288,13 +367,14 @@ class SimCluster:
         self.machines[i] = HashChain.decode(snap.data) if snap is not None else HashChain()
         node = RaftNode(
             i,
-            self.ids,
+            None if self.dynamic else self.ids,
             storage,
             random.Random(self.rng.getrandbits(64)),
             self.election_timeout,
             self.heartbeat,
             max_entries_per_message=self.max_entries,
             max_inflight=self.max_inflight,
+            directory_id=self.dirs[i] if self.dynamic else None,
         )
         self.nodes[i] = node
         self.checker.on_restart(node)
@@ -509,6 +589,28 @@ class SimCluster:
             if self.nodes.get(node.id) is node:
                 node.tick()
                 self.process(node)
+        if self.dynamic and self.now % self.fetch_every == 0:
+            for node in self.live_nodes():
+                if not node.is_voter or node.leader_id is None:
+                    self.observer_fetch(node)
+
+    def observer_fetch(self, node: RaftNode) -> None:
+        """``node`` fetches committed entries from whom it believes leads (the shell's observer)."""
+        live = [i for i in self.ids if i not in self.down and i != node.id]
+        target = self.fetch_target.get(node.id)
+        if target not in live:
+            target = node.leader_id if node.leader_id in live else (self.rng.choice(live) if live else None)
+        if target is None or not self._connected(node.id, target):
+            self.fetch_target.pop(node.id, None)
+            return
+        asked = self.nodes[target]
+        answer = asked.observer_fetch(node.id, node.directory_id, node.committed + 1, self.max_entries)
+        if answer is None:  # not the leader: it names the one it knows, as NOT_LEADER answers do
+            self.fetch_target[node.id] = asked.leader_id if asked.leader_id != target else None
+            return
+        self.fetch_target[node.id] = target
+        self.stats["observer_fetches"] += 1
+        self._send(answer)
 
     def run(self, ticks: int) -> None:
         for _ in range(ticks):
@@ -541,6 +643,7 @@ class SimCluster:
         """The slow checks: pairwise log matching, every storage, every state machine."""
         live = self.live_nodes()
         self.checker.check_log_matching(live)
+        self.checker.check_voter_changes()
         for node in live:
             self.checker.check_node(node)
             self.checker.check_storage(node.id, self.storages[node.id])

@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from pylog.protocol.errors import ErrorCode
 
+from pylog.cluster import features
 from pylog.cluster.controller import (
     AlterableConfig,
     AlterConfigOp,
@@ -93,11 +94,14 @@ def test_single_voter_commits_applies_and_replays(tmp_path: Path) -> None:
         return state
 
     before = run(first())
+    # The first leader finalizes the feature levels before anything else is written.
+    assert before["features"] == dict(features.BOOTSTRAP)
     kinds = [type(c.record).__name__ for c in seen]
-    assert kinds[:3] == ["RegisterBrokerRecord", "BrokerRegistrationChangeRecord", "TopicRecord"]
+    assert kinds[:3] == ["FeatureLevelRecord"] * 3
+    assert kinds[3:6] == ["RegisterBrokerRecord", "BrokerRegistrationChangeRecord", "TopicRecord"]
     removed = [c for c in seen if isinstance(c.record, RemoveTopicRecord)]
     assert len(removed) == 1 and removed[0].topic is not None and removed[0].topic.name == "gone"
-    assert all(c.topic is not None and c.topic.name == "orders" for c in seen[3:7])
+    assert all(c.topic is not None and c.topic.name == "orders" for c in seen[6:10])
     first_run = [(type(c.record), c.offset) for c in seen]
     seen.clear()
 
@@ -172,10 +176,11 @@ def test_corrupt_frame_truncates_from_there(tmp_path: Path) -> None:
     store.close()
     path = tmp_path / METADATA_DIR / LOG_FILE
     data = bytearray(path.read_bytes())
-    data[positions[3] + 30] ^= 0xFF  # flip a byte inside the 4th entry (topic t2)
+    # entries: the leader's empty entry, the finalized features, then t0, t1, t2, t3
+    data[positions[4] + 30] ^= 0xFF  # flip a byte inside the 5th entry (topic t2)
     path.write_bytes(bytes(data))
     store = MetadataLogStore(tmp_path, fsync=False)
-    assert store.last_index == 3 and path.stat().st_size == positions[3]
+    assert store.last_index == 4 and path.stat().st_size == positions[4]
     store.close()
 
     async def reopen() -> list[str]:
@@ -197,7 +202,7 @@ def test_quorum_state_file(tmp_path: Path) -> None:
 
     run(go())
     state = json.loads((tmp_path / METADATA_DIR / STATE_FILE).read_text())
-    assert state == {"term": 1, "vote": 7, "commit": 2, "node_id": 7, "voters": [7]}
+    assert state == {"term": 1, "vote": 7, "commit": 3, "node_id": 7, "voters": [7]}  # noop, features, a
     assert not (tmp_path / METADATA_DIR / (STATE_FILE + ".tmp")).exists()
 
 

@@ -18,10 +18,10 @@ def test_the_quorum_stamps_with_the_injected_clock(tmp_path: Path) -> None:
         await q.start()
         try:
             assert q.now_ms() == 50
-            q.note_observer(7, 12)
+            q.observer_fetch(7, None, 13, 1 << 20)
             clock.advance(250)
-            q.note_observer(8, 3)
-            assert q.observers() == {7: (12, 1_000_000), 8: (3, 1_000_250)}
+            q.observer_fetch(8, None, 4, 1 << 20)
+            assert q.observers() == {7: (None, 12, 1_000_000), 8: (None, 3, 1_000_250)}
             assert q.now_ms() == 300
         finally:
             await q.close()

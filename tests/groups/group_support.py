@@ -25,7 +25,32 @@ def subscription(*topics: str) -> bytes:
 
 
 def coordinator(**config: int) -> GroupCoordinator:
-    return GroupCoordinator(GroupConfig(**config), rng=random.Random(1234))
+    """A coordinator that loaded every `__consumer_offsets` partition (empty), as a broker leading
+    them all would."""
+    return load_all(GroupCoordinator(GroupConfig(**config), rng=random.Random(1234)), [], now_ms=0)
+
+
+def load_all(c: GroupCoordinator, records: list, *, now_ms: int) -> GroupCoordinator:
+    """Load every partition of `c` from `records` ((key, value) entries of any partitions), each
+    partition through `load_partition` with its own records, as the broker shell does."""
+    by_partition: dict[int, list] = {p: [] for p in range(c.config.offsets_topic_num_partitions)}
+    for entry in records:
+        key = entry[0] if isinstance(entry, tuple) else entry.key
+        by_partition[c.partition_for(_group_of(bytes(key)))].append(entry)
+    for p, entries in by_partition.items():
+        c.load_partition(p, entries, now_ms=now_ms)
+    return c
+
+
+def _group_of(key: bytes) -> str:
+    k = decode_key(key)
+    if k is not None:
+        return k.group_id
+    from pylog.groups.group_records import decode_key as decode_group_key
+
+    rk = decode_group_key(key)
+    assert rk is not None, key
+    return rk.group_id
 
 
 @dataclass

@@ -6,25 +6,28 @@ from __future__ import annotations
 import random
 import uuid
 
+from group_support import load_all
 from pylog.protocol.errors import ErrorCode
 
-from pylog.groups.consumer_coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator, Heartbeat
+from pylog.groups import GroupConfig, GroupCoordinator, OffsetCommitPartition
+from pylog.groups.consumer import ConsumerGroupConfig, Heartbeat
 from pylog.groups.group_records import decode_key
 from pylog.groups.reconciliation import MemberAssignment, MemberState, reconcile
 
 T = uuid.UUID(int=7)
 TOPICS = {"t": (T, 4)}
-CFG = ConsumerGroupConfig(
-    session_timeout_ms=10_000, heartbeat_interval_ms=1000, offsets_topic_num_partitions=4
-)
+CFG = ConsumerGroupConfig(session_timeout_ms=10_000, heartbeat_interval_ms=1000)
 
 
-def coordinator() -> ConsumerGroupCoordinator:
-    return ConsumerGroupCoordinator(CFG, rng=random.Random(1))
+def coordinator(seed: int = 1, **config: int) -> GroupCoordinator:
+    c = GroupCoordinator(
+        GroupConfig(offsets_topic_num_partitions=4, **config), rng=random.Random(seed), consumer=CFG
+    )
+    return load_all(c, [], now_ms=0)
 
 
 def join(c, now, member_id="", instance_id=None):
-    out = c.heartbeat(
+    out = c.consumer_group_heartbeat(
         Heartbeat(
             "g",
             member_id,
@@ -40,7 +43,7 @@ def join(c, now, member_id="", instance_id=None):
 
 
 def beat(c, now, member_id, epoch, owned):
-    out = c.heartbeat(Heartbeat("g", member_id, epoch, owned=owned), TOPICS, now_ms=now)
+    out = c.consumer_group_heartbeat(Heartbeat("g", member_id, epoch, owned=owned), TOPICS, now_ms=now)
     return out.response
 
 
@@ -107,7 +110,9 @@ def test_fenced_epoch_and_unknown_member() -> None:
     a = join(c, 0)[0]["member_id"]
     assert beat(c, 1, a, 7, None)["error_code"] == ErrorCode.FENCED_MEMBER_EPOCH
     assert beat(c, 1, "nobody", 1, None)["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
-    bad = c.heartbeat(Heartbeat("g", "", 0, subscribed_topic_names=["t"]), TOPICS, now_ms=2).response
+    bad = c.consumer_group_heartbeat(
+        Heartbeat("g", "", 0, subscribed_topic_names=["t"]), TOPICS, now_ms=2
+    ).response
     assert bad["error_code"] == ErrorCode.INVALID_REQUEST
 
 
@@ -121,7 +126,7 @@ def test_static_member_returns_with_its_partitions() -> None:
     beat(c, 3, b, 2, {})
     mine = set(c.group("g").members[a].assignment.assigned[T])
     epoch_before = c.group("g").group_epoch
-    left = c.heartbeat(Heartbeat("g", a, -2, instance_id="i1"), TOPICS, now_ms=4).response
+    left = c.consumer_group_heartbeat(Heartbeat("g", a, -2, instance_id="i1"), TOPICS, now_ms=4).response
     assert left["error_code"] == 0
     again, _ = join(c, 5, instance_id="i1")
     assert again["member_id"] != a and parts(again) == mine
@@ -138,7 +143,7 @@ def test_replay_restores_groups() -> None:
     a = ra["member_id"]
     p = c.partition_for("g")
     assert all(decode_key(r.key) is not None for r in records)
-    fresh = coordinator()
+    fresh = coordinator(seed=7)
     fresh.load_partition(p, [(r.key, r.value) for r in records], now_ms=100)
     g = fresh.group("g")
     assert g.group_epoch == 1 and g.members[a].assignment.assigned == {T: frozenset({0, 1, 2, 3})}
@@ -149,37 +154,60 @@ def test_replay_restores_groups() -> None:
 
 
 def test_regex_subscription_and_range_assignor() -> None:
-    c = ConsumerGroupCoordinator(CFG, rng=random.Random(2))
+    """A new regex is resolved one heartbeat after it appears (Kafka resolves regexes off the
+    request path): the first answer assigns nothing, the next one the matching topics."""
+    c = coordinator(seed=2)
     topics = {
         "orders-a": (uuid.UUID(int=1), 2),
         "orders-b": (uuid.UUID(int=2), 2),
         "other": (uuid.UUID(int=3), 1),
     }
-    r = c.heartbeat(
+    r = c.consumer_group_heartbeat(
         Heartbeat(
             "g", "", 0, rebalance_timeout_ms=1, subscribed_topic_regex="orders-.*", server_assignor="range"
         ),
         topics,
         now_ms=0,
     ).response
+    assert r["assignment"] == {"topic_partitions": []}
+    r = c.consumer_group_heartbeat(
+        Heartbeat("g", r["member_id"], r["member_epoch"]), topics, now_ms=1
+    ).response
     got = {(tp["topic_id"].int, p) for tp in r["assignment"]["topic_partitions"] for p in tp["partitions"]}
     assert got == {(1, 0), (1, 1), (2, 0), (2, 1)}
-    bad = c.heartbeat(
+    bad = c.consumer_group_heartbeat(
         Heartbeat("h", "", 0, rebalance_timeout_ms=1, subscribed_topic_regex="(("), topics, now_ms=0
     )
     assert bad.response["error_code"] == ErrorCode.INVALID_REGULAR_EXPRESSION
 
 
 def test_offsets_of_a_consumer_group_with_members_do_not_expire() -> None:
-    """The shared offsets store keeps a KIP-848 group's commits while the group has members."""
-    from pylog.groups import GroupConfig, GroupCoordinator, OffsetCommitPartition
+    """The offsets of a KIP-848 group are kept while the group has members."""
+    c = coordinator(seed=3, offsets_retention_minutes=1)
+    a = join(c, 0)[0]["member_id"]
+    out = c.commit_offsets("g", 1, a, None, [OffsetCommitPartition("t", 0, 5)], api_version=9, now_ms=0)
+    assert [r.error for r in out.response] == [ErrorCode.NONE]
+    for now in range(5_000, 70_001, 5_000):  # heartbeats keep the member for more than the retention
+        assert beat(c, now, a, 1, None)["error_code"] == ErrorCode.NONE
+    assert c.expire_offsets(70_000).records == []
+    assert c.fetch_offsets("g", [("t", 0)]).partitions[0].offset == 5
+    c.consumer_group_heartbeat(Heartbeat("g", a, -1), TOPICS, now_ms=70_000)
+    assert c.expire_offsets(70_001).records  # no members: they expire as usual
 
-    offsets = GroupCoordinator(GroupConfig(offsets_retention_minutes=1), rng=random.Random(3))
+
+def test_a_group_config_overrides_the_broker_session_timeout() -> None:
+    """The per-group config lookup (Kafka's GROUP resource) is where a group's session timeout
+    and heartbeat interval come from when it sets them."""
     c = coordinator()
-    join(c, 0)
-    offsets.offsets_in_use = lambda gid: c.group(gid) is not None and bool(c.group(gid).members)
-    offsets.commit_offsets("g", -1, "", None, [OffsetCommitPartition("t", 0, 5)], api_version=9, now_ms=0)
-    assert offsets.expire_offsets(10 * 60_000).records == []
-    assert offsets.fetch_offsets("g", [("t", 0)]).partitions[0].offset == 5
-    c.group("g").members.clear()
-    assert offsets.expire_offsets(20 * 60_000).records  # no members: they expire as usual
+    c.set_group_configs(
+        lambda gid: (
+            {"consumer.session.timeout.ms": "3000", "consumer.heartbeat.interval.ms": "700"}
+            if gid == "g"
+            else {}
+        )
+    )
+    r, _ = join(c, 0)
+    assert r["heartbeat_interval_ms"] == 700
+    assert c.next_deadline_ms() == 3000
+    c.tick(3000)
+    assert r["member_id"] not in c.group("g").members

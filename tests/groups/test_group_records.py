@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 import struct
 
-from group_support import GROUP, Shell, coordinator, subscription
+from group_support import GROUP, Shell, coordinator, load_all, subscription
 from pylog.protocol.errors import ErrorCode as E
 
-from pylog.groups import GroupCoordinator, GroupState, OffsetCommitPartition
+from pylog.groups import GroupConfig, GroupCoordinator, GroupState, OffsetCommitPartition
 from pylog.groups.records import (
     GroupKey,
     GroupMetadataValue,
@@ -131,12 +131,11 @@ def _scenario() -> Shell:
 
 def test_replay_rebuilds_groups_and_offsets():
     s = _scenario()
-    c2 = GroupCoordinator(s.c.config, rng=random.Random(99))
-    c2.load(s.records, now_ms=s.now)
+    c2 = load_all(GroupCoordinator(s.c.config, rng=random.Random(99)), s.records, now_ms=s.now)
     assert sorted(c2.group_ids()) == sorted(s.c.group_ids()) == sorted([GROUP, "standalone"])
     for gid in c2.group_ids():
         g1, g2 = s.c.group(gid), c2.group(gid)
-        assert g2.offsets == g1.offsets
+        assert c2.offsets_of(gid) == s.c.offsets_of(gid)
         assert (g2.state, g2.generation_id, g2.protocol_type, g2.protocol_name, g2.leader_id) == (
             g1.state,
             g1.generation_id,
@@ -158,7 +157,7 @@ def test_loaded_members_continue_or_expire():
     gen = g.generation_id
     members = list(g.members)
     s2 = Shell(GroupCoordinator(s.c.config, rng=random.Random(5)), now=s.now + 1000)
-    s2.c.load(s.records, now_ms=s2.now)
+    load_all(s2.c, s.records, now_ms=s2.now)
     assert s2.c.group(GROUP).state is GroupState.STABLE
     s2.now += 5000
     assert s2.heartbeat(members[0], gen) == E.NONE
@@ -172,7 +171,7 @@ def test_load_partition_replaces_only_that_partition():
     s = _scenario()
     p = s.c.partition_for(GROUP)
     own = [r for r in s.records if s.c.partition_for(decode_key(r[0]).group_id) == p]
-    c2 = GroupCoordinator(s.c.config, rng=random.Random(3), owned_partitions=[])
+    c2 = GroupCoordinator(s.c.config, rng=random.Random(3))
     assert c2.fetch_offsets(GROUP).error == E.NOT_COORDINATOR
     c2.load_partition(p, own, now_ms=s.now)
     assert c2.fetch_offsets(GROUP).partitions[0].offset == 10
@@ -191,6 +190,5 @@ def test_config_from_kafka_properties():
 
 
 def test_loaded_coordinator_schedules_the_retention_check():
-    c = coordinator()
-    c.load([], now_ms=1000)
+    c = load_all(GroupCoordinator(GroupConfig(), rng=random.Random(1)), [], now_ms=1000)
     assert c.next_deadline_ms() == 1000 + c.config.offsets_retention_check_interval_ms

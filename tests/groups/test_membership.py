@@ -394,7 +394,8 @@ def test_group_max_size():
 def test_not_coordinator_and_loading():
     c = coordinator(offsets_topic_num_partitions=4)
     p = c.partition_for(GROUP)
-    c2 = type(c)(c.config, rng=random.Random(1), owned_partitions=[(p + 1) % 4])
+    c2 = type(c)(c.config, rng=random.Random(1))
+    c2.load_partition((p + 1) % 4, [], now_ms=0)
     s = Shell(c2)
     assert s.result(s.join("")).error == E.NOT_COORDINATOR
     assert s.heartbeat("m", 1) == E.NOT_COORDINATOR

@@ -18,18 +18,22 @@ from pylog.broker.context import RequestContext
 from pylog.broker.controller_channel import ControllerChannel, forwarded
 from pylog.broker.controller_client import ControllerClient
 from pylog.broker.coordinator_shell import durable
+from pylog.broker.feature_gate import GATED, gated
 from pylog.broker.group_shell import GroupShell
-from pylog.broker.handler_table import HandlerTable, route
+from pylog.broker.handler_table import HandlerSpec, HandlerTable, route
 from pylog.broker.handlers import (
     acls,
     add_offsets_to_txn,
     add_partitions_to_txn,
     allocate_producer_ids,
     alter_partition,
+    alter_partition_reassignments,
     alter_share_group_offsets,
     api_versions,
     broker_heartbeat,
     broker_registration,
+    client_metrics,
+    client_quotas,
     configs,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -44,6 +48,7 @@ from pylog.broker.handlers import (
     describe_producers,
     describe_quorum,
     describe_share_group_offsets,
+    describe_topic_partitions,
     describe_transactions,
     elect_leaders,
     end_txn,
@@ -54,8 +59,10 @@ from pylog.broker.handlers import (
     init_producer_id,
     join_group,
     leave_group,
+    list_config_resources,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     list_transactions,
     metadata,
     metadata_fetch,
@@ -65,6 +72,7 @@ from pylog.broker.handlers import (
     offset_for_leader_epoch,
     produce,
     raft,
+    raft_voters,
     sasl,
     scram_credentials,
     share_acknowledge,
@@ -72,19 +80,24 @@ from pylog.broker.handlers import (
     share_group_describe,
     share_group_heartbeat,
     sync_group,
+    telemetry,
     txn_offset_commit,
+    unregister_broker,
+    update_features,
     write_txn_markers,
 )
 from pylog.broker.isr_manager import IsrManager
-from pylog.broker.metadata import MetadataView
+from pylog.broker.metadata import BrokerMetadata, MetadataView
 from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.share_shell import ShareShell
+from pylog.broker.telemetry_shell import TelemetryShell
 from pylog.broker.txn_shell import TxnShell
 from pylog.cluster.node_config import NodeSettings
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.config import BrokerConfig
 from pylog.schema_registry.validation import SchemaValidation
+from pylog.security.client import PLAINTEXT, ClientSecurity
 
 
 @dataclass(frozen=True)
@@ -105,6 +118,7 @@ class BrokerServices:
     stopping: Callable[[], bool]
     schema_validation: SchemaValidation
     authz: Authorization
+    telemetry: TelemetryShell
 
 
 @dataclass(frozen=True)
@@ -116,6 +130,7 @@ class ControllerServices:
     settings: NodeSettings
     quorum: MetadataQuorum
     authz: Authorization
+    controller_security: ClientSecurity = PLAINTEXT
 
 
 def client_handlers(s: BrokerServices) -> HandlerTable:
@@ -151,9 +166,9 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
         None if req.transactional_id is None else az.transactional_id(authz)(ctx, req)
     )
     group_read = az.group(authz, Op.READ)
-    table = HandlerTable(
+    specs = _feature_gated(
         [
-            route(api_versions.api_versions, table=versions),
+            route(api_versions.api_versions, table=versions, image=lambda: s.metadata.image),
             route(sasl.sasl_handshake),
             route(sasl.sasl_authenticate),
             az.per_topic(
@@ -195,6 +210,12 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                 route(metadata.metadata, metadata=s.metadata, controller=s.controller, config=s.config), authz
             ),
             route(describe_cluster.describe_cluster, metadata=s.metadata, authz=authz),
+            route(
+                describe_topic_partitions.describe_topic_partitions,
+                metadata=s.metadata,
+                config=s.config,
+                authz=authz,
+            ),
             az.per_topic(
                 route(delete_records.delete_records, replicas=s.replicas, metadata=s.metadata),
                 authz,
@@ -209,12 +230,26 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             forwarded(delete_topics.delete_topics, s.channel),
             forwarded(create_partitions.create_partitions, s.channel),
             forwarded(configs.alter_configs, s.channel),
-            forwarded(configs.incremental_alter_configs, s.channel),
+            route(
+                configs.incremental_alter_configs_forwarded, channel=s.channel, node_id=s.node_id, authz=authz
+            ),
             forwarded(elect_leaders.elect_leaders, s.channel),
+            forwarded(alter_partition_reassignments.alter_partition_reassignments, s.channel),
+            forwarded(list_partition_reassignments.list_partition_reassignments, s.channel),
+            forwarded(unregister_broker.unregister_broker, s.channel),
+            forwarded(update_features.update_features, s.channel),
             forwarded(describe_quorum.describe_quorum, s.channel),
+            forwarded(raft_voters.add_raft_voter, s.channel),
+            forwarded(raft_voters.remove_raft_voter, s.channel),
             forwarded(acls.create_acls, s.channel),
             forwarded(acls.delete_acls, s.channel),
             forwarded(scram_credentials.alter_user_scram_credentials, s.channel),
+            forwarded(client_quotas.alter_client_quotas, s.channel),
+            route(client_quotas.describe_client_quotas, metadata=s.metadata, authz=authz),
+            route(telemetry.get_telemetry_subscriptions, telemetry=s.telemetry),
+            route(telemetry.push_telemetry, telemetry=s.telemetry),
+            route(client_metrics.client_metrics, telemetry=s.telemetry, authz=authz),
+            route(list_config_resources.list_config_resources, metadata=s.metadata, authz=authz),
             route(acls.describe_acls, authz=authz),
             route(scram_credentials.describe_user_scram_credentials, metadata=s.metadata, authz=authz),
             route(
@@ -227,9 +262,13 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                 metadata=s.metadata,
                 authz=authz,
             ),
-            az.requires(route(acked(join_group.join_group), groups=s.groups), group_read),
-            az.requires(route(acked(sync_group.sync_group), groups=s.groups), group_read),
-            az.requires(route(heartbeat.heartbeat, groups=s.groups), group_read),
+            az.requires(
+                route(acked(join_group.join_group), groups=s.groups, metadata=s.metadata), group_read
+            ),
+            az.requires(
+                route(acked(sync_group.sync_group), groups=s.groups, metadata=s.metadata), group_read
+            ),
+            az.requires(route(heartbeat.heartbeat, groups=s.groups, metadata=s.metadata), group_read),
             az.requires(route(acked(leave_group.leave_group), groups=s.groups), group_read),
             az.per_topic(
                 route(acked(offset_commit.offset_commit), groups=s.groups, metadata=s.metadata),
@@ -396,8 +435,9 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             ),
             route(describe_transactions.describe_transactions, txn=s.txn, authz=authz),
         ],
-        supported_versions(),
+        lambda: s.metadata.image,
     )
+    table = HandlerTable(specs, supported_versions())
     versions.update(table.advertised)
     return table
 
@@ -405,14 +445,18 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
 def controller_handlers(s: ControllerServices) -> HandlerTable:
     """The controller's APIs, on its controller listener (and in-process for its own broker).
     Brokers' own APIs need CLUSTER_ACTION; a client's admin request forwarded in an Envelope is
-    authorized as that client."""
+    authorized as that client. Admin tools that bootstrap from the controllers (KIP-919) find
+    here the APIs Kafka's controllers serve them: DescribeCluster (the controllers),
+    DescribeQuorum, DescribeConfigs, the config, ACL, SCRAM and feature changes."""
     versions: dict[int, tuple[int, int]] = {}
     q, authz = s.quorum, s.authz
+    view = BrokerMetadata(q, s.cluster_id)  # the committed image, read as a broker reads it
+    listener = s.settings.controller_listener_name
     node_only = az.cluster(authz, AclOperation.CLUSTER_ACTION)
     cell: list[HandlerTable] = []
     table = HandlerTable(
         [
-            route(api_versions.api_versions, table=versions),
+            route(api_versions.api_versions, table=versions, image=lambda: q.image),
             route(sasl.sasl_handshake),
             route(sasl.sasl_authenticate),
             route(envelope.envelope, table=lambda: cell[0], authz=authz),
@@ -430,18 +474,78 @@ def controller_handlers(s: ControllerServices) -> HandlerTable:
             route(configs.incremental_alter_configs, quorum=q, authz=authz),
             az.requires(route(elect_leaders.elect_leaders, quorum=q), az.cluster(authz, AclOperation.ALTER)),
             az.requires(
-                route(describe_quorum.describe_quorum, quorum=q, settings=s.settings),
+                route(alter_partition_reassignments.alter_partition_reassignments, quorum=q),
+                az.cluster(authz, AclOperation.ALTER),
+            ),
+            az.requires(
+                route(list_partition_reassignments.list_partition_reassignments, quorum=q),
                 az.cluster(authz, AclOperation.DESCRIBE),
             ),
             az.requires(
-                route(metadata_fetch.metadata_fetch, quorum=q, cluster_id=s.cluster_id), node_only
+                route(unregister_broker.unregister_broker, quorum=q), az.cluster(authz, AclOperation.ALTER)
+            ),
+            az.requires(
+                route(describe_quorum.describe_quorum, quorum=q, listener=listener),
+                az.cluster(authz, AclOperation.DESCRIBE),
+            ),
+            az.requires(
+                route(metadata_fetch.metadata_fetch, quorum=q, cluster_id=s.cluster_id, listener=listener),
+                node_only,
+            ),
+            az.requires(
+                route(
+                    raft_voters.add_raft_voter,
+                    quorum=q,
+                    cluster_id=s.cluster_id,
+                    listener=listener,
+                    security=s.controller_security,
+                ),
+                az.cluster(authz, AclOperation.ALTER),
+            ),
+            az.requires(
+                route(
+                    raft_voters.remove_raft_voter,
+                    quorum=q,
+                    cluster_id=s.cluster_id,
+                    timeout_s=s.config.int("controller.quorum.request.timeout.ms") / 1000 * 15,
+                ),
+                az.cluster(authz, AclOperation.ALTER),
+            ),
+            az.requires(
+                route(raft_voters.update_raft_voter, quorum=q, cluster_id=s.cluster_id, listener=listener),
+                node_only,
             ),
             route(acls.create_acls, quorum=q, authz=authz),
             route(acls.delete_acls, quorum=q, authz=authz),
             route(scram_credentials.alter_user_scram_credentials, quorum=q, authz=authz),
+            route(client_quotas.alter_client_quotas, quorum=q, authz=authz),
+            az.requires(
+                route(update_features.update_features, quorum=q), az.cluster(authz, AclOperation.ALTER)
+            ),
+            route(
+                describe_cluster.describe_cluster_controllers,
+                quorum=q,
+                settings=s.settings,
+                cluster_id=s.cluster_id,
+                authz=authz,
+            ),
+            route(
+                configs.describe_configs,
+                config=s.config,
+                metadata=view,
+                node_id=s.settings.node_id,
+                authz=authz,
+            ),
+            route(acls.describe_acls, authz=authz),
+            route(scram_credentials.describe_user_scram_credentials, metadata=view, authz=authz),
         ],
         supported_versions(),
     )
     cell.append(table)
     versions.update(table.advertised)
     return table
+
+
+def _feature_gated(specs: list[HandlerSpec], image: Callable[[], Any]) -> list[HandlerSpec]:
+    """The APIs a finalized feature level turns on answer UNSUPPORTED_VERSION below it."""
+    return [gated(spec, image) if spec.api_key in GATED else spec for spec in specs]

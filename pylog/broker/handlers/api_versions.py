@@ -1,20 +1,50 @@
-"""ApiVersions: the version table of the listener the request came in on."""
+"""ApiVersions: the version table of the listener the request came in on, with the feature levels
+this node supports and those the cluster finalized (KIP-584).
+
+The finalized levels are read from the node's metadata image; their epoch is the image's offset.
+Before version 4 a supported feature whose lowest level is 0 is left out: older clients cannot
+read such a range (Kafka's KAFKA-17492 rule).
+"""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from pylog.protocol.api import ApiKey
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
+from pylog.cluster.features import SUPPORTED
+from pylog.cluster.image import MetadataImage
+
+FIRST_FEATURES_VERSION = 3
 
 
 @serves(ApiKey.API_VERSIONS, versions=(0, 4))
-def api_versions(ctx: RequestContext, req: Any, *, table: Mapping[int, tuple[int, int]]) -> dict:
-    return {
+def api_versions(
+    ctx: RequestContext,
+    req: Any,
+    *,
+    table: Mapping[int, tuple[int, int]],
+    image: Callable[[], MetadataImage | None],
+) -> dict:
+    body: dict[str, Any] = {
         "error_code": 0,
         "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in table.items()],
         "throttle_time_ms": 0,
     }
+    if ctx.api_version >= FIRST_FEATURES_VERSION:
+        body["supported_features"] = [
+            {"name": name, "min_version": lo, "max_version": hi}
+            for name, (lo, hi) in sorted(SUPPORTED.items())
+            if lo > 0 or ctx.api_version >= 4
+        ]
+        current = image()
+        if current is not None:
+            body["finalized_features_epoch"] = current.offset
+            body["finalized_features"] = [
+                {"name": name, "max_version_level": level, "min_version_level": level}
+                for name, level in sorted(current.features.items())
+            ]
+    return body

@@ -1,7 +1,9 @@
 """ConsumerGroupHeartbeat (KIP-848): join, heartbeat, reconcile and leave in one API.
 
-`heartbeat` takes its collaborators explicitly (the group shell, the topics of the metadata
-image, the client's identity).
+A `group.protocol=consumer` member joining a classic group of "consumer" protocol members
+converts it online (`group.consumer.migration.policy`); any other group of another type answers
+GROUP_ID_NOT_FOUND. `heartbeat` takes its collaborators explicitly (the group shell, the topics
+of the metadata image, the client's identity).
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, client_host, not_available, topics_view
 from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
-from pylog.groups.consumer_coordinator import Heartbeat, TopicsView
+from pylog.groups.consumer import Heartbeat, TopicsView
 from pylog.groups.group_records import from_wire
 
 
@@ -29,13 +31,7 @@ def consumer_group_heartbeat(
 
 def heartbeat(shell: GroupShell | None, topics: TopicsView, req: Any, client_id: str, host: str) -> dict:
     error = not_available(shell, req.group_id) if req.group_id else ErrorCode.NONE
-    if (
-        error is ErrorCode.NONE
-        and shell is not None
-        and shell.group_type(req.group_id) in ("classic", "share")
-    ):
-        error = ErrorCode.GROUP_ID_NOT_FOUND
-    if error is not ErrorCode.NONE or shell is None or shell.consumer is None:
+    if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
         return _error(error or ErrorCode.COORDINATOR_NOT_AVAILABLE)
     hb = Heartbeat(
         req.group_id,
@@ -51,7 +47,7 @@ def heartbeat(shell: GroupShell | None, topics: TopicsView, req: Any, client_id:
         client_id,
         host,
     )
-    out = shell.consumer.heartbeat(hb, topics, now_ms=shell.clock())
+    out = shell.coordinator.consumer_group_heartbeat(hb, topics, now_ms=shell.clock())
     return shell.apply(out, _failed)
 
 

@@ -26,17 +26,7 @@ def delete_groups(ctx: RequestContext, req: Any, *, groups: GroupShell, authz: A
             errors[gid] = ErrorCode.GROUP_AUTHORIZATION_FAILED
             continue
         error = not_available(shell, gid)
-        kind = shell.group_type(gid) if shell is not None and error is ErrorCode.NONE else None
-        if kind in ("consumer", "share") and shell is not None:
-            coordinator = shell.consumer if kind == "consumer" else shell.share
-            assert coordinator is not None
-            error = shell.apply(coordinator.delete_group(gid), lambda r, e: e)
-            offsets = shell.coordinator.group(gid) if shell.coordinator is not None else None
-            if error is ErrorCode.NONE and offsets is not None:
-                deletable.append(gid)  # and its offsets
-            else:
-                errors[gid] = error
-        elif error is ErrorCode.NONE:
+        if error is ErrorCode.NONE:
             deletable.append(gid)
         else:
             errors[gid] = error

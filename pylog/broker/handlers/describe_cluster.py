@@ -1,5 +1,12 @@
-"""DescribeCluster: the brokers, the controller, the cluster id and, when asked, the caller's
-authorized operations on the cluster (0 without DESCRIBE on it)."""
+"""DescribeCluster: the cluster id, its nodes and a controller, and, when asked, the caller's
+authorized operations on the cluster (0 without DESCRIBE on it).
+
+On a client listener it lists the live brokers (v2: the fenced ones too, when asked) and names a
+random live broker as the controller, as Kafka's KRaft brokers do: that broker forwards. On the
+controller listener (KIP-919, ``--bootstrap-controller`` tools) it lists the controllers and names
+the active one; there it needs ALTER on the cluster, as on Kafka's controllers. Each listener
+answers only its own endpoint type (MISMATCHED_ENDPOINT_TYPE otherwise; INVALID_REQUEST in v0).
+"""
 
 from __future__ import annotations
 
@@ -12,39 +19,110 @@ from pylog.broker.acl_operations import AclOperation, ResourceType, operations_i
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
-from pylog.broker.metadata import MetadataView
+from pylog.broker.metadata import MetadataView, random_live_broker
+from pylog.cluster.node_config import NodeSettings
+from pylog.cluster.quorum import MetadataQuorum
 
 BROKERS_ENDPOINT = 1
+CONTROLLERS_ENDPOINT = 2
+_NAMES = {BROKERS_ENDPOINT: "BROKER", CONTROLLERS_ENDPOINT: "CONTROLLER"}
 
 
-@serves(ApiKey.DESCRIBE_CLUSTER, versions=(0, 1))
+@serves(ApiKey.DESCRIBE_CLUSTER, versions=(0, 2))
 def describe_cluster(ctx: RequestContext, req: Any, *, metadata: MetadataView, authz: Authorization) -> dict:
     md = metadata
-    endpoint_type = getattr(req, "endpoint_type", BROKERS_ENDPOINT)
-    body: dict[str, Any] = {
+    refused = _endpoint_error(ctx, req, BROKERS_ENDPOINT)
+    if refused is not None:
+        return refused
+    if getattr(req, "include_fenced_brokers", False):
+        brokers = [
+            _node(b.broker_id, e.host, e.port, b.rack, b.fenced)
+            for b in sorted(md.image.brokers.values(), key=lambda b: b.broker_id)
+            if b.endpoints
+            for e in [next((e for e in b.endpoints if e.name == ctx.listener), b.endpoints[0])]
+        ]
+    else:
+        brokers = [_node(node, host, port, rack) for node, host, port, rack in md.brokers(ctx.listener)]
+    controller = random_live_broker(md, ctx.listener)
+    return _answer(ctx, req, authz, BROKERS_ENDPOINT, md.cluster_id, controller, brokers)
+
+
+@serves(ApiKey.DESCRIBE_CLUSTER, versions=(0, 2))
+def describe_cluster_controllers(
+    ctx: RequestContext,
+    req: Any,
+    *,
+    quorum: MetadataQuorum,
+    settings: NodeSettings,
+    cluster_id: str,
+    authz: Authorization,
+) -> dict:
+    refused = _endpoint_error(ctx, req, CONTROLLERS_ENDPOINT)
+    if refused is not None:
+        return refused
+    if not authz.cluster(ctx, AclOperation.ALTER):
+        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "cluster_id": cluster_id}
+    controllers = _controllers(quorum, settings)
+    leader = -1 if quorum.leader_id is None else quorum.leader_id
+    return _answer(ctx, req, authz, CONTROLLERS_ENDPOINT, cluster_id, leader, controllers)
+
+
+def _controllers(quorum: MetadataQuorum, settings: NodeSettings) -> list[dict]:
+    """The voters with their controller endpoints: from the log when the quorum is dynamic
+    (KIP-853, kraft.version 1), else from ``controller.quorum.voters``."""
+    vs = quorum.voter_set
+    if vs is None:
+        return [_node(v.node_id, v.host, v.port, None) for v in settings.voters]
+    out = []
+    for v in vs.voters:
+        e = v.endpoint(settings.controller_listener_name) or v.endpoint()
+        if e is not None:
+            out.append(_node(v.node_id, e.host, e.port, None))
+    return out
+
+
+def _node(node_id: int, host: str, port: int, rack: str | None, fenced: bool = False) -> dict:
+    return {"broker_id": node_id, "host": host, "port": port, "rack": rack, "is_fenced": fenced}
+
+
+def _endpoint_error(ctx: RequestContext, req: Any, served: int) -> dict | None:
+    wanted = getattr(req, "endpoint_type", BROKERS_ENDPOINT)
+    if wanted == served:
+        return None
+    if wanted not in _NAMES:
+        code = ErrorCode.INVALID_REQUEST if ctx.api_version == 0 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE
+        message = f"Unsupported endpoint type {wanted}"
+    else:
+        code = ErrorCode.INVALID_REQUEST if ctx.api_version == 0 else ErrorCode.MISMATCHED_ENDPOINT_TYPE
+        message = (
+            f"The request was sent to an endpoint of type {_NAMES[served]}, "
+            f"but we wanted an endpoint of type {_NAMES[wanted]}"
+        )
+    return {"error_code": code, "error_message": message, "cluster_id": "", "brokers": []}
+
+
+def _answer(
+    ctx: RequestContext,
+    req: Any,
+    authz: Authorization,
+    endpoint_type: int,
+    cluster_id: str,
+    controller_id: int,
+    nodes: list[dict],
+) -> dict:
+    requested = req.include_cluster_authorized_operations
+    return {
         "throttle_time_ms": 0,
         "error_code": 0,
         "error_message": None,
         "endpoint_type": endpoint_type,
-        "cluster_id": md.cluster_id,
-        "controller_id": md.controller_id,
-        "brokers": [
-            {"broker_id": node, "host": host, "port": port, "rack": rack}
-            for node, host, port, rack in md.brokers(ctx.listener)
-        ],
+        "cluster_id": cluster_id,
+        # a controller the client could not resolve among the nodes would only confuse it
+        "controller_id": controller_id if any(n["broker_id"] == controller_id for n in nodes) else -1,
+        "brokers": nodes,
         "cluster_authorized_operations": operations_if_requested(
-            req.include_cluster_authorized_operations,
-            ResourceType.CLUSTER,
-            authz.allowed(ctx, ResourceType.CLUSTER, "kafka-cluster"),
+            requested, ResourceType.CLUSTER, authz.allowed(ctx, ResourceType.CLUSTER, "kafka-cluster")
         )
-        if not req.include_cluster_authorized_operations or authz.cluster(ctx, AclOperation.DESCRIBE)
+        if not requested or authz.cluster(ctx, AclOperation.DESCRIBE)
         else 0,
     }
-    if endpoint_type != BROKERS_ENDPOINT:
-        body.update(
-            error_code=ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,
-            error_message="Only the brokers endpoint type is served",
-            controller_id=-1,
-            brokers=[],
-        )
-    return body

@@ -1,4 +1,5 @@
-"""DescribeGroups: state, protocol and members (with metadata and assignment when Stable) and,
+"""DescribeGroups of any group type: state, protocol and members (with metadata and assignment
+when Stable; a consumer group's classic members with theirs) and,
 when asked, the caller's authorized operations on each group found. Each group needs DESCRIBE
 (GROUP_AUTHORIZATION_FAILED)."""
 
@@ -14,7 +15,7 @@ from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available
 from pylog.broker.handler_table import serves
-from pylog.groups import DescribedGroup, DescribedMember
+from pylog.groups import DescribedGroup
 
 
 @serves(ApiKey.DESCRIBE_GROUPS, versions=(0, 5))
@@ -28,8 +29,6 @@ def describe_groups(ctx: RequestContext, req: Any, *, groups: GroupShell, authz:
         error = not_available(shell, gid)
         if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
             described.append(DescribedGroup(error, gid, "", "", ""))
-        elif (kind := shell.group_type(gid)) in ("consumer", "share"):
-            described.append(_other_type(shell, gid, kind))
         else:
             described.extend(shell.coordinator.describe_groups([gid]))
     asked = getattr(req, "include_authorized_operations", False)
@@ -45,17 +44,6 @@ def describe_groups(ctx: RequestContext, req: Any, *, groups: GroupShell, authz:
         for g in described
     ]
     return {"throttle_time_ms": 0, "groups": entries}
-
-
-def _other_type(shell: Any, gid: str, kind: str) -> DescribedGroup:
-    """A KIP-848 / KIP-932 group seen through the classic API: state and members, no metadata."""
-    coordinator = shell.consumer if kind == "consumer" else shell.share
-    d = coordinator.describe(gid, {})
-    members = tuple(
-        DescribedMember(m["member_id"], m.get("instance_id"), m["client_id"], m["client_host"], b"", b"")
-        for m in d["members"]
-    )
-    return DescribedGroup(ErrorCode.NONE, gid, d["group_state"], kind, "", members)
 
 
 def _entry(g: DescribedGroup, authorized_operations: int) -> dict:

@@ -1,4 +1,6 @@
-"""DescribeQuorum: the metadata quorum's leader, epoch, high watermark and every voter's log end.
+"""DescribeQuorum: the metadata quorum's leader, epoch, high watermark, every voter's log end and
+the observers that fetch from it; from version 2 (KIP-853) each replica's directory id and the
+voters' endpoints (``nodes``).
 
 Answered by the active controller; a broker forwards it there, as Kafka's do.
 """
@@ -13,36 +15,32 @@ from pylog.protocol.errors import ErrorCode
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
 from pylog.cluster.controller import METADATA_TOPIC
-from pylog.cluster.node_config import NodeSettings
 from pylog.cluster.quorum import MetadataQuorum
 
 
+def _error(code: int, message: str) -> dict:
+    return {"error_code": code, "error_message": message, "topics": [], "nodes": []}
+
+
 @serves(ApiKey.DESCRIBE_QUORUM, versions=(0, 2))
-def describe_quorum(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, settings: NodeSettings) -> dict:
+def describe_quorum(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, listener: str) -> dict:
     wanted = [(t.topic_name, p.partition_index) for t in req.topics for p in t.partitions]
     if wanted != [(METADATA_TOPIC, 0)]:
-        return {
-            "error_code": ErrorCode.INVALID_REQUEST,
-            "error_message": "Only __cluster_metadata-0 has a quorum",
-            "topics": [],
-            "nodes": [],
-        }
+        return _error(ErrorCode.INVALID_REQUEST, "Only __cluster_metadata-0 has a quorum")
     if not quorum.is_leader:
-        return {
-            "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER,
-            "error_message": "Not the active controller",
-            "topics": [],
-            "nodes": [],
-        }
+        return _error(ErrorCode.NOT_LEADER_OR_FOLLOWER, "Not the active controller")
     now = quorum.clock.wall_ms()
     progress = quorum.voter_progress()
     heard = quorum.last_heard_ms()
+    vs = quorum.voter_set
     voters = []
-    for v in settings.voter_ids:
+    for v in quorum.voters:
         me = v == quorum.node_id
+        node = vs.get(v) if vs is not None else None
         voters.append(
             {
                 "replica_id": v,
+                "replica_directory_id": node.directory_id if node is not None else None,
                 "log_end_offset": progress.get(v, -1),
                 "last_fetch_timestamp": now if me else heard.get(v, -1),
                 "last_caught_up_timestamp": now
@@ -52,20 +50,22 @@ def describe_quorum(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, se
         )
     observers = [
         {
-            "replica_id": node,
+            "replica_id": node_id,
+            "replica_directory_id": directory_id,
             "log_end_offset": offset,
             "last_fetch_timestamp": at,
             "last_caught_up_timestamp": at,
         }
-        for node, (offset, at) in sorted(quorum.observers().items())
+        for node_id, (directory_id, offset, at) in sorted(quorum.observers().items())
     ]
     nodes = []
-    for v in settings.voters:
-        listener = (
-            settings.controller_listener_names[0] if settings.controller_listener_names else "CONTROLLER"
-        )
+    for v in vs.voters if vs is not None else ():
+        endpoints = [e for e in v.endpoints if e.name == listener] or list(v.endpoints)
         nodes.append(
-            {"node_id": v.node_id, "listeners": [{"name": listener, "host": v.host, "port": v.port}]}
+            {
+                "node_id": v.node_id,
+                "listeners": [{"name": e.name, "host": e.host, "port": e.port} for e in endpoints],
+            }
         )
     return {
         "error_code": 0,

@@ -94,10 +94,10 @@ def share_group_error(
     """Why `group_id` cannot be described / altered here: not coordinated here, not a share group,
     or (`empty`) still has members."""
     error = not_available(groups, group_id)
-    if error is not ErrorCode.NONE or groups is None or groups.share is None or share is None:
+    if error is not ErrorCode.NONE or groups is None or groups.coordinator is None or share is None:
         return error if error is not ErrorCode.NONE else ErrorCode.COORDINATOR_NOT_AVAILABLE
-    group = groups.share.group(group_id)
-    if groups.group_type(group_id) != "share" or group is None:
+    group = groups.coordinator.share_group(group_id)
+    if group is None:
         return ErrorCode.GROUP_ID_NOT_FOUND
     if empty and group.members:
         return ErrorCode.NON_EMPTY_GROUP

@@ -8,12 +8,13 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import GroupShell, not_available
+from pylog.broker.group_shell import GroupShell, not_available, topics_view
 from pylog.broker.handler_table import serves
+from pylog.broker.metadata import MetadataView
 
 
 @serves(ApiKey.HEARTBEAT, versions=(0, 4))
-def heartbeat(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
+def heartbeat(ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: MetadataView) -> dict:
     shell = groups
     error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
     if error is ErrorCode.NONE and shell is not None and shell.coordinator is not None:
@@ -23,6 +24,7 @@ def heartbeat(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
             req.member_id,
             getattr(req, "group_instance_id", None),
             now_ms=shell.clock(),
+            topics=topics_view(metadata.image),
         )
         error = shell.apply(out, lambda _r, e: e)
     return {"throttle_time_ms": 0, "error_code": error}

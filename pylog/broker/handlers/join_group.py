@@ -1,5 +1,8 @@
 """JoinGroup: parked in the coordinator until the rebalance's join phase completes.
 
+A classic member of a consumer group (KIP-848 migration) is answered at once instead, with its
+member epoch as generation. A share group's id answers INCONSISTENT_GROUP_PROTOCOL.
+
 The answer is the coordinator's `JoinGroupResult` for this request's handle, possibly resolved
 by a later call (another member joining, a timer). A client that disconnects while parked gets
 nothing; its member stays until the coordinator's timers remove it, as in Kafka.
@@ -13,18 +16,16 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import GroupShell, client_host, not_available
+from pylog.broker.group_shell import GroupShell, client_host, not_available, topics_view
 from pylog.broker.handler_table import serves
+from pylog.broker.metadata import MetadataView
 from pylog.groups import JoinGroupResult
 
 
 @serves(ApiKey.JOIN_GROUP, versions=(0, 7))
-def join_group(ctx: RequestContext, req: Any, *, groups: GroupShell) -> Any:
+def join_group(ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: MetadataView) -> Any:
     shell = groups
     error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
-    kind = shell.group_type(req.group_id) if shell is not None and error is ErrorCode.NONE else None
-    if kind in ("consumer", "share"):
-        error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL  # the id belongs to a KIP-848 / KIP-932 group
     if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
         return response(ctx, JoinGroupResult(error, member_id=req.member_id))
     handle, fut = shell.park()
@@ -42,6 +43,7 @@ def join_group(ctx: RequestContext, req: Any, *, groups: GroupShell) -> Any:
         api_version=ctx.api_version,
         now_ms=shell.clock(),
         handle=handle,
+        topics=topics_view(metadata.image),
     )
     shell.apply(out)
     if fut.done():

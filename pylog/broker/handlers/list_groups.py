@@ -21,17 +21,9 @@ def list_groups(ctx: RequestContext, req: Any, *, groups: GroupShell, authz: Aut
     shell = groups
     if shell is None or shell.coordinator is None:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
-    states = {s.lower() for s in getattr(req, "states_filter", None) or ()}
-    types = {t.lower() for t in getattr(req, "types_filter", None) or ()}
-    error, classic = shell.coordinator.list_groups(getattr(req, "states_filter", None), None)
-    others = [*(shell.consumer.list_groups() if shell.consumer else [])]
-    others += shell.share.list_groups() if shell.share else []
-    taken = {g.group_id for g in others}  # their offsets live in the classic store; list them once
-    groups = [g for g in classic if g.group_id not in taken] + [
-        g for g in others if not states or g.group_state.lower() in states
-    ]
-    if types:
-        groups = [g for g in groups if g.group_type.lower() in types]
+    error, groups = shell.coordinator.list_groups(
+        getattr(req, "states_filter", None), getattr(req, "types_filter", None)
+    )
     if not authz.cluster(ctx, AclOperation.DESCRIBE):
         visible = authz.filter(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in groups))
         groups = [g for g in groups if g.group_id in visible]

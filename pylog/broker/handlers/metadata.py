@@ -4,6 +4,12 @@ Auto-creation waits for the quorum to commit the topic (milliseconds with a
 quorum of one), so the first answer already carries the new topic's leaders.
 Leader epochs are reported as -1: clients then skip OffsetForLeaderEpoch. Authorized
 operations (KIP-430) are filled in when the request asks for them.
+
+Topics asked by id (v12+): as in Kafka, a request naming any non-zero topic id is answered by id
+alone, whatever the names say (the Java client sends ``name=""`` beside the id); an unknown id
+answers UNKNOWN_TOPIC_ID. The controller named is a random live broker, as Kafka's KRaft brokers
+name it: that broker forwards admin requests to the active controller, so a client never waits on
+a cached controller that died.
 """
 
 from __future__ import annotations
@@ -19,7 +25,7 @@ from pylog.broker.acl_operations import ResourceType, operations_if_requested
 from pylog.broker.context import RequestContext
 from pylog.broker.controller_client import ControllerClient
 from pylog.broker.handler_table import serves
-from pylog.broker.metadata import INTERNAL_TOPICS, MetadataView
+from pylog.broker.metadata import INTERNAL_TOPICS, MetadataView, random_live_broker
 from pylog.cluster.controller import NewTopic, validate_topic_name
 from pylog.cluster.image import TopicImage
 from pylog.config import BrokerConfig
@@ -42,6 +48,9 @@ def metadata(
     if requested is None or (ctx.api_version == 0 and not requested):
         topics = [_topic_entry(md, req, t) for _, t in sorted(md.image.topics.items())]
         return _response(md, req, topics, ctx.listener)
+    if asked_by_id(req):
+        ids = [t.topic_id for t in requested if t.topic_id not in (None, ZERO_UUID)]
+        return _response(md, req, [_id_entry(md, req, i) for i in dict.fromkeys(ids)], ctx.listener)
     auto = bool(getattr(req, "allow_auto_topic_creation", True)) and config.bool("auto.create.topics.enable")
     missing = [
         t.name
@@ -69,13 +78,7 @@ def _answer(
 ) -> dict:
     entries = []
     for t in req.topics:
-        topic_id = getattr(t, "topic_id", None)
         info = md.topic(t.name) if t.name is not None else None
-        if info is None and t.name is None and topic_id not in (None, ZERO_UUID):
-            info = md.topic(topic_id)
-            if info is None:
-                entries.append(_error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id))
-                continue
         if info is not None:
             entries.append(_topic_entry(md, req, info))
             continue
@@ -86,6 +89,20 @@ def _answer(
             )
         entries.append(_error_entry(t.name, code, ZERO_UUID))
     return _response(md, req, entries, listener)
+
+
+def asked_by_id(req: Any) -> bool:
+    """Whether a Metadata request names topics by id (then its names are not looked at)."""
+    return req.topics is not None and any(
+        getattr(t, "topic_id", None) not in (None, ZERO_UUID) for t in req.topics
+    )
+
+
+def _id_entry(md: MetadataView, req: Any, topic_id: uuid.UUID) -> dict:
+    info = md.topic(topic_id)
+    if info is None:
+        return _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id)
+    return _topic_entry(md, req, info)
 
 
 def _error_entry(name: str | None, code: int, topic_id: Any) -> dict:
@@ -125,7 +142,7 @@ def _response(md: MetadataView, req: Any, topics: list[dict], listener: str) -> 
             for node, host, port, rack in md.brokers(listener)
         ],
         "cluster_id": md.cluster_id,
-        "controller_id": md.controller_id,
+        "controller_id": random_live_broker(md, listener),
         "topics": topics,
         "cluster_authorized_operations": operations_if_requested(
             getattr(req, "include_cluster_authorized_operations", False), ResourceType.CLUSTER

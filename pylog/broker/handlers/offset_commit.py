@@ -1,8 +1,8 @@
 """OffsetCommit (v2-9; older versions are answered UNSUPPORTED_VERSION by the codec floor).
 
-A consumer group (KIP-848) member commits with its member epoch (`generation_id_or_member_epoch`):
-the consumer-group coordinator checks it (STALE_MEMBER_EPOCH on v9+), and the offsets go to the
-store all group types share. Partitions of topics the cluster does not know get
+A consumer group (KIP-848) member commits with its member epoch (`generation_id_or_member_epoch`),
+which the coordinator checks (STALE_MEMBER_EPOCH on v9+); the offsets go to the store all group
+types share. Partitions of topics the cluster does not know get
 UNKNOWN_TOPIC_OR_PARTITION and never reach
 the coordinator, as in Kafka. The answer is sent only after the commit is in
 `__consumer_offsets`.
@@ -28,11 +28,6 @@ def offset_commit(ctx: RequestContext, req: Any, *, groups: GroupShell, metadata
     generation = getattr(req, "generation_id_or_member_epoch", -1)
     member_id = getattr(req, "member_id", "")
     instance_id = getattr(req, "group_instance_id", None)
-    if group_error is ErrorCode.NONE and shell is not None and shell.consumer is not None:
-        verdict = shell.consumer.validate_offset_commit(req.group_id, member_id, generation, ctx.api_version)
-        if verdict is not None:  # a consumer group: its member epoch is checked here, the offsets
-            group_error = verdict  # store below takes the commit as an unattached one
-            generation, member_id, instance_id = -1, "", None
     errors, commits = commits_of(req, group_error, metadata.image)
     if commits and shell is not None and shell.coordinator is not None:
         out = shell.coordinator.commit_offsets(

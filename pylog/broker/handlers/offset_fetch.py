@@ -89,12 +89,12 @@ def _fetch(
     member_epoch: int = -1,
 ) -> OffsetFetchResult:
     error = not_available(shell, group_id)
-    if error is ErrorCode.NONE and shell is not None and shell.consumer is not None:
-        error = shell.consumer.validate_offset_fetch(group_id, member_id, member_epoch) or ErrorCode.NONE
     if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
         return OffsetFetchResult(group_id, error)
     wanted = None if topics is None else [(t.name, i) for t in topics for i in t.partition_indexes]
-    return shell.coordinator.fetch_offsets(group_id, wanted, require_stable=require_stable)
+    return shell.coordinator.fetch_offsets(
+        group_id, wanted, require_stable=require_stable, member_id=member_id, member_epoch=member_epoch
+    )
 
 
 def _topics(r: OffsetFetchResult) -> list[dict]:

@@ -16,7 +16,7 @@ from pylog.cluster.raft_transport import message_from_wire
 log = logging.getLogger(__name__)
 
 
-@serves(PylogApiKey.RAFT, versions=(0, 0))
+@serves(PylogApiKey.RAFT, versions=(0, 1))
 def raft(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, cluster_id: str) -> dict:
     if req.cluster_id != cluster_id:
         log.warning(

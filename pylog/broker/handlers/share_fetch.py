@@ -85,7 +85,7 @@ async def share_fetch(
         manager.close_session(group, member)
         shell.persist()
         shell.notify()
-        return _response(shell, results)
+        return _response(shell, results, group)
     targets = list(session.partitions) if epoch != 0 else requested
     max_records = req.max_records if req.max_records > 0 else 500
     budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
@@ -109,7 +109,7 @@ async def share_fetch(
     if epoch == 0:
         for tid, p in requested:
             results.setdefault((tid, p), _entry(p, node_id))
-    return _response(shell, results)
+    return _response(shell, results, group)
 
 
 def acknowledge(
@@ -154,8 +154,7 @@ def _acquire_all(
         if shell.key_error(key) is not ErrorCode.NONE:
             continue
         assert shell.manager is not None
-        initial = part.log_start_offset if shell.auto_offset_reset == "earliest" else part.high_watermark
-        sp = shell.manager.partition(key, lambda initial=initial: initial)
+        sp = shell.manager.partition(key, lambda part=part: shell.initial_offset(group, part, shell.clock()))
         sp.move_start(part.log_start_offset)
         offset = sp.next_fetch_offset()
         if offset is None or offset >= part.high_watermark:
@@ -259,7 +258,7 @@ def _entry(p: int, node_id: int, ack_error: ErrorCode = ErrorCode.NONE) -> dict:
     }
 
 
-def _response(shell: ShareShell, results: dict) -> dict:
+def _response(shell: ShareShell, results: dict, group: str) -> dict:
     by_topic: dict[uuid.UUID, list[dict]] = {}
     for (tid, _p), entry in results.items():
         by_topic.setdefault(tid, []).append(entry)
@@ -267,7 +266,7 @@ def _response(shell: ShareShell, results: dict) -> dict:
         "throttle_time_ms": 0,
         "error_code": ErrorCode.NONE,
         "error_message": None,
-        "acquisition_lock_timeout_ms": shell.share_config.lock_duration_ms,
+        "acquisition_lock_timeout_ms": shell.share_config_of(group).lock_duration_ms,
         "responses": [{"topic_id": tid, "partitions": parts} for tid, parts in by_topic.items()],
         "node_endpoints": [],
     }

@@ -16,7 +16,8 @@ from pylog.broker.group_shell import GroupShell, client_host, not_available, top
 from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
 from pylog.broker.share_shell import ShareShell
-from pylog.groups.share_group_coordinator import TopicsView
+from pylog.groups.consumer import TopicsView
+from pylog.groups.share import ShareHeartbeat
 
 
 @serves(ApiKey.SHARE_GROUP_HEARTBEAT, versions=(1, 1))
@@ -37,13 +38,7 @@ def heartbeat(
     host: str,
 ) -> dict:
     error = not_available(groups, req.group_id) if req.group_id else ErrorCode.NONE
-    if (
-        error is ErrorCode.NONE
-        and groups is not None
-        and groups.group_type(req.group_id) in ("classic", "consumer")
-    ):
-        error = ErrorCode.GROUP_ID_NOT_FOUND
-    if error is not ErrorCode.NONE or groups is None or groups.share is None:
+    if error is not ErrorCode.NONE or groups is None or groups.coordinator is None:
         return {
             "throttle_time_ms": 0,
             "error_code": error or ErrorCode.COORDINATOR_NOT_AVAILABLE,
@@ -53,17 +48,16 @@ def heartbeat(
             "heartbeat_interval_ms": 0,
             "assignment": None,
         }
-    out = groups.share.heartbeat(
+    hb = ShareHeartbeat(
         req.group_id,
         req.member_id,
         req.member_epoch,
         req.subscribed_topic_names,
-        topics,
-        rack_id=req.rack_id,
-        client_id=client_id,
-        client_host=host,
-        now_ms=groups.clock(),
+        req.rack_id,
+        client_id,
+        host,
     )
+    out = groups.coordinator.share_group_heartbeat(hb, topics, now_ms=groups.clock())
     response = groups.apply(out, lambda r, e: {**r, "error_code": e, "assignment": None})
     if req.member_epoch == -1 and share is not None and share.manager is not None:
         share.manager.release_member(req.group_id, req.member_id)

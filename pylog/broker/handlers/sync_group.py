@@ -8,13 +8,14 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import GroupShell, not_available
+from pylog.broker.group_shell import GroupShell, not_available, topics_view
 from pylog.broker.handler_table import serves
+from pylog.broker.metadata import MetadataView
 from pylog.groups import SyncGroupResult
 
 
 @serves(ApiKey.SYNC_GROUP, versions=(0, 5))
-def sync_group(ctx: RequestContext, req: Any, *, groups: GroupShell) -> Any:
+def sync_group(ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: MetadataView) -> Any:
     shell = groups
     error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
     if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
@@ -30,6 +31,7 @@ def sync_group(ctx: RequestContext, req: Any, *, groups: GroupShell) -> Any:
         [(a.member_id, a.assignment) for a in req.assignments],
         now_ms=shell.clock(),
         handle=handle,
+        topics=topics_view(metadata.image),
     )
     shell.apply(out)
     if fut.done():
