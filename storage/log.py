@@ -447,10 +447,14 @@ class PartitionLog:
     def truncate_to(self, offset: int) -> None:
         """Remove every batch whose last offset is >= `offset` (replication); the log end offset
         becomes `offset` (as in Kafka, a batch straddling it goes whole, leaving a gap below it),
-        and the log start offset at most `offset`."""
+        and the log start offset at most `offset`. Leader epochs starting at or past the new log
+        end go too, also when no record does."""
         self._check_writable()
         with self._lock:
             if offset >= self._log_end_offset:
+                # No record goes, but an epoch this replica began as leader without appending
+                # anything may sit at the log end; the new leader's log does not have it (as Kafka).
+                self._epochs.truncate_from_end(self._log_end_offset)
                 return
             if offset < self._segments[0].base_offset:
                 self.truncate_fully_and_start_at(offset)

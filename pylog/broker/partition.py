@@ -596,6 +596,7 @@ class Partition:
         rebuilt from what is left and cached wire bytes are dropped."""
         with self.lock:
             if offset >= self.log.log_end_offset:
+                self.log.truncate_to(offset)  # no record goes, an empty epoch at the end may
                 return
             self.log.truncate_to(offset)
             self.wire.clear()

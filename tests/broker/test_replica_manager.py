@@ -24,6 +24,7 @@ from pylog.broker.replica_manager import (
 from pylog.broker.transactions import marker_batch
 from pylog.clock import ManualClock
 from pylog.config import BrokerConfig
+from pylog.replication import truncation_on_divergence
 
 EPOCH = 3
 
@@ -182,3 +183,46 @@ def test_appends_are_stamped_by_the_injected_clock(tmp_path: Path) -> None:
         assert res.error == 0 and res.log_append_time == 1_800_000_000_042
     finally:
         replicas.close()
+
+
+def test_a_leader_that_appended_nothing_follows_the_next_leader_without_diverging_forever(
+    tmp_path: Path,
+) -> None:
+    """A replica that led an epoch without appending keeps that epoch at its log end; when it
+    follows again the leader names a diverging epoch, and truncating there must drop the empty
+    epoch (Kafka truncates the epoch cache even when no record goes), or every fetch diverges."""
+    a = ReplicaManager(BrokerConfig({}), tmp_path / "a", lambda: 1_700_000_000_000)
+    b = ReplicaManager(BrokerConfig({}), tmp_path / "b", lambda: 1_700_000_000_000)
+    try:
+        topic_id = uuid.uuid4()
+        pa_, pb = a.ensure_partition("t", 0, topic_id, {}), b.ensure_partition("t", 0, topic_id, {})
+        pa_.become_leader(1, 0, 0, (1, 2), (1, 2), now_ms=0)
+        pb.become_follower(2, 1, 0, 0, (1, 2), (1, 2))
+        a.append_records([("t", 0, make_batch([b"a", b"b", b"c"]))], acks=1, timeout_ms=0)
+
+        def replicate() -> FetchPartitionData:
+            want = FetchPosition(0, pb.log_end_offset, 1 << 20, pa_.leader_epoch, pb.latest_epoch)
+            (d,) = fetch(a, [("t", want)], replica_id=2, isolation=FetchIsolation.LOG_END)
+            if d.diverging_epoch is not None:
+                epoch, end = d.diverging_epoch
+                cut = truncation_on_divergence(pb.log_end_offset, epoch, end, pb.end_offset_for_epoch)
+                pb.truncate_to(cut)
+            elif d.records:
+                pb.append_as_follower(b"".join(bytes(r) for r in d.records), 0)
+            return d
+
+        replicate()
+        assert pb.log_end_offset == 3
+        pa_.become_follower(1, 2, 1, 1, (1, 2), (1, 2))
+        pb.become_leader(2, 1, 1, (1, 2), (1, 2), now_ms=0)  # leads epoch 1, appends nothing
+        pb.become_follower(2, 1, 2, 2, (1, 2), (1, 2))
+        pa_.become_leader(1, 2, 2, (1, 2), (1, 2), now_ms=0)
+        a.append_records([("t", 0, make_batch([b"d", b"e"]))], acks=1, timeout_ms=0)
+        assert pb.latest_epoch == 1
+        assert replicate().diverging_epoch == (0, 3)
+        assert pb.latest_epoch == 0 and pb.log_end_offset == 3  # nothing cut but the empty epoch
+        assert replicate().diverging_epoch is None
+        assert pb.log_end_offset == 5
+    finally:
+        a.close()
+        b.close()
