@@ -1,9 +1,8 @@
 """Admin queries the widgets need, over the SDK's Kafka client: any Kafka-compatible cluster.
 
-The SDK's `KafkaClient` negotiates only the APIs a read needs; this module asks the broker for its
-full ApiVersions ranges and speaks the group / cluster APIs (ListGroups, FindCoordinator,
-DescribeGroups, OffsetFetch, ListOffsets, Metadata with replicas / ISR, DescribeLogDirs) through
-`BrokerConnection.request`. Coroutines run on the SDK's I/O loop; `Admin` is the blocking face.
+The group / cluster APIs (ListGroups, FindCoordinator, DescribeGroups, OffsetFetch, ListOffsets,
+Metadata with replicas / ISR, DescribeLogDirs) go through `KafkaClient`, at the versions it
+negotiates. Coroutines run on the SDK's I/O loop; `Admin` is the blocking face.
 """
 
 from __future__ import annotations
@@ -14,32 +13,16 @@ from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pylog.protocol import api
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.sdk import aio
-from pylog.sdk.client import BrokerConnection, KafkaClient, KafkaError
+from pylog.sdk.client import KafkaClient, KafkaConnection, KafkaError
 
 T = TypeVar("T")
 
-# (lowest we can read, highest we ask for); OffsetFetch stays <= 9 (v10 names topics by id)
-WANTED: dict[int, tuple[int, int]] = {
-    ApiKey.METADATA: (1, 12),
-    ApiKey.LIST_OFFSETS: (1, 7),
-    ApiKey.FIND_COORDINATOR: (0, 4),
-    ApiKey.LIST_GROUPS: (0, 4),
-    ApiKey.DESCRIBE_GROUPS: (0, 5),
-    ApiKey.OFFSET_FETCH: (1, 9),
-    ApiKey.DESCRIBE_LOG_DIRS: (1, 4),
-    ApiKey.DESCRIBE_CLUSTER: (0, 1),
-    ApiKey.CONSUMER_GROUP_DESCRIBE: (0, 1),
-    ApiKey.SHARE_GROUP_DESCRIBE: (1, 1),
-    ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS: (0, 0),
-}
 EARLIEST, LATEST = -2, -1
 READ_UNCOMMITTED = 0
-GROUP_KEY = 0
 
 
 @dataclass
@@ -144,18 +127,12 @@ class AsyncAdmin:
                  request_timeout_s: float = 10.0, security: Any = None) -> None:
         self.client = KafkaClient(bootstrap_servers, client_id=client_id,
                                   request_timeout_s=request_timeout_s, security=security)
-        self.ranges: dict[int, tuple[int, int]] = {}
         self._started = False
 
     async def start(self) -> None:
         if self._started:
             return
         await self.client.start()
-        conn = await self.client.any_connection()
-        resp = await conn.request(ApiKey.API_VERSIONS, 0, {})
-        if resp.error_code:
-            raise KafkaError(resp.error_code, "ApiVersions")
-        self.ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
         self._started = True
 
     async def close(self) -> None:
@@ -163,26 +140,12 @@ class AsyncAdmin:
         await self.client.close()
 
     def has(self, key: int) -> bool:
-        return self._version_or_none(key) is not None
-
-    def _version_or_none(self, key: int) -> int | None:
-        if key not in self.ranges:
-            return None
-        b_lo, b_hi = self.ranges[key]
-        c_lo, c_hi = api.supported_versions().get(key, (0, -1))
-        lo, hi = WANTED[key]
-        version = min(hi, b_hi, c_hi)
-        return version if version >= max(lo, b_lo, c_lo) else None
+        return self.client.has(key)
 
     def version(self, key: int) -> int:
-        v = self._version_or_none(key)
-        if v is None:
-            lo, hi = WANTED[key]
-            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, f"{ApiKey(key).name} v{lo}-{hi}",
-                             "the broker does not offer this API")
-        return v
+        return self.client.version(key)
 
-    async def _bootstrap(self) -> BrokerConnection:
+    async def _bootstrap(self) -> KafkaConnection:
         return await self.client.any_connection()
 
     async def cluster(self, topics: list[str] | None = None) -> ClusterInfo:
@@ -258,28 +221,9 @@ class AsyncAdmin:
         return [seen[k] for k in sorted(seen)]
 
     async def find_coordinator(self, group: str) -> Broker:
-        version = self.version(ApiKey.FIND_COORDINATOR)
-        conn = await self._bootstrap()
-        attempt = 0
-        while True:
-            if version >= 4:
-                resp = await conn.request(ApiKey.FIND_COORDINATOR, version,
-                                          {"key_type": GROUP_KEY, "coordinator_keys": [group]})
-                c = resp.coordinators[0]
-                code, node, host, port = c.error_code, c.node_id, c.host, c.port
-            else:
-                resp = await conn.request(ApiKey.FIND_COORDINATOR, version,
-                                          {"key": group, "key_type": GROUP_KEY})
-                code, node, host, port = resp.error_code, resp.node_id, resp.host, resp.port
-            attempt += 1
-            if code in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS) \
-                    and attempt < 20:
-                await asyncio.sleep(0.1)
-                continue
-            if code:
-                raise KafkaError(code, f"FindCoordinator for group {group!r}")
-            self.client.metadata_cache.brokers[node] = (host, port)
-            return Broker(node, host, port)
+        node = await self.client.coordinator(group)
+        host, port = self.client.metadata_cache.brokers[node]
+        return Broker(node, host, port)
 
     async def describe_group(self, group: str) -> GroupDescription:
         coordinator = await self.find_coordinator(group)
@@ -302,7 +246,7 @@ class AsyncAdmin:
             return await self._describe_new(ApiKey.CONSUMER_GROUP_DESCRIBE, desc, conn, "consumer")
         return desc
 
-    async def _describe_new(self, key: int, desc: GroupDescription, conn: BrokerConnection,
+    async def _describe_new(self, key: int, desc: GroupDescription, conn: KafkaConnection,
                             group_type: str) -> GroupDescription:
         """Members and assignments of a KIP-848 / KIP-932 group (DescribeGroups has no assignment
         for them); a classic group answers GROUP_ID_NOT_FOUND and keeps `desc`."""
