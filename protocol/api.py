@@ -131,6 +131,7 @@ class PylogApiKey(IntEnum):
 
     RAFT = 32000
     METADATA_FETCH = 32001
+    CLIENT_METRICS = 32002
 
 
 class Request(NamedTuple):

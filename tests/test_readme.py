@@ -56,7 +56,7 @@ def blocks() -> list[tuple[str, str]]:
 
 def test_readme_has_the_examples_this_test_runs() -> None:
     kinds = [kind for kind, _ in blocks()]
-    assert kinds.count("python") == 5 and kinds.count("sh") >= 5
+    assert kinds.count("python") == 7 and kinds.count("sh") >= 6
     commands = [line for kind, code in blocks() if kind == "sh" for line in code.splitlines()
                 if USES_CLUSTER.match(line)]
     assert any(c.startswith("pylog group reset-offsets") for c in commands)

@@ -1,5 +1,5 @@
-"""The widgets: `LagWidget`, `PartitionsWidget`, `TopicBrowser`, `ClusterWidget` (anywidget; see the
-package doc).
+"""The widgets: `LagWidget`, `PartitionsWidget`, `TopicBrowser`, `ClusterWidget`, `ClientMetricsWidget`
+(anywidget; see the package doc).
 
 Each holds its state in synced traits drawn by ``widget.js``, refreshes on demand (`refresh`, the
 Refresh button) or live from a background thread (`start` / `stop`, the Pause / Resume button),
@@ -15,6 +15,7 @@ from typing import Any
 
 import traitlets
 from pylog.widgets import browse, export, html
+from pylog.widgets import client_metrics as clients_mod
 from pylog.widgets import topic_partitions as partitions_mod
 from pylog.widgets.admin import Admin
 from pylog.widgets.burrow import LagWindow
@@ -300,3 +301,35 @@ class ClusterWidget(_LiveWidget):
 
     def _repr_html_(self) -> str:
         return html.cluster_html(self.snapshot or {"brokers": []})
+
+
+class ClientMetricsWidget(_LiveWidget):
+    """What every client of a pylog cluster reports about itself (KIP-714 client metrics): one row
+    per client instance (client id, kind, software, address, broker, last push) with its telling
+    metrics side by side, and every metric it pushed below. Clients push only what a CLIENT_METRICS
+    subscription asks for (``metrics=*`` asks for everything), every ``interval.ms``."""
+
+    snapshot = traitlets.Dict().tag(sync=True)
+
+    def __init__(self, *, bootstrap_servers: Any, interval_s: float = 5.0, live: bool = True,
+                 security: Any = None) -> None:
+        if bootstrap_servers is None:
+            raise ValueError("pass bootstrap_servers=: client metrics are read from a running cluster")
+        super().__init__(kind="clients", interval_s=float(interval_s))
+        self.bootstrap_servers, self.security = bootstrap_servers, security
+        self.refresh()
+        if live:
+            self.start()
+
+    def _fetch(self) -> None:
+        self.snapshot = clients_mod.snapshot(bootstrap_servers=self.bootstrap_servers, security=self.security)
+
+    def _describe(self) -> str:
+        return f"clients={len((self.snapshot or {}).get('clients', []))}"
+
+    def dataframe(self) -> Any:
+        """The clients of the last refresh, one row each (as `pylog.widgets.clients`)."""
+        return clients_mod.frame(self.snapshot or {"clients": [], "columns": []})
+
+    def _repr_html_(self) -> str:
+        return html.clients_html(self.snapshot or {"clients": [], "columns": []})

@@ -1,5 +1,5 @@
-// pylog widgets: one anywidget ESM for the lag view, the partition view, the topic browser and the
-// cluster view.
+// pylog widgets: one anywidget ESM for the lag view, the partition view, the topic browser, the
+// cluster view, the client metrics view and the live table.
 // Plain DOM and inline SVG, no dependencies. The model's "kind" picks the view; every view is
 // redrawn from the synced state on change. Numbers carry data-* attributes so tests can read them.
 
@@ -305,7 +305,87 @@ function renderCluster(model, el) {
   parts("Offline partitions", "pl-offline", offline);
 }
 
-const VIEWS = { lag: renderLag, partitions: renderPartitions, browser: renderBrowser, cluster: renderCluster };
+function fmtValue(v) {
+  if (v === null || v === undefined) return "–";
+  const n = Number(v);
+  return Math.abs(n) >= 100 || Number.isInteger(n) ? Math.round(n).toLocaleString("en-US") : n.toPrecision(3);
+}
+
+function renderClients(model, el) {
+  const snap = model.get("snapshot") || { clients: [], columns: [] };
+  const running = model.get("running");
+  const toggle = h("button", { class: "pl-button", "data-action": "toggle", onclick: () => {
+    model.set("running", !model.get("running"));
+    model.save_changes();
+  } }, running ? "Pause" : "Resume");
+  const refresh = h("button", { class: "pl-button", "data-action": "refresh",
+    onclick: () => model.send({ type: "refresh" }) }, "Refresh");
+  const info = h("span", { class: "pl-muted" },
+    (running ? `live, every ${model.get("interval_s")}s` : "paused") + ` · updated ${fmtTime(snap.updated_ms)}`);
+  el.append(header("Client metrics", model, h("span", {}, info, toggle, refresh)));
+  const clients = snap.clients || [];
+  if (clients.length === 0) {
+    el.append(h("div", { class: "pl-muted", "data-field": "empty" }, "no client has asked for a telemetry subscription yet"));
+    return;
+  }
+  const columns = snap.columns || [];
+  el.append(table("pl-clients", [
+    { key: "client_id", label: "client id" },
+    { key: "kind", label: "kind" },
+    { key: "software", label: "software" },
+    { key: "client_source_address", label: "address" },
+    { key: "broker", label: "broker", num: true },
+    { key: "pushes", label: "pushes", num: true, render: fmt },
+    { key: "pushed_at_ms", label: "last push", render: fmtTime },
+    ...columns.map((c) => ({ key: c.metric, label: c.label, num: true, render: fmtValue })),
+  ], clients.map((c) => ({
+    attrs: { "data-client": c.client_instance_id, "data-client-id": c.client_id || "" },
+    values: { ...c, ...(c.highlights || {}),
+      software: `${c.client_software_name || "?"} ${c.client_software_version || ""}`.trim() },
+  }))));
+  for (const c of clients) {
+    const metrics = c.metrics || [];
+    if (metrics.length === 0) continue;
+    el.append(h("details", { class: "pl-client", "data-client": c.client_instance_id },
+      h("summary", {}, `${c.client_id || c.client_instance_id}: ${metrics.length} metrics`),
+      table("pl-client-metrics", [
+        { key: "metric", label: "metric" },
+        { key: "node", label: "node" },
+        { key: "value", label: "value", num: true, render: fmtValue },
+        { key: "unit", label: "unit" },
+      ], metrics.map((m) => ({ attrs: { "data-metric": m.metric }, values: m })))));
+  }
+}
+
+function renderLive(model, el) {
+  const records = model.get("records") || [];
+  const rates = model.get("rates") || [];
+  const running = model.get("running");
+  const toggle = h("button", { class: "pl-button", "data-action": "toggle", onclick: () => {
+    model.set("running", !model.get("running"));
+    model.save_changes();
+  } }, running ? "Pause" : "Resume");
+  const rate = rates.length ? rates[rates.length - 1][1] : 0;
+  const info = h("span", { class: "pl-muted" }, running ? "following" : "paused", " · records ",
+    h("b", { "data-field": "total", "data-value": model.get("total") }, fmt(model.get("total"))), " · now ",
+    h("b", { "data-field": "rate", "data-value": rate }, Number(rate).toFixed(1)), "/s");
+  el.append(header(`Following ${model.get("topic")}`, model, h("span", {}, info, toggle)));
+  el.append(h("div", { class: "pl-chart-box" }, lineChart([{ name: "records/s", points: rates }], { height: 100 })));
+  if (records.length === 0) {
+    el.append(h("div", { class: "pl-muted", "data-field": "empty" }, "no records yet"));
+    return;
+  }
+  el.append(table("pl-records", [
+    { key: "partition", label: "partition", num: true },
+    { key: "offset", label: "offset", num: true },
+    { key: "timestamp", label: "timestamp", render: fmtTime },
+    { key: "key", label: "key", render: (v) => h("code", {}, v ?? "null") },
+    { key: "value", label: "value", render: (v) => h("code", {}, v ?? "null") },
+  ], records.map((r) => ({ attrs: { "data-partition": r.partition, "data-offset": r.offset }, values: r }))));
+}
+
+const VIEWS = { lag: renderLag, partitions: renderPartitions, browser: renderBrowser, cluster: renderCluster,
+  clients: renderClients, live: renderLive };
 
 function render({ model, el }) {
   const root = h("div", { class: "pylog-widget" });
@@ -316,7 +396,8 @@ function render({ model, el }) {
     (VIEWS[model.get("kind")] || (() => root.append("unknown pylog widget")))(model, root);
   };
   draw();
-  const names = ["snapshot", "history", "running", "error", "records", "metric", "decode", "n", "topic"];
+  const names = ["snapshot", "history", "running", "error", "records", "metric", "decode", "n", "topic", "rates",
+    "total"];
   for (const name of names) model.on(`change:${name}`, draw);
   return () => { for (const name of names) model.off(`change:${name}`, draw); };
 }

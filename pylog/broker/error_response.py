@@ -205,6 +205,21 @@ def _alter_scram(req: Any, code: int) -> dict:
     return {"results": [{"user": u, "error_code": code, "error_message": None} for u in users]}
 
 
+def _alter_client_quotas(req: Any, code: int) -> dict:
+    return {
+        "entries": [
+            {
+                "error_code": code,
+                "error_message": None,
+                "entity": [
+                    {"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity
+                ],
+            }
+            for entry in req.entries
+        ]
+    }
+
+
 def _offset_for_leader_epoch(req: Any, code: int) -> dict:
     return {
         "topics": [
@@ -339,6 +354,11 @@ _BUILDERS: dict[int, Builder] = {
     31: _delete_acls,
     50: _top_level,
     51: _alter_scram,
+    48: _top_level,
+    49: _alter_client_quotas,
+    71: _top_level,
+    72: _top_level,
+    74: _top_level,
     56: _top_level,
     57: _top_level,
     58: _envelope,

@@ -56,6 +56,7 @@ from pylog.cluster.config_control import (
 from pylog.cluster.feature_control import FeatureUpdate, FeatureUpdateResult, update_features
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.placement import assign_replicas, place_replicas
+from pylog.cluster.quota_control import QuotaAlteration, QuotaAlterationResult, QuotaControl
 from pylog.cluster.records import (
     BrokerEndpoint,
     ConfigRecord,
@@ -263,6 +264,7 @@ class QuorumController:
         )
         self._replicas = ReplicaControl(lambda: self._image, self._collect)
         self._acls = AclControl(lambda: self._image, self._collect, random.Random(rng.getrandbits(64)))
+        self._quotas = QuotaControl(lambda: self._image, self._collect)
 
     @property
     def image(self) -> MetadataImage:
@@ -722,6 +724,16 @@ class QuorumController:
             users = list(dict.fromkeys(i.name for i in [*deletions, *upsertions]))
             return self._not_controller([ScramAlterResult(u) for u in users])
         return self._run(lambda: self._acls.alter_scram(deletions, upsertions))
+
+    # ------------------------------------------------------------------ client quotas
+
+    def alter_client_quotas(
+        self, alterations: Sequence[QuotaAlteration], *, validate_only: bool = False
+    ) -> ControllerResult[list[QuotaAlterationResult]]:
+        """AlterClientQuotas (rules in ``pylog.cluster.quota_control``)."""
+        if not self._active:
+            return self._not_controller([QuotaAlterationResult(a.entity) for a in alterations])
+        return self._run(lambda: self._quotas.alter(alterations, validate_only))
 
     def _not_controller(self, response: T) -> ControllerResult[T]:
         base: ControllerResult[T] = ControllerResult((), response)

@@ -204,6 +204,18 @@ class RemoveUserScramCredentialRecord:
     mechanism: int
 
 
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """Set (or with ``remove``, delete) one quota ``key`` of a client quota entity: ``(entity type,
+    name)`` pairs sorted by type (``user``, ``client-id``, ``ip``), a None name being the default."""
+
+    TYPE: ClassVar[str] = "ClientQuotaRecord"
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | BrokerRegistrationChangeRecord
@@ -219,6 +231,7 @@ MetadataRecord = (
     | RemoveAccessControlEntryRecord
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
+    | ClientQuotaRecord
 )
 
 RECORD_TYPES: dict[str, type[Any]] = {
@@ -238,6 +251,7 @@ RECORD_TYPES: dict[str, type[Any]] = {
         RemoveAccessControlEntryRecord,
         UserScramCredentialRecord,
         RemoveUserScramCredentialRecord,
+        ClientQuotaRecord,
     )
 }
 
@@ -252,6 +266,10 @@ def _ids(v: Any) -> tuple[int, ...] | None:
 
 def _endpoints(v: Any) -> tuple[BrokerEndpoint, ...]:
     return tuple(BrokerEndpoint(**e) for e in v)
+
+
+def _entity(v: Any) -> tuple[tuple[str, str | None], ...]:
+    return tuple((str(t), None if n is None else str(n)) for t, n in v)
 
 
 def _b64(v: Any) -> bytes:
@@ -271,6 +289,7 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
     "adding_replicas": _ids,
     "removing_replicas": _ids,
     "endpoints": _endpoints,
+    "entity": _entity,
 }
 
 

@@ -31,6 +31,8 @@ from pylog.broker.handlers import (
     api_versions,
     broker_heartbeat,
     broker_registration,
+    client_metrics,
+    client_quotas,
     configs,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -56,6 +58,7 @@ from pylog.broker.handlers import (
     init_producer_id,
     join_group,
     leave_group,
+    list_config_resources,
     list_groups,
     list_offsets,
     list_partition_reassignments,
@@ -76,6 +79,7 @@ from pylog.broker.handlers import (
     share_group_describe,
     share_group_heartbeat,
     sync_group,
+    telemetry,
     txn_offset_commit,
     unregister_broker,
     update_features,
@@ -87,6 +91,7 @@ from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.registry import HandlerSpec, HandlerTable, route
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.share_shell import ShareShell
+from pylog.broker.telemetry_shell import TelemetryShell
 from pylog.broker.txn_shell import TxnShell
 from pylog.cluster.node_config import NodeSettings
 from pylog.cluster.quorum import MetadataQuorum
@@ -113,6 +118,7 @@ class BrokerServices:
     stopping: Callable[[], bool]
     schema_validation: SchemaValidation
     authz: Authorization
+    telemetry: TelemetryShell
 
 
 @dataclass(frozen=True)
@@ -238,6 +244,12 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             forwarded(acls.create_acls, s.channel),
             forwarded(acls.delete_acls, s.channel),
             forwarded(scram_credentials.alter_user_scram_credentials, s.channel),
+            forwarded(client_quotas.alter_client_quotas, s.channel),
+            route(client_quotas.describe_client_quotas, metadata=s.metadata, authz=authz),
+            route(telemetry.get_telemetry_subscriptions, telemetry=s.telemetry),
+            route(telemetry.push_telemetry, telemetry=s.telemetry),
+            route(client_metrics.client_metrics, telemetry=s.telemetry, authz=authz),
+            route(list_config_resources.list_config_resources, metadata=s.metadata, authz=authz),
             route(acls.describe_acls, authz=authz),
             route(scram_credentials.describe_user_scram_credentials, metadata=s.metadata, authz=authz),
             route(
@@ -506,6 +518,7 @@ def controller_handlers(s: ControllerServices) -> HandlerTable:
             route(acls.create_acls, quorum=q, authz=authz),
             route(acls.delete_acls, quorum=q, authz=authz),
             route(scram_credentials.alter_user_scram_credentials, quorum=q, authz=authz),
+            route(client_quotas.alter_client_quotas, quorum=q, authz=authz),
             az.requires(
                 route(update_features.update_features, quorum=q), az.cluster(authz, AclOperation.ALTER)
             ),
