@@ -5,7 +5,7 @@ Layers, each usable alone:
 - `pylog.client.connection`: ``ClientConnection``, the sans-IO core (correlation ids, requests in
   flight, response frames via ``FrameReader``, pylog's codec);
 - `pylog.client.protocol`: ``KafkaConnection`` (asyncio: TLS, SASL, ApiVersions, timeouts) and
-  ``Endpoint`` (a broker address, reconnecting with backoff);
+  ``Channel`` (a broker address, reconnecting with backoff);
 - `pylog.client.cluster`: ``KafkaClient`` (bootstrap, version choice, metadata cache, leaders and
   coordinators, connections per broker);
 - `pylog.client.blocking`: the I/O loop thread and ``BlockingClient`` for notebooks and the CLI.
@@ -21,7 +21,7 @@ _LAZY = {
     "ClientConnection": "pylog.client.connection",
     "KafkaConnection": "pylog.client.protocol",
     "ConnectionSettings": "pylog.client.protocol",
-    "Endpoint": "pylog.client.protocol",
+    "Channel": "pylog.client.protocol",
     "KafkaClient": "pylog.client.cluster",
     "BlockingClient": "pylog.client.blocking",
     "KafkaError": "pylog.client.errors",

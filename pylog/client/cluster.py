@@ -17,7 +17,7 @@ from typing import Any
 
 from pylog.client.errors import ConnectFailed, KafkaError, TransportError, UnknownTopicError
 from pylog.client.metadata import ClusterMetadata, MetadataCache, TopicMetadata, from_response
-from pylog.client.protocol import ConnectionSettings, Endpoint, KafkaConnection
+from pylog.client.protocol import Channel, ConnectionSettings, KafkaConnection
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.security.client import PLAINTEXT, ClientSecurity, SaslAuthenticationError
@@ -74,7 +74,7 @@ class KafkaClient:
             connect_timeout_s=(min(request_timeout_s, 10.0) if connect_timeout_s is None
                                else connect_timeout_s))
         self.metadata_cache = MetadataCache()
-        self._endpoints: dict[tuple[int, int], Endpoint] = {}
+        self._channels: dict[tuple[int, int], Channel] = {}
         self._bootstrap: KafkaConnection | None = None
         self._next_bootstrap = 0
 
@@ -107,12 +107,12 @@ class KafkaClient:
 
     async def close(self) -> None:
         """Close every connection (the client may be started again)."""
-        endpoints, self._endpoints = list(self._endpoints.values()), {}
+        channels, self._channels = list(self._channels.values()), {}
         conn, self._bootstrap = self._bootstrap, None
         if conn is not None:
             await conn.close()
-        for e in endpoints:
-            await e.close()
+        for e in channels:
+            await e.aclose()
 
     # --- versions -----------------------------------------------------------------------------
 
@@ -146,12 +146,12 @@ class KafkaClient:
             if address is None:
                 raise ConnectFailed(f"broker {node_id} is not in the cluster metadata")
         key = (node_id, lane)
-        endpoint = self._endpoints.get(key)
-        if endpoint is None or (endpoint.host, endpoint.port) != address:
-            if endpoint is not None:
-                await endpoint.close()
-            endpoint = self._endpoints[key] = Endpoint(address[0], address[1], self.settings)
-        return await endpoint.connection()
+        channel = self._channels.get(key)
+        if channel is None or (channel.host, channel.port) != address:
+            if channel is not None:
+                await channel.aclose()
+            channel = self._channels[key] = Channel(address[0], address[1], self.settings)
+        return await channel.connection()
 
     async def request(self, api_key: int, body: Any, *, node: int | None = None,
                       wanted: tuple[int, int] | None = None, timeout_s: float | None = None,

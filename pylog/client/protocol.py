@@ -5,7 +5,7 @@ security protocol asks for it), authenticates with SASL PLAIN or SCRAM before an
 leaves, then asks ApiVersions so that ``version`` can choose what to send (pylog's own nodes skip
 that step: they speak the same codec). ``request`` may be called from many tasks at once: requests
 are pipelined and answered in order. Each request has a timer; one that fires drops the connection
-(every later answer would be late too). ``Endpoint`` is a broker's address with a connection that
+(every later answer would be late too). ``Channel`` is a broker's address with a connection that
 is opened on demand and reopened after a failure, waiting a backoff that doubles from
 ``reconnect_backoff_s`` to ``reconnect_backoff_max_s`` between failed attempts, and replaced
 before a SASL session lifetime granted by the broker runs out.
@@ -18,7 +18,6 @@ import contextlib
 import logging
 import socket
 from collections import deque
-from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,6 +55,10 @@ class ConnectionSettings:
     reconnect_backoff_max_s: float = 1.0  # reconnect.backoff.max.ms
 
 
+class AuthenticationFailed(ConnectFailed, SaslAuthenticationError):
+    """The broker refused the SASL credentials (or the mechanism): retrying will not help."""
+
+
 class KafkaConnection:
     """One open connection to a Kafka listener; ``await KafkaConnection.open(host, port, ...)``."""
 
@@ -83,7 +86,7 @@ class KafkaConnection:
             await asyncio.wait_for(conn._open(), settings.connect_timeout_s)
         except SaslAuthenticationError as exc:
             conn.abort(ConnectionBroken("authentication failed"))
-            raise SaslAuthenticationError(f"{conn.peer} refused the SASL credentials: {exc}") from None
+            raise AuthenticationFailed(f"{conn.peer} refused the SASL credentials: {exc}") from None
         except asyncio.TimeoutError:
             conn.abort(ConnectionBroken("connection setup timed out"))
             raise ConnectFailed(f"cannot connect to {conn.peer}: no answer within "
@@ -302,7 +305,7 @@ class _Protocol(asyncio.BufferedProtocol):
         self.conn._lost(exc)
 
 
-class Endpoint:
+class Channel:
     """A broker's address and the connection to it: opened on demand, reopened with backoff."""
 
     def __init__(self, host: str, port: int, settings: ConnectionSettings) -> None:
@@ -343,7 +346,7 @@ class Endpoint:
             await asyncio.sleep(wait)
         try:
             conn = await KafkaConnection.open(self.host, self.port, self.settings)
-        except (ConnectionError, KafkaError):
+        except (ConnectionError, KafkaError):  # refused, unreachable, TLS or SASL refused
             s = self.settings
             self._backoff = min(max(self._backoff * 2, s.reconnect_backoff_s), s.reconnect_backoff_max_s)
             self._retry_at = loop.time() + self._backoff
@@ -363,7 +366,7 @@ class Endpoint:
         conn = await self.connection(timeout)
         return await conn.request(api_key, version, body, max(deadline - loop.time(), 0.001))
 
-    def abort(self) -> None:
+    def close(self) -> None:
         """Close now (from synchronous code): requests in flight fail."""
         self._closed = True
         if self._opening is not None and not self._opening.done():
@@ -372,15 +375,11 @@ class Endpoint:
             self._conn.abort(ConnectionBroken("closed"))
             self._conn = None
 
-    async def close(self) -> None:
+    async def aclose(self) -> None:
+        """Close, waiting briefly for the socket to shut."""
         self._closed = True
         conn, self._conn = self._conn, None
         if self._opening is not None and not self._opening.done():
             self._opening.cancel()
         if conn is not None:
             await conn.close()
-
-
-def broker_ranges(resp: Any) -> Mapping[int, tuple[int, int]]:
-    """{api_key: (min, max)} of an ApiVersions response."""
-    return {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
