@@ -79,8 +79,8 @@ class KafkaConnection:
 
     @classmethod
     async def open(cls, host: str, port: int, settings: ConnectionSettings) -> KafkaConnection:
-        """Connect, authenticate and negotiate; raises ConnectFailed, or SaslAuthenticationError
-        when the broker refuses the credentials."""
+        """Connect, authenticate and negotiate; raises ConnectFailed, AuthenticationFailed when
+        the broker refuses the credentials, KafkaError when it refuses ApiVersions."""
         conn = cls(host, port, settings)
         try:
             await asyncio.wait_for(conn._open(), settings.connect_timeout_s)
@@ -94,8 +94,8 @@ class KafkaConnection:
         except (OSError, ConnectionError) as exc:
             conn.abort(ConnectionBroken(str(exc)))
             raise ConnectFailed(f"cannot connect to {conn.peer}: {exc}") from None
-        except BaseException:
-            conn.abort(ConnectionBroken("connection setup cancelled"))
+        except BaseException:  # an ApiVersions error, a cancellation
+            conn.abort(ConnectionBroken("connection setup did not finish"))
             raise
         return conn
 
