@@ -118,7 +118,7 @@ class Broker:
         self.schema_validation = SchemaValidation(None)
         # Iceberg tables of topics (bad catalog settings stop the start here)
         self.iceberg = IcebergMaterializers(self.node_id, config, self.data_dir, lambda: source().image,
-                                            self._own_client)
+                                            self._own_client, clock)
         self.stopping = False
         self.dir_lock: DataDirLock | None = None
 

@@ -19,7 +19,7 @@ import pyarrow as pa
 
 from pylog.protocol.api import PylogApiKey
 from pylog.sdk import aio
-from pylog.sdk.client import API_VERSIONS, KafkaClient, KafkaError
+from pylog.sdk.client import KafkaClient, KafkaError
 from pylog.telemetry.otlp import decode_metrics
 
 SCHEMA = pa.schema(
@@ -65,8 +65,7 @@ async def _collect(bootstrap_servers: Any, security: Any, timeout_s: float) -> p
                          security=security)
     await client.start()
     try:
-        av = await (await client.any_connection()).request(API_VERSIONS, 0, {})
-        if PylogApiKey.CLIENT_METRICS not in {k.api_key for k in av.api_keys}:
+        if PylogApiKey.CLIENT_METRICS not in (await client.any_connection()).versions:
             raise ConnectionError(
                 "the cluster does not serve PylogClientMetrics: client metrics are read from pylog brokers"
             )

@@ -1,10 +1,10 @@
-"""The shape of a cluster and the admin requests that change it, over the SDK's Kafka client.
+"""The shape of a cluster and the admin requests that change it, over pylog's Kafka client.
 
-`ClusterAdmin` asks any broker (brokers forward the controller's APIs): Metadata for brokers,
-racks and every partition's leader, replicas and ISR; ListPartitionReassignments for the moves in
-flight; AlterPartitionReassignments, ElectLeaders, IncrementalAlterConfigs and UnregisterBroker to
-change it. `ClusterState` is what the CLI, `LocalCluster` and the cluster widget show. Coroutines run
-on the SDK's I/O loop; `ClusterAdminSync` is the blocking face.
+`ClusterAdmin` asks any broker (brokers forward the controller's APIs): Metadata for brokers, racks
+and every partition's leader, replicas and ISR; ListPartitionReassignments for the moves in flight;
+AlterPartitionReassignments, ElectLeaders, IncrementalAlterConfigs and UnregisterBroker to change
+it. `ClusterState` is what the CLI, `LocalCluster` and the cluster widget show. Coroutines run on
+the client's I/O loop; `ClusterAdminSync` is the blocking face.
 """
 
 from __future__ import annotations
@@ -13,25 +13,14 @@ from collections.abc import Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from pylog.protocol import api
+from pylog.client.cluster import KafkaClient
+from pylog.client.errors import KafkaError
 from pylog.protocol.api import ApiKey
-from pylog.protocol.errors import ErrorCode
 from pylog.sdk import aio
-from pylog.sdk.client import KafkaClient, KafkaError
 
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
 
-# (lowest pylog can use, highest it asks for)
-WANTED: dict[int, tuple[int, int]] = {
-    ApiKey.METADATA: (1, 12),
-    ApiKey.ALTER_PARTITION_REASSIGNMENTS: (0, 1),
-    ApiKey.LIST_PARTITION_REASSIGNMENTS: (0, 0),
-    ApiKey.ELECT_LEADERS: (1, 2),
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: (0, 1),
-    ApiKey.UNREGISTER_BROKER: (0, 0),
-    ApiKey.DESCRIBE_QUORUM: (0, 1),
-}
 METADATA_TOPIC = "__cluster_metadata"
 PREFERRED_ELECTION = 0
 BROKER_RESOURCE, TOPIC_RESOURCE = 4, 2
@@ -134,38 +123,17 @@ class ClusterAdmin:
                  security: Any = None, client_id: str = "pylog-cluster-admin") -> None:
         self.client = KafkaClient(bootstrap_servers, client_id=client_id,
                                   request_timeout_s=request_timeout_s, security=security)
-        self._ranges: dict[int, tuple[int, int]] = {}
 
     async def start(self) -> None:
-        if self._ranges:
-            return
         await self.client.start()
-        resp = await (await self.client.any_connection()).request(ApiKey.API_VERSIONS, 0, {})
-        if resp.error_code:
-            raise KafkaError(resp.error_code, "ApiVersions")
-        self._ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
 
     async def close(self) -> None:
-        self._ranges = {}
         await self.client.close()
-
-    def _version(self, key: int) -> int:
-        lo, hi = WANTED[key]
-        b_lo, b_hi = self._ranges.get(key, (0, -1))
-        c_lo, c_hi = api.supported_versions().get(key, (0, -1))
-        version = min(hi, b_hi, c_hi)
-        if version < max(lo, b_lo, c_lo):
-            raise KafkaError(ErrorCode.UNSUPPORTED_VERSION, ApiKey(key).name,
-                             "the broker does not offer this API")
-        return version
 
     async def _request(self, key: int, body: dict[str, Any]) -> Any:
         """One request to a bootstrap broker; once more through another if that one went away."""
         await self.start()
-        try:
-            return await (await self.client.any_connection()).request(key, self._version(key), body)
-        except (ConnectionError, TimeoutError):
-            return await (await self.client.any_connection()).request(key, self._version(key), body)
+        return await self.client.request(key, body, retry=True)
 
     # ------------------------------------------------------------------ reading
 

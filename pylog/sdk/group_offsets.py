@@ -45,8 +45,7 @@ class GroupOffsets:
     async def _check_versions(self) -> None:
         if self._checked:
             return
-        resp = await (await self.client.any_connection()).request(ApiKey.API_VERSIONS, 0, {})
-        offered = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
+        offered = (await self.client.any_connection()).versions  # its ApiVersions answer
         codec = api.supported_versions()
         for key, version in ((ApiKey.FIND_COORDINATOR, FIND_COORDINATOR_V),
                              (ApiKey.OFFSET_FETCH, OFFSET_FETCH_V), (ApiKey.OFFSET_COMMIT, OFFSET_COMMIT_V)):
