@@ -1,6 +1,9 @@
 # pylog: set-up, run and test from a fresh clone.
-#   make run   - virtualenv + pylog, then a single-node broker on 127.0.0.1:9092 (data in ./pylog-data)
-#   make test  - virtualenv + test extras + kcat + kafkajs + chromium, then ruff and the whole test suite
+#   make run          - virtualenv + pylog, then a single-node broker on 127.0.0.1:9092 (data in ./pylog-data)
+#   make test         - virtualenv with the locked test environment (requirements/test.lock) + kcat +
+#                       kafkajs (package-lock.json) + chromium, then ruff and the whole test suite
+#   make test-latest  - the same suite in .venv-latest, with the newest releases pyproject.toml allows
+#   make lock         - write the versions installed in $(VENV) to requirements/test.lock
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -10,9 +13,16 @@ DATA_DIR ?= ./pylog-data
 LISTEN ?= 127.0.0.1:9092
 JS_DIR := compat-tests/js
 PYTEST_ARGS ?=
+LOCK := requirements/test.lock
+# how install-test picks versions: the lock's (make test) or the newest allowed (make test-latest)
+TEST_PIN ?= -c $(LOCK)
+LATEST_VENV ?= .venv-latest
+# The lock keeps these on their previous major, so that make test and make test-latest together run the
+# SDK's adapters on both majors of each
+LOCK_HOLD := 'duckdb<2' 'polars<2'
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test venv install install-test kcat kafkajs chromium iproute2 lint pytest bench clean
+.PHONY: run test test-latest lock venv install install-test kcat kafkajs chromium iproute2 lint pytest bench clean
 
 run: install
 	exec $(VENV)/bin/pylog broker --data-dir $(DATA_DIR) --listen $(LISTEN)
@@ -42,7 +52,25 @@ install: $(VPY)
 	$(VPY) -m pip install -e .
 
 install-test: $(VPY)
-	$(VPY) -m pip install -e '.[test]'
+	$(VPY) -m pip install $(TEST_PIN) -e '.[test]'
+
+# Drift on purpose: the newest releases of every dependency, in a venv of their own.
+test-latest:
+	$(MAKE) test VENV=$(LATEST_VENV) TEST_PIN="--upgrade --upgrade-strategy eager"
+
+# The lock is what $(VENV) holds once pylog[test] is installed in it (a dependency added to
+# pyproject.toml is installed at its newest release, the others stay as they are, LOCK_HOLD applies).
+# To move the lock to the newest releases: `make test-latest`, then, once green,
+# `make lock VENV=$(LATEST_VENV)`.
+lock: $(VPY)
+	$(VPY) -m pip install -e '.[test]' $(LOCK_HOLD)
+	@mkdir -p $(dir $(LOCK))
+	@{ echo "# The Python test environment of \`make test\` (pip constraints): every package and the exact"; \
+	  echo "# version the whole suite last passed with, on Python $$($(VPY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')."; \
+	  echo "# Written by \`make lock\` (pip freeze of $(VENV)); refresh it whenever a dependency changes."; \
+	  $(VPY) -m pip freeze --exclude-editable --disable-pip-version-check; } > $(LOCK).tmp
+	@mv $(LOCK).tmp $(LOCK)
+	@echo "wrote $(LOCK): $$(grep -c '==' $(LOCK)) packages"
 
 kcat:
 	@if ! command -v kcat >/dev/null 2>&1; then \
@@ -82,4 +110,4 @@ bench: $(VPY)
 	$(VPY) bench/bench_clients.py
 
 clean:
-	rm -rf $(VENV) $(JS_DIR)/node_modules .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(LATEST_VENV) $(JS_DIR)/node_modules .pytest_cache .ruff_cache build dist

@@ -1,6 +1,6 @@
 """Build the optional C accelerator; pylog falls back to its pure-Python twin without it."""
 
-from setuptools import find_packages, setup
+from setuptools import find_namespace_packages, setup
 from setuptools.command.build_ext import build_ext
 from setuptools.extension import Extension
 
@@ -21,12 +21,30 @@ class OptionalBuildExt(build_ext):
             print(f"pylog: {ext.name} not built ({exc}); using the pure-Python implementation")
 
 
+# The installed package `pylog` is assembled from four source directories (pyproject.toml's
+# package-dir). Discovery is namespace-aware: every directory holding Python modules is a package of
+# the wheel whether or not it has an __init__.py, so a new directory cannot silently be left out.
+_SOURCES = {
+    "pylog": "pylog",
+    "pylog.protocol": "protocol",
+    "pylog.storage": "storage",
+    "pylog.widgets": "widgets",
+}
+
+
 def _packages() -> list[str]:
-    pkgs = ["pylog"] + [f"pylog.{p}" for p in find_packages("pylog")]
-    for top in ("protocol", "storage", "widgets"):
-        pkgs.append(f"pylog.{top}")
-        pkgs += [f"pylog.{top}.{p}" for p in find_packages(top)]
-    return pkgs
+    pkgs = []
+    for name, where in _SOURCES.items():
+        pkgs.append(name)
+        found = find_namespace_packages(where, exclude=["*__pycache__*", "tests", "tests.*"])
+        pkgs += [f"{name}.{p}" for p in found if not any(p.startswith(f"{n}.") or p == n
+                                                           for n in _nested(name))]
+    return sorted(set(pkgs))
+
+
+def _nested(name: str) -> list[str]:
+    """Source directories mapped elsewhere are not also packages of their parent."""
+    return [n.split(".", 1)[1] for n in _SOURCES if n != name and n.startswith(f"{name}.")]
 
 
 setup(

@@ -10,6 +10,7 @@ from typing import Any
 import kp_wire
 from cluster_support import wait_for
 from kafka.admin import KafkaAdminClient, NewTopic
+from kafka.protocol.admin import AlterClientQuotasRequest, DescribeClientQuotasRequest
 from kafka.protocol.admin.cluster import DescribeClusterRequest, DescribeQuorumRequest
 from kafka.protocol.admin.configs import DescribeConfigsRequest, IncrementalAlterConfigsRequest
 from kafka.protocol.admin.topics import CreateTopicsRequest
@@ -41,7 +42,7 @@ def test_bootstrap_controller_apis(cluster_factory: Any) -> None:
         controllers[1], ApiVersionsRequest, 3, client_software_name="t", client_software_version="1"
     )
     keys = {k.api_key for k in av.api_keys}
-    assert {60, 55, 32, 44, 33, 19, 20, 37, 57, 29, 30, 31, 50, 51} <= keys
+    assert {60, 55, 32, 44, 33, 19, 20, 37, 57, 29, 30, 31, 49, 50, 51} <= keys
     assert 3 not in keys and 0 not in keys  # no Metadata, no Produce: a controller is not a broker
     assert {f.name: f.max_version_level for f in av.finalized_features}["metadata.version"] == 29
 
@@ -117,6 +118,30 @@ def test_bootstrap_controller_apis(cluster_factory: Any) -> None:
         assert cfg["topic"]["via-controller"]["retention.ms"]["value"] == "3600000"
     finally:
         admin.close()
+
+    # client quotas: set through the controller listener and through a broker that is not the
+    # active controller (forwarded in an Envelope), then described by every broker
+    E = AlterClientQuotasRequest.EntryData
+
+    def set_quota(address: str, client_id: str) -> Any:
+        entity = [E.EntityData(entity_type="client-id", entity_name=client_id)]
+        ops = [E.OpData(key="producer_byte_rate", value=1048576.0, remove=False)]
+        return kp_wire.call(
+            address, AlterClientQuotasRequest, 1, entries=[E(entity=entity, ops=ops)], validate_only=False
+        )
+
+    follower = next(n for n in controllers if n != leader)
+    assert [e.error_code for e in set_quota(controllers[leader], "via-controller").entries] == [0]
+    assert [e.error_code for e in set_quota(cluster.node(follower).bootstrap, "via-broker").entries] == [0]
+
+    def quotas_on(node: int) -> set[str] | None:
+        address = cluster.node(node).bootstrap
+        r = kp_wire.call(address, DescribeClientQuotasRequest, 1, components=[], strict=False)
+        names = {e.entity[0].entity_name for e in r.entries or []}
+        return names if names == {"via-controller", "via-broker"} else None
+
+    for node in controllers:
+        wait_for(lambda node=node: quotas_on(node), 15, f"the quotas on broker {node}")
 
 
 def test_an_admin_whose_cached_controller_dies_keeps_working(cluster_factory: Any) -> None:

@@ -131,6 +131,7 @@ class PylogApiKey(IntEnum):
 
     RAFT = 32000
     METADATA_FETCH = 32001
+    CLIENT_METRICS = 32002
 
 
 class Request(NamedTuple):
@@ -242,11 +243,6 @@ def decode_request(frame: Any) -> Request:
     return Request(header, body, len(mv) - end)
 
 
-def _frame(parts: list[Any], head: bytes) -> bytes:
-    size = len(head) + sum(map(_nbytes, parts))
-    return b"".join([struct.pack(">i", size), head, *parts])
-
-
 def _nbytes(p: Any) -> int:
     return p.nbytes if p.__class__ is memoryview else len(p)
 
@@ -265,16 +261,25 @@ def encode_response(api_key: int, api_version: int, correlation_id: int, body: A
     return b"".join(encode_response_parts(api_key, api_version, correlation_id, body))
 
 
-def encode_request(
+def encode_request_parts(
     api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
-) -> bytes:
-    """A whole request frame: size prefix, request header v1 / v2, body."""
+) -> list[Any]:
+    """Like encode_request, but the parts (size prefix first) for `transport.writelines`: large
+    record batches go out without being joined into one frame first."""
     spec = _spec_for(_REQUESTS, api_key, api_version)
     parts = encode_body(spec, api_version, body)
     head = encode_request_header(
         api_key, api_version, correlation_id, client_id, request_header_version(api_key, api_version)
     )
-    return _frame(parts, head)
+    size = len(head) + sum(map(_nbytes, parts))
+    return [struct.pack(">i", size), head, *parts]
+
+
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, client_id: str | None, body: Any
+) -> bytes:
+    """A whole request frame: size prefix, request header v1 / v2, body."""
+    return b"".join(encode_request_parts(api_key, api_version, correlation_id, client_id, body))
 
 
 def decode_response(api_key: int, api_version: int, frame: Any) -> tuple[int, Any]:
@@ -307,6 +312,7 @@ __all__ = [
     "decode_response",
     "encode_body",
     "encode_request",
+    "encode_request_parts",
     "encode_response",
     "encode_response_parts",
     "request_class",

@@ -7,13 +7,17 @@ from __future__ import annotations
 
 from pylog._lazy import lazy_exports
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)
 
 # attribute name -> module that defines it (loaded lazily on first access)
 _LAZY: dict[str, str] = {
     "read_topic": "pylog.sdk.api",
     "scan_topic": "pylog.sdk.api",
     "write_topic": "pylog.sdk.writer",
+    "client_metrics": "pylog.sdk.client_metrics",
+    "follow": "pylog.sdk.follow",
+    "sql": "pylog.sdk.sql",
+    "read_table": "pylog.sdk.table",
     "LocalBroker": "pylog.local",
     "LocalCluster": "pylog.local_cluster",
 }

@@ -13,6 +13,8 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "anywidget": ("anywidget", "notebook"),
     "ipywidgets": ("ipywidgets", "notebook"),
     "pyspark": ("PySpark", "spark"),
+    "opentelemetry": ("opentelemetry-proto", "notebook"),
+    "pyiceberg": ("pyiceberg", "iceberg"),
 }
 
 

@@ -11,12 +11,14 @@ import argparse
 import asyncio
 import gc
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pylog import __version__
 from pylog.config import (
     BrokerConfig,
     ConfigError,
@@ -24,6 +26,7 @@ from pylog.config import (
     note_not_acted_on,
     parse_key_values,
 )
+from pylog.local_processes import exit_with_parent_pid
 from pylog.properties import read_properties
 
 log = logging.getLogger("pylog")
@@ -51,6 +54,7 @@ def _build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="pylog", description="A Kafka-compatible log stored as Apache Arrow."
     )
+    parser.add_argument("--version", action="version", version=f"pylog {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("broker", help="run a single-node broker (broker + controller in one process)")
     b.add_argument("--data-dir", default=None, help="where logs and metadata live (default ./pylog-data)")
@@ -244,6 +248,7 @@ def _load_config(args: argparse.Namespace) -> tuple[BrokerConfig, list[str]]:
 
 
 def _run_broker(args: argparse.Namespace) -> int:
+    _skip_pyarrow_pandas_probe()
     logging.basicConfig(
         level=getattr(logging, str(args.log_level).upper(), logging.INFO),
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -309,13 +314,48 @@ async def _serve(
         print(f"pylog listener {server.listener} on {_fmt(server.host)}:{server.port}", flush=True)
     # The one line saying the broker serves (test harnesses and LocalBroker parse it for the port).
     print(f"pylog broker listening on {_fmt(host)}:{port}, data in {data_dir.resolve()}", flush=True)
+    parent = exit_with_parent_pid()
+    watch = asyncio.ensure_future(_exit_with_parent(parent, stop)) if parent is not None else None
     try:
         await stop.wait()
     finally:
+        if watch is not None:
+            watch.cancel()
         log.info("pylog broker shutting down")
         await broker.stop()
         log.info("pylog broker stopped")
     return 0
+
+
+async def _exit_with_parent(parent: int, stop: asyncio.Event) -> None:
+    """Set `stop` once this process's parent is no longer `parent` (it died and we were re-parented)."""
+    while os.getppid() == parent:
+        await asyncio.sleep(1.0)
+    log.warning("pylog broker: its parent process %d went away; stopping", parent)
+    stop.set()
+
+
+def _skip_pyarrow_pandas_probe() -> None:
+    """A broker never hands Arrow data to pandas, but pyarrow imports pandas (when installed) the first
+    time pa.array() is given a Python list, to ask whether it is a pandas object: 0.3 s with the event
+    loop stalled (at the first group join) and 40 MB resident, for nothing. That probe runs once, here,
+    with pandas out of sight; an explicit pandas conversion would still import it."""
+    if "pandas" in sys.modules:
+        return
+
+    class _PandasOutOfSight:
+        @staticmethod
+        def find_spec(name: str, path: object = None, target: object = None) -> None:
+            if name == "pandas":
+                raise ModuleNotFoundError("not imported by the broker", name=name)
+
+    import pyarrow as pa
+
+    sys.meta_path.insert(0, _PandasOutOfSight)  # type: ignore[arg-type]
+    try:
+        pa.array([0])
+    finally:
+        sys.meta_path.remove(_PandasOutOfSight)  # type: ignore[arg-type]
 
 
 def _fmt(host: str) -> str:

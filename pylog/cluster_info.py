@@ -1,23 +1,23 @@
 """What a running cluster says about itself: DescribeCluster and DescribeQuorum, asked of any node.
 
-A blocking, one-request-per-connection client on pylog's codec, for tools (``pylog cluster``,
-`LocalCluster`) that want an answer without starting a Kafka client.
+Blocking calls on pylog's client transport, for tools (``pylog cluster``, `LocalCluster`) that want
+one answer from whichever node of a list answers first, brokers and controllers alike (a
+controller listener serves no Metadata, so no client bootstrap is involved).
 """
 
 from __future__ import annotations
 
-import socket
-import struct
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from pylog.protocol import api
+from pylog.client.blocking import run
+from pylog.client.cluster import parse_servers
+from pylog.client.protocol import ConnectionSettings, KafkaConnection
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 METADATA_TOPIC = "__cluster_metadata"
-_SIZE = struct.Struct(">i")
 MAX_RESPONSE = 64 * 1024 * 1024
 
 
@@ -49,30 +49,30 @@ class QuorumInfo:
 
 
 def request(bootstrap: str, api_key: int, version: int, body: Any, *, timeout_s: float = 5.0) -> Any:
-    """One request to the first address of ``bootstrap`` that answers; the decoded response."""
+    """One request to the first address of ``bootstrap`` that answers; the decoded response.
+    Raises OSError naming every address that did not answer."""
+    return run(_request(bootstrap, api_key, version, body, timeout_s))
+
+
+async def _request(bootstrap: str, api_key: int, version: int, body: Any, timeout_s: float) -> Any:
+    settings = ConnectionSettings(client_id="pylog-cluster-info", connect_timeout_s=timeout_s,
+                                  request_timeout_s=timeout_s, max_response_bytes=MAX_RESPONSE,
+                                  negotiate_versions=False)
     errors = []
-    for address in bootstrap.split(","):
-        host, _, port = address.strip().rpartition(":")
+    try:
+        addresses = parse_servers(bootstrap)
+    except ValueError as exc:
+        raise OSError(str(exc)) from None
+    for host, port in addresses:
         try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s) as sock:
-                sock.sendall(api.encode_request(api_key, version, 1, "pylog-cluster-info", body))
-                size = _SIZE.unpack(_read(sock, 4))[0]
-                if not 4 <= size <= MAX_RESPONSE:
-                    raise OSError(f"bad response size {size} from {address}")
-                return api.decode_response(api_key, version, _read(sock, size))[1]
+            conn = await KafkaConnection.open(host, port, settings)
+            try:
+                return await conn.request(api_key, version, body)
+            finally:
+                await conn.close()
         except (OSError, ValueError) as exc:
-            errors.append(f"{address}: {exc}")
+            errors.append(f"{host}:{port}: {exc}")
     raise OSError("no node answered: " + "; ".join(errors))
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    buf = bytearray()
-    while len(buf) < n:
-        chunk = sock.recv(n - len(buf))
-        if not chunk:
-            raise OSError("connection closed")
-        buf += chunk
-    return bytes(buf)
 
 
 def describe_cluster(bootstrap: str, *, timeout_s: float = 5.0, controllers: bool = False) -> ClusterInfo:

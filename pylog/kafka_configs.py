@@ -72,6 +72,8 @@ BROKER_CONFIGS: dict[str, tuple[str, str | None, str]] = {
     "early.start.listeners": (STRING, None, READ_ONLY),
     "fetch.max.bytes": (INT, "57671680", READ_ONLY),
     "fetch.purgatory.purge.interval.requests": (INT, "1000", READ_ONLY),
+    # Kafka's dynamic-only replication quotas (kafka-configs --entity-type brokers; not in the table)
+    "follower.replication.throttled.rate": (LONG, "9223372036854775807", CLUSTER_WIDE),
     "group.consumer.assignors": (LIST, "uniform,range", READ_ONLY),
     "group.consumer.heartbeat.interval.ms": (INT, "5000", READ_ONLY),
     "group.consumer.max.heartbeat.interval.ms": (INT, "15000", READ_ONLY),
@@ -116,6 +118,7 @@ BROKER_CONFIGS: dict[str, tuple[str, str | None, str]] = {
     "kafka.metrics.polling.interval.secs": (INT, "10", READ_ONLY),
     "kafka.metrics.reporters": (LIST, "", READ_ONLY),
     "leader.imbalance.check.interval.seconds": (LONG, "300", READ_ONLY),
+    "leader.replication.throttled.rate": (LONG, "9223372036854775807", CLUSTER_WIDE),
     "listener.security.protocol.map": (
         STRING, "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT", PER_BROKER
     ),

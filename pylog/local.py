@@ -8,8 +8,10 @@ bound port from the line the broker prints. The broker's log goes to ``broker.lo
 
 The broker is started through a small watchdog process holding a pipe from this one: when this
 process goes away, even killed (a notebook kernel shut down hard), the pipe closes and the watchdog
-stops the broker. The watchdog runs in its own session, so interrupting a notebook cell (SIGINT to
-the kernel's process group) does not stop the broker; `stop` sends it SIGTERM, which it forwards.
+stops the broker; when the watchdog goes away, the broker stops too (`pylog.local_processes`). The
+watchdog runs in its own session, so interrupting a notebook cell (SIGINT to the kernel's process
+group) does not stop the broker; `stop` sends it SIGTERM, which it forwards. ``broker.pid`` is the
+broker's own process id.
 """
 
 from __future__ import annotations
@@ -53,7 +55,8 @@ class LocalBroker:
         self.log_path = self._tmp / "broker.log"
         self.host: str | None = None
         self.port: int | None = None
-        self.process: subprocess.Popen[bytes] | None = None
+        self.process: subprocess.Popen[bytes] | None = None  # the watchdog
+        self._pid_path = self._tmp / "broker.pid"
         self._finalizer: weakref.finalize | None = None
         if registry_installed():
             self.config.setdefault("schema.registry.listeners", f"http://{host}:{_free_port(host)}")
@@ -72,6 +75,15 @@ class LocalBroker:
     def running(self) -> bool:
         return self.process is not None and self.process.poll() is None
 
+    @property
+    def pid(self) -> int | None:
+        """The broker process itself (not its watchdog), while it runs."""
+        if not self.running:
+            return None
+        with contextlib.suppress(OSError, ValueError):
+            return int(self._pid_path.read_text())
+        return None
+
     def start(self) -> LocalBroker:
         if self.running:
             return self
@@ -80,7 +92,7 @@ class LocalBroker:
         for k, v in self.config.items():
             args += ["--config", f"{k}={v}"]
         out_path = self._tmp / "broker.stdout"
-        env = dict(os.environ)
+        env = dict(os.environ, **{_PID_FILE_ENV: str(self._pid_path)})
         if self._owns_data:  # the watchdog removes it if this process dies without stopping the broker
             env[_REMOVE_ENV] = str(self._tmp)
         with open(out_path, "wb") as out, open(self.log_path, "ab") as err:
@@ -102,7 +114,7 @@ class LocalBroker:
                 self.stop()
                 raise TimeoutError(f"the pylog broker did not listen within {self.startup_timeout_s}s:\n"
                                    f"{self.log_tail()}")
-            time.sleep(0.05)
+            time.sleep(0.01)  # the first request of a test waits on this
 
     def stop(self, timeout_s: float = 20.0) -> None:
         """SIGTERM, wait up to `timeout_s`, then SIGKILL; deletes a temporary data directory."""
@@ -172,11 +184,20 @@ def _terminate(proc: subprocess.Popen[bytes], timeout_s: float | None) -> None:
 
 
 def _watchdog(args: list[str]) -> int:
-    """Run ``python -m pylog <args>``; stop it on SIGTERM / SIGINT (forwarded) or when stdin closes."""
-    broker = subprocess.Popen([sys.executable, "-m", "pylog", *args], stdin=subprocess.DEVNULL)
+    """Run ``python -m pylog <args>``; stop it on SIGTERM / SIGINT (forwarded) or when stdin closes.
+    The broker stops by itself when this watchdog dies (`pylog.local_processes`)."""
+    from pylog.local_processes import PARENT_ENV, die_with_parent
+
+    env = dict(os.environ, **{PARENT_ENV: str(os.getpid())})
+    env.pop(_PID_FILE_ENV, None)
+    env.pop(_REMOVE_ENV, None)
+    broker = subprocess.Popen([sys.executable, "-m", "pylog", *args], stdin=subprocess.DEVNULL, env=env,
+                              preexec_fn=die_with_parent())
     pid_file = os.environ.get(_PID_FILE_ENV)
-    if pid_file:  # LocalCluster signals the broker itself (kill -9, SIGSTOP), not this watchdog
-        Path(pid_file).write_text(str(broker.pid))
+    if pid_file:  # the broker itself is signalled (kill -9, SIGSTOP) and its pid shown, not this watchdog
+        tmp = Path(f"{pid_file}.tmp")
+        tmp.write_text(str(broker.pid))
+        tmp.replace(pid_file)
     stop_requested: list[tuple[float, str]] = []
 
     def stop(signum: object = None, _frame: object = None) -> None:

@@ -59,6 +59,8 @@ class LocalNode:
         self.registry_port: int | None = None  # the schema registry this node serves, if any
         self.process: subprocess.Popen[bytes] | None = None  # the watchdog
         self.starts = 0
+        self.overrides: dict[str, str] = {}  # this node's own configs (broker.rack, ...)
+        self.removed = False  # `LocalCluster.remove_node` took it out of the cluster
 
     @property
     def bootstrap(self) -> str:
@@ -108,6 +110,9 @@ class LocalCluster:
     ``dynamic_quorum`` finds the quorum through ``controller.quorum.bootstrap.servers`` with the
     voters in the metadata log (KIP-853; each voter formatted with ``--initial-controllers``), so
     `add_controller` / `remove_controller` can change it while the cluster runs.
+    ``racks`` gives node i the ``broker.rack`` racks[i-1]. `add_node` starts one more broker
+    that joins the running cluster; `remove_node` moves every replica off a broker, stops it and
+    unregisters it.
     """
 
     def __init__(
@@ -124,6 +129,7 @@ class LocalCluster:
         log_level: str = "INFO",
         keep_data: bool = False,
         startup_timeout_s: float = 60.0,
+        racks: Sequence[str | None] | None = None,
         dynamic_quorum: bool = False,
     ) -> None:
         if nodes < 1:
@@ -155,6 +161,8 @@ class LocalCluster:
             else:
                 bp, cp = free_port(h), free_port(h)
             self.nodes[i] = LocalNode(i, h, bp, cp, self.home)
+            if racks is not None and i <= len(racks) and racks[i - 1] is not None:
+                self.nodes[i].overrides["broker.rack"] = str(racks[i - 1])
             if self._registry:
                 self.nodes[i].registry_port = (
                     bp + 2 * total if base_port else 8081 if hosts is not None else _free_port(h)
@@ -177,7 +185,8 @@ class LocalCluster:
 
     @property
     def bootstrap_servers(self) -> str:
-        return ",".join(n.bootstrap for n in self.nodes.values() if n.node_id not in self.controller_only)
+        nodes = self.nodes.values()
+        return ",".join(n.bootstrap for n in nodes if n.node_id not in self.controller_only and not n.removed)
 
     @property
     def voters(self) -> str:
@@ -225,16 +234,18 @@ class LocalCluster:
         if node.registry_port is not None:
             props["schema.registry.listeners"] = f"http://{node.host}:{node.registry_port}"
         props.update(self.config)
+        props.update(node.overrides)
         return props
 
     def start(self) -> LocalCluster:
         if self.dynamic_quorum:
             self._format_initial_controllers()
         for node in self.nodes.values():
-            if not node.running:
+            if not node.running and not node.removed:
                 self._launch(node)
         for node in self.nodes.values():
-            self._wait_listening(node)
+            if not node.removed:
+                self._wait_listening(node)
         return self
 
     def _write_properties(self, node: LocalNode) -> None:
@@ -425,6 +436,45 @@ class LocalCluster:
             return
         self._launch(node)
         self._wait_listening(node)
+
+    def add_node(
+        self, *, rack: str | None = None, config: Mapping[str, object] | None = None, timeout_s: float = 60.0
+    ) -> int:
+        """Start a new broker-only node (``process.roles=broker``) that joins the running cluster;
+        returns its node id once it has registered and been unfenced."""
+        from pylog.cluster_info import describe_cluster
+
+        node_id = max(self.nodes) + 1
+        host = self.nodes[min(self.nodes)].host
+        node = LocalNode(node_id, host, free_port(host), free_port(host), self.home)
+        if self._registry:
+            node.registry_port = _free_port(host)
+        if rack is not None:
+            node.overrides["broker.rack"] = rack
+        node.overrides.update({str(k): str(v) for k, v in (config or {}).items()})
+        self.nodes[node_id] = node
+        self._launch(node)
+        self._wait_listening(node, timeout_s)
+        deadline = time.monotonic() + timeout_s
+        while True:
+            with contextlib.suppress(OSError):
+                if any(b[0] == node_id for b in describe_cluster(node.bootstrap, timeout_s=2.0).brokers):
+                    return node_id
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"node {node_id} did not register within {timeout_s}s:\n{node.log_tail()}")
+            time.sleep(0.1)
+
+    def remove_node(self, node_id: int, *, timeout_s: float = 300.0, throttle: int | None = None) -> None:
+        """Move every replica off broker ``node_id`` (a reassignment), stop it and unregister it
+        (UnregisterBroker), as ``pylog cluster remove-broker`` does. A node that is also a controller
+        keeps its seat among the quorum's voters (stopped, like a failed one)."""
+        from pylog.admin.moves import remove_broker
+
+        node = self.node(node_id)
+        others = ",".join(n.bootstrap for n in self.nodes.values() if n.node_id != node_id and n.running)
+        remove_broker(others, node_id, stop=lambda: self.stop_node(node_id), timeout_s=timeout_s,
+                      throttle=throttle)
+        node.removed = True
 
     def restart(self, node_id: int, *, hard: bool = False) -> None:
         """Stop the node (SIGTERM, or kill -9 with ``hard``) and start it again on its data."""

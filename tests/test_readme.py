@@ -6,7 +6,8 @@ replaced by that address and the ``pylog`` commands find it through ``PYLOG_BOOT
 Every Python block runs in its own interpreter; of the shell blocks, the lines that use the
 cluster run (``pylog`` commands other than ``pylog broker``, ``printf`` pipes, ``kcat``), not the
 set-up lines (virtualenv, pip, make). The secured set-up (its own broker, certificates, users) is
-run by ``test_readme_security.py``, the cluster section by ``test_readme_cluster.py``.
+run by ``test_readme_security.py``, the cluster section by ``test_readme_cluster.py``, the pytest
+fixtures' example by ``test_pytest_plugin.py``.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ USES_CLUSTER = re.compile(r"^(pylog (?!broker\b)|printf |kcat )")
 SECURED = "## Security: TLS, SASL and ACLs"
 CLUSTER = "## Running a cluster"  # its own test: test_readme_cluster.py
 QUORUM = "## Changing the controller quorum"  # its own test: compat-tests/test_quorum_changes.py
+PYTEST_FIXTURES = "## Testing your code against a real broker"  # a pytest file: test_pytest_plugin.py
 
 
 def section(text: str, title: str) -> tuple[int, int]:
@@ -44,7 +46,7 @@ def section(text: str, title: str) -> tuple[int, int]:
 
 def blocks() -> list[tuple[str, str]]:
     text = README.read_text()
-    skipped = [section(text, SECURED), section(text, CLUSTER), section(text, QUORUM)]
+    skipped = [section(text, t) for t in (SECURED, CLUSTER, QUORUM, PYTEST_FIXTURES)]
     return [
         (m.group(1), m.group(2))
         for m in BLOCK.finditer(text)
@@ -54,7 +56,7 @@ def blocks() -> list[tuple[str, str]]:
 
 def test_readme_has_the_examples_this_test_runs() -> None:
     kinds = [kind for kind, _ in blocks()]
-    assert kinds.count("python") == 5 and kinds.count("sh") >= 5
+    assert kinds.count("python") == 7 and kinds.count("sh") >= 6
     commands = [line for kind, code in blocks() if kind == "sh" for line in code.splitlines()
                 if USES_CLUSTER.match(line)]
     assert any(c.startswith("pylog group reset-offsets") for c in commands)

@@ -43,12 +43,12 @@ def free_base(count: int) -> int:
 
 def test_the_cluster_section_has_its_examples() -> None:
     kinds = [k for k, _ in cluster_blocks()]
-    assert kinds == ["sh", "python", "properties"]
+    assert kinds == ["sh", "python", "properties", "sh"]
 
 
 def test_pylog_cluster_start_as_written(tmp_path: Path) -> None:
-    sh = [code for k, code in cluster_blocks() if k == "sh"]
-    (command,) = [line for code in sh for line in code.splitlines() if line.strip()]
+    sh = next(code for k, code in cluster_blocks() if k == "sh")
+    (command,) = [line for line in sh.splitlines() if line.strip()]
     assert command.startswith("pylog cluster start --nodes 3")
     command = re.sub(r"--base-port \d+", f"--base-port {free_base(6)}", command)
     env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
@@ -82,3 +82,42 @@ def test_the_local_cluster_example(tmp_path: Path) -> None:
                          timeout=240, check=False)
     assert out.returncode == 0, out.stdout + out.stderr
     assert "[b'before', b'after']" in out.stdout
+
+
+def test_adding_and_removing_brokers_as_written(tmp_path: Path) -> None:
+    """The second shell block against a 3-node cluster that gained broker 4: plan, run the plan,
+    rebalance, list, then remove broker 4 (stopped when the command asks for it)."""
+    from pylog.local_cluster import LocalCluster
+    from pylog.sdk.cluster_admin import ClusterAdminSync
+
+    sh = [code for k, code in cluster_blocks() if k == "sh"][1]
+    lines = [line.split("#")[0].strip() for line in sh.splitlines() if line.strip()]
+    env = dict(os.environ, PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    with LocalCluster(3, data_dir=tmp_path / "cluster") as cluster:
+        env["PYLOG_BOOTSTRAP_SERVERS"] = cluster.bootstrap_servers
+        from kafka.admin import KafkaAdminClient, NewTopic
+
+        admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+        admin.create_topics([NewTopic("clicks", num_partitions=8, replication_factor=2)])
+        admin.close()
+        assert cluster.add_node() == 4
+        for line in lines[:-1]:
+            out = subprocess.run(shlex.split(line), cwd=tmp_path, env=env, capture_output=True, text=True,
+                                 timeout=240)
+            assert out.returncode == 0, (line, out.stdout, out.stderr)
+        assert (tmp_path / "moves.json").exists()
+        with ClusterAdminSync(cluster.bootstrap_servers) as ca:
+            assert ca.state().brokers[4].replicas >= 3
+        proc = subprocess.Popen(shlex.split(lines[-1]), cwd=tmp_path, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.STDOUT, text=True)
+        assert proc.stdout is not None
+        seen = []
+        for line in proc.stdout:
+            seen.append(line)
+            if "stop it" in line:
+                cluster.stop_node(4)
+        assert proc.wait(120) == 0, "".join(seen)
+        with ClusterAdminSync(cluster.bootstrap_servers.rsplit(",", 1)[0]) as ca:
+            state = ca.state()
+        assert sorted(state.brokers) == [1, 2, 3]
+        assert all(4 not in p.replicas for p in state.partitions.values())

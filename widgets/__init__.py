@@ -4,9 +4,13 @@
     pw.lag_widget("billing", bootstrap_servers="localhost:9092")      # live, Burrow statuses, chart
     pw.partitions_widget("clicks", bootstrap_servers="localhost:9092", data_dir="./pylog-data")
     pw.topic_browser("clicks", n=20, bootstrap_servers="localhost:9092")
+    pw.cluster_widget(bootstrap_servers="localhost:9092")   # brokers, racks, moves in flight, live
+    pw.live_table("clicks", bootstrap_servers="localhost:9092")      # newest rows and rate, as they arrive
     df = pw.lag("billing", bootstrap_servers="localhost:9092")         # the same, as pandas DataFrames
     df = pw.lag("billing", data_dir="./pylog-data")                   # offline, from __consumer_offsets
     df = pw.partitions("clicks", data_dir="./pylog-data")
+    pw.client_metrics_widget(bootstrap_servers="localhost:9092")     # what every client reports (KIP-714)
+    df = pw.clients(bootstrap_servers="localhost:9092")               # the same, one row per client
 
 Built on anywidget rather than a custom ipywidgets 8 widget: anywidget ships its front end inside the
 Python package (the ES module in ``widget.js`` is sent to the browser with the widget's state), so it
@@ -15,10 +19,11 @@ CDN; a hand-written ipywidgets widget would need a separately built and installe
 Charts are inline SVG drawn by that module. Every widget also carries a ``text/html`` rendering (static
 tables and SVG) for front ends without widget support, and ``to_html()`` exports a standalone page.
 
-The DataFrame forms (`lag`, `groups`, `partitions`, `latest_records`) return pandas DataFrames: small
-tables with list and nullable integer columns, meant to be looked at; unknown values are <NA>. Everything
-goes through the Kafka protocol via the SDK's client (`pylog.widgets.admin` adds the group and cluster
-APIs) or reads a data directory read-only.
+The DataFrame forms (`lag`, `groups`, `partitions`, `latest_records`, `clients`) return pandas
+DataFrames: small tables with list and nullable integer columns, meant to be looked at; unknown values
+are <NA>. Everything goes through the Kafka protocol via the SDK's client (`pylog.widgets.admin` adds
+the group and cluster APIs, `pylog.client_metrics` reads client metrics) or reads a data directory
+read-only.
 """
 
 from __future__ import annotations
@@ -36,15 +41,22 @@ _LAZY = {
     "LagWidget": "pylog.widgets.views",
     "PartitionsWidget": "pylog.widgets.views",
     "TopicBrowser": "pylog.widgets.views",
+    "ClusterWidget": "pylog.widgets.views",
+    "ClusterMonitor": "pylog.widgets.cluster",
+    "brokers": "pylog.widgets.cluster",
+    "LiveTable": "pylog.widgets.live",
     "Status": "pylog.widgets.burrow",
     "OffsetSample": "pylog.widgets.burrow",
     "LagWindow": "pylog.widgets.burrow",
     "evaluate_partition": "pylog.widgets.burrow",
     "evaluate_group": "pylog.widgets.burrow",
     "to_html": "pylog.widgets.export",
+    "clients": "pylog.widgets.client_metrics",
+    "ClientMetricsWidget": "pylog.widgets.views",
 }
 
-__all__ = sorted([*_LAZY, "lag_widget", "partitions_widget", "topic_browser"])
+__all__ = sorted([*_LAZY, "client_metrics_widget", "cluster_widget", "lag_widget", "live_table",
+                  "partitions_widget", "topic_browser"])
 
 
 def lag_widget(group: str | list[str] | None = None, *, bootstrap_servers: Any = None, data_dir: Any = None,
@@ -75,4 +87,36 @@ def topic_browser(topic: str, n: int = 20, *, bootstrap_servers: Any = None, dat
                         schema_registry_url=schema_registry_url, security=security)
 
 
+def client_metrics_widget(*, bootstrap_servers: Any, interval_s: float = 5.0, live: bool = True,
+                          security: Any = None) -> Any:
+    """A `ClientMetricsWidget`: what every client of the cluster reports (KIP-714), refreshing every
+    `interval_s` seconds."""
+    from pylog.widgets.views import ClientMetricsWidget
+
+    return ClientMetricsWidget(bootstrap_servers=bootstrap_servers, interval_s=interval_s, live=live,
+                               security=security)
+
+
+def live_table(topic: str, n: int = 20, *, bootstrap_servers: Any, group: str | None = None,
+               starting_offsets: Any = "latest", decode: str = "auto", interval_s: float = 1.0,
+               schema_registry_url: str | None = None, security: Any = None) -> Any:
+    """A `LiveTable` following `topic` (`pylog.follow`): its newest `n` records and a records-per-second
+    sparkline, refreshed as records arrive; with ``group`` the follower commits what it showed."""
+    from pylog.widgets.live import LiveTable
+
+    return LiveTable(topic, n, bootstrap_servers=bootstrap_servers, group=group,
+                     starting_offsets=starting_offsets, decode=decode, interval_s=interval_s,
+                     schema_registry_url=schema_registry_url, security=security)
+
+
 __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
+
+
+def cluster_widget(*, bootstrap_servers: Any, interval_s: float = 2.0, live: bool = True,
+                   security: Any = None) -> Any:
+    """A `ClusterWidget`: brokers (racks, replica and leader counts as bars), under-replicated and
+    offline partitions, reassignments in flight; refreshing every `interval_s` seconds."""
+    from pylog.widgets.views import ClusterWidget
+
+    return ClusterWidget(bootstrap_servers=bootstrap_servers, interval_s=interval_s, live=live,
+                         security=security)

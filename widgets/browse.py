@@ -138,5 +138,5 @@ def latest_records(topic: str, n: int = 20, *, bootstrap_servers: Any = None, da
                                  schema_registry_url=schema_registry_url, security=security)
     rows = records_json(table, decode, decoded)
     df = pd.DataFrame(rows, columns=COLUMNS)
-    df["timestamp"] = pd.to_datetime(df["timestamp"], unit="ms")
+    df["timestamp"] = pd.to_datetime(df["timestamp"], unit="ms", utc=True)
     return df

@@ -43,7 +43,7 @@ class _GroupRaw:
 async def collect(admin: AsyncAdmin, groups: Sequence[str] | None
                   ) -> tuple[list[_GroupRaw], dict[tuple[str, int], int | None]]:
     """Describe `groups` (None: every group the cluster lists) and the log end offsets of their topics."""
-    names = [g for g, _ptype, _state in await admin.list_groups()] if groups is None else list(groups)
+    names = [g.group_id for g in await admin.list_groups()] if groups is None else list(groups)
 
     async def one(name: str) -> _GroupRaw:
         desc = await admin.describe_group(name)

@@ -1,4 +1,4 @@
-"""Static HTML of the three views, drawn in Python: the ``text/html`` fallback a front end without
+"""Static HTML of the views, drawn in Python: the ``text/html`` fallback a front end without
 widget support (nbviewer, GitHub, a saved notebook) shows. Inline SVG, no scripts."""
 
 from __future__ import annotations
@@ -147,3 +147,83 @@ def records_html(topic: str, records: Sequence[dict[str, Any]]) -> str:
         '<div class="m">no records</div>'
     return (f'{_STYLE}<div class="pylog-static" data-kind="browser"><b>Latest records of {escape(topic)}</b>'
             f"{body}</div>")
+
+
+def cluster_html(snapshot: dict[str, Any]) -> str:
+    brokers = snapshot.get("brokers", [])
+    controller = snapshot.get("controller_id")
+    urp, offline, moving = (snapshot.get(k, []) for k in ("under_replicated", "offline", "reassignments"))
+    rows = [[("node_id", f'{b["node_id"]}{"*" if b["node_id"] == controller else ""}', True),
+             ("host", escape(f'{b["host"]}:{b["port"]}'), False),
+             ("rack", escape(str(b["rack"] or "–")), False),
+             ("replicas", _n(b["replicas"]), True), ("leaders", _n(b["leaders"]), True)] for b in brokers]
+
+    def lst(v: Any) -> str:
+        return escape(", ".join(map(str, v))) if v else "–"
+
+    def parts(items: Sequence[dict[str, Any]], cls: str) -> str:
+        return _table(cls, ["topic", "partition", "leader", "replicas", "ISR", "adding", "removing"], [
+            [("topic", escape(p["topic"]), False), ("partition", str(p["partition"]), True),
+             ("leader", str(p["leader"]), True), ("replicas", lst(p["replicas"]), False),
+             ("isr", lst(p["isr"]), False), ("adding", lst(p["adding_replicas"]), False),
+             ("removing", lst(p["removing_replicas"]), False)] for p in items])
+
+    name = escape(str(snapshot.get("cluster_id")))
+    summary = (f'controller {controller} · {_n(snapshot.get("partitions"))} partitions · '
+               f"{len(urp)} under-replicated · {len(offline)} offline · {len(moving)} moving")
+    out = [_STYLE, f'<div class="pylog-static" data-kind="cluster"><b>Cluster {name}</b> ',
+           f'<span class="m">{summary}</span><br>',
+           bars([(f'b{b["node_id"]}', b["replicas"], f'{b["replicas"]} replicas, {b["leaders"]} leaders')
+                 for b in brokers]),
+           _table("pl-brokers", ["broker", "address", "rack", "replicas", "leaders"], rows)]
+    for title, items, cls in (("Reassignments in progress", moving, "pl-moving"),
+                              ("Under-replicated", urp, "pl-urp"), ("Offline", offline, "pl-offline")):
+        if items:
+            out.append(f"<b>{title}</b>" + parts(items, cls))
+    out.append("</div>")
+    return "".join(out)
+
+
+def _num(v: Any) -> str:
+    if v is None:
+        return "–"
+    return f"{v:,.0f}" if abs(v) >= 100 or float(v).is_integer() else f"{v:,.3g}"
+
+
+def clients_html(snapshot: dict[str, Any]) -> str:
+    columns = snapshot.get("columns", [])
+    parts = [_STYLE, '<div class="pylog-static" data-kind="clients"><b>Client metrics</b> '
+             f'<span class="m">updated {_time(snapshot.get("updated_ms"))}</span>']
+    clients = snapshot.get("clients", [])
+    if not clients:
+        parts.append('<div class="m">no client has asked for a telemetry subscription yet</div></div>')
+        return "".join(parts)
+    rows = [[("client_id", escape(str(c["client_id"] or "–")), False), ("kind", escape(c["kind"]), False),
+             ("software", escape(f'{c["client_software_name"] or "?"} {c["client_software_version"] or ""}'),
+              False),
+             ("address", escape(str(c["client_source_address"] or "–")), False),
+             ("broker", str(c["broker"]), True), ("pushed_at", _time(c["pushed_at_ms"]), False),
+             *((col["metric"], _num(c["highlights"].get(col["metric"])), True) for col in columns)]
+            for c in clients]
+    parts.append(_table("pl-clients", ["client id", "kind", "software", "address", "broker", "last push",
+                                       *(col["label"] for col in columns)], rows))
+    for c in clients:
+        metric_rows = [[("metric", escape(m["metric"]), False), ("node", escape(str(m["node"] or "")), False),
+                        ("value", _num(m["value"]), True), ("unit", escape(m["unit"]), False)]
+                       for m in c["metrics"]]
+        if metric_rows:
+            parts.append(f'<details data-client="{escape(c["client_instance_id"])}"><summary>'
+                         f'{escape(str(c["client_id"]))}: {len(metric_rows)} metrics</summary>'
+                         + _table("pl-client-metrics", ["metric", "node", "value", "unit"], metric_rows)
+                         + "</details>")
+    parts.append("</div>")
+    return "".join(parts)
+
+
+def live_html(topic: str, records: Sequence[dict[str, Any]], rates: Sequence[Sequence[float]],
+              total: int) -> str:
+    rate = rates[-1][1] if rates else 0
+    head = (f'{_STYLE}<div class="pylog-static" data-kind="live"><b>Following {escape(topic)}</b> '
+            f'<span class="m">records <b data-field="total">{_n(total)}</b> · now '
+            f'<b data-field="rate">{rate:,.1f}</b>/s</span><br>{sparkline(rates)}</div>')
+    return head + records_html(topic, records)

@@ -1,4 +1,5 @@
-"""The widgets: `LagWidget`, `PartitionsWidget`, `TopicBrowser` (anywidget; see the package doc).
+"""The widgets: `LagWidget`, `PartitionsWidget`, `TopicBrowser`, `ClusterWidget`, `ClientMetricsWidget`
+(anywidget; see the package doc).
 
 Each holds its state in synced traits drawn by ``widget.js``, refreshes on demand (`refresh`, the
 Refresh button) or live from a background thread (`start` / `stop`, the Pause / Resume button),
@@ -14,9 +15,11 @@ from typing import Any
 
 import traitlets
 from pylog.widgets import browse, export, html
+from pylog.widgets import client_metrics as clients_mod
 from pylog.widgets import topic_partitions as partitions_mod
 from pylog.widgets.admin import Admin
 from pylog.widgets.burrow import LagWindow
+from pylog.widgets.cluster import ClusterMonitor, brokers_frame
 from pylog.widgets.consumer_lag import LagMonitor
 
 from pylog._extras import require
@@ -257,8 +260,76 @@ class TopicBrowser(_LiveWidget):
         pd = require("pandas", "the widget's DataFrame")
 
         df = pd.DataFrame(self.records, columns=browse.COLUMNS)
-        df["timestamp"] = pd.to_datetime(df["timestamp"], unit="ms")
+        df["timestamp"] = pd.to_datetime(df["timestamp"], unit="ms", utc=True)
         return df
 
     def _repr_html_(self) -> str:
         return html.records_html(self.topic, self.records)
+
+
+class ClusterWidget(_LiveWidget):
+    """Brokers with racks and per-broker replica and leader bars, under-replicated and offline
+    partitions, and the reassignments in flight with a chart of how many are moving; live by
+    default, so it follows a rebalance or a failed broker as it happens."""
+
+    snapshot = traitlets.Dict().tag(sync=True)
+
+    def __init__(self, *, bootstrap_servers: Any = None, interval_s: float = 2.0, live: bool = True,
+                 security: Any = None) -> None:
+        monitor = ClusterMonitor(bootstrap_servers=bootstrap_servers, security=security)
+        super().__init__(kind="cluster", interval_s=float(interval_s))
+        self.monitor = monitor
+        self.refresh()
+        if live:
+            self.start()
+
+    def _fetch(self) -> None:
+        self.snapshot = self.monitor.poll()
+
+    def _describe(self) -> str:
+        return f"cluster={self.snapshot.get('cluster_id')!r}"
+
+    def dataframe(self) -> Any:
+        """The brokers of the last refresh (as `pylog.widgets.brokers`)."""
+        return brokers_frame(self.snapshot)
+
+    def close(self) -> None:
+        super().close()
+        monitor = getattr(self, "monitor", None)
+        if monitor is not None:
+            monitor.close()
+
+    def _repr_html_(self) -> str:
+        return html.cluster_html(self.snapshot or {"brokers": []})
+
+
+class ClientMetricsWidget(_LiveWidget):
+    """What every client of a pylog cluster reports about itself (KIP-714 client metrics): one row
+    per client instance (client id, kind, software, address, broker, last push) with its telling
+    metrics side by side, and every metric it pushed below. Clients push only what a CLIENT_METRICS
+    subscription asks for (``metrics=*`` asks for everything), every ``interval.ms``."""
+
+    snapshot = traitlets.Dict().tag(sync=True)
+
+    def __init__(self, *, bootstrap_servers: Any, interval_s: float = 5.0, live: bool = True,
+                 security: Any = None) -> None:
+        if bootstrap_servers is None:
+            raise ValueError("pass bootstrap_servers=: client metrics are read from a running cluster")
+        super().__init__(kind="clients", interval_s=float(interval_s))
+        self.bootstrap_servers, self.security = bootstrap_servers, security
+        self.refresh()
+        if live:
+            self.start()
+
+    def _fetch(self) -> None:
+        self.snapshot = clients_mod.snapshot(bootstrap_servers=self.bootstrap_servers, security=self.security)
+
+    def _describe(self) -> str:
+        return f"clients={len((self.snapshot or {}).get('clients', []))}"
+
+    def dataframe(self) -> Any:
+        """The clients of the last refresh, one row each (as `pylog.widgets.clients`)."""
+        return clients_mod.frame(self.snapshot or {"clients": [], "columns": []})
+
+    def _repr_html_(self) -> str:
+        return html.clients_html(self.snapshot or {"clients": [], "columns": []})

@@ -1,4 +1,5 @@
-// pylog widgets: one anywidget ESM for the lag view, the partition view and the topic browser.
+// pylog widgets: one anywidget ESM for the lag view, the partition view, the topic browser, the
+// cluster view, the client metrics view and the live table.
 // Plain DOM and inline SVG, no dependencies. The model's "kind" picks the view; every view is
 // redrawn from the synced state on change. Numbers carry data-* attributes so tests can read them.
 
@@ -229,7 +230,162 @@ function renderBrowser(model, el) {
   ], records.map((r) => ({ attrs: { "data-partition": r.partition, "data-offset": r.offset }, values: r }))));
 }
 
-const VIEWS = { lag: renderLag, partitions: renderPartitions, browser: renderBrowser };
+// Two bars per broker (replicas, leaders), grouped: [{label, replicas, leaders}].
+function brokerChart(items, { width = 520, barHeight = 12 } = {}) {
+  const pad = { l: 40, r: 110 };
+  const row = 2 * barHeight + 10;
+  const height = Math.max(row, items.length * row + 6);
+  const svg = s("svg", { class: "pl-chart pl-broker-chart", width, height, viewBox: `0 0 ${width} ${height}`, role: "img" });
+  const vmax = Math.max(1, ...items.map((it) => it.replicas || 0));
+  items.forEach((it, i) => {
+    const y = 4 + i * row;
+    svg.append(s("text", { x: pad.l - 6, y: y + barHeight + 3, "text-anchor": "end", class: "pl-tick" }, it.label));
+    [["replicas", "pl-bar"], ["leaders", "pl-bar pl-bar-alt"]].forEach(([key, cls], j) => {
+      const v = it[key] || 0;
+      const w = (v / vmax) * (width - pad.l - pad.r);
+      const by = y + j * (barHeight + 2);
+      const bar = s("rect", { x: pad.l, y: by, width: Math.max(w, v ? 1 : 0), height: barHeight, class: cls,
+        "data-broker": it.node, "data-metric": key, "data-value": v });
+      bar.append(s("title", {}, `broker ${it.node}: ${v} ${key}`));
+      svg.append(bar);
+      svg.append(s("text", { x: pad.l + w + 6, y: by + barHeight - 2, class: "pl-tick" }, `${fmt(v)} ${key}`));
+    });
+  });
+  return svg;
+}
+
+function renderCluster(model, el) {
+  const snap = model.get("snapshot") || { brokers: [] };
+  const brokers = snap.brokers || [];
+  const urp = snap.under_replicated || [], offline = snap.offline || [], moving = snap.reassignments || [];
+  const refresh = h("button", { class: "pl-button", "data-action": "refresh",
+    onclick: () => model.send({ type: "refresh" }) }, "Refresh");
+  const toggle = h("button", { class: "pl-button", "data-action": "toggle",
+    onclick: () => { model.set("running", !model.get("running")); model.save_changes(); } },
+    model.get("running") ? "Pause" : "Resume");
+  el.append(header(`Cluster ${snap.cluster_id || "?"}`, model, h("span", {}, refresh, toggle)));
+  el.append(h("div", { class: "pl-summary" },
+    "controller ", h("b", { "data-field": "controller" }, snap.controller_id ?? "–"),
+    " · brokers ", h("b", { "data-field": "brokers" }, brokers.length),
+    " · partitions ", h("b", { "data-field": "partitions" }, fmt(snap.partitions)),
+    " · under-replicated ", h("b", { "data-field": "under-replicated", class: urp.length ? "pl-warn-text" : null }, urp.length),
+    " · offline ", h("b", { "data-field": "offline", class: offline.length ? "pl-err-text" : null }, offline.length),
+    " · moving ", h("b", { "data-field": "moving" }, moving.length),
+    snap.updated_ms ? h("span", { class: "pl-muted" }, " · updated ", fmtTime(snap.updated_ms)) : null));
+  el.append(h("div", { class: "pl-chart-box" }, brokerChart(brokers.map((b) => ({
+    label: `b${b.node_id}`, node: b.node_id, replicas: b.replicas, leaders: b.leaders })))));
+  el.append(table("pl-brokers", [
+    { key: "node_id", label: "broker", num: true, render: (v) => (v === snap.controller_id ? `${v}*` : v) },
+    { key: "host", label: "host" },
+    { key: "port", label: "port", num: true },
+    { key: "rack", label: "rack" },
+    { key: "replicas", label: "replicas", num: true, render: fmt },
+    { key: "leaders", label: "leaders", num: true, render: fmt },
+  ], brokers.map((b) => ({ attrs: { "data-broker": b.node_id }, values: b }))));
+  const hist = snap.moving_history || [];
+  if (moving.length || hist.some((p) => p[1] > 0)) {
+    el.append(h("div", { class: "pl-chart-box" }, lineChart([{ name: "partitions moving", points: hist }])));
+  }
+  const list = (v) => (v && v.length ? v.join(", ") : "–");
+  const parts = (title, cls, items) => {
+    if (!items.length) return;
+    el.append(h("div", { class: "pl-subtitle" }, title));
+    el.append(table(cls, [
+      { key: "topic", label: "topic" },
+      { key: "partition", label: "partition", num: true },
+      { key: "leader", label: "leader", num: true },
+      { key: "replicas", label: "replicas", render: list },
+      { key: "isr", label: "ISR", render: list },
+      { key: "adding_replicas", label: "adding", render: list },
+      { key: "removing_replicas", label: "removing", render: list },
+    ], items.map((p) => ({ attrs: { "data-topic": p.topic, "data-partition": p.partition }, values: p }))));
+  };
+  parts("Reassignments in progress", "pl-moving", moving);
+  parts("Under-replicated partitions", "pl-urp", urp);
+  parts("Offline partitions", "pl-offline", offline);
+}
+
+function fmtValue(v) {
+  if (v === null || v === undefined) return "–";
+  const n = Number(v);
+  return Math.abs(n) >= 100 || Number.isInteger(n) ? Math.round(n).toLocaleString("en-US") : n.toPrecision(3);
+}
+
+function renderClients(model, el) {
+  const snap = model.get("snapshot") || { clients: [], columns: [] };
+  const running = model.get("running");
+  const toggle = h("button", { class: "pl-button", "data-action": "toggle", onclick: () => {
+    model.set("running", !model.get("running"));
+    model.save_changes();
+  } }, running ? "Pause" : "Resume");
+  const refresh = h("button", { class: "pl-button", "data-action": "refresh",
+    onclick: () => model.send({ type: "refresh" }) }, "Refresh");
+  const info = h("span", { class: "pl-muted" },
+    (running ? `live, every ${model.get("interval_s")}s` : "paused") + ` · updated ${fmtTime(snap.updated_ms)}`);
+  el.append(header("Client metrics", model, h("span", {}, info, toggle, refresh)));
+  const clients = snap.clients || [];
+  if (clients.length === 0) {
+    el.append(h("div", { class: "pl-muted", "data-field": "empty" }, "no client has asked for a telemetry subscription yet"));
+    return;
+  }
+  const columns = snap.columns || [];
+  el.append(table("pl-clients", [
+    { key: "client_id", label: "client id" },
+    { key: "kind", label: "kind" },
+    { key: "software", label: "software" },
+    { key: "client_source_address", label: "address" },
+    { key: "broker", label: "broker", num: true },
+    { key: "pushes", label: "pushes", num: true, render: fmt },
+    { key: "pushed_at_ms", label: "last push", render: fmtTime },
+    ...columns.map((c) => ({ key: c.metric, label: c.label, num: true, render: fmtValue })),
+  ], clients.map((c) => ({
+    attrs: { "data-client": c.client_instance_id, "data-client-id": c.client_id || "" },
+    values: { ...c, ...(c.highlights || {}),
+      software: `${c.client_software_name || "?"} ${c.client_software_version || ""}`.trim() },
+  }))));
+  for (const c of clients) {
+    const metrics = c.metrics || [];
+    if (metrics.length === 0) continue;
+    el.append(h("details", { class: "pl-client", "data-client": c.client_instance_id },
+      h("summary", {}, `${c.client_id || c.client_instance_id}: ${metrics.length} metrics`),
+      table("pl-client-metrics", [
+        { key: "metric", label: "metric" },
+        { key: "node", label: "node" },
+        { key: "value", label: "value", num: true, render: fmtValue },
+        { key: "unit", label: "unit" },
+      ], metrics.map((m) => ({ attrs: { "data-metric": m.metric }, values: m })))));
+  }
+}
+
+function renderLive(model, el) {
+  const records = model.get("records") || [];
+  const rates = model.get("rates") || [];
+  const running = model.get("running");
+  const toggle = h("button", { class: "pl-button", "data-action": "toggle", onclick: () => {
+    model.set("running", !model.get("running"));
+    model.save_changes();
+  } }, running ? "Pause" : "Resume");
+  const rate = rates.length ? rates[rates.length - 1][1] : 0;
+  const info = h("span", { class: "pl-muted" }, running ? "following" : "paused", " · records ",
+    h("b", { "data-field": "total", "data-value": model.get("total") }, fmt(model.get("total"))), " · now ",
+    h("b", { "data-field": "rate", "data-value": rate }, Number(rate).toFixed(1)), "/s");
+  el.append(header(`Following ${model.get("topic")}`, model, h("span", {}, info, toggle)));
+  el.append(h("div", { class: "pl-chart-box" }, lineChart([{ name: "records/s", points: rates }], { height: 100 })));
+  if (records.length === 0) {
+    el.append(h("div", { class: "pl-muted", "data-field": "empty" }, "no records yet"));
+    return;
+  }
+  el.append(table("pl-records", [
+    { key: "partition", label: "partition", num: true },
+    { key: "offset", label: "offset", num: true },
+    { key: "timestamp", label: "timestamp", render: fmtTime },
+    { key: "key", label: "key", render: (v) => h("code", {}, v ?? "null") },
+    { key: "value", label: "value", render: (v) => h("code", {}, v ?? "null") },
+  ], records.map((r) => ({ attrs: { "data-partition": r.partition, "data-offset": r.offset }, values: r }))));
+}
+
+const VIEWS = { lag: renderLag, partitions: renderPartitions, browser: renderBrowser, cluster: renderCluster,
+  clients: renderClients, live: renderLive };
 
 function render({ model, el }) {
   const root = h("div", { class: "pylog-widget" });
@@ -240,7 +396,8 @@ function render({ model, el }) {
     (VIEWS[model.get("kind")] || (() => root.append("unknown pylog widget")))(model, root);
   };
   draw();
-  const names = ["snapshot", "history", "running", "error", "records", "metric", "decode", "n", "topic"];
+  const names = ["snapshot", "history", "running", "error", "records", "metric", "decode", "n", "topic", "rates",
+    "total"];
   for (const name of names) model.on(`change:${name}`, draw);
   return () => { for (const name of names) model.off(`change:${name}`, draw); };
 }

@@ -1,19 +1,46 @@
-"""``pylog cluster info``: the cluster id, its controller and brokers, and how many topics it holds;
-``pylog cluster start``: a local N-node cluster, one process per node, until Ctrl-C."""
+"""``pylog cluster info``: the cluster id, its controller and brokers (racks, replica and leader
+counts), and how many topics it holds; ``pylog cluster describe``: the same with under-replicated
+and offline partitions and the reassignments in flight; ``pylog cluster rebalance``: even out
+replicas and leaders (a plan, run with ``--execute``); ``pylog cluster remove-broker N``: move
+everything off a broker and unregister it; ``pylog cluster start``: a local N-node cluster, one
+process per node, until Ctrl-C or ``pylog cluster stop DIR``."""
 
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import threading
+from typing import TYPE_CHECKING, Any
 
-from pylog.admin.common import add_connection_options, admin_client, command, emit, print_table
+from pylog.admin.common import AdminError, add_connection_options, cluster_admin, command, emit, print_table
+
+if TYPE_CHECKING:
+    from pylog.local_cluster import LocalCluster
 
 
 def add_commands(sub: Any) -> None:
-    """Add ``info`` and ``start`` to the ``pylog cluster`` subcommands."""
-    p = sub.add_parser("info", help="cluster id, controller, brokers and topic count")
+    """Add the ``pylog cluster`` subcommands."""
+    p = sub.add_parser("info", help="cluster id, controller, brokers (racks, replicas, leaders), topic count")
     add_connection_options(p)
     command(p, info)
+    d = sub.add_parser("describe", help="brokers, under-replicated and offline partitions, moves in flight")
+    add_connection_options(d)
+    command(d, describe)
+    r = sub.add_parser("rebalance", help="even out replicas and leaders per broker (and rack)")
+    add_connection_options(r, formats=())
+    r.add_argument("--execute", action="store_true", help="run the plan (default: only print it)")
+    r.add_argument("--throttle", type=_rate, default=None, metavar="BYTES/S",
+                   help="replication throttle while moving (Kafka's *.replication.throttled.rate)")
+    r.add_argument("--topic", action="append", default=None, metavar="NAME", help="only these topics")
+    r.add_argument("--output-plan", default=None, metavar="FILE",
+                   help="also write the plan as Kafka's reassignment JSON")
+    command(r, rebalance)
+    rb = sub.add_parser("remove-broker", help="move every replica off a broker, then unregister it")
+    add_connection_options(rb, formats=())
+    rb.add_argument("broker", type=int, help="the node id")
+    rb.add_argument("--throttle", type=_rate, default=None, metavar="BYTES/S",
+                    help="replication throttle while moving")
+    rb.add_argument("--dry-run", action="store_true", help="only print the moves")
+    command(rb, remove_broker)
     s = sub.add_parser("start", help="start a local cluster, one broker+controller process per node")
     s.add_argument("--nodes", type=int, default=3, help="how many nodes (default 3)")
     s.add_argument("--data-dir", default="./pylog-cluster", help="parent of the nodes' data directories")
@@ -25,6 +52,11 @@ def add_commands(sub: Any) -> None:
     )
     s.add_argument("--config", action="append", default=[], metavar="KEY=VALUE", help="for every node")
     s.set_defaults(run=start)
+    st = sub.add_parser("stop", help="stop a local cluster started in the background (pylog cluster start &)")
+    st.add_argument("data_dir", nargs="?", default="./pylog-cluster", metavar="DIR",
+                    help="the cluster's --data-dir (default ./pylog-cluster)")
+    st.add_argument("--timeout", type=float, default=30.0, help="seconds before SIGKILL (default 30)")
+    st.set_defaults(run=stop_command)
     add_controller_commands(sub)
 
 
@@ -36,12 +68,13 @@ def add_controller_commands(sub: Any) -> None:
 
 
 def start(args: argparse.Namespace) -> int:
+    import os
     import signal
     import sys
-    import threading
 
     from pylog.config import ConfigError, parse_key_values
     from pylog.local_cluster import LocalCluster
+    from pylog.local_processes import CLUSTER_PID_FILE
 
     if args.nodes < 1:
         print("pylog: --nodes must be at least 1", file=sys.stderr)
@@ -57,17 +90,32 @@ def start(args: argparse.Namespace) -> int:
     stop = threading.Event()
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
+    pid_file = cluster.home / CLUSTER_PID_FILE  # for `pylog cluster stop DIR`
+    pid_file.write_text(f"{os.getpid()}\n")
+    try:
+        return _serve(cluster, args.nodes, stop)
+    finally:
+        pid_file.unlink(missing_ok=True)
+
+
+def _serve(cluster: LocalCluster, nodes: int, stop: threading.Event) -> int:
+    import sys
+
     try:
         cluster.start()
     except (RuntimeError, TimeoutError, OSError) as exc:
         print(f"pylog: the cluster did not start: {exc}", file=sys.stderr)
         cluster.stop()
         return 1
-    print(f"pylog cluster of {args.nodes} nodes, bootstrap servers {cluster.bootstrap_servers}", flush=True)
+    print(f"pylog cluster of {nodes} nodes, bootstrap servers {cluster.bootstrap_servers}", flush=True)
     print(f"  controller quorum (KRaft voters) {cluster.voters}")
     if cluster.schema_registry_url:
         print(f"  schema registry {cluster.schema_registry_url}")
-    print(f"  data and logs in {cluster.home}; Ctrl-C stops every node", flush=True)
+    for node in cluster.nodes.values():  # the brokers' own process ids
+        print(f"  node {node.node_id}: pid {node.pid}, broker {node.bootstrap}, "
+              f"controller {node.host}:{node.controller_port}")
+    print(f"  data and logs in {cluster.home}; Ctrl-C or `pylog cluster stop {cluster.home}` stops "
+          "every node", flush=True)
     while not stop.wait(0.5):
         down = [n.node_id for n in cluster.nodes.values() if not n.running]
         if len(down) == len(cluster.nodes):
@@ -78,56 +126,117 @@ def start(args: argparse.Namespace) -> int:
     return 0
 
 
-def info(args: argparse.Namespace) -> int:
-    with admin_client(args) as admin:
-        cluster = admin.describe_cluster()
-        topics = admin.describe_topics()
-        controller = _active_controller(admin, cluster.get("controller_id"))
-    brokers = sorted(
-        (
-            {
-                "node_id": b.get("broker_id", b.get("node_id")),
-                "host": b["host"],
-                "port": b["port"],
-                "rack": b.get("rack"),
-            }
-            for b in cluster.get("brokers", [])
-        ),
-        key=lambda b: b["node_id"],
-    )
-    data = {
-        "cluster_id": cluster.get("cluster_id"),
-        "controller_id": controller,
-        "brokers": brokers,
-        "topics": sum(1 for t in topics if not _internal(t)),
-        "internal_topics": sum(1 for t in topics if _internal(t)),
-    }
-    emit(args, data, _render)
+def stop_command(args: argparse.Namespace) -> int:
+    import sys
+    from pathlib import Path
+
+    from pylog.local_processes import stop_cluster_dir
+
+    try:
+        stopped = stop_cluster_dir(Path(args.data_dir), args.timeout)
+    except FileNotFoundError as exc:
+        print(f"pylog: {exc}", file=sys.stderr)
+        return 1
+    print(f"stopped {len(stopped)} node(s)" + (f" (pids {', '.join(map(str, stopped))})" if stopped else ""))
     return 0
 
 
-def _active_controller(admin: Any, named: int | None) -> int | None:
-    """The metadata quorum's leader: brokers of a KRaft cluster name any live broker as the
-    controller (it forwards), so DescribeCluster alone does not tell which node leads."""
+def _rate(value: str) -> int:
     try:
-        quorum = admin.describe_metadata_quorum()
-        return int(quorum["topics"][0]["partitions"][0]["leader_id"])
-    except Exception:  # a cluster without a KRaft quorum to describe
-        return named
+        n = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected bytes per second, got {value!r}") from None
+    if n <= 0:
+        raise argparse.ArgumentTypeError("the throttle must be a positive number of bytes per second")
+    return n
 
 
-def _internal(topic: dict[str, Any]) -> bool:
-    return bool(topic.get("is_internal")) or str(topic.get("name", "")).startswith("__")
+def info(args: argparse.Namespace) -> int:
+    with cluster_admin(args) as admin:
+        data = _counts(admin.state())
+    emit(args, {k: v for k, v in data.items() if k not in ("under_replicated", "offline", "reassignments")}
+         | {"under_replicated": len(data["under_replicated"]), "offline": len(data["offline"]),
+            "reassignments": len(data["reassignments"])}, _render)
+    return 0
+
+
+def describe(args: argparse.Namespace) -> int:
+    with cluster_admin(args) as admin:
+        data = _counts(admin.state())
+    emit(args, data, _render_describe)
+    return 0
 
 
 def _render(data: dict[str, Any]) -> None:
     print(f"CLUSTER     {data['cluster_id']}")
     print(f"CONTROLLER  {data['controller_id']}")
-    print(f"TOPICS      {data['topics']} (+{data['internal_topics']} internal)")
+    topics = f"{data['topics']} (+{data['internal_topics']} internal)"
+    print(f"TOPICS      {topics}, {data['partitions']} partitions")
+    urp, offline, moving = (len(v) if isinstance(v, list) else v
+                            for v in (data["under_replicated"], data["offline"], data["reassignments"]))
+    print(f"HEALTH      {urp} under-replicated, {offline} offline, {moving} reassignment(s) in progress")
     print()
     controller = data["controller_id"]
     rows = [
-        [f"{b['node_id']}{'*' if b['node_id'] == controller else ''}", b["host"], b["port"], b["rack"]]
+        [f"{b['node_id']}{'*' if b['node_id'] == controller else ''}", b["host"], b["port"], b["rack"],
+         b["replicas"], b["leaders"]]
         for b in data["brokers"]
     ]
-    print_table(["BROKER", "HOST", "PORT", "RACK"], rows)
+    print_table(["BROKER", "HOST", "PORT", "RACK", "REPLICAS", "LEADERS"], rows)
+
+
+def _render_describe(data: dict[str, Any]) -> None:
+    _render(data)
+    for title, key in (("UNDER-REPLICATED", "under_replicated"), ("OFFLINE", "offline"),
+                       ("REASSIGNMENTS IN PROGRESS", "reassignments")):
+        items = data[key]
+        if not items:
+            continue
+        print()
+        print(title)
+        print_table(["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "ADDING", "REMOVING"],
+                    [[p["topic"], p["partition"], p["leader"], p["replicas"], p["isr"],
+                      p["adding_replicas"] or None, p["removing_replicas"] or None] for p in items])
+
+
+def rebalance(args: argparse.Namespace) -> int:
+    from pylog.admin.moves import cluster_plan, execute, print_moves, reassignment_json
+
+    with cluster_admin(args) as admin:
+        state = admin.state()
+        if state.reassignments:
+            raise AdminError(f"{len(state.reassignments)} reassignment(s) already in progress; "
+                             "wait for them (pylog cluster describe) or cancel them first")
+        p = cluster_plan(state, topics=set(args.topic) if args.topic else None)
+        print_moves(p)
+        if args.output_plan:
+            with open(args.output_plan, "w", encoding="utf-8") as f:
+                f.write(reassignment_json(p.moves) + "\n")
+        if not args.execute:
+            if p.moves:
+                print("(a plan only: run again with --execute to move)")
+            return 0
+        took = execute(admin, p.moves, throttle=args.throttle, timeout_s=max(args.timeout, 3600.0))
+        print(f"rebalance done in {took:.1f}s")
+        _render(_counts(admin.state()))
+    return 0
+
+
+def _counts(state: Any) -> dict[str, Any]:
+    data = state.to_dict()
+    data["topics"] = len({t for t, _ in state.partitions} - state.internal_topics)
+    data["internal_topics"] = len(state.internal_topics)
+    return data
+
+
+def remove_broker(args: argparse.Namespace) -> int:
+    from pylog.admin.common import client_security
+    from pylog.admin.moves import cluster_plan, print_moves, remove_broker
+
+    if args.dry_run:
+        with cluster_admin(args) as admin:
+            print_moves(cluster_plan(admin.state(), remove=(args.broker,)))
+        return 0
+    remove_broker(args.bootstrap_servers, args.broker, throttle=args.throttle,
+                  security=client_security(args), timeout_s=max(args.timeout, 3600.0))
+    return 0

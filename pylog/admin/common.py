@@ -43,14 +43,14 @@ def command(parser: argparse.ArgumentParser, run: Callable[[argparse.Namespace],
 
 
 def _guarded(run: Callable[[argparse.Namespace], int], args: argparse.Namespace) -> int:
-    from kafka.errors import KafkaError
+    from pylog.client.errors import KafkaError, TransportError
 
     try:
         return run(args)
     except AdminError as exc:
         print(f"pylog: {exc}", file=sys.stderr)
         return 1
-    except KafkaError as exc:
+    except (KafkaError, TransportError) as exc:
         print(f"pylog: {describe_kafka_error(exc)}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:
@@ -79,31 +79,29 @@ def _unreachable(args: argparse.Namespace) -> AdminError:
 
 @contextlib.contextmanager
 def admin_client(args: argparse.Namespace) -> Iterator[Any]:
-    """kafka-python's KafkaAdminClient on ``--bootstrap-servers``; an unreachable cluster is an
-    AdminError."""
-    from kafka.admin import KafkaAdminClient
-    from kafka.errors import KafkaTimeoutError
+    """`pylog.sdk.admin.Admin` (pylog's client) on ``--bootstrap-servers``, connected; an
+    unreachable cluster is an AdminError."""
+    from pylog.sdk.admin import Admin
 
+    admin = Admin(args.bootstrap_servers, client_id="pylog-admin", request_timeout_s=max(args.timeout, 1.0),
+                  security=client_security(args))
     try:
-        admin = KafkaAdminClient(bootstrap_servers=args.bootstrap_servers, client_id="pylog-admin",
-                                 bootstrap_timeout_ms=_ms(args), request_timeout_ms=_ms(args),
-                                 **security_options(args))
-    except KafkaTimeoutError:
-        raise _unreachable(args) from None
-    try:
+        try:
+            admin.run(_started)
+        except ConnectionError:
+            raise _unreachable(args) from None
         yield admin
     finally:
-        admin.close()
+        with contextlib.suppress(Exception):
+            admin.close()
 
 
-def client_options(args: argparse.Namespace) -> dict[str, Any]:
-    """Options for kafka-python's producer and consumer."""
-    return {"bootstrap_servers": args.bootstrap_servers, "request_timeout_ms": max(_ms(args), 2000),
-            **security_options(args)}
+async def _started(admin: Any) -> None:
+    """Nothing: `Admin.run` connects first."""
 
 
-def security_options(args: argparse.Namespace) -> dict[str, Any]:
-    """kafka-python's security options from ``--command-config`` and ``-X`` (Kafka client names)."""
+def client_security(args: argparse.Namespace) -> Any:
+    """The ``ClientSecurity`` of ``--command-config`` and ``-X`` (Kafka client names)."""
     from pylog.config import ConfigError, parse_key_values
     from pylog.properties import read_properties
     from pylog.security.client import SECURITY_CONFIG_NAMES, ClientSecurity
@@ -113,21 +111,41 @@ def security_options(args: argparse.Namespace) -> dict[str, Any]:
         # a tool's config file may hold other client settings too: those are not pylog's business here
         settings = {k: v for k, v in from_file.items() if k in SECURITY_CONFIG_NAMES}
         settings.update(parse_key_values(getattr(args, "client_settings", None) or []))
-        security = ClientSecurity.from_config(settings)
+        return ClientSecurity.from_config(settings)
     except (OSError, ValueError, ConfigError) as exc:
         raise AdminError(f"client settings: {exc}") from None
-    out: dict[str, Any] = {"security_protocol": security.protocol}
-    if security.ssl_context is not None:
-        out["ssl_context"] = security.ssl_context
-    if security.uses_sasl:
-        out.update(sasl_mechanism=security.mechanism, sasl_plain_username=security.username,
-                   sasl_plain_password=security.password)
-    return out
+
+
+@contextlib.contextmanager
+def cluster_admin(args: argparse.Namespace) -> Iterator[Any]:
+    """The SDK's `ClusterAdminSync` on ``--bootstrap-servers`` (reassignments, UnregisterBroker)."""
+    from pylog.sdk.client import KafkaError
+    from pylog.sdk.cluster_admin import ClusterAdminSync
+
+    admin = ClusterAdminSync(args.bootstrap_servers, security=client_security(args),
+                             request_timeout_s=max(args.timeout, 1.0))
+    try:
+        yield admin
+    except (ConnectionError, TimeoutError):
+        raise _unreachable(args) from None
+    except KafkaError as exc:
+        raise AdminError(str(exc)) from None
+    finally:
+        with contextlib.suppress(Exception):
+            admin.close()
 
 
 def topic_metadata(admin: Any, topics: Sequence[str] | None = None) -> dict[str, dict[str, Any]]:
-    """Metadata of `topics` (all when None) by name; an unknown topic is an AdminError."""
-    found = {t["name"]: t for t in admin.describe_topics(None if topics is None else list(topics))}
+    """Metadata of `topics` (all when None) by name, as plain data; an unknown topic is an
+    AdminError."""
+    info = admin.run(lambda a: a.cluster(None if topics is None else list(topics)))
+    found = {
+        name: {"name": name, "topic_id": info.topic_ids.get(name),
+               "is_internal": name in info.internal_topics, "error_code": info.topic_errors.get(name, 0),
+               "partitions": [{"partition_index": p.partition, "leader_id": p.leader,
+                               "replica_nodes": p.replicas, "isr_nodes": p.isr} for p in parts.values()]}
+        for name, parts in info.topics.items()
+    }
     if topics is not None:
         missing = [t for t in topics if t not in found or found[t].get("error_code")]
         if missing:

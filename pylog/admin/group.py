@@ -9,6 +9,8 @@ from typing import Any
 from pylog.admin.common import AdminError, add_connection_options, admin_client, command, emit, print_table
 from pylog.admin.common import topic_metadata as _topic_metadata
 
+TopicPartition = tuple[str, int]
+
 
 def add_commands(sub: Any) -> None:
     """Add the ``pylog group`` subcommands."""
@@ -42,53 +44,59 @@ def add_commands(sub: Any) -> None:
 
 def list_groups(args: argparse.Namespace) -> int:
     with admin_client(args) as admin:
-        groups = admin.list_groups()
-    rows = sorted(({"group": g["group_id"], "state": g.get("group_state"), "type": g.get("group_type"),
-                    "protocol_type": g.get("protocol_type")} for g in groups), key=lambda g: g["group"])
+        groups = admin.run(lambda a: a.list_groups())
+    rows = [{"group": g.group_id, "state": g.state or None, "type": g.group_type or None,
+             "protocol_type": g.protocol_type} for g in groups]
     emit(args, rows, lambda rs: print_table(["GROUP", "STATE", "TYPE", "PROTOCOL-TYPE"],
                                             [[r["group"], r["state"], r["type"], r["protocol_type"] or None]
                                              for r in rs]))
     return 0
 
 
-def _describe_one(admin: Any, group: str) -> dict[str, Any]:
-    from kafka.admin import OffsetSpec
+def _log_offsets(admin: Any, tps: list[TopicPartition], timestamp: int) -> dict[TopicPartition, int | None]:
+    """ListOffsets (read_uncommitted) of each partition at ``timestamp`` (-2 start, -1 end)."""
+    topics = sorted({t for t, _ in tps})
+    info = admin.run(lambda a: a.cluster(topics))
+    out: dict[TopicPartition, int | None] = {}
+    for topic in topics:
+        parts = {p: i for p, i in info.topics.get(topic, {}).items() if (topic, p) in tps}
+        found = admin.run(lambda a, topic=topic, parts=parts: a.list_offsets(topic, parts, timestamp))
+        out.update({(topic, p): off for p, off in found.items()})
+    return out
 
-    desc = admin.describe_groups([group])[group]
-    committed = admin.list_group_offsets({group: None}).get(group, {})
-    if desc.get("group_state") == "Dead" and not committed:
+
+def _describe_one(admin: Any, group: str) -> dict[str, Any]:
+    from pylog.sdk.admin import LATEST
+
+    desc = admin.run(lambda a: a.describe_group(group))
+    committed = admin.run(lambda a: a.committed_offsets(group, desc.coordinator))
+    if desc.state == "Dead" and not committed:
         raise AdminError(f"unknown group {group!r}: no such consumer group")
-    owner: dict[tuple[str, int], dict[str, Any]] = {}
+    owner: dict[TopicPartition, dict[str, Any]] = {}
     members = []
-    for m in desc.get("members", []):
-        assigned = [(a["topic"], p) for a in (m.get("member_assignment") or {}).get("assigned_partitions", [])
-                    for p in a["partitions"]]
-        member = {"member_id": m["member_id"], "client_id": m.get("client_id"),
-                  "host": m.get("client_host"), "group_instance_id": m.get("group_instance_id"),
-                  "assignment": [{"topic": t, "partition": p} for t, p in sorted(assigned)]}
+    for m in desc.members:
+        assigned = sorted((t, p) for t, ps in m.assignment.items() for p in ps)
+        member = {"member_id": m.member_id, "client_id": m.client_id, "host": m.host,
+                  "group_instance_id": m.group_instance_id,
+                  "assignment": [{"topic": t, "partition": p} for t, p in assigned]}
         members.append(member)
         for tp in assigned:
             owner[tp] = member
-    keys = sorted({(tp.topic, tp.partition) for tp in committed} | set(owner))
-    from kafka import TopicPartition
-
-    tps = [TopicPartition(t, p) for t, p in keys]
-    ends = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in tps}) if tps else {}
+    tps = sorted(set(committed) | set(owner))
+    ends = _log_offsets(admin, tps, LATEST) if tps else {}
     partitions = []
     for tp in tps:
-        c = committed.get(tp)
-        current = None if c is None or c.offset < 0 else int(c.offset)
-        end = ends.get(tp)
-        end_offset = None if end is None else int(end.offset)
-        m = owner.get((tp.topic, tp.partition))
+        current = committed.get(tp)
+        end_offset = ends.get(tp)
+        m = owner.get(tp)
         partitions.append({
-            "topic": tp.topic, "partition": tp.partition, "current_offset": current,
+            "topic": tp[0], "partition": tp[1], "current_offset": current,
             "log_end_offset": end_offset,
             "lag": None if current is None or end_offset is None else max(end_offset - current, 0),
             "member_id": m and m["member_id"], "host": m and m["host"], "client_id": m and m["client_id"],
         })
-    return {"group": group, "state": desc.get("group_state"), "protocol_type": desc.get("protocol_type"),
-            "assignor": desc.get("protocol_data") or None, "members": members, "partitions": partitions}
+    return {"group": group, "state": desc.state, "protocol_type": desc.protocol_type,
+            "assignor": desc.protocol or None, "members": members, "partitions": partitions}
 
 
 def describe(args: argparse.Namespace) -> int:
@@ -129,23 +137,22 @@ def _timestamp_ms(text: str) -> int:
 
 
 def reset_offsets(args: argparse.Namespace) -> int:
-    from kafka.admin import OffsetSpec, OffsetTimestamp
-    from kafka.structs import OffsetAndMetadata
+    from pylog.protocol.errors import ErrorCode
+    from pylog.sdk.admin import EARLIEST, LATEST
 
     with admin_client(args) as admin:
-        desc = admin.describe_groups([args.group])[args.group]
-        if desc.get("members"):
-            raise AdminError(f"group {args.group!r} is active (state {desc.get('group_state')}, "
-                             f"{len(desc['members'])} members): offsets can only be reset while it has no "
+        desc = admin.run(lambda a: a.describe_group(args.group))
+        if desc.members:
+            raise AdminError(f"group {args.group!r} is active (state {desc.state}, "
+                             f"{len(desc.members)} members): offsets can only be reset while it has no "
                              "members; stop its consumers first")
-        committed = admin.list_group_offsets({args.group: None}).get(args.group, {})
+        committed = admin.run(lambda a: a.committed_offsets(args.group, desc.coordinator))
         tps = _partitions(admin, args, committed)
         if not tps:
             raise AdminError(f"group {args.group!r} has no committed offsets; name topics with --topic")
-        earliest = admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in tps})
-        latest = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in tps})
-        lo = {tp: int(earliest[tp].offset) for tp in tps}
-        hi = {tp: int(latest[tp].offset) for tp in tps}
+        earliest, latest = _log_offsets(admin, tps, EARLIEST), _log_offsets(admin, tps, LATEST)
+        lo = {tp: earliest[tp] or 0 for tp in tps}
+        hi = {tp: latest[tp] or 0 for tp in tps}
         if args.to_earliest:
             new = dict(lo)
         elif args.to_latest:
@@ -153,32 +160,28 @@ def reset_offsets(args: argparse.Namespace) -> int:
         elif args.to_offset is not None:
             new = {tp: min(max(args.to_offset, lo[tp]), hi[tp]) for tp in tps}
         else:
-            when = _timestamp_ms(args.to_timestamp)
-            found = admin.list_partition_offsets({tp: OffsetTimestamp(when) for tp in tps})
-            new = {tp: hi[tp] if found[tp].offset < 0 else int(found[tp].offset) for tp in tps}
+            found = _log_offsets(admin, tps, _timestamp_ms(args.to_timestamp))
+            new = {tp: hi[tp] if (off := found[tp]) is None or off < 0 else off for tp in tps}
         if args.execute:
-            result = admin.alter_group_offsets(
-                args.group, {tp: OffsetAndMetadata(new[tp], "", -1) for tp in tps})
-            failed = {tp: err for tp, err in result.items() if getattr(err, "errno", 0)}
+            result = admin.run(lambda a: a.commit_offsets(args.group, new))
+            failed = {tp: code for tp, code in result.items() if code}
             if failed:
                 raise AdminError("could not commit offsets: " + ", ".join(
-                    f"{tp.topic}-{tp.partition}: {err.__name__}" for tp, err in failed.items()))
-    rows = [{"topic": tp.topic, "partition": tp.partition,
-             "current_offset": None if committed.get(tp) is None else int(committed[tp].offset),
-             "new_offset": new[tp]} for tp in sorted(tps)]
+                    f"{t}-{p}: {ErrorCode.of(code).name}" for (t, p), code in sorted(failed.items())))
+    rows = [{"topic": tp[0], "partition": tp[1], "current_offset": committed.get(tp), "new_offset": new[tp]}
+            for tp in sorted(tps)]
     data = {"group": args.group, "executed": bool(args.execute), "partitions": rows}
     emit(args, data, _render_reset)
     return 0
 
 
-def _partitions(admin: Any, args: argparse.Namespace, committed: dict[Any, Any]) -> list[Any]:
-    from kafka import TopicPartition
-
+def _partitions(admin: Any, args: argparse.Namespace, committed: dict[TopicPartition, int]
+                ) -> list[TopicPartition]:
     if args.all_topics:
         return sorted(committed)
     specs = [(t.partition(":")[0], t.partition(":")[2]) for t in args.topic]
     meta = _topic_metadata(admin, sorted({name for name, _ in specs}))
-    out: set[Any] = set()
+    out: set[TopicPartition] = set()
     for name, parts in specs:
         available = {p["partition_index"] for p in meta[name]["partitions"]}
         if parts:
@@ -191,7 +194,7 @@ def _partitions(admin: Any, args: argparse.Namespace, committed: dict[Any, Any])
                 raise AdminError(f"topic {name!r} has no partition {', '.join(map(str, sorted(missing)))}")
         else:
             chosen = available
-        out |= {TopicPartition(name, p) for p in chosen}
+        out |= {(name, p) for p in chosen}
     return sorted(out)
 
 

@@ -1,4 +1,4 @@
-"""``pylog topic list | describe | create | delete | alter-config | produce | consume``."""
+"""``pylog topic list | describe | create | delete | alter-config | produce | consume | reassign``."""
 
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ from pylog.admin.common import (
     AdminError,
     add_connection_options,
     admin_client,
-    client_options,
     command,
     emit,
     parse_key_value,
@@ -58,6 +57,17 @@ def add_commands(sub: Any) -> None:
                    help="back to the default, repeatable")
     add_connection_options(p)
     command(p, alter_config)
+
+    p = sub.add_parser("reassign", help="move partitions as a plan says (Kafka's reassignment JSON)")
+    what = p.add_mutually_exclusive_group(required=True)
+    what.add_argument("--plan", metavar="FILE",
+                      help="the --reassignment-json-file of kafka-reassign-partitions: run it and wait")
+    what.add_argument("--cancel", metavar="FILE", help="cancel the moves of this plan that are in flight")
+    what.add_argument("--list", action="store_true", help="the reassignments in flight")
+    p.add_argument("--no-wait", action="store_true", help="submit the plan and return")
+    p.add_argument("--throttle", type=int, default=None, metavar="BYTES/S", help="replication throttle")
+    add_connection_options(p, formats=())
+    command(p, reassign)
 
     p = sub.add_parser("produce", help="produce the lines of stdin, one record each")
     p.add_argument("topic", metavar="TOPIC")
@@ -108,36 +118,31 @@ def list_topics(args: argparse.Namespace) -> int:
 
 
 def describe(args: argparse.Namespace) -> int:
-    from kafka import TopicPartition
-    from kafka.admin import ConfigResource, ConfigResourceType, OffsetSpec
+    from pylog.sdk.admin import EARLIEST, LATEST
 
     with admin_client(args) as admin:
         topics = topic_metadata(admin, args.topics)
-        tps = [TopicPartition(n, p["partition_index"]) for n in args.topics for p in topics[n]["partitions"]]
-        earliest = admin.list_partition_offsets({tp: OffsetSpec.EARLIEST for tp in tps}) if tps else {}
-        latest = admin.list_partition_offsets({tp: OffsetSpec.LATEST for tp in tps}) if tps else {}
-        configs = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, n) for n in args.topics],
-                                         config_filter="all")["topic"]
+        info = admin.run(lambda a: a.cluster(list(args.topics)))
+        earliest = {n: admin.run(lambda a, n=n: a.list_offsets(n, info.topics[n], EARLIEST))
+                    for n in args.topics}
+        latest = {n: admin.run(lambda a, n=n: a.list_offsets(n, info.topics[n], LATEST))
+                  for n in args.topics}
+        configs = admin.run(lambda a: a.topic_configs(args.topics))
     out = []
     for name in args.topics:
         t = topics[name]
         parts = []
         for p in sorted(t["partitions"], key=lambda p: p["partition_index"]):
-            tp = TopicPartition(name, p["partition_index"])
-            parts.append({"partition": p["partition_index"], "leader": p["leader_id"],
-                          "replicas": p["replica_nodes"], "isr": p["isr_nodes"],
-                          "log_start_offset": _offset(earliest.get(tp)),
-                          "high_watermark": _offset(latest.get(tp))})
-        cfg = {k: {"value": v.get("value"), "source": v.get("config_source")}
-               for k, v in sorted(configs.get(name, {}).items())}
+            i = p["partition_index"]
+            parts.append({"partition": i, "leader": p["leader_id"], "replicas": p["replica_nodes"],
+                          "isr": p["isr_nodes"], "log_start_offset": earliest[name].get(i),
+                          "high_watermark": latest[name].get(i)})
+        cfg = {k: {"value": value, "source": source}
+               for k, (value, source) in sorted(configs.get(name, {}).items())}
         out.append({"topic": name, "topic_id": t.get("topic_id"), "internal": _internal(t),
                     "partitions": parts, "configs": cfg})
     emit(args, out, _render_describe)
     return 0
-
-
-def _offset(found: Any) -> int | None:
-    return None if found is None else int(found.offset)
 
 
 def _render_describe(topics: list[dict[str, Any]]) -> None:
@@ -161,44 +166,47 @@ def _render_describe(topics: list[dict[str, Any]]) -> None:
 
 def create(args: argparse.Namespace) -> int:
     configs = dict(parse_key_value(c, "a topic config") for c in args.config)
-    spec = {"num_partitions": args.partitions, "replication_factor": args.replication_factor,
-            "configs": configs}
+    spec = (args.partitions, args.replication_factor, configs)
     with admin_client(args) as admin:
-        res = admin.create_topics({t: dict(spec) for t in args.topics}, raise_errors=False)
-    rows = [{"topic": r["name"], "error": _error(r)} for r in res["topics"]]
+        res = admin.run(lambda a: a.create_topics(dict.fromkeys(args.topics, spec)))
+    rows = [{"topic": name, "error": _error(code, message)} for name, code, message in res]
     return _report(args, rows, "created")
 
 
 def delete(args: argparse.Namespace) -> int:
     with admin_client(args) as admin:
         topic_metadata(admin, args.topics)  # unknown topics are an error before anything is deleted
-        res = admin.delete_topics(args.topics, raise_errors=False)
-    rows = [{"topic": r["name"], "error": _error(r)} for r in res.get("responses", res.get("topics", []))]
+        res = admin.run(lambda a: a.delete_topics(args.topics))
+    rows = [{"topic": name, "error": _error(code, message)} for name, code, message in res]
     return _report(args, rows, "deleted")
 
 
 def alter_config(args: argparse.Namespace) -> int:
-    from kafka.admin import ConfigResource, ConfigResourceType
+    from pylog.admin.common import cluster_admin
+    from pylog.client.errors import KafkaError
+    from pylog.sdk.cluster_admin import TOPIC_RESOURCE
 
     if not args.set and not args.delete:
         raise AdminError("nothing to change: pass --set KEY=VALUE and/or --delete KEY")
-    ops: dict[str, Any] = {k: ("SET", v) for k, v in (parse_key_value(s, "a topic config") for s in args.set)}
-    ops.update({k: ("DELETE", None) for k in args.delete})
+    ops: dict[str, str | None] = dict(parse_key_value(s, "a topic config") for s in args.set)
+    ops.update(dict.fromkeys(args.delete))
     with admin_client(args) as admin:
         topic_metadata(admin, [args.topic])
-        res = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, args.topic, configs=ops)],
-                                  raise_on_unknown=False)
-    result = res["topic"][args.topic]
-    rows = [{"topic": args.topic, "error": None if str(result) == "OK" else str(result)}]
-    return _report(args, rows, "altered")
+    error = None
+    with cluster_admin(args) as cluster:
+        try:
+            cluster.alter_configs({(TOPIC_RESOURCE, args.topic): ops})
+        except KafkaError as exc:
+            error = str(exc)
+    return _report(args, [{"topic": args.topic, "error": error}], "altered")
 
 
-def _error(r: dict[str, Any]) -> str | None:
-    if not r.get("error_code"):
+def _error(code: int, message: str | None) -> str | None:
+    if not code:
         return None
-    from kafka.errors import for_code
+    from pylog.protocol.errors import ErrorCode
 
-    return r.get("error_message") or for_code(r["error_code"]).__name__
+    return message or ErrorCode.of(code).name
 
 
 def _report(args: argparse.Namespace, rows: list[dict[str, Any]], done: str) -> int:
@@ -215,29 +223,31 @@ def _unescape(text: str) -> str:
 
 
 def produce(args: argparse.Namespace) -> int:
-    from kafka import KafkaProducer
+    import pyarrow as pa
+
+    from pylog.admin.common import client_security
+    from pylog.sdk.writer import write_topic
 
     headers = [(k, v.encode()) for k, v in (parse_key_value(h, "a header") for h in args.header)]
     sep = None if args.key_separator is None else _unescape(args.key_separator)
     with admin_client(args) as admin:
         topic_metadata(admin, [args.topic])
-    producer = KafkaProducer(**client_options(args), acks="all", linger_ms=5)
-    futures = []
-    try:
-        for key, value in _records(sys.stdin.buffer, sep):
-            futures.append(producer.send(args.topic, key=key, value=value, partition=args.partition,
-                                         headers=headers or None))
-        producer.flush(timeout=args.timeout + 30)
-        written = [f.get(timeout=args.timeout) for f in futures]
-    finally:
-        producer.close(timeout=5)
-    ranges: dict[int, list[int]] = {}
-    for md in written:
-        lo_hi = ranges.setdefault(md.partition, [md.offset, md.offset])
-        lo_hi[0], lo_hi[1] = min(lo_hi[0], md.offset), max(lo_hi[1], md.offset)
-    data = {"topic": args.topic, "records": len(written),
-            "partitions": [{"partition": p, "first_offset": r[0], "last_offset": r[1]}
-                           for p, r in sorted(ranges.items())]}
+    keys, values = [], []
+    for key, value in _records(sys.stdin.buffer, sep):
+        keys.append(key)
+        values.append(value)
+    columns: dict[str, Any] = {"key": pa.array(keys, pa.binary()), "value": pa.array(values, pa.binary())}
+    if headers:
+        header_type = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+        one = [{"key": k, "value": v} for k, v in headers]
+        columns["headers"] = pa.array([one] * len(values), header_type)
+    result = write_topic(pa.table(columns), args.topic, bootstrap_servers=args.bootstrap_servers,
+                         key="key", value="value", headers="headers" if headers else None,
+                         partition=args.partition, request_timeout_s=max(args.timeout, 2.0), progress=False,
+                         security=client_security(args)) if values else None
+    ranges = sorted(result.offsets.items()) if result is not None else []
+    data = {"topic": args.topic, "records": len(values),
+            "partitions": [{"partition": p, "first_offset": lo, "last_offset": hi} for p, (lo, hi) in ranges]}
     emit(args, data, _render_produced)
     return 0
 
@@ -263,39 +273,27 @@ def _render_produced(data: dict[str, Any]) -> None:
 
 
 def consume(args: argparse.Namespace) -> int:
-    from kafka import KafkaConsumer, TopicPartition
+    from pylog.admin.tail import tail
+    from pylog.sdk.admin import EARLIEST, LATEST
 
     with admin_client(args) as admin:
         meta = topic_metadata(admin, [args.topic])[args.topic]
-    available = sorted(p["partition_index"] for p in meta["partitions"])
-    wanted = available if args.partition is None else args.partition
-    unknown = sorted(set(wanted) - set(available))
-    if unknown:
-        raise AdminError(f"topic {args.topic!r} has no partition {', '.join(map(str, unknown))} "
-                         f"(it has {len(available)})")
-    template = None if args.format == "json" else _unescape(args.format)
-    consumer = KafkaConsumer(**client_options(args), group_id=None, enable_auto_commit=False,
-                             auto_offset_reset="earliest")
-    try:
-        tps = [TopicPartition(args.topic, p) for p in wanted]
-        consumer.assign(tps)
-        begin, end = consumer.beginning_offsets(tps), consumer.end_offsets(tps)
-        for tp in tps:
-            consumer.seek(tp, _start_offset(args.offset, begin[tp], end[tp]))
-        shown = 0
-        while args.num is None or shown < args.num:
-            if args.exit and all(consumer.position(tp) >= end[tp] for tp in tps):
-                break
-            batch = consumer.poll(timeout_ms=500, max_records=500 if args.num is None else args.num - shown)
-            for records in batch.values():
-                for r in records:
-                    if args.num is not None and shown >= args.num:
-                        break
-                    sys.stdout.write(_format_record(r, template) + "\n")
-                    shown += 1
+        available = sorted(p["partition_index"] for p in meta["partitions"])
+        wanted = available if args.partition is None else args.partition
+        unknown = sorted(set(wanted) - set(available))
+        if unknown:
+            raise AdminError(f"topic {args.topic!r} has no partition {', '.join(map(str, unknown))} "
+                             f"(it has {len(available)})")
+        template = None if args.format == "json" else _unescape(args.format)
+        info = admin.run(lambda a: a.cluster([args.topic]))
+        parts = {p: info.topics[args.topic][p] for p in wanted}
+        begin = admin.run(lambda a: a.list_offsets(args.topic, parts, EARLIEST))
+        end = admin.run(lambda a: a.list_offsets(args.topic, parts, LATEST))
+        starts = {p: _start_offset(args.offset, begin[p] or 0, end[p] or 0) for p in wanted}
+        stops = {p: end[p] or 0 for p in wanted} if args.exit else None
+        for records in tail(admin, args.topic, starts, stops, limit=args.num):
+            sys.stdout.write("".join(_format_record(r, template) + "\n" for r in records))
             sys.stdout.flush()
-    finally:
-        consumer.close()
     return 0
 
 
@@ -330,3 +328,35 @@ def _format_record(r: Any, template: str | None) -> str:
     except (KeyError, IndexError, ValueError) as exc:
         raise AdminError(f"bad --format {template!r} ({exc}); fields: " + " ".join(
             "{" + f + "}" for f in CONSUME_FIELDS)) from None
+
+
+def reassign(args: argparse.Namespace) -> int:
+    from pylog.admin.common import cluster_admin
+    from pylog.admin.moves import execute, read_plan_file
+    from pylog.protocol.errors import ErrorCode
+
+    with cluster_admin(args) as admin:
+        if args.list:
+            moving = admin.list_reassignments()
+            print_table(["TOPIC", "PARTITION", "REPLICAS", "ADDING", "REMOVING"],
+                        [[t, p, r, a or None, x or None] for (t, p), (r, a, x) in sorted(moving.items())])
+            return 0
+        if args.cancel:
+            answers = admin.alter_reassignments(dict.fromkeys(read_plan_file(args.cancel)))
+            failed = 0
+            for (t, p), (code, message) in sorted(answers.items()):
+                status = "cancelled" if code == 0 else f"{ErrorCode(code).name}: {message}"
+                failed += code not in (0, ErrorCode.NO_REASSIGNMENT_IN_PROGRESS)
+                print(f"{t}-{p}: {status}")
+            return 1 if failed else 0
+        targets = read_plan_file(args.plan)
+        if args.no_wait:
+            answers = admin.alter_reassignments(targets)
+            bad = {tp: a for tp, a in answers.items() if a[0]}
+            for (t, p), (code, message) in sorted(bad.items()):
+                print(f"{t}-{p}: {ErrorCode(code).name}: {message}", file=sys.stderr)
+            print(f"{len(targets) - len(bad)} reassignment(s) started")
+            return 1 if bad else 0
+        took = execute(admin, targets, throttle=args.throttle, timeout_s=max(args.timeout, 3600.0))
+        print(f"{len(targets)} partition(s) reassigned in {took:.1f}s")
+    return 0

@@ -30,6 +30,7 @@ from pylog.broker.handlers import BrokerServices, ControllerServices, client_han
 from pylog.broker.isr_manager import IsrManager
 from pylog.broker.lifecycle import BrokerLifecycle
 from pylog.broker.maintenance import Maintenance
+from pylog.broker.materializers import IcebergMaterializers
 from pylog.broker.metadata import BrokerMetadata, MetadataSource, load_meta_properties
 from pylog.broker.partition import Partition
 from pylog.broker.producer_ids import ProducerIdManager
@@ -39,6 +40,8 @@ from pylog.broker.replica_fetcher import ReplicaFetcherManager
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.server import KafkaServer
 from pylog.broker.share_shell import SHARE_STATE_TOPIC, ShareShell
+from pylog.broker.telemetry_shell import TelemetryShell
+from pylog.broker.throttling import QuotaEnforcer
 from pylog.broker.txn_markers import MarkerWriter
 from pylog.broker.txn_shell import TxnShell
 from pylog.cluster.bootstrap import read_bootstrap
@@ -51,6 +54,7 @@ from pylog.cluster.quorum_fetcher import QuorumFetcher
 from pylog.cluster.raft_transport import RaftTransport
 from pylog.cluster.voters import Endpoint, VoterNode, VoterSet
 from pylog.config import BrokerConfig, ConfigError
+from pylog.quotas.client import ClientQuotas
 from pylog.schema_registry.validation import SchemaValidation
 from pylog.security.node import NodeSecurity, image_credentials
 from pylog.security.quotas import ConnectionQuotas
@@ -86,6 +90,7 @@ class Broker:
         self.authorization = Authorization.from_config(config, image)
         self.security = NodeSecurity.from_config(config, self.settings, image_credentials(image))
         self.quotas = ConnectionQuotas.from_config(config, [li.name for li in self.settings.listeners])
+        self.client_quotas = QuotaEnforcer(ClientQuotas.from_config(config), image, self.quotas)
         self.replicas = ReplicaManager(config, self.data_dir, now_ms)
         self.maintenance = Maintenance(config, self.replicas, now_ms)
         self.cluster_id = ""
@@ -112,6 +117,9 @@ class Broker:
         self.servers: list[KafkaServer] = []
         self.schema_registry: Any = None  # pylog.schema_registry.http.RegistryServer when configured
         self.schema_validation = SchemaValidation(None)
+        # Iceberg tables of topics (bad catalog settings stop the start here)
+        self.iceberg = IcebergMaterializers(self.node_id, config, self.data_dir, lambda: source().image,
+                                            self._own_client)
         self.stopping = False
         self.dir_lock: DataDirLock | None = None
 
@@ -246,7 +254,7 @@ class Broker:
         quorum.add_voters_listener(voters_changed)
         listener = s.controller_listener
         if listener is not None:
-            self.controller_server = self._server(self.controller_table, listener)
+            self.controller_server = self._server(self.controller_table, listener, client_quotas=False)
             await self.controller_server.start()
         if transport is not None:
             transport.start()
@@ -293,6 +301,7 @@ class Broker:
         )
         controller = self.controller = ControllerClient(self.channel, self.cluster_id)
         metadata = self.metadata = BrokerMetadata(source, self.cluster_id)
+        self.replicas.partition_exists = lambda topic, index: source.image.partition(topic, index) is not None
         self.producer_ids = ProducerIdManager(controller, self.node_id, lambda: self.broker_epoch)
         shared: dict[str, Any] = {
             "node_id": self.node_id,
@@ -364,6 +373,7 @@ class Broker:
             stopping=lambda: self.stopping,
             schema_validation=self.schema_validation,
             authz=self.authorization,
+            telemetry=TelemetryShell(cfg, lambda: source.image),
         )
         table = client_handlers(services)
         for li in s.broker_listeners:
@@ -392,6 +402,7 @@ class Broker:
             await server.serve()
         self.maintenance.start()
         await self._start_schema_registry()
+        self.iceberg.start()
 
     async def _start_schema_registry(self) -> None:
         listener = self.config.raw("schema.registry.listeners")
@@ -406,6 +417,11 @@ class Broker:
             await self.schema_registry.start()
             self.schema_validation.known_ids = known_ids_of(self.schema_registry.registry.state.by_id)
 
+    def _own_client(self) -> tuple[str, Any]:
+        """(bootstrap servers, client security) for this node's own clients of its listener."""
+        server, security = self._own_client_listener()
+        return f"{_local(server.host)}:{server.port}", security
+
     def _own_client_listener(self) -> tuple[KafkaServer, Any]:
         """The listener this node's own clients (the schema registry's) use: the inter-broker one,
         with this node's credentials for it."""
@@ -415,7 +431,7 @@ class Broker:
             return server, None
         return server, self.security.own_client()
 
-    def _server(self, table: HandlerTable, li: Listener) -> KafkaServer:
+    def _server(self, table: HandlerTable, li: Listener, *, client_quotas: bool = True) -> KafkaServer:
         return KafkaServer(
             table,
             li.host,
@@ -424,6 +440,7 @@ class Broker:
             listener=li.name,
             security=self.security.listener(li.name),
             quotas=self.quotas,
+            client_quotas=self.client_quotas if client_quotas else None,
         )
 
     def _registered_in_image(self, image: MetadataImage) -> bool:
@@ -448,6 +465,7 @@ class Broker:
         if self.lifecycle is not None and not self.settings.standalone and not self.stopping:
             await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_S)
         self.stopping = True
+        await self.iceberg.stop()
         if self.schema_registry is not None:
             await self.schema_registry.stop()
         for server in self.servers:

@@ -21,6 +21,10 @@ so a client retrying wrong credentials cannot hammer the broker); the connection
 little for the client to close it, so the client reads the answer before the end of the stream.
 Once the session of a re-authenticating client (``connections.max.reauth.ms``) expires, any
 request but a new SaslHandshake closes it.
+
+Client quotas (``pylog.broker.throttling``): every answered request is counted against its
+client's quotas; an answer that earns a throttle time leaves at once with ``throttle_time_ms`` set,
+and the connection is then not read until that time has passed (KIP-219).
 """
 
 from __future__ import annotations
@@ -42,6 +46,7 @@ from pylog.broker import registry
 from pylog.broker.context import RequestContext
 from pylog.broker.error_response import error_response
 from pylog.broker.legacy import unsupported_version_response
+from pylog.broker.throttling import with_throttle, without_records
 from pylog.security.principal import ANONYMOUS, KafkaPrincipal, ssl_principal
 from pylog.security.sasl_server import SaslAuthenticator
 
@@ -93,6 +98,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._write_paused = False
         self._linger_s = 0.0
         self._waiting_bytes = 0  # requests whose handlers still wait (acks=all, long polls)
+        self._unthrottle: asyncio.TimerHandle | None = None  # set while a quota throttles this client
+        self._held: deque[memoryview] = deque()  # frames read but not served while throttled
+        self.software: tuple[str | None, str | None] = (None, None)  # from ApiVersions v3+
         self.last_active = time.monotonic()
 
     # --- asyncio.Protocol -------------------------------------------------------------------
@@ -104,9 +112,14 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.address = str(peer[0]) if peer else "?"
         refused = self.server.accept(self, self.address)
         if refused is not None:
-            log.warning("refusing connection from %s: %s", self.peer, refused)
+            reason, hold_s = refused
+            log.warning("refusing connection from %s: %s", self.peer, reason)
             self._closing = True
-            transport.abort()
+            if hold_s > 0:  # a connection over its creation rate is held, then closed (as Kafka does)
+                transport.pause_reading()
+                asyncio.get_running_loop().call_later(hold_s, transport.abort)
+            else:
+                transport.abort()
             return
         if self.security.ssl_context is not None and self.sasl is None:
             try:
@@ -126,7 +139,11 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._closing = True
+        if self._unthrottle is not None:
+            self._unthrottle.cancel()
+            self._unthrottle = None
         self.server.forget(self, self.address)
+        self._held.clear()
         for task in list(self._tasks):
             task.cancel()
         self._queue.clear()
@@ -156,24 +173,38 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.warning("closing connection from %s: %s%s", self.peer, exc, hint)
             self._close_after_pending()  # requests read before the broken frame are still answered
             return
+        self._serve(frames)
+        try:
+            self.decoder.raise_pending()  # a broken frame followed the ones just served
+        except ProtocolError as exc:
+            log.warning("closing connection from %s: %s", self.peer, exc)
+            self._serve(self._take_held(), throttled=False)  # what came before it is still answered
+            self._close_after_pending()
+            return
+        self._update_reading()
+
+    def _serve(self, frames: list[memoryview], *, throttled: bool = True) -> None:
+        """Dispatch frames in order; once a quota throttles this client the rest wait for the
+        throttle to end, as if they had not been read yet (Kafka reads one request at a time)."""
         # Responses completed while handling this read leave in one write.
         self._out = out = []
         try:
-            for frame in frames:
+            for i, frame in enumerate(frames):
                 if self._closing or self._close_when_drained:
+                    break
+                if throttled and self._unthrottle is not None:
+                    self._held.extend(frames[i:])
                     break
                 self._dispatch(frame)
         finally:
             self._out = None
             if out:
                 self._send(out)
-        try:
-            self.decoder.raise_pending()  # a broken frame followed the ones just served
-        except ProtocolError as exc:
-            log.warning("closing connection from %s: %s", self.peer, exc)
-            self._close_after_pending()
-            return
-        self._update_reading()
+
+    def _take_held(self) -> list[memoryview]:
+        held = list(self._held)
+        self._held.clear()
+        return held
 
     # --- dispatch ---------------------------------------------------------------------------
 
@@ -203,6 +234,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         if self.sasl is not None and not self._sasl_admits(key, version, header, request.body):
             return
+        if key == ApiKey.API_VERSIONS and version >= 3:  # KIP-511: the client names its software
+            self.software = (request.body.client_software_name, request.body.client_software_version)
         ctx = RequestContext(
             key,
             version,
@@ -212,27 +245,36 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.server.listener,
             self.principal,
             self.security.protocol,
+            client_software_name=self.software[0],
+            client_software_version=self.software[1],
         )
+        quotas = self.server.client_quotas
+        if quotas is not None:
+            quotas.before(ctx, request.body)
+        started = time.perf_counter_ns()
         try:
             result = spec.fn(ctx, request.body)
         except Exception:
             log.exception("handler %s v%d failed for %s", spec.name, version, self.peer)
             self._push(self._error_parts(ctx, request.body))
             return
+        busy_ns = time.perf_counter_ns() - started
         if inspect.isawaitable(result):
             slot = _Slot(nbytes=len(frame))
             self._queue.append(slot)
             self._waiting_bytes += slot.nbytes
             task = asyncio.ensure_future(result)
             self._tasks.add(task)
-            task.add_done_callback(lambda t, s=slot, c=ctx, b=request.body: self._finished(t, s, c, b))
+            size, body = len(frame), request.body
+            task.add_done_callback(lambda t, s=slot, c=ctx: self._finished(t, s, c, body, size, busy_ns))
             return
         if result is registry.NO_RESPONSE:
+            self._unanswered(ctx, request.body, len(frame), busy_ns)
             return
         if result is registry.CLOSE_CONNECTION:
             self._close_after_pending()
             return
-        self._push(self._encode(ctx, result))
+        self._push(self._respond(ctx, request.body, result, len(frame), busy_ns))
 
     def _sasl_admits(self, key: int, version: int, header: Any, body: Any) -> bool:
         """Run SASL requests through the authenticator; say whether anything else may be served."""
@@ -293,7 +335,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         else:
             answer()
 
-    def _finished(self, task: asyncio.Task, slot: _Slot, ctx: RequestContext, body: Any) -> None:
+    def _finished(
+        self,
+        task: asyncio.Task,
+        slot: _Slot,
+        ctx: RequestContext,
+        body: Any,
+        request_bytes: int,
+        busy_ns: int,
+    ) -> None:
         self._tasks.discard(task)
         self._waiting_bytes -= slot.nbytes
         slot.nbytes = 0
@@ -310,12 +360,73 @@ class KafkaConnection(asyncio.BufferedProtocol):
             result = task.result()
             if result is registry.CLOSE_CONNECTION:
                 self._close_when_drained = True
-            elif result is not registry.NO_RESPONSE:
-                slot.parts = self._encode(ctx, result)
+            elif result is registry.NO_RESPONSE:
+                self._unanswered(ctx, body, request_bytes, busy_ns)
+            else:
+                slot.parts = self._respond(ctx, body, result, request_bytes, busy_ns)
                 if slot.parts is None:
                     return
         slot.done = True
         self._flush()
+
+    def _respond(
+        self, ctx: RequestContext, req: Any, body: Any, request_bytes: int, busy_ns: int
+    ) -> Parts | None:
+        """The response's frame parts, after counting the request against its client's quotas: a
+        throttled answer carries its throttle time (a consumer's fetch then no records) and the
+        connection is muted for that long."""
+        quotas = self.server.client_quotas
+        if quotas is None or not quotas.active:
+            return self._encode(ctx, body)
+        started = time.perf_counter_ns()
+        parts = self._encode(ctx, body)
+        if parts is None:
+            return None
+        throttle = quotas.after(
+            ctx,
+            req,
+            request_bytes=request_bytes,
+            response_bytes=sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in parts),
+            busy_ns=busy_ns + time.perf_counter_ns() - started,
+            answered=True,
+        )
+        if throttle <= 0:
+            return parts
+        if ctx.api_key == ApiKey.FETCH:
+            body = without_records(body)
+        self._throttle(throttle)
+        return self._encode(ctx, with_throttle(ctx.api_key, body, throttle))
+
+    def _unanswered(self, ctx: RequestContext, req: Any, request_bytes: int, busy_ns: int) -> None:
+        """A request answered by silence (acks=0 produce) still counts; a throttle mutes the client."""
+        quotas = self.server.client_quotas
+        if quotas is None or not quotas.active:
+            return
+        throttle = quotas.after(
+            ctx, req, request_bytes=request_bytes, response_bytes=0, busy_ns=busy_ns, answered=False
+        )
+        if throttle > 0:
+            self._throttle(throttle)
+
+    def _throttle(self, throttle_ms: int) -> None:
+        """Read nothing from this client for ``throttle_ms`` (a longer throttle replaces a shorter)."""
+        if self.transport is None or self._closing:
+            return
+        loop = asyncio.get_running_loop()
+        until = loop.time() + throttle_ms / 1000
+        current = self._unthrottle
+        if current is not None:
+            if current.when() >= until:
+                return
+            current.cancel()
+        self._unthrottle = loop.call_at(until, self._end_throttle)
+        self._update_reading()
+
+    def _end_throttle(self) -> None:
+        self._unthrottle = None
+        if self._held and not self._closing:
+            self._serve(self._take_held())
+        self._update_reading()
 
     def _encode(self, ctx: RequestContext, body: Any) -> Parts | None:
         try:
@@ -441,6 +552,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return
         busy = (
             self._write_paused
+            or self._unthrottle is not None
             or self._close_when_drained
             or len(self._queue) >= self.server.max_queued_requests
             or self._waiting_bytes >= self.server.max_queued_request_bytes
@@ -460,6 +572,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._closing:
             return
         self._closing = True
+        if self._unthrottle is not None:
+            self._unthrottle.cancel()
+            self._unthrottle = None
         for task in list(self._tasks):
             task.cancel()
         if self.transport is not None:

@@ -20,12 +20,20 @@ class RequestContext:
     security_protocol: str = "PLAINTEXT"
     # this node calling its own controller in-process (no connection, nothing to authorize)
     internal: bool = False
+    # what the client said it is in ApiVersions (v3+) on this connection, if it did
+    client_software_name: str | None = None
+    client_software_version: str | None = None
 
     @property
     def client_address(self) -> str:
         """The client's IP address, as ACL hosts name it."""
         host = self.client_host.rpartition(":")[0] if ":" in self.client_host else self.client_host
         return host.strip("[]")
+
+    @property
+    def client_port(self) -> int | None:
+        port = self.client_host.rpartition(":")[2]
+        return int(port) if port.isdigit() else None
 
     @staticmethod
     def now_ms() -> int:

@@ -27,7 +27,8 @@ from pylog.protocol.errors import ErrorCode
 from pylog.broker.context import RequestContext
 from pylog.broker.error_response import error_response
 from pylog.broker.registry import HandlerSpec, HandlerTable
-from pylog.cluster.channel import ChannelError, NodeChannel
+from pylog.client.protocol import Channel
+from pylog.cluster.channel import ChannelError, node_channel
 from pylog.cluster.quorum_addresses import QuorumAddresses
 from pylog.security.client import PLAINTEXT, ClientSecurity
 
@@ -113,15 +114,15 @@ class ControllerChannel:
         self._local = local
         self.request_timeout_s = request_timeout_s
         self._client_id = f"pylog-node-{node_id}"
-        self._channels: dict[tuple[str, int], NodeChannel] = {}
+        self._channels: dict[tuple[str, int], Channel] = {}
         self._last_leader: int | None = None
 
-    def _channel(self, voter: int) -> NodeChannel:
+    def _channel(self, voter: int) -> Channel:
         address = self.addresses.address(voter)
         assert address is not None
         ch = self._channels.get(address)
         if ch is None:
-            ch = self._channels[address] = NodeChannel(
+            ch = self._channels[address] = node_channel(
                 address[0], address[1], client_id=self._client_id, security=self.security
             )
         return ch
@@ -188,7 +189,7 @@ class ControllerChannel:
             await asyncio.sleep(min(RETRY_S, max(deadline - loop.time(), 0)))
 
     async def _enveloped(
-        self, channel: NodeChannel, caller: RequestContext, body: Any, timeout_s: float
+        self, channel: Channel, caller: RequestContext, body: Any, timeout_s: float
     ) -> Any:
         from pylog.broker.handlers.envelope import envelope_request
 

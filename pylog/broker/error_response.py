@@ -205,6 +205,21 @@ def _alter_scram(req: Any, code: int) -> dict:
     return {"results": [{"user": u, "error_code": code, "error_message": None} for u in users]}
 
 
+def _alter_client_quotas(req: Any, code: int) -> dict:
+    return {
+        "entries": [
+            {
+                "error_code": code,
+                "error_message": None,
+                "entity": [
+                    {"entity_type": e.entity_type, "entity_name": e.entity_name} for e in entry.entity
+                ],
+            }
+            for entry in req.entries
+        ]
+    }
+
+
 def _offset_for_leader_epoch(req: Any, code: int) -> dict:
     return {
         "topics": [
@@ -283,6 +298,21 @@ def _share_offsets(req: Any, code: int) -> dict:
     }
 
 
+def _alter_reassignments(req: Any, code: int) -> dict:
+    return {
+        "error_code": code,
+        "responses": [
+            {
+                "name": t.name,
+                "partitions": [
+                    {"partition_index": p.partition_index, "error_code": code} for p in t.partitions
+                ],
+            }
+            for t in req.topics
+        ],
+    }
+
+
 def _envelope(req: Any, code: int) -> dict:
     return {"response_data": None, "error_code": code}
 
@@ -308,6 +338,9 @@ _BUILDERS: dict[int, Builder] = {
     37: _create_partitions,
     43: _elect_leaders,
     44: _alter_configs,
+    45: _alter_reassignments,
+    46: _top_level,
+    64: _top_level,
     55: _top_level,
     36: _top_level,
     60: _top_level,
@@ -321,6 +354,11 @@ _BUILDERS: dict[int, Builder] = {
     31: _delete_acls,
     50: _top_level,
     51: _alter_scram,
+    48: _top_level,
+    49: _alter_client_quotas,
+    71: _top_level,
+    72: _top_level,
+    74: _top_level,
     56: _top_level,
     57: _top_level,
     58: _envelope,

@@ -11,10 +11,11 @@ from __future__ import annotations
 import logging
 import shutil
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from pylog.protocol.errors import ErrorCode
 from pylog.storage import list_partitions
 from pylog.storage.checkpoint import HIGH_WATERMARK_FILE, read_offset_checkpoint, write_offset_checkpoint
 
@@ -43,12 +44,22 @@ class ReplicaManager:
         )
         self._lock = threading.Lock()  # guards the dicts against the maintenance thread
         self._checkpointed = read_offset_checkpoint(data_dir / HIGH_WATERMARK_FILE)
+        # whether the cluster has a partition at all (set once the metadata is known)
+        self.partition_exists: Callable[[str, int], bool] = lambda topic, index: False
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
 
     def topic_partitions(self, topic: str) -> dict[int, Partition]:
         return self._by_topic.get(topic, _EMPTY)
+
+    def absent_error(self, topic: str, index: int) -> int:
+        """The error for a partition this broker does not host: NOT_LEADER_OR_FOLLOWER when the
+        cluster has it elsewhere (it moved away: the client refreshes its metadata, as with Kafka),
+        else UNKNOWN_TOPIC_OR_PARTITION."""
+        if self.partition_exists(topic, index):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
     def topics(self) -> list[str]:
         return list(self._by_topic)

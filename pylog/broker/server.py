@@ -10,6 +10,7 @@ import time
 
 from pylog.broker.connection import KafkaConnection
 from pylog.broker.registry import HandlerTable
+from pylog.broker.throttling import QuotaEnforcer
 from pylog.config import BrokerConfig
 from pylog.security.listener import PLAINTEXT_LISTENER, ListenerSecurity
 from pylog.security.quotas import ConnectionQuotas
@@ -28,6 +29,7 @@ class KafkaServer:
         listener: str = "PLAINTEXT",
         security: ListenerSecurity | None = None,
         quotas: ConnectionQuotas | None = None,
+        client_quotas: QuotaEnforcer | None = None,
     ) -> None:
         self.table = table
         self.listener = listener
@@ -36,6 +38,7 @@ class KafkaServer:
         cfg = config
         self.max_request_bytes = cfg.int("socket.request.max.bytes")
         self.quotas = quotas or ConnectionQuotas.from_config(cfg, [listener])
+        self.client_quotas = client_quotas  # None: no client quotas here (the controller listener)
         self.max_queued_requests = max(1, cfg.int("queued.max.requests"))
         queued_bytes = cfg.int("queued.max.request.bytes")
         self.max_queued_request_bytes = queued_bytes if queued_bytes > 0 else sys.maxsize
@@ -67,12 +70,19 @@ class KafkaServer:
         assert self._server is not None
         await self._server.start_serving()
 
-    def accept(self, conn: KafkaConnection, address: str) -> str | None:
-        """Admit a new connection, or say which limit refuses it."""
+    def accept(self, conn: KafkaConnection, address: str) -> tuple[str, float] | None:
+        """Admit a new connection, or say which limit refuses it and how long to hold it first
+        (a connection over its address's creation rate is closed after its throttle time)."""
+        if self.client_quotas is not None:
+            hold_ms = self.client_quotas.throttle_connection(address)
+            if hold_ms > 0:
+                reason = f"connection_creation_rate of {address} exceeded, closing in {hold_ms} ms"
+                return reason, hold_ms / 1000
         refused = self.quotas.admit(self.listener, address)
         if refused is None:
             self.connections.add(conn)
-        return refused
+            return None
+        return refused, 0.0
 
     def forget(self, conn: KafkaConnection, address: str) -> None:
         if conn in self.connections:

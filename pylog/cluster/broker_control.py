@@ -29,6 +29,7 @@ from pylog.cluster.records import (
     BrokerRegistrationChangeRecord,
     MetadataRecord,
     RegisterBrokerRecord,
+    UnregisterBrokerRecord,
 )
 from pylog.protocol.errors import ErrorCode
 
@@ -49,6 +50,12 @@ class BrokerHeartbeatResult:
     is_caught_up: bool = False
     is_fenced: bool = True
     should_shut_down: bool = False
+
+
+@dataclass(frozen=True)
+class UnregisterBrokerResult:
+    error_code: int = ErrorCode.NONE
+    error_message: str | None = None
 
 
 class BrokerSessions:
@@ -186,6 +193,28 @@ class BrokerControl:
                 self._make_unusable(b, fence=True)
                 fenced.append(broker_id)
         return fenced
+
+    def unregister(self, broker_id: int) -> UnregisterBrokerResult:
+        """UnregisterBroker: the broker leaves every ISR and leadership, then its registration goes.
+        As in Kafka, a live broker may be unregistered too (it registers again if it keeps running);
+        tools move its replicas away and stop it first."""
+        b = self._image().brokers.get(broker_id)
+        if b is None:
+            return UnregisterBrokerResult(
+                ErrorCode.BROKER_ID_NOT_REGISTERED, f"Broker ID {broker_id} is not currently registered"
+            )
+        image = self._image()
+        usable = set(image.live_brokers()) - {broker_id}
+        records: list[MetadataRecord] = []
+        for topic in image.topics.values():
+            for p in image.partitions(topic.topic_id).values():
+                r = on_broker_unusable(p, broker_id, usable, self._unclean(topic.topic_id))
+                if r is not None:
+                    records.append(r)
+        records.append(UnregisterBrokerRecord(broker_id, b.broker_epoch))
+        self._emit(records)
+        self.sessions.forget(broker_id)
+        return UnregisterBrokerResult()
 
     # ------------------------------------------------------------------ internals
 

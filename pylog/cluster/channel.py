@@ -1,14 +1,17 @@
-"""``NodeChannel``: this node's Kafka-protocol connection to another node's listener.
+"""This node's Kafka-protocol connections to other nodes' listeners.
 
-Requests are pipelined on one TCP connection and matched to responses by correlation id (a pylog
-node answers in request order, as every Kafka broker does). A failure (refused, reset, a frame
-that does not parse, a request that times out) fails every request in flight and drops the
-connection; the next request connects again. Callers decide whether to retry: Raft tolerates a
-lost message, a controller call retries against whoever leads next.
+``node_channel`` is the channel the controller side uses (Raft between voters, the quorum fetcher,
+observers, the controller channel that carries registration, heartbeats and forwarded admin
+requests): pylog's client transport (`pylog.client.protocol.Channel`), reconnecting on demand,
+secured with the node's ``ClientSecurity`` (TLS from the start, SASL before the first request, the
+session replaced before the lifetime the broker grants runs out), and with no ApiVersions round
+trip (nodes speak the same codec) and no backoff of its own (its callers retry on their own
+schedule: Raft tolerates a lost message, a controller call retries against whoever leads next).
 
-A secured listener is reached with the node's ``ClientSecurity``: TLS from the start, then SASL
-before the first request; until that completes no request leaves. When the broker grants a SASL
-session lifetime (``connections.max.reauth.ms``), the connection is replaced before it ends.
+``NodeChannel`` is the broker-to-broker connection the replica fetcher and the transaction markers
+use: requests pipelined on one TCP connection and matched to responses by correlation id; a
+failure (refused, reset, a frame that does not parse, a request that times out) fails every
+request in flight and drops the connection; the next request connects again.
 """
 
 from __future__ import annotations
@@ -21,6 +24,8 @@ import socket
 import struct
 from typing import Any
 
+from pylog.client.errors import TransportError
+from pylog.client.protocol import Channel, ConnectionSettings
 from pylog.protocol import api
 from pylog.protocol.errors import ProtocolError
 from pylog.protocol.framing import FrameReader
@@ -30,10 +35,22 @@ log = logging.getLogger(__name__)
 
 _SIZE = struct.Struct(">i")
 MAX_RESPONSE_BYTES = 512 * 1024 * 1024
+CONNECT_TIMEOUT_S = 2.0
+
+ChannelError = TransportError
+"""The request did not get an answer: no connection, a broken one, or a timeout."""
 
 
-class ChannelError(ConnectionError):
-    """The request did not get an answer: no connection, a broken one, or a timeout."""
+def node_channel(host: str, port: int, *, client_id: str, security: ClientSecurity = PLAINTEXT,
+                 connect_timeout_s: float = CONNECT_TIMEOUT_S,
+                 max_response_bytes: int = MAX_RESPONSE_BYTES) -> Channel:
+    """A connection to another node's listener; ``request(api_key, version, body, timeout_s)``
+    raises ChannelError, ``close()`` drops it."""
+    settings = ConnectionSettings(
+        client_id=client_id, security=security, connect_timeout_s=connect_timeout_s,
+        max_response_bytes=max_response_bytes, negotiate_versions=False,
+        reconnect_backoff_s=0.0, reconnect_backoff_max_s=0.0)
+    return Channel(host, port, settings)
 
 
 class NodeChannel:

@@ -41,6 +41,7 @@ from pylog.cluster.broker_control import (
     BrokerHeartbeatResult,
     BrokerRegistrationResult,
     BrokerSessions,
+    UnregisterBrokerResult,
 )
 from pylog.cluster.config_control import (
     AlterableConfig,
@@ -54,6 +55,8 @@ from pylog.cluster.config_control import (
 )
 from pylog.cluster.feature_control import FeatureUpdate, FeatureUpdateResult, update_features
 from pylog.cluster.image import MetadataImage
+from pylog.cluster.placement import assign_replicas, place_replicas
+from pylog.cluster.quota_control import QuotaAlteration, QuotaAlterationResult, QuotaControl
 from pylog.cluster.records import (
     BrokerEndpoint,
     ConfigRecord,
@@ -64,7 +67,15 @@ from pylog.cluster.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
-from pylog.cluster.replica_control import ElectionResult, IsrChange, IsrChangeResult, ReplicaControl
+from pylog.cluster.replica_control import (
+    ElectionResult,
+    IsrChange,
+    IsrChangeResult,
+    OngoingReassignment,
+    ReassignmentRequest,
+    ReassignmentResult,
+    ReplicaControl,
+)
 from pylog.config import BrokerConfig
 from pylog.protocol.errors import ErrorCode
 from pylog.security.acl import AclBinding, AclBindingFilter
@@ -220,31 +231,6 @@ def validate_topic_name(name: str) -> tuple[int, str | None]:
     return ErrorCode.NONE, None
 
 
-def assign_replicas(
-    brokers: Sequence[int],
-    num_partitions: int,
-    replication_factor: int,
-    start: int,
-    shift: int,
-    first: int = 0,
-) -> list[tuple[int, ...]]:
-    """Round-robin replica placement (Kafka's classic, non-rack-aware scheme).
-
-    Partition p's leader is ``brokers[(start + p) % n]``; followers follow at a
-    distance that grows every n partitions, so leaders and followers both spread.
-    """
-    n = len(brokers)
-    out = []
-    for p in range(first, first + num_partitions):
-        lead = (start + p) % n
-        s = shift + p // n
-        replicas = [brokers[lead]]
-        for j in range(replication_factor - 1):
-            replicas.append(brokers[(lead + 1 + (s + j) % (n - 1)) % n])
-        out.append(tuple(replicas))
-    return out
-
-
 # ---------------------------------------------------------------------- the controller
 
 
@@ -278,6 +264,7 @@ class QuorumController:
         )
         self._replicas = ReplicaControl(lambda: self._image, self._collect)
         self._acls = AclControl(lambda: self._image, self._collect, random.Random(rng.getrandbits(64)))
+        self._quotas = QuotaControl(lambda: self._image, self._collect)
 
     @property
     def image(self) -> MetadataImage:
@@ -414,7 +401,8 @@ class QuorumController:
                 f"cannot be reached because only {len(live)} broker(s) are registered.",
             )
         start, shift = self._rng.randrange(len(live)), self._rng.randrange(len(live))
-        return assign_replicas(live, partitions, rf, start, shift, first)
+        racks = {b: self._image.brokers[b].rack for b in live}
+        return place_replicas(racks, partitions, rf, start, shift, first)
 
     def _manual_assignments(
         self, assignments: Mapping[int, Sequence[int]], live: list[int]
@@ -647,6 +635,28 @@ class QuorumController:
             return self._not_controller([ElectionResult(t, p) for t, p in names])
         return self._run(lambda: self._replicas.elect_leaders(election_type, partitions))
 
+    def alter_partition_reassignments(
+        self, requests: Sequence[ReassignmentRequest], *, allow_replication_factor_change: bool = True
+    ) -> ControllerResult[list[ReassignmentResult]]:
+        if not self._active:
+            return self._not_controller([ReassignmentResult(r.topic, r.partition) for r in requests])
+        return self._run(
+            lambda: self._replicas.alter_reassignments(requests, allow_replication_factor_change)
+        )
+
+    def list_partition_reassignments(
+        self, partitions: Sequence[tuple[str, int]] | None
+    ) -> ControllerResult[tuple[int, list[OngoingReassignment]]]:
+        """(top-level error, the reassignments in flight); read-only."""
+        if not self._active:
+            return ControllerResult((), (ErrorCode.NOT_CONTROLLER, []))
+        return ControllerResult((), (ErrorCode.NONE, self._replicas.list_reassignments(partitions)))
+
+    def unregister_broker(self, broker_id: int) -> ControllerResult[UnregisterBrokerResult]:
+        if not self._active:
+            return self._not_controller(UnregisterBrokerResult())
+        return self._run(lambda: self._brokers.unregister(broker_id))
+
     def rebalance_leaders(self) -> ControllerResult[int]:
         """auto.leader.rebalance.enable: move leadership back to preferred replicas."""
         if not self._active:
@@ -714,6 +724,16 @@ class QuorumController:
             users = list(dict.fromkeys(i.name for i in [*deletions, *upsertions]))
             return self._not_controller([ScramAlterResult(u) for u in users])
         return self._run(lambda: self._acls.alter_scram(deletions, upsertions))
+
+    # ------------------------------------------------------------------ client quotas
+
+    def alter_client_quotas(
+        self, alterations: Sequence[QuotaAlteration], *, validate_only: bool = False
+    ) -> ControllerResult[list[QuotaAlterationResult]]:
+        """AlterClientQuotas (rules in ``pylog.cluster.quota_control``)."""
+        if not self._active:
+            return self._not_controller([QuotaAlterationResult(a.entity) for a in alterations])
+        return self._run(lambda: self._quotas.alter(alterations, validate_only))
 
     def _not_controller(self, response: T) -> ControllerResult[T]:
         base: ControllerResult[T] = ControllerResult((), response)

@@ -20,6 +20,7 @@ from pylog.cluster.records import (
     AccessControlEntryRecord,
     BrokerEndpoint,
     BrokerRegistrationChangeRecord,
+    ClientQuotaRecord,
     ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,
@@ -58,6 +59,20 @@ class PartitionImage:
     leader: int
     leader_epoch: int
     partition_epoch: int
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
+
+    @property
+    def reassigning(self) -> bool:
+        """A reassignment is in flight (replicas being added or removed)."""
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """The replicas once any reassignment in flight completes."""
+        if not self.removing_replicas:
+            return self.replicas
+        return tuple(r for r in self.replicas if r not in self.removing_replicas)
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +92,7 @@ class BrokerRegistration:
 
 
 ConfigKey = tuple[int, str]  # (ConfigResourceType, resource name)
+QuotaEntity = tuple[tuple[str, "str | None"], ...]  # (entity type, name or None: default), by type
 
 
 class MetadataImage:
@@ -93,6 +109,8 @@ class MetadataImage:
         self._acls: dict[uuid.UUID, AclBinding] = {}
         self._scram: dict[tuple[str, int], ScramCredential] = {}
         self.acl_generation = 0  # bumped by every ACL change (authorizers rebuild their index)
+        self._client_quotas: dict[QuotaEntity, dict[str, float]] = {}
+        self.client_quota_generation = 0  # bumped by every quota change (enforcers re-read them)
 
     # ------------------------------------------------------------------ apply
 
@@ -118,7 +136,15 @@ class MetadataImage:
     def _apply_PartitionRecord(self, r: PartitionRecord) -> None:
         parts = self._topic_partitions(r.topic_id)
         parts[r.partition_id] = PartitionImage(
-            r.topic_id, r.partition_id, r.replicas, r.isr, r.leader, r.leader_epoch, r.partition_epoch
+            r.topic_id,
+            r.partition_id,
+            r.replicas,
+            r.isr,
+            r.leader,
+            r.leader_epoch,
+            r.partition_epoch,
+            r.adding_replicas,
+            r.removing_replicas,
         )
 
     def _apply_PartitionChangeRecord(self, r: PartitionChangeRecord) -> None:
@@ -131,6 +157,10 @@ class MetadataImage:
             changes["isr"] = r.isr
         if r.replicas is not None:
             changes["replicas"] = r.replicas
+        if r.adding_replicas is not None:
+            changes["adding_replicas"] = r.adding_replicas
+        if r.removing_replicas is not None:
+            changes["removing_replicas"] = r.removing_replicas
         if r.leader != LEADER_NO_CHANGE and r.leader != p.leader:
             changes["leader"] = r.leader
             changes["leader_epoch"] = p.leader_epoch + 1
@@ -221,6 +251,18 @@ class MetadataImage:
         if self._scram.pop((r.name, r.mechanism), None) is None:
             raise MetadataApplyError(f"no SCRAM credential for {r.name} / mechanism {r.mechanism}")
 
+    def _apply_ClientQuotaRecord(self, r: ClientQuotaRecord) -> None:
+        entity = tuple(sorted(r.entity, key=lambda p: p[0]))
+        if r.remove:
+            values = self._client_quotas.get(entity)
+            if values is not None:
+                values.pop(r.key, None)
+                if not values:
+                    del self._client_quotas[entity]
+        else:
+            self._client_quotas.setdefault(entity, {})[r.key] = float(r.value)
+        self.client_quota_generation += 1
+
     def _topic_partitions(self, topic_id: uuid.UUID) -> dict[int, PartitionImage]:
         parts = self._partitions.get(topic_id)
         if parts is None:
@@ -287,6 +329,15 @@ class MetadataImage:
     def scram_credential(self, name: str, mechanism: int) -> ScramCredential | None:
         return self._scram.get((name, int(mechanism)))
 
+    @property
+    def client_quotas(self) -> Mapping[QuotaEntity, Mapping[str, float]]:
+        """Quota values by entity (see ``pylog.quotas.entity``)."""
+        return MappingProxyType(self._client_quotas)
+
+    def config_resources(self, resource_type: int) -> list[str]:
+        """Names of the resources of a type that have overrides, sorted."""
+        return sorted(name for t, name in self._configs if t == int(resource_type))
+
     # ------------------------------------------------------------------ whole image
 
     def copy(self) -> MetadataImage:
@@ -303,6 +354,8 @@ class MetadataImage:
         other._acls = dict(self._acls)
         other._scram = dict(self._scram)
         other.acl_generation = self.acl_generation
+        other._client_quotas = {k: dict(v) for k, v in self._client_quotas.items()}
+        other.client_quota_generation = self.client_quota_generation
         return other
 
     def to_records(self) -> list[MetadataRecord]:
@@ -335,6 +388,8 @@ class MetadataImage:
                         p.leader,
                         p.leader_epoch,
                         p.partition_epoch,
+                        p.adding_replicas,
+                        p.removing_replicas,
                     )
                 )
         for (rtype, rname), cfg in sorted(self._configs.items()):
@@ -357,6 +412,9 @@ class MetadataImage:
             out.append(
                 UserScramCredentialRecord(name, mechanism, c.salt, c.stored_key, c.server_key, c.iterations)
             )
+        for entity, values in sorted(self._client_quotas.items(), key=lambda kv: _entity_order(kv[0])):
+            for key, value in sorted(values.items()):
+                out.append(ClientQuotaRecord(entity, key, value))
         return out
 
     @classmethod
@@ -387,9 +445,18 @@ class MetadataImage:
             "features": dict(sorted(self._features.items())),
             "acls": {str(k): v for k, v in sorted(self._acls.items(), key=lambda kv: str(kv[0]))},
             "scram": {f"{n}:{m}": c for (n, m), c in sorted(self._scram.items())},
+            "client_quotas": {
+                ",".join(f"{t}={'<default>' if n is None else n}" for t, n in e): dict(sorted(v.items()))
+                for e, v in sorted(self._client_quotas.items(), key=lambda kv: _entity_order(kv[0]))
+            },
         }
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, MetadataImage) and self.to_dict() == other.to_dict()
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def _entity_order(entity: QuotaEntity) -> tuple[tuple[str, bool, str], ...]:
+    """Sorts entities with default (None) names, which do not compare with strings."""
+    return tuple((t, n is not None, n or "") for t, n in entity)

@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from pylog.cluster.channel import ChannelError, NodeChannel
+from pylog.client.protocol import Channel
+from pylog.cluster.channel import ChannelError, node_channel
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.image_feed import ImageFeed, ImageListener, MetadataListener
 from pylog.cluster.quorum_addresses import QuorumAddresses
@@ -47,7 +48,7 @@ class MetadataObserver:
         self.request_timeout_s = request_timeout_s
         self.addresses = addresses
         self.security = security
-        self._channels: dict[tuple[str, int], NodeChannel] = {}
+        self._channels: dict[tuple[str, int], Channel] = {}
         self.leader_id: int | None = None
         self.high_watermark = 0
         self._caught_up = asyncio.Event()
@@ -72,11 +73,11 @@ class MetadataObserver:
         self._task = asyncio.create_task(self._run(), name=f"metadata-observer-{self.node_id}")
         await self._caught_up.wait()
 
-    def _channel(self, address: tuple[str, int]) -> NodeChannel:
+    def _channel(self, address: tuple[str, int]) -> Channel:
         ch = self._channels.get(address)
         if ch is None:
             client_id = f"pylog-observer-{self.node_id}"
-            ch = self._channels[address] = NodeChannel(*address, client_id=client_id, security=self.security)
+            ch = self._channels[address] = node_channel(*address, client_id=client_id, security=self.security)
         return ch
 
     async def _run(self) -> None:

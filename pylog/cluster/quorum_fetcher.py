@@ -15,7 +15,8 @@ import asyncio
 import logging
 from typing import Any
 
-from pylog.cluster.channel import ChannelError, NodeChannel
+from pylog.client.protocol import Channel
+from pylog.cluster.channel import ChannelError, node_channel
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.quorum_addresses import QuorumAddresses
 from pylog.cluster.raft_transport import snapshot_from_wire, uuid_or_none
@@ -82,7 +83,7 @@ class QuorumFetcher:
         self.cluster_id = cluster_id
         self.request_timeout_s = request_timeout_s
         self.security = security
-        self._channels: dict[tuple[str, int], NodeChannel] = {}
+        self._channels: dict[tuple[str, int], Channel] = {}
         self._target: int | None = None
         self._task: asyncio.Task[None] | None = None
         self.fetches = 0
@@ -94,11 +95,11 @@ class QuorumFetcher:
         q = self.quorum
         return not q.is_voter or q.leader_id is None
 
-    def _channel(self, address: tuple[str, int]) -> NodeChannel:
+    def _channel(self, address: tuple[str, int]) -> Channel:
         ch = self._channels.get(address)
         if ch is None:
             client_id = f"pylog-observer-{self.quorum.node_id}"
-            ch = self._channels[address] = NodeChannel(*address, client_id=client_id, security=self.security)
+            ch = self._channels[address] = node_channel(*address, client_id=client_id, security=self.security)
         return ch
 
     async def _run(self) -> None:

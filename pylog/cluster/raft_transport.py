@@ -17,7 +17,8 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from pylog.cluster.channel import ChannelError, NodeChannel
+from pylog.client.protocol import Channel
+from pylog.cluster.channel import ChannelError, node_channel
 from pylog.cluster.raft_types import Entry, Message, MessageType, Snapshot
 from pylog.cluster.voters import ControlBatch, decode_control, encode_control
 from pylog.protocol.api import PylogApiKey
@@ -111,7 +112,7 @@ class RaftTransport:
         self.request_timeout_s = request_timeout_s
         self.security = security
         self._addresses: dict[int, tuple[str, int]] = {}
-        self._channels: dict[int, NodeChannel] = {}
+        self._channels: dict[int, Channel] = {}
         self._outbox: dict[int, deque[Message]] = {}
         self._wake: dict[int, asyncio.Event] = {}
         self._tasks: dict[int, asyncio.Task[None]] = {}
@@ -129,7 +130,7 @@ class RaftTransport:
             if peer in self._addresses:
                 continue
             self._addresses[peer] = (host, port)
-            self._channels[peer] = NodeChannel(
+            self._channels[peer] = node_channel(
                 host, port, client_id=f"pylog-raft-{self.node_id}", security=self.security
             )
             self._outbox[peer] = deque()

@@ -102,6 +102,10 @@ class PartitionRecord:
     leader: int
     leader_epoch: int = 0
     partition_epoch: int = 0
+    # a reassignment in flight (KIP-455): ``replicas`` is the target followed by the replicas
+    # being removed; the target's new members are ``adding_replicas``
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -117,6 +121,8 @@ class PartitionChangeRecord:
     isr: tuple[int, ...] | None = None
     leader: int = LEADER_NO_CHANGE
     replicas: tuple[int, ...] | None = None
+    adding_replicas: tuple[int, ...] | None = None
+    removing_replicas: tuple[int, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,6 +204,18 @@ class RemoveUserScramCredentialRecord:
     mechanism: int
 
 
+@dataclass(frozen=True, slots=True)
+class ClientQuotaRecord:
+    """Set (or with ``remove``, delete) one quota ``key`` of a client quota entity: ``(entity type,
+    name)`` pairs sorted by type (``user``, ``client-id``, ``ip``), a None name being the default."""
+
+    TYPE: ClassVar[str] = "ClientQuotaRecord"
+    entity: tuple[tuple[str, str | None], ...]
+    key: str
+    value: float = 0.0
+    remove: bool = False
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | BrokerRegistrationChangeRecord
@@ -213,6 +231,7 @@ MetadataRecord = (
     | RemoveAccessControlEntryRecord
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
+    | ClientQuotaRecord
 )
 
 RECORD_TYPES: dict[str, type[Any]] = {
@@ -232,6 +251,7 @@ RECORD_TYPES: dict[str, type[Any]] = {
         RemoveAccessControlEntryRecord,
         UserScramCredentialRecord,
         RemoveUserScramCredentialRecord,
+        ClientQuotaRecord,
     )
 }
 
@@ -248,6 +268,10 @@ def _endpoints(v: Any) -> tuple[BrokerEndpoint, ...]:
     return tuple(BrokerEndpoint(**e) for e in v)
 
 
+def _entity(v: Any) -> tuple[tuple[str, str | None], ...]:
+    return tuple((str(t), None if n is None else str(n)) for t, n in v)
+
+
 def _b64(v: Any) -> bytes:
     return base64.b64decode(v, validate=True)
 
@@ -262,7 +286,10 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
     "incarnation_id": uuid.UUID,
     "replicas": _ids,
     "isr": _ids,
+    "adding_replicas": _ids,
+    "removing_replicas": _ids,
     "endpoints": _endpoints,
+    "entity": _entity,
 }
 
 

@@ -1,5 +1,6 @@
-"""The controller's partition commands: ISR changes asked by leaders (AlterPartition) and leader
-elections asked by admins (ElectLeaders) or by the leader rebalancer (sans-IO).
+"""The controller's partition commands: ISR changes asked by leaders (AlterPartition), leader
+elections asked by admins (ElectLeaders) or by the leader rebalancer, and partition reassignments
+(AlterPartitionReassignments, ListPartitionReassignments; the rules are in `reassignment`). Sans-IO.
 
 A leader may change its partition's ISR only from the state it last saw: the request names the
 leader epoch and partition epoch it holds, and a stale one is refused (FENCED_LEADER_EPOCH,
@@ -14,7 +15,8 @@ from dataclasses import dataclass
 
 from pylog.cluster.image import MetadataImage, PartitionImage
 from pylog.cluster.partition_change import check_new_isr, preferred_election, unclean_election
-from pylog.cluster.records import LEADER_NO_CHANGE, MetadataRecord, PartitionChangeRecord
+from pylog.cluster.reassignment import cancel, isr_changed, reassign
+from pylog.cluster.records import LEADER_NO_CHANGE, MetadataRecord
 from pylog.protocol.errors import ErrorCode
 
 PREFERRED, UNCLEAN = 0, 1
@@ -38,6 +40,30 @@ class IsrChangeResult:
     leader_epoch: int = -1
     isr: tuple[int, ...] = ()
     partition_epoch: int = -1
+
+
+@dataclass(frozen=True)
+class ReassignmentRequest:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...] | None  # None: cancel the reassignment in flight
+
+
+@dataclass(frozen=True)
+class ReassignmentResult:
+    topic: str
+    partition: int
+    error_code: int = ErrorCode.NONE
+    error_message: str | None = None
+
+
+@dataclass(frozen=True)
+class OngoingReassignment:
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    adding_replicas: tuple[int, ...]
+    removing_replicas: tuple[int, ...]
 
 
 @dataclass(frozen=True)
@@ -77,8 +103,9 @@ class ReplicaControl:
             if error:
                 out.append(_result(p, error))
                 continue
-            if c.new_isr != p.isr:
-                self._emit([PartitionChangeRecord(p.topic_id, p.partition_id, isr=c.new_isr)])
+            record = isr_changed(p, c.new_isr, usable)
+            if record is not None:
+                self._emit([record])
             out.append(_result(self._image().partition(c.topic_id, c.partition) or p, ErrorCode.NONE))
         return ErrorCode.NONE, out
 
@@ -151,6 +178,84 @@ class ReplicaControl:
                 continue
             self._emit([record])
             out.append(ElectionResult(name, index))
+        return out
+
+    def alter_reassignments(
+        self, requests: Sequence[ReassignmentRequest], allow_replication_factor_change: bool = True
+    ) -> list[ReassignmentResult]:
+        """AlterPartitionReassignments: each partition moves to its target, or its move is
+        cancelled; a refused item changes nothing."""
+        out = []
+        for req in requests:
+            image = self._image()
+            usable = set(image.live_brokers())
+            p = image.partition(req.topic, req.partition)
+            error = self._check_reassignment(image, req, p, allow_replication_factor_change)
+            if error is not None:
+                out.append(ReassignmentResult(req.topic, req.partition, *error))
+                continue
+            assert p is not None
+            record = cancel(p, usable) if req.replicas is None else reassign(p, req.replicas, usable)
+            if record is not None:
+                self._emit([record])
+            out.append(ReassignmentResult(req.topic, req.partition))
+        return out
+
+    @staticmethod
+    def _check_reassignment(
+        image: MetadataImage, req: ReassignmentRequest, p: PartitionImage | None, allow_rf_change: bool
+    ) -> tuple[int, str] | None:
+        if image.topic(req.topic) is None or p is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "Unable to find partition " + (
+                f"{req.topic}-{req.partition}."
+            )
+        if req.replicas is None:
+            if not p.reassigning:
+                return ErrorCode.NO_REASSIGNMENT_IN_PROGRESS, (
+                    f"No ongoing reassignment for partition {req.topic}-{req.partition}."
+                )
+            return None
+        target = req.replicas
+        if not target:
+            return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
+                "The manual partition assignment includes an empty replica list."
+            )
+        seen: set[int] = set()
+        for b in target:
+            if b not in image.brokers:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
+                    f"The manual partition assignment includes broker {b}, but no such broker is registered."
+                )
+            if b in seen:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, (
+                    f"The manual partition assignment includes the broker {b} more than once."
+                )
+            seen.add(b)
+        current = len(p.replicas) - len(p.adding_replicas)  # the replication factor before the move
+        if not allow_rf_change and len(target) != current:
+            return ErrorCode.INVALID_REPLICATION_FACTOR, (
+                f"The replication factor is changed from {current} to {len(target)} but option "
+                "allowReplicationFactorChange is disabled."
+            )
+        return None
+
+    def list_reassignments(self, partitions: Sequence[tuple[str, int]] | None) -> list[OngoingReassignment]:
+        """ListPartitionReassignments: the moves in flight among ``partitions`` (None: all);
+        partitions that do not exist or are not moving are left out, as Kafka does."""
+        image = self._image()
+        if partitions is None:
+            partitions = [
+                (name, i)
+                for name, t in sorted(image.topics.items())
+                for i in sorted(image.partitions(t.topic_id))
+            ]
+        out = []
+        for name, index in partitions:
+            p = image.partition(name, index)
+            if p is not None and p.reassigning:
+                out.append(
+                    OngoingReassignment(name, index, p.replicas, p.adding_replicas, p.removing_replicas)
+                )
         return out
 
     def rebalance(self) -> int:

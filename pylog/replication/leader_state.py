@@ -74,11 +74,13 @@ class LeaderState:
         """The controller committed a new state for this partition (same leader epoch)."""
         if partition_epoch < self.partition_epoch:
             return
+        if partition_epoch > self.partition_epoch or self.pending_isr == isr:
+            # a newer committed state answers any proposal (the controller may have decided more
+            # than was asked: a reassignment completing drops the removed replicas), or outdates it
+            self.pending_isr = None
         self.replicas = replicas
         self.isr = isr
         self.partition_epoch = partition_epoch
-        if self.pending_isr is not None and self.pending_isr == isr:
-            self.pending_isr = None
         for r in replicas:
             if r != self.local_id and r not in self.followers:
                 self.followers[r] = FollowerState(r)

@@ -16,17 +16,17 @@ from typing import Any
 
 import pyarrow as pa
 
+from pylog.client.cluster import KafkaClient
+from pylog.client.errors import KafkaError
+from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.records import decode_batch, encode_batch, iter_batches
 from pylog.schema_registry import records
 from pylog.schema_registry.errors import OPERATION_TIMEOUT, STORE_ERROR, RegistryError
-from pylog.sdk.client import FETCH, PRODUCE, KafkaClient, KafkaError
 from pylog.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
-CREATE_TOPICS = 19
-CREATE_TOPICS_VERSION = 4
 READ_UNCOMMITTED = 0
 PARTITION = 0
 
@@ -115,7 +115,7 @@ class KafkaStore:
             "timeout_ms": int(self.timeout_s * 1000),
             "validate_only": False,
         }
-        resp = await (await self.client.any_connection()).request(CREATE_TOPICS, CREATE_TOPICS_VERSION, body)
+        resp = await self.client.request(ApiKey.CREATE_TOPICS, body)
         for t in resp.topics:
             if t.error_code not in (0, ErrorCode.TOPIC_ALREADY_EXISTS):
                 raise KafkaError(
@@ -125,7 +125,7 @@ class KafkaStore:
     async def _tail(self) -> None:
         leader = await self.leader()
         conn = await self.client.connection(leader, lane=1)
-        version = self.client.version(FETCH)
+        version = conn.version(ApiKey.FETCH)
         while True:
             body = {
                 "replica_id": -1,
@@ -149,7 +149,7 @@ class KafkaStore:
                 ],
                 "forgotten_topics_data": [],
             }
-            resp = await conn.request(FETCH, version, body)
+            resp = await conn.request(ApiKey.FETCH, version, body)
             for tr in resp.responses:
                 for pr in tr.partitions:
                     if pr.error_code:
@@ -227,7 +227,7 @@ class KafkaStore:
             "timeout_ms": int(self.timeout_s * 1000),
             "topic_data": [{"name": self.topic, "partition_data": [{"index": PARTITION, "records": blob}]}],
         }
-        resp = await conn.request(PRODUCE, self.client.version(PRODUCE), body)
+        resp = await conn.request(ApiKey.PRODUCE, conn.version(ApiKey.PRODUCE), body)
         for tr in resp.responses:
             for pr in tr.partition_responses:
                 if pr.error_code:

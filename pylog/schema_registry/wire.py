@@ -32,7 +32,8 @@ def schema_ids(values: pa.Array) -> tuple[np.ndarray, np.ndarray]:
     if n == 0:
         return np.empty(0, np.int64), np.empty(0, bool)
     width = np.int64 if pa.types.is_large_binary(values.type) else np.int32
-    offsets = np.frombuffer(values.buffers()[1], width, n + 1, values.offset).astype(np.int64)
+    start = values.offset * np.dtype(width).itemsize  # a slice's first offset, in bytes
+    offsets = np.frombuffer(values.buffers()[1], width, n + 1, start).astype(np.int64)
     data_buf = values.buffers()[2]
     data = (
         np.frombuffer(data_buf, np.uint8) if data_buf is not None and data_buf.size else np.zeros(1, np.uint8)

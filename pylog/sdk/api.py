@@ -82,7 +82,8 @@ def read_topic(
     security: Any = None,
 ) -> pa.Table:
     """Read `topic` into a ``pyarrow.Table`` with Spark's Kafka source columns: ``key binary, value
-    binary, topic string, partition int32, offset int64, timestamp timestamp[ms], timestampType int32``
+    binary, topic string, partition int32, offset int64, timestamp timestamp[ms, tz=UTC], timestampType
+    int32``
     (+ ``headers list<struct<key: string, value: binary>>`` with ``include_headers=True``).
     Arguments as for `scan_topic`."""
     return scan_topic(

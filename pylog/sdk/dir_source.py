@@ -35,7 +35,7 @@ import pyarrow.compute as pc
 from pylog.protocol.records import parse_control_record
 from pylog.sdk.constant import ConstantPool
 from pylog.sdk.offsets import PartitionRange, UnknownTopicError
-from pylog.sdk.schema import output_schema
+from pylog.sdk.schema import source_schema
 from pylog.storage import PartitionLog, list_partitions
 from pylog.storage.checkpoint import HIGH_WATERMARK_FILE, read_offset_checkpoint
 from pylog.storage.schema import RECORD_SCHEMA
@@ -127,7 +127,7 @@ class DirTopicSource:
     def read_tables(self, ranges: list[PartitionRange], columns: Sequence[str]
                     ) -> Iterator[tuple[PartitionRange, pa.Table]]:
         """One table of the requested source columns per non-empty range, in range order."""
-        schema = output_schema(columns)
+        schema = source_schema(columns)
         for r in ranges:
             if r.count > 0:
                 yield r, _table(self._partition(r.topic, r.partition), r, columns, schema)

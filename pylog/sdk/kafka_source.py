@@ -41,7 +41,7 @@ class FetchOptions:
     coalesce_below_rows: int = 4096
     request_timeout_s: float = 30.0
     client_id: str = "pylog-sdk"
-    security: Any = None  # Kafka client security settings (see pylog.sdk.client.client_security)
+    security: Any = None  # Kafka client security settings (see pylog.client.cluster.client_security)
 
 
 class KafkaTopicSource:

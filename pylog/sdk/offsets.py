@@ -14,15 +14,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Protocol, Union
 
+# the SDK raises the client's: one class for a missing topic
+from pylog.client.errors import UnknownTopicError as UnknownTopicError
+
 EARLIEST = -2
 LATEST = -1
 
 OffsetSpec = Union[str, Mapping[Any, Any], None]  # noqa: UP007
 TimestampSpec = Union[int, dt.datetime, str, Mapping[Any, Any], None]  # noqa: UP007
-
-
-class UnknownTopicError(LookupError):
-    """The topic does not exist (in the data directory or on the cluster)."""
 
 
 class OffsetOutOfRangeError(ValueError):

@@ -17,7 +17,7 @@ from pylog.sdk.constant import ConstantPool
 from pylog.sdk.decoders import DecodeSpec, apply_decoders, resolve_decoders
 from pylog.sdk.offsets import OffsetSource, OffsetSpec, PartitionRange, TimestampSpec, resolve_ranges
 from pylog.sdk.progress import progress_bar
-from pylog.sdk.schema import output_columns, output_schema
+from pylog.sdk.schema import as_instants, output_columns, output_schema, source_schema
 
 if TYPE_CHECKING:
     import duckdb
@@ -163,6 +163,7 @@ class TopicScan:
             yield self._finish(r, batch, pool)
 
     def _finish(self, r: PartitionRange, batch: pa.RecordBatch, pool: ConstantPool) -> pa.RecordBatch:
+        batch = as_instants(batch)
         if "topic" not in self.columns and "partition" not in self.columns:
             return batch.select(self.columns)
         n = batch.num_rows
@@ -195,7 +196,7 @@ class TopicScan:
         inferred from every record)."""
         schema = self.schema
         source_columns = [c for c in SOURCE_COLUMNS if c in self.columns]
-        stored = output_schema(source_columns)
+        stored = source_schema(source_columns)
         runs: list[tuple[PartitionRange, int]] = []  # consecutive rows of one range share constants
         if self.bootstrap_servers is None:  # a data directory: whole tables per range, zero-copy
             source = self._source()
@@ -204,7 +205,7 @@ class TopicScan:
             finally:
                 source.close()
             runs = [(r, t.num_rows) for r, t in tables]
-            table = pa.concat_tables([t for _, t in tables]) if tables else stored.empty_table()
+            table = as_instants(pa.concat_tables([t for _, t in tables]) if tables else stored.empty_table())
         else:
             batches: list[pa.RecordBatch] = []
             for r, batch in self._source_batches():
@@ -213,7 +214,7 @@ class TopicScan:
                     runs[-1] = (r, runs[-1][1] + batch.num_rows)
                 else:
                     runs.append((r, batch.num_rows))
-            table = pa.Table.from_batches(batches, schema=stored)
+            table = as_instants(pa.Table.from_batches(batches, schema=stored))
         pool = ConstantPool()
         for i, field in enumerate(schema):
             if field.name in ("topic", "partition"):

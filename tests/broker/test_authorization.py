@@ -572,6 +572,24 @@ CASES: list[tuple[str, int, int, dict, int]] = [
         },
         CLUSTER,
     ),
+    ("DescribeClientQuotas", ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"components": [], "strict": False}, CLUSTER),
+    (
+        "AlterClientQuotas",
+        ApiKey.ALTER_CLIENT_QUOTAS,
+        1,
+        {
+            "entries": [
+                {
+                    "entity": [{"entity_type": "user", "entity_name": "eve"}],
+                    "ops": [{"key": "producer_byte_rate", "value": 1e9, "remove": False}],
+                }
+            ],
+            "validate_only": False,
+        },
+        CLUSTER,
+    ),
+    ("ListConfigResources", ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": []}, CLUSTER),
+    ("PylogClientMetrics", 32002, 0, {"client_instance_ids": None, "include_metrics": True}, CLUSTER),
 ]
 
 
@@ -693,3 +711,9 @@ def test_sasl_requests_after_authentication_and_on_plaintext(broker: BrokerThrea
         )
     finally:
         plain.close()
+
+
+def test_any_client_may_ask_for_its_telemetry_subscription(broker: BrokerThread) -> None:
+    """Kafka authorizes neither GetTelemetrySubscriptions nor PushTelemetry."""
+    (answer,) = call(broker, "eve", [(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, 0, {"client_instance_id": ZERO})])
+    assert answer.error_code == 0 and answer.client_instance_id != ZERO

@@ -195,6 +195,15 @@ def test_long_poll_times_out_empty(client: Client) -> None:
     assert part.error_code == 0 and not part.records
 
 
+def test_short_long_polls_are_answered(client: Client) -> None:
+    """A wait of a millisecond or two ends even when the loop's clock reads a hair before the deadline
+    as the timer fires (uvloop's clock has millisecond steps)."""
+    create(client, "lp3")
+    for wait_ms in [1, 2, 3, 5, 7, 11] * 5:
+        part = fetch(client, "lp3", 0, max_wait_ms=wait_ms)
+        assert part.error_code == 0 and not part.records
+
+
 def test_list_offsets(client: Client) -> None:
     create(client, "lo")
     produce(client, "lo", make_batch([b"a", b"b"], timestamp=1000))

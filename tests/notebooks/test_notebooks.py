@@ -10,7 +10,8 @@ import nbformat
 import pytest
 
 NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
-NAMES = ["01-quickstart.ipynb", "02-spark-pipeline.ipynb", "03-consumer-lag.ipynb"]
+NAMES = ["01-quickstart.ipynb", "02-spark-pipeline.ipynb", "03-consumer-lag.ipynb", "04-elastic-cluster.ipynb",
+         "05-topics-as-tables.ipynb"]
 
 
 @pytest.fixture(scope="session")

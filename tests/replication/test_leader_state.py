@@ -107,3 +107,16 @@ def test_the_low_watermark_waits_for_every_follower_on_a_live_broker() -> None:
     assert s.low_watermark(50, live={1, 2}) == 50  # replica 3's broker is fenced: not waited for
     s.on_follower_fetch(3, 100, 100, now_ms=2, log_start_offset=60)
     assert s.low_watermark(50, live={1, 2, 3}) == 50  # never past the leader's own log start
+
+
+def test_a_newer_committed_state_answers_a_proposal_even_when_it_decided_more() -> None:
+    """A reassignment completing on the ISR expansion commits (1, 2, 4), not the (1, 2, 3, 4) asked
+    for: the removed replica 3 must stop counting, or the high watermark would wait for it forever."""
+    s = leader(isr=(1, 2, 3))
+    s.update_partition((1, 2, 4, 3), (1, 2, 3), 8)  # moving 3 -> 4
+    s.on_follower_fetch(4, 10, 10, now_ms=1)
+    s.propose((1, 2, 3, 4))
+    s.update_partition((1, 2, 4), (1, 2, 4), 9)
+    assert s.pending_isr is None and s.maximal_isr == (1, 2, 4) and 3 not in s.followers
+    s.on_follower_fetch(2, 10, 10, now_ms=2)
+    assert s.maybe_advance_high_watermark(10) and s.high_watermark == 10

@@ -207,3 +207,11 @@ def test_several_writer_versions_come_back_as_one_table() -> None:
 def test_schema_ids_reads_the_header_columnwise() -> None:
     ids, ok = schema_ids(pa.array([frame(258, b"x"), b"\x01\x00\x00\x00\x01", b"\x00", None], pa.binary()))
     assert ids.tolist() == [258, -1, -1, -1] and ok.tolist() == [True, False, False, False]
+
+
+def test_schema_ids_of_a_slice() -> None:
+    values = pa.array([b"junk", frame(7, b"x"), b"\x00", frame(9, b"yy")] * 3, pa.binary())
+    for start in range(len(values)):
+        ids, ok = schema_ids(values.slice(start))
+        want, want_ok = schema_ids(pa.array(values.slice(start).to_pylist(), pa.binary()))
+        assert ids.tolist() == want.tolist() and ok.tolist() == want_ok.tolist()

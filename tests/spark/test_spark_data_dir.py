@@ -68,3 +68,22 @@ def test_streaming_reads_new_records(spark, tmp_path: Path) -> None:  # type: ig
     finally:
         query.stop()
         w.close()
+
+
+def test_timestamps_are_the_same_instants_as_read_topic(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Spark's TimestampType is an instant, as the SDK's timestamp[ms, tz=UTC]: the same epoch milliseconds
+    whatever the session's time zone."""
+    write_topic_dir(tmp_path, "instants", [3])
+    table = pylog.read_topic("instants", data_dir=tmp_path)
+    assert str(table.schema.field("timestamp").type) == "timestamp[ms, tz=UTC]"
+    expected = table.column("timestamp").cast("int64").to_pylist()
+    df = spark.read.format("pylog").option("dataDir", str(tmp_path)).option("subscribe", "instants").load()
+    spark.conf.set("spark.sql.session.timeZone", "America/Los_Angeles")
+    try:
+        got = [r[0] for r in df.orderBy("offset").selectExpr("unix_millis(timestamp)").collect()]
+        pdf = df.orderBy("offset").select("timestamp").toPandas()
+    finally:
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    assert got == expected
+    local = pdf["timestamp"].dt.tz_localize("America/Los_Angeles")  # toPandas: the session's wall clock
+    assert [int(t.timestamp() * 1000) for t in local] == expected

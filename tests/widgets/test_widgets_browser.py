@@ -187,3 +187,46 @@ def test_partitions_and_browser_render(broker, tmp_path: Path) -> None:  # type:
         assert ends[TopicPartition("invoices", p)] - 4 <= o < ends[TopicPartition("invoices", p)]
         value = row.find(attr("data-col", "value")).text()
         assert value.startswith('{"i": ')
+
+
+def test_cluster_widget_renders_the_brokers_and_partitions(broker, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from pylog.widgets.views import ClusterWidget
+
+    bs = broker.bootstrap_servers
+    create_topic(bs, "fleet", 4)
+    widget = ClusterWidget(bootstrap_servers=bs, live=False)
+    try:
+        page = Path(widget.save_html(tmp_path / "cluster.html"))
+        fallback = widget._repr_html_()
+        frame = widget.dataframe()
+    finally:
+        widget.close()
+    admin = KafkaAdminClient(bootstrap_servers=bs)
+    try:
+        topics = admin.describe_topics()
+        cluster = admin.describe_cluster()
+    finally:
+        admin.close()
+    partitions = sum(len(t["partitions"]) for t in topics)
+    leaders: dict[int, int] = {}
+    replicas: dict[int, int] = {}
+    for t in topics:
+        for p in t["partitions"]:
+            leaders[p["leader_id"]] = leaders.get(p["leader_id"], 0) + 1
+            for r in p["replica_nodes"]:
+                replicas[r] = replicas.get(r, 0) + 1
+    dom = rendered_dom(page)
+    assert dom.find(attr("data-field", "partitions")).text() == f"{partitions:,}"
+    assert dom.find(attr("data-field", "controller")).text() == str(cluster["controller_id"])
+    assert dom.find(attr("data-field", "brokers")).text() == str(len(cluster["brokers"]))
+    assert dom.find(attr("data-field", "moving")).text() == "0"
+    for b in cluster["brokers"]:
+        node = b["broker_id"]
+        bars = dom.find_all(lambda n, node=node: n.tag == "rect" and n.attrs.get("data-broker") == str(node))
+        got = {bar.attrs["data-metric"]: int(bar.attrs["data-value"]) for bar in bars}
+        assert got == {"replicas": replicas[node], "leaders": leaders[node]}
+        row = dom.find(lambda n, node=node: n.tag == "tr" and n.attrs.get("data-broker") == str(node))
+        cells = {c.attrs["data-col"]: c for c in row.find_all(lambda n: n.tag == "td")}
+        assert number(cells["replicas"]) == replicas[node]
+    assert 'data-kind="cluster"' in fallback and f"{partitions:,} partitions" in fallback
+    assert list(frame["replicas"]) == [replicas[b["broker_id"]] for b in cluster["brokers"]]

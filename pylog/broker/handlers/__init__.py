@@ -26,10 +26,13 @@ from pylog.broker.handlers import (
     add_partitions_to_txn,
     allocate_producer_ids,
     alter_partition,
+    alter_partition_reassignments,
     alter_share_group_offsets,
     api_versions,
     broker_heartbeat,
     broker_registration,
+    client_metrics,
+    client_quotas,
     configs,
     consumer_group_describe,
     consumer_group_heartbeat,
@@ -55,8 +58,10 @@ from pylog.broker.handlers import (
     init_producer_id,
     join_group,
     leave_group,
+    list_config_resources,
     list_groups,
     list_offsets,
+    list_partition_reassignments,
     list_transactions,
     metadata,
     metadata_fetch,
@@ -74,7 +79,9 @@ from pylog.broker.handlers import (
     share_group_describe,
     share_group_heartbeat,
     sync_group,
+    telemetry,
     txn_offset_commit,
+    unregister_broker,
     update_features,
     write_txn_markers,
 )
@@ -84,6 +91,7 @@ from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.registry import HandlerSpec, HandlerTable, route
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.share_shell import ShareShell
+from pylog.broker.telemetry_shell import TelemetryShell
 from pylog.broker.txn_shell import TxnShell
 from pylog.cluster.node_config import NodeSettings
 from pylog.cluster.quorum import MetadataQuorum
@@ -110,6 +118,7 @@ class BrokerServices:
     stopping: Callable[[], bool]
     schema_validation: SchemaValidation
     authz: Authorization
+    telemetry: TelemetryShell
 
 
 @dataclass(frozen=True)
@@ -225,6 +234,9 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                 configs.incremental_alter_configs_forwarded, channel=s.channel, node_id=s.node_id, authz=authz
             ),
             forwarded(elect_leaders.elect_leaders, s.channel),
+            forwarded(alter_partition_reassignments.alter_partition_reassignments, s.channel),
+            forwarded(list_partition_reassignments.list_partition_reassignments, s.channel),
+            forwarded(unregister_broker.unregister_broker, s.channel),
             forwarded(update_features.update_features, s.channel),
             forwarded(describe_quorum.describe_quorum, s.channel),
             forwarded(raft_voters.add_raft_voter, s.channel),
@@ -232,6 +244,12 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             forwarded(acls.create_acls, s.channel),
             forwarded(acls.delete_acls, s.channel),
             forwarded(scram_credentials.alter_user_scram_credentials, s.channel),
+            forwarded(client_quotas.alter_client_quotas, s.channel),
+            route(client_quotas.describe_client_quotas, metadata=s.metadata, authz=authz),
+            route(telemetry.get_telemetry_subscriptions, telemetry=s.telemetry),
+            route(telemetry.push_telemetry, telemetry=s.telemetry),
+            route(client_metrics.client_metrics, telemetry=s.telemetry, authz=authz),
+            route(list_config_resources.list_config_resources, metadata=s.metadata, authz=authz),
             route(acls.describe_acls, authz=authz),
             route(scram_credentials.describe_user_scram_credentials, metadata=s.metadata, authz=authz),
             route(
@@ -456,6 +474,17 @@ def controller_handlers(s: ControllerServices) -> HandlerTable:
             route(configs.incremental_alter_configs, quorum=q, authz=authz),
             az.requires(route(elect_leaders.elect_leaders, quorum=q), az.cluster(authz, AclOperation.ALTER)),
             az.requires(
+                route(alter_partition_reassignments.alter_partition_reassignments, quorum=q),
+                az.cluster(authz, AclOperation.ALTER),
+            ),
+            az.requires(
+                route(list_partition_reassignments.list_partition_reassignments, quorum=q),
+                az.cluster(authz, AclOperation.DESCRIBE),
+            ),
+            az.requires(
+                route(unregister_broker.unregister_broker, quorum=q), az.cluster(authz, AclOperation.ALTER)
+            ),
+            az.requires(
                 route(describe_quorum.describe_quorum, quorum=q, listener=listener),
                 az.cluster(authz, AclOperation.DESCRIBE),
             ),
@@ -489,6 +518,7 @@ def controller_handlers(s: ControllerServices) -> HandlerTable:
             route(acls.create_acls, quorum=q, authz=authz),
             route(acls.delete_acls, quorum=q, authz=authz),
             route(scram_credentials.alter_user_scram_credentials, quorum=q, authz=authz),
+            route(client_quotas.alter_client_quotas, quorum=q, authz=authz),
             az.requires(
                 route(update_features.update_features, quorum=q), az.cluster(authz, AclOperation.ALTER)
             ),

@@ -79,7 +79,7 @@ def _build(replicas: ReplicaManager, isr: IsrManager, req: Any, now_ms: int) -> 
         for p in t.partitions:
             part = parts.get(p.partition)
             if part is None:
-                out.append(_empty(p.partition, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, committed))
+                out.append(_empty(p.partition, replicas.absent_error(name, p.partition), committed))
                 errors = True
                 continue
             if replica_id >= 0:
@@ -252,7 +252,14 @@ async def _wait(
         if current and not current[-1].done():
             current[-1].set_result(None)
 
-    timer = loop.call_at(deadline, wake)  # one timer per waiting fetch, not per wake-up
+    expired = False
+
+    def timed_out() -> None:  # the loop's clock may read a hair before the deadline when it fires
+        nonlocal expired
+        expired = True
+        wake()
+
+    timer = loop.call_at(deadline, timed_out)  # one timer per waiting fetch, not per wake-up
     try:
         while True:
             current[:] = [loop.create_future()]
@@ -264,7 +271,7 @@ async def _wait(
                 for part in watched:
                     part.remove_waiter(wake)
             response, nbytes, errors = _build(replicas, isr, req, ctx.now_ms())
-            if nbytes >= min_bytes or errors or loop.time() >= deadline or stopping():
+            if nbytes >= min_bytes or errors or expired or loop.time() >= deadline or stopping():
                 return response
     finally:
         timer.cancel()

@@ -37,7 +37,7 @@ def offset_for_leader_epoch(ctx: RequestContext, req: Any, *, replicas: ReplicaM
             }
             current = getattr(p, "current_leader_epoch", -1)
             if part is None:
-                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                entry["error_code"] = replicas.absent_error(t.topic, p.partition)
             elif not part.is_leader:
                 entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
             elif 0 <= current < part.leader_epoch:

@@ -44,7 +44,7 @@ def produce(
             if bad_acks:
                 entry = _error(p.index, ErrorCode.INVALID_REQUIRED_ACKS)
             elif part is None:
-                entry = _error(p.index, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                entry = _error(p.index, replicas.absent_error(t.name, p.index))
             elif t.name in INTERNAL_TOPICS:
                 # Only the coordinators write there (Kafka: "Cannot append to internal topic").
                 entry = _error(p.index, ErrorCode.INVALID_TOPIC_EXCEPTION)

@@ -19,7 +19,7 @@ from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
 from pylog.broker.registry import serves
-from pylog.cluster.channel import ChannelError, NodeChannel
+from pylog.cluster.channel import ChannelError, node_channel
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.raft_transport import uuid_or_none
 from pylog.cluster.voters import Endpoint, VoterNode, directory_id_str
@@ -48,7 +48,7 @@ def _endpoints(req: Any) -> tuple[Endpoint, ...]:
 
 async def _answers_api_versions(endpoint: Endpoint, security: ClientSecurity) -> str | None:
     """None when the controller at ``endpoint`` answers ApiVersions, else why not."""
-    ch = NodeChannel(endpoint.host, endpoint.port, client_id="pylog-add-voter", security=security)
+    ch = node_channel(endpoint.host, endpoint.port, client_id="pylog-add-voter", security=security)
     try:
         resp = await ch.request(ApiKey.API_VERSIONS, 3, {}, API_VERSIONS_TIMEOUT_S)
     except ChannelError as exc:

@@ -1,0 +1,38 @@
+"""AlterPartitionReassignments: move partitions to new replicas, or cancel a move, through the
+controller (ALTER on the cluster)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+
+from pylog.broker.context import RequestContext
+from pylog.broker.registry import serves
+from pylog.cluster.quorum import MetadataQuorum
+from pylog.cluster.replica_control import ReassignmentRequest
+
+
+@serves(ApiKey.ALTER_PARTITION_REASSIGNMENTS, versions=(0, 1))
+async def alter_partition_reassignments(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
+    allow_rf_change = bool(getattr(req, "allow_replication_factor_change", True))
+    wanted = [
+        ReassignmentRequest(t.name, p.partition_index, None if p.replicas is None else tuple(p.replicas))
+        for t in req.topics
+        for p in t.partitions
+    ]
+    results = await quorum.execute(
+        lambda c: c.alter_partition_reassignments(wanted, allow_replication_factor_change=allow_rf_change)
+    )
+    by_topic: dict[str, list[dict]] = {}
+    for r in results:
+        by_topic.setdefault(r.topic, []).append(
+            {"partition_index": r.partition, "error_code": r.error_code, "error_message": r.error_message}
+        )
+    return {
+        "throttle_time_ms": 0,
+        "allow_replication_factor_change": allow_rf_change,
+        "error_code": 0,
+        "error_message": None,
+        "responses": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+    }

@@ -1,0 +1,79 @@
+"""DescribeClientQuotas (48) and AlterClientQuotas (49).
+
+Describe is answered by any broker from its metadata image (DESCRIBE_CONFIGS on the cluster);
+Alter runs on the controller (ALTER_CONFIGS on the cluster), which records ``ClientQuotaRecord``s
+in the metadata log; brokers forward it. Rules in ``pylog.cluster.quota_control``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+from pylog.broker.acl_operations import AclOperation
+from pylog.broker.authorization import Authorization
+from pylog.broker.context import RequestContext
+from pylog.broker.metadata import MetadataView
+from pylog.broker.registry import serves
+from pylog.cluster.quorum import MetadataQuorum
+from pylog.cluster.quota_control import (
+    FilterComponent,
+    QuotaAlteration,
+    QuotaFilterError,
+    QuotaOp,
+    describe_quotas,
+)
+
+
+@serves(ApiKey.DESCRIBE_CLIENT_QUOTAS, versions=(0, 1))
+def describe_client_quotas(
+    ctx: RequestContext, req: Any, *, metadata: MetadataView, authz: Authorization
+) -> dict:
+    body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": None}
+    if not authz.cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
+        return {**body, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+    components = [FilterComponent(c.entity_type, c.match_type, c.match) for c in req.components]
+    try:
+        found = describe_quotas(metadata.image.client_quotas, components, req.strict)
+    except QuotaFilterError as exc:
+        return {**body, "error_code": exc.code, "error_message": str(exc)}
+    entries = [
+        {
+            "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+            "values": [{"key": k, "value": v} for k, v in sorted(values.items())],
+        }
+        for entity, values in found
+    ]
+    return {**body, "entries": entries}
+
+
+@serves(ApiKey.ALTER_CLIENT_QUOTAS, versions=(0, 1))
+async def alter_client_quotas(
+    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, authz: Authorization
+) -> dict:
+    alterations = [
+        QuotaAlteration(
+            tuple((e.entity_type, e.entity_name) for e in entry.entity),
+            [QuotaOp(op.key, op.value, op.remove) for op in entry.ops],
+        )
+        for entry in req.entries
+    ]
+    if not authz.cluster(ctx, AclOperation.ALTER_CONFIGS):
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return {"throttle_time_ms": 0, "entries": [_entry(a.entity, code, None) for a in alterations]}
+    validate_only = req.validate_only
+    results = await quorum.execute(lambda c: c.alter_client_quotas(alterations, validate_only=validate_only))
+    return {
+        "throttle_time_ms": 0,
+        "entries": [_entry(r.entity, r.error_code, r.error_message) for r in results],
+    }
+
+
+def _entry(entity: tuple[tuple[str, str | None], ...], code: int, message: str | None) -> dict:
+    return {
+        "error_code": code,
+        "error_message": message,
+        "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
+    }

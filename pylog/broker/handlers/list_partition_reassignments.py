@@ -1,0 +1,36 @@
+"""ListPartitionReassignments: the partition moves in flight, as the active controller sees them
+(DESCRIBE on the cluster)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+
+from pylog.broker.context import RequestContext
+from pylog.broker.registry import serves
+from pylog.cluster.quorum import MetadataQuorum
+
+
+@serves(ApiKey.LIST_PARTITION_REASSIGNMENTS, versions=(0, 0))
+async def list_partition_reassignments(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
+    wanted = None
+    if req.topics is not None:
+        wanted = [(t.name, p) for t in req.topics for p in t.partition_indexes]
+    error, ongoing = await quorum.execute(lambda c: c.list_partition_reassignments(wanted))
+    by_topic: dict[str, list[dict]] = {}
+    for r in ongoing:
+        by_topic.setdefault(r.topic, []).append(
+            {
+                "partition_index": r.partition,
+                "replicas": list(r.replicas),
+                "adding_replicas": list(r.adding_replicas),
+                "removing_replicas": list(r.removing_replicas),
+            }
+        )
+    return {
+        "throttle_time_ms": 0,
+        "error_code": error,
+        "error_message": None,
+        "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
+    }

@@ -1,0 +1,18 @@
+"""UnregisterBroker: the controller forgets a broker's registration (ALTER on the cluster), as
+``kafka-cluster unregister`` asks once the broker is gone for good."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pylog.protocol.api import ApiKey
+
+from pylog.broker.context import RequestContext
+from pylog.broker.registry import serves
+from pylog.cluster.quorum import MetadataQuorum
+
+
+@serves(ApiKey.UNREGISTER_BROKER, versions=(0, 0))
+async def unregister_broker(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
+    result = await quorum.execute(lambda c: c.unregister_broker(req.broker_id))
+    return {"throttle_time_ms": 0, "error_code": result.error_code, "error_message": result.error_message}

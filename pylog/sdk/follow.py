@@ -1,0 +1,289 @@
+"""`follow`: a topic as a stream of Arrow batches (or Polars / pandas frames) while records arrive.
+
+    for batch in pylog.follow("orders", group="dashboard", bootstrap_servers="localhost:9092"):
+        update(batch)            # committed for the group once the loop asks for the next batch
+
+Where it starts: the offsets the consumer group committed, else ``starting_offsets`` /
+``starting_timestamp`` (Spark's options; "latest" by default, as a new Kafka consumer). A batch is
+handed over once it holds ``max_records`` records or ``max_wait`` seconds after the wait for it
+began with at least one record; an idle topic hands nothing over (``idle_timeout`` ends the loop
+after that many seconds without records). Memory stays within one batch and one fetch response.
+
+Delivery: at least once by default. The positions of a batch are committed to the group when the
+next batch is asked for (or at the end of the loop), so a batch the loop did not finish (a crash,
+``break``, Ctrl-C) is read again by the next `follow` of the group. The first positions are
+committed at start, so a restart never skips records produced before the first batch.
+
+Exactly once, with the offsets stored beside the output (``commit=False``; no group): each item is
+``(batch, offsets)`` where ``offsets`` is Spark's offset JSON of the positions after the batch;
+write both in one transaction of your store, and on restart pass the stored value back as
+``starting_offsets``.
+
+The group is used the way Kafka's manually assigning consumers use one: the follower reads every
+partition (or ``partitions``) itself and commits with generation -1, which the coordinator allows
+while no consumer has joined the group. Ctrl-C while waiting ends the loop cleanly.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from pylog.sdk import aio
+from pylog.sdk.constant import ConstantPool
+from pylog.sdk.decoders import DecodeSpec, apply_decoders, resolve_decoders
+from pylog.sdk.frames import check_frame_type, to_frame
+from pylog.sdk.group_offsets import GroupOffsets
+from pylog.sdk.offsets import OffsetSpec, TimestampSpec, resolve_ranges
+from pylog.sdk.scan import with_security
+from pylog.sdk.schema import as_instants, output_columns, output_schema
+from pylog.sdk.tail import SOURCE_COLUMNS, TailReader
+
+log = logging.getLogger(__name__)
+
+
+class Follower:
+    """What `follow` returns: an iterator of batches (a context manager too; `close` ends it)."""
+
+    def __init__(
+        self,
+        topic: str,
+        *,
+        bootstrap_servers: Any,
+        group: str | None = None,
+        partitions: Sequence[int] | None = None,
+        starting_offsets: OffsetSpec = "latest",
+        starting_timestamp: TimestampSpec = None,
+        max_records: int = 10_000,
+        max_wait: float = 1.0,
+        idle_timeout: float | None = None,
+        commit: bool = True,
+        include_headers: bool = False,
+        columns: Sequence[str] | None = None,
+        decode: DecodeSpec = None,
+        schema_registry_url: str | None = None,
+        on_decode_error: str = "raise",
+        as_: str = "arrow",
+        fetch_options: Any = None,
+        security: Any = None,
+    ) -> None:
+        if not isinstance(topic, str) or not topic:
+            raise ValueError(f"topic must be a non-empty string, got {topic!r}")
+        if bootstrap_servers is None:
+            raise ValueError("follow needs bootstrap_servers= (it reads through the Kafka protocol)")
+        if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records <= 0:
+            raise ValueError(f"max_records must be a positive integer, got {max_records!r}")
+        if not max_wait > 0:
+            raise ValueError(f"max_wait must be a positive number of seconds, got {max_wait!r}")
+        if idle_timeout is not None and not idle_timeout > 0:
+            raise ValueError(f"idle_timeout must be a positive number of seconds or None, "
+                             f"got {idle_timeout!r}")
+        if not commit and group is not None:
+            raise ValueError("commit=False is the exactly-once form: the offsets travel with each batch for "
+                             "you to store with your output; pass them back as starting_offsets=, not group=")
+        if on_decode_error not in ("raise", "null"):
+            raise ValueError(f"on_decode_error must be 'raise' or 'null', not {on_decode_error!r}")
+        self.topic = topic
+        self.group = group
+        self.as_ = check_frame_type(as_)
+        self.max_records, self.max_wait, self.idle_timeout = max_records, float(max_wait), idle_timeout
+        self.commit_offsets = commit
+        self.columns = output_columns(columns, include_headers)
+        self.schema = output_schema(self.columns)
+        fetch_options = with_security(fetch_options, security)
+        context = dict(topic=topic, data_dir=None, bootstrap_servers=bootstrap_servers,
+                       fetch_options=fetch_options, schema_registry_url=schema_registry_url,
+                       on_decode_error=on_decode_error)
+        self._decoders = resolve_decoders(decode, context)
+        self.records = 0  # handed over so far
+        self.batches = 0
+        self._closed = False
+        self._stopping = threading.Event()
+        self._pool = ConstantPool()
+        self._committed: dict[int, int] = {}
+        self._outstanding: dict[int, int] | None = None  # positions after the batch last handed over
+        positions = self._start_positions(bootstrap_servers, fetch_options, partitions, starting_offsets,
+                                          starting_timestamp)
+        self._reader = TailReader(bootstrap_servers, topic, positions,
+                                  [c for c in SOURCE_COLUMNS if c in self.columns], options=fetch_options,
+                                  follow_new_partitions=partitions is None)
+        self._groups: GroupOffsets | None = None
+        if group is not None:
+            self._groups = GroupOffsets(aio.run(self._reader.connect()), group)
+            committed = aio.run(self._groups.fetch(topic, sorted(positions)))
+            self._reader.seek(committed)  # out of range: the reader moves to the log start or end
+            self._committed = dict(committed)
+            if commit:  # a restart before the first batch resumes here, skipping nothing
+                self._commit(self._reader.positions)
+        self._last_data = time.monotonic()
+
+    def _start_positions(self, bootstrap_servers: Any, fetch_options: Any, partitions: Sequence[int] | None,
+                         starting_offsets: OffsetSpec, starting_timestamp: TimestampSpec) -> dict[int, int]:
+        """Where each partition starts without a committed offset."""
+        from pylog.sdk.kafka_source import KafkaTopicSource
+
+        with KafkaTopicSource(bootstrap_servers, fetch_options) as source:
+            chosen = None if partitions is None else list(partitions)
+            ranges = resolve_ranges(source, self.topic, partitions=chosen,
+                                    starting_offsets=starting_offsets, starting_timestamp=starting_timestamp)
+        return {r.partition: r.start for r in ranges}
+
+    @property
+    def positions(self) -> dict[int, int]:
+        """{partition: next offset} after the last batch handed over."""
+        return self._reader.positions
+
+    def offsets(self) -> dict[str, dict[str, int]]:
+        """`positions` as Spark's offset JSON (what ``starting_offsets=`` takes)."""
+        return {self.topic: {str(p): o for p, o in sorted(self.positions.items())}}
+
+    def lag(self) -> dict[int, int]:
+        """{partition: committed records not handed over yet}, as the brokers last reported."""
+        return self._reader.lag()
+
+    def commit(self) -> None:
+        """Commit the positions after the last batch handed over now (normally done when the next
+        batch is asked for)."""
+        if self._groups is None:
+            raise ValueError("nothing to commit to: follow was called without group=")
+        self._commit(self.positions)
+        self._outstanding = None
+
+    def _commit(self, positions: dict[int, int]) -> None:
+        changed = {p: o for p, o in positions.items() if self._committed.get(p) != o}
+        if changed and self._groups is not None:
+            aio.run(self._groups.commit(self.topic, changed))
+            self._committed.update(changed)
+
+    def __iter__(self) -> Iterator[Any]:
+        return self
+
+    def __next__(self) -> Any:
+        while True:
+            if self._closed or self._stopping.is_set():
+                self.close()
+                raise StopIteration
+            try:
+                item = self._poll(self.max_wait)
+            except KeyboardInterrupt:
+                log.info("following %s stopped by KeyboardInterrupt", self.topic)
+                self.close()
+                raise StopIteration from None
+            if item is not None:
+                return item
+            if self.idle_timeout is not None and time.monotonic() - self._last_data >= self.idle_timeout:
+                self.close()
+                raise StopIteration
+
+    def poll(self, timeout: float | None = None) -> Any:
+        """The next batch if records arrive within `timeout` seconds (default ``max_wait``), else None
+        (the previous batch is committed first, as when iterating)."""
+        if self._closed:
+            raise ValueError(f"the follower of {self.topic!r} is closed")
+        return self._poll(self.max_wait if timeout is None else timeout)
+
+    def stop(self) -> None:
+        """End the iteration after the wait in progress (safe from another thread)."""
+        self._stopping.set()
+
+    def _poll(self, wait_s: float) -> Any:
+        if self._outstanding is not None and self.commit_offsets:
+            self._commit(self._outstanding)
+            self._outstanding = None
+        pieces = aio.run(self._reader.poll(self.max_records, wait_s))
+        if not pieces:
+            return None
+        self._last_data = time.monotonic()
+        batch = self._assemble(pieces)
+        if self._decoders:
+            batch = apply_decoders(batch, self._decoders)
+        self._outstanding = self._reader.positions
+        self.records += batch.num_rows
+        self.batches += 1
+        data = to_frame(batch, self.as_)
+        if not self.commit_offsets:
+            return data, {self.topic: {str(p): o for p, o in sorted(self._outstanding.items())}}
+        return data
+
+    def _assemble(self, pieces: list[tuple[int, pa.RecordBatch]]) -> pa.RecordBatch:
+        parts = []
+        for p, batch in pieces:
+            n = batch.num_rows
+            arrays = []
+            for field in self.schema:
+                if field.name == "topic":
+                    arrays.append(self._pool.take(self.topic, n))
+                elif field.name == "partition":
+                    arrays.append(self._pool.take(p, n))
+                else:
+                    arrays.append(batch.column(field.name))
+            parts.append(as_instants(pa.RecordBatch.from_arrays(arrays, names=self.schema.names)))
+        return parts[0] if len(parts) == 1 else pa.concat_batches(parts)
+
+    def close(self) -> None:
+        """Stop following (the positions of a batch not yet followed by a request for the next one
+        stay uncommitted)."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            aio.run(self._reader.close())
+        except Exception:
+            log.debug("closing the follower of %s", self.topic, exc_info=True)
+
+    def __enter__(self) -> Follower:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        if not getattr(self, "_closed", True):
+            try:
+                self.close()
+            except Exception:
+                pass
+
+    def __repr__(self) -> str:
+        who = f", group={self.group!r}" if self.group else ""
+        return f"Follower({self.topic!r}{who}, records={self.records}, batches={self.batches})"
+
+
+def follow(
+    topic: str,
+    *,
+    bootstrap_servers: Any,
+    group: str | None = None,
+    partitions: Sequence[int] | None = None,
+    starting_offsets: OffsetSpec = "latest",
+    starting_timestamp: TimestampSpec = None,
+    max_records: int = 10_000,
+    max_wait: float = 1.0,
+    idle_timeout: float | None = None,
+    commit: bool = True,
+    include_headers: bool = False,
+    columns: Sequence[str] | None = None,
+    decode: DecodeSpec = None,
+    schema_registry_url: str | None = None,
+    on_decode_error: str = "raise",
+    as_: str = "arrow",
+    fetch_options: Any = None,
+    security: Any = None,
+) -> Follower:
+    """Follow `topic` as records arrive: an iterator of ``pyarrow.RecordBatch`` (``as_="polars"`` or
+    ``"pandas"`` for frames) with the columns of `read_topic` (``columns``, ``include_headers``,
+    ``decode`` and ``schema_registry_url`` as there). See the module doc for where it starts,
+    ``max_records`` / ``max_wait`` / ``idle_timeout``, and delivery (``group`` and ``commit``).
+    ``bootstrap_servers`` / ``security`` / ``fetch_options`` as for `read_topic`."""
+    return Follower(
+        topic, bootstrap_servers=bootstrap_servers, group=group, partitions=partitions,
+        starting_offsets=starting_offsets, starting_timestamp=starting_timestamp, max_records=max_records,
+        max_wait=max_wait, idle_timeout=idle_timeout, commit=commit, include_headers=include_headers,
+        columns=columns, decode=decode, schema_registry_url=schema_registry_url,
+        on_decode_error=on_decode_error, as_=as_, fetch_options=fetch_options, security=security,
+    )
