@@ -111,6 +111,7 @@ class Broker:
         self.groups: GroupShell | None = None
         self.share_state: ShareShell | None = None
         self.txn: TxnShell | None = None
+        self.markers: MarkerWriter | None = None
         self.fetchers: ReplicaFetcherManager | None = None
         self.isr: IsrManager | None = None
         self.servers: list[KafkaServer] = []
@@ -311,11 +312,18 @@ class Broker:
             "clock": self.clock.wall_ms,
         }
         groups = self.groups = GroupShell(cfg, **shared)
+        # Replica fetches and transaction markers each have their own connections (BrokerChannels).
+        listener, security = s.inter_broker_listener_name, self.security.inter_broker
         channels = BrokerChannels(
-            self.node_id, s.inter_broker_listener_name, lambda: source.image, self.security.inter_broker
+            self.node_id, listener, lambda: source.image, security, client_id=f"pylog-replica-{self.node_id}"
+        )
+        marker_channels = BrokerChannels(
+            self.node_id, listener, lambda: source.image, security, client_id=f"pylog-txn-{self.node_id}"
         )
         timeout_s = cfg.int("request.timeout.ms") / 1000
-        markers = MarkerWriter(self.node_id, self.replicas, metadata, channels, request_timeout_s=timeout_s)
+        markers = self.markers = MarkerWriter(
+            self.node_id, self.replicas, metadata, marker_channels, request_timeout_s=timeout_s
+        )
         txn = self.txn = TxnShell(
             cfg, producer_ids=self.producer_ids, groups=groups, markers=markers, **shared
         )
@@ -473,6 +481,8 @@ class Broker:
             self.share_state.stop()
         if self.txn is not None:
             self.txn.stop()
+        if self.markers is not None:
+            self.markers.close()
         self.maintenance.stop()
         for part in self.replicas.snapshot():
             part.wake()

@@ -1,6 +1,12 @@
-"""``BrokerChannels``: this broker's connections to other brokers (replica fetches, transaction
-markers), one per broker, to its inter-broker listener as the metadata image registers it; a
-broker that registered again on another address gets a new channel."""
+"""``BrokerChannels``: connections from this broker to the others, one per broker, to its
+inter-broker listener as the metadata image registers it; a broker that registered again on
+another address gets a new channel.
+
+Each user has its own set, as Kafka's replica fetchers and transaction marker sender have their
+own network clients: a broker answers a connection's requests in order, and a WriteTxnMarkers
+waits until the partition's followers have fetched the marker, so a follower fetch queued behind
+it on the same connection could never report that it had.
+"""
 
 from __future__ import annotations
 
@@ -20,8 +26,11 @@ class BrokerChannels:
         listener: str,
         image: Callable[[], MetadataImage],
         security: ClientSecurity = PLAINTEXT,
+        *,
+        client_id: str,
     ) -> None:
         self.node_id = node_id
+        self.client_id = client_id
         self.listener = listener
         self.security = security  # TLS / SASL of the inter-broker listener
         self._image = image
@@ -46,7 +55,7 @@ class BrokerChannels:
             ch = None
         if ch is None:
             ch = self._channels[broker_id] = NodeChannel(
-                *address, client_id=f"pylog-replica-{self.node_id}", security=self.security
+                *address, client_id=self.client_id, security=self.security
             )
         return ch
 

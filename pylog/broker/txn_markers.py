@@ -3,8 +3,10 @@
 A marker counts as written once the partition's in-sync replicas hold it (Kafka writes markers
 with acks=all): a commit the coordinator completed must not vanish with a leader. Markers for
 partitions led here are appended through ``ReplicaManager.append_txn_marker``; the others go to
-their leader in one WriteTxnMarkers request per marker and broker. Each partition's outcome is
-reported to ``on_done``; failures are retried by the transaction coordinator's shell.
+their leader in one WriteTxnMarkers request per marker and broker, over connections of the
+writer's own (a follower fetch queued behind a WriteTxnMarkers on a shared connection could not
+tell the leader it had the marker). Each partition's outcome is reported to ``on_done``;
+failures are retried by the transaction coordinator's shell.
 """
 
 from __future__ import annotations
@@ -123,6 +125,13 @@ class MarkerWriter:
             log.debug("WriteTxnMarkers to %d: %s", leader, exc)
         for topic, p in parts:
             on_done(topic, p, ErrorCode.of(answers.get((topic, p), ErrorCode.REQUEST_TIMED_OUT)))
+
+    def close(self) -> None:
+        """Stop sending: requests under way are dropped with their connections."""
+        for task in list(self._sending):
+            task.cancel()
+        if self.channels is not None:
+            self.channels.close()
 
 
 def written_markers(request: Any) -> list[tuple[int, int, bool, int, list[tuple[str, int]]]]:
