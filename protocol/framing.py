@@ -288,7 +288,3 @@ def decode_response_header(frame: memoryview, header_version: int) -> tuple[int,
     if header_version >= 1:
         pos = skip_tagged_fields(frame, pos, end)
     return correlation_id, pos
-
-
-def size_prefix(length: int) -> bytes:
-    return _I32.pack(length)

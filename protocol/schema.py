@@ -332,12 +332,6 @@ def schema_dir() -> Path:
     return path
 
 
-def load_message(resource: str) -> MessageSpec:
-    """Parse one JSON definition (file name without `.json`)."""
-    text = schema_dir().joinpath(resource + ".json").read_text("utf-8")
-    return parse_message(json.loads(_strip_comments(text)))
-
-
 def parse_message(data: dict[str, Any]) -> MessageSpec:
     defs: dict[str, list[dict[str, Any]]] = {}
     for cs in data.get("commonStructs", []):

@@ -16,13 +16,10 @@ from dataclasses import dataclass
 from enum import IntEnum
 
 from pylog import kafka_configs as kafka
+from pylog.model import INT16_MAX, INT32_MAX, LONG_MAX
 from pylog.storage.config import SEGMENT_COMPRESSION
 
 log = logging.getLogger(__name__)
-
-LONG_MAX = 9223372036854775807
-INT_MAX = 2147483647
-
 
 class ConfigType(IntEnum):
     """DescribeConfigs ``config_type`` (v3+)."""
@@ -80,7 +77,7 @@ class ConfigDef:
                 return low == "true"
             if t in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
                 n = int(value.strip())
-                bound = {ConfigType.INT: INT_MAX, ConfigType.SHORT: 32767, ConfigType.LONG: LONG_MAX}[t]
+                bound = {ConfigType.INT: INT32_MAX, ConfigType.SHORT: INT16_MAX, ConfigType.LONG: LONG_MAX}[t]
                 if not -bound - 1 <= n <= bound:
                     raise ValueError(value)
                 return n
@@ -214,7 +211,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         ),
         _d("group.min.session.timeout.ms", INT, 6000),
         _d("group.max.session.timeout.ms", INT, 1800000),
-        _d("group.max.size", INT, INT_MAX),
+        _d("group.max.size", INT, INT32_MAX),
         _d(
             "offsets.topic.num.partitions",
             INT,
@@ -225,7 +222,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("group.consumer.session.timeout.ms", INT, 45000),
         _d("group.consumer.heartbeat.interval.ms", INT, 5000),
         _d("group.consumer.assignors", LS, "uniform,range", "Server-side assignors, default first."),
-        _d("group.consumer.max.size", INT, INT_MAX),
+        _d("group.consumer.max.size", INT, INT32_MAX),
         _d(
             "group.consumer.migration.policy",
             S,
@@ -277,8 +274,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("socket.send.buffer.bytes", INT, 102400),
         _d("socket.receive.buffer.bytes", INT, 102400),
         _d("connections.max.idle.ms", L, 600000, "Idle connections are closed after this."),
-        _d("max.connections", INT, INT_MAX, "Connections beyond this are refused."),
-        _d("max.connections.per.ip", INT, INT_MAX),
+        _d("max.connections", INT, INT32_MAX, "Connections beyond this are refused."),
+        _d("max.connections.per.ip", INT, INT32_MAX),
         _d("telemetry.max.bytes", INT, 1048576, "Largest metrics payload a client may push (KIP-714).",
            read_only=True),
         _d("quota.window.num", INT, 11, "Windows client quota rates are measured over (at least 1).",

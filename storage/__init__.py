@@ -1,6 +1,9 @@
 """pylog.storage: the partition log, Arrow IPC segments with offset / time indexes (see FORMAT.md)."""
 
+from pylog.model import RECORD_SCHEMA
+
 from .checkpoint import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
+from .compaction import CompactionResult
 from .config import LogConfig
 from .errors import (
     CorruptSegment,
@@ -10,8 +13,8 @@ from .errors import (
     ReadOnlyLog,
     StorageError,
 )
-from .log import CompactionResult, PartitionDir, PartitionLog, list_partitions, read_segments
-from .schema import RECORD_SCHEMA, BatchMeta, StoredBatch
+from .log import PartitionDir, PartitionLog, list_partitions, read_segments
+from .schema import BatchMeta, StoredBatch
 from .segment import MAPPED_SEGMENTS, Stats
 
 __all__ = [

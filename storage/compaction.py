@@ -24,27 +24,27 @@ segments are clean is known in memory only, so the first run after a restart cle
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
-from .config import LONG_MAX
+from pylog.model import CONTROL_MASK, LONG_MAX
+
 from .errors import OffsetOutOfRange
-from .rewrite import Block, coalesce, write_segment
-from .schema import CONTROL_MASK
+from .rewrite import Block, coalesce
 from .segment import Segment, SegmentSnapshot
 from .transactions import ABORT, OPEN, UNKNOWN_MARKER, Resolver, all_open, classify, control_types
 
 if TYPE_CHECKING:
-    from .log import CompactionResult, PartitionLog
+    from .log import PartitionLog
 
 EMPTY_BATCH_SIZE = 61  # a Kafka batch header without records
 
 
-def _cleanable(log: PartitionLog, now_ms: int, max_offset: int | None) -> list[Segment]:
+def _cleanable(log: PartitionLog, segs: tuple[Segment, ...], now_ms: int,
+               max_offset: int | None) -> list[Segment]:
     c = log.config
-    segs = log._segments
     out = []
     for k, seg in enumerate(segs[:-1]):
         if max_offset is not None and segs[k + 1].base_offset > max_offset:
@@ -67,7 +67,7 @@ def _due(log: PartitionLog, chosen: list[Segment], now_ms: int) -> bool:
         if c.max_compaction_lag_ms < LONG_MAX and any(
                 0 <= s.first_append_time <= now_ms - c.max_compaction_lag_ms for s in dirty):
             return True
-    return log._next_horizon_ms <= now_ms
+    return log.clean_horizon_ms <= now_ms
 
 
 class Plan:
@@ -183,36 +183,39 @@ def plan(snaps: list[SegmentSnapshot], now_ms: int, delete_retention_ms: int, *,
     return Plan(plans, len(offsets), int(keep.sum()), next_horizon, tuple(cleared.tolist()))
 
 
-def compact_log(log: PartitionLog, now_ms: int, max_offset: int | None, force: bool) -> CompactionResult:
-    """Compact `log` if a run is due (caller holds the log's job lock)."""
-    from .log import CompactionResult
+class CompactionResult(NamedTuple):
+    segments: int  # segments rewritten
+    records_before: int
+    records_after: int
+    # ABORT markers (offsets) whose transactions have no records left: an aborted-transactions
+    # index may forget them before the markers themselves go
+    cleared_aborts: tuple[int, ...] = ()
 
+
+def compact_log(log: PartitionLog, now_ms: int, max_offset: int | None, force: bool) -> CompactionResult:
+    """Compact `log` if a run is due, through the log's segment-rewrite API."""
     if not log.config.compact:
         return CompactionResult(0, 0, 0)
-    with log._lock:
-        chosen = _cleanable(log, now_ms, max_offset)
-        if not chosen or not (force or _due(log, chosen, now_ms)):
+
+    def choose(segments: tuple[Segment, ...]) -> list[Segment]:
+        chosen = _cleanable(log, segments, now_ms, max_offset)
+        return chosen if chosen and (force or _due(log, chosen, now_ms)) else []
+
+    with log.rewrite(choose, entries_after=True) as job:
+        if job is None:
             return CompactionResult(0, 0, 0)
-        for seg in chosen:
-            seg.busy = True
-        snaps = [seg.snapshot() for seg in chosen]
-        tail = log.batch_metadata(log._segments[len(chosen)].base_offset)
-    rewritten = 0
-    try:
-        run = plan(snaps, now_ms, log.config.delete_retention_ms, tail=tail, resolve=_resolver(log, tail))
-        for seg, blocks in zip(chosen, run.blocks):
+        tail = job.entries_after
+        run = plan(list(job.snapshots), now_ms, log.config.delete_retention_ms, tail=tail,
+                   resolve=_resolver(log, tail))
+        rewritten = 0
+        for seg, blocks in zip(job.segments, run.blocks):
             if blocks is None:
-                seg.cleaned = True
-            elif not blocks and seg is not chosen[0]:
-                rewritten += log._remove_segment(seg)
+                job.mark_cleaned(seg)
+            elif not blocks and seg is not job.segments[0]:
+                rewritten += job.remove(seg)
             else:
-                written = write_segment(log.dir, seg.base_offset, coalesce(blocks), sealed=True,
-                                        compression=log.config.segment_compression)
-                rewritten += log._swap_in(seg, written, cleaned=True)
-        log._next_horizon_ms = run.horizon
-    finally:
-        for seg in chosen:
-            seg.busy = False
+                rewritten += job.replace(seg, coalesce(blocks), cleaned=True)
+        log.clean_horizon_ms = run.horizon
     return CompactionResult(rewritten, run.before, run.after, run.cleared_aborts)
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-LONG_MAX = 2**63 - 1
+from pylog.model import LONG_MAX
 
 _POLICIES = {"delete", "compact", "compact,delete", "delete,compact"}
 _TIMESTAMP_TYPES = {"CreateTime", "LogAppendTime"}

@@ -19,7 +19,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
-from .schema import BATCH_DTYPE, COMPRESSION_MASK, RECORD_SCHEMA
+from pylog.model import COMPRESSION_MASK, RECORD_SCHEMA
+
+from .schema import BATCH_DTYPE
 
 CONTINUATION = b"\xff\xff\xff\xff"
 FILE_MAGIC = b"ARROW1"

@@ -3,9 +3,10 @@
 Theory of operation. The last segment is active (an appendable IPC stream); every other segment is
 immutable. Appends write to the active segment only (data, then side files) and roll it by size,
 age or index size; a rolled stream stays readable as is until a background job (`seal_pending`)
-rewrites it as an IPC file. Background jobs (sealing, compaction) build new files without any
-lock and swap them in under the log lock after checking that their segment is still current
-(`retired` tells them it was truncated or deleted meanwhile). Reads, appends and structural
+rewrites it as an IPC file. Background jobs (sealing, compaction) go through one segment-rewrite
+API, `rewrite`: they claim segments (marked busy, snapshotted under the log lock), build new files
+without any lock and swap them in under the log lock after checking that their segment is still
+current (`retired` tells them it was truncated or deleted meanwhile). Reads, appends and structural
 changes (roll, truncation, retention) take the same lock, so a reader sees each segment either
 before or after a swap, never in between. The log end offset lives in memory and is rebuilt from
 the data on open; the log start offset and the leader epoch cache are checkpointed.
@@ -14,15 +15,18 @@ the data on open; the log start offset and the leader epoch cache are checkpoint
 from __future__ import annotations
 
 import bisect
+import contextlib
 import os
 import re
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
+
+from pylog.model import LONG_MAX, RECORD_SCHEMA, TIMESTAMP_TYPE_MASK
 
 from .checkpoint import (
     LEADER_EPOCH_FILE,
@@ -30,12 +34,13 @@ from .checkpoint import (
     read_log_start_offset,
     write_log_start_offset,
 )
-from .config import LONG_MAX, LogConfig
+from .compaction import CompactionResult, compact_log
+from .config import LogConfig
 from .errors import InvalidAppend, InvalidRecord, OffsetOutOfRange, ReadOnlyLog
 from .files import fsync_dir
 from .ipc import body_codec
-from .rewrite import Block, coalesce, recover_swaps, write_segment
-from .schema import BATCH_DTYPE, RECORD_SCHEMA, TIMESTAMP_TYPE_MASK, BatchMeta, StoredBatch
+from .rewrite import Block, Written, coalesce, recover_swaps, write_segment
+from .schema import BATCH_DTYPE, BatchMeta, StoredBatch
 from .segment import FILE_EXT, SIDE_EXTS, STREAM_EXT, Segment, SegmentSnapshot
 
 _NAME_RE = re.compile(r"^(\d{20})(\.[a-z]+)$")
@@ -113,7 +118,9 @@ class PartitionLog:
         self._last_flush_ms = 0
         self._dir_dirty = False
         self._closed = False
-        self._next_horizon_ms = LONG_MAX  # earliest delete horizon of a tombstone compaction kept
+        # compaction's: the earliest delete horizon of a tombstone or marker it kept (a run is due
+        # once it passes); known in memory only, like which segments are clean
+        self.clean_horizon_ms = LONG_MAX
         self._epochs = LeaderEpochCache(directory / LEADER_EPOCH_FILE, readonly=readonly)
 
     # -- opening -------------------------------------------------------------------------------
@@ -440,10 +447,14 @@ class PartitionLog:
     def truncate_to(self, offset: int) -> None:
         """Remove every batch whose last offset is >= `offset` (replication); the log end offset
         becomes `offset` (as in Kafka, a batch straddling it goes whole, leaving a gap below it),
-        and the log start offset at most `offset`."""
+        and the log start offset at most `offset`. Leader epochs starting at or past the new log
+        end go too, also when no record does."""
         self._check_writable()
         with self._lock:
             if offset >= self._log_end_offset:
+                # No record goes, but an epoch this replica began as leader without appending
+                # anything may sit at the log end; the new leader's log does not have it (as Kafka).
+                self._epochs.truncate_from_end(self._log_end_offset)
                 return
             if offset < self._segments[0].base_offset:
                 self.truncate_fully_and_start_at(offset)
@@ -540,32 +551,51 @@ class PartitionLog:
                 self._set_log_start_offset(segs[n].base_offset)
         return n
 
-    # -- background jobs -----------------------------------------------------------------------
+    # -- background jobs: segment rewrites ----------------------------------------------------
+
+    @contextlib.contextmanager
+    def rewrite(self, choose: Callable[[tuple[Segment, ...]], list[Segment]], *,
+                entries_after: bool = False) -> Iterator[SegmentRewrite | None]:
+        """Claim segments for a background rewrite (sealing, compaction): `choose` gets every
+        segment, oldest first and the active one last, and returns those to rewrite (never the
+        active one); they are marked busy and snapshotted under the log lock, and released when the
+        block ends. Yields None when nothing was chosen. One rewrite runs at a time per log; appends
+        and reads go on meanwhile. With `entries_after`, the claim also holds the `.batches` entries
+        after the last chosen segment, read under the same lock."""
+        self._check_writable()
+        with self._job_lock:
+            with self._lock:
+                segments = self._segments
+                chosen = choose(segments) if not self._closed else []
+                if chosen:
+                    assert segments[-1] not in chosen, "the active segment is never rewritten"
+                    for seg in chosen:
+                        seg.busy = True
+                    snapshots = tuple(seg.snapshot() for seg in chosen)
+                    after = segments[segments.index(chosen[-1]) + 1].base_offset
+                    tail = self.batch_metadata(after) if entries_after else np.zeros(0, BATCH_DTYPE)
+            if not chosen:
+                yield None
+                return
+            try:
+                yield SegmentRewrite(self, tuple(chosen), snapshots, after, tail)
+            finally:
+                for seg in chosen:
+                    seg.busy = False
 
     def seal_pending(self, limit: int | None = None) -> int:
         """Rewrite rolled IPC-stream segments as IPC files (coalescing small batches). Safe to run
         on a background thread while the owner appends and reads; returns segments sealed."""
-        self._check_writable()
         done = 0
-        with self._job_lock:
-            while limit is None or done < limit:
-                with self._lock:
-                    pending = [s for s in self._segments[:-1] if not s.sealed and not s.busy]
-                    if not pending or self._closed:
-                        return done
-                    seg = pending[0]
-                    seg.busy = True
-                    snap = seg.snapshot()
-                try:
-                    written = write_segment(self.dir, seg.base_offset, coalesce(snap.blocks()), sealed=True,
-                                            compression=self.config.segment_compression)
-                    if self._swap_in(seg, written):
-                        done += 1
-                finally:
-                    seg.busy = False
+        while limit is None or done < limit:
+            with self.rewrite(_first_unsealed) as job:
+                if job is None:
+                    return done
+                (seg,), (snap,) = job.segments, job.snapshots
+                done += job.replace(seg, coalesce(snap.blocks()))
         return done
 
-    def _swap_in(self, seg: Segment, written, *, cleaned: bool = False) -> bool:  # type: ignore[no-untyped-def]
+    def _swap_in(self, seg: Segment, written: Written, *, cleaned: bool) -> bool:
         """Replace `seg` by rewritten files unless it changed meanwhile (then discard them)."""
         with self._lock:
             if self._closed or seg.retired or seg not in self._segments:
@@ -581,7 +611,7 @@ class PartitionLog:
             return True
 
     def _remove_segment(self, seg: Segment) -> bool:
-        """Drop a segment compaction emptied (never the first or the active one)."""
+        """Drop a segment a rewrite emptied (never the first or the active one)."""
         with self._lock:
             if self._closed or seg.retired or seg not in self._segments[1:-1]:
                 return False
@@ -593,11 +623,7 @@ class PartitionLog:
         """Log compaction of the segments before the active one (and below `max_offset`, e.g.
         the last stable offset) when a run is due by Kafka's cleaner rules, or always with
         `force`; see `compaction.py`. Safe on a background thread; cheap when nothing is due."""
-        from .compaction import compact_log
-
-        self._check_writable()
-        with self._job_lock:
-            return compact_log(self, now_ms, max_offset, force)
+        return compact_log(self, now_ms, max_offset, force)
 
     # -- durability and lifetime ---------------------------------------------------------------
 
@@ -640,13 +666,39 @@ class PartitionLog:
                 f"end={self._log_end_offset}, segments={len(self._segments)})")
 
 
-class CompactionResult(NamedTuple):
-    segments: int  # segments rewritten
-    records_before: int
-    records_after: int
-    # ABORT markers (offsets) whose transactions have no records left: an aborted-transactions
-    # index may forget them before the markers themselves go
-    cleared_aborts: tuple[int, ...] = ()
+class SegmentRewrite:
+    """Segments claimed by `PartitionLog.rewrite`: their snapshots (what to rewrite from), the base
+    offset of the segment after them, optionally the `.batches` entries from there on, and the
+    operations that put the result in place. Each operation swaps in under the log lock and is
+    refused (False) if the segment was truncated or deleted meanwhile."""
+
+    def __init__(self, log: PartitionLog, segments: tuple[Segment, ...],
+                 snapshots: tuple[SegmentSnapshot, ...], end_offset: int, entries_after: np.ndarray) -> None:
+        self._log = log
+        self.segments = segments
+        self.snapshots = snapshots
+        self.end_offset = end_offset
+        self.entries_after = entries_after
+
+    def replace(self, seg: Segment, blocks: list[Block], *, cleaned: bool = False) -> bool:
+        """Write `blocks` as a sealed segment with `seg`'s base offset (no lock held) and swap it
+        in for `seg`; `cleaned` marks it as compacted."""
+        log = self._log
+        written = write_segment(log.dir, seg.base_offset, blocks, sealed=True,
+                                compression=log.config.segment_compression)
+        return log._swap_in(seg, written, cleaned=cleaned)
+
+    def remove(self, seg: Segment) -> bool:
+        """Delete `seg`, which the rewrite emptied (not the log's first segment)."""
+        return self._log._remove_segment(seg)
+
+    def mark_cleaned(self, seg: Segment) -> None:
+        """`seg` was looked at by compaction and needs no rewrite."""
+        seg.cleaned = True
+
+
+def _first_unsealed(segments: tuple[Segment, ...]) -> list[Segment]:
+    return next(([s] for s in segments[:-1] if not s.sealed and not s.busy), [])
 
 
 def _int64_values(col: pa.Array) -> np.ndarray:

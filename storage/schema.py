@@ -12,27 +12,13 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-HEADER_STRUCT_TYPE = pa.struct([("key", pa.string()), ("value", pa.binary())])
-
-RECORD_SCHEMA = pa.schema(
-    [
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("ms")),
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("headers", pa.list_(HEADER_STRUCT_TYPE)),
-    ]
+from pylog.model import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    NO_PRODUCER_ID,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
 )
-
-# Kafka RecordBatch v2 attribute bits.
-COMPRESSION_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_MASK = 0x10
-CONTROL_MASK = 0x20
-DELETE_HORIZON_MASK = 0x40
-
-NO_PRODUCER_ID = -1
-NO_TIMESTAMP = -1
 
 
 class BatchMeta(NamedTuple):

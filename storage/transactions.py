@@ -20,7 +20,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from .schema import CONTROL_MASK, TRANSACTIONAL_MASK
+from pylog.model import CONTROL_MASK, TRANSACTIONAL_MASK
 
 # Kafka ControlRecordType ids (the int16 after the int16 version in a control record's key).
 ABORT = 0

@@ -9,12 +9,13 @@ serve sends them to a broker that advertises Produce >= 3, Kafka 4 dropped them 
 Produce 0-2 / Fetch 0-3 versions that carry them are answered with UNSUPPORTED_VERSION.
 """
 
+from pylog.model import NO_TIMESTAMP, RECORD_SCHEMA
+
 from .batch import (
     C_IMPL,
     DEFAULT_MAX_UNCOMPRESSED_BYTES,
     IMPLEMENTATION,
     PYTHON_IMPL,
-    RECORD_SCHEMA,
     DecodedBatch,
     decode_batch,
     decode_records,
@@ -23,7 +24,6 @@ from .batch import (
 from .control import ControlRecord, ControlType, encode_control_batch, parse_control_record
 from .header import (
     HEADER_SIZE,
-    NO_TIMESTAMP,
     BatchHeader,
     compute_crc,
     iter_batches,

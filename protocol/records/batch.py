@@ -15,39 +15,33 @@ from typing import Any, NamedTuple
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pylog.model import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    HEADER_STRUCT_TYPE,
+    HEADERS_TYPE,
+    NO_TIMESTAMP,
+    RECORD_SCHEMA,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+)
+
 from ..errors import CorruptRecordBatch
 from . import _pyrecords
 from .compression import codec_id, compress, decompress
 from .header import (
     ATTRIBUTES_OFFSET,
-    COMPRESSION_MASK,
-    CONTROL_MASK,
     CRC_OFFSET,
     HEADER_SIZE,
     HEADER_STRUCT,
     LOG_OVERHEAD,
     MAGIC,
-    NO_TIMESTAMP,
-    TIMESTAMP_TYPE_MASK,
-    TRANSACTIONAL_MASK,
     BatchHeader,
     compute_crc,
     parse_header,
 )
 from .header import verify_crc as _check_crc
 
-HEADER_STRUCT_TYPE = pa.struct([("key", pa.string()), ("value", pa.binary())])
-RECORD_SCHEMA = pa.schema(
-    [
-        ("offset", pa.int64()),
-        ("timestamp", pa.timestamp("ms")),
-        ("key", pa.binary()),
-        ("value", pa.binary()),
-        ("headers", pa.list_(HEADER_STRUCT_TYPE)),
-    ]
-)
-
-HEADERS_TYPE = RECORD_SCHEMA.field("headers").type
 _INT64 = pa.int64()
 _TIMESTAMP_MS = pa.timestamp("ms")
 _BINARY = pa.binary()

@@ -12,8 +12,10 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
+from pylog.model import RECORD_SCHEMA
+
 from ..errors import CorruptRecordBatch
-from .batch import RECORD_SCHEMA, encode_batch
+from .batch import encode_batch
 
 _KEY = struct.Struct(">hh")
 _MARKER_VALUE = struct.Struct(">hi")

@@ -8,6 +8,14 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
+from pylog.model import (
+    COMPRESSION_MASK,
+    CONTROL_MASK,
+    DELETE_HORIZON_MASK,
+    TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
+)
+
 from ..errors import CorruptRecordBatch
 
 HEADER_STRUCT = struct.Struct(">qiibIhiqqqhii")
@@ -19,16 +27,6 @@ CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21  # the CRC covers from here to the end of the batch
 PARTITION_LEADER_EPOCH_OFFSET = 12
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
-
-COMPRESSION_MASK = 0x07
-TIMESTAMP_TYPE_MASK = 0x08
-TRANSACTIONAL_MASK = 0x10
-CONTROL_MASK = 0x20
-DELETE_HORIZON_MASK = 0x40
-
-NO_TIMESTAMP = -1
-NO_PRODUCER_ID = -1
-NO_PARTITION_LEADER_EPOCH = -1
 
 
 class BatchHeader(NamedTuple):

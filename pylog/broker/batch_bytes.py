@@ -12,8 +12,8 @@ from pylog.protocol.errors import CorruptRecordBatch
 from pylog.protocol.records.compression import decompress
 
 from pylog.broker.wire_cache import WireBytes
+from pylog.model import TIMESTAMP_TYPE_MASK
 
-TIMESTAMP_TYPE_MASK = 0x08
 _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
 _U = struct.Struct(">I")

@@ -14,7 +14,6 @@ import asyncio
 import contextlib
 import logging
 import socket
-import time
 import uuid
 from pathlib import Path
 from typing import Any
@@ -26,6 +25,7 @@ from pylog.broker.controller_client import ControllerClient
 from pylog.broker.controller_duties import ControllerDuties
 from pylog.broker.dir_lock import DataDirLock, lock_data_dir
 from pylog.broker.group_shell import GroupShell
+from pylog.broker.handler_table import HandlerTable
 from pylog.broker.handlers import BrokerServices, ControllerServices, client_handlers, controller_handlers
 from pylog.broker.isr_manager import IsrManager
 from pylog.broker.lifecycle import BrokerLifecycle
@@ -35,7 +35,6 @@ from pylog.broker.metadata import BrokerMetadata, MetadataSource, load_meta_prop
 from pylog.broker.partition import Partition
 from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.publisher import ReplicaPublisher
-from pylog.broker.registry import HandlerTable
 from pylog.broker.replica_fetcher import ReplicaFetcherManager
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.server import KafkaServer
@@ -44,6 +43,7 @@ from pylog.broker.telemetry_shell import TelemetryShell
 from pylog.broker.throttling import QuotaEnforcer
 from pylog.broker.txn_markers import MarkerWriter
 from pylog.broker.txn_shell import TxnShell
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.cluster.bootstrap import read_bootstrap
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.node_config import Listener, NodeSettings
@@ -66,10 +66,6 @@ TICK_MS = 50
 CONTROLLED_SHUTDOWN_S = 10.0
 
 
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class Broker:
     def __init__(
         self,
@@ -79,8 +75,10 @@ class Broker:
         listen: tuple[str, int] | None = ("127.0.0.1", 9092),
         advertised: tuple[str, int] | None = None,
         settings: NodeSettings | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.config = config
+        self.clock = clock
         self.settings = settings or NodeSettings.from_config(config, listen=listen)
         self.data_dir = Path(data_dir).resolve()
         self._advertised = advertised
@@ -90,9 +88,11 @@ class Broker:
         self.authorization = Authorization.from_config(config, image)
         self.security = NodeSecurity.from_config(config, self.settings, image_credentials(image))
         self.quotas = ConnectionQuotas.from_config(config, [li.name for li in self.settings.listeners])
-        self.client_quotas = QuotaEnforcer(ClientQuotas.from_config(config), image, self.quotas)
-        self.replicas = ReplicaManager(config, self.data_dir, now_ms)
-        self.maintenance = Maintenance(config, self.replicas, now_ms)
+        self.client_quotas = QuotaEnforcer(
+            ClientQuotas.from_config(config), image, self.quotas, clock=clock.monotonic_ms
+        )
+        self.replicas = ReplicaManager(config, self.data_dir, clock.wall_ms)
+        self.maintenance = Maintenance(config, self.replicas, clock.wall_ms)
         self.cluster_id = ""
         self.directory_id: uuid.UUID | None = None
         self.quorum: MetadataQuorum | None = None
@@ -119,7 +119,7 @@ class Broker:
         self.schema_validation = SchemaValidation(None)
         # Iceberg tables of topics (bad catalog settings stop the start here)
         self.iceberg = IcebergMaterializers(self.node_id, config, self.data_dir, lambda: source().image,
-                                            self._own_client)
+                                            self._own_client, clock)
         self.stopping = False
         self.dir_lock: DataDirLock | None = None
 
@@ -227,6 +227,7 @@ class Broker:
             session_timeout_ms=s.session_timeout_ms,
             snapshot_bytes=cfg.int("metadata.log.max.record.bytes.between.snapshots"),
             bootstrap=read_bootstrap(self.data_dir),
+            clock=self.clock,
             broker_settings=cfg.raw,
         )
         self.controller_table = controller_handlers(
@@ -308,6 +309,7 @@ class Broker:
             "replicas": self.replicas,
             "metadata": metadata,
             "controller": controller,
+            "clock": self.clock.wall_ms,
         }
         groups = self.groups = GroupShell(cfg, **shared)
         # Replica fetches and transaction markers each have their own connections (BrokerChannels).
@@ -335,7 +337,7 @@ class Broker:
             partition_max_bytes=cfg.int("replica.fetch.max.bytes"),
             backoff_ms=cfg.int("replica.fetch.backoff.ms"),
             request_timeout_ms=cfg.int("request.timeout.ms"),
-            now_ms=now_ms,
+            now_ms=self.clock.wall_ms,
         )
         metadata.add_publisher(
             ReplicaPublisher(
@@ -346,7 +348,7 @@ class Broker:
                 on_open=self._opened,
                 on_topic_removed=lambda _topic: self.maintenance.request_release(),
                 set_dynamic_configs=self._set_dynamic_configs,
-                now_ms=now_ms,
+                now_ms=self.clock.wall_ms,
             )
         )
         self.isr = IsrManager(
@@ -355,7 +357,7 @@ class Broker:
             self.replicas,
             broker_epoch=lambda: self.broker_epoch,
             lag_time_max_ms=cfg.int("replica.lag.time.max.ms"),
-            now_ms=now_ms,
+            now_ms=self.clock.wall_ms,
             eligible=lambda broker: (b := source.image.brokers.get(broker)) is not None and b.usable,
         )
         services = BrokerServices(
@@ -373,7 +375,7 @@ class Broker:
             stopping=lambda: self.stopping,
             schema_validation=self.schema_validation,
             authz=self.authorization,
-            telemetry=TelemetryShell(cfg, lambda: source.image),
+            telemetry=TelemetryShell(cfg, lambda: source.image, self.clock),
         )
         table = client_handlers(services)
         for li in s.broker_listeners:
@@ -440,6 +442,7 @@ class Broker:
             listener=li.name,
             security=self.security.listener(li.name),
             quotas=self.quotas,
+            clock=self.clock,
             client_quotas=self.client_quotas if client_quotas else None,
         )
 

@@ -42,7 +42,7 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode, FrameTooLarge, ProtocolError, UnsupportedApi
 from pylog.protocol.framing import FrameReader
 
-from pylog.broker import registry
+from pylog.broker import handler_table
 from pylog.broker.context import RequestContext
 from pylog.broker.error_response import error_response
 from pylog.broker.legacy import unsupported_version_response
@@ -268,10 +268,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             size, body = len(frame), request.body
             task.add_done_callback(lambda t, s=slot, c=ctx: self._finished(t, s, c, body, size, busy_ns))
             return
-        if result is registry.NO_RESPONSE:
+        if result is handler_table.NO_RESPONSE:
             self._unanswered(ctx, request.body, len(frame), busy_ns)
             return
-        if result is registry.CLOSE_CONNECTION:
+        if result is handler_table.CLOSE_CONNECTION:
             self._close_after_pending()
             return
         self._push(self._respond(ctx, request.body, result, len(frame), busy_ns))
@@ -280,7 +280,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Run SASL requests through the authenticator; say whether anything else may be served."""
         sasl = self.sasl
         assert sasl is not None
-        now_ms = time.monotonic_ns() // 1_000_000
+        now_ms = self.server.clock.monotonic_ms()
         if key == ApiKey.SASL_HANDSHAKE:
             answer, close = sasl.handshake(body.mechanism)
         elif key == ApiKey.SASL_AUTHENTICATE and not sasl.authenticated:
@@ -358,9 +358,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
         else:
             result = task.result()
-            if result is registry.CLOSE_CONNECTION:
+            if result is handler_table.CLOSE_CONNECTION:
                 self._close_when_drained = True
-            elif result is registry.NO_RESPONSE:
+            elif result is handler_table.NO_RESPONSE:
                 self._unanswered(ctx, body, request_bytes, busy_ns)
             else:
                 slot.parts = self._respond(ctx, body, result, request_bytes, busy_ns)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 
 from pylog.security.principal import ANONYMOUS, KafkaPrincipal
@@ -34,7 +33,3 @@ class RequestContext:
     def client_port(self) -> int | None:
         port = self.client_host.rpartition(":")[2]
         return int(port) if port.isdigit() else None
-
-    @staticmethod
-    def now_ms() -> int:
-        return time.time_ns() // 1_000_000

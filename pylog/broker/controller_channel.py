@@ -26,7 +26,7 @@ from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
 from pylog.broker.error_response import error_response
-from pylog.broker.registry import HandlerSpec, HandlerTable
+from pylog.broker.handler_table import HandlerSpec, HandlerTable
 from pylog.client.protocol import Channel
 from pylog.cluster.channel import ChannelError, node_channel
 from pylog.cluster.quorum_addresses import QuorumAddresses

@@ -14,13 +14,13 @@ import asyncio
 import functools
 import inspect
 import logging
-import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
+from pylog.broker.delayed import await_replication
 from pylog.broker.error_response import error_response
 from pylog.broker.internal_topics import InternalTopic, append_records_at, batches_by_partition
 from pylog.cluster.controller import NewTopic
@@ -35,10 +35,6 @@ log = logging.getLogger(__name__)
 
 # What a failed append turns a call's response into (the response shapes of `pylog.groups`).
 ResponseOnError = Callable[[Any, ErrorCode], Any]
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class CoordinatorShell:
@@ -299,24 +295,11 @@ async def _answer_when_replicated(
     pending = [item for s in shells for item in s.pending_replication()]
     if not pending:
         return result
-    loop = asyncio.get_running_loop()
-    futures = []
-    for part, last in pending:
-        fut: asyncio.Future[int] = loop.create_future()
-
-        def done(code: int, fut: asyncio.Future[int] = fut) -> None:
-            if not fut.done():
-                fut.set_result(code)
-
-        part.add_hw_waiter(last, done)
-        futures.append((part, fut, done))
-    await asyncio.wait([f for _, f, _ in futures], timeout=timeout_s)
     code = ErrorCode.NONE
-    for part, fut, done in futures:
-        if not fut.done():
-            part.remove_hw_waiter(done)
+    for outcome in await await_replication(pending, timeout_s, check_min_isr=False):
+        if outcome == ErrorCode.REQUEST_TIMED_OUT:
             code = ErrorCode.REQUEST_TIMED_OUT
-        elif fut.result():
+        elif outcome:
             code = ErrorCode.NOT_COORDINATOR
     if code is ErrorCode.NONE or result is None:
         return result

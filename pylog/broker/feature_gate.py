@@ -12,9 +12,9 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker import authorize as az
+from pylog.broker import api_acls as az
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import HandlerSpec
+from pylog.broker.handler_table import HandlerSpec
 from pylog.cluster.features import GROUP_VERSION, SHARE_VERSION, finalized_level
 from pylog.cluster.image import MetadataImage
 

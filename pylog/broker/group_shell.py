@@ -42,8 +42,9 @@ from typing import TYPE_CHECKING, Any
 
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.coordinator_shell import CoordinatorShell, ResponseOnError, wall_clock_ms
+from pylog.broker.coordinator_shell import CoordinatorShell, ResponseOnError
 from pylog.broker.internal_topics import iter_log_entries
+from pylog.clock import SYSTEM_CLOCK
 from pylog.cluster.controller import NewTopic
 from pylog.cluster.records import ConfigResourceType
 from pylog.config import BROKER_CONFIGS
@@ -91,7 +92,7 @@ class GroupShell(CoordinatorShell):
         replicas: ReplicaManager,
         metadata: MetadataView,
         controller: ControllerClient,
-        clock: Callable[[], int] = wall_clock_ms,
+        clock: Callable[[], int] = SYSTEM_CLOCK.wall_ms,
     ) -> None:
         super().__init__(
             OFFSETS_TOPIC,

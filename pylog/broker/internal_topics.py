@@ -1,6 +1,7 @@
 """What the coordinator shells share about their compacted internal topics
 (`__consumer_offsets`, `__transaction_state`): creating the topic on first use, appending a
-call's records as one batch through the partition layer, and reading a partition back for replay.
+call's records as one batch as the partition's leader (the COORDINATOR origin), and reading a
+partition back for replay.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import pyarrow as pa
 from pylog.protocol import records as rec
 from pylog.protocol.errors import ErrorCode
 
+from pylog.broker.partition import AppendOrigin, Partition
 from pylog.cluster.controller import NewTopic
 from pylog.groups import CoordinatorRecord, TxnMarkerRecord, TxnOffsetRecord
 from pylog.groups.coordinator import LogEntry
+from pylog.model import CONTROL_MASK, HEADERS_TYPE, RECORD_SCHEMA, TRANSACTIONAL_MASK
 
 if TYPE_CHECKING:
     from pylog.broker.controller_client import ControllerClient
@@ -27,9 +30,6 @@ log = logging.getLogger(__name__)
 
 CREATE_WAIT_S = 10.0
 LOAD_READ_BYTES = 8 * 1024 * 1024
-_TRANSACTIONAL = 0x10
-_CONTROL = 0x20
-_HEADERS_TYPE = rec.RECORD_SCHEMA.field("headers").type
 
 
 class InternalTopic:
@@ -93,14 +93,10 @@ def fit_to_cluster(topic: NewTopic, live_brokers: int) -> NewTopic:
     return dataclasses.replace(topic, replication_factor=rf, configs=configs)
 
 
-def append_records(part: Any, recs: list[CoordinatorRecord], now_ms: int) -> ErrorCode:
-    """Append `recs` (all of one producer id / epoch) as one batch; a producer id >= 0 makes it
-    a transactional batch of that producer (TxnOffsetCommit)."""
-    return append_records_at(part, recs, now_ms)[0]
-
-
-def append_records_at(part: Any, recs: list[CoordinatorRecord], now_ms: int) -> tuple[ErrorCode, int]:
-    """`append_records`, also answering the batch's base offset (-1 on error)."""
+def append_records_at(part: Partition, recs: list[CoordinatorRecord], now_ms: int) -> tuple[ErrorCode, int]:
+    """Append `recs` (all of one producer id / epoch) as one batch, as the partition's leader; a
+    producer id >= 0 makes it a transactional batch of that producer (TxnOffsetCommit). The error,
+    and the batch's base offset (-1 on error)."""
     n = len(recs)
     batch = pa.RecordBatch.from_arrays(
         [
@@ -108,9 +104,9 @@ def append_records_at(part: Any, recs: list[CoordinatorRecord], now_ms: int) -> 
             pa.array([now_ms] * n, pa.timestamp("ms")),
             pa.array([r.key for r in recs], pa.binary()),
             pa.array([r.value for r in recs], pa.binary()),
-            pa.array([[]] * n, _HEADERS_TYPE),
+            pa.array([[]] * n, HEADERS_TYPE),
         ],
-        schema=rec.RECORD_SCHEMA,
+        schema=RECORD_SCHEMA,
     )
     first = recs[0]
     if first.producer_id >= 0:
@@ -123,7 +119,7 @@ def append_records_at(part: Any, recs: list[CoordinatorRecord], now_ms: int) -> 
         )
     else:
         wire = rec.encode_batch(batch, base_offset=0)
-    result = part.append_from_client(wire, now_ms)
+    result = part.append_as_leader(wire, now_ms, AppendOrigin.COORDINATOR)
     return ErrorCode(result.error), result.base_offset if result.error == 0 else -1
 
 
@@ -154,12 +150,12 @@ def iter_log_entries(plog: Any) -> Iterator[LogEntry]:
             keys = b.records.column("key").to_pylist()
             values = b.records.column("value").to_pylist()
             offsets = b.records.column("offset").to_pylist()
-            if attrs & _CONTROL:
+            if attrs & CONTROL_MASK:
                 for k, v in zip(keys, values):
                     marker = rec.parse_control_record(k, v)
                     if marker.is_commit or marker.is_abort:
                         yield TxnMarkerRecord(b.meta.producer_id, marker.is_commit)
-            elif attrs & _TRANSACTIONAL:
+            elif attrs & TRANSACTIONAL_MASK:
                 for k, v, o in zip(keys, values, offsets):
                     if k is not None:
                         yield TxnOffsetRecord(b.meta.producer_id, k, v, o)

@@ -64,35 +64,28 @@ class IsrManager:
     def maybe_expand(self, part: Partition, replica_id: int) -> None:
         """After ``replica_id``'s fetch: add it back if it caught up and may join (registered,
         unfenced, not shutting down, as the image says)."""
-        state = part.leader_state
-        if state is None or state.pending_isr is not None:
-            return
-        new_isr = state.isr_expand(replica_id)
+        new_isr = part.isr_to_expand(replica_id)
         if new_isr is not None and self._eligible(replica_id):
             self._propose(part, new_isr)
 
     def check_shrink(self) -> None:
         now = self._now_ms()
         for part in self.replicas.snapshot():
-            state = part.leader_state
-            if state is None:
-                continue
-            new_isr = state.isr_shrink(now, self.lag_time_max_ms)
+            new_isr = part.isr_to_shrink(now, self.lag_time_max_ms)
             if new_isr is not None:
                 log.info(
                     "%s-%d: shrinking the ISR from %s to %s",
                     part.topic,
                     part.index,
-                    list(state.isr),
+                    list(part.isr),
                     list(new_isr),
                 )
                 self._propose(part, new_isr)
 
     def _propose(self, part: Partition, new_isr: tuple[int, ...]) -> None:
-        assert part.leader_state is not None
-        part.leader_state.propose(new_isr)
-        self._pending[(part.topic, part.index)] = (part, new_isr)
-        self._wake.set()
+        if part.propose_isr(new_isr):
+            self._pending[(part.topic, part.index)] = (part, new_isr)
+            self._wake.set()
 
     # ------------------------------------------------------------------ sending
 
@@ -116,29 +109,27 @@ class IsrManager:
             except ControllerUnavailable as exc:
                 log.warning("AlterPartition: %s", exc)
                 for part, _ in batch.values():
-                    if part.leader_state is not None:
-                        part.leader_state.isr_change_failed()
+                    part.isr_change_failed()
             except Exception:
                 log.exception("AlterPartition failed")
                 for part, _ in batch.values():
-                    if part.leader_state is not None:
-                        part.leader_state.isr_change_failed()
+                    part.isr_change_failed()
 
     async def _send(self, batch: list[tuple[Partition, tuple[int, ...]]]) -> None:
         assert self.controller is not None
         by_topic: dict[Any, list[dict[str, Any]]] = {}
         sent: dict[tuple[Any, int], Partition] = {}
         for part, new_isr in batch:
-            state = part.leader_state
-            if state is None:
+            epochs = part.leader_epochs()
+            if epochs is None:
                 continue
             by_topic.setdefault(part.topic_id, []).append(
                 {
                     "partition_index": part.index,
-                    "leader_epoch": state.leader_epoch,
+                    "leader_epoch": epochs[0],
                     "new_isr_with_epochs": [{"broker_id": b, "broker_epoch": -1} for b in new_isr],
                     "leader_recovery_state": 0,
-                    "partition_epoch": state.partition_epoch,
+                    "partition_epoch": epochs[1],
                 }
             )
             sent[(part.topic_id, part.index)] = part
@@ -164,8 +155,7 @@ class IsrManager:
                         part.index,
                         ErrorCode.of(p.error_code).name,
                     )
-                    if part.leader_state is not None:
-                        part.leader_state.isr_change_failed()
+                    part.isr_change_failed()
         for key, part in sent.items():
-            if key not in answered and part.leader_state is not None:
-                part.leader_state.isr_change_failed()
+            if key not in answered:
+                part.isr_change_failed()

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from pylog.broker.memory import release_unused_memory
 from pylog.config import BrokerConfig
+from pylog.model import LONG_MAX
 
 if TYPE_CHECKING:
     from pylog.broker.partition import Partition
@@ -26,7 +27,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-LONG_MAX = 2**63 - 1
 MAX_SLEEP_S = 3600.0
 FLUSH_CHECK_S = 1.0  # when log.flush.scheduler.interval.ms is unset but a topic has flush.ms
 RELEASE_SOON_S = 0.5  # after a bulk free: long enough for a burst of deletions to finish
@@ -100,7 +100,7 @@ class Maintenance:
                 seal = list(self._seal.values())
                 self._seal.clear()
             for part in seal:
-                self._guard("sealing", part, lambda p=part: p.log.seal_pending())
+                self._guard("sealing", part, part.seal_rolled_segments)
             now = time.monotonic()
             if now >= self._due["retention"]:
                 self.run_retention()
@@ -133,34 +133,16 @@ class Maintenance:
     def run_retention(self) -> None:
         now = self._now_ms()
         for part in self.replicas.snapshot():
-
-            def job(part: Partition = part) -> None:
-                if part.log.apply_retention(now, max_offset=part.high_watermark):
-                    part.forget_below(part.log_start_offset)
-                with part.lock:
-                    part.producers.expire(now, self.producer_expiration_ms)
-
-            self._guard("retention", part, job)
+            self._guard("retention", part, lambda p=part: p.apply_retention(now, self.producer_expiration_ms))
 
     def run_cleaner(self) -> None:
         now = self._now_ms()
         for part in self.replicas.snapshot():
             if part.log_config.compact:
-
-                def job(part: Partition = part) -> None:
-                    with part.lock:
-                        stable = part.last_stable_offset
-                    result = part.log.compact(now, max_offset=stable)
-                    if result.segments or result.cleared_aborts:
-                        with part.lock:
-                            if result.segments:  # cached wire bytes may predate the rewrite
-                                part.wire.clear()
-                            part.producers.forget_aborted(result.cleared_aborts)
-
-                self._guard("compaction", part, job)
+                self._guard("compaction", part, lambda p=part: p.compact(now))
 
     def run_time_flush(self) -> None:
         now = self._now_ms()
         for part in self.replicas.snapshot():
             if part.log_config.flush_ms < LONG_MAX:
-                self._guard("flush", part, lambda p=part: p.log.maybe_flush(now))
+                self._guard("flush", part, lambda p=part: p.flush_if_due(now))

@@ -19,6 +19,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.cluster.image import MetadataImage
 from pylog.config import BrokerConfig
 from pylog.tasks import cancel_and_wait
@@ -65,7 +66,7 @@ class IcebergMaterializers:
     """This broker's materialisers (see the module doc)."""
 
     def __init__(self, node_id: int, config: BrokerConfig, data_dir: Path, image: Callable[[], MetadataImage],
-                 client: Callable[[], tuple[str, Any]]) -> None:
+                 client: Callable[[], tuple[str, Any]], clock: Clock = SYSTEM_CLOCK) -> None:
         from pylog.iceberg.catalog import CatalogSettings
 
         self.node_id = node_id
@@ -73,6 +74,7 @@ class IcebergMaterializers:
         self.catalog = CatalogSettings.from_config(config.raw, data_dir)  # bad settings stop the start
         self._image = image
         self._client = client  # (bootstrap servers of this broker's own listener, client security)
+        self._clock = clock
         self._workers: dict[str, _Worker] = {}
         self._task: asyncio.Task[None] | None = None
         self._missing_reported = False
@@ -130,7 +132,9 @@ class IcebergMaterializers:
         from pylog.iceberg.materializer import Materializer
 
         bootstrap, security = self._client()
-        materializer = Materializer(spec, self.catalog, bootstrap, security=security)
+        materializer = Materializer(
+            spec, self.catalog, bootstrap, security=security, now_ms=self._clock.wall_ms
+        )
         worker = self._workers[spec.topic] = _Worker(spec, materializer.run)
         worker.thread.start()
         log.info("materialising topic %s into Iceberg table %s (this broker leads partition 0)", spec.topic,

@@ -1,53 +1,67 @@
 """One partition replica on this broker: its log, idempotence state, wire cache, waiting fetches,
 and its role (leader, follower or offline) as the metadata image assigns it.
 
+Every write into the partition goes through this class, and only through two doors: a leader's
+``append_as_leader`` (a producer's batch, a coordinator's batch of an internal topic, a
+transaction marker; Kafka's appendRecordsToLeader with its AppendOrigin) and a follower's
+``append_as_follower`` (the leader's batches as they are). Both keep the log, the producer
+state, the wire cache and the waiters in step. The maintenance thread's work on the log
+(sealing, retention, compaction, flushes) is also a method here, so that what it changes
+(cached wire bytes, forgotten producers) is changed by the owner.
+
 Appends and reads run on the event loop: an append decodes one batch (C accelerator) and writes
 it to the page cache. The partition log is thread-safe; ``lock`` guards this object's own state
 (producer table, wire cache) against the maintenance thread, which never holds it across a
 storage call.
 
-As leader, clients append here and followers' fetches report their log ends to a
-``LeaderState`` (pylog.replication), which moves the high watermark; waiters on it (acks=all
-produces, consumers long-polling) are called when it advances. As follower, the fetcher
-appends the leader's batches with the leader's offsets, epochs and producer metadata
-(``append_as_follower``) and sets the high watermark the leader reported. Role changes come
-from the image (``become_leader`` / ``become_follower`` / ``become_offline``).
+As leader, followers' fetches report their log ends to a ``LeaderState`` (pylog.replication),
+which moves the high watermark; waiters on it (acks=all produces, consumers long-polling) are
+called when it advances. As follower, the fetcher appends the leader's batches with the
+leader's offsets, epochs and producer metadata and sets the high watermark the leader reported.
+Role changes come from the image (``become_leader`` / ``become_follower``).
 """
 
 from __future__ import annotations
 
-import contextlib
 import enum
 import logging
 import threading
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pylog.protocol import records as rec
 from pylog.protocol.errors import CorruptRecordBatch, ErrorCode, RecordBatchTooLarge
-from pylog.storage import BatchMeta, InvalidAppend, InvalidRecord, LogConfig, PartitionLog, StorageError
+from pylog.storage import (
+    BatchMeta,
+    CompactionResult,
+    InvalidAppend,
+    InvalidRecord,
+    LogConfig,
+    PartitionLog,
+    StorageError,
+)
 from pylog.storage.schema import metas_from_entries
 
 from pylog.broker.batch_bytes import (
-    TIMESTAMP_TYPE_MASK,
     InvalidRecordStructure,
     decode_at,
     encode_stored,
     rewrite_for_wire_cache,
     single_batch_header,
 )
-from pylog.broker.producer_state import ProducerStateTable, last_sequence
+from pylog.broker.delayed import HwWaiter, Watchers
+from pylog.broker.producer_state import AbortedTxn, ProducerStateTable, last_sequence
 from pylog.broker.record_validation import RecordRules, validate_records
-from pylog.broker.transactions import is_abort_marker
+from pylog.broker.transactions import is_abort_marker, last_offset_of
 from pylog.broker.wire_cache import WireBudget, WireBytes, WireCache
-from pylog.replication import LeaderState
+from pylog.model import COMPRESSION_MASK, CONTROL_MASK, LONG_MAX, TIMESTAMP_TYPE_MASK
+from pylog.replication import LeaderState, leader_epoch_error
 
 log = logging.getLogger(__name__)
 
 CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4, "uncompressed": 0}
-LONG_MAX = 2**63 - 1
 
 
 class Role(enum.Enum):
@@ -56,7 +70,12 @@ class Role(enum.Enum):
     OFFLINE = "offline"  # a replica here with no leader (or none known yet)
 
 
-HwWaiter = Callable[[int], None]  # called with an error code (0: the high watermark passed)
+class AppendOrigin(enum.Enum):
+    """Who appends as leader (Kafka's AppendOrigin): a client may not write control batches; a
+    coordinator writes its internal topics and the transaction markers."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
 
 
 @dataclass(slots=True)
@@ -68,6 +87,7 @@ class AppendResult:
     message: str | None = None
     record_errors: list[tuple[int, str]] = field(default_factory=list)  # (batch index, message)
     last_offset: int = -1  # of the appended (or duplicate) batch: acks=all waits for it
+    current_leader: tuple[int, int] | None = None  # (leader id, epoch) with NOT_LEADER_OR_FOLLOWER
 
 
 class Partition:
@@ -98,13 +118,10 @@ class Partition:
         self.isr: tuple[int, ...] = ()
         self.leader_state: LeaderState | None = None
         self._hw = 0  # the high watermark as a follower knows it (or as restored on start)
-        self._hw_waiters: list[tuple[int, HwWaiter]] = []  # (offset to pass, callback), as leader
         self.wire = WireCache(wire_cache_bytes, wire_budget)
         self.producers = ProducerStateTable()
         self.max_uncompressed_bytes = max_uncompressed_bytes
-        self._waiters: list[Callable[[], None]] = []  # fetches reading to the high watermark
-        self._log_end_waiters: list[Callable[[], None]] = []  # followers' fetches, to the log end
-        self._log_start_waiters: list[Callable[[], None]] = []  # DeleteRecords, for the low watermark
+        self.watchers = Watchers()  # waiting fetches, produces and DeleteRecords (delayed.py)
         self.deleted = False
         self.on_roll: Callable[[Partition], None] | None = None
         # the transaction coordinator's check of a transactional batch (error code, 0 = accept)
@@ -112,6 +129,7 @@ class Partition:
         self.log_config = LogConfig()
         self.apply_configs(configs)
         self.log = PartitionLog.open(path, self.log_config, now_ms=now_ms)
+        self._rebuild_producer_state()
 
     # --- configuration ----------------------------------------------------------------------
 
@@ -159,6 +177,11 @@ class Partition:
     def is_leader(self) -> bool:
         return self.role is Role.LEADER
 
+    @property
+    def current_leader(self) -> tuple[int, int]:
+        """(leader id, leader epoch) as this replica knows them, for answers that name the leader."""
+        return self.leader_id, self.leader_epoch
+
     def restore_high_watermark(self, offset: int) -> None:
         """The checkpointed high watermark (replication-offset-checkpoint), on start."""
         self._hw = min(offset, self.log.log_end_offset)
@@ -173,10 +196,47 @@ class Partition:
         first = self.producers.first_open_transaction_offset()
         return self.high_watermark if first is None else first
 
-    # --- produce ----------------------------------------------------------------------------
+    def fetch_offsets(self) -> tuple[int, int, int]:
+        """(high watermark, last stable offset, log start offset), as a fetch answer reports them."""
+        hw = self.high_watermark
+        first = self.producers.first_open_transaction_offset()
+        return hw, hw if first is None else first, self.log.log_start_offset
 
-    def append_from_client(self, records: memoryview | bytes | None, now_ms: int) -> AppendResult:
-        """Validate one produce partition's records and append them; Kafka errors as data."""
+    @property
+    def latest_epoch(self) -> int:
+        """The leader epoch of this replica's last batch (-1 when none)."""
+        return self.log.latest_epoch
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """(largest epoch <= ``epoch``, where it ends in this log), or (-1, -1) when unknown."""
+        return self.log.end_offset_for_epoch(epoch)
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> int:
+        """Whether this replica may answer a request that names ``current_leader_epoch`` as the
+        partition's leader (0), or the error: NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
+        UNKNOWN_LEADER_EPOCH (``pylog.replication.epochs``). Fetch, ListOffsets and
+        OffsetForLeaderEpoch all ask this."""
+        if self.role is not Role.LEADER:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return leader_epoch_error(current_leader_epoch, self.leader_epoch)
+
+    def offset_for_timestamp(self, timestamp: int, *, committed: bool) -> tuple[int, int] | None:
+        """ListOffsets by time: (offset, timestamp) of the first record at or after ``timestamp``
+        below the high watermark (the last stable offset when ``committed``), or None."""
+        limit = self.last_stable_offset if committed else self.high_watermark
+        return self.log.offset_for_timestamp(timestamp, max_offset=limit)
+
+    def max_timestamp_and_offset(self) -> tuple[int, int] | None:
+        """ListOffsets MAX_TIMESTAMP: (largest timestamp, offset of its first record), or None."""
+        return self.log.max_timestamp_and_offset()
+
+    # --- appends as leader --------------------------------------------------------------------
+
+    def append_as_leader(
+        self, records: memoryview | bytes | None, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> AppendResult:
+        """Validate one batch (a produce partition's records, a coordinator's batch, a marker) and
+        append it at the log end; Kafka errors as data."""
         if not records:
             return AppendResult(ErrorCode.CORRUPT_MESSAGE, message="no record batch")
         if self.role is not Role.LEADER:
@@ -191,11 +251,12 @@ class Partition:
                 message=f"batch of {header.size_in_bytes} bytes exceeds max.message.bytes "
                 f"{self.max_message_bytes}",
             )
-        if header.is_control:
+        control = header.is_control
+        if control and origin is AppendOrigin.CLIENT:
             return AppendResult(ErrorCode.INVALID_RECORD, message="clients may not write control batches")
         if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
             return AppendResult(ErrorCode.INVALID_RECORD, message="inconsistent record count")
-        if header.is_transactional:
+        if header.is_transactional and not control:
             verify = self.txn_verifier
             error = ErrorCode.INVALID_TXN_STATE
             if verify is not None:
@@ -204,11 +265,11 @@ class Partition:
                 return AppendResult(error, message=f"transactional batch refused: {ErrorCode(error).name}")
         pid = header.producer_id
         first_seq = header.base_sequence
-        last_seq = last_sequence(first_seq, header.last_offset_delta)
         with self.lock:
             if self.deleted:
                 return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             if pid >= 0:
+                last_seq = last_sequence(first_seq, header.last_offset_delta)
                 check = self.producers.check(pid, header.producer_epoch, first_seq, last_seq)
                 if check.error:
                     return AppendResult(check.error, message=check.message)
@@ -226,22 +287,23 @@ class Partition:
                 return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
             except InvalidRecordStructure as exc:
                 return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
-            refused = validate_records(
-                table,
-                self.record_rules,
-                now_ms=now_ms,
-                producer_log_append_time=bool(header.attributes & TIMESTAMP_TYPE_MASK),
-                max_timestamp=header.max_timestamp,
-                offset_shift=header.base_offset - leo,
-                topic_partition=f"{self.topic}-{self.index}",
-            )
-            if refused is not None:
-                return AppendResult(refused.error, message=refused.message, record_errors=refused.records)
+            if not control:
+                refused = validate_records(
+                    table,
+                    self.record_rules,
+                    now_ms=now_ms,
+                    producer_log_append_time=bool(header.attributes & TIMESTAMP_TYPE_MASK),
+                    max_timestamp=header.max_timestamp,
+                    offset_shift=header.base_offset - leo,
+                    topic_partition=f"{self.topic}-{self.index}",
+                )
+                if refused is not None:
+                    return AppendResult(refused.error, message=refused.message, record_errors=refused.records)
             attributes = header.attributes & ~TIMESTAMP_TYPE_MASK
             cacheable = True
-            if self.target_codec is not None and self.target_codec != header.compression:
+            if not control and self.target_codec is not None and self.target_codec != header.compression:
                 # compression.type other than "producer": fetches re-encode with the topic's codec
-                attributes = (attributes & ~0x07) | self.target_codec
+                attributes = (attributes & ~COMPRESSION_MASK) | self.target_codec
                 cacheable = False
             meta = BatchMeta(
                 base_offset=leo,
@@ -273,23 +335,15 @@ class Partition:
                 self.wire.add(base, last, rewrite_for_wire_cache(view, base, self.leader_epoch, append_time))
             else:
                 self.wire.clear()
-            if pid >= 0:
-                self.producers.record(
-                    pid,
-                    header.producer_epoch,
-                    first_seq,
-                    last_seq,
-                    base,
-                    last,
-                    stored.max_timestamp,
-                    is_transactional=header.is_transactional,
-                )
+            self.producers.replay(stored, marker_aborted=_marker_aborted(table) if control else None)
             log_start = self.log.log_start_offset
             rolled = self.log.segment_count != segments
         if rolled and self.on_roll is not None:
             self.on_roll(self)
-        self._wake_log_end_readers()  # followers fetch it; consumers wait for the high watermark
+        self.watchers.log_grew()  # followers fetch it; consumers wait for the high watermark
         self.leader_appended()
+        if control:
+            self.wake()  # a marker moves the last stable offset: read_committed fetches look again
         return AppendResult(0, base, append_time, log_start, last_offset=last)
 
     # --- fetch ------------------------------------------------------------------------------
@@ -316,40 +370,28 @@ class Partition:
             out.append(data)
         return out
 
-    # --- waiting fetches --------------------------------------------------------------------
+    def aborted_transactions(self, fetch_offset: int, batches: Sequence[WireBytes]) -> list[AbortedTxn]:
+        """The aborted transactions a read_committed fetch from ``fetch_offset`` returning
+        ``batches`` (wire bytes) must list: those overlapping the returned range."""
+        if not self.producers.aborted or not batches:
+            return []
+        return self.producers.aborted_transactions(fetch_offset, last_offset_of(batches[-1]) + 1)
 
-    def add_waiter(self, callback: Callable[[], None], *, reads_to_log_end: bool = False) -> None:
-        """Call ``callback`` once when there may be more to read: for a fetch that reads to the
-        log end (a follower's) when the log grows, for one that reads to the high watermark (a
-        consumer's) when that moves; for both on truncation, deletion or a role change."""
-        (self._log_end_waiters if reads_to_log_end else self._waiters).append(callback)
+    def active_producers(self) -> list[tuple[int, Any]]:
+        """(producer id, entry) of every producer this partition remembers (DescribeProducers)."""
+        with self.lock:
+            return list(self.producers.producers.items())
 
-    def remove_waiter(self, callback: Callable[[], None]) -> None:
-        for waiters in (self._waiters, self._log_end_waiters):
-            try:
-                waiters.remove(callback)
-            except ValueError:
-                pass
+    # --- waiting requests --------------------------------------------------------------------
 
     def wake(self) -> None:
         """Something changed (truncation, deletion, a role): let every waiting fetch look again."""
-        self._wake_log_end_readers()
-        self._wake_watermark_readers()
-        self._wake_log_start_waiters()
-
-    def add_log_start_waiter(self, callback: Callable[[], None]) -> None:
-        """Call ``callback`` once when a follower reports another log start offset (the low
-        watermark may have moved) or the replica's role changes."""
-        self._log_start_waiters.append(callback)
-
-    def remove_log_start_waiter(self, callback: Callable[[], None]) -> None:
-        with contextlib.suppress(ValueError):
-            self._log_start_waiters.remove(callback)
+        self.watchers.wake_all()
 
     def log_start_moved(self) -> None:
         """The leader moved its log start offset (on the event loop): followers' waiting fetches
         answer now, so they learn it without waiting for new records."""
-        self._wake_log_end_readers()
+        self.watchers.log_grew()
 
     def low_watermark(self, live_brokers: Collection[int]) -> int:
         """Kafka's low watermark (see ``LeaderState.low_watermark``); -1 unless leading."""
@@ -357,24 +399,6 @@ class Partition:
         if state is None:
             return -1
         return state.low_watermark(self.log.log_start_offset, live_brokers)
-
-    def _wake_log_start_waiters(self) -> None:
-        if self._log_start_waiters:
-            waiters, self._log_start_waiters = self._log_start_waiters, []
-            for cb in waiters:
-                cb()
-
-    def _wake_log_end_readers(self) -> None:
-        if self._log_end_waiters:
-            waiters, self._log_end_waiters = self._log_end_waiters, []
-            for cb in waiters:
-                cb()
-
-    def _wake_watermark_readers(self) -> None:
-        if self._waiters:
-            waiters, self._waiters = self._waiters, []
-            for cb in waiters:
-                cb()
 
     # --- roles (on the event loop, driven by the metadata image) ------------------------------
 
@@ -438,7 +462,7 @@ class Partition:
         self.partition_epoch = partition_epoch
         self.replicas, self.isr = replicas, isr
         if changed:
-            self._fail_hw_waiters(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            self.watchers.fail_replication(ErrorCode.NOT_LEADER_OR_FOLLOWER)
             self.wake()
         return changed
 
@@ -464,7 +488,7 @@ class Partition:
         if state.on_follower_fetch(replica_id, fetch_offset, leo, now_ms, log_start_offset):
             self._hw_advanced(state.maybe_advance_high_watermark(leo))
         if log_start_offset != old_start:
-            self._wake_log_start_waiters()
+            self.watchers.log_start_reported()
 
     def isr_changed(self, leader_epoch: int, isr: tuple[int, ...], partition_epoch: int) -> None:
         """The controller accepted an ISR change (AlterPartition's answer)."""
@@ -475,6 +499,38 @@ class Partition:
         self.isr, self.partition_epoch = state.isr, state.partition_epoch
         self._hw_advanced(state.maybe_advance_high_watermark(self.log.log_end_offset))
 
+    def isr_to_expand(self, replica_id: int) -> tuple[int, ...] | None:
+        """The ISR with ``replica_id`` added, if it caught up and no change is in flight."""
+        state = self.leader_state
+        if state is None or state.pending_isr is not None:
+            return None
+        return state.isr_expand(replica_id)
+
+    def isr_to_shrink(self, now_ms: int, lag_time_max_ms: int) -> tuple[int, ...] | None:
+        """The ISR without followers out of sync for ``lag_time_max_ms``, or None."""
+        state = self.leader_state
+        return state.isr_shrink(now_ms, lag_time_max_ms) if state is not None else None
+
+    def propose_isr(self, new_isr: tuple[int, ...]) -> bool:
+        """Record ``new_isr`` as the pending ISR change (the high watermark waits for its new
+        members too); False unless leading."""
+        state = self.leader_state
+        if state is None:
+            return False
+        state.propose(new_isr)
+        return True
+
+    def leader_epochs(self) -> tuple[int, int] | None:
+        """(leader epoch, partition epoch) an AlterPartition carries; None unless leading."""
+        state = self.leader_state
+        return None if state is None else (state.leader_epoch, state.partition_epoch)
+
+    def isr_change_failed(self) -> None:
+        """The controller refused the pending ISR change, or it did not arrive."""
+        state = self.leader_state
+        if state is not None:
+            state.isr_change_failed()
+
     def add_hw_waiter(self, offset: int, callback: HwWaiter) -> None:
         """Call ``callback(0)`` once the high watermark is past ``offset`` (now, if it is), or
         ``callback(error)`` when this replica stops leading."""
@@ -483,27 +539,11 @@ class Partition:
         elif self.role is not Role.LEADER:
             callback(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         else:
-            self._hw_waiters.append((offset, callback))
-
-    def remove_hw_waiter(self, callback: HwWaiter) -> None:
-        self._hw_waiters = [(o, cb) for o, cb in self._hw_waiters if cb is not callback]
+            self.watchers.add_replication(offset, callback)
 
     def _hw_advanced(self, advanced: bool) -> None:
-        if not advanced:
-            return
-        if self._hw_waiters:
-            hw = self.high_watermark
-            due = [cb for o, cb in self._hw_waiters if o < hw]
-            if due:
-                self._hw_waiters = [(o, cb) for o, cb in self._hw_waiters if o >= hw]
-                for cb in due:
-                    cb(0)
-        self._wake_watermark_readers()  # consumers long-polling may see more now
-
-    def _fail_hw_waiters(self, code: int) -> None:
-        waiters, self._hw_waiters = self._hw_waiters, []
-        for _, cb in waiters:
-            cb(code)
+        if advanced:  # acks=all produces may be done, consumers long-polling may see more
+            self.watchers.high_watermark_moved(self.high_watermark)
 
     # --- as follower --------------------------------------------------------------------------
 
@@ -536,7 +576,8 @@ class Partition:
                 stored = self.log.append(
                     table, meta, now_ms=now_ms, base_offset=header.base_offset, wire_size=header.size_in_bytes
                 )
-                apply_to_producer_state(self.producers, stored, table)
+                control = bool(stored.attributes & CONTROL_MASK)
+                self.producers.replay(stored, marker_aborted=_marker_aborted(table) if control else None)
                 rolled = self.log.segment_count != segments
             if rolled and self.on_roll is not None:
                 self.on_roll(self)
@@ -548,18 +589,18 @@ class Partition:
         hw = min(leader_high_watermark, self.log.log_end_offset)
         if hw != self._hw:
             self._hw = hw
-            self._wake_watermark_readers()
+            self.watchers.high_watermark_moved(hw)
 
     def truncate_to(self, offset: int) -> None:
         """Cut the log at ``offset`` (a follower meeting a new leader); the producer state is
         rebuilt from what is left and cached wire bytes are dropped."""
         with self.lock:
             if offset >= self.log.log_end_offset:
+                self.log.truncate_to(offset)  # no record goes, an empty epoch at the end may
                 return
             self.log.truncate_to(offset)
             self.wire.clear()
-            self.producers = ProducerStateTable()
-            rebuild_producer_state(self)
+            self._rebuild_producer_state()
             self._hw = min(self._hw, offset)
         log.info("truncated %s-%d to offset %d", self.topic, self.index, offset)
         self.wake()
@@ -574,16 +615,68 @@ class Partition:
         log.info("%s-%d starts over at the leader's log start offset %d", self.topic, self.index, offset)
         self.wake()
 
-    # --- log start changes (any thread) -----------------------------------------------------
+    def _rebuild_producer_state(self) -> None:
+        """Replay the batch metadata of the log into a new idempotence table: open transactions
+        (the last stable offset) and the aborted-transactions index come back too; only the records
+        of markers ending an open transaction are read."""
+        producers = ProducerStateTable()
+        entries = self.log.batch_metadata()
+        for m in metas_from_entries(entries[entries["producer_id"] >= 0]):
+            aborted = None
+            if m.attributes & CONTROL_MASK:
+                open_txn = m.producer_id in producers.open_transactions
+                aborted = open_txn and is_abort_marker(self.log, m.base_offset)
+            producers.replay(m, marker_aborted=aborted)
+        self.producers = producers
+
+    # --- log start changes and upkeep (any thread) --------------------------------------------
 
     def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: move the log start to ``offset``; the new log start offset."""
         start = self.log.delete_records_before(offset)
-        self.forget_below(start)
+        self._forget_below(start)
         return start
 
-    def forget_below(self, log_start_offset: int) -> None:
+    def _forget_below(self, log_start_offset: int) -> None:
         with self.lock:
             self.producers.truncate(log_start_offset)
+
+    def seal_rolled_segments(self) -> int:
+        """Rewrite rolled segments as sealed IPC files (the maintenance thread)."""
+        return self.log.seal_pending()
+
+    def apply_retention(self, now_ms: int, producer_expiration_ms: int) -> None:
+        """Delete segments past retention (never above the high watermark) and forget what they
+        held; expire producers idle longer than ``producer.id.expiration.ms``."""
+        if self.log.apply_retention(now_ms, max_offset=self.high_watermark):
+            self._forget_below(self.log.log_start_offset)
+        with self.lock:
+            self.producers.expire(now_ms, producer_expiration_ms)
+
+    def compact(self, now_ms: int) -> CompactionResult:
+        """Log compaction below the last stable offset, when due; cached wire bytes that may
+        predate a rewrite go, and aborted transactions without records are forgotten."""
+        with self.lock:
+            stable = self.last_stable_offset
+        result = self.log.compact(now_ms, max_offset=stable)
+        if result.segments or result.cleared_aborts:
+            with self.lock:
+                if result.segments:
+                    self.wire.clear()
+                self.producers.forget_aborted(result.cleared_aborts)
+        return result
+
+    def flush_if_due(self, now_ms: int) -> bool:
+        """fsync when ``flush.ms`` has passed since the last flush."""
+        return self.log.maybe_flush(now_ms)
+
+    def delete(self) -> None:
+        """This replica is removed from the broker: appends are refused from now on, the log is
+        closed unflushed (its directory goes next) and waiting requests look again."""
+        with self.lock:
+            self.deleted = True
+            self.close(flush=False)
+        self.wake()
 
     def close(self, *, flush: bool = True) -> None:
         self.wire.clear()  # give its share of the broker's wire budget back
@@ -605,40 +698,8 @@ def _classify_records(records: memoryview | bytes) -> AppendResult:
     )
 
 
-def apply_to_producer_state(producers: ProducerStateTable, meta: Any, records: Any = None) -> None:
-    """Replay one stored batch into the idempotence table (a follower append, or a rebuild);
-    a marker's type comes from its record (``records``), else is read back from the log."""
-    if meta.producer_id < 0:
-        return
-    last = meta.base_offset + meta.last_offset_delta
-    producers.record(
-        meta.producer_id,
-        meta.producer_epoch,
-        meta.base_sequence,
-        last_sequence(meta.base_sequence, meta.last_offset_delta),
-        meta.base_offset,
-        last,
-        meta.max_timestamp,
-        is_transactional=bool(meta.attributes & 0x10) and not meta.attributes & 0x20,
-    )
-    if meta.attributes & 0x20 and records is not None:
-        key = records.column("key")[0].as_py()
-        value = records.column("value")[0].as_py()
-        aborted = rec.parse_control_record(key, value).is_abort
-        producers.end_transaction(meta.producer_id, meta.producer_epoch, marker_offset=meta.base_offset,
-                                  aborted=aborted)
-
-
-def rebuild_producer_state(part: Partition) -> None:
-    """Replay the batch metadata of the log into the idempotence table: open transactions (the last
-    stable offset) and the aborted-transactions index come back too; only markers' records are read."""
-    entries = part.log.batch_metadata()
-    for m in metas_from_entries(entries[entries["producer_id"] >= 0]):
-        apply_to_producer_state(part.producers, m)
-        if m.attributes & 0x20:
-            # A marker: whether it aborts is in its record (read only for open transactions).
-            open_txn = m.producer_id in part.producers.open_transactions
-            aborted = open_txn and is_abort_marker(part.log, m.base_offset)
-            part.producers.end_transaction(
-                m.producer_id, m.producer_epoch, marker_offset=m.base_offset, aborted=aborted
-            )
+def _marker_aborted(records: Any) -> bool:
+    """Whether a control batch's (one) record is an ABORT marker."""
+    key = records.column("key")[0].as_py()
+    value = records.column("value")[0].as_py()
+    return rec.parse_control_record(key, value).is_abort

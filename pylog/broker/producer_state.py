@@ -33,11 +33,10 @@ from bisect import bisect_left
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-NO_SEQUENCE = -1
-INT32_MAX = 2147483647
+from pylog.model import CONTROL_MASK, INT32_MAX, NO_PRODUCER_EPOCH, NO_SEQUENCE, TRANSACTIONAL_MASK
+
 BATCHES_KEPT = 5
 
 NONE = 0
@@ -163,6 +162,28 @@ class ProducerStateTable:
         if is_transactional and entry.txn_first_offset < 0:
             entry.txn_first_offset = first_offset
             self.open_transactions[producer_id] = first_offset
+
+    def replay(self, meta: Any, *, marker_aborted: bool | None = None) -> None:
+        """Replay one stored batch (its ``BatchMeta``): an append, a follower's append or a
+        rebuild from the log. A marker ends its producer's transaction when its type is known
+        (``marker_aborted``)."""
+        if meta.producer_id < 0:
+            return
+        control = bool(meta.attributes & CONTROL_MASK)
+        self.record(
+            meta.producer_id,
+            meta.producer_epoch,
+            meta.base_sequence,
+            last_sequence(meta.base_sequence, meta.last_offset_delta),
+            meta.base_offset,
+            meta.base_offset + meta.last_offset_delta,
+            meta.max_timestamp,
+            is_transactional=bool(meta.attributes & TRANSACTIONAL_MASK) and not control,
+        )
+        if control and marker_aborted is not None:
+            self.end_transaction(
+                meta.producer_id, meta.producer_epoch, marker_offset=meta.base_offset, aborted=marker_aborted
+            )
 
     def end_transaction(
         self, producer_id: int, epoch: int, *, marker_offset: int = -1, aborted: bool = False

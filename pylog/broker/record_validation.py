@@ -24,9 +24,9 @@ import numpy as np
 import pyarrow as pa
 from pylog.protocol.errors import ErrorCode
 
+from pylog.model import LONG_MAX, LONG_MIN
+
 NO_TIMESTAMP = -1
-INT64_MIN = -(2**63)
-INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,8 +82,8 @@ def validate_records(
             detail = "Producer should not set timestamp type to LogAppendTime."
             errors.update((i, f"Invalid timestamp type in record {i}. {detail}") for i in ts_rows.tolist())
         else:
-            lo = max(now_ms - rules.timestamp_before_max_ms, INT64_MIN)
-            hi = min(now_ms + rules.timestamp_after_max_ms, INT64_MAX)
+            lo = max(now_ms - rules.timestamp_before_max_ms, LONG_MIN)
+            hi = min(now_ms + rules.timestamp_after_max_ms, LONG_MAX)
             offsets = _int64(records.column(0))
             for i in ts_rows.tolist():
                 errors[i] = (
@@ -132,11 +132,11 @@ def _timestamp_errors(
             col.cast(pa.int64()).fill_null(NO_TIMESTAMP).to_numpy(), dtype=np.int64
         )
     before, after = rules.timestamp_before_max_ms, rules.timestamp_after_max_ms
-    check_low, check_high = before < INT64_MAX, after < INT64_MAX
+    check_low, check_high = before < LONG_MAX, after < LONG_MAX
     if n == 0 or not (check_low or check_high):
         return None, ts
-    lo = max(now_ms - before, INT64_MIN)
-    hi = min(now_ms + after, INT64_MAX)
+    lo = max(now_ms - before, LONG_MIN)
+    hi = min(now_ms + after, LONG_MAX)
     if (not check_low or int(ts.min()) >= lo) and (not check_high or int(ts.max()) <= hi):
         return None, ts  # the common case: a min / max pass, no mask
     bad = ((ts < lo) | (ts > hi)) & (ts != NO_TIMESTAMP)

@@ -27,7 +27,7 @@ from pylog.broker.batch_bytes import InvalidRecordStructure
 from pylog.broker.broker_channels import BrokerChannels
 from pylog.broker.partition import Partition, Role
 from pylog.cluster.channel import ChannelError, NodeChannel
-from pylog.replication import truncation_offset
+from pylog.replication import truncation_offset, truncation_on_divergence
 from pylog.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
@@ -182,7 +182,7 @@ class ReplicaFetcher:
                 {
                     "partition": f.part.index,
                     "current_leader_epoch": f.leader_epoch,
-                    "leader_epoch": f.part.log.latest_epoch,
+                    "leader_epoch": f.part.latest_epoch,
                 }
             )
         body = {
@@ -199,9 +199,9 @@ class ReplicaFetcher:
                 self._pause(f)
                 continue
             part = f.part
-            requested = part.log.latest_epoch
+            requested = part.latest_epoch
             offset = truncation_offset(
-                part.log_end_offset, a.leader_epoch, a.end_offset, part.log.end_offset_for_epoch, requested
+                part.log_end_offset, a.leader_epoch, a.end_offset, part.end_offset_for_epoch, requested
             )
             if offset < part.log_end_offset:
                 part.truncate_to(offset)
@@ -219,7 +219,7 @@ class ReplicaFetcher:
                     "partition": part.index,
                     "current_leader_epoch": f.leader_epoch,
                     "fetch_offset": part.log_end_offset,
-                    "last_fetched_epoch": part.log.latest_epoch,
+                    "last_fetched_epoch": part.latest_epoch,
                     "log_start_offset": part.log_start_offset,
                     "partition_max_bytes": partition_max_bytes,
                 }
@@ -258,11 +258,11 @@ class ReplicaFetcher:
             return
         diverging = getattr(a, "diverging_epoch", None)
         if diverging is not None and diverging.epoch >= 0 and diverging.end_offset >= 0:
-            local_epoch, local_end = part.log.end_offset_for_epoch(diverging.epoch)
-            cut = min(diverging.end_offset, part.log_end_offset)
-            if local_epoch == diverging.epoch:
-                cut = min(cut, local_end)
-            part.truncate_to(cut)
+            part.truncate_to(
+                truncation_on_divergence(
+                    part.log_end_offset, diverging.epoch, diverging.end_offset, part.end_offset_for_epoch
+                )
+            )
             return
         records = a.records
         if records:

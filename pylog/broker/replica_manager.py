@@ -1,33 +1,140 @@
-"""The partitions this broker hosts, kept in step with the metadata image.
+"""``ReplicaManager``: the partitions this broker hosts, and every append and read that reaches
+them (Kafka's ReplicaManager).
 
 Partition logs are created, reconfigured and deleted only by applied metadata
 (topic and partition records, config records), never directly by a request
 handler: a CreateTopics handler commits records and the listener here opens the
 logs. Directories follow Kafka's ``<topic>-<partition>`` naming.
+
+Appends. ``append_records`` is the produce path (Kafka's appendRecords): per partition, the
+checks before the partition (it exists, it is not internal unless the caller is a coordinator,
+this broker leads it, acks=all has enough in-sync replicas), then ``Partition.append_as_leader``
+(the only way a batch enters a leader's log), then, for acks=all, the delayed produce
+(``delayed.await_replication``). Transaction markers come through ``append_txn_marker``.
+
+Reads. ``fetch_messages`` is the fetch path (Kafka's fetchMessages): one byte budget across the
+request's partitions (``max_bytes``, each partition also within its own limit; only the first
+batch of the first partition that returns data may exceed them, so a consumer always
+progresses), and a fetch plan per partition (``_plan``): who serves it and how far it may read.
+Today the leader serves everything: a follower's fetch to the log end (recording the follower's
+position, which moves the high watermark and the ISR), a consumer's to the high watermark or,
+read_committed, the last stable offset. A fetch that does not yet have ``min_bytes`` waits
+(``delayed.delayed_fetch``). ``leader_partition`` is the one leader-epoch check for every API
+that must be answered by the leader at the epoch the caller names.
 """
 
 from __future__ import annotations
 
+import enum
+import functools
 import logging
 import shutil
 import threading
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pylog.protocol.errors import ErrorCode
-from pylog.storage import list_partitions
+from pylog.storage import OffsetOutOfRange, StorageError, list_partitions
 from pylog.storage.checkpoint import HIGH_WATERMARK_FILE, read_offset_checkpoint, write_offset_checkpoint
 
-from pylog.broker.partition import Partition, rebuild_producer_state
-from pylog.broker.wire_cache import WireBudget
+from pylog.broker.delayed import await_replication, delayed_fetch
+from pylog.broker.metadata import INTERNAL_TOPICS
+from pylog.broker.partition import AppendOrigin, AppendResult, Partition
+from pylog.broker.producer_state import AbortedTxn
+from pylog.broker.transactions import marker_batch
+from pylog.broker.wire_cache import WireBudget, WireBytes
 from pylog.config import BrokerConfig
+from pylog.replication import diverging_epoch
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 _EMPTY: dict[int, Partition] = {}
 PARTITION_METADATA = "partition.metadata"
+NO_EPOCH = -1
+CONSUMER = -1
+
+# (topic, topic configs, records) -> why the records are refused (INVALID_RECORD), or None
+RecordCheck = Callable[[str, Mapping[str, str], Any], "str | None"]
+
+
+class FetchIsolation(enum.Enum):
+    """How far a fetch reads (Kafka's FetchIsolation)."""
+
+    LOG_END = "log end"  # a follower's fetch
+    HIGH_WATERMARK = "high watermark"  # a consumer's, read_uncommitted
+    TXN_COMMITTED = "last stable offset"  # a consumer's, read_committed
+
+
+@dataclass(slots=True)
+class FetchParams:
+    """What a Fetch request asks of all its partitions (Kafka's FetchParams)."""
+
+    replica_id: int  # the fetching follower, or CONSUMER
+    max_wait_ms: int
+    min_bytes: int
+    max_bytes: int
+    isolation: FetchIsolation
+
+    @property
+    def from_follower(self) -> bool:
+        return self.replica_id >= 0
+
+
+class PartitionFetch(Protocol):
+    """One partition of a Fetch request (Kafka's FetchRequest.PartitionData), as the request's own
+    partition entries carry it (any object with these attributes)."""
+
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int  # -1: not checked
+    last_fetched_epoch: int  # a follower's: the epoch of its last batch (-1: none)
+    log_start_offset: int  # a follower's
+
+
+@dataclass(slots=True)
+class FetchPosition:
+    """A ``PartitionFetch`` built by hand (a fetch that does not come from the wire)."""
+
+    partition: int
+    fetch_offset: int
+    partition_max_bytes: int
+    current_leader_epoch: int = NO_EPOCH
+    last_fetched_epoch: int = NO_EPOCH
+    log_start_offset: int = -1
+
+
+@dataclass(slots=True)
+class FetchPartitionData:
+    """One partition of a fetch answer (Kafka's FetchPartitionData); sizes count wire bytes."""
+
+    error: int = 0
+    high_watermark: int = -1
+    last_stable_offset: int = -1
+    log_start_offset: int = -1
+    records: Sequence[WireBytes] = ()
+    # read_committed: the aborted transactions overlapping ``records`` (None: not asked)
+    aborted_transactions: list[AbortedTxn] | None = None
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset) for a follower to truncate
+    current_leader: tuple[int, int] | None = None  # (id, epoch) with NOT_LEADER / FENCED
+    preferred_read_replica: int = -1
+    size: int = 0
+
+
+@dataclass(slots=True)
+class ProduceResult:
+    """The answer of ``append_records``: one result per partition, in the order asked, and the
+    delayed produce completing the acks=all ones in place (None when nothing waits)."""
+
+    results: list[AppendResult]
+    delayed: Awaitable[None] | None = None
+
+    @property
+    def failed(self) -> bool:
+        return any(r.error for r in self.results)
 
 
 class ReplicaManager:
@@ -68,6 +175,235 @@ class ReplicaManager:
         with self._lock:
             return list(self.partitions.values())
 
+    def leader_partition(
+        self, topic: str, index: int, current_leader_epoch: int = NO_EPOCH
+    ) -> tuple[Partition | None, int]:
+        """The partition, and 0 if this broker leads it at ``current_leader_epoch`` (-1: any), else
+        the error: ``absent_error`` (partition None), NOT_LEADER_OR_FOLLOWER,
+        FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH. Fetch, ListOffsets and OffsetForLeaderEpoch
+        check leadership here, and nowhere else."""
+        part = self.partitions.get((topic, index))
+        if part is None:
+            return None, self.absent_error(topic, index)
+        return part, part.check_leader_epoch(current_leader_epoch)
+
+    # --- appends --------------------------------------------------------------------------
+
+    def append_records(
+        self,
+        entries: Iterable[tuple[str, int, Any]],
+        *,
+        acks: int,
+        timeout_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        record_check: RecordCheck | None = None,
+    ) -> ProduceResult:
+        """Append one batch per (topic, partition, records) as leader, with ``acks`` 0 / 1 / -1
+        (all); a result per entry, errors as data. ``record_check`` may refuse a partition's
+        records (INVALID_RECORD with its message) before they are appended; only a coordinator
+        writes internal topics."""
+        now = self._now_ms()
+        results: list[AppendResult] = []
+        waiting: list[tuple[AppendResult, Partition]] = []  # acks=all, until replicated
+        bad_acks = acks not in (-1, 0, 1)
+        internal_allowed = origin is AppendOrigin.COORDINATOR
+        check = record_check or _accept
+        for topic, index, records in entries:
+            part = self.partitions.get((topic, index))
+            if bad_acks:
+                res = AppendResult(ErrorCode.INVALID_REQUIRED_ACKS)
+            elif part is None:
+                res = AppendResult(self.absent_error(topic, index))
+            elif topic in INTERNAL_TOPICS and not internal_allowed:
+                # Only the coordinators write there (Kafka: "Cannot append to internal topic").
+                res = AppendResult(ErrorCode.INVALID_TOPIC_EXCEPTION)
+            elif not part.is_leader:
+                res = AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER, current_leader=part.current_leader)
+            elif acks == -1 and not part.enough_replicas():
+                res = AppendResult(
+                    ErrorCode.NOT_ENOUGH_REPLICAS,
+                    message=f"The ISR {list(part.isr)} is smaller than "
+                    f"min.insync.replicas={part.min_insync_replicas}",
+                )
+            elif (refusal := check(topic, part.configs, records)) is not None:
+                res = AppendResult(ErrorCode.INVALID_RECORD, message=refusal)
+            else:
+                res = part.append_as_leader(records, now, origin)
+                if acks == -1 and res.error == 0 and part.high_watermark <= res.last_offset:
+                    waiting.append((res, part))
+            results.append(res)
+        if not waiting:
+            return ProduceResult(results)
+        return ProduceResult(results, self._delayed_produce(waiting, timeout_ms))
+
+    async def _delayed_produce(self, waiting: list[tuple[AppendResult, Partition]], timeout_ms: int) -> None:
+        waits = [(part, res.last_offset) for res, part in waiting]
+        codes = await await_replication(waits, timeout_ms / 1000)
+        for (res, _), code in zip(waiting, codes):
+            if code:
+                res.error = code
+                res.message = ErrorCode.of(code).name
+
+    def append_txn_marker(
+        self,
+        topic: str,
+        index: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        on_done: Callable[[ErrorCode], None],
+    ) -> None:
+        """Append a COMMIT / ABORT marker for the producer here (its leader) and call ``on_done``
+        once the in-sync replicas hold it (markers are written with acks=all), or with the error."""
+        part = self.partitions.get((topic, index))
+        if part is None:
+            on_done(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return
+        now = self._now_ms()
+        marker = marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now)
+        res = part.append_as_leader(marker, now, AppendOrigin.COORDINATOR)
+        if res.error:
+            on_done(ErrorCode.of(res.error))
+            return
+        part.add_hw_waiter(res.last_offset, lambda code: on_done(ErrorCode.of(code)))
+
+    # --- reads ----------------------------------------------------------------------------
+
+    def fetch_messages(
+        self,
+        params: FetchParams,
+        wanted: Sequence[tuple[str, PartitionFetch]],
+        *,
+        expand_isr: Callable[[Partition, int], None],
+        stopping: Callable[[], bool],
+    ) -> list[FetchPartitionData] | Awaitable[list[FetchPartitionData]]:
+        """Read ``wanted`` ((topic, partition) pairs; one answer each, in order): at once when there
+        is ``min_bytes`` of data, an error, or no wait asked for; otherwise as a delayed fetch.
+        ``expand_isr`` is told of each follower fetch (the ISR may grow)."""
+
+        answer, complete = self._read(params, wanted, expand_isr)
+        if complete or params.max_wait_ms <= 0:
+            return answer
+        watched = [p for t, w in wanted if (p := self.partitions.get((t, w.partition))) is not None]
+        return delayed_fetch(
+            watched,
+            to_log_end=params.from_follower,
+            max_wait_ms=params.max_wait_ms,
+            build=functools.partial(self._read, params, wanted, expand_isr),
+            stopping=stopping,
+        )
+
+    def _read(
+        self,
+        params: FetchParams,
+        wanted: Sequence[tuple[str, PartitionFetch]],
+        expand_isr: Callable[[Partition, int], None],
+    ) -> tuple[list[FetchPartitionData], bool]:
+        """One pass over the partitions within the request's byte budget: the answers, and
+        whether they complete the fetch (``min_bytes`` of records, or an error)."""
+        budget = max(params.max_bytes, 0)
+        min_one = True  # until a partition returns data, its first batch may exceed the limits
+        total = 0
+        errors = False
+        out = []
+        for topic, w in wanted:
+            data = self._read_partition(params, topic, w, max(budget - total, 0), min_one, expand_isr)
+            if data.error:
+                errors = True
+            if data.size:
+                min_one = False
+                total += data.size
+            out.append(data)
+        return out, errors or total >= max(params.min_bytes, 1)
+
+    def _read_partition(
+        self,
+        params: FetchParams,
+        topic: str,
+        w: PartitionFetch,
+        budget: int,
+        min_one: bool,
+        expand_isr: Callable[[Partition, int], None],
+    ) -> FetchPartitionData:
+        part = self.partitions.get((topic, w.partition))
+        if part is None:
+            return FetchPartitionData(self.absent_error(topic, w.partition))
+        error = part.check_leader_epoch(w.current_leader_epoch)
+        if error:
+            leader = None if error == ErrorCode.UNKNOWN_LEADER_EPOCH else part.current_leader
+            return FetchPartitionData(error, current_leader=leader)
+        plan = self._plan(part, params, w, expand_isr)
+        if type(plan) is FetchPartitionData:
+            return plan
+        return self._read_local(part, w, plan, budget, min_one)
+
+    def _plan(
+        self,
+        part: Partition,
+        params: FetchParams,
+        w: PartitionFetch,
+        expand_isr: Callable[[Partition, int], None],
+    ) -> FetchIsolation | FetchPartitionData:
+        """The fetch plan of one partition led here: how far the read of this replica's log goes,
+        or an answer without records (a follower that is not a replica, a diverging epoch).
+
+        Who serves a fetch, and from where, is decided here and only here: a follower reads this
+        leader's log to its end, and its fetch offset (its own log end) moves the high watermark
+        and may bring it back into the ISR; a consumer reads to the high watermark, or to the last
+        stable offset under read_committed. A follower serving consumers up to its own high
+        watermark and a leader naming a preferred read replica (KIP-392), and reads below the
+        local log start from a remote tier, belong here."""
+        if params.replica_id < 0:  # a consumer
+            return params.isolation
+        if params.replica_id not in part.replicas:
+            return FetchPartitionData(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        offset = w.fetch_offset
+        diverged = diverging_epoch(w.last_fetched_epoch, offset, part.end_offset_for_epoch)
+        if diverged is not None:
+            return FetchPartitionData(0, *part.fetch_offsets(), diverging_epoch=diverged)
+        if part.log_start_offset <= offset <= part.log_end_offset:
+            part.on_follower_fetch(params.replica_id, offset, self._now_ms(), w.log_start_offset)
+            expand_isr(part, params.replica_id)
+        return FetchIsolation.LOG_END
+
+    def _read_local(
+        self, part: Partition, w: PartitionFetch, isolation: FetchIsolation, budget: int, min_one: bool
+    ) -> FetchPartitionData:
+        """Read this replica's log from the fetch offset up to ``isolation``'s bound, within the
+        partition's limit and what is left of the request's budget."""
+        data = FetchPartitionData(0, *part.fetch_offsets())
+        offset = w.fetch_offset
+        log_end = part.log_end_offset
+        if offset < data.log_start_offset or offset > log_end:
+            data.error = ErrorCode.OFFSET_OUT_OF_RANGE
+            return data
+        limit = max(min(w.partition_max_bytes, budget), 0)
+        if limit == 0 and not min_one:
+            return data
+        if isolation is FetchIsolation.HIGH_WATERMARK:
+            upper = data.high_watermark
+        elif isolation is FetchIsolation.LOG_END:
+            upper = log_end
+        else:
+            upper = data.last_stable_offset
+        try:
+            batches = part.read_wire(offset, limit, upper, min_one=min_one)
+        except OffsetOutOfRange:  # retention or DeleteRecords moved the log start meanwhile
+            data.error = ErrorCode.OFFSET_OUT_OF_RANGE
+            data.log_start_offset = part.log_start_offset
+            return data
+        except StorageError as exc:
+            log.error("reading %s-%d failed: %s", part.topic, part.index, exc)
+            data.error = ErrorCode.KAFKA_STORAGE_ERROR
+            return data
+        if batches:
+            data.records = batches
+            data.size = sum(map(len, batches))
+            if isolation is FetchIsolation.TXN_COMMITTED:
+                data.aborted_transactions = part.aborted_transactions(offset, batches)
+        return data
+
     # --- driven by applied metadata ---------------------------------------------------------
 
     def ensure_partition(self, topic: str, index: int, topic_id: Any, configs: dict[str, str]) -> Partition:
@@ -91,7 +427,6 @@ class ReplicaManager:
             wire_budget=self.wire_budget,
             max_uncompressed_bytes=self.max_uncompressed_bytes,
         )
-        rebuild_producer_state(part)
         part.restore_high_watermark(self._checkpointed.get(tp, 0))
         with self._lock:
             self.partitions[tp] = part
@@ -114,17 +449,10 @@ class ReplicaManager:
                     del self._by_topic[topic]
         if part is None:
             return
-        with part.lock:
-            part.deleted = True
-            part.close(flush=False)
-        part.wake()
+        part.delete()
         if delete_data:
             shutil.rmtree(part.path, ignore_errors=True)
         log.info("removed partition %s-%d", topic, index)
-
-    def remove_topic(self, topic: str) -> None:
-        for index in list(self.topic_partitions(topic)):
-            self.remove_partition(topic, index)
 
     def delete_strays(self, known: Iterable[TopicPartition], *, skip: Iterable[str] = ()) -> None:
         """Delete partition directories the image does not assign here (deleted while down)."""
@@ -174,3 +502,8 @@ def _claim_directory(path: Path, topic_id: Any) -> None:
     tmp = marker.with_suffix(".tmp")
     tmp.write_text(expected, "utf-8")
     tmp.replace(marker)
+
+
+def _accept(topic: str, configs: Mapping[str, str], records: Any) -> None:
+    return None
+

@@ -9,8 +9,9 @@ import sys
 import time
 
 from pylog.broker.connection import KafkaConnection
-from pylog.broker.registry import HandlerTable
+from pylog.broker.handler_table import HandlerTable
 from pylog.broker.throttling import QuotaEnforcer
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.config import BrokerConfig
 from pylog.security.listener import PLAINTEXT_LISTENER, ListenerSecurity
 from pylog.security.quotas import ConnectionQuotas
@@ -29,9 +30,11 @@ class KafkaServer:
         listener: str = "PLAINTEXT",
         security: ListenerSecurity | None = None,
         quotas: ConnectionQuotas | None = None,
+        clock: Clock = SYSTEM_CLOCK,
         client_quotas: QuotaEnforcer | None = None,
     ) -> None:
         self.table = table
+        self.clock = clock
         self.listener = listener
         self.security = security or PLAINTEXT_LISTENER
         self.host, self.port = host, port

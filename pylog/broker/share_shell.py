@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.coordinator_shell import CoordinatorShell, wall_clock_ms
+from pylog.broker.coordinator_shell import CoordinatorShell
 from pylog.broker.internal_topics import iter_log_entries
+from pylog.clock import SYSTEM_CLOCK
 from pylog.cluster.controller import NewTopic
 from pylog.cluster.records import ConfigResourceType
 from pylog.cluster.resource_configs import iso_duration_ms
@@ -59,7 +60,7 @@ class ShareShell(CoordinatorShell):
         replicas: ReplicaManager,
         metadata: MetadataView,
         controller: ControllerClient,
-        clock: Callable[[], int] = wall_clock_ms,
+        clock: Callable[[], int] = SYSTEM_CLOCK.wall_ms,
     ) -> None:
         super().__init__(
             SHARE_STATE_TOPIC,
@@ -116,7 +117,7 @@ class ShareShell(CoordinatorShell):
             return part.log_start_offset
         if reset.startswith("by_duration:"):
             since = now_ms - iso_duration_ms(reset.removeprefix("by_duration:"))
-            found = part.log.offset_for_timestamp(since, max_offset=part.high_watermark)
+            found = part.offset_for_timestamp(since, committed=False)
             return found[0] if found is not None else part.high_watermark
         return part.high_watermark
 

@@ -3,10 +3,10 @@ new instance ids, and the subscriptions of the current metadata image."""
 
 from __future__ import annotations
 
-import time
 import uuid
 from collections.abc import Callable
 
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.records import ConfigResourceType
 from pylog.config import BrokerConfig, ConfigError
@@ -17,7 +17,10 @@ CLIENT_METRICS = ConfigResourceType.CLIENT_METRICS
 
 
 class TelemetryShell:
-    def __init__(self, config: BrokerConfig, image: Callable[[], MetadataImage]) -> None:
+    def __init__(
+        self, config: BrokerConfig, image: Callable[[], MetadataImage], clock: Clock = SYSTEM_CLOCK
+    ) -> None:
+        self.clock = clock
         max_bytes = config.int("telemetry.max.bytes")
         if max_bytes < 1:
             raise ConfigError(f"telemetry.max.bytes must be at least 1, got {max_bytes}")
@@ -37,10 +40,10 @@ class TelemetryShell:
             self._key, self._subscriptions = key, subscriptions_of(image)
         return self._key, self._subscriptions
 
-    @staticmethod
-    def now_ms() -> int:
-        return time.monotonic_ns() // 1_000_000
+    def now_ms(self) -> int:
+        """Monotonic ms: push intervals and subscription expiry."""
+        return self.clock.monotonic_ms()
 
-    @staticmethod
-    def wall_ms() -> int:
-        return time.time_ns() // 1_000_000
+    def wall_ms(self) -> int:
+        """Wall ms: what metric points are stamped with."""
+        return self.clock.wall_ms()

@@ -12,13 +12,13 @@ forever. Followers' fetches and the transaction coordinator's markers are exempt
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 from typing import Any
 
 from pylog.protocol.api import ApiKey, response_class
 
 from pylog.broker.context import RequestContext
+from pylog.clock import SYSTEM_CLOCK
 from pylog.cluster.image import MetadataImage
 from pylog.quotas.client import ClientQuotas
 from pylog.security.quotas import ConnectionQuotas
@@ -27,10 +27,6 @@ EXEMPT = frozenset({ApiKey.WRITE_TXN_MARKERS, ApiKey.ALTER_PARTITION})
 """Cluster actions Kafka never throttles (followers' fetches are recognised per request)."""
 
 _HAS_THROTTLE: dict[int, bool] = {}
-
-
-def now_ms() -> int:
-    return time.monotonic_ns() // 1_000_000
 
 
 def is_follower_fetch(req: Any) -> bool:
@@ -85,7 +81,7 @@ class QuotaEnforcer:
         quotas: ClientQuotas,
         image: Callable[[], MetadataImage | None],
         connections: ConnectionQuotas | None = None,
-        clock: Callable[[], int] = now_ms,
+        clock: Callable[[], int] = SYSTEM_CLOCK.monotonic_ms,
     ) -> None:
         self.quotas = quotas
         self._image = image

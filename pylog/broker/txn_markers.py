@@ -2,11 +2,11 @@
 
 A marker counts as written once the partition's in-sync replicas hold it (Kafka writes markers
 with acks=all): a commit the coordinator completed must not vanish with a leader. Markers for
-partitions led here are appended directly; the others go to their leader in one WriteTxnMarkers
-request per marker and broker, over connections of the writer's own (a follower fetch queued
-behind a WriteTxnMarkers on a shared connection could not tell the leader it had the marker).
-Each partition's outcome is reported to ``on_done``; failures are retried by the transaction
-coordinator's shell.
+partitions led here are appended through ``ReplicaManager.append_txn_marker``; the others go to
+their leader in one WriteTxnMarkers request per marker and broker, over connections of the
+writer's own (a follower fetch queued behind a WriteTxnMarkers on a shared connection could not
+tell the leader it had the marker). Each partition's outcome is reported to ``on_done``;
+failures are retried by the transaction coordinator's shell.
 """
 
 from __future__ import annotations
@@ -21,32 +21,13 @@ from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.broker_channels import BrokerChannels
 from pylog.broker.metadata import MetadataView
-from pylog.broker.partition import Partition
 from pylog.broker.replica_manager import ReplicaManager
-from pylog.broker.transactions import write_marker
 from pylog.cluster.channel import ChannelError
 
 log = logging.getLogger(__name__)
 
 WRITE_TXN_MARKERS_VERSION = 1
 MarkerDone = Callable[[str, int, ErrorCode], None]  # topic, partition, outcome
-
-
-def write_marker_replicated(
-    part: Partition,
-    producer_id: int,
-    producer_epoch: int,
-    commit: bool,
-    coordinator_epoch: int,
-    now_ms: int,
-    on_done: Callable[[ErrorCode], None],
-) -> None:
-    """Append the marker here (the leader) and call ``on_done`` once the ISR has it."""
-    error, offset = write_marker(part, producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
-    if error is not ErrorCode.NONE:
-        on_done(error)
-        return
-    part.add_hw_waiter(offset, lambda code: on_done(ErrorCode.of(code)))
 
 
 class MarkerWriter:
@@ -73,20 +54,19 @@ class MarkerWriter:
         commit: bool,
         coordinator_epoch: int,
         partitions: list[tuple[str, int]],
-        now_ms: int,
         on_done: MarkerDone,
     ) -> None:
         remote: dict[int, list[tuple[str, int]]] = {}
         for topic, p in partitions:
             part = self.replicas.get(topic, p)
             if part is not None and part.is_leader:
-                write_marker_replicated(
-                    part,
+                self.replicas.append_txn_marker(
+                    topic,
+                    p,
                     producer_id,
                     producer_epoch,
                     commit,
                     coordinator_epoch,
-                    now_ms,
                     lambda code, t=topic, i=p: on_done(t, i, code),
                 )
                 continue

@@ -8,7 +8,7 @@
   from the log (the in-memory state was ahead of it); transactions the reload finds preparing get
   their markers again.
 * Markers. Each COMMIT / ABORT marker is a control batch appended by the transaction's
-  partition leader: here (`transactions.write_marker`), or on another broker through
+  partition leader: here (`ReplicaManager.append_txn_marker`), or on another broker through
   WriteTxnMarkers (`txn_markers.MarkerWriter`). A marker counts once the partition's in-sync
   replicas hold it; a marker in `__consumer_offsets` also completes the group coordinator's
   pending TxnOffsetCommit offsets there. Written markers are reported back, which persists
@@ -37,8 +37,9 @@ from typing import TYPE_CHECKING, Any
 
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.coordinator_shell import CoordinatorShell, ResponseOnError, wall_clock_ms
+from pylog.broker.coordinator_shell import CoordinatorShell, ResponseOnError
 from pylog.broker.internal_topics import iter_log_entries, plain_records
+from pylog.clock import SYSTEM_CLOCK
 from pylog.cluster.controller import NewTopic
 from pylog.config import BROKER_CONFIGS
 from pylog.groups import append_error_to_response
@@ -83,7 +84,7 @@ class TxnShell(CoordinatorShell):
         producer_ids: ProducerIdManager,
         groups: GroupShell,
         markers: MarkerWriter,
-        clock: Callable[[], int] = wall_clock_ms,
+        clock: Callable[[], int] = SYSTEM_CLOCK.wall_ms,
     ) -> None:
         super().__init__(
             TRANSACTION_STATE_TOPIC,
@@ -235,7 +236,6 @@ class TxnShell(CoordinatorShell):
                 m.commit,
                 m.coordinator_epoch,
                 todo,
-                self.clock(),
                 lambda topic, p, code, m=m: self._marker_done(m, topic, p, code),
             )
 

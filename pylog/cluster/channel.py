@@ -126,17 +126,6 @@ class NodeChannel:
         finally:
             self._pending.pop(corr, None)
 
-    def send_nowait(self, api_key: int, version: int, body: Any) -> asyncio.Future[Any] | None:
-        """Queue a request on an open connection without waiting (None when not connected)."""
-        transport = self._transport
-        if transport is None or transport.is_closing() or not self._ready:
-            return None
-        corr = next(self._ids) & 0x7FFFFFFF
-        fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[corr] = (api_key, version, fut)
-        transport.write(api.encode_request(api_key, version, corr, self.client_id, body))
-        return fut
-
     async def _connect(self, deadline: float) -> None:
         if self.connected:
             return

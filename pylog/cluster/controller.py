@@ -77,6 +77,7 @@ from pylog.cluster.replica_control import (
     ReplicaControl,
 )
 from pylog.config import BrokerConfig
+from pylog.model import LONG_MAX
 from pylog.protocol.errors import ErrorCode
 from pylog.security.acl import AclBinding, AclBindingFilter
 
@@ -101,7 +102,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-LONG_MAX = 2**63 - 1
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
 METADATA_TOPIC = "__cluster_metadata"

@@ -30,12 +30,12 @@ import contextlib
 import dataclasses
 import logging
 import random
-import time
 import uuid
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TypeVar
 
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.cluster import features
 from pylog.cluster.bootstrap import log_is_empty
 from pylog.cluster.controller import ControllerResult, QuorumController
@@ -88,7 +88,7 @@ class MetadataQuorum:
         delete_topic_enable: bool = True,
         unclean_leader_election: bool = False,
         session_timeout_ms: int = 9000,
-        clock: Callable[[], int] | None = None,
+        clock: Clock = SYSTEM_CLOCK,
         snapshot_bytes: int = 20 * 1024 * 1024,
         bootstrap: Sequence[MetadataRecord] = (),
         broker_settings: Callable[[str], str | None] | None = None,
@@ -109,7 +109,8 @@ class MetadataQuorum:
         self._heartbeat_ticks = heartbeat_ticks
         self._send = send
         self._fsync = fsync
-        self.now_ms: Callable[[], int] = clock or (lambda: time.monotonic_ns() // 1_000_000)
+        self.clock = clock
+        self.now_ms: Callable[[], int] = clock.monotonic_ms  # broker sessions (the controller's)
         self.feed = ImageFeed()
         self.controller = QuorumController(
             rng=random.Random(self._rng.getrandbits(64)),
@@ -364,7 +365,7 @@ class MetadataQuorum:
 
     def receive(self, message: Message) -> None:
         """A message from a peer voter (the transport calls this)."""
-        self._last_heard[message.src] = time.time_ns() // 1_000_000
+        self._last_heard[message.src] = self.clock.wall_ms()
         self._require_node().step(message)
         self._process_ready()
 
@@ -379,7 +380,7 @@ class MetadataQuorum:
         cut to ``max_bytes`` (at least one entry); notes the replica for DescribeQuorum."""
         node = self._require_node()
         if not node.is_voter or replica_id not in node.voters:
-            self._observers[replica_id] = (directory_id, fetch_offset - 1, time.time_ns() // 1_000_000)
+            self._observers[replica_id] = (directory_id, fetch_offset - 1, self.clock.wall_ms())
         m = node.observer_fetch(replica_id, directory_id, fetch_offset, 4096)
         if m is None or not m.entries:
             return m

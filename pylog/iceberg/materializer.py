@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pylog.clock import SYSTEM_CLOCK
 from pylog.iceberg import layout as L
 from pylog.iceberg.catalog import CatalogSettings
 from pylog.iceberg.plan import CommitPlan, MaterializerPlan
@@ -55,7 +56,7 @@ class Materializer:
     """Keeps the Iceberg table of `spec` up to date from the cluster at `bootstrap_servers`."""
 
     def __init__(self, spec: TopicSpec, catalog: CatalogSettings, bootstrap_servers: str, *,
-                 security: Any = None, now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+                 security: Any = None, now_ms: Callable[[], int] = SYSTEM_CLOCK.wall_ms,
                  max_buffer_records: int | None = None) -> None:
         self.spec = spec
         self.catalog_settings = catalog

@@ -12,6 +12,8 @@ from __future__ import annotations
 import ipaddress
 from collections.abc import Iterable
 
+from pylog.model import INT32_MAX, LONG_MAX
+
 USER, CLIENT_ID, IP = "user", "client-id", "ip"
 ENTITY_TYPES = (USER, CLIENT_ID, IP)
 
@@ -29,7 +31,7 @@ USER_CLIENT_KEYS: dict[str, str] = {
     CONTROLLER_MUTATION_RATE: "double",
 }
 IP_KEYS: dict[str, str] = {CONNECTION_CREATION_RATE: "int"}
-_INTEGRAL_MAX = {"int": 2**31 - 1, "long": 2**63 - 1}
+_INTEGRAL_MAX = {"int": INT32_MAX, "long": LONG_MAX}
 
 QuotaEntity = tuple[tuple[str, "str | None"], ...]
 

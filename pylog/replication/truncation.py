@@ -1,4 +1,5 @@
-"""Where a follower cuts its log when it starts following a leader (KIP-101 / KIP-279), sans-IO.
+"""Where a follower cuts its log when it starts following a leader (KIP-101 / KIP-279) or when
+the leader tells it its log diverged (KIP-595), sans-IO.
 
 The follower asks the leader (OffsetForLeaderEpoch) for the end offset of the follower's latest
 epoch. The leader answers with the largest epoch it has that is not above the one asked for,
@@ -38,3 +39,19 @@ def truncation_offset(
         if local_epoch == leader_epoch:
             return min(leader_end_offset, local_end, local_end_offset)
     return min(leader_end_offset, local_end_offset)
+
+
+def truncation_on_divergence(
+    local_end_offset: int,
+    diverging_epoch: int,
+    diverging_end_offset: int,
+    local_end_offset_for_epoch: Callable[[int], tuple[int, int]],
+) -> int:
+    """Where a follower cuts its log when the leader's fetch answer names a diverging epoch
+    (KIP-595): at the leader's end of that epoch, or earlier where the follower's own copy of
+    that epoch ends, never past the follower's log end."""
+    cut = min(diverging_end_offset, local_end_offset)
+    local_epoch, local_end = local_end_offset_for_epoch(diverging_epoch)
+    if local_epoch == diverging_epoch:
+        cut = min(cut, local_end)
+    return cut

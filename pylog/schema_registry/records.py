@@ -41,10 +41,6 @@ def instance_key(node_id: int) -> bytes:
     return _dumps({"keytype": INSTANCE, "node": node_id, "magic": 0})
 
 
-def noop_key() -> bytes:
-    return _dumps({"keytype": NOOP, "magic": 0})
-
-
 def encode_value(value: dict[str, Any] | None) -> bytes | None:
     return None if value is None else _dumps(value)
 

@@ -32,18 +32,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pylog.model import CONTROL_MASK, RECORD_SCHEMA, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK
 from pylog.protocol.records import parse_control_record
 from pylog.sdk.constant import ConstantPool
 from pylog.sdk.offsets import PartitionRange, UnknownTopicError
 from pylog.sdk.schema import source_schema
 from pylog.storage import PartitionLog, list_partitions
 from pylog.storage.checkpoint import HIGH_WATERMARK_FILE, read_offset_checkpoint
-from pylog.storage.schema import RECORD_SCHEMA
 
 HW_CHECKPOINT = HIGH_WATERMARK_FILE
-_LOG_APPEND_TIME = 0x08
-_TRANSACTIONAL = 0x10
-_CONTROL = 0x20
 # Runs of messages with fewer rows are concatenated into batches of about COALESCED_ROWS; larger
 # messages stay zero-copy slices of the segment. A table (`read_tables`, to_arrow) coalesces only
 # tiny messages, a producer's one-record batches: its chunks are handed over as they are, and a
@@ -148,7 +145,7 @@ class _Partition:
         self._last_stable: int | None = None
 
     def _special(self, start: int, end: int) -> np.ndarray:
-        return self.log.batch_metadata(start, end, attributes=_TRANSACTIONAL | _CONTROL)
+        return self.log.batch_metadata(start, end, attributes=TRANSACTIONAL_MASK | CONTROL_MASK)
 
     @property
     def last_stable(self) -> int:
@@ -185,7 +182,7 @@ class _Transactions:
         self.log = log
         self.first = special["base_offset"]
         self.last = self.first + special["last_offset_delta"]
-        self.control = (special["attributes"] & _CONTROL) != 0
+        self.control = (special["attributes"] & CONTROL_MASK) != 0
         n = len(special)
         pid = special["producer_id"]
         order = np.argsort(pid, kind="stable")  # by producer, in offset order within one
@@ -237,7 +234,7 @@ def _special(part: _Partition, r: PartitionRange, columns: Sequence[str]
     drop_first, drop_last = part.dropped(r.start, r.end)
     lat_first = lat_last = lat_ts = _NONE
     if "timestampType" in columns or "timestamp" in columns:
-        lat = part.log.batch_metadata(r.start, r.end, attributes=_LOG_APPEND_TIME)
+        lat = part.log.batch_metadata(r.start, r.end, attributes=TIMESTAMP_TYPE_MASK)
         lat_first, lat_ts = lat["base_offset"], lat["max_timestamp"]
         lat_last = lat_first + lat["last_offset_delta"]
     return drop_first, drop_last, lat_first, lat_last, lat_ts

@@ -223,11 +223,3 @@ def _absolute(offset: int, lo: int, hi: int) -> int:
     if offset < 0:
         raise OffsetOutOfRangeError(f"offset {offset}: only -2 (earliest) and -1 (latest) may be negative")
     return offset
-
-
-def offsets_json(ranges: list[PartitionRange], *, end: bool) -> dict[str, dict[str, int]]:
-    """Spark's offset JSON for the starts (or ends) of `ranges`."""
-    out: dict[str, dict[str, int]] = {}
-    for r in ranges:
-        out.setdefault(r.topic, {})[str(r.partition)] = r.end if end else r.start
-    return out

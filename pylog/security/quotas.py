@@ -17,7 +17,8 @@ import ipaddress
 from collections import Counter
 from collections.abc import Mapping
 
-from pylog.config import INT_MAX, BrokerConfig, ConfigError
+from pylog.config import BrokerConfig, ConfigError
+from pylog.model import INT32_MAX
 from pylog.quotas.rate import SampledRate, throttle_time_ms
 
 IP_SENSOR_EXPIRY_MS = 3_600_000
@@ -43,8 +44,8 @@ class ConnectionQuotas:
     def __init__(
         self,
         *,
-        max_connections: int = INT_MAX,
-        per_ip: int = INT_MAX,
+        max_connections: int = INT32_MAX,
+        per_ip: int = INT32_MAX,
         per_ip_overrides: Mapping[str, int] | None = None,
         per_listener: Mapping[str, int] | None = None,
         quota_samples: int = 11,
@@ -87,7 +88,7 @@ class ConnectionQuotas:
             reason = f"max.connections.per.ip ({limit_ip}) reached for {address}"
         elif self.total >= self.max_connections:
             reason = f"max.connections ({self.max_connections}) reached"
-        elif self._by_listener[listener] >= self.per_listener.get(listener, INT_MAX):
+        elif self._by_listener[listener] >= self.per_listener.get(listener, INT32_MAX):
             reason = (
                 f"listener.name.{listener.lower()}.max.connections ({self.per_listener[listener]}) reached"
             )

@@ -45,6 +45,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 
 from pylog.groups.types import CoordinatorRecord
+from pylog.model import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from pylog.protocol.errors import ErrorCode
 from pylog.txn.records import (
     decode_transaction_log_key,
@@ -55,8 +56,6 @@ from pylog.txn.records import (
 )
 from pylog.txn.state import COMPLETE, EXPIRABLE, PREPARE, TransactionMetadata, TxnState, is_epoch_exhausted
 from pylog.txn.types import (
-    NO_PRODUCER_EPOCH,
-    NO_PRODUCER_ID,
     OFFSETS_TOPIC,
     DescribedTransaction,
     InitProducerIdResult,

@@ -5,7 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
-from pylog.txn.types import INT16_MAX, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, TopicPartition
+from pylog.model import INT16_MAX, NO_PRODUCER_EPOCH, NO_PRODUCER_ID
+from pylog.txn.types import TopicPartition
 
 
 class TxnState(IntEnum):

@@ -12,15 +12,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pylog.groups.types import CoordinatorRecord
+from pylog.model import NO_PRODUCER_EPOCH, NO_PRODUCER_ID
 from pylog.protocol.errors import ErrorCode
 
 TopicPartition = tuple[str, int]
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 OFFSETS_TOPIC = "__consumer_offsets"
-NO_PRODUCER_ID = -1
-NO_PRODUCER_EPOCH = -1
-INT16_MAX = 32767
 
 
 @dataclass(frozen=True)

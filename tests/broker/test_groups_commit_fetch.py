@@ -11,7 +11,7 @@ from harness import BrokerThread, Client
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.group_shell import wall_clock_ms
+from pylog.clock import SYSTEM_CLOCK
 
 E = ErrorCode
 
@@ -177,7 +177,7 @@ def test_offsets_retention(tmp_path: Path) -> None:
         # Two minutes pass on the coordinator's clock: the standalone group's offsets are due.
         shell = b.broker.groups
         assert shell is not None
-        b.call(setattr, shell, "clock", lambda: wall_clock_ms() + 120_000)
+        b.call(setattr, shell, "clock", lambda: SYSTEM_CLOCK.wall_ms() + 120_000)
         wait_until(lambda: fetch_offsets(c, "old", {"t": [0]})[1] == {("t", 0): (-1, 0)}, "offsets to expire")
         c.close()
     finally:

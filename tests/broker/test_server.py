@@ -11,7 +11,7 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from test_produce_fetch import create
 
-from pylog.broker import registry
+from pylog.broker import handler_table
 
 
 def test_idle_connections_are_closed(tmp_path: Path) -> None:
@@ -48,7 +48,7 @@ def test_connection_limit(tmp_path: Path) -> None:
 def broken_list_offsets(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     from pylog.broker.handlers import list_offsets
 
-    @registry.serves(ApiKey.LIST_OFFSETS, list_offsets.list_offsets.versions)
+    @handler_table.serves(ApiKey.LIST_OFFSETS, list_offsets.list_offsets.versions)
     def bug(ctx: object, req: object, **services: object) -> dict:
         raise RuntimeError("handler bug")
 

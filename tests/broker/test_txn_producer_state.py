@@ -31,7 +31,7 @@ def test_open_transactions_and_aborted_index() -> None:
 def test_a_fencing_marker_bumps_the_epoch() -> None:
     t = ProducerStateTable()
     t.record(1, 0, 0, 0, 0, 0, 0, is_transactional=True)
-    t.record(1, 1, -1, -1, 1, 1, 0)  # the marker's batch, as write_marker records it
+    t.record(1, 1, -1, -1, 1, 1, 0)  # the marker's batch, as a leader's append records it
     t.end_transaction(1, 1, marker_offset=1, aborted=True)
     assert t.check(1, 0, 1, 1).error == 47  # INVALID_PRODUCER_EPOCH
     assert t.check(1, 1, 0, 0).error == 0

@@ -1,10 +1,10 @@
-"""Pure pieces of the broker: configuration, wire cache, CLI parsing, registry."""
+"""Pure pieces of the broker: configuration, wire cache, CLI parsing, handler tables."""
 
 from __future__ import annotations
 
 import pytest
 
-from pylog.broker import registry
+from pylog.broker import handler_table
 from pylog.broker.wire_cache import WireCache
 from pylog.cli import parse_host_port
 from pylog.config import BrokerConfig, ConfigError, ConfigSource, validate_topic_configs
@@ -56,8 +56,8 @@ def test_wire_cache_serves_contiguous_tail_only() -> None:
 def test_advertised_versions_start_at_zero() -> None:
     from pylog.broker.handlers import api_versions, fetch, produce
 
-    specs = [registry.route(f) for f in (produce.produce, fetch.fetch, api_versions.api_versions)]
-    table = registry.HandlerTable(specs, {0: (3, 13), 1: (4, 18), 18: (0, 4)})
+    specs = [handler_table.route(f) for f in (produce.produce, fetch.fetch, api_versions.api_versions)]
+    table = handler_table.HandlerTable(specs, {0: (3, 13), 1: (4, 18), 18: (0, 4)})
     assert table.advertised == {0: (0, 10), 1: (0, 12), 18: (0, 4)}
     assert table.served_floor(0) == 3
 
@@ -66,4 +66,5 @@ def test_a_table_refuses_two_handlers_for_one_api() -> None:
     from pylog.broker.handlers import produce
 
     with pytest.raises(ValueError, match="two handlers"):
-        registry.HandlerTable([registry.route(produce.produce), registry.route(produce.produce)], {})
+        twice = [handler_table.route(produce.produce), handler_table.route(produce.produce)]
+        handler_table.HandlerTable(twice, {})

@@ -6,14 +6,13 @@ import uuid
 
 import pytest
 
-from pylog.cluster.metadata import (
+from pylog.cluster.image import MetadataApplyError, MetadataImage
+from pylog.cluster.records import (
     NO_LEADER,
     BrokerEndpoint,
     ConfigRecord,
     ConfigResourceType,
     FeatureLevelRecord,
-    MetadataApplyError,
-    MetadataImage,
     PartitionChangeRecord,
     PartitionRecord,
     ProducerIdsRecord,

@@ -20,14 +20,14 @@ from pylog.cluster.controller import (
     NewTopic,
 )
 from pylog.cluster.image_feed import MetadataChange
-from pylog.cluster.metadata import (
+from pylog.cluster.metadata_log import LOG_FILE, METADATA_DIR, STATE_FILE, MetadataLogStore
+from pylog.cluster.quorum import MetadataQuorum, NotController
+from pylog.cluster.records import (
     BrokerEndpoint,
     ConfigResourceType,
     RemoveTopicRecord,
     TopicRecord,
 )
-from pylog.cluster.metadata_log import LOG_FILE, METADATA_DIR, STATE_FILE, MetadataLogStore
-from pylog.cluster.quorum import MetadataQuorum, NotController
 
 
 def run(coro: Any) -> Any:

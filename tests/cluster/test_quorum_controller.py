@@ -19,10 +19,10 @@ from pylog.cluster.controller import (
     QuorumController,
     assign_replicas,
 )
-from pylog.cluster.metadata import (
+from pylog.cluster.image import MetadataImage
+from pylog.cluster.records import (
     BrokerEndpoint,
     ConfigResourceType,
-    MetadataImage,
     PartitionRecord,
     TopicRecord,
 )

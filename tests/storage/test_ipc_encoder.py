@@ -7,7 +7,9 @@ import threading
 
 import pyarrow as pa
 from pylog.storage import ipc
-from pylog.storage.schema import BATCH_DTYPE, RECORD_SCHEMA
+from pylog.storage.schema import BATCH_DTYPE
+
+from pylog.model import RECORD_SCHEMA
 
 HEADERS = RECORD_SCHEMA.field("headers").type
 

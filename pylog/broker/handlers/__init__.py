@@ -1,5 +1,5 @@
 """One module per Kafka API; the tables below say which listener serves which API and hand each
-handler the few services it uses, with the authorization Kafka applies to it (``authorize``:
+handler the few services it uses, with the ACL checks Kafka applies to it (``api_acls``:
 whole-request checks and per-topic splitting; per-item checks live in the handlers)."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 from pylog.protocol.api import ApiKey, supported_versions
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker import authorize as az
+from pylog.broker import api_acls as az
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
@@ -20,6 +20,7 @@ from pylog.broker.controller_client import ControllerClient
 from pylog.broker.coordinator_shell import durable
 from pylog.broker.feature_gate import GATED, gated
 from pylog.broker.group_shell import GroupShell
+from pylog.broker.handler_table import HandlerSpec, HandlerTable, route
 from pylog.broker.handlers import (
     acls,
     add_offsets_to_txn,
@@ -88,7 +89,6 @@ from pylog.broker.handlers import (
 from pylog.broker.isr_manager import IsrManager
 from pylog.broker.metadata import BrokerMetadata, MetadataView
 from pylog.broker.producer_ids import ProducerIdManager
-from pylog.broker.registry import HandlerSpec, HandlerTable, route
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.share_shell import ShareShell
 from pylog.broker.telemetry_shell import TelemetryShell

@@ -13,7 +13,7 @@ from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell
-from pylog.broker.registry import serves
+from pylog.broker.handler_table import serves
 from pylog.broker.txn_shell import TxnShell, fenced_error, not_available
 
 

@@ -18,8 +18,8 @@ from pylog.protocol.errors import ErrorCode
 from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
+from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
-from pylog.broker.registry import serves
 from pylog.broker.txn_shell import TxnShell, fenced_error, not_available
 
 

@@ -14,9 +14,9 @@ from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell
+from pylog.broker.handler_table import serves
 from pylog.broker.handlers.describe_share_group_offsets import share_group_error
 from pylog.broker.metadata import MetadataView
-from pylog.broker.registry import serves
 from pylog.broker.share_shell import ShareShell
 
 

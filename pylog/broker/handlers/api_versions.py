@@ -14,7 +14,7 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import serves
+from pylog.broker.handler_table import serves
 from pylog.cluster.features import SUPPORTED
 from pylog.cluster.image import MetadataImage
 

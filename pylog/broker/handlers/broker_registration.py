@@ -8,7 +8,7 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import serves
+from pylog.broker.handler_table import serves
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.records import BrokerEndpoint
 

@@ -25,8 +25,8 @@ from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.controller_channel import ControllerChannel, ControllerUnavailable
+from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
-from pylog.broker.registry import serves
 from pylog.cluster.controller import AlterableConfig, AlterConfigsResource, IncrementalAlterConfigsResource
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.records import ConfigResourceType

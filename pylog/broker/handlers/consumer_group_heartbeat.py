@@ -15,8 +15,8 @@ from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, client_host, not_available, topics_view
+from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
-from pylog.broker.registry import serves
 from pylog.groups.consumer import Heartbeat, TopicsView
 from pylog.groups.group_records import from_wire
 

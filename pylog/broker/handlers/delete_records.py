@@ -17,9 +17,9 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
+from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
 from pylog.broker.partition import Partition
-from pylog.broker.registry import serves
 from pylog.broker.replica_manager import ReplicaManager
 
 HIGH_WATERMARK = -1
@@ -79,11 +79,11 @@ class _LowWatermarkWait:
             self.entry["low_watermark"] = low
             self.done.set_result(None)
         else:
-            part.add_log_start_waiter(self.check)
+            part.watchers.add_low_watermark(self.check)
 
     def expire(self) -> None:
         if not self.done.done():
-            self.part.remove_log_start_waiter(self.check)
+            self.part.watchers.remove_low_watermark(self.check)
             self.entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
             self.done.set_result(None)
 

@@ -18,8 +18,8 @@ from pylog.protocol.errors import ErrorCode
 from pylog.broker.acl_operations import AclOperation, ResourceType, operations_if_requested
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
+from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView, random_live_broker
-from pylog.broker.registry import serves
 from pylog.cluster.node_config import NodeSettings
 from pylog.cluster.quorum import MetadataQuorum
 

@@ -14,7 +14,7 @@ from pylog.broker.acl_operations import NOT_REQUESTED, AclOperation, ResourceTyp
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available
-from pylog.broker.registry import serves
+from pylog.broker.handler_table import serves
 from pylog.groups import DescribedGroup
 
 

@@ -8,7 +8,7 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import serves
+from pylog.broker.handler_table import serves
 from pylog.broker.replica_manager import ReplicaManager
 
 
@@ -24,18 +24,17 @@ def describe_producers(ctx: RequestContext, req: Any, *, replicas: ReplicaManage
                 out.append({"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                             "error_message": None, "active_producers": []})
                 continue
-            with part.lock:
-                producers = [
-                    {
-                        "producer_id": pid,
-                        "producer_epoch": e.epoch,
-                        "last_sequence": e.last_seq,
-                        "last_timestamp": e.last_timestamp,
-                        "coordinator_epoch": -1,
-                        "current_txn_start_offset": e.txn_first_offset,
-                    }
-                    for pid, e in part.producers.producers.items()
-                ]
+            producers = [
+                {
+                    "producer_id": pid,
+                    "producer_epoch": e.epoch,
+                    "last_sequence": e.last_seq,
+                    "last_timestamp": e.last_timestamp,
+                    "coordinator_epoch": -1,
+                    "current_txn_start_offset": e.txn_first_offset,
+                }
+                for pid, e in part.active_producers()
+            ]
             out.append({"partition_index": index, "error_code": 0, "error_message": None,
                         "active_producers": producers})
         topics.append({"name": t.name, "partitions": out})

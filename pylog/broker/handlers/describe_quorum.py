@@ -7,14 +7,13 @@ Answered by the active controller; a broker forwards it there, as Kafka's do.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import serves
+from pylog.broker.handler_table import serves
 from pylog.cluster.controller import METADATA_TOPIC
 from pylog.cluster.quorum import MetadataQuorum
 
@@ -30,7 +29,7 @@ def describe_quorum(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, li
         return _error(ErrorCode.INVALID_REQUEST, "Only __cluster_metadata-0 has a quorum")
     if not quorum.is_leader:
         return _error(ErrorCode.NOT_LEADER_OR_FOLLOWER, "Not the active controller")
-    now = time.time_ns() // 1_000_000
+    now = quorum.clock.wall_ms()
     progress = quorum.voter_progress()
     heard = quorum.last_heard_ms()
     vs = quorum.voter_set

@@ -17,8 +17,8 @@ from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available
+from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
-from pylog.broker.registry import serves
 from pylog.broker.share_shell import ShareShell
 
 

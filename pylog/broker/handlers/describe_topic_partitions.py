@@ -21,8 +21,8 @@ from pylog.protocol.errors import ErrorCode
 from pylog.broker.acl_operations import AclOperation, ResourceType, authorized_operations
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
+from pylog.broker.handler_table import serves
 from pylog.broker.metadata import INTERNAL_TOPICS, MetadataView
-from pylog.broker.registry import serves
 from pylog.cluster.controller import validate_topic_name
 from pylog.config import BrokerConfig
 

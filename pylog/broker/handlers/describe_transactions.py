@@ -11,7 +11,7 @@ from pylog.protocol.errors import ErrorCode
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import serves
+from pylog.broker.handler_table import serves
 from pylog.broker.txn_shell import TxnShell, not_available
 from pylog.txn import DescribedTransaction
 

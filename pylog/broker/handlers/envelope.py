@@ -21,7 +21,7 @@ from pylog.protocol.errors import ErrorCode, ProtocolError
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import HandlerTable, serves
+from pylog.broker.handler_table import HandlerTable, serves
 from pylog.security.principal import KafkaPrincipal
 
 _PRINCIPAL = api.MESSAGES["DefaultPrincipalData"]

@@ -1,4 +1,4 @@
-"""Fetch: read record batches, long-polling on max_wait_ms / min_bytes.
+"""Fetch: read record batches, long-polling on max_wait_ms / min_bytes (``ReplicaManager.fetch_messages``).
 
 read_committed fetches (isolation level 1) stop at the last stable offset and list the aborted
 transactions overlapping the returned batches, so the consumer skips their records.
@@ -27,26 +27,23 @@ follower whose last fetched epoch ends earlier in the leader's log is told where
 
 from __future__ import annotations
 
-import asyncio
-import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from pylog.protocol.api import ApiKey
-from pylog.protocol.errors import ErrorCode
-from pylog.storage import OffsetOutOfRange, StorageError
 
 from pylog.broker.context import RequestContext
+from pylog.broker.handler_table import serves
 from pylog.broker.isr_manager import IsrManager
-from pylog.broker.partition import Partition
-from pylog.broker.registry import serves
-from pylog.broker.replica_manager import ReplicaManager
-from pylog.broker.transactions import aborted_for_fetch
-
-log = logging.getLogger(__name__)
+from pylog.broker.replica_manager import (
+    CONSUMER,
+    FetchIsolation,
+    FetchParams,
+    FetchPartitionData,
+    ReplicaManager,
+)
 
 READ_COMMITTED = 1
-CONSUMER = -1
 
 
 @serves(ApiKey.FETCH, versions=(0, 12))
@@ -58,45 +55,24 @@ def fetch(
     isr: IsrManager,
     stopping: Callable[[], bool],
 ) -> Any:
-    response, nbytes, errors = _build(replicas, isr, req, ctx.now_ms())
-    if req.max_wait_ms <= 0 or nbytes >= max(req.min_bytes, 1) or errors:
-        return response
-    return _wait(replicas, isr, stopping, req, ctx)
-
-
-def _build(replicas: ReplicaManager, isr: IsrManager, req: Any, now_ms: int) -> tuple[dict, int, bool]:
     replica_id = _replica_id(req)
-    committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
-    budget = max(req.max_bytes, 0)  # versions below 4 (no max_bytes) are refused, as Kafka 4 does
-    min_one = True  # until a partition returns data, its first batch may exceed the limits
-    total = 0
-    errors = False
-    topics = []
-    for t in req.topics:
-        name = t.topic
-        parts = replicas.topic_partitions(name)
-        out = []
-        for p in t.partitions:
-            part = parts.get(p.partition)
-            if part is None:
-                out.append(_empty(p.partition, replicas.absent_error(name, p.partition), committed))
-                errors = True
-                continue
-            if replica_id >= 0:
-                entry, size = _read_for_follower(
-                    part, p, replica_id, isr, now_ms, max(budget - total, 0), min_one
-                )
-            else:
-                entry, size = _read_partition(part, p, committed, max(budget - total, 0), min_one)
-            if entry["error_code"]:
-                errors = True
-            if size:
-                min_one = False
-            total += size
-            out.append(entry)
-        topics.append({"topic": name, "partitions": out})
-    response = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
-    return response, total, errors
+    if replica_id >= 0:
+        isolation = FetchIsolation.LOG_END
+    elif getattr(req, "isolation_level", 0) == READ_COMMITTED:
+        isolation = FetchIsolation.TXN_COMMITTED
+    else:
+        isolation = FetchIsolation.HIGH_WATERMARK
+    params = FetchParams(replica_id, req.max_wait_ms, req.min_bytes, req.max_bytes, isolation)
+    wanted = [(t.topic, p) for t in req.topics for p in t.partitions]
+    answer = replicas.fetch_messages(params, wanted, expand_isr=isr.maybe_expand, stopping=stopping)
+    committed = isolation is FetchIsolation.TXN_COMMITTED
+    if isinstance(answer, list):
+        return _response(req, answer, committed)
+    return _respond_later(req, answer, committed)
+
+
+async def _respond_later(req: Any, answer: Awaitable[list[FetchPartitionData]], committed: bool) -> dict:
+    return _response(req, await answer, committed)
 
 
 def _replica_id(req: Any) -> int:
@@ -108,170 +84,36 @@ def _replica_id(req: Any) -> int:
     return replica_id
 
 
-def _leadership_error(part: Partition, p: Any, entry: dict) -> int:
-    """Why this replica cannot answer a fetch for ``p`` (0: it can), filling ``current_leader``."""
-    if not part.is_leader:
-        entry["current_leader"] = {"leader_id": part.leader_id, "leader_epoch": part.leader_epoch}
-        return ErrorCode.NOT_LEADER_OR_FOLLOWER
-    epoch = getattr(p, "current_leader_epoch", -1)
-    if epoch >= 0 and epoch < part.leader_epoch:
-        entry["current_leader"] = {"leader_id": part.leader_id, "leader_epoch": part.leader_epoch}
-        return ErrorCode.FENCED_LEADER_EPOCH
-    if epoch > part.leader_epoch:
-        return ErrorCode.UNKNOWN_LEADER_EPOCH
-    return 0
-
-
-def _read_for_follower(
-    part: Partition, p: Any, replica_id: int, isr: IsrManager, now_ms: int, budget: int, min_one: bool
-) -> tuple[dict, int]:
-    entry = _empty(p.partition, 0, False)
-    error = _leadership_error(part, p, entry)
-    if not error and replica_id not in part.replicas:
-        error = ErrorCode.NOT_LEADER_OR_FOLLOWER
-    if error:
-        entry["error_code"] = error
-        return entry, 0
-    offset = p.fetch_offset
-    last_epoch = getattr(p, "last_fetched_epoch", -1)
-    if last_epoch >= 0:
-        epoch, end = part.log.end_offset_for_epoch(last_epoch)
-        if epoch != last_epoch or end < offset:
-            entry.update(_offsets(part))
-            entry["diverging_epoch"] = {"epoch": epoch, "end_offset": end}
-            return entry, 0
-    if part.log_start_offset <= offset <= part.log_end_offset:
-        part.on_follower_fetch(replica_id, offset, now_ms, getattr(p, "log_start_offset", -1))
-        isr.maybe_expand(part, replica_id)
-    entry.update(_offsets(part))
-    if offset < part.log_start_offset or offset > part.log_end_offset:
-        entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-        return entry, 0
-    limit = max(min(p.partition_max_bytes, budget), 0)
-    if limit == 0 and not min_one:
-        return entry, 0
-    try:
-        batches = part.read_wire(offset, limit, part.log_end_offset, min_one=min_one)
-    except OffsetOutOfRange:
-        entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-        entry["log_start_offset"] = part.log_start_offset
-        return entry, 0
-    except StorageError as exc:
-        log.error("reading %s-%d failed: %s", part.topic, part.index, exc)
-        entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-        return entry, 0
-    if not batches:
-        return entry, 0
-    entry["records"] = batches
-    return entry, sum(len(b) for b in batches)
-
-
-def _offsets(part: Partition) -> dict[str, int]:
-    hw = part.high_watermark
-    return {
-        "high_watermark": hw,
-        "last_stable_offset": part.last_stable_offset,
-        "log_start_offset": part.log_start_offset,
-    }
-
-
-def _read_partition(part: Partition, p: Any, committed: bool, budget: int, min_one: bool) -> tuple[dict, int]:
-    leadership = _empty(p.partition, 0, committed)
-    error = _leadership_error(part, p, leadership)
-    if error:
-        leadership["error_code"] = error
-        return leadership, 0
-    hw = part.high_watermark
-    lso = part.last_stable_offset
-    start = part.log_start_offset
-    offset = p.fetch_offset
-    entry = {
-        "partition_index": p.partition,
-        "error_code": 0,
-        "high_watermark": hw,
-        "last_stable_offset": lso,
-        "log_start_offset": start,
-        "aborted_transactions": [] if committed else None,
-        "preferred_read_replica": -1,
-        "records": b"",
-    }
-    if offset < start or offset > part.log_end_offset:
-        entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-        return entry, 0
-    limit = max(min(p.partition_max_bytes, budget), 0)
-    if limit == 0 and not min_one:
-        return entry, 0
-    try:
-        batches = part.read_wire(offset, limit, lso if committed else hw, min_one=min_one)
-    except OffsetOutOfRange:  # retention or DeleteRecords moved the log start meanwhile
-        entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
-        entry["log_start_offset"] = part.log_start_offset
-        return entry, 0
-    except StorageError as exc:
-        log.error("reading %s-%d failed: %s", part.topic, part.index, exc)
-        entry["error_code"] = ErrorCode.KAFKA_STORAGE_ERROR
-        return entry, 0
-    if not batches:
-        return entry, 0
-    entry["records"] = batches
-    if committed:
-        entry["aborted_transactions"] = aborted_for_fetch(part, offset, batches)
-    return entry, sum(len(b) for b in batches)
-
-
-def _empty(index: int, code: int, committed: bool) -> dict:
-    return {
-        "partition_index": index,
-        "error_code": code,
-        "high_watermark": -1,
-        "last_stable_offset": -1,
-        "log_start_offset": -1,
-        "aborted_transactions": [] if committed else None,
-        "preferred_read_replica": -1,
-        "records": b"",
-    }
-
-
-async def _wait(
-    replicas: ReplicaManager, isr: IsrManager, stopping: Callable[[], bool], req: Any, ctx: RequestContext
-) -> dict:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + req.max_wait_ms / 1000.0
-    min_bytes = max(req.min_bytes, 1)
-    watched: list[Partition] = []
-    to_log_end = _replica_id(req) >= 0
+def _response(req: Any, answer: Sequence[FetchPartitionData], committed: bool) -> dict:
+    topics = []
+    i = 0
     for t in req.topics:
-        parts = replicas.topic_partitions(t.topic)
+        partitions = []
         for p in t.partitions:
-            part = parts.get(p.partition)
-            if part is not None:
-                watched.append(part)
-    current: list[asyncio.Future] = []
+            partitions.append(_partition(p.partition, answer[i], committed))
+            i += 1
+        topics.append({"topic": t.topic, "partitions": partitions})
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
 
-    def wake() -> None:
-        if current and not current[-1].done():
-            current[-1].set_result(None)
 
-    expired = False
-
-    def timed_out() -> None:  # the loop's clock may read a hair before the deadline when it fires
-        nonlocal expired
-        expired = True
-        wake()
-
-    timer = loop.call_at(deadline, timed_out)  # one timer per waiting fetch, not per wake-up
-    try:
-        while True:
-            current[:] = [loop.create_future()]
-            for part in watched:
-                part.add_waiter(wake, reads_to_log_end=to_log_end)
-            try:
-                await current[-1]
-            finally:
-                for part in watched:
-                    part.remove_waiter(wake)
-            response, nbytes, errors = _build(replicas, isr, req, ctx.now_ms())
-            if nbytes >= min_bytes or errors or expired or loop.time() >= deadline or stopping():
-                return response
-    finally:
-        timer.cancel()
+def _partition(index: int, d: FetchPartitionData, committed: bool) -> dict:
+    entry = {
+        "partition_index": index,
+        "error_code": d.error,
+        "high_watermark": d.high_watermark,
+        "last_stable_offset": d.last_stable_offset,
+        "log_start_offset": d.log_start_offset,
+        "aborted_transactions": None,
+        "preferred_read_replica": d.preferred_read_replica,
+        "records": d.records or b"",
+    }
+    if committed:
+        aborted = d.aborted_transactions or ()
+        entry["aborted_transactions"] = [
+            {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted
+        ]
+    if d.current_leader is not None:
+        entry["current_leader"] = {"leader_id": d.current_leader[0], "leader_epoch": d.current_leader[1]}
+    if d.diverging_epoch is not None:
+        entry["diverging_epoch"] = {"epoch": d.diverging_epoch[0], "end_offset": d.diverging_epoch[1]}
+    return entry

@@ -18,8 +18,8 @@ from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell
+from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
-from pylog.broker.registry import serves
 from pylog.broker.txn_shell import TxnShell
 
 GROUP, TRANSACTION = 0, 1

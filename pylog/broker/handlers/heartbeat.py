@@ -9,8 +9,8 @@ from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available, topics_view
+from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
-from pylog.broker.registry import serves
 
 
 @serves(ApiKey.HEARTBEAT, versions=(0, 4))

@@ -13,8 +13,8 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
+from pylog.broker.handler_table import serves
 from pylog.broker.producer_ids import ProducerIdManager
-from pylog.broker.registry import serves
 from pylog.broker.txn_shell import TxnShell, fenced_error, not_available
 
 

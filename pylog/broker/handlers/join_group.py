@@ -17,8 +17,8 @@ from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, client_host, not_available, topics_view
+from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
-from pylog.broker.registry import serves
 from pylog.groups import JoinGroupResult
 
 

@@ -12,7 +12,7 @@ from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available
-from pylog.broker.registry import serves
+from pylog.broker.handler_table import serves
 from pylog.groups import LeaveGroupResult, LeaveMemberResult
 
 

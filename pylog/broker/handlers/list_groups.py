@@ -13,7 +13,7 @@ from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell
-from pylog.broker.registry import serves
+from pylog.broker.handler_table import serves
 
 
 @serves(ApiKey.LIST_GROUPS, versions=(0, 5))

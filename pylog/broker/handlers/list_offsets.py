@@ -8,7 +8,7 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import serves
+from pylog.broker.handler_table import serves
 from pylog.broker.replica_manager import ReplicaManager
 
 LATEST = -1
@@ -24,10 +24,8 @@ def list_offsets(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -> 
     committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
     topics = []
     for t in req.topics:
-        parts = replicas.topic_partitions(t.name)
         out = []
         for p in t.partitions:
-            part = parts.get(p.partition_index)
             entry = {
                 "partition_index": p.partition_index,
                 "error_code": 0,
@@ -36,14 +34,9 @@ def list_offsets(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -> 
                 "leader_epoch": -1,
             }
             current = getattr(p, "current_leader_epoch", -1)
-            if part is None:
-                entry["error_code"] = replicas.absent_error(t.name, p.partition_index)
-            elif not part.is_leader:
-                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            elif 0 <= current < part.leader_epoch:
-                entry["error_code"] = ErrorCode.FENCED_LEADER_EPOCH
-            elif current > part.leader_epoch:
-                entry["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
+            part, error = replicas.leader_partition(t.name, p.partition_index, current)
+            if error or part is None:
+                entry["error_code"] = error
             else:
                 entry["leader_epoch"] = part.leader_epoch
                 ts = p.timestamp
@@ -52,14 +45,13 @@ def list_offsets(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -> 
                 elif ts in (LATEST, LATEST_TIERED):
                     entry["offset"] = part.last_stable_offset if committed else part.high_watermark
                 elif ts == MAX_TIMESTAMP:
-                    found = part.log.max_timestamp_and_offset()
+                    found = part.max_timestamp_and_offset()
                     if found is not None:
                         entry["timestamp"], entry["offset"] = found
                 elif ts < 0:
                     entry["error_code"] = ErrorCode.INVALID_REQUEST
                 else:
-                    limit = part.last_stable_offset if committed else part.high_watermark
-                    found = part.log.offset_for_timestamp(ts, max_offset=limit)
+                    found = part.offset_for_timestamp(ts, committed=committed)
                     if found is not None:
                         entry["offset"], entry["timestamp"] = found
             out.append(entry)

@@ -24,8 +24,8 @@ from pylog.protocol.errors import ErrorCode
 from pylog.broker.acl_operations import ResourceType, operations_if_requested
 from pylog.broker.context import RequestContext
 from pylog.broker.controller_client import ControllerClient
+from pylog.broker.handler_table import serves
 from pylog.broker.metadata import INTERNAL_TOPICS, MetadataView, random_live_broker
-from pylog.broker.registry import serves
 from pylog.cluster.controller import NewTopic, validate_topic_name
 from pylog.cluster.image import TopicImage
 from pylog.config import BrokerConfig

@@ -21,7 +21,7 @@ from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available
-from pylog.broker.registry import serves
+from pylog.broker.handler_table import serves
 from pylog.groups import FetchedOffset, OffsetFetchResult
 
 

@@ -12,10 +12,9 @@ from __future__ import annotations
 from typing import Any
 
 from pylog.protocol.api import ApiKey
-from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import serves
+from pylog.broker.handler_table import serves
 from pylog.broker.replica_manager import ReplicaManager
 
 UNDEFINED = -1
@@ -25,10 +24,8 @@ UNDEFINED = -1
 def offset_for_leader_epoch(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -> dict:
     topics = []
     for t in req.topics:
-        parts = replicas.topic_partitions(t.topic)
         out = []
         for p in t.partitions:
-            part = parts.get(p.partition)
             entry = {
                 "error_code": 0,
                 "partition": p.partition,
@@ -36,16 +33,11 @@ def offset_for_leader_epoch(ctx: RequestContext, req: Any, *, replicas: ReplicaM
                 "end_offset": UNDEFINED,
             }
             current = getattr(p, "current_leader_epoch", -1)
-            if part is None:
-                entry["error_code"] = replicas.absent_error(t.topic, p.partition)
-            elif not part.is_leader:
-                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            elif 0 <= current < part.leader_epoch:
-                entry["error_code"] = ErrorCode.FENCED_LEADER_EPOCH
-            elif current > part.leader_epoch:
-                entry["error_code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
+            part, error = replicas.leader_partition(t.topic, p.partition, current)
+            if error or part is None:
+                entry["error_code"] = error
             else:
-                entry["leader_epoch"], entry["end_offset"] = part.log.end_offset_for_epoch(p.leader_epoch)
+                entry["leader_epoch"], entry["end_offset"] = part.end_offset_for_epoch(p.leader_epoch)
             out.append(entry)
         topics.append({"topic": t.topic, "partitions": out})
     return {"throttle_time_ms": 0, "topics": topics}

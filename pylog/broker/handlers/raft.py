@@ -9,7 +9,7 @@ from pylog.protocol.api import PylogApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import serves
+from pylog.broker.handler_table import serves
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.raft_transport import message_from_wire
 

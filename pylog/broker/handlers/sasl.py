@@ -14,7 +14,7 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import serves
+from pylog.broker.handler_table import serves
 
 
 @serves(ApiKey.SASL_HANDSHAKE, versions=(1, 1))  # v0 (raw tokens) is gone from Kafka 4 (KIP-896)

@@ -16,8 +16,8 @@ from pylog.protocol.errors import ErrorCode
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
+from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
-from pylog.broker.registry import serves
 from pylog.cluster.acl_control import ScramDeletion, ScramUpsertion
 from pylog.cluster.quorum import MetadataQuorum
 

@@ -12,8 +12,8 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
+from pylog.broker.handler_table import serves
 from pylog.broker.handlers.share_fetch import acknowledge
-from pylog.broker.registry import serves
 from pylog.broker.share_shell import ShareShell
 
 

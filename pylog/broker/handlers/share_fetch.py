@@ -24,17 +24,16 @@ from pylog.protocol.errors import ErrorCode
 from pylog.storage import OffsetOutOfRange, StorageError
 
 from pylog.broker.context import RequestContext
-from pylog.broker.coordinator_shell import wall_clock_ms as now_ms
+from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
-from pylog.broker.registry import serves
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.share_shell import ShareShell
+from pylog.model import CONTROL_MASK
 from pylog.share.partition import Acquired
 
 _BATCH_HEAD = struct.Struct(
     ">qiibIhi"
 )  # base offset, length, leader epoch, magic, crc, attributes, last delta
-_CONTROL = 0x20
 
 
 @serves(ApiKey.SHARE_FETCH, versions=(1, 1))
@@ -155,7 +154,7 @@ def _acquire_all(
         if shell.key_error(key) is not ErrorCode.NONE:
             continue
         assert shell.manager is not None
-        sp = shell.manager.partition(key, lambda part=part: shell.initial_offset(group, part, now_ms()))
+        sp = shell.manager.partition(key, lambda part=part: shell.initial_offset(group, part, shell.clock()))
         sp.move_start(part.log_start_offset)
         offset = sp.next_fetch_offset()
         if offset is None or offset >= part.high_watermark:
@@ -206,23 +205,28 @@ async def _wait(
         if part is not None:
             watched.append(part)
     current: list[asyncio.Future] = []
+    expired: list[bool] = []
 
     def wake() -> None:
         if current and not current[-1].done():
             current[-1].set_result(None)
 
-    timer = loop.call_at(deadline, wake)
+    def expire() -> None:
+        expired.append(True)  # the timer may run a little before loop.time() reaches the deadline
+        wake()
+
+    timer = loop.call_at(deadline, expire)
     try:
-        while loop.time() < deadline and not stopping():
+        while not expired and not stopping():
             current[:] = [loop.create_future()]
             for part in watched:
-                part.add_waiter(wake)
+                part.watchers.add_fetch(wake)
             shell.add_waiter(wake)
             try:
                 await current[-1]
             finally:
                 for part in watched:
-                    part.remove_waiter(wake)
+                    part.watchers.remove_fetch(wake)
                 shell.remove_waiter(wake)
             if _acquire_all(
                 shell, image, replicas, group, member, targets, max_records, budget, results, node_id
@@ -234,7 +238,7 @@ async def _wait(
 
 def _span(batch: bytes) -> tuple[int, int, bool]:
     base, _len, _epoch, _magic, _crc, attributes, last_delta = _BATCH_HEAD.unpack_from(batch, 0)
-    return base, base + last_delta, bool(attributes & _CONTROL)
+    return base, base + last_delta, bool(attributes & CONTROL_MASK)
 
 
 def _acquired(a: Acquired) -> dict:

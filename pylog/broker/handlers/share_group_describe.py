@@ -11,8 +11,8 @@ from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, describe_modern
+from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
-from pylog.broker.registry import serves
 
 
 @serves(ApiKey.SHARE_GROUP_DESCRIBE, versions=(1, 1))

@@ -12,7 +12,7 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 
 from pylog.broker.context import RequestContext
-from pylog.broker.registry import serves
+from pylog.broker.handler_table import serves
 from pylog.broker.telemetry_shell import TelemetryShell
 from pylog.telemetry.manager import ACCEPTED_COMPRESSION
 from pylog.telemetry.subscriptions import ClientIdentity

@@ -16,8 +16,8 @@ from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, apply_commits, commit_response, commits_of, not_available
+from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
-from pylog.broker.registry import serves
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.txn_shell import TxnShell
 from pylog.txn import OFFSETS_TOPIC

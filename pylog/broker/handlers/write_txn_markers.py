@@ -11,9 +11,9 @@ from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell
-from pylog.broker.registry import serves
+from pylog.broker.handler_table import serves
 from pylog.broker.replica_manager import ReplicaManager
-from pylog.broker.txn_markers import write_marker_replicated, written_markers
+from pylog.broker.txn_markers import written_markers
 from pylog.txn import OFFSETS_TOPIC
 
 
@@ -22,7 +22,6 @@ async def write_txn_markers(
     ctx: RequestContext, req: Any, *, replicas: ReplicaManager, groups: GroupShell, timeout_s: float
 ) -> dict:
     loop = asyncio.get_running_loop()
-    now = ctx.now_ms()
     results: list[tuple[int, dict[tuple[str, int], asyncio.Future[ErrorCode]]]] = []
     for producer_id, epoch, commit, coordinator_epoch, partitions in written_markers(req):
         futures: dict[tuple[str, int], asyncio.Future[ErrorCode]] = {}
@@ -38,9 +37,9 @@ async def write_txn_markers(
                 if not fut.done():
                     fut.set_result(code)
 
-            write_marker_replicated(part, producer_id, epoch, commit, coordinator_epoch, now, done)
+            replicas.append_txn_marker(topic, p, producer_id, epoch, commit, coordinator_epoch, done)
             if topic == OFFSETS_TOPIC and part.is_leader and groups.coordinator is not None:
-                groups.coordinator.complete_txn(producer_id, p, commit, now_ms=now)
+                groups.coordinator.complete_txn(producer_id, p, commit, now_ms=groups.clock())
         results.append((producer_id, futures))
     pending = [f for _, futures in results for f in futures.values() if not f.done()]
     if pending:

@@ -1,5 +1,7 @@
-"""Authorization around handlers, as table entries: the checks Kafka's KafkaApis makes before an
-API does its work, kept beside the handler list so each API's rule reads in one line.
+"""The ACL checks of each API, as route-list entries: the checks Kafka's KafkaApis makes before an
+API does its work, kept beside the handler list so each API's rule reads in one line. The
+decisions themselves come from ``Authorization`` (pylog.broker.authorization), which asks
+Kafka's StandardAuthorizer (pylog.security.authorizer) over the image's ACLs.
 
 - ``requires(spec, check)``: ``check(ctx, request)`` returns an error code for the whole request
   (GROUP_AUTHORIZATION_FAILED for a JoinGroup on a group the caller may not READ, ...) or None;
@@ -21,11 +23,11 @@ from typing import Any
 
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.acl_operations import AclOperation
+from pylog.broker.acl_operations import AclOperation, ResourceType, authorized_operations
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.error_response import error_response
-from pylog.broker.registry import CLOSE_CONNECTION, NO_RESPONSE, HandlerSpec
+from pylog.broker.handler_table import CLOSE_CONNECTION, NO_RESPONSE, HandlerSpec
 from pylog.security.acl import CLUSTER_NAME
 
 Check = Callable[[RequestContext, Any], "int | None"]
@@ -296,8 +298,6 @@ def metadata(spec: HandlerSpec, authz: Authorization) -> HandlerSpec:
         return _fix(await result, ctx, req, named, refused)
 
     def _ops(ctx: RequestContext, resource_type: int, name: str) -> int:
-        from pylog.broker.acl_operations import ResourceType, authorized_operations
-
         rt = ResourceType(resource_type)
         return authorized_operations(rt, authz.allowed(ctx, rt, name))
 
