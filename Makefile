@@ -4,6 +4,7 @@
 #                       kafkajs (package-lock.json) + chromium, then ruff and the whole test suite
 #   make test-latest  - the same suite in .venv-latest, with the newest releases pyproject.toml allows
 #   make lock         - write the versions installed in $(VENV) to requirements/test.lock
+#   make messages     - regenerate protocol/messages/__init__.pyi, the static types of the message classes
 
 SHELL := /bin/bash
 PYTHON ?= python3
@@ -22,7 +23,8 @@ LATEST_VENV ?= .venv-latest
 LOCK_HOLD := 'duckdb<2' 'polars<2'
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test test-latest lock venv install install-test kcat kafkajs chromium iproute2 lint pytest bench clean
+.PHONY: run test test-latest lock venv install install-test kcat kafkajs chromium iproute2 lint pytest bench clean \
+	messages
 
 run: install
 	exec $(VENV)/bin/pylog broker --data-dir $(DATA_DIR) --listen $(LISTEN)
@@ -33,6 +35,11 @@ test: install-test kcat kafkajs chromium iproute2
 	$(VENV)/bin/ruff check . || rc=1; \
 	$(VPY) -m pytest $(wildcard tests compat-tests) $(PYTEST_ARGS) || rc=1; \
 	exit $$rc
+
+# The codec builds the message classes from Kafka's JSON at import; their static types are a
+# checked-in stub (tests/protocol/test_message_stubs.py fails when it is out of date).
+messages: install
+	$(VPY) -m pylog.protocol.stubgen
 
 # Debian's Python needs python3-venv (ensurepip) before `python3 -m venv` works.
 $(VPY):

@@ -33,7 +33,7 @@ REPO = Path(__file__).resolve().parents[1]
 SOURCES = {
     "pylog": "pylog", "pylog/protocol": "protocol", "pylog/storage": "storage", "pylog/widgets": "widgets",
 }
-DATA = ("*.json", "*.md", "*.js", "*.css")
+DATA = ("*.json", "*.md", "*.js", "*.css", "*.pyi")
 EXTENSIONS = ("pylog/protocol/records/_crecords", "pylog/schema_registry/_cavro")
 
 
