@@ -4,6 +4,7 @@
 #                       kafkajs (package-lock.json) + chromium, then ruff and the whole test suite
 #   make test-latest  - the same suite in .venv-latest, with the newest releases pyproject.toml allows
 #   make lock         - write the versions installed in $(VENV) to requirements/test.lock
+#   make typecheck    - mypy over pylog/broker and the message classes' stub (also part of make test)
 #   make messages     - regenerate protocol/messages/__init__.pyi, the static types of the message classes
 
 SHELL := /bin/bash
@@ -24,7 +25,7 @@ LOCK_HOLD := 'duckdb<2' 'polars<2'
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 .PHONY: run test test-latest lock venv install install-test kcat kafkajs chromium iproute2 lint pytest bench clean \
-	messages
+	messages typecheck typecheck-run
 
 run: install
 	exec $(VENV)/bin/pylog broker --data-dir $(DATA_DIR) --listen $(LISTEN)
@@ -33,6 +34,7 @@ run: install
 test: install-test kcat kafkajs chromium iproute2
 	@rc=0; \
 	$(VENV)/bin/ruff check . || rc=1; \
+	$(MAKE) --no-print-directory typecheck-run || rc=1; \
 	$(VPY) -m pytest $(wildcard tests compat-tests) $(PYTEST_ARGS) || rc=1; \
 	exit $$rc
 
@@ -40,6 +42,17 @@ test: install-test kcat kafkajs chromium iproute2
 # checked-in stub (tests/protocol/test_message_stubs.py fails when it is out of date).
 messages: install
 	$(VPY) -m pylog.protocol.stubgen
+
+# mypy cannot follow the editable install's import hook, so it reads pylog through a tree of links
+# laid out as installed (pyproject.toml's package-dir); its settings are in pyproject.toml.
+TYPECHECK_TREE := build/typecheck
+typecheck: install-test typecheck-run
+
+typecheck-run:
+	@rm -rf $(TYPECHECK_TREE) && mkdir -p $(TYPECHECK_TREE)/pylog
+	@for f in pylog/*; do ln -s "$(CURDIR)/$$f" $(TYPECHECK_TREE)/pylog/; done
+	@for d in protocol storage widgets; do ln -s "$(CURDIR)/$$d" $(TYPECHECK_TREE)/pylog/$$d; done
+	MYPYPATH=$(TYPECHECK_TREE) $(VENV)/bin/mypy -p pylog.broker -p pylog.protocol.messages
 
 # Debian's Python needs python3-venv (ensurepip) before `python3 -m venv` works.
 $(VPY):

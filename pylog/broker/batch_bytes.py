@@ -45,7 +45,7 @@ def decode_at(view: memoryview, header: Any, base_offset: int, max_uncompressed_
     stores the rows as they are instead of shifting the offset column on every append."""
     if rec.compute_crc(view) != header.crc:
         raise CorruptRecordBatch(f"record batch CRC mismatch (stored {header.crc:#010x})")
-    body = view[rec.HEADER_SIZE :]
+    body: bytes | memoryview = view[rec.HEADER_SIZE :]
     if header.compression:
         body = decompress(header.compression, body, max_uncompressed_bytes)
     try:

@@ -83,8 +83,18 @@ class Broker:
         self.data_dir = Path(data_dir).resolve()
         self._advertised = advertised
         self.node_id = self.settings.node_id
-        source = lambda: self.metadata or self.quorum  # noqa: E731 - the image is there once started
-        image = lambda: (m := source()) and m.image  # noqa: E731
+        def source() -> BrokerMetadata | MetadataQuorum | None:
+            return self.metadata or self.quorum  # the image is there once started
+
+        def image() -> MetadataImage | None:
+            m = source()
+            return m.image if m is not None else None
+
+        def started_image() -> MetadataImage:
+            m = source()
+            assert m is not None, "the broker has not started"
+            return m.image
+
         self.authorization = Authorization.from_config(config, image)
         self.security = NodeSecurity.from_config(config, self.settings, image_credentials(image))
         self.quotas = ConnectionQuotas.from_config(config, [li.name for li in self.settings.listeners])
@@ -118,7 +128,7 @@ class Broker:
         self.schema_registry: Any = None  # pylog.schema_registry.http.RegistryServer when configured
         self.schema_validation = SchemaValidation(None)
         # Iceberg tables of topics (bad catalog settings stop the start here)
-        self.iceberg = IcebergMaterializers(self.node_id, config, self.data_dir, lambda: source().image,
+        self.iceberg = IcebergMaterializers(self.node_id, config, self.data_dir, started_image,
                                             self._own_client, clock)
         self.stopping = False
         self.dir_lock: DataDirLock | None = None

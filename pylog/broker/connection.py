@@ -35,7 +35,7 @@ import logging
 import socket
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from pylog.protocol import api
 from pylog.protocol.api import ApiKey
@@ -100,13 +100,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._waiting_bytes = 0  # requests whose handlers still wait (acks=all, long polls)
         self._unthrottle: asyncio.TimerHandle | None = None  # set while a quota throttles this client
         self._held: deque[memoryview] = deque()  # frames read but not served while throttled
+        self._out: list[Any] | None = None  # responses of the read being served, sent in one write
         self.software: tuple[str | None, str | None] = (None, None)  # from ApiVersions v3+
         self.last_active = time.monotonic()
 
     # --- asyncio.Protocol -------------------------------------------------------------------
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self.transport = transport  # type: ignore[assignment]  (uvloop's are not asyncio.Transport)
+        transport = cast(asyncio.Transport, transport)  # uvloop's are not asyncio.Transport subclasses
+        self.transport = transport
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
         self.address = str(peer[0]) if peer else "?"
@@ -187,7 +189,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         """Dispatch frames in order; once a quota throttles this client the rest wait for the
         throttle to end, as if they had not been read yet (Kafka reads one request at a time)."""
         # Responses completed while handling this read leave in one write.
-        self._out = out = []
+        out: list[Any] = []
+        self._out = out
         try:
             for i, frame in enumerate(frames):
                 if self._closing or self._close_when_drained:
@@ -266,7 +269,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             task = asyncio.ensure_future(result)
             self._tasks.add(task)
             size, body = len(frame), request.body
-            task.add_done_callback(lambda t, s=slot, c=ctx: self._finished(t, s, c, body, size, busy_ns))
+            task.add_done_callback(lambda t: self._finished(t, slot, ctx, body, size, busy_ns))
             return
         if result is handler_table.NO_RESPONSE:
             self._unanswered(ctx, request.body, len(frame), busy_ns)

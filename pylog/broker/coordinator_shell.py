@@ -15,7 +15,7 @@ import functools
 import inspect
 import logging
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pylog.protocol.errors import ErrorCode
 
@@ -37,7 +37,11 @@ log = logging.getLogger(__name__)
 ResponseOnError = Callable[[Any, ErrorCode], Any]
 
 
-class CoordinatorShell:
+KeyT = TypeVar("KeyT")
+"""What a coordinator is found by: a group id, a transactional id, a share-partition key."""
+
+
+class CoordinatorShell(Generic[KeyT]):
     """Ownership, persistence and the deadline timer of one internal topic's coordinator."""
 
     coordinator: Any  # the sans-IO coordinator, None until `start`
@@ -143,7 +147,7 @@ class CoordinatorShell:
         """Leader of each partition of the internal topic; None while the topic does not exist."""
         return self._topic.leaders()
 
-    def partition_for(self, key: str) -> int:
+    def partition_for(self, key: KeyT) -> int:
         raise NotImplementedError
 
     def _led_partitions(self) -> list[int]:
@@ -172,7 +176,7 @@ class CoordinatorShell:
         self._loaded.discard(p)
         self._partition_unloaded(out)
 
-    def coordinator_error(self, key: str) -> ErrorCode:
+    def coordinator_error(self, key: KeyT) -> ErrorCode:
         """Why this broker cannot coordinate `key` now (NONE if it can); loads lazily."""
         if self.coordinator is None or self._stopped:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE

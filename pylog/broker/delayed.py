@@ -90,8 +90,8 @@ class Watchers:
                     cb(0)
         if self._hw_readers:
             waiters, self._hw_readers = self._hw_readers, []
-            for cb in waiters:
-                cb()
+            for wake in waiters:
+                wake()
 
     def log_start_reported(self) -> None:
         if self._log_start:

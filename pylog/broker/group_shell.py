@@ -78,7 +78,7 @@ log = logging.getLogger(__name__)
 CommitErrors = dict[tuple[str, int], ErrorCode]
 
 
-class GroupShell(CoordinatorShell):
+class GroupShell(CoordinatorShell[str]):
     """Owns the broker's GroupCoordinator; request handlers call it through this object."""
 
     coordinator: GroupCoordinator | None
@@ -190,7 +190,7 @@ class GroupShell(CoordinatorShell):
         handle = next(self._handles)
         fut: asyncio.Future[JoinGroupResult | SyncGroupResult] = asyncio.get_running_loop().create_future()
         self._parked[handle] = fut
-        fut.add_done_callback(lambda _f, h=handle: self._parked.pop(h, None))
+        fut.add_done_callback(lambda _f: self._parked.pop(handle, None))
         return handle, fut
 
     # ------------------------------------------------------------------ applying outputs

@@ -142,20 +142,20 @@ class IsrManager:
         answered = set()
         for t in resp.topics:
             for p in t.partitions:
-                part = sent.get((t.topic_id, p.partition_index))
-                if part is None:
+                target = sent.get((t.topic_id, p.partition_index))
+                if target is None:
                     continue
                 answered.add((t.topic_id, p.partition_index))
                 if p.error_code == ErrorCode.NONE:
-                    part.isr_changed(p.leader_epoch, tuple(p.isr), p.partition_epoch)
+                    target.isr_changed(p.leader_epoch, tuple(p.isr), p.partition_epoch)
                 else:
                     log.info(
                         "%s-%d: ISR change refused: %s",
-                        part.topic,
-                        part.index,
+                        target.topic,
+                        target.index,
                         ErrorCode.of(p.error_code).name,
                     )
-                    part.isr_change_failed()
+                    target.isr_change_failed()
         for key, part in sent.items():
             if key not in answered:
                 part.isr_change_failed()

@@ -11,6 +11,7 @@ files in under its own lock, so the event loop keeps appending and reading.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 import time
@@ -133,16 +134,17 @@ class Maintenance:
     def run_retention(self) -> None:
         now = self._now_ms()
         for part in self.replicas.snapshot():
-            self._guard("retention", part, lambda p=part: p.apply_retention(now, self.producer_expiration_ms))
+            retain = functools.partial(part.apply_retention, now, self.producer_expiration_ms)
+            self._guard("retention", part, retain)
 
     def run_cleaner(self) -> None:
         now = self._now_ms()
         for part in self.replicas.snapshot():
             if part.log_config.compact:
-                self._guard("compaction", part, lambda p=part: p.compact(now))
+                self._guard("compaction", part, functools.partial(part.compact, now))
 
     def run_time_flush(self) -> None:
         now = self._now_ms()
         for part in self.replicas.snapshot():
             if part.log_config.flush_ms < LONG_MAX:
-                self._guard("flush", part, lambda p=part: p.flush_if_due(now))
+                self._guard("flush", part, functools.partial(part.flush_if_due, now))

@@ -258,7 +258,7 @@ class Partition:
             return AppendResult(ErrorCode.INVALID_RECORD, message="inconsistent record count")
         if header.is_transactional and not control:
             verify = self.txn_verifier
-            error = ErrorCode.INVALID_TXN_STATE
+            error: int = ErrorCode.INVALID_TXN_STATE
             if verify is not None:
                 error = verify(self, header.producer_id, header.producer_epoch)
             if error:

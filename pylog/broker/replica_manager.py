@@ -334,7 +334,7 @@ class ReplicaManager:
             leader = None if error == ErrorCode.UNKNOWN_LEADER_EPOCH else part.current_leader
             return FetchPartitionData(error, current_leader=leader)
         plan = self._plan(part, params, w, expand_isr)
-        if type(plan) is FetchPartitionData:
+        if isinstance(plan, FetchPartitionData):
             return plan
         return self._read_local(part, w, plan, budget, min_one)
 

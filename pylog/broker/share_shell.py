@@ -48,7 +48,7 @@ log = logging.getLogger(__name__)
 SHARE_STATE_TOPIC = "__share_group_state"
 
 
-class ShareShell(CoordinatorShell):
+class ShareShell(CoordinatorShell[ShareKey]):
     coordinator: ShareStateStore | None
     tick_name = "share coordinator"
 
@@ -142,7 +142,7 @@ class ShareShell(CoordinatorShell):
 
     # ------------------------------------------------------------------ CoordinatorShell hooks
 
-    def partition_for(self, key: Any) -> int:
+    def partition_for(self, key: ShareKey) -> int:
         assert self.coordinator is not None
         return self.coordinator.partition_for(key)
 

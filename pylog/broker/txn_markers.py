@@ -12,6 +12,7 @@ failures are retried by the transaction coordinator's shell.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from typing import Any
@@ -67,7 +68,7 @@ class MarkerWriter:
                     producer_epoch,
                     commit,
                     coordinator_epoch,
-                    lambda code, t=topic, i=p: on_done(t, i, code),
+                    functools.partial(on_done, topic, p),
                 )
                 continue
             image = self.metadata.image.partition(topic, p)

@@ -30,6 +30,7 @@ partition): the batch's producer must have the partition in its Ongoing transact
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable
 from dataclasses import replace
@@ -67,7 +68,7 @@ log = logging.getLogger(__name__)
 MARKER_RETRY_S = 0.1
 
 
-class TxnShell(CoordinatorShell):
+class TxnShell(CoordinatorShell[str]):
     """Owns the broker's TransactionCoordinator; request handlers call it through this object."""
 
     coordinator: TransactionCoordinator | None
@@ -236,7 +237,7 @@ class TxnShell(CoordinatorShell):
                 m.commit,
                 m.coordinator_epoch,
                 todo,
-                lambda topic, p, code, m=m: self._marker_done(m, topic, p, code),
+                functools.partial(self._marker_done, m),
             )
 
     def _marker_done(self, m: TxnMarkers, topic: str, p: int, code: ErrorCode) -> None:

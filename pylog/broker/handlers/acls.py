@@ -13,6 +13,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -43,7 +44,7 @@ def _grouped(acls: Iterable[AclBinding]) -> list[dict]:
 
 
 @serves(ApiKey.DESCRIBE_ACLS, versions=(0, 3))
-def describe_acls(ctx: RequestContext, req: Any, *, authz: Authorization) -> dict:
+def describe_acls(ctx: RequestContext, req: DescribeAclsRequest, *, authz: Authorization) -> dict:
     body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "resources": []}
     if not authz.cluster(ctx, AclOperation.DESCRIBE):
         return {**body, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": CLUSTER_DENIED}
@@ -65,7 +66,9 @@ def describe_acls(ctx: RequestContext, req: Any, *, authz: Authorization) -> dic
 
 
 @serves(ApiKey.CREATE_ACLS, versions=(0, 3))
-async def create_acls(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, authz: Authorization) -> dict:
+async def create_acls(
+    ctx: RequestContext, req: CreateAclsRequest, *, quorum: MetadataQuorum, authz: Authorization
+) -> dict:
     denied = _refusal(ctx, authz)
     if denied is not None:
         return {"throttle_time_ms": 0, "results": [denied for _ in req.creations]}
@@ -89,7 +92,9 @@ async def create_acls(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, 
 
 
 @serves(ApiKey.DELETE_ACLS, versions=(0, 3))
-async def delete_acls(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, authz: Authorization) -> dict:
+async def delete_acls(
+    ctx: RequestContext, req: DeleteAclsRequest, *, quorum: MetadataQuorum, authz: Authorization
+) -> dict:
     denied = _refusal(ctx, authz)
     if denied is not None:
         return {

@@ -6,10 +6,9 @@ that partition decides whether those offsets count.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import AddOffsetsToTxnRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell
@@ -18,7 +17,9 @@ from pylog.broker.txn_shell import TxnShell, fenced_error, not_available
 
 
 @serves(ApiKey.ADD_OFFSETS_TO_TXN, versions=(0, 3))
-def add_offsets_to_txn(ctx: RequestContext, req: Any, *, txn: TxnShell, groups: GroupShell) -> dict:
+def add_offsets_to_txn(
+    ctx: RequestContext, req: AddOffsetsToTxnRequest, *, txn: TxnShell, groups: GroupShell
+) -> dict:
     shell = txn
     txn_id = req.transactional_id
     error = not_available(shell, txn_id) if txn_id else ErrorCode.INVALID_REQUEST

@@ -14,6 +14,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import AddPartitionsToTxnRequest
 
 from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.broker.authorization import Authorization
@@ -25,7 +26,12 @@ from pylog.broker.txn_shell import TxnShell, fenced_error, not_available
 
 @serves(ApiKey.ADD_PARTITIONS_TO_TXN, versions=(0, 3))
 def add_partitions_to_txn(
-    ctx: RequestContext, req: Any, *, txn: TxnShell, metadata: MetadataView, authz: Authorization
+    ctx: RequestContext,
+    req: AddPartitionsToTxnRequest,
+    *,
+    txn: TxnShell,
+    metadata: MetadataView,
+    authz: Authorization,
 ) -> dict:
     requested = [(t.name, list(t.partitions)) for t in req.v3_and_below_topics]
     image = metadata.image

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
+from pylog.protocol.messages import AllocateProducerIdsRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -14,7 +13,9 @@ BLOCK_SIZE = 1000
 
 
 @serves(ApiKey.ALLOCATE_PRODUCER_IDS, versions=(0, 0))
-async def allocate_producer_ids(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
+async def allocate_producer_ids(
+    ctx: RequestContext, req: AllocateProducerIdsRequest, *, quorum: MetadataQuorum
+) -> dict:
     r = await quorum.execute(lambda c: c.allocate_producer_ids(req.broker_id, req.broker_epoch, BLOCK_SIZE))
     return {
         "throttle_time_ms": 0,

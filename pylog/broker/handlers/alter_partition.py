@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pylog.protocol.api import ApiKey
+from pylog.protocol.messages import AlterPartitionRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -14,7 +15,7 @@ from pylog.cluster.replica_control import IsrChange
 
 
 @serves(ApiKey.ALTER_PARTITION, versions=(3, 3))
-async def alter_partition(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
+async def alter_partition(ctx: RequestContext, req: AlterPartitionRequest, *, quorum: MetadataQuorum) -> dict:
     changes = [
         IsrChange(
             t.topic_id,

@@ -3,9 +3,8 @@ controller (ALTER on the cluster)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
+from pylog.protocol.messages import AlterPartitionReassignmentsRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -14,7 +13,9 @@ from pylog.cluster.replica_control import ReassignmentRequest
 
 
 @serves(ApiKey.ALTER_PARTITION_REASSIGNMENTS, versions=(0, 1))
-async def alter_partition_reassignments(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
+async def alter_partition_reassignments(
+    ctx: RequestContext, req: AlterPartitionReassignmentsRequest, *, quorum: MetadataQuorum
+) -> dict:
     allow_rf_change = bool(getattr(req, "allow_replication_factor_change", True))
     wanted = [
         ReassignmentRequest(t.name, p.partition_index, None if p.replicas is None else tuple(p.replicas))

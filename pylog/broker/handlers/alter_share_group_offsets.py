@@ -11,6 +11,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import AlterShareGroupOffsetsRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell
@@ -22,7 +23,12 @@ from pylog.broker.share_shell import ShareShell
 
 @serves(ApiKey.ALTER_SHARE_GROUP_OFFSETS, versions=(0, 0))
 def alter_share_group_offsets(
-    ctx: RequestContext, req: Any, *, groups: GroupShell, share: ShareShell, metadata: MetadataView
+    ctx: RequestContext,
+    req: AlterShareGroupOffsetsRequest,
+    *,
+    groups: GroupShell,
+    share: ShareShell,
+    metadata: MetadataView,
 ) -> dict:
     return alter(groups, share, metadata.image, req)
 

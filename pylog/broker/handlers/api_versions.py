@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from pylog.protocol.api import ApiKey
+from pylog.protocol.messages import ApiVersionsRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -24,7 +25,7 @@ FIRST_FEATURES_VERSION = 3
 @serves(ApiKey.API_VERSIONS, versions=(0, 4))
 def api_versions(
     ctx: RequestContext,
-    req: Any,
+    req: ApiVersionsRequest,
     *,
     table: Mapping[int, tuple[int, int]],
     image: Callable[[], MetadataImage | None],

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
+from pylog.protocol.messages import BrokerHeartbeatRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -12,7 +11,9 @@ from pylog.cluster.quorum import MetadataQuorum
 
 
 @serves(ApiKey.BROKER_HEARTBEAT, versions=(0, 0))
-async def broker_heartbeat(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
+async def broker_heartbeat(
+    ctx: RequestContext, req: BrokerHeartbeatRequest, *, quorum: MetadataQuorum
+) -> dict:
     result = await quorum.execute(
         lambda c: c.broker_heartbeat(
             req.broker_id,

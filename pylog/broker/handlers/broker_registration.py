@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import BrokerRegistrationRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -15,7 +14,7 @@ from pylog.cluster.records import BrokerEndpoint
 
 @serves(ApiKey.BROKER_REGISTRATION, versions=(0, 0))
 async def broker_registration(
-    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, cluster_id: str
+    ctx: RequestContext, req: BrokerRegistrationRequest, *, quorum: MetadataQuorum, cluster_id: str
 ) -> dict:
     if req.cluster_id != cluster_id:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.INCONSISTENT_CLUSTER_ID, "broker_epoch": -1}

@@ -4,10 +4,9 @@ cluster's clients is (DescribeCluster's operations)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import PylogApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import PylogClientMetricsRequest
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -17,7 +16,9 @@ from pylog.broker.telemetry_shell import TelemetryShell
 
 
 @serves(PylogApiKey.CLIENT_METRICS, versions=(0, 0))
-def client_metrics(ctx: RequestContext, req: Any, *, telemetry: TelemetryShell, authz: Authorization) -> dict:
+def client_metrics(
+    ctx: RequestContext, req: PylogClientMetricsRequest, *, telemetry: TelemetryShell, authz: Authorization
+) -> dict:
     if not authz.cluster(ctx, AclOperation.DESCRIBE):
         return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "clients": []}
     wanted = None if req.client_instance_ids is None else set(req.client_instance_ids)

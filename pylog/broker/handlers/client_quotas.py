@@ -11,6 +11,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -29,7 +30,7 @@ from pylog.cluster.quota_control import (
 
 @serves(ApiKey.DESCRIBE_CLIENT_QUOTAS, versions=(0, 1))
 def describe_client_quotas(
-    ctx: RequestContext, req: Any, *, metadata: MetadataView, authz: Authorization
+    ctx: RequestContext, req: DescribeClientQuotasRequest, *, metadata: MetadataView, authz: Authorization
 ) -> dict:
     body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": None}
     if not authz.cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
@@ -51,7 +52,7 @@ def describe_client_quotas(
 
 @serves(ApiKey.ALTER_CLIENT_QUOTAS, versions=(0, 1))
 async def alter_client_quotas(
-    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, authz: Authorization
+    ctx: RequestContext, req: AlterClientQuotasRequest, *, quorum: MetadataQuorum, authz: Authorization
 ) -> dict:
     alterations = [
         QuotaAlteration(

@@ -19,6 +19,11 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import (
+    AlterConfigsRequest,
+    DescribeConfigsRequest,
+    IncrementalAlterConfigsRequest,
+)
 
 from pylog.broker import broker_loggers
 from pylog.broker.acl_operations import AclOperation
@@ -63,7 +68,7 @@ def _entry(r: ResolvedConfig, synonyms: bool, docs: bool) -> dict:
 @serves(ApiKey.DESCRIBE_CONFIGS, versions=(0, 4))
 def describe_configs(
     ctx: RequestContext,
-    req: Any,
+    req: DescribeConfigsRequest,
     *,
     config: BrokerConfig,
     metadata: MetadataView,
@@ -221,7 +226,7 @@ def _responses(results: list[Any]) -> dict:
 
 @serves(ApiKey.ALTER_CONFIGS, versions=(0, 2))
 async def alter_configs(
-    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, authz: Authorization
+    ctx: RequestContext, req: AlterConfigsRequest, *, quorum: MetadataQuorum, authz: Authorization
 ) -> dict:
     resources = [
         AlterConfigsResource(r.resource_type, r.resource_name, {c.name: c.value for c in r.configs})
@@ -239,7 +244,7 @@ async def alter_configs(
 
 @serves(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1))
 async def incremental_alter_configs(
-    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, authz: Authorization
+    ctx: RequestContext, req: IncrementalAlterConfigsRequest, *, quorum: MetadataQuorum, authz: Authorization
 ) -> dict:
     """The controller's IncrementalAlterConfigs (its own loggers answered here, like a broker's)."""
     local = _alter_loggers(ctx, req, quorum.node_id, authz)
@@ -267,7 +272,12 @@ async def incremental_alter_configs(
 
 @serves(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1))
 async def incremental_alter_configs_forwarded(
-    ctx: RequestContext, req: Any, *, channel: ControllerChannel, node_id: int, authz: Authorization
+    ctx: RequestContext,
+    req: IncrementalAlterConfigsRequest,
+    *,
+    channel: ControllerChannel,
+    node_id: int,
+    authz: Authorization,
 ) -> Any:
     """A broker's IncrementalAlterConfigs: BROKER_LOGGER resources are this broker's to change;
     the rest goes to the active controller (Kafka's ConfigAdminManager.preprocess)."""

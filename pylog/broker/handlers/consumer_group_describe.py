@@ -3,9 +3,8 @@ assignment with topic names (`pylog.groups.describe` says what; DESCRIBE on each
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
+from pylog.protocol.messages import ConsumerGroupDescribeRequest
 
 from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.broker.authorization import Authorization
@@ -17,7 +16,12 @@ from pylog.broker.metadata import MetadataView
 
 @serves(ApiKey.CONSUMER_GROUP_DESCRIBE, versions=(0, 1))
 def consumer_group_describe(
-    ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: MetadataView, authz: Authorization
+    ctx: RequestContext,
+    req: ConsumerGroupDescribeRequest,
+    *,
+    groups: GroupShell,
+    metadata: MetadataView,
+    authz: Authorization,
 ) -> dict:
     allowed = authz.filter(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, req.group_ids)
     return describe_modern(groups, list(req.group_ids), set(allowed), metadata.image, share=False)

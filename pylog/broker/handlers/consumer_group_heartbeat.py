@@ -12,6 +12,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import ConsumerGroupHeartbeatRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, client_host, not_available, topics_view
@@ -23,7 +24,7 @@ from pylog.groups.group_records import from_wire
 
 @serves(ApiKey.CONSUMER_GROUP_HEARTBEAT, versions=(0, 1))
 def consumer_group_heartbeat(
-    ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: MetadataView
+    ctx: RequestContext, req: ConsumerGroupHeartbeatRequest, *, groups: GroupShell, metadata: MetadataView
 ) -> dict:
     host = client_host(ctx.client_host)
     return heartbeat(groups, topics_view(metadata.image), req, ctx.client_id or "", host)

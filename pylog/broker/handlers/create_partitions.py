@@ -6,6 +6,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import CreatePartitionsRequest
 
 from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.broker.authorization import Authorization
@@ -17,7 +18,7 @@ from pylog.cluster.quorum import MetadataQuorum
 
 @serves(ApiKey.CREATE_PARTITIONS, versions=(0, 3))
 async def create_partitions(
-    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, authz: Authorization
+    ctx: RequestContext, req: CreatePartitionsRequest, *, quorum: MetadataQuorum, authz: Authorization
 ) -> dict:
     allowed = authz.filter(ctx, AclOperation.ALTER, ResourceType.TOPIC, (t.name for t in req.topics))
     refused = [

@@ -10,6 +10,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import CreateTopicsRequest
 
 from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.broker.authorization import Authorization
@@ -33,7 +34,12 @@ def _new_topic(t: Any) -> NewTopic:
 
 @serves(ApiKey.CREATE_TOPICS, versions=(0, 7))
 async def create_topics(
-    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, config: BrokerConfig, authz: Authorization
+    ctx: RequestContext,
+    req: CreateTopicsRequest,
+    *,
+    quorum: MetadataQuorum,
+    config: BrokerConfig,
+    authz: Authorization,
 ) -> dict:
     topics = [_new_topic(t) for t in req.topics]
     validate_only = bool(getattr(req, "validate_only", False))
@@ -44,11 +50,10 @@ async def create_topics(
         else authz.filter(ctx, AclOperation.CREATE, ResourceType.TOPIC, names)
     )
     describable = authz.filter(ctx, AclOperation.DESCRIBE_CONFIGS, ResourceType.TOPIC, names)
-    created = iter(
-        await quorum.execute(
-            lambda c: c.create_topics([t for t in topics if t.name in allowed], validate_only=validate_only)
-        )
+    results = await quorum.execute(
+        lambda c: c.create_topics([t for t in topics if t.name in allowed], validate_only=validate_only)
     )
+    created = iter(results)
     results = [
         next(created) if t.name in allowed else CreateTopicResult(
             t.name, ErrorCode.TOPIC_AUTHORIZATION_FAILED, "Authorization failed."

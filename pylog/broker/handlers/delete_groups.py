@@ -3,10 +3,9 @@ Each group needs DELETE (GROUP_AUTHORIZATION_FAILED)."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import DeleteGroupsRequest
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -16,7 +15,9 @@ from pylog.broker.handler_table import serves
 
 
 @serves(ApiKey.DELETE_GROUPS, versions=(0, 2))
-def delete_groups(ctx: RequestContext, req: Any, *, groups: GroupShell, authz: Authorization) -> dict:
+def delete_groups(
+    ctx: RequestContext, req: DeleteGroupsRequest, *, groups: GroupShell, authz: Authorization
+) -> dict:
     shell = groups
     names = list(req.groups_names)
     errors: dict[str, ErrorCode] = {}

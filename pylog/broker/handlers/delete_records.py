@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import DeleteRecordsRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -27,7 +27,7 @@ HIGH_WATERMARK = -1
 
 @serves(ApiKey.DELETE_RECORDS, versions=(0, 2))
 async def delete_records(
-    ctx: RequestContext, req: Any, *, replicas: ReplicaManager, metadata: MetadataView
+    ctx: RequestContext, req: DeleteRecordsRequest, *, replicas: ReplicaManager, metadata: MetadataView
 ) -> dict:
     topics = []
     waits: list[_LowWatermarkWait] = []

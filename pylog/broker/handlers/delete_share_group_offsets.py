@@ -10,6 +10,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import DeleteShareGroupOffsetsRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell
@@ -22,7 +23,12 @@ from pylog.groups.types import Output
 
 @serves(ApiKey.DELETE_SHARE_GROUP_OFFSETS, versions=(0, 0))
 def delete_share_group_offsets(
-    ctx: RequestContext, req: Any, *, groups: GroupShell, share: ShareShell, metadata: MetadataView
+    ctx: RequestContext,
+    req: DeleteShareGroupOffsetsRequest,
+    *,
+    groups: GroupShell,
+    share: ShareShell,
+    metadata: MetadataView,
 ) -> dict:
     return delete(groups, share, metadata.image, req)
 

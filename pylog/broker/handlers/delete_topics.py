@@ -9,6 +9,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import DeleteTopicsRequest
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -21,7 +22,7 @@ ZERO_UUID = uuid.UUID(int=0)
 
 @serves(ApiKey.DELETE_TOPICS, versions=(0, 6))
 async def delete_topics(
-    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, authz: Authorization
+    ctx: RequestContext, req: DeleteTopicsRequest, *, quorum: MetadataQuorum, authz: Authorization
 ) -> dict:
     if getattr(req, "topics", None):
         wanted = [(t.name, t.topic_id) for t in req.topics]

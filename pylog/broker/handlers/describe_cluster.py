@@ -14,6 +14,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import DescribeClusterRequest
 
 from pylog.broker.acl_operations import AclOperation, ResourceType, operations_if_requested
 from pylog.broker.authorization import Authorization
@@ -29,7 +30,9 @@ _NAMES = {BROKERS_ENDPOINT: "BROKER", CONTROLLERS_ENDPOINT: "CONTROLLER"}
 
 
 @serves(ApiKey.DESCRIBE_CLUSTER, versions=(0, 2))
-def describe_cluster(ctx: RequestContext, req: Any, *, metadata: MetadataView, authz: Authorization) -> dict:
+def describe_cluster(
+    ctx: RequestContext, req: DescribeClusterRequest, *, metadata: MetadataView, authz: Authorization
+) -> dict:
     md = metadata
     refused = _endpoint_error(ctx, req, BROKERS_ENDPOINT)
     if refused is not None:
@@ -50,7 +53,7 @@ def describe_cluster(ctx: RequestContext, req: Any, *, metadata: MetadataView, a
 @serves(ApiKey.DESCRIBE_CLUSTER, versions=(0, 2))
 def describe_cluster_controllers(
     ctx: RequestContext,
-    req: Any,
+    req: DescribeClusterRequest,
     *,
     quorum: MetadataQuorum,
     settings: NodeSettings,

@@ -5,10 +5,9 @@ when asked, the caller's authorized operations on each group found. Each group n
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import DescribeGroupsRequest
 
 from pylog.broker.acl_operations import NOT_REQUESTED, AclOperation, ResourceType, operations_if_requested
 from pylog.broker.authorization import Authorization
@@ -19,7 +18,9 @@ from pylog.groups import DescribedGroup
 
 
 @serves(ApiKey.DESCRIBE_GROUPS, versions=(0, 5))
-def describe_groups(ctx: RequestContext, req: Any, *, groups: GroupShell, authz: Authorization) -> dict:
+def describe_groups(
+    ctx: RequestContext, req: DescribeGroupsRequest, *, groups: GroupShell, authz: Authorization
+) -> dict:
     shell = groups
     described = []
     for gid in req.groups:

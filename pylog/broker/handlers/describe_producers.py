@@ -6,6 +6,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import DescribeProducersRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -13,11 +14,13 @@ from pylog.broker.replica_manager import ReplicaManager
 
 
 @serves(ApiKey.DESCRIBE_PRODUCERS, versions=(0, 0))
-def describe_producers(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -> dict:
+def describe_producers(
+    ctx: RequestContext, req: DescribeProducersRequest, *, replicas: ReplicaManager
+) -> dict:
     topics = []
     for t in req.topics:
         parts = replicas.topic_partitions(t.name)
-        out = []
+        out: list[dict[str, Any]] = []
         for index in t.partition_indexes:
             part = parts.get(index)
             if part is None:

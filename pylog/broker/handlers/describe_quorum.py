@@ -7,10 +7,9 @@ Answered by the active controller; a broker forwards it there, as Kafka's do.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import DescribeQuorumRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -23,7 +22,9 @@ def _error(code: int, message: str) -> dict:
 
 
 @serves(ApiKey.DESCRIBE_QUORUM, versions=(0, 2))
-def describe_quorum(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, listener: str) -> dict:
+def describe_quorum(
+    ctx: RequestContext, req: DescribeQuorumRequest, *, quorum: MetadataQuorum, listener: str
+) -> dict:
     wanted = [(t.topic_name, p.partition_index) for t in req.topics for p in t.partitions]
     if wanted != [(METADATA_TOPIC, 0)]:
         return _error(ErrorCode.INVALID_REQUEST, "Only __cluster_metadata-0 has a quorum")
@@ -59,11 +60,11 @@ def describe_quorum(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, li
         for node_id, (directory_id, offset, at) in sorted(quorum.observers().items())
     ]
     nodes = []
-    for v in vs.voters if vs is not None else ():
-        endpoints = [e for e in v.endpoints if e.name == listener] or list(v.endpoints)
+    for voter in vs.voters if vs is not None else ():
+        endpoints = [e for e in voter.endpoints if e.name == listener] or list(voter.endpoints)
         nodes.append(
             {
-                "node_id": v.node_id,
+                "node_id": voter.node_id,
                 "listeners": [{"name": e.name, "host": e.host, "port": e.port} for e in endpoints],
             }
         )

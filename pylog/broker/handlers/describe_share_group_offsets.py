@@ -12,6 +12,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import DescribeShareGroupOffsetsRequest
 
 from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.broker.authorization import Authorization
@@ -25,7 +26,7 @@ from pylog.broker.share_shell import ShareShell
 @serves(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, versions=(0, 0))
 def describe_share_group_offsets(
     ctx: RequestContext,
-    req: Any,
+    req: DescribeShareGroupOffsetsRequest,
     *,
     groups: GroupShell,
     share: ShareShell,

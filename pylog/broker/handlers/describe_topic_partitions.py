@@ -17,6 +17,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import DescribeTopicPartitionsRequest
 
 from pylog.broker.acl_operations import AclOperation, ResourceType, authorized_operations
 from pylog.broker.authorization import Authorization
@@ -35,7 +36,12 @@ class InvalidRequest(Exception):
 
 @serves(ApiKey.DESCRIBE_TOPIC_PARTITIONS, versions=(0, 0))
 def describe_topic_partitions(
-    ctx: RequestContext, req: Any, *, metadata: MetadataView, config: BrokerConfig, authz: Authorization
+    ctx: RequestContext,
+    req: DescribeTopicPartitionsRequest,
+    *,
+    metadata: MetadataView,
+    config: BrokerConfig,
+    authz: Authorization,
 ) -> dict:
     try:
         return _describe(ctx, req, metadata, config, authz)

@@ -3,10 +3,9 @@ DESCRIBE; the topics of a transaction the caller may not DESCRIBE are left out).
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import DescribeTransactionsRequest
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -17,7 +16,9 @@ from pylog.txn import DescribedTransaction
 
 
 @serves(ApiKey.DESCRIBE_TRANSACTIONS, versions=(0, 0))
-def describe_transactions(ctx: RequestContext, req: Any, *, txn: TxnShell, authz: Authorization) -> dict:
+def describe_transactions(
+    ctx: RequestContext, req: DescribeTransactionsRequest, *, txn: TxnShell, authz: Authorization
+) -> dict:
     shell = txn
     states = []
     for txn_id in req.transactional_ids:

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
+from pylog.protocol.messages import ElectLeadersRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -12,7 +11,7 @@ from pylog.cluster.quorum import MetadataQuorum
 
 
 @serves(ApiKey.ELECT_LEADERS, versions=(0, 2))
-async def elect_leaders(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
+async def elect_leaders(ctx: RequestContext, req: ElectLeadersRequest, *, quorum: MetadataQuorum) -> dict:
     election_type = getattr(req, "election_type", 0)
     wanted = None
     if req.topic_partitions is not None:

@@ -6,10 +6,9 @@ markers are written (see the transaction shell), so committed records are readab
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import EndTxnRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -17,7 +16,7 @@ from pylog.broker.txn_shell import TxnShell, fenced_error, not_available
 
 
 @serves(ApiKey.END_TXN, versions=(0, 3))
-def end_txn(ctx: RequestContext, req: Any, *, txn: TxnShell) -> dict:
+def end_txn(ctx: RequestContext, req: EndTxnRequest, *, txn: TxnShell) -> dict:
     shell = txn
     txn_id = req.transactional_id
     error = not_available(shell, txn_id) if txn_id else ErrorCode.INVALID_REQUEST

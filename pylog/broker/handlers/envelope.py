@@ -17,6 +17,7 @@ from typing import Any
 from pylog.protocol import api
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode, ProtocolError
+from pylog.protocol.messages import EnvelopeRequest
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -63,7 +64,7 @@ def envelope_request(ctx: RequestContext, body: Any, client_id: str) -> dict:
 
 @serves(ApiKey.ENVELOPE, versions=(0, 0))
 async def envelope(
-    ctx: RequestContext, req: Any, *, table: Callable[[], HandlerTable], authz: Authorization
+    ctx: RequestContext, req: EnvelopeRequest, *, table: Callable[[], HandlerTable], authz: Authorization
 ) -> dict:
     if not authz.cluster(ctx, AclOperation.CLUSTER_ACTION):
         return {"response_data": None, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}

@@ -28,9 +28,10 @@ follower whose last fetched epoch ends earlier in the leader's log is told where
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any
+from typing import Any, cast
 
 from pylog.protocol.api import ApiKey
+from pylog.protocol.messages import FetchRequest, FetchResponse, Records
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -49,7 +50,7 @@ READ_COMMITTED = 1
 @serves(ApiKey.FETCH, versions=(0, 12))
 def fetch(
     ctx: RequestContext,
-    req: Any,
+    req: FetchRequest,
     *,
     replicas: ReplicaManager,
     isr: IsrManager,
@@ -71,11 +72,13 @@ def fetch(
     return _respond_later(req, answer, committed)
 
 
-async def _respond_later(req: Any, answer: Awaitable[list[FetchPartitionData]], committed: bool) -> dict:
+async def _respond_later(
+    req: FetchRequest, answer: Awaitable[list[FetchPartitionData]], committed: bool
+) -> FetchResponse:
     return _response(req, await answer, committed)
 
 
-def _replica_id(req: Any) -> int:
+def _replica_id(req: FetchRequest) -> int:
     """The fetching replica (a follower), or CONSUMER."""
     replica_id = getattr(req, "replica_id", CONSUMER)
     if replica_id < 0:
@@ -84,7 +87,7 @@ def _replica_id(req: Any) -> int:
     return replica_id
 
 
-def _response(req: Any, answer: Sequence[FetchPartitionData], committed: bool) -> dict:
+def _response(req: FetchRequest, answer: Sequence[FetchPartitionData], committed: bool) -> FetchResponse:
     topics = []
     i = 0
     for t in req.topics:
@@ -92,28 +95,33 @@ def _response(req: Any, answer: Sequence[FetchPartitionData], committed: bool) -
         for p in t.partitions:
             partitions.append(_partition(p.partition, answer[i], committed))
             i += 1
-        topics.append({"topic": t.topic, "partitions": partitions})
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": topics}
+        topics.append(FetchResponse.FetchableTopicResponse(topic=t.topic, partitions=partitions))
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
 
 
-def _partition(index: int, d: FetchPartitionData, committed: bool) -> dict:
-    entry = {
-        "partition_index": index,
-        "error_code": d.error,
-        "high_watermark": d.high_watermark,
-        "last_stable_offset": d.last_stable_offset,
-        "log_start_offset": d.log_start_offset,
-        "aborted_transactions": None,
-        "preferred_read_replica": d.preferred_read_replica,
-        "records": d.records or b"",
-    }
+def _partition(index: int, d: FetchPartitionData, committed: bool) -> FetchResponse.PartitionData:
+    entry = FetchResponse.PartitionData(
+        partition_index=index,
+        error_code=d.error,
+        high_watermark=d.high_watermark,
+        last_stable_offset=d.last_stable_offset,
+        log_start_offset=d.log_start_offset,
+        aborted_transactions=None,
+        preferred_read_replica=d.preferred_read_replica,
+        records=cast("Records", d.records or b""),
+    )
     if committed:
         aborted = d.aborted_transactions or ()
-        entry["aborted_transactions"] = [
-            {"producer_id": a.producer_id, "first_offset": a.first_offset} for a in aborted
+        entry.aborted_transactions = [
+            FetchResponse.AbortedTransaction(producer_id=a.producer_id, first_offset=a.first_offset)
+            for a in aborted
         ]
     if d.current_leader is not None:
-        entry["current_leader"] = {"leader_id": d.current_leader[0], "leader_epoch": d.current_leader[1]}
+        entry.current_leader = FetchResponse.LeaderIdAndEpoch(
+            leader_id=d.current_leader[0], leader_epoch=d.current_leader[1]
+        )
     if d.diverging_epoch is not None:
-        entry["diverging_epoch"] = {"epoch": d.diverging_epoch[0], "end_offset": d.diverging_epoch[1]}
+        entry.diverging_epoch = FetchResponse.EpochEndOffset(
+            epoch=d.diverging_epoch[0], end_offset=d.diverging_epoch[1]
+        )
     return entry

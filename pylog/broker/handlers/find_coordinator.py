@@ -9,10 +9,9 @@ be allowed to DESCRIBE the group or transactional id it asks about.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import FindCoordinatorRequest
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -30,7 +29,7 @@ Answer = tuple[ErrorCode, tuple[int, str, int]]
 @serves(ApiKey.FIND_COORDINATOR, versions=(0, 6))
 async def find_coordinator(
     ctx: RequestContext,
-    req: Any,
+    req: FindCoordinatorRequest,
     *,
     groups: GroupShell,
     txn: TxnShell,

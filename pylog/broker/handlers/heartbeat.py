@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import HeartbeatRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available, topics_view
@@ -14,7 +13,9 @@ from pylog.broker.metadata import MetadataView
 
 
 @serves(ApiKey.HEARTBEAT, versions=(0, 4))
-def heartbeat(ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: MetadataView) -> dict:
+def heartbeat(
+    ctx: RequestContext, req: HeartbeatRequest, *, groups: GroupShell, metadata: MetadataView
+) -> dict:
     shell = groups
     error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
     if error is ErrorCode.NONE and shell is not None and shell.coordinator is not None:

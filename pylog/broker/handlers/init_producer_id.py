@@ -11,6 +11,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import InitProducerIdRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -20,7 +21,7 @@ from pylog.broker.txn_shell import TxnShell, fenced_error, not_available
 
 @serves(ApiKey.INIT_PRODUCER_ID, versions=(0, 4))
 def init_producer_id(
-    ctx: RequestContext, req: Any, *, producer_ids: ProducerIdManager, txn: TxnShell
+    ctx: RequestContext, req: InitProducerIdRequest, *, producer_ids: ProducerIdManager, txn: TxnShell
 ) -> Any:
     if req.transactional_id is not None:
         return _transactional(ctx, req, txn)

@@ -14,16 +14,19 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import JoinGroupRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, client_host, not_available, topics_view
 from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
-from pylog.groups import JoinGroupResult
+from pylog.groups import JoinGroupResult, SyncGroupResult
 
 
 @serves(ApiKey.JOIN_GROUP, versions=(0, 7))
-def join_group(ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: MetadataView) -> Any:
+def join_group(
+    ctx: RequestContext, req: JoinGroupRequest, *, groups: GroupShell, metadata: MetadataView
+) -> Any:
     shell = groups
     error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
     if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
@@ -47,12 +50,17 @@ def join_group(ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: M
     )
     shell.apply(out)
     if fut.done():
-        return response(ctx, fut.result())
+        return response(ctx, _joined(fut.result()))
     return _wait(ctx, fut)
 
 
 async def _wait(ctx: RequestContext, fut: Any) -> dict:
     return response(ctx, await fut)
+
+
+def _joined(r: JoinGroupResult | SyncGroupResult) -> JoinGroupResult:
+    assert isinstance(r, JoinGroupResult), r  # a parked JoinGroup completes with its own result
+    return r
 
 
 def response(ctx: RequestContext, r: JoinGroupResult) -> dict:

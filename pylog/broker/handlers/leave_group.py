@@ -5,10 +5,9 @@ v0-2 have no per-member results: the single member's error becomes the top-level
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import LeaveGroupRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available
@@ -17,7 +16,7 @@ from pylog.groups import LeaveGroupResult, LeaveMemberResult
 
 
 @serves(ApiKey.LEAVE_GROUP, versions=(0, 5))
-def leave_group(ctx: RequestContext, req: Any, *, groups: GroupShell) -> dict:
+def leave_group(ctx: RequestContext, req: LeaveGroupRequest, *, groups: GroupShell) -> dict:
     if ctx.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in req.members]
     else:

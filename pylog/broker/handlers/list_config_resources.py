@@ -10,6 +10,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import ListConfigResourcesRequest
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -24,7 +25,7 @@ V1_TYPES = (T.GROUP, T.CLIENT_METRICS, T.BROKER_LOGGER, T.BROKER, T.TOPIC)
 
 @serves(ApiKey.LIST_CONFIG_RESOURCES, versions=(0, 1))
 def list_config_resources(
-    ctx: RequestContext, req: Any, *, metadata: MetadataView, authz: Authorization
+    ctx: RequestContext, req: ListConfigResourcesRequest, *, metadata: MetadataView, authz: Authorization
 ) -> dict:
     body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "config_resources": []}
     if not authz.cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
@@ -34,7 +35,7 @@ def list_config_resources(
     if any(t not in supported for t in asked):
         return {**body, "error_code": ErrorCode.UNSUPPORTED_VERSION}
     image = metadata.image
-    out = []
+    out: list[dict[str, Any]] = []
     for rtype in supported:
         if rtype not in asked:
             continue

@@ -4,10 +4,9 @@ DESCRIBE are listed."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import ListGroupsRequest, ListGroupsResponse
 
 from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.broker.authorization import Authorization
@@ -17,26 +16,32 @@ from pylog.broker.handler_table import serves
 
 
 @serves(ApiKey.LIST_GROUPS, versions=(0, 5))
-def list_groups(ctx: RequestContext, req: Any, *, groups: GroupShell, authz: Authorization) -> dict:
+def list_groups(
+    ctx: RequestContext, req: ListGroupsRequest, *, groups: GroupShell, authz: Authorization
+) -> ListGroupsResponse:
     shell = groups
     if shell is None or shell.coordinator is None:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
-    error, groups = shell.coordinator.list_groups(
+        return error_response(req, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    error, listed = shell.coordinator.list_groups(
         getattr(req, "states_filter", None), getattr(req, "types_filter", None)
     )
     if not authz.cluster(ctx, AclOperation.DESCRIBE):
-        visible = authz.filter(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in groups))
-        groups = [g for g in groups if g.group_id in visible]
-    return {
-        "throttle_time_ms": 0,
-        "error_code": error,
-        "groups": [
-            {
-                "group_id": g.group_id,
-                "protocol_type": g.protocol_type,
-                "group_state": g.group_state,
-                "group_type": g.group_type,
-            }
-            for g in groups
+        visible = authz.filter(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in listed))
+        listed = [g for g in listed if g.group_id in visible]
+    return ListGroupsResponse(
+        throttle_time_ms=0,
+        error_code=error,
+        groups=[
+            ListGroupsResponse.ListedGroup(
+                group_id=g.group_id,
+                protocol_type=g.protocol_type,
+                group_state=g.group_state,
+                group_type=g.group_type,
+            )
+            for g in listed
         ],
-    }
+    )
+
+
+def error_response(req: ListGroupsRequest, code: int) -> ListGroupsResponse:
+    return ListGroupsResponse(throttle_time_ms=0, error_code=code, groups=[])

@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import ListOffsetsRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -20,7 +19,7 @@ READ_COMMITTED = 1
 
 
 @serves(ApiKey.LIST_OFFSETS, versions=(0, 7))
-def list_offsets(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -> dict:
+def list_offsets(ctx: RequestContext, req: ListOffsetsRequest, *, replicas: ReplicaManager) -> dict:
     committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
     topics = []
     for t in req.topics:

@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
+from pylog.protocol.messages import ListPartitionReassignmentsRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -13,7 +12,9 @@ from pylog.cluster.quorum import MetadataQuorum
 
 
 @serves(ApiKey.LIST_PARTITION_REASSIGNMENTS, versions=(0, 0))
-async def list_partition_reassignments(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
+async def list_partition_reassignments(
+    ctx: RequestContext, req: ListPartitionReassignmentsRequest, *, quorum: MetadataQuorum
+) -> dict:
     wanted = None
     if req.topics is not None:
         wanted = [(t.name, p) for t in req.topics for p in t.partition_indexes]

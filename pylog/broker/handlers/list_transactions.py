@@ -4,10 +4,9 @@ the transactional ids the caller may DESCRIBE are listed."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import ListTransactionsRequest, ListTransactionsResponse
 
 from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.broker.authorization import Authorization
@@ -18,7 +17,9 @@ from pylog.txn import TxnState
 
 
 @serves(ApiKey.LIST_TRANSACTIONS, versions=(0, 1))
-def list_transactions(ctx: RequestContext, req: Any, *, txn: TxnShell, authz: Authorization) -> dict:
+def list_transactions(
+    ctx: RequestContext, req: ListTransactionsRequest, *, txn: TxnShell, authz: Authorization
+) -> ListTransactionsResponse:
     shell = txn
     names = list(req.state_filters or [])
     unknown = [n for n in names if TxnState.from_kafka_name(n) is None]
@@ -31,21 +32,23 @@ def list_transactions(ctx: RequestContext, req: Any, *, txn: TxnShell, authz: Au
         now_ms=shell.clock(),
     )
     states = [
-        {"transactional_id": t.transactional_id, "producer_id": t.producer_id,
-         "transaction_state": t.transaction_state}
+        ListTransactionsResponse.TransactionState(
+            transactional_id=t.transactional_id,
+            producer_id=t.producer_id,
+            transaction_state=t.transaction_state,
+        )
         for t in listed
     ]
     visible = authz.filter(
-        ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, (s["transactional_id"] for s in states)
+        ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, (s.transactional_id for s in states)
     )
-    states = [s for s in states if s["transactional_id"] in visible]
+    states = [s for s in states if s.transactional_id in visible]
     return _answer(error, unknown, states)
 
 
-def _answer(error: ErrorCode, unknown: list[str], states: list[dict]) -> dict:
-    return {
-        "throttle_time_ms": 0,
-        "error_code": error,
-        "unknown_state_filters": unknown,
-        "transaction_states": states,
-    }
+def _answer(
+    error: int, unknown: list[str], states: list[ListTransactionsResponse.TransactionState]
+) -> ListTransactionsResponse:
+    return ListTransactionsResponse(
+        throttle_time_ms=0, error_code=error, unknown_state_filters=unknown, transaction_states=states
+    )

@@ -20,6 +20,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import MetadataRequest
 
 from pylog.broker.acl_operations import ResourceType, operations_if_requested
 from pylog.broker.context import RequestContext
@@ -37,7 +38,7 @@ AUTO_CREATE_WAIT_S = 10.0
 @serves(ApiKey.METADATA, versions=(0, 12))
 def metadata(
     ctx: RequestContext,
-    req: Any,
+    req: MetadataRequest,
     *,
     metadata: MetadataView,
     controller: ControllerClient,

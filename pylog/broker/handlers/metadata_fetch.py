@@ -14,6 +14,7 @@ from typing import Any
 
 from pylog.protocol.api import PylogApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import PylogMetadataFetchRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -26,7 +27,12 @@ MAX_WAIT_MS = 5000
 
 @serves(PylogApiKey.METADATA_FETCH, versions=(0, 1))
 async def metadata_fetch(
-    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, cluster_id: str, listener: str
+    ctx: RequestContext,
+    req: PylogMetadataFetchRequest,
+    *,
+    quorum: MetadataQuorum,
+    cluster_id: str,
+    listener: str,
 ) -> dict:
     body: dict[str, Any] = {
         "error_code": 0,

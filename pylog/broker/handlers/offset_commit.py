@@ -10,10 +10,9 @@ the coordinator, as in Kafka. The answer is sent only after the commit is in
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import OffsetCommitRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, apply_commits, commit_response, commits_of, not_available
@@ -22,7 +21,9 @@ from pylog.broker.metadata import MetadataView
 
 
 @serves(ApiKey.OFFSET_COMMIT, versions=(0, 9))
-def offset_commit(ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: MetadataView) -> dict:
+def offset_commit(
+    ctx: RequestContext, req: OffsetCommitRequest, *, groups: GroupShell, metadata: MetadataView
+) -> dict:
     shell = groups
     group_error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
     generation = getattr(req, "generation_id_or_member_epoch", -1)

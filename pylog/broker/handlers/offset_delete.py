@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import OffsetDeleteRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available
@@ -15,7 +14,9 @@ from pylog.groups import OffsetDeleteResult
 
 
 @serves(ApiKey.OFFSET_DELETE, versions=(0, 0))
-def offset_delete(ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: MetadataView) -> dict:
+def offset_delete(
+    ctx: RequestContext, req: OffsetDeleteRequest, *, groups: GroupShell, metadata: MetadataView
+) -> dict:
     shell = groups
     error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
     if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:

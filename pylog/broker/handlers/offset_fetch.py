@@ -16,6 +16,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import OffsetFetchRequest
 
 from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.broker.authorization import Authorization
@@ -26,7 +27,9 @@ from pylog.groups import FetchedOffset, OffsetFetchResult
 
 
 @serves(ApiKey.OFFSET_FETCH, versions=(0, 9))
-def offset_fetch(ctx: RequestContext, req: Any, *, groups: GroupShell, authz: Authorization) -> dict:
+def offset_fetch(
+    ctx: RequestContext, req: OffsetFetchRequest, *, groups: GroupShell, authz: Authorization
+) -> dict:
     stable = bool(getattr(req, "require_stable", False))
     if ctx.api_version >= 8:
         results = [

@@ -9,9 +9,8 @@ with the offset where it ends: the start of the next epoch, or the log end for t
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
+from pylog.protocol.messages import OffsetForLeaderEpochRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -21,7 +20,9 @@ UNDEFINED = -1
 
 
 @serves(ApiKey.OFFSET_FOR_LEADER_EPOCH, versions=(0, 4))
-def offset_for_leader_epoch(ctx: RequestContext, req: Any, *, replicas: ReplicaManager) -> dict:
+def offset_for_leader_epoch(
+    ctx: RequestContext, req: OffsetForLeaderEpochRequest, *, replicas: ReplicaManager
+) -> dict:
     topics = []
     for t in req.topics:
         out = []

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pylog.protocol.api import ApiKey
+from pylog.protocol.messages import ProduceRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import CLOSE_CONNECTION, NO_RESPONSE, serves
@@ -27,7 +28,7 @@ from pylog.schema_registry.validation import SchemaValidation
 
 @serves(ApiKey.PRODUCE, versions=(0, 10))
 def produce(
-    ctx: RequestContext, req: Any, *, replicas: ReplicaManager, schema_validation: SchemaValidation
+    ctx: RequestContext, req: ProduceRequest, *, replicas: ReplicaManager, schema_validation: SchemaValidation
 ) -> Any:
     entries = [(t.name, p.index, p.records) for t in req.topic_data for p in t.partition_data]
     result = replicas.append_records(

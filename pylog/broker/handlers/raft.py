@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import logging
-from typing import Any
 
 from pylog.protocol.api import PylogApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import PylogRaftRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -17,7 +17,7 @@ log = logging.getLogger(__name__)
 
 
 @serves(PylogApiKey.RAFT, versions=(0, 1))
-def raft(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, cluster_id: str) -> dict:
+def raft(ctx: RequestContext, req: PylogRaftRequest, *, quorum: MetadataQuorum, cluster_id: str) -> dict:
     if req.cluster_id != cluster_id:
         log.warning(
             "raft messages from %s belong to cluster %s, not %s", ctx.client_host, req.cluster_id, cluster_id

@@ -16,6 +16,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import AddRaftVoterRequest, RemoveRaftVoterRequest, UpdateRaftVoterRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -61,7 +62,7 @@ async def _answers_api_versions(endpoint: Endpoint, security: ClientSecurity) ->
 @serves(ApiKey.ADD_RAFT_VOTER, versions=(0, 1))
 async def add_raft_voter(
     ctx: RequestContext,
-    req: Any,
+    req: AddRaftVoterRequest,
     *,
     quorum: MetadataQuorum,
     cluster_id: str,
@@ -97,7 +98,12 @@ async def add_raft_voter(
 
 @serves(ApiKey.REMOVE_RAFT_VOTER, versions=(0, 0))
 async def remove_raft_voter(
-    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, cluster_id: str, timeout_s: float
+    ctx: RequestContext,
+    req: RemoveRaftVoterRequest,
+    *,
+    quorum: MetadataQuorum,
+    cluster_id: str,
+    timeout_s: float,
 ) -> dict:
     wrong = _cluster_mismatch(req, cluster_id)
     if wrong is not None:
@@ -112,7 +118,12 @@ async def remove_raft_voter(
 
 @serves(ApiKey.UPDATE_RAFT_VOTER, versions=(0, 0))
 async def update_raft_voter(
-    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, cluster_id: str, listener: str
+    ctx: RequestContext,
+    req: UpdateRaftVoterRequest,
+    *,
+    quorum: MetadataQuorum,
+    cluster_id: str,
+    listener: str,
 ) -> dict:
     def answer(code: int) -> dict:
         leader = quorum.leader_id if quorum.leader_id is not None else -1

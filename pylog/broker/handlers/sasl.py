@@ -8,22 +8,21 @@ completed; Kafka answers ILLEGAL_SASL_STATE then.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import SaslAuthenticateRequest, SaslHandshakeRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
 
 
 @serves(ApiKey.SASL_HANDSHAKE, versions=(1, 1))  # v0 (raw tokens) is gone from Kafka 4 (KIP-896)
-def sasl_handshake(ctx: RequestContext, req: Any) -> dict:
+def sasl_handshake(ctx: RequestContext, req: SaslHandshakeRequest) -> dict:
     return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
 
 
 @serves(ApiKey.SASL_AUTHENTICATE, versions=(0, 2))
-def sasl_authenticate(ctx: RequestContext, req: Any) -> dict:
+def sasl_authenticate(ctx: RequestContext, req: SaslAuthenticateRequest) -> dict:
     return {
         "error_code": ErrorCode.ILLEGAL_SASL_STATE,
         "error_message": "SaslAuthenticate request received after successful authentication",

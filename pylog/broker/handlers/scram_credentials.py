@@ -12,6 +12,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -24,7 +25,11 @@ from pylog.cluster.quorum import MetadataQuorum
 
 @serves(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, versions=(0, 0))
 def describe_user_scram_credentials(
-    ctx: RequestContext, req: Any, *, metadata: MetadataView, authz: Authorization
+    ctx: RequestContext,
+    req: DescribeUserScramCredentialsRequest,
+    *,
+    metadata: MetadataView,
+    authz: Authorization,
 ) -> dict:
     body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": []}
     if not authz.cluster(ctx, AclOperation.DESCRIBE):
@@ -55,7 +60,11 @@ def describe_user_scram_credentials(
 
 @serves(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, versions=(0, 0))
 async def alter_user_scram_credentials(
-    ctx: RequestContext, req: Any, *, quorum: MetadataQuorum, authz: Authorization
+    ctx: RequestContext,
+    req: AlterUserScramCredentialsRequest,
+    *,
+    quorum: MetadataQuorum,
+    authz: Authorization,
 ) -> dict:
     deletions = [ScramDeletion(d.name, d.mechanism) for d in req.deletions]
     upsertions = [
@@ -63,7 +72,7 @@ async def alter_user_scram_credentials(
         for u in req.upsertions
     ]
     if not authz.cluster(ctx, AclOperation.ALTER):
-        users = dict.fromkeys(i.name for i in [*deletions, *upsertions])
+        users = dict.fromkeys([*(d.name for d in deletions), *(u.name for u in upsertions)])
         code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
         return {
             "throttle_time_ms": 0,

@@ -10,6 +10,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import ShareAcknowledgeRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -18,7 +19,9 @@ from pylog.broker.share_shell import ShareShell
 
 
 @serves(ApiKey.SHARE_ACKNOWLEDGE, versions=(1, 1))
-def share_acknowledge_handler(ctx: RequestContext, req: Any, *, share: ShareShell, node_id: int) -> dict:
+def share_acknowledge_handler(
+    ctx: RequestContext, req: ShareAcknowledgeRequest, *, share: ShareShell, node_id: int
+) -> dict:
     return share_acknowledge(share, req, node_id)
 
 

@@ -14,6 +14,7 @@ never by polling.
 from __future__ import annotations
 
 import asyncio
+import functools
 import struct
 import uuid
 from collections.abc import Callable
@@ -21,11 +22,13 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import ShareFetchRequest
 from pylog.storage import OffsetOutOfRange, StorageError
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
+from pylog.broker.partition import Partition
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.share_shell import ShareShell
 from pylog.model import CONTROL_MASK
@@ -39,7 +42,7 @@ _BATCH_HEAD = struct.Struct(
 @serves(ApiKey.SHARE_FETCH, versions=(1, 1))
 async def share_fetch_handler(
     ctx: RequestContext,
-    req: Any,
+    req: ShareFetchRequest,
     *,
     share: ShareShell,
     metadata: MetadataView,
@@ -154,7 +157,7 @@ def _acquire_all(
         if shell.key_error(key) is not ErrorCode.NONE:
             continue
         assert shell.manager is not None
-        sp = shell.manager.partition(key, lambda part=part: shell.initial_offset(group, part, shell.clock()))
+        sp = shell.manager.partition(key, functools.partial(_initial_offset, shell, group, part))
         sp.move_start(part.log_start_offset)
         offset = sp.next_fetch_offset()
         if offset is None or offset >= part.high_watermark:
@@ -243,6 +246,11 @@ def _span(batch: bytes) -> tuple[int, int, bool]:
 
 def _acquired(a: Acquired) -> dict:
     return {"first_offset": a.first_offset, "last_offset": a.last_offset, "delivery_count": a.delivery_count}
+
+
+def _initial_offset(shell: ShareShell, group: str, part: Partition) -> int:
+    """Where `group` starts on `part`, read when its share partition is first made."""
+    return shell.initial_offset(group, part, shell.clock())
 
 
 def _entry(p: int, node_id: int, ack_error: ErrorCode = ErrorCode.NONE) -> dict:

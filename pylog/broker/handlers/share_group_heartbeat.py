@@ -10,6 +10,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import ShareGroupHeartbeatRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, client_host, not_available, topics_view
@@ -22,7 +23,12 @@ from pylog.groups.share import ShareHeartbeat
 
 @serves(ApiKey.SHARE_GROUP_HEARTBEAT, versions=(1, 1))
 async def share_group_heartbeat(
-    ctx: RequestContext, req: Any, *, groups: GroupShell, share: ShareShell, metadata: MetadataView
+    ctx: RequestContext,
+    req: ShareGroupHeartbeatRequest,
+    *,
+    groups: GroupShell,
+    share: ShareShell,
+    metadata: MetadataView,
 ) -> dict:
     await share.ensure_topic()  # the state topic exists before the first fetch needs it
     host = client_host(ctx.client_host)

@@ -6,16 +6,19 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import SyncGroupRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available, topics_view
 from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
-from pylog.groups import SyncGroupResult
+from pylog.groups import JoinGroupResult, SyncGroupResult
 
 
 @serves(ApiKey.SYNC_GROUP, versions=(0, 5))
-def sync_group(ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: MetadataView) -> Any:
+def sync_group(
+    ctx: RequestContext, req: SyncGroupRequest, *, groups: GroupShell, metadata: MetadataView
+) -> Any:
     shell = groups
     error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
     if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
@@ -35,12 +38,17 @@ def sync_group(ctx: RequestContext, req: Any, *, groups: GroupShell, metadata: M
     )
     shell.apply(out)
     if fut.done():
-        return _response(fut.result())
+        return _response(_synced(fut.result()))
     return _wait(fut)
 
 
 async def _wait(fut: Any) -> dict:
-    return _response(await fut)
+    return _response(_synced(await fut))
+
+
+def _synced(r: JoinGroupResult | SyncGroupResult) -> SyncGroupResult:
+    assert isinstance(r, SyncGroupResult), r  # a parked SyncGroup completes with its own result
+    return r
 
 
 def _response(r: SyncGroupResult) -> dict:

@@ -10,6 +10,7 @@ import uuid
 from typing import Any
 
 from pylog.protocol.api import ApiKey
+from pylog.protocol.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -33,7 +34,9 @@ def _identity(ctx: RequestContext) -> Any:
 
 
 @serves(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, versions=(0, 0))
-def get_telemetry_subscriptions(ctx: RequestContext, req: Any, *, telemetry: TelemetryShell) -> dict:
+def get_telemetry_subscriptions(
+    ctx: RequestContext, req: GetTelemetrySubscriptionsRequest, *, telemetry: TelemetryShell
+) -> dict:
     version, subscriptions = telemetry.subscriptions()
     answer = telemetry.manager.get_subscriptions(
         req.client_instance_id, _identity(ctx), str(ctx.principal), subscriptions, version, telemetry.now_ms()
@@ -64,7 +67,7 @@ def get_telemetry_subscriptions(ctx: RequestContext, req: Any, *, telemetry: Tel
 
 
 @serves(ApiKey.PUSH_TELEMETRY, versions=(0, 0))
-def push_telemetry(ctx: RequestContext, req: Any, *, telemetry: TelemetryShell) -> dict:
+def push_telemetry(ctx: RequestContext, req: PushTelemetryRequest, *, telemetry: TelemetryShell) -> dict:
     version, subscriptions = telemetry.subscriptions()
     code = telemetry.manager.push(
         req.client_instance_id,

@@ -13,6 +13,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import TxnOffsetCommitRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, apply_commits, commit_response, commits_of, not_available
@@ -26,7 +27,7 @@ from pylog.txn import OFFSETS_TOPIC
 @serves(ApiKey.TXN_OFFSET_COMMIT, versions=(0, 3))
 def txn_offset_commit(
     ctx: RequestContext,
-    req: Any,
+    req: TxnOffsetCommitRequest,
     *,
     groups: GroupShell,
     txn: TxnShell,

@@ -3,9 +3,8 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
+from pylog.protocol.messages import UnregisterBrokerRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -13,6 +12,8 @@ from pylog.cluster.quorum import MetadataQuorum
 
 
 @serves(ApiKey.UNREGISTER_BROKER, versions=(0, 0))
-async def unregister_broker(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
+async def unregister_broker(
+    ctx: RequestContext, req: UnregisterBrokerRequest, *, quorum: MetadataQuorum
+) -> dict:
     result = await quorum.execute(lambda c: c.unregister_broker(req.broker_id))
     return {"throttle_time_ms": 0, "error_code": result.error_code, "error_message": result.error_message}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pylog.protocol.api import ApiKey
+from pylog.protocol.messages import UpdateFeaturesRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -19,7 +20,7 @@ from pylog.cluster.quorum import MetadataQuorum
 
 
 @serves(ApiKey.UPDATE_FEATURES, versions=(0, 2))
-async def update_features(ctx: RequestContext, req: Any, *, quorum: MetadataQuorum) -> dict:
+async def update_features(ctx: RequestContext, req: UpdateFeaturesRequest, *, quorum: MetadataQuorum) -> dict:
     updates = [
         FeatureUpdate(
             u.feature,

@@ -4,10 +4,10 @@ write COMMIT / ABORT markers; each partition answers once its in-sync replicas h
 from __future__ import annotations
 
 import asyncio
-from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import WriteTxnMarkersRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell
@@ -19,7 +19,12 @@ from pylog.txn import OFFSETS_TOPIC
 
 @serves(ApiKey.WRITE_TXN_MARKERS, versions=(0, 2))
 async def write_txn_markers(
-    ctx: RequestContext, req: Any, *, replicas: ReplicaManager, groups: GroupShell, timeout_s: float
+    ctx: RequestContext,
+    req: WriteTxnMarkersRequest,
+    *,
+    replicas: ReplicaManager,
+    groups: GroupShell,
+    timeout_s: float,
 ) -> dict:
     loop = asyncio.get_running_loop()
     results: list[tuple[int, dict[tuple[str, int], asyncio.Future[ErrorCode]]]] = []
