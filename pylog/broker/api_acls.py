@@ -18,16 +18,16 @@ from __future__ import annotations
 import inspect
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.schema import Message
 
 from pylog.broker.acl_operations import AclOperation, ResourceType, authorized_operations
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
-from pylog.broker.error_response import error_response
-from pylog.broker.handler_table import CLOSE_CONNECTION, NO_RESPONSE, HandlerSpec
+from pylog.broker.handler_table import CLOSE_CONNECTION, NO_RESPONSE, ErrorResponse, HandlerSpec
 from pylog.security.acl import CLUSTER_NAME
 
 Check = Callable[[RequestContext, Any], "int | None"]
@@ -50,13 +50,12 @@ def requires(
         if code:
             if answer is not None:
                 return answer(req, code)
-            answer_ = error_response(ctx.api_key, ctx.api_version, req, code)
-            if answer_ is None:
+            if spec.error_response is None:
                 raise RuntimeError(f"no error answer for api {ctx.api_key}")
-            return answer_
+            return spec.error_response(req, code)
         return fn(ctx, req)
 
-    return HandlerSpec(spec.api_key, spec.min_version, spec.max_version, gated, spec.name)
+    return replace(spec, fn=gated)
 
 
 # --- checks ------------------------------------------------------------------------------------
@@ -132,24 +131,13 @@ class TopicRule:
     name_of: Callable[[Any], str | None]  # a request topic entry -> its name (None: unknown id)
     response_field: str
     operation: AclOperation
-    denied: Callable[[Any, int], dict]  # (request holding only the refused topics, code) -> answer
+    denied: ErrorResponse  # the API's error answer, given a request holding only the refused topics
     pre: Check | None = None  # a whole-request check first (transactional id, group, follower)
     bypass: Callable[[RequestContext, Any], bool] | None = None  # allowed every topic (a follower)
 
 
 def by_name(attr: str) -> Callable[[Any], str | None]:
     return lambda t: getattr(t, attr)
-
-
-def answer_for(api_key: int) -> Callable[[Any, int], dict]:
-    """The error answer of ``api_key`` (``error_response``'s builders) for a request and a code."""
-
-    def build(req: Any, code: int) -> dict:
-        answer = error_response(api_key, 0, req, code)
-        assert answer is not None, api_key
-        return answer
-
-    return build
 
 
 def _with(req: Any, field: str, value: Any) -> Any:
@@ -183,7 +171,7 @@ def per_topic(spec: HandlerSpec, authz: Authorization, rule: TopicRule) -> Handl
             return _merge_later(result, denied, rule.response_field)
         return _merge(result, denied, rule.response_field)
 
-    return HandlerSpec(spec.api_key, spec.min_version, spec.max_version, split, spec.name)
+    return replace(spec, fn=split)
 
 
 def _no_answer_if_acks0(req: Any) -> Any:
@@ -191,16 +179,21 @@ def _no_answer_if_acks0(req: Any) -> Any:
     return CLOSE_CONNECTION if getattr(req, "acks", None) == 0 else None
 
 
-def _merge(result: Any, denied: dict, field: str) -> Any:
+def _merge(result: Any, denied: Message, field: str) -> Any:
+    """The handler's answer for the allowed topics, then the refused ones' entries."""
     if result is NO_RESPONSE:
         return CLOSE_CONNECTION  # acks=0 with refused topics
     if result is CLOSE_CONNECTION:
         return result
-    result[field] = [*result[field], *denied[field]]
+    refused = getattr(denied, field)
+    if isinstance(result, dict):
+        result[field] = [*result[field], *refused]
+    else:
+        setattr(result, field, [*getattr(result, field), *refused])
     return result
 
 
-async def _merge_later(result: Any, denied: dict, field: str) -> Any:
+async def _merge_later(result: Any, denied: Message, field: str) -> Any:
     return _merge(await result, denied, field)
 
 
@@ -301,4 +294,4 @@ def metadata(spec: HandlerSpec, authz: Authorization) -> HandlerSpec:
         rt = ResourceType(resource_type)
         return authorized_operations(rt, authz.allowed(ctx, rt, name))
 
-    return HandlerSpec(spec.api_key, spec.min_version, spec.max_version, authorized, spec.name)
+    return replace(spec, fn=authorized)

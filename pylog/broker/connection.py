@@ -44,7 +44,6 @@ from pylog.protocol.framing import FrameReader
 
 from pylog.broker import handler_table
 from pylog.broker.context import RequestContext
-from pylog.broker.error_response import error_response
 from pylog.broker.legacy import unsupported_version_response
 from pylog.broker.throttling import with_throttle, without_records
 from pylog.security.principal import ANONYMOUS, KafkaPrincipal, ssl_principal
@@ -509,7 +508,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def _answer_obsolete(self, frame: memoryview, header: Any) -> None:
         """A version inside our advertised range that we do not serve: UNSUPPORTED_VERSION."""
-        parts = unsupported_version_response(frame, header)
+        spec = self.table.lookup(header.api_key)
+        error_response = spec.error_response if spec is not None else None
+        parts = unsupported_version_response(frame, header, error_response)
         if parts is None:
             log.warning(
                 "closing connection from %s: api %s v%s is obsolete",
@@ -522,9 +523,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _error_parts(self, ctx: RequestContext, body: Any) -> Parts | None:
         """UNKNOWN_SERVER_ERROR for every entry of the request, or None (close instead)."""
         try:
-            err = error_response(ctx.api_key, ctx.api_version, body, ErrorCode.UNKNOWN_SERVER_ERROR)
-            if err is None:
+            spec = self.table.lookup(ctx.api_key)
+            if spec is None or spec.error_response is None or body is None:
                 return None
+            err = spec.error_response(body, ErrorCode.UNKNOWN_SERVER_ERROR)
             return api.encode_response_parts(ctx.api_key, ctx.api_version, ctx.correlation_id, err)
         except Exception:
             log.exception("no error response for api %s v%s", ctx.api_key, ctx.api_version)

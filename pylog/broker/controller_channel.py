@@ -25,8 +25,7 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
-from pylog.broker.error_response import error_response
-from pylog.broker.handler_table import HandlerSpec, HandlerTable
+from pylog.broker.handler_table import ErrorResponse, HandlerSpec, HandlerTable
 from pylog.client.protocol import Channel
 from pylog.cluster.channel import ChannelError, node_channel
 from pylog.cluster.quorum_addresses import QuorumAddresses
@@ -146,9 +145,11 @@ class ControllerChannel:
         *,
         timeout_s: float | None = None,
         caller: RequestContext | None = None,
+        error_response: ErrorResponse | None = None,
     ) -> Any:
         """The active controller's response; raises ControllerUnavailable past the deadline.
-        ``caller``: the client a forwarded request runs as (else this node)."""
+        ``caller``: the client a forwarded request runs as (else this node); ``error_response``:
+        the API's answer when the controller refuses the Envelope that carries it."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + (timeout_s if timeout_s is not None else self.request_timeout_s)
         last_error = "no controller known"
@@ -170,7 +171,9 @@ class ControllerChannel:
                     if caller is None:
                         response = await channel.request(api_key, version, body, min(remaining, 5.0))
                     else:
-                        response = await self._enveloped(channel, caller, body, min(remaining, 5.0))
+                        response = await self._enveloped(
+                            channel, caller, body, min(remaining, 5.0), error_response
+                        )
                 except ChannelError as exc:
                     last_error = str(exc)
                     if self._last_leader == target:
@@ -189,7 +192,12 @@ class ControllerChannel:
             await asyncio.sleep(min(RETRY_S, max(deadline - loop.time(), 0)))
 
     async def _enveloped(
-        self, channel: Channel, caller: RequestContext, body: Any, timeout_s: float
+        self,
+        channel: Channel,
+        caller: RequestContext,
+        body: Any,
+        timeout_s: float,
+        error_response: ErrorResponse | None,
     ) -> Any:
         from pylog.broker.handlers.envelope import envelope_request
 
@@ -207,12 +215,9 @@ class ControllerChannel:
                     caller.principal,
                     code,
                 )
-            err = error_response(key, version, body, code)
-            if err is None:
+            if error_response is None:
                 raise ChannelError(f"envelope refused with error {code}")
-            return api.decode_response(
-                key, version, memoryview(api.encode_response(key, version, 0, err))[4:]
-            )[1]
+            return error_response(body, code)
         return api.decode_response(key, version, memoryview(bytes(wrapped.response_data)))[1]
 
     def close(self) -> None:
@@ -228,12 +233,13 @@ def forwarded(fn: Any, channel: ControllerChannel) -> HandlerSpec:
 
     async def forward(ctx: RequestContext, req: Any) -> Any:
         try:
-            return await channel.call(ctx.api_key, ctx.api_version, req, caller=ctx)
+            return await channel.call(
+                ctx.api_key, ctx.api_version, req, caller=ctx, error_response=fn.error_response
+            )
         except ControllerUnavailable as exc:
             log.warning("forwarding %s: %s", fn.api_name, exc)
-            error = error_response(ctx.api_key, ctx.api_version, req, ErrorCode.REQUEST_TIMED_OUT)
-            if error is None:
+            if fn.error_response is None:
                 raise
-            return error
+            return fn.error_response(req, ErrorCode.REQUEST_TIMED_OUT)
 
-    return HandlerSpec(fn.api_key, lo, hi, forward, fn.api_name)
+    return HandlerSpec(fn.api_key, lo, hi, forward, fn.api_name, fn.error_response)

@@ -21,7 +21,7 @@ from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.context import RequestContext
 from pylog.broker.delayed import await_replication
-from pylog.broker.error_response import error_response
+from pylog.broker.handler_table import ErrorResponse
 from pylog.broker.internal_topics import InternalTopic, append_records_at, batches_by_partition
 from pylog.cluster.controller import NewTopic
 from pylog.groups import CoordinatorRecord
@@ -281,18 +281,25 @@ def durable(fn: Any, shells: Sequence[CoordinatorShell], timeout_s: float) -> An
     commit survives the loss of its leader. Failing that in time: REQUEST_TIMED_OUT, or
     NOT_COORDINATOR when leadership moved meanwhile."""
 
+    error_response: ErrorResponse | None = getattr(fn, "error_response", None)
+
     @functools.wraps(fn)
     def handler(ctx: RequestContext, req: Any, **services: Any) -> Any:
         result = fn(ctx, req, **services)
         if not inspect.isawaitable(result) and not any(s.pending_replication() for s in shells):
             return result
-        return _answer_when_replicated(result, shells, timeout_s, ctx, req)
+        return _answer_when_replicated(result, shells, timeout_s, ctx, req, error_response)
 
     return handler
 
 
 async def _answer_when_replicated(
-    result: Any, shells: Sequence[CoordinatorShell], timeout_s: float, ctx: RequestContext, req: Any
+    result: Any,
+    shells: Sequence[CoordinatorShell],
+    timeout_s: float,
+    ctx: RequestContext,
+    req: Any,
+    error_response: ErrorResponse | None,
 ) -> Any:
     if inspect.isawaitable(result):
         result = await result
@@ -305,7 +312,6 @@ async def _answer_when_replicated(
             code = ErrorCode.REQUEST_TIMED_OUT
         elif outcome:
             code = ErrorCode.NOT_COORDINATOR
-    if code is ErrorCode.NONE or result is None:
+    if code is ErrorCode.NONE or result is None or error_response is None or req is None:
         return result
-    error = error_response(ctx.api_key, ctx.api_version, req, code)
-    return result if error is None else error
+    return error_response(req, code)

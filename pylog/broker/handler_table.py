@@ -30,6 +30,9 @@ FIRST_EXACT_FLOOR_API = 68  # ConsumerGroupHeartbeat, the first API of Kafka 3.7
 
 HandlerResult = Any  # a response body, an Awaitable of one, or NO_RESPONSE
 Handler = Callable[["RequestContext", Any], "HandlerResult | Awaitable[HandlerResult]"]
+ErrorResponse = Callable[[Any, int], Any]
+"""An API's whole-request error answer: (request, error code) -> a response in which every entry
+carries the code, echoing the request's topics and partitions so the client can match it."""
 
 
 @dataclass(frozen=True)
@@ -39,15 +42,21 @@ class HandlerSpec:
     max_version: int
     fn: Handler
     name: str
+    # None: the API has no error answer; a request that fails is answered by closing the connection
+    error_response: ErrorResponse | None = None
 
 
-def serves(api_key: int, versions: tuple[int, int]) -> Callable[[Any], Any]:
-    """Mark ``fn`` as the handler of ``api_key`` for ``versions`` (inclusive range)."""
+def serves(
+    api_key: int, versions: tuple[int, int], error_response: ErrorResponse | None = None
+) -> Callable[[Any], Any]:
+    """Mark ``fn`` as the handler of ``api_key`` for ``versions`` (inclusive range), answering a
+    request it cannot serve with ``error_response`` (defined next to it in its module)."""
 
     def mark(fn: Any) -> Any:
         fn.api_key = int(api_key)
         fn.versions = versions
         fn.api_name = getattr(api_key, "name", str(api_key))
+        fn.error_response = error_response
         return fn
 
     return mark
@@ -57,7 +66,7 @@ def route(fn: Any, **services: Any) -> HandlerSpec:
     """A table entry: ``fn`` (marked with ``@serves``) with its services bound as keywords."""
     lo, hi = fn.versions
     bound = functools.partial(fn, **services) if services else fn
-    return HandlerSpec(fn.api_key, lo, hi, bound, fn.api_name)
+    return HandlerSpec(fn.api_key, lo, hi, bound, fn.api_name, fn.error_response)
 
 
 class HandlerTable:

@@ -16,24 +16,25 @@ from pylog.protocol import api
 from pylog.protocol.errors import ErrorCode, ProtocolError
 from pylog.protocol.framing import decode_request_header, encode_response_header
 
-from pylog.broker.error_response import error_response
+from pylog.broker.handler_table import ErrorResponse
 
 _REQUESTS = {m.api_key: m for m in api.MESSAGES.values() if m.kind == "request"}
 _RESPONSES = {m.api_key: m for m in api.MESSAGES.values() if m.kind == "response"}
 
 
-def unsupported_version_response(frame: memoryview, header: Any) -> list[Any] | None:
-    """Response parts (size prefix first) answering UNSUPPORTED_VERSION, or None."""
+def unsupported_version_response(
+    frame: memoryview, header: Any, error_response: ErrorResponse | None
+) -> list[Any] | None:
+    """Response parts (size prefix first) answering UNSUPPORTED_VERSION with the API's
+    ``error_response``, or None."""
     key, version = header.api_key, header.api_version
     req_spec, resp_spec = _REQUESTS.get(key), _RESPONSES.get(key)
-    if req_spec is None or resp_spec is None or version < 0:
+    if req_spec is None or resp_spec is None or version < 0 or error_response is None:
         return None
     try:
         _, pos = decode_request_header(frame, req_spec.first_flexible)
         body, _ = api.decode_body(req_spec, version, frame, pos)
-        err = error_response(key, version, body, ErrorCode.UNSUPPORTED_VERSION)
-        if err is None:
-            return None
+        err = error_response(body, ErrorCode.UNSUPPORTED_VERSION)
         parts = api.encode_body(resp_spec, version, err)
     except (ProtocolError, ValueError, KeyError, AttributeError):
         return None

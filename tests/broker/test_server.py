@@ -48,7 +48,10 @@ def test_connection_limit(tmp_path: Path) -> None:
 def broken_list_offsets(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
     from pylog.broker.handlers import list_offsets
 
-    @handler_table.serves(ApiKey.LIST_OFFSETS, list_offsets.list_offsets.versions)
+    # the stand-in keeps the module's error answer, as a real handler's bug would
+    versions = list_offsets.list_offsets.versions
+
+    @handler_table.serves(ApiKey.LIST_OFFSETS, versions, list_offsets.error_response)
     def bug(ctx: object, req: object, **services: object) -> dict:
         raise RuntimeError("handler bug")
 

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from pylog.protocol.api import ApiKey, supported_versions
+from pylog.protocol.api import supported_versions
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker import api_acls as az
@@ -20,7 +20,7 @@ from pylog.broker.controller_client import ControllerClient
 from pylog.broker.coordinator_shell import durable
 from pylog.broker.feature_gate import GATED, gated
 from pylog.broker.group_shell import GroupShell
-from pylog.broker.handler_table import HandlerSpec, HandlerTable, route
+from pylog.broker.handler_table import ErrorResponse, HandlerSpec, HandlerTable, route
 from pylog.broker.handlers import (
     acls,
     add_offsets_to_txn,
@@ -149,8 +149,10 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
         topic = s.metadata.image.topic(t.topic_id)
         return topic.name if topic is not None else None
 
-    def topics(field: str, name: str, response: str, op: AclOperation, api: int, **kw: Any) -> az.TopicRule:
-        return az.TopicRule(field, az.by_name(name), response, op, az.answer_for(api), **kw)
+    def topics(
+        field: str, name: str, response: str, op: AclOperation, denied: ErrorResponse, **kw: Any
+    ) -> az.TopicRule:
+        return az.TopicRule(field, az.by_name(name), response, op, denied, **kw)
 
     def follower(req: Any) -> bool:
         state = getattr(req, "replica_state", None)
@@ -174,7 +176,7 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             az.per_topic(
                 route(produce.produce, replicas=s.replicas, schema_validation=s.schema_validation),
                 authz,
-                topics("topic_data", "name", "responses", Op.WRITE, ApiKey.PRODUCE, pre=produce_txn),
+                topics("topic_data", "name", "responses", Op.WRITE, produce.error_response, pre=produce_txn),
             ),
             az.per_topic(
                 route(fetch.fetch, replicas=s.replicas, isr=s.isr, stopping=s.stopping),
@@ -184,7 +186,7 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                     "topic",
                     "responses",
                     Op.READ,
-                    ApiKey.FETCH,
+                    fetch.error_response,
                     pre=follower_fetch,
                     bypass=lambda ctx, req: follower(req),
                 ),
@@ -197,14 +199,14 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                     "topic",
                     "topics",
                     Op.DESCRIBE,
-                    ApiKey.OFFSET_FOR_LEADER_EPOCH,
+                    offset_for_leader_epoch.error_response,
                     bypass=lambda ctx, req: authz.cluster(ctx, Op.CLUSTER_ACTION),
                 ),
             ),
             az.per_topic(
                 route(list_offsets.list_offsets, replicas=s.replicas),
                 authz,
-                topics("topics", "name", "topics", Op.DESCRIBE, ApiKey.LIST_OFFSETS),
+                topics("topics", "name", "topics", Op.DESCRIBE, list_offsets.error_response),
             ),
             az.metadata(
                 route(metadata.metadata, metadata=s.metadata, controller=s.controller, config=s.config), authz
@@ -219,12 +221,12 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             az.per_topic(
                 route(delete_records.delete_records, replicas=s.replicas, metadata=s.metadata),
                 authz,
-                topics("topics", "name", "topics", Op.DELETE, ApiKey.DELETE_RECORDS),
+                topics("topics", "name", "topics", Op.DELETE, delete_records.error_response),
             ),
             az.per_topic(
                 route(describe_producers.describe_producers, replicas=s.replicas),
                 authz,
-                topics("topics", "name", "topics", Op.READ, ApiKey.DESCRIBE_PRODUCERS),
+                topics("topics", "name", "topics", Op.READ, describe_producers.error_response),
             ),
             forwarded(create_topics.create_topics, s.channel),
             forwarded(delete_topics.delete_topics, s.channel),
@@ -278,7 +280,7 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                     "name",
                     "topics",
                     Op.READ,
-                    ApiKey.OFFSET_COMMIT,
+                    offset_commit.error_response,
                     pre=az.group(authz, Op.READ, "group_id"),
                 ),
             ),
@@ -287,7 +289,7 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                 az.per_topic(
                     route(acked(offset_delete.offset_delete), groups=s.groups, metadata=s.metadata),
                     authz,
-                    topics("topics", "name", "topics", Op.READ, ApiKey.OFFSET_COMMIT),
+                    topics("topics", "name", "topics", Op.READ, offset_delete.refused_topics),
                 ),
                 az.group(authz, Op.DELETE),
             ),
@@ -330,7 +332,7 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                     ),
                     authz,
                     az.TopicRule(
-                        "topics", topic_name_of_id, "responses", Op.READ, az.answer_for(ApiKey.SHARE_FETCH)
+                        "topics", topic_name_of_id, "responses", Op.READ, share_fetch.error_response
                     ),
                 ),
                 group_read,
@@ -347,7 +349,7 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                         topic_name_of_id,
                         "responses",
                         Op.READ,
-                        az.answer_for(ApiKey.SHARE_ACKNOWLEDGE),
+                        share_acknowledge.error_response,
                     ),
                 ),
                 group_read,
@@ -369,7 +371,9 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                         metadata=s.metadata,
                     ),
                     authz,
-                    topics("topics", "topic_name", "responses", Op.READ, ApiKey.ALTER_SHARE_GROUP_OFFSETS),
+                    topics(
+                        "topics", "topic_name", "responses", Op.READ, alter_share_group_offsets.error_response
+                    ),
                 ),
                 group_read,
                 az.top_level,
@@ -383,7 +387,13 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                         metadata=s.metadata,
                     ),
                     authz,
-                    topics("topics", "topic_name", "responses", Op.READ, ApiKey.DELETE_SHARE_GROUP_OFFSETS),
+                    topics(
+                        "topics",
+                        "topic_name",
+                        "responses",
+                        Op.READ,
+                        delete_share_group_offsets.error_response,
+                    ),
                 ),
                 az.group(authz, Op.DELETE),
                 az.top_level,
@@ -419,7 +429,7 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                     "name",
                     "topics",
                     Op.READ,
-                    ApiKey.TXN_OFFSET_COMMIT,
+                    txn_offset_commit.error_response,
                     pre=az.all_of(az.transactional_id(authz), group_read),
                 ),
             ),

@@ -13,7 +13,14 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import CreateAclsRequest, DeleteAclsRequest, DescribeAclsRequest
+from pylog.protocol.messages import (
+    CreateAclsRequest,
+    CreateAclsResponse,
+    DeleteAclsRequest,
+    DeleteAclsResponse,
+    DescribeAclsRequest,
+    DescribeAclsResponse,
+)
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -43,7 +50,11 @@ def _grouped(acls: Iterable[AclBinding]) -> list[dict]:
     ]
 
 
-@serves(ApiKey.DESCRIBE_ACLS, versions=(0, 3))
+def describe_acls_error(req: DescribeAclsRequest, code: int) -> DescribeAclsResponse:
+    return DescribeAclsResponse(error_code=code)
+
+
+@serves(ApiKey.DESCRIBE_ACLS, versions=(0, 3), error_response=describe_acls_error)
 def describe_acls(ctx: RequestContext, req: DescribeAclsRequest, *, authz: Authorization) -> dict:
     body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "resources": []}
     if not authz.cluster(ctx, AclOperation.DESCRIBE):
@@ -65,7 +76,15 @@ def describe_acls(ctx: RequestContext, req: DescribeAclsRequest, *, authz: Autho
     return {**body, "resources": _grouped(a for a in authz.acls() if f.matches(a))}
 
 
-@serves(ApiKey.CREATE_ACLS, versions=(0, 3))
+def create_acls_error(req: CreateAclsRequest, code: int) -> CreateAclsResponse:
+    return CreateAclsResponse(
+        results=[
+            CreateAclsResponse.AclCreationResult(error_code=code, error_message=None) for _ in req.creations
+        ]
+    )
+
+
+@serves(ApiKey.CREATE_ACLS, versions=(0, 3), error_response=create_acls_error)
 async def create_acls(
     ctx: RequestContext, req: CreateAclsRequest, *, quorum: MetadataQuorum, authz: Authorization
 ) -> dict:
@@ -91,7 +110,16 @@ async def create_acls(
     }
 
 
-@serves(ApiKey.DELETE_ACLS, versions=(0, 3))
+def delete_acls_error(req: DeleteAclsRequest, code: int) -> DeleteAclsResponse:
+    return DeleteAclsResponse(
+        filter_results=[
+            DeleteAclsResponse.DeleteAclsFilterResult(error_code=code, error_message=None, matching_acls=[])
+            for _ in req.filters
+        ]
+    )
+
+
+@serves(ApiKey.DELETE_ACLS, versions=(0, 3), error_response=delete_acls_error)
 async def delete_acls(
     ctx: RequestContext, req: DeleteAclsRequest, *, quorum: MetadataQuorum, authz: Authorization
 ) -> dict:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import AddOffsetsToTxnRequest
+from pylog.protocol.messages import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell
@@ -16,7 +16,11 @@ from pylog.broker.handler_table import serves
 from pylog.broker.txn_shell import TxnShell, fenced_error, not_available
 
 
-@serves(ApiKey.ADD_OFFSETS_TO_TXN, versions=(0, 3))
+def error_response(req: AddOffsetsToTxnRequest, code: int) -> AddOffsetsToTxnResponse:
+    return AddOffsetsToTxnResponse(error_code=code)
+
+
+@serves(ApiKey.ADD_OFFSETS_TO_TXN, versions=(0, 3), error_response=error_response)
 def add_offsets_to_txn(
     ctx: RequestContext, req: AddOffsetsToTxnRequest, *, txn: TxnShell, groups: GroupShell
 ) -> dict:

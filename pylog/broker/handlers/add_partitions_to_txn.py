@@ -14,7 +14,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import AddPartitionsToTxnRequest
+from pylog.protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
 from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.broker.authorization import Authorization
@@ -24,7 +24,27 @@ from pylog.broker.metadata import MetadataView
 from pylog.broker.txn_shell import TxnShell, fenced_error, not_available
 
 
-@serves(ApiKey.ADD_PARTITIONS_TO_TXN, versions=(0, 3))
+def error_response(req: AddPartitionsToTxnRequest, code: int) -> AddPartitionsToTxnResponse:
+    if getattr(req, "transactions", None):
+        return AddPartitionsToTxnResponse(error_code=code, results_by_transaction=[])
+    return AddPartitionsToTxnResponse(
+        error_code=code,
+        results_by_topic_v3_and_below=[
+            AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult(
+                name=t.name,
+                results_by_partition=[
+                    AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult(
+                        partition_index=p, partition_error_code=code
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.v3_and_below_topics or []
+        ],
+    )
+
+
+@serves(ApiKey.ADD_PARTITIONS_TO_TXN, versions=(0, 3), error_response=error_response)
 def add_partitions_to_txn(
     ctx: RequestContext,
     req: AddPartitionsToTxnRequest,

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
-from pylog.protocol.messages import AllocateProducerIdsRequest
+from pylog.protocol.messages import AllocateProducerIdsRequest, AllocateProducerIdsResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -12,7 +12,11 @@ from pylog.cluster.quorum import MetadataQuorum
 BLOCK_SIZE = 1000
 
 
-@serves(ApiKey.ALLOCATE_PRODUCER_IDS, versions=(0, 0))
+def error_response(req: AllocateProducerIdsRequest, code: int) -> AllocateProducerIdsResponse:
+    return AllocateProducerIdsResponse(error_code=code)
+
+
+@serves(ApiKey.ALLOCATE_PRODUCER_IDS, versions=(0, 0), error_response=error_response)
 async def allocate_producer_ids(
     ctx: RequestContext, req: AllocateProducerIdsRequest, *, quorum: MetadataQuorum
 ) -> dict:

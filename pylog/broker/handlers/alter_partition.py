@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from pylog.protocol.api import ApiKey
-from pylog.protocol.messages import AlterPartitionRequest
+from pylog.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -14,7 +14,11 @@ from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.replica_control import IsrChange
 
 
-@serves(ApiKey.ALTER_PARTITION, versions=(3, 3))
+def error_response(req: AlterPartitionRequest, code: int) -> AlterPartitionResponse:
+    return AlterPartitionResponse(error_code=code)
+
+
+@serves(ApiKey.ALTER_PARTITION, versions=(3, 3), error_response=error_response)
 async def alter_partition(ctx: RequestContext, req: AlterPartitionRequest, *, quorum: MetadataQuorum) -> dict:
     changes = [
         IsrChange(

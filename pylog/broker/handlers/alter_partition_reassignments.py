@@ -4,7 +4,7 @@ controller (ALTER on the cluster)."""
 from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
-from pylog.protocol.messages import AlterPartitionReassignmentsRequest
+from pylog.protocol.messages import AlterPartitionReassignmentsRequest, AlterPartitionReassignmentsResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -12,7 +12,25 @@ from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.replica_control import ReassignmentRequest
 
 
-@serves(ApiKey.ALTER_PARTITION_REASSIGNMENTS, versions=(0, 1))
+def error_response(req: AlterPartitionReassignmentsRequest, code: int) -> AlterPartitionReassignmentsResponse:
+    return AlterPartitionReassignmentsResponse(
+        error_code=code,
+        responses=[
+            AlterPartitionReassignmentsResponse.ReassignableTopicResponse(
+                name=t.name,
+                partitions=[
+                    AlterPartitionReassignmentsResponse.ReassignablePartitionResponse(
+                        partition_index=p.partition_index, error_code=code
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )
+
+
+@serves(ApiKey.ALTER_PARTITION_REASSIGNMENTS, versions=(0, 1), error_response=error_response)
 async def alter_partition_reassignments(
     ctx: RequestContext, req: AlterPartitionReassignmentsRequest, *, quorum: MetadataQuorum
 ) -> dict:

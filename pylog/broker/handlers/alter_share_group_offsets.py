@@ -11,7 +11,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import AlterShareGroupOffsetsRequest
+from pylog.protocol.messages import AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell
@@ -21,7 +21,25 @@ from pylog.broker.metadata import MetadataView
 from pylog.broker.share_shell import ShareShell
 
 
-@serves(ApiKey.ALTER_SHARE_GROUP_OFFSETS, versions=(0, 0))
+def error_response(req: AlterShareGroupOffsetsRequest, code: int) -> AlterShareGroupOffsetsResponse:
+    return AlterShareGroupOffsetsResponse(
+        error_code=0,
+        responses=[
+            AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponseTopic(
+                topic_name=t.topic_name,
+                partitions=[
+                    AlterShareGroupOffsetsResponse.AlterShareGroupOffsetsResponsePartition(
+                        partition_index=p.partition_index, error_code=code, error_message=None
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )
+
+
+@serves(ApiKey.ALTER_SHARE_GROUP_OFFSETS, versions=(0, 0), error_response=error_response)
 def alter_share_group_offsets(
     ctx: RequestContext,
     req: AlterShareGroupOffsetsRequest,

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
-from pylog.protocol.messages import BrokerHeartbeatRequest
+from pylog.protocol.messages import BrokerHeartbeatRequest, BrokerHeartbeatResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
 from pylog.cluster.quorum import MetadataQuorum
 
 
-@serves(ApiKey.BROKER_HEARTBEAT, versions=(0, 0))
+def error_response(req: BrokerHeartbeatRequest, code: int) -> BrokerHeartbeatResponse:
+    return BrokerHeartbeatResponse(error_code=code)
+
+
+@serves(ApiKey.BROKER_HEARTBEAT, versions=(0, 0), error_response=error_response)
 async def broker_heartbeat(
     ctx: RequestContext, req: BrokerHeartbeatRequest, *, quorum: MetadataQuorum
 ) -> dict:

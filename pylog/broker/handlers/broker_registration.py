@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import BrokerRegistrationRequest
+from pylog.protocol.messages import BrokerRegistrationRequest, BrokerRegistrationResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -12,7 +12,11 @@ from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.records import BrokerEndpoint
 
 
-@serves(ApiKey.BROKER_REGISTRATION, versions=(0, 0))
+def error_response(req: BrokerRegistrationRequest, code: int) -> BrokerRegistrationResponse:
+    return BrokerRegistrationResponse(error_code=code)
+
+
+@serves(ApiKey.BROKER_REGISTRATION, versions=(0, 0), error_response=error_response)
 async def broker_registration(
     ctx: RequestContext, req: BrokerRegistrationRequest, *, quorum: MetadataQuorum, cluster_id: str
 ) -> dict:

@@ -11,7 +11,12 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import AlterClientQuotasRequest, DescribeClientQuotasRequest
+from pylog.protocol.messages import (
+    AlterClientQuotasRequest,
+    AlterClientQuotasResponse,
+    DescribeClientQuotasRequest,
+    DescribeClientQuotasResponse,
+)
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -28,7 +33,11 @@ from pylog.cluster.quota_control import (
 )
 
 
-@serves(ApiKey.DESCRIBE_CLIENT_QUOTAS, versions=(0, 1))
+def describe_error(req: DescribeClientQuotasRequest, code: int) -> DescribeClientQuotasResponse:
+    return DescribeClientQuotasResponse(error_code=code)
+
+
+@serves(ApiKey.DESCRIBE_CLIENT_QUOTAS, versions=(0, 1), error_response=describe_error)
 def describe_client_quotas(
     ctx: RequestContext, req: DescribeClientQuotasRequest, *, metadata: MetadataView, authz: Authorization
 ) -> dict:
@@ -50,7 +59,23 @@ def describe_client_quotas(
     return {**body, "entries": entries}
 
 
-@serves(ApiKey.ALTER_CLIENT_QUOTAS, versions=(0, 1))
+def alter_error(req: AlterClientQuotasRequest, code: int) -> AlterClientQuotasResponse:
+    return AlterClientQuotasResponse(
+        entries=[
+            AlterClientQuotasResponse.EntryData(
+                error_code=code,
+                error_message=None,
+                entity=[
+                    AlterClientQuotasResponse.EntityData(entity_type=e.entity_type, entity_name=e.entity_name)
+                    for e in entry.entity
+                ],
+            )
+            for entry in req.entries
+        ]
+    )
+
+
+@serves(ApiKey.ALTER_CLIENT_QUOTAS, versions=(0, 1), error_response=alter_error)
 async def alter_client_quotas(
     ctx: RequestContext, req: AlterClientQuotasRequest, *, quorum: MetadataQuorum, authz: Authorization
 ) -> dict:

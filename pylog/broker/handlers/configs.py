@@ -21,8 +21,11 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import (
     AlterConfigsRequest,
+    AlterConfigsResponse,
     DescribeConfigsRequest,
+    DescribeConfigsResponse,
     IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
 )
 
 from pylog.broker import broker_loggers
@@ -65,7 +68,22 @@ def _entry(r: ResolvedConfig, synonyms: bool, docs: bool) -> dict:
     }
 
 
-@serves(ApiKey.DESCRIBE_CONFIGS, versions=(0, 4))
+def describe_configs_error(req: DescribeConfigsRequest, code: int) -> DescribeConfigsResponse:
+    return DescribeConfigsResponse(
+        results=[
+            DescribeConfigsResponse.DescribeConfigsResult(
+                error_code=code,
+                error_message=None,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+                configs=[],
+            )
+            for r in req.resources
+        ]
+    )
+
+
+@serves(ApiKey.DESCRIBE_CONFIGS, versions=(0, 4), error_response=describe_configs_error)
 def describe_configs(
     ctx: RequestContext,
     req: DescribeConfigsRequest,
@@ -224,7 +242,18 @@ def _responses(results: list[Any]) -> dict:
     }
 
 
-@serves(ApiKey.ALTER_CONFIGS, versions=(0, 2))
+def alter_configs_error(req: AlterConfigsRequest, code: int) -> AlterConfigsResponse:
+    return AlterConfigsResponse(
+        responses=[
+            AlterConfigsResponse.AlterConfigsResourceResponse(
+                error_code=code, resource_type=r.resource_type, resource_name=r.resource_name
+            )
+            for r in req.resources
+        ]
+    )
+
+
+@serves(ApiKey.ALTER_CONFIGS, versions=(0, 2), error_response=alter_configs_error)
 async def alter_configs(
     ctx: RequestContext, req: AlterConfigsRequest, *, quorum: MetadataQuorum, authz: Authorization
 ) -> dict:
@@ -242,7 +271,20 @@ async def alter_configs(
     return _responses(results)
 
 
-@serves(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1))
+def incremental_alter_configs_error(
+    req: IncrementalAlterConfigsRequest, code: int
+) -> IncrementalAlterConfigsResponse:
+    return IncrementalAlterConfigsResponse(
+        responses=[
+            IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+                error_code=code, resource_type=r.resource_type, resource_name=r.resource_name
+            )
+            for r in req.resources
+        ]
+    )
+
+
+@serves(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1), error_response=incremental_alter_configs_error)
 async def incremental_alter_configs(
     ctx: RequestContext, req: IncrementalAlterConfigsRequest, *, quorum: MetadataQuorum, authz: Authorization
 ) -> dict:
@@ -270,7 +312,7 @@ async def incremental_alter_configs(
     return _responses(_in_request_order(req, local, results))
 
 
-@serves(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1))
+@serves(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1), error_response=incremental_alter_configs_error)
 async def incremental_alter_configs_forwarded(
     ctx: RequestContext,
     req: IncrementalAlterConfigsRequest,
@@ -287,7 +329,10 @@ async def incremental_alter_configs_forwarded(
     if rest:
         body = type(req)(**{**{f: getattr(req, f) for f in req._fields}, "resources": rest})
         try:
-            forwarded = list((await channel.call(ctx.api_key, ctx.api_version, body, caller=ctx)).responses)
+            answer = await channel.call(
+                ctx.api_key, ctx.api_version, body, caller=ctx, error_response=incremental_alter_configs_error
+            )
+            forwarded = list(answer.responses)
         except ControllerUnavailable as exc:
             log.warning("forwarding IncrementalAlterConfigs: %s", exc)
             timed_out = ErrorCode.REQUEST_TIMED_OUT

@@ -12,7 +12,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import ConsumerGroupHeartbeatRequest
+from pylog.protocol.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, client_host, not_available, topics_view
@@ -22,7 +22,11 @@ from pylog.groups.consumer import Heartbeat, TopicsView
 from pylog.groups.group_records import from_wire
 
 
-@serves(ApiKey.CONSUMER_GROUP_HEARTBEAT, versions=(0, 1))
+def error_response(req: ConsumerGroupHeartbeatRequest, code: int) -> ConsumerGroupHeartbeatResponse:
+    return ConsumerGroupHeartbeatResponse(error_code=code)
+
+
+@serves(ApiKey.CONSUMER_GROUP_HEARTBEAT, versions=(0, 1), error_response=error_response)
 def consumer_group_heartbeat(
     ctx: RequestContext, req: ConsumerGroupHeartbeatRequest, *, groups: GroupShell, metadata: MetadataView
 ) -> dict:

@@ -6,7 +6,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import CreatePartitionsRequest
+from pylog.protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
 
 from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.broker.authorization import Authorization
@@ -16,7 +16,16 @@ from pylog.cluster.controller import NewPartitions
 from pylog.cluster.quorum import MetadataQuorum
 
 
-@serves(ApiKey.CREATE_PARTITIONS, versions=(0, 3))
+def error_response(req: CreatePartitionsRequest, code: int) -> CreatePartitionsResponse:
+    return CreatePartitionsResponse(
+        results=[
+            CreatePartitionsResponse.CreatePartitionsTopicResult(name=t.name, error_code=code)
+            for t in req.topics
+        ]
+    )
+
+
+@serves(ApiKey.CREATE_PARTITIONS, versions=(0, 3), error_response=error_response)
 async def create_partitions(
     ctx: RequestContext, req: CreatePartitionsRequest, *, quorum: MetadataQuorum, authz: Authorization
 ) -> dict:

@@ -10,7 +10,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import CreateTopicsRequest
+from pylog.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 
 from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.broker.authorization import Authorization
@@ -32,7 +32,16 @@ def _new_topic(t: Any) -> NewTopic:
     )
 
 
-@serves(ApiKey.CREATE_TOPICS, versions=(0, 7))
+def error_response(req: CreateTopicsRequest, code: int) -> CreateTopicsResponse:
+    return CreateTopicsResponse(
+        topics=[
+            CreateTopicsResponse.CreatableTopicResult(name=t.name, error_code=code, error_message=None)
+            for t in req.topics
+        ]
+    )
+
+
+@serves(ApiKey.CREATE_TOPICS, versions=(0, 7), error_response=error_response)
 async def create_topics(
     ctx: RequestContext,
     req: CreateTopicsRequest,

@@ -14,7 +14,7 @@ import contextlib
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import DeleteRecordsRequest
+from pylog.protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -25,7 +25,24 @@ from pylog.broker.replica_manager import ReplicaManager
 HIGH_WATERMARK = -1
 
 
-@serves(ApiKey.DELETE_RECORDS, versions=(0, 2))
+def error_response(req: DeleteRecordsRequest, code: int) -> DeleteRecordsResponse:
+    return DeleteRecordsResponse(
+        topics=[
+            DeleteRecordsResponse.DeleteRecordsTopicResult(
+                name=t.name,
+                partitions=[
+                    DeleteRecordsResponse.DeleteRecordsPartitionResult(
+                        partition_index=p.partition_index, low_watermark=-1, error_code=code
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ]
+    )
+
+
+@serves(ApiKey.DELETE_RECORDS, versions=(0, 2), error_response=error_response)
 async def delete_records(
     ctx: RequestContext, req: DeleteRecordsRequest, *, replicas: ReplicaManager, metadata: MetadataView
 ) -> dict:

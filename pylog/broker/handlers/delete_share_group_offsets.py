@@ -10,7 +10,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import DeleteShareGroupOffsetsRequest
+from pylog.protocol.messages import DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell
@@ -21,7 +21,25 @@ from pylog.broker.share_shell import ShareShell
 from pylog.groups.types import Output
 
 
-@serves(ApiKey.DELETE_SHARE_GROUP_OFFSETS, versions=(0, 0))
+def error_response(req: DeleteShareGroupOffsetsRequest, code: int) -> DeleteShareGroupOffsetsResponse:
+    return DeleteShareGroupOffsetsResponse(
+        error_code=0,
+        responses=[
+            DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic(
+                topic_name=t.topic_name,
+                partitions=[
+                    DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponsePartition(
+                        partition_index=p, error_code=code, error_message=None
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )
+
+
+@serves(ApiKey.DELETE_SHARE_GROUP_OFFSETS, versions=(0, 0), error_response=error_response)
 def delete_share_group_offsets(
     ctx: RequestContext,
     req: DeleteShareGroupOffsetsRequest,

@@ -9,7 +9,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import DeleteTopicsRequest
+from pylog.protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -20,7 +20,14 @@ from pylog.cluster.quorum import MetadataQuorum
 ZERO_UUID = uuid.UUID(int=0)
 
 
-@serves(ApiKey.DELETE_TOPICS, versions=(0, 6))
+def error_response(req: DeleteTopicsRequest, code: int) -> DeleteTopicsResponse:
+    names = [t.name for t in req.topics] if getattr(req, "topics", None) else req.topic_names
+    return DeleteTopicsResponse(
+        responses=[DeleteTopicsResponse.DeletableTopicResult(name=n, error_code=code) for n in names or []]
+    )
+
+
+@serves(ApiKey.DELETE_TOPICS, versions=(0, 6), error_response=error_response)
 async def delete_topics(
     ctx: RequestContext, req: DeleteTopicsRequest, *, quorum: MetadataQuorum, authz: Authorization
 ) -> dict:

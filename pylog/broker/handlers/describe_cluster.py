@@ -14,7 +14,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import DescribeClusterRequest
+from pylog.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 
 from pylog.broker.acl_operations import AclOperation, ResourceType, operations_if_requested
 from pylog.broker.authorization import Authorization
@@ -29,7 +29,11 @@ CONTROLLERS_ENDPOINT = 2
 _NAMES = {BROKERS_ENDPOINT: "BROKER", CONTROLLERS_ENDPOINT: "CONTROLLER"}
 
 
-@serves(ApiKey.DESCRIBE_CLUSTER, versions=(0, 2))
+def error_response(req: DescribeClusterRequest, code: int) -> DescribeClusterResponse:
+    return DescribeClusterResponse(error_code=code)
+
+
+@serves(ApiKey.DESCRIBE_CLUSTER, versions=(0, 2), error_response=error_response)
 def describe_cluster(
     ctx: RequestContext, req: DescribeClusterRequest, *, metadata: MetadataView, authz: Authorization
 ) -> dict:
@@ -50,7 +54,7 @@ def describe_cluster(
     return _answer(ctx, req, authz, BROKERS_ENDPOINT, md.cluster_id, controller, brokers)
 
 
-@serves(ApiKey.DESCRIBE_CLUSTER, versions=(0, 2))
+@serves(ApiKey.DESCRIBE_CLUSTER, versions=(0, 2), error_response=error_response)
 def describe_cluster_controllers(
     ctx: RequestContext,
     req: DescribeClusterRequest,

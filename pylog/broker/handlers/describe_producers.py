@@ -6,14 +6,31 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import DescribeProducersRequest
+from pylog.protocol.messages import DescribeProducersRequest, DescribeProducersResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
 from pylog.broker.replica_manager import ReplicaManager
 
 
-@serves(ApiKey.DESCRIBE_PRODUCERS, versions=(0, 0))
+def error_response(req: DescribeProducersRequest, code: int) -> DescribeProducersResponse:
+    return DescribeProducersResponse(
+        topics=[
+            DescribeProducersResponse.TopicResponse(
+                name=t.name,
+                partitions=[
+                    DescribeProducersResponse.PartitionResponse(
+                        partition_index=p, error_code=code, error_message=None, active_producers=[]
+                    )
+                    for p in t.partition_indexes
+                ],
+            )
+            for t in req.topics
+        ]
+    )
+
+
+@serves(ApiKey.DESCRIBE_PRODUCERS, versions=(0, 0), error_response=error_response)
 def describe_producers(
     ctx: RequestContext, req: DescribeProducersRequest, *, replicas: ReplicaManager
 ) -> dict:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import DescribeQuorumRequest
+from pylog.protocol.messages import DescribeQuorumRequest, DescribeQuorumResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -21,7 +21,11 @@ def _error(code: int, message: str) -> dict:
     return {"error_code": code, "error_message": message, "topics": [], "nodes": []}
 
 
-@serves(ApiKey.DESCRIBE_QUORUM, versions=(0, 2))
+def error_response(req: DescribeQuorumRequest, code: int) -> DescribeQuorumResponse:
+    return DescribeQuorumResponse(error_code=code)
+
+
+@serves(ApiKey.DESCRIBE_QUORUM, versions=(0, 2), error_response=error_response)
 def describe_quorum(
     ctx: RequestContext, req: DescribeQuorumRequest, *, quorum: MetadataQuorum, listener: str
 ) -> dict:

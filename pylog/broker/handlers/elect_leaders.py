@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
-from pylog.protocol.messages import ElectLeadersRequest
+from pylog.protocol.messages import ElectLeadersRequest, ElectLeadersResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
 from pylog.cluster.quorum import MetadataQuorum
 
 
-@serves(ApiKey.ELECT_LEADERS, versions=(0, 2))
+def error_response(req: ElectLeadersRequest, code: int) -> ElectLeadersResponse:
+    return ElectLeadersResponse(error_code=code, replica_election_results=[])
+
+
+@serves(ApiKey.ELECT_LEADERS, versions=(0, 2), error_response=error_response)
 async def elect_leaders(ctx: RequestContext, req: ElectLeadersRequest, *, quorum: MetadataQuorum) -> dict:
     election_type = getattr(req, "election_type", 0)
     wanted = None

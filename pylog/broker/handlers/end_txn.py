@@ -8,14 +8,18 @@ from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import EndTxnRequest
+from pylog.protocol.messages import EndTxnRequest, EndTxnResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
 from pylog.broker.txn_shell import TxnShell, fenced_error, not_available
 
 
-@serves(ApiKey.END_TXN, versions=(0, 3))
+def error_response(req: EndTxnRequest, code: int) -> EndTxnResponse:
+    return EndTxnResponse(error_code=code)
+
+
+@serves(ApiKey.END_TXN, versions=(0, 3), error_response=error_response)
 def end_txn(ctx: RequestContext, req: EndTxnRequest, *, txn: TxnShell) -> dict:
     shell = txn
     txn_id = req.transactional_id

@@ -17,7 +17,7 @@ from typing import Any
 from pylog.protocol import api
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode, ProtocolError
-from pylog.protocol.messages import EnvelopeRequest
+from pylog.protocol.messages import EnvelopeRequest, EnvelopeResponse
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -62,7 +62,11 @@ def envelope_request(ctx: RequestContext, body: Any, client_id: str) -> dict:
     }
 
 
-@serves(ApiKey.ENVELOPE, versions=(0, 0))
+def error_response(req: EnvelopeRequest, code: int) -> EnvelopeResponse:
+    return EnvelopeResponse(response_data=None, error_code=code)
+
+
+@serves(ApiKey.ENVELOPE, versions=(0, 0), error_response=error_response)
 async def envelope(
     ctx: RequestContext, req: EnvelopeRequest, *, table: Callable[[], HandlerTable], authz: Authorization
 ) -> dict:

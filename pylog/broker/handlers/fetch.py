@@ -47,7 +47,26 @@ from pylog.broker.replica_manager import (
 READ_COMMITTED = 1
 
 
-@serves(ApiKey.FETCH, versions=(0, 12))
+def error_response(req: FetchRequest, code: int) -> FetchResponse:
+    return FetchResponse(
+        error_code=0,
+        session_id=0,
+        responses=[
+            FetchResponse.FetchableTopicResponse(
+                topic=t.topic,
+                partitions=[
+                    FetchResponse.PartitionData(
+                        partition_index=p.partition, error_code=code, high_watermark=-1, records=b""
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )
+
+
+@serves(ApiKey.FETCH, versions=(0, 12), error_response=error_response)
 def fetch(
     ctx: RequestContext,
     req: FetchRequest,

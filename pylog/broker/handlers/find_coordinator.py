@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import FindCoordinatorRequest
+from pylog.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -26,7 +26,11 @@ NO_NODE = (-1, "", -1)
 Answer = tuple[ErrorCode, tuple[int, str, int]]
 
 
-@serves(ApiKey.FIND_COORDINATOR, versions=(0, 6))
+def error_response(req: FindCoordinatorRequest, code: int) -> FindCoordinatorResponse:
+    return FindCoordinatorResponse(error_code=code)
+
+
+@serves(ApiKey.FIND_COORDINATOR, versions=(0, 6), error_response=error_response)
 async def find_coordinator(
     ctx: RequestContext,
     req: FindCoordinatorRequest,

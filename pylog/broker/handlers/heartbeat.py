@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import HeartbeatRequest
+from pylog.protocol.messages import HeartbeatRequest, HeartbeatResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available, topics_view
@@ -12,7 +12,11 @@ from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
 
 
-@serves(ApiKey.HEARTBEAT, versions=(0, 4))
+def error_response(req: HeartbeatRequest, code: int) -> HeartbeatResponse:
+    return HeartbeatResponse(error_code=code)
+
+
+@serves(ApiKey.HEARTBEAT, versions=(0, 4), error_response=error_response)
 def heartbeat(
     ctx: RequestContext, req: HeartbeatRequest, *, groups: GroupShell, metadata: MetadataView
 ) -> dict:

@@ -11,7 +11,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import InitProducerIdRequest
+from pylog.protocol.messages import InitProducerIdRequest, InitProducerIdResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -19,7 +19,11 @@ from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.txn_shell import TxnShell, fenced_error, not_available
 
 
-@serves(ApiKey.INIT_PRODUCER_ID, versions=(0, 4))
+def error_response(req: InitProducerIdRequest, code: int) -> InitProducerIdResponse:
+    return InitProducerIdResponse(error_code=code)
+
+
+@serves(ApiKey.INIT_PRODUCER_ID, versions=(0, 4), error_response=error_response)
 def init_producer_id(
     ctx: RequestContext, req: InitProducerIdRequest, *, producer_ids: ProducerIdManager, txn: TxnShell
 ) -> Any:

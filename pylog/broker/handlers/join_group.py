@@ -14,7 +14,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import JoinGroupRequest
+from pylog.protocol.messages import JoinGroupRequest, JoinGroupResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, client_host, not_available, topics_view
@@ -23,7 +23,11 @@ from pylog.broker.metadata import MetadataView
 from pylog.groups import JoinGroupResult, SyncGroupResult
 
 
-@serves(ApiKey.JOIN_GROUP, versions=(0, 7))
+def error_response(req: JoinGroupRequest, code: int) -> JoinGroupResponse:
+    return JoinGroupResponse(error_code=code)
+
+
+@serves(ApiKey.JOIN_GROUP, versions=(0, 7), error_response=error_response)
 def join_group(
     ctx: RequestContext, req: JoinGroupRequest, *, groups: GroupShell, metadata: MetadataView
 ) -> Any:

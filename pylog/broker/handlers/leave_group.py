@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import LeaveGroupRequest
+from pylog.protocol.messages import LeaveGroupRequest, LeaveGroupResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available
@@ -15,7 +15,11 @@ from pylog.broker.handler_table import serves
 from pylog.groups import LeaveGroupResult, LeaveMemberResult
 
 
-@serves(ApiKey.LEAVE_GROUP, versions=(0, 5))
+def error_response(req: LeaveGroupRequest, code: int) -> LeaveGroupResponse:
+    return LeaveGroupResponse(error_code=code)
+
+
+@serves(ApiKey.LEAVE_GROUP, versions=(0, 5), error_response=error_response)
 def leave_group(ctx: RequestContext, req: LeaveGroupRequest, *, groups: GroupShell) -> dict:
     if ctx.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in req.members]

@@ -10,7 +10,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import ListConfigResourcesRequest
+from pylog.protocol.messages import ListConfigResourcesRequest, ListConfigResourcesResponse
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -23,7 +23,11 @@ from pylog.cluster.records import ConfigResourceType as T
 V1_TYPES = (T.GROUP, T.CLIENT_METRICS, T.BROKER_LOGGER, T.BROKER, T.TOPIC)
 
 
-@serves(ApiKey.LIST_CONFIG_RESOURCES, versions=(0, 1))
+def error_response(req: ListConfigResourcesRequest, code: int) -> ListConfigResourcesResponse:
+    return ListConfigResourcesResponse(error_code=code)
+
+
+@serves(ApiKey.LIST_CONFIG_RESOURCES, versions=(0, 1), error_response=error_response)
 def list_config_resources(
     ctx: RequestContext, req: ListConfigResourcesRequest, *, metadata: MetadataView, authz: Authorization
 ) -> dict:

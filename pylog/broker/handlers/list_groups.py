@@ -21,7 +21,7 @@ def list_groups(
 ) -> ListGroupsResponse:
     shell = groups
     if shell is None or shell.coordinator is None:
-        return error_response(req, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        return _error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     error, listed = shell.coordinator.list_groups(
         getattr(req, "states_filter", None), getattr(req, "types_filter", None)
     )
@@ -43,5 +43,5 @@ def list_groups(
     )
 
 
-def error_response(req: ListGroupsRequest, code: int) -> ListGroupsResponse:
+def _error(code: int) -> ListGroupsResponse:
     return ListGroupsResponse(throttle_time_ms=0, error_code=code, groups=[])

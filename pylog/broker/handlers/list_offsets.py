@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import ListOffsetsRequest
+from pylog.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -18,7 +18,24 @@ LATEST_TIERED = -5
 READ_COMMITTED = 1
 
 
-@serves(ApiKey.LIST_OFFSETS, versions=(0, 7))
+def error_response(req: ListOffsetsRequest, code: int) -> ListOffsetsResponse:
+    return ListOffsetsResponse(
+        topics=[
+            ListOffsetsResponse.ListOffsetsTopicResponse(
+                name=t.name,
+                partitions=[
+                    ListOffsetsResponse.ListOffsetsPartitionResponse(
+                        partition_index=p.partition_index, error_code=code, timestamp=-1, offset=-1
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ]
+    )
+
+
+@serves(ApiKey.LIST_OFFSETS, versions=(0, 7), error_response=error_response)
 def list_offsets(ctx: RequestContext, req: ListOffsetsRequest, *, replicas: ReplicaManager) -> dict:
     committed = getattr(req, "isolation_level", 0) == READ_COMMITTED
     topics = []

@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
-from pylog.protocol.messages import ListPartitionReassignmentsRequest
+from pylog.protocol.messages import ListPartitionReassignmentsRequest, ListPartitionReassignmentsResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
 from pylog.cluster.quorum import MetadataQuorum
 
 
-@serves(ApiKey.LIST_PARTITION_REASSIGNMENTS, versions=(0, 0))
+def error_response(req: ListPartitionReassignmentsRequest, code: int) -> ListPartitionReassignmentsResponse:
+    return ListPartitionReassignmentsResponse(error_code=code)
+
+
+@serves(ApiKey.LIST_PARTITION_REASSIGNMENTS, versions=(0, 0), error_response=error_response)
 async def list_partition_reassignments(
     ctx: RequestContext, req: ListPartitionReassignmentsRequest, *, quorum: MetadataQuorum
 ) -> dict:

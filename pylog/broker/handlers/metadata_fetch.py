@@ -14,7 +14,7 @@ from typing import Any
 
 from pylog.protocol.api import PylogApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import PylogMetadataFetchRequest
+from pylog.protocol.messages import PylogMetadataFetchRequest, PylogMetadataFetchResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -25,7 +25,11 @@ from pylog.cluster.raft_types import MessageType
 MAX_WAIT_MS = 5000
 
 
-@serves(PylogApiKey.METADATA_FETCH, versions=(0, 1))
+def error_response(req: PylogMetadataFetchRequest, code: int) -> PylogMetadataFetchResponse:
+    return PylogMetadataFetchResponse(error_code=code)
+
+
+@serves(PylogApiKey.METADATA_FETCH, versions=(0, 1), error_response=error_response)
 async def metadata_fetch(
     ctx: RequestContext,
     req: PylogMetadataFetchRequest,

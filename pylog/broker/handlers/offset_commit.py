@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import OffsetCommitRequest
+from pylog.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, apply_commits, commit_response, commits_of, not_available
@@ -20,7 +20,24 @@ from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
 
 
-@serves(ApiKey.OFFSET_COMMIT, versions=(0, 9))
+def error_response(req: OffsetCommitRequest, code: int) -> OffsetCommitResponse:
+    return OffsetCommitResponse(
+        topics=[
+            OffsetCommitResponse.OffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    OffsetCommitResponse.OffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=code
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ]
+    )
+
+
+@serves(ApiKey.OFFSET_COMMIT, versions=(0, 9), error_response=error_response)
 def offset_commit(
     ctx: RequestContext, req: OffsetCommitRequest, *, groups: GroupShell, metadata: MetadataView
 ) -> dict:

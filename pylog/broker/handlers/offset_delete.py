@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import OffsetDeleteRequest
+from pylog.protocol.messages import OffsetDeleteRequest, OffsetDeleteResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available
@@ -13,7 +13,11 @@ from pylog.broker.metadata import MetadataView
 from pylog.groups import OffsetDeleteResult
 
 
-@serves(ApiKey.OFFSET_DELETE, versions=(0, 0))
+def error_response(req: OffsetDeleteRequest, code: int) -> OffsetDeleteResponse:
+    return OffsetDeleteResponse(error_code=code)
+
+
+@serves(ApiKey.OFFSET_DELETE, versions=(0, 0), error_response=error_response)
 def offset_delete(
     ctx: RequestContext, req: OffsetDeleteRequest, *, groups: GroupShell, metadata: MetadataView
 ) -> dict:
@@ -50,3 +54,21 @@ def offset_delete(
             for t in req.topics
         ],
     }
+
+
+def refused_topics(req: OffsetDeleteRequest, code: int) -> OffsetDeleteResponse:
+    """Every partition of the request's topics with ``code`` (the topics ACLs refused)."""
+    return OffsetDeleteResponse(
+        topics=[
+            OffsetDeleteResponse.OffsetDeleteResponseTopic(
+                name=t.name,
+                partitions=[
+                    OffsetDeleteResponse.OffsetDeleteResponsePartition(
+                        partition_index=p.partition_index, error_code=code
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ]
+    )

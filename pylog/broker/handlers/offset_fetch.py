@@ -16,7 +16,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import OffsetFetchRequest
+from pylog.protocol.messages import OffsetFetchRequest, OffsetFetchResponse
 
 from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.broker.authorization import Authorization
@@ -26,7 +26,32 @@ from pylog.broker.handler_table import serves
 from pylog.groups import FetchedOffset, OffsetFetchResult
 
 
-@serves(ApiKey.OFFSET_FETCH, versions=(0, 9))
+def error_response(req: OffsetFetchRequest, code: int) -> OffsetFetchResponse:
+    if getattr(req, "groups", None):
+        return OffsetFetchResponse(
+            groups=[
+                OffsetFetchResponse.OffsetFetchResponseGroup(group_id=g.group_id, topics=[], error_code=code)
+                for g in req.groups
+            ]
+        )
+    return OffsetFetchResponse(
+        error_code=code,
+        topics=[
+            OffsetFetchResponse.OffsetFetchResponseTopic(
+                name=t.name,
+                partitions=[
+                    OffsetFetchResponse.OffsetFetchResponsePartition(
+                        partition_index=p, committed_offset=-1, metadata="", error_code=code
+                    )
+                    for p in t.partition_indexes
+                ],
+            )
+            for t in req.topics or []
+        ],
+    )
+
+
+@serves(ApiKey.OFFSET_FETCH, versions=(0, 9), error_response=error_response)
 def offset_fetch(
     ctx: RequestContext, req: OffsetFetchRequest, *, groups: GroupShell, authz: Authorization
 ) -> dict:

@@ -10,7 +10,7 @@ with the offset where it ends: the start of the next epoch, or the log end for t
 from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
-from pylog.protocol.messages import OffsetForLeaderEpochRequest
+from pylog.protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -19,7 +19,24 @@ from pylog.broker.replica_manager import ReplicaManager
 UNDEFINED = -1
 
 
-@serves(ApiKey.OFFSET_FOR_LEADER_EPOCH, versions=(0, 4))
+def error_response(req: OffsetForLeaderEpochRequest, code: int) -> OffsetForLeaderEpochResponse:
+    return OffsetForLeaderEpochResponse(
+        topics=[
+            OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(
+                topic=t.topic,
+                partitions=[
+                    OffsetForLeaderEpochResponse.EpochEndOffset(
+                        error_code=code, partition=p.partition, leader_epoch=-1, end_offset=-1
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ]
+    )
+
+
+@serves(ApiKey.OFFSET_FOR_LEADER_EPOCH, versions=(0, 4), error_response=error_response)
 def offset_for_leader_epoch(
     ctx: RequestContext, req: OffsetForLeaderEpochRequest, *, replicas: ReplicaManager
 ) -> dict:

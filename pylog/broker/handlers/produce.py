@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from pylog.protocol.api import ApiKey
-from pylog.protocol.messages import ProduceRequest
+from pylog.protocol.messages import ProduceRequest, ProduceResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import CLOSE_CONNECTION, NO_RESPONSE, serves
@@ -26,7 +26,22 @@ from pylog.broker.replica_manager import ProduceResult, ReplicaManager
 from pylog.schema_registry.validation import SchemaValidation
 
 
-@serves(ApiKey.PRODUCE, versions=(0, 10))
+def error_response(req: ProduceRequest, code: int) -> ProduceResponse:
+    return ProduceResponse(
+        responses=[
+            ProduceResponse.TopicProduceResponse(
+                name=t.name,
+                partition_responses=[
+                    ProduceResponse.PartitionProduceResponse(index=p.index, error_code=code, base_offset=-1)
+                    for p in t.partition_data
+                ],
+            )
+            for t in req.topic_data
+        ]
+    )
+
+
+@serves(ApiKey.PRODUCE, versions=(0, 10), error_response=error_response)
 def produce(
     ctx: RequestContext, req: ProduceRequest, *, replicas: ReplicaManager, schema_validation: SchemaValidation
 ) -> Any:

@@ -6,7 +6,7 @@ import logging
 
 from pylog.protocol.api import PylogApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import PylogRaftRequest
+from pylog.protocol.messages import PylogRaftRequest, PylogRaftResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -16,7 +16,11 @@ from pylog.cluster.raft_transport import message_from_wire
 log = logging.getLogger(__name__)
 
 
-@serves(PylogApiKey.RAFT, versions=(0, 1))
+def error_response(req: PylogRaftRequest, code: int) -> PylogRaftResponse:
+    return PylogRaftResponse(error_code=code)
+
+
+@serves(PylogApiKey.RAFT, versions=(0, 1), error_response=error_response)
 def raft(ctx: RequestContext, req: PylogRaftRequest, *, quorum: MetadataQuorum, cluster_id: str) -> dict:
     if req.cluster_id != cluster_id:
         log.warning(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import SaslAuthenticateRequest, SaslHandshakeRequest
+from pylog.protocol.messages import SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -21,7 +21,11 @@ def sasl_handshake(ctx: RequestContext, req: SaslHandshakeRequest) -> dict:
     return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
 
 
-@serves(ApiKey.SASL_AUTHENTICATE, versions=(0, 2))
+def sasl_authenticate_error(req: SaslAuthenticateRequest, code: int) -> SaslAuthenticateResponse:
+    return SaslAuthenticateResponse(error_code=code)
+
+
+@serves(ApiKey.SASL_AUTHENTICATE, versions=(0, 2), error_response=sasl_authenticate_error)
 def sasl_authenticate(ctx: RequestContext, req: SaslAuthenticateRequest) -> dict:
     return {
         "error_code": ErrorCode.ILLEGAL_SASL_STATE,

@@ -12,7 +12,12 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import AlterUserScramCredentialsRequest, DescribeUserScramCredentialsRequest
+from pylog.protocol.messages import (
+    AlterUserScramCredentialsRequest,
+    AlterUserScramCredentialsResponse,
+    DescribeUserScramCredentialsRequest,
+    DescribeUserScramCredentialsResponse,
+)
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -23,7 +28,13 @@ from pylog.cluster.acl_control import ScramDeletion, ScramUpsertion
 from pylog.cluster.quorum import MetadataQuorum
 
 
-@serves(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, versions=(0, 0))
+def describe_error(
+    req: DescribeUserScramCredentialsRequest, code: int
+) -> DescribeUserScramCredentialsResponse:
+    return DescribeUserScramCredentialsResponse(error_code=code)
+
+
+@serves(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, versions=(0, 0), error_response=describe_error)
 def describe_user_scram_credentials(
     ctx: RequestContext,
     req: DescribeUserScramCredentialsRequest,
@@ -58,7 +69,19 @@ def describe_user_scram_credentials(
     return {**body, "results": results}
 
 
-@serves(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, versions=(0, 0))
+def alter_error(req: AlterUserScramCredentialsRequest, code: int) -> AlterUserScramCredentialsResponse:
+    users = dict.fromkeys([*(d.name for d in req.deletions), *(u.name for u in req.upsertions)])
+    return AlterUserScramCredentialsResponse(
+        results=[
+            AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult(
+                user=u, error_code=code, error_message=None
+            )
+            for u in users
+        ]
+    )
+
+
+@serves(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, versions=(0, 0), error_response=alter_error)
 async def alter_user_scram_credentials(
     ctx: RequestContext,
     req: AlterUserScramCredentialsRequest,

@@ -10,7 +10,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import ShareAcknowledgeRequest
+from pylog.protocol.messages import ShareAcknowledgeRequest, ShareAcknowledgeResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -18,7 +18,30 @@ from pylog.broker.handlers.share_fetch import acknowledge
 from pylog.broker.share_shell import ShareShell
 
 
-@serves(ApiKey.SHARE_ACKNOWLEDGE, versions=(1, 1))
+def error_response(req: ShareAcknowledgeRequest, code: int) -> ShareAcknowledgeResponse:
+    return ShareAcknowledgeResponse(
+        error_code=0,
+        responses=[
+            ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse(
+                topic_id=t.topic_id,
+                partitions=[
+                    ShareAcknowledgeResponse.PartitionData(
+                        partition_index=p.partition_index,
+                        error_code=code,
+                        error_message=None,
+                        current_leader=ShareAcknowledgeResponse.LeaderIdAndEpoch(
+                            leader_id=-1, leader_epoch=-1
+                        ),
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )
+
+
+@serves(ApiKey.SHARE_ACKNOWLEDGE, versions=(1, 1), error_response=error_response)
 def share_acknowledge_handler(
     ctx: RequestContext, req: ShareAcknowledgeRequest, *, share: ShareShell, node_id: int
 ) -> dict:

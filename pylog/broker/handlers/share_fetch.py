@@ -22,7 +22,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import ShareFetchRequest
+from pylog.protocol.messages import ShareFetchRequest, ShareFetchResponse
 from pylog.storage import OffsetOutOfRange, StorageError
 
 from pylog.broker.context import RequestContext
@@ -39,7 +39,28 @@ _BATCH_HEAD = struct.Struct(
 )  # base offset, length, leader epoch, magic, crc, attributes, last delta
 
 
-@serves(ApiKey.SHARE_FETCH, versions=(1, 1))
+def error_response(req: ShareFetchRequest, code: int) -> ShareFetchResponse:
+    return ShareFetchResponse(
+        error_code=0,
+        responses=[
+            ShareFetchResponse.ShareFetchableTopicResponse(
+                topic_id=t.topic_id,
+                partitions=[
+                    ShareFetchResponse.PartitionData(
+                        partition_index=p.partition_index,
+                        error_code=code,
+                        error_message=None,
+                        current_leader=ShareFetchResponse.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )
+
+
+@serves(ApiKey.SHARE_FETCH, versions=(1, 1), error_response=error_response)
 async def share_fetch_handler(
     ctx: RequestContext,
     req: ShareFetchRequest,

@@ -10,7 +10,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import ShareGroupHeartbeatRequest
+from pylog.protocol.messages import ShareGroupHeartbeatRequest, ShareGroupHeartbeatResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, client_host, not_available, topics_view
@@ -21,7 +21,11 @@ from pylog.groups.consumer import TopicsView
 from pylog.groups.share import ShareHeartbeat
 
 
-@serves(ApiKey.SHARE_GROUP_HEARTBEAT, versions=(1, 1))
+def error_response(req: ShareGroupHeartbeatRequest, code: int) -> ShareGroupHeartbeatResponse:
+    return ShareGroupHeartbeatResponse(error_code=code)
+
+
+@serves(ApiKey.SHARE_GROUP_HEARTBEAT, versions=(1, 1), error_response=error_response)
 async def share_group_heartbeat(
     ctx: RequestContext,
     req: ShareGroupHeartbeatRequest,

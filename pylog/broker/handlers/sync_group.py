@@ -6,7 +6,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import SyncGroupRequest
+from pylog.protocol.messages import SyncGroupRequest, SyncGroupResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, not_available, topics_view
@@ -15,7 +15,11 @@ from pylog.broker.metadata import MetadataView
 from pylog.groups import JoinGroupResult, SyncGroupResult
 
 
-@serves(ApiKey.SYNC_GROUP, versions=(0, 5))
+def error_response(req: SyncGroupRequest, code: int) -> SyncGroupResponse:
+    return SyncGroupResponse(error_code=code)
+
+
+@serves(ApiKey.SYNC_GROUP, versions=(0, 5), error_response=error_response)
 def sync_group(
     ctx: RequestContext, req: SyncGroupRequest, *, groups: GroupShell, metadata: MetadataView
 ) -> Any:

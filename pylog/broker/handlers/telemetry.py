@@ -10,7 +10,12 @@ import uuid
 from typing import Any
 
 from pylog.protocol.api import ApiKey
-from pylog.protocol.messages import GetTelemetrySubscriptionsRequest, PushTelemetryRequest
+from pylog.protocol.messages import (
+    GetTelemetrySubscriptionsRequest,
+    GetTelemetrySubscriptionsResponse,
+    PushTelemetryRequest,
+    PushTelemetryResponse,
+)
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -33,7 +38,13 @@ def _identity(ctx: RequestContext) -> Any:
     return build
 
 
-@serves(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, versions=(0, 0))
+def subscriptions_error(
+    req: GetTelemetrySubscriptionsRequest, code: int
+) -> GetTelemetrySubscriptionsResponse:
+    return GetTelemetrySubscriptionsResponse(error_code=code)
+
+
+@serves(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, versions=(0, 0), error_response=subscriptions_error)
 def get_telemetry_subscriptions(
     ctx: RequestContext, req: GetTelemetrySubscriptionsRequest, *, telemetry: TelemetryShell
 ) -> dict:
@@ -66,7 +77,11 @@ def get_telemetry_subscriptions(
     }
 
 
-@serves(ApiKey.PUSH_TELEMETRY, versions=(0, 0))
+def push_error(req: PushTelemetryRequest, code: int) -> PushTelemetryResponse:
+    return PushTelemetryResponse(error_code=code)
+
+
+@serves(ApiKey.PUSH_TELEMETRY, versions=(0, 0), error_response=push_error)
 def push_telemetry(ctx: RequestContext, req: PushTelemetryRequest, *, telemetry: TelemetryShell) -> dict:
     version, subscriptions = telemetry.subscriptions()
     code = telemetry.manager.push(

@@ -13,7 +13,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import TxnOffsetCommitRequest
+from pylog.protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell, apply_commits, commit_response, commits_of, not_available
@@ -24,7 +24,24 @@ from pylog.broker.txn_shell import TxnShell
 from pylog.txn import OFFSETS_TOPIC
 
 
-@serves(ApiKey.TXN_OFFSET_COMMIT, versions=(0, 3))
+def error_response(req: TxnOffsetCommitRequest, code: int) -> TxnOffsetCommitResponse:
+    return TxnOffsetCommitResponse(
+        topics=[
+            TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=code
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ]
+    )
+
+
+@serves(ApiKey.TXN_OFFSET_COMMIT, versions=(0, 3), error_response=error_response)
 def txn_offset_commit(
     ctx: RequestContext,
     req: TxnOffsetCommitRequest,

@@ -4,14 +4,18 @@
 from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
-from pylog.protocol.messages import UnregisterBrokerRequest
+from pylog.protocol.messages import UnregisterBrokerRequest, UnregisterBrokerResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
 from pylog.cluster.quorum import MetadataQuorum
 
 
-@serves(ApiKey.UNREGISTER_BROKER, versions=(0, 0))
+def error_response(req: UnregisterBrokerRequest, code: int) -> UnregisterBrokerResponse:
+    return UnregisterBrokerResponse(error_code=code)
+
+
+@serves(ApiKey.UNREGISTER_BROKER, versions=(0, 0), error_response=error_response)
 async def unregister_broker(
     ctx: RequestContext, req: UnregisterBrokerRequest, *, quorum: MetadataQuorum
 ) -> dict:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pylog.protocol.api import ApiKey
-from pylog.protocol.messages import UpdateFeaturesRequest
+from pylog.protocol.messages import UpdateFeaturesRequest, UpdateFeaturesResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -19,7 +19,11 @@ from pylog.cluster.feature_control import FeatureUpdate, UpgradeType
 from pylog.cluster.quorum import MetadataQuorum
 
 
-@serves(ApiKey.UPDATE_FEATURES, versions=(0, 2))
+def error_response(req: UpdateFeaturesRequest, code: int) -> UpdateFeaturesResponse:
+    return UpdateFeaturesResponse(error_code=code)
+
+
+@serves(ApiKey.UPDATE_FEATURES, versions=(0, 2), error_response=error_response)
 async def update_features(ctx: RequestContext, req: UpdateFeaturesRequest, *, quorum: MetadataQuorum) -> dict:
     updates = [
         FeatureUpdate(

@@ -7,7 +7,7 @@ import asyncio
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import WriteTxnMarkersRequest
+from pylog.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell
@@ -17,7 +17,30 @@ from pylog.broker.txn_markers import written_markers
 from pylog.txn import OFFSETS_TOPIC
 
 
-@serves(ApiKey.WRITE_TXN_MARKERS, versions=(0, 2))
+def error_response(req: WriteTxnMarkersRequest, code: int) -> WriteTxnMarkersResponse:
+    return WriteTxnMarkersResponse(
+        markers=[
+            WriteTxnMarkersResponse.WritableTxnMarkerResult(
+                producer_id=m.producer_id,
+                topics=[
+                    WriteTxnMarkersResponse.WritableTxnMarkerTopicResult(
+                        name=t.name,
+                        partitions=[
+                            WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult(
+                                partition_index=p, error_code=code
+                            )
+                            for p in t.partition_indexes
+                        ],
+                    )
+                    for t in m.topics
+                ],
+            )
+            for m in req.markers
+        ]
+    )
+
+
+@serves(ApiKey.WRITE_TXN_MARKERS, versions=(0, 2), error_response=error_response)
 async def write_txn_markers(
     ctx: RequestContext,
     req: WriteTxnMarkersRequest,
