@@ -22,6 +22,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import MetadataRequest, MetadataResponse
 from pylog.protocol.schema import Message
 
 from pylog.broker.acl_operations import AclOperation, ResourceType, authorized_operations
@@ -241,21 +242,23 @@ def metadata(spec: HandlerSpec, authz: Authorization) -> HandlerSpec:
             return _fix_later(result, ctx, req, named, refused)
         return _fix(result, ctx, req, named, refused)
 
-    def _fix(body: dict, ctx: RequestContext, req: Any, named: bool, refused: list[str]) -> dict:
+    def _fix(
+        body: MetadataResponse, ctx: RequestContext, req: MetadataRequest, named: bool, refused: list[str]
+    ) -> MetadataResponse:
         by_id = named and _by_topic_id(req)
-        wanted = {t.name for t in req.topics if t.name is not None and not by_id} if named else None
+        wanted = {t.name for t in req.topics or () if t.name is not None and not by_id} if named else None
         topics = []
-        for entry in body["topics"]:
-            name = entry.get("name")
+        for entry in body.topics:
+            name = entry.name
             if name is not None and not authz.topic(ctx, _Op.DESCRIBE, name):
                 if by_id:  # ids are not secret: Kafka says the caller may not see it
                     topics.append(
-                        {
-                            "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                            "name": None,
-                            "topic_id": entry.get("topic_id"),
-                            "partitions": [],
-                        }
+                        MetadataResponse.MetadataResponseTopic(
+                            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                            name=None,
+                            topic_id=entry.topic_id,
+                            partitions=[],
+                        )
                     )
                 continue
             if (
@@ -263,31 +266,33 @@ def metadata(spec: HandlerSpec, authz: Authorization) -> HandlerSpec:
                 and wanted is not None
                 and name is not None
                 and name not in wanted
-                and not entry.get("error_code")
+                and not entry.error_code
                 and ctx.api_version == 0
             ):
                 continue  # a v0 request whose named topics were all refused listed everything
             if getattr(req, "include_topic_authorized_operations", False) and name is not None:
-                entry["topic_authorized_operations"] = _ops(ctx, 2, name)
+                entry.topic_authorized_operations = _ops(ctx, 2, name)
             topics.append(entry)
         for name in dict.fromkeys(refused):
             topics.append(
-                {
-                    "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                    "name": name,
-                    "topic_id": _ZERO_UUID,
-                    "is_internal": False,
-                    "partitions": [],
-                }
+                MetadataResponse.MetadataResponseTopic(
+                    error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    name=name,
+                    topic_id=_ZERO_UUID,
+                    is_internal=False,
+                    partitions=[],
+                )
             )
-        body["topics"] = topics
+        body.topics = topics
         if getattr(req, "include_cluster_authorized_operations", False):
-            body["cluster_authorized_operations"] = (
+            body.cluster_authorized_operations = (
                 _ops(ctx, 4, CLUSTER_NAME) if authz.cluster(ctx, _Op.DESCRIBE) else 0
             )
         return body
 
-    async def _fix_later(result: Any, ctx: RequestContext, req: Any, named: bool, refused: list[str]) -> dict:
+    async def _fix_later(
+        result: Any, ctx: RequestContext, req: MetadataRequest, named: bool, refused: list[str]
+    ) -> MetadataResponse:
         return _fix(await result, ctx, req, named, refused)
 
     def _ops(ctx: RequestContext, resource_type: int, name: str) -> int:

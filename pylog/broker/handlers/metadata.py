@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import Any
+from collections.abc import Awaitable
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import MetadataRequest
+from pylog.protocol.messages import MetadataRequest, MetadataResponse
 
 from pylog.broker.acl_operations import ResourceType, operations_if_requested
 from pylog.broker.context import RequestContext
@@ -43,7 +43,7 @@ def metadata(
     metadata: MetadataView,
     controller: ControllerClient,
     config: BrokerConfig,
-) -> Any:
+) -> MetadataResponse | Awaitable[MetadataResponse]:
     md = metadata
     requested = req.topics
     if requested is None or (ctx.api_version == 0 and not requested):
@@ -65,8 +65,8 @@ def metadata(
 
 
 async def _auto_create_then_answer(
-    md: MetadataView, controller: ControllerClient, req: Any, creatable: list[str], listener: str
-) -> Any:
+    md: MetadataView, controller: ControllerClient, req: MetadataRequest, creatable: list[str], listener: str
+) -> MetadataResponse:
     try:
         await asyncio.wait_for(controller.create_topics([NewTopic(n) for n in creatable]), AUTO_CREATE_WAIT_S)
     except asyncio.TimeoutError:
@@ -75,10 +75,10 @@ async def _auto_create_then_answer(
 
 
 def _answer(
-    md: MetadataView, req: Any, listener: str, pending: frozenset[str] | set[str] = frozenset()
-) -> dict:
+    md: MetadataView, req: MetadataRequest, listener: str, pending: frozenset[str] | set[str] = frozenset()
+) -> MetadataResponse:
     entries = []
-    for t in req.topics:
+    for t in req.topics or ():
         info = md.topic(t.name) if t.name is not None else None
         if info is not None:
             entries.append(_topic_entry(md, req, info))
@@ -92,60 +92,73 @@ def _answer(
     return _response(md, req, entries, listener)
 
 
-def asked_by_id(req: Any) -> bool:
+def asked_by_id(req: MetadataRequest) -> bool:
     """Whether a Metadata request names topics by id (then its names are not looked at)."""
     return req.topics is not None and any(
         getattr(t, "topic_id", None) not in (None, ZERO_UUID) for t in req.topics
     )
 
 
-def _id_entry(md: MetadataView, req: Any, topic_id: uuid.UUID) -> dict:
+def _id_entry(
+    md: MetadataView, req: MetadataRequest, topic_id: uuid.UUID
+) -> MetadataResponse.MetadataResponseTopic:
     info = md.topic(topic_id)
     if info is None:
         return _error_entry(None, ErrorCode.UNKNOWN_TOPIC_ID, topic_id)
     return _topic_entry(md, req, info)
 
 
-def _error_entry(name: str | None, code: int, topic_id: Any) -> dict:
-    return {"error_code": code, "name": name, "topic_id": topic_id, "partitions": []}
+def _error_entry(
+    name: str | None, code: int, topic_id: uuid.UUID
+) -> MetadataResponse.MetadataResponseTopic:
+    return MetadataResponse.MetadataResponseTopic(
+        error_code=code, name=name, topic_id=topic_id, partitions=[]
+    )
 
 
-def _topic_entry(md: MetadataView, req: Any, topic: TopicImage) -> dict:
+def _topic_entry(
+    md: MetadataView, req: MetadataRequest, topic: TopicImage
+) -> MetadataResponse.MetadataResponseTopic:
     live = {b.broker_id for b in md.image.brokers.values() if not b.fenced}
-    return {
-        "error_code": 0,
-        "name": topic.name,
-        "topic_id": topic.topic_id,
-        "is_internal": topic.name in INTERNAL_TOPICS,
-        "partitions": [
-            {
-                "error_code": ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else 0,
-                "partition_index": p.partition_id,
-                "leader_id": p.leader,
-                "leader_epoch": p.leader_epoch,
-                "replica_nodes": list(p.replicas),
-                "isr_nodes": list(p.isr),
-                "offline_replicas": [r for r in p.replicas if r not in live],
-            }
+    return MetadataResponse.MetadataResponseTopic(
+        error_code=0,
+        name=topic.name,
+        topic_id=topic.topic_id,
+        is_internal=topic.name in INTERNAL_TOPICS,
+        partitions=[
+            MetadataResponse.MetadataResponsePartition(
+                error_code=ErrorCode.LEADER_NOT_AVAILABLE if p.leader < 0 else 0,
+                partition_index=p.partition_id,
+                leader_id=p.leader,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=list(p.replicas),
+                isr_nodes=list(p.isr),
+                offline_replicas=[r for r in p.replicas if r not in live],
+            )
             for p in md.partitions(topic)
         ],
-        "topic_authorized_operations": operations_if_requested(
+        topic_authorized_operations=operations_if_requested(
             getattr(req, "include_topic_authorized_operations", False), ResourceType.TOPIC
         ),
-    }
+    )
 
 
-def _response(md: MetadataView, req: Any, topics: list[dict], listener: str) -> dict:
-    return {
-        "throttle_time_ms": 0,
-        "brokers": [
-            {"node_id": node, "host": host, "port": port, "rack": rack}
+def _response(
+    md: MetadataView,
+    req: MetadataRequest,
+    topics: list[MetadataResponse.MetadataResponseTopic],
+    listener: str,
+) -> MetadataResponse:
+    return MetadataResponse(
+        throttle_time_ms=0,
+        brokers=[
+            MetadataResponse.MetadataResponseBroker(node_id=node, host=host, port=port, rack=rack)
             for node, host, port, rack in md.brokers(listener)
         ],
-        "cluster_id": md.cluster_id,
-        "controller_id": random_live_broker(md, listener),
-        "topics": topics,
-        "cluster_authorized_operations": operations_if_requested(
+        cluster_id=md.cluster_id,
+        controller_id=random_live_broker(md, listener),
+        topics=topics,
+        cluster_authorized_operations=operations_if_requested(
             getattr(req, "include_cluster_authorized_operations", False), ResourceType.CLUSTER
         ),
-    }
+    )

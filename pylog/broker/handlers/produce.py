@@ -56,31 +56,38 @@ def produce(
     return _response(req, result.results)
 
 
-async def _respond_when_replicated(req: Any, result: ProduceResult) -> dict:
+async def _respond_when_replicated(req: ProduceRequest, result: ProduceResult) -> ProduceResponse:
     assert result.delayed is not None
     await result.delayed
     return _response(req, result.results)
 
 
-def _response(req: Any, results: Sequence[AppendResult]) -> dict:
+def _response(req: ProduceRequest, results: Sequence[AppendResult]) -> ProduceResponse:
     it = iter(results)
     responses = [
-        {"name": t.name, "partition_responses": [_partition(p.index, next(it)) for p in t.partition_data]}
+        ProduceResponse.TopicProduceResponse(
+            name=t.name, partition_responses=[_partition(p.index, next(it)) for p in t.partition_data]
+        )
         for t in req.topic_data
     ]
-    return {"responses": responses, "throttle_time_ms": 0}
+    return ProduceResponse(responses=responses, throttle_time_ms=0)
 
 
-def _partition(index: int, r: AppendResult) -> dict:
-    entry = {
-        "index": index,
-        "error_code": r.error,
-        "base_offset": r.base_offset,
-        "log_append_time_ms": r.log_append_time,
-        "log_start_offset": r.log_start_offset,
-        "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in r.record_errors],
-        "error_message": r.message if r.error else None,
-    }
+def _partition(index: int, r: AppendResult) -> ProduceResponse.PartitionProduceResponse:
+    entry = ProduceResponse.PartitionProduceResponse(
+        index=index,
+        error_code=r.error,
+        base_offset=r.base_offset,
+        log_append_time_ms=r.log_append_time,
+        log_start_offset=r.log_start_offset,
+        record_errors=[
+            ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
+            for i, m in r.record_errors
+        ],
+        error_message=r.message if r.error else None,
+    )
     if r.current_leader is not None:
-        entry["current_leader"] = {"leader_id": r.current_leader[0], "leader_epoch": r.current_leader[1]}
+        entry.current_leader = ProduceResponse.LeaderIdAndEpoch(
+            leader_id=r.current_leader[0], leader_epoch=r.current_leader[1]
+        )
     return entry
