@@ -23,7 +23,7 @@ def error_response(req: AddOffsetsToTxnRequest, code: int) -> AddOffsetsToTxnRes
 @serves(ApiKey.ADD_OFFSETS_TO_TXN, versions=(0, 3), error_response=error_response)
 def add_offsets_to_txn(
     ctx: RequestContext, req: AddOffsetsToTxnRequest, *, txn: TxnShell, groups: GroupShell
-) -> dict:
+) -> AddOffsetsToTxnResponse:
     shell = txn
     txn_id = req.transactional_id
     error = not_available(shell, txn_id) if txn_id else ErrorCode.INVALID_REQUEST
@@ -40,4 +40,4 @@ def add_offsets_to_txn(
             now_ms=shell.clock(),
         )
         error = shell.apply(out, lambda _r, e: e)
-    return {"throttle_time_ms": 0, "error_code": fenced_error(error, ctx.api_version, 2)}
+    return AddOffsetsToTxnResponse(throttle_time_ms=0, error_code=fenced_error(error, ctx.api_version, 2))

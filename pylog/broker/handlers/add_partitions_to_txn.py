@@ -52,7 +52,7 @@ def add_partitions_to_txn(
     txn: TxnShell,
     metadata: MetadataView,
     authz: Authorization,
-) -> dict:
+) -> AddPartitionsToTxnResponse:
     requested = [(t.name, list(t.partitions)) for t in req.v3_and_below_topics]
     image = metadata.image
     writable = authz.filter(ctx, AclOperation.WRITE, ResourceType.TOPIC, (n for n, _ in requested))
@@ -81,18 +81,21 @@ def add_partitions_to_txn(
     else:
         error = _add(ctx, req, txn, [(name, p) for name, ps in requested for p in ps])
         errors = {(name, p): error for name, ps in requested for p in ps}
-    return {
-        "throttle_time_ms": 0,
-        "results_by_topic_v3_and_below": [
-            {
-                "name": name,
-                "results_by_partition": [
-                    {"partition_index": p, "partition_error_code": errors[(name, p)]} for p in ps
+    return AddPartitionsToTxnResponse(
+        throttle_time_ms=0,
+        results_by_topic_v3_and_below=[
+            AddPartitionsToTxnResponse.AddPartitionsToTxnTopicResult(
+                name=name,
+                results_by_partition=[
+                    AddPartitionsToTxnResponse.AddPartitionsToTxnPartitionResult(
+                        partition_index=p, partition_error_code=errors[(name, p)]
+                    )
+                    for p in ps
                 ],
-            }
+            )
             for name, ps in requested
         ],
-    }
+    )
 
 
 def _add(ctx: RequestContext, req: Any, shell: TxnShell, partitions: list[tuple[str, int]]) -> ErrorCode:

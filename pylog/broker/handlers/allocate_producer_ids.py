@@ -19,11 +19,11 @@ def error_response(req: AllocateProducerIdsRequest, code: int) -> AllocateProduc
 @serves(ApiKey.ALLOCATE_PRODUCER_IDS, versions=(0, 0), error_response=error_response)
 async def allocate_producer_ids(
     ctx: RequestContext, req: AllocateProducerIdsRequest, *, quorum: MetadataQuorum
-) -> dict:
+) -> AllocateProducerIdsResponse:
     r = await quorum.execute(lambda c: c.allocate_producer_ids(req.broker_id, req.broker_epoch, BLOCK_SIZE))
-    return {
-        "throttle_time_ms": 0,
-        "error_code": r.error_code,
-        "producer_id_start": r.first_producer_id,
-        "producer_id_len": r.count,
-    }
+    return AllocateProducerIdsResponse(
+        throttle_time_ms=0,
+        error_code=r.error_code,
+        producer_id_start=r.first_producer_id,
+        producer_id_len=r.count,
+    )

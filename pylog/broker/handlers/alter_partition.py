@@ -19,7 +19,9 @@ def error_response(req: AlterPartitionRequest, code: int) -> AlterPartitionRespo
 
 
 @serves(ApiKey.ALTER_PARTITION, versions=(3, 3), error_response=error_response)
-async def alter_partition(ctx: RequestContext, req: AlterPartitionRequest, *, quorum: MetadataQuorum) -> dict:
+async def alter_partition(
+    ctx: RequestContext, req: AlterPartitionRequest, *, quorum: MetadataQuorum
+) -> AlterPartitionResponse:
     changes = [
         IsrChange(
             t.topic_id,
@@ -34,21 +36,24 @@ async def alter_partition(ctx: RequestContext, req: AlterPartitionRequest, *, qu
     error, results = await quorum.execute(
         lambda c: c.alter_partition(req.broker_id, req.broker_epoch, changes)
     )
-    by_topic: dict[Any, list[dict]] = {}
+    by_topic: dict[Any, list[AlterPartitionResponse.PartitionData]] = {}
     for r in results:
         by_topic.setdefault(r.topic_id, []).append(
-            {
-                "partition_index": r.partition,
-                "error_code": r.error_code,
-                "leader_id": r.leader,
-                "leader_epoch": r.leader_epoch,
-                "isr": list(r.isr),
-                "leader_recovery_state": 0,
-                "partition_epoch": r.partition_epoch,
-            }
+            AlterPartitionResponse.PartitionData(
+                partition_index=r.partition,
+                error_code=r.error_code,
+                leader_id=r.leader,
+                leader_epoch=r.leader_epoch,
+                isr=list(r.isr),
+                leader_recovery_state=0,
+                partition_epoch=r.partition_epoch,
+            )
         )
-    return {
-        "throttle_time_ms": 0,
-        "error_code": error,
-        "topics": [{"topic_id": tid, "partitions": parts} for tid, parts in by_topic.items()],
-    }
+    return AlterPartitionResponse(
+        throttle_time_ms=0,
+        error_code=error,
+        topics=[
+            AlterPartitionResponse.TopicData(topic_id=tid, partitions=parts)
+            for tid, parts in by_topic.items()
+        ],
+    )

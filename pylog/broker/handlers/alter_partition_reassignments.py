@@ -33,7 +33,7 @@ def error_response(req: AlterPartitionReassignmentsRequest, code: int) -> AlterP
 @serves(ApiKey.ALTER_PARTITION_REASSIGNMENTS, versions=(0, 1), error_response=error_response)
 async def alter_partition_reassignments(
     ctx: RequestContext, req: AlterPartitionReassignmentsRequest, *, quorum: MetadataQuorum
-) -> dict:
+) -> AlterPartitionReassignmentsResponse:
     allow_rf_change = bool(getattr(req, "allow_replication_factor_change", True))
     wanted = [
         ReassignmentRequest(t.name, p.partition_index, None if p.replicas is None else tuple(p.replicas))
@@ -43,15 +43,20 @@ async def alter_partition_reassignments(
     results = await quorum.execute(
         lambda c: c.alter_partition_reassignments(wanted, allow_replication_factor_change=allow_rf_change)
     )
-    by_topic: dict[str, list[dict]] = {}
+    by_topic: dict[str, list[AlterPartitionReassignmentsResponse.ReassignablePartitionResponse]] = {}
     for r in results:
         by_topic.setdefault(r.topic, []).append(
-            {"partition_index": r.partition, "error_code": r.error_code, "error_message": r.error_message}
+            AlterPartitionReassignmentsResponse.ReassignablePartitionResponse(
+                partition_index=r.partition, error_code=r.error_code, error_message=r.error_message
+            )
         )
-    return {
-        "throttle_time_ms": 0,
-        "allow_replication_factor_change": allow_rf_change,
-        "error_code": 0,
-        "error_message": None,
-        "responses": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
-    }
+    return AlterPartitionReassignmentsResponse(
+        throttle_time_ms=0,
+        allow_replication_factor_change=allow_rf_change,
+        error_code=0,
+        error_message=None,
+        responses=[
+            AlterPartitionReassignmentsResponse.ReassignableTopicResponse(name=t, partitions=ps)
+            for t, ps in by_topic.items()
+        ],
+    )

@@ -17,7 +17,7 @@ def error_response(req: BrokerHeartbeatRequest, code: int) -> BrokerHeartbeatRes
 @serves(ApiKey.BROKER_HEARTBEAT, versions=(0, 0), error_response=error_response)
 async def broker_heartbeat(
     ctx: RequestContext, req: BrokerHeartbeatRequest, *, quorum: MetadataQuorum
-) -> dict:
+) -> BrokerHeartbeatResponse:
     result = await quorum.execute(
         lambda c: c.broker_heartbeat(
             req.broker_id,
@@ -28,10 +28,10 @@ async def broker_heartbeat(
             now_ms=quorum.now_ms(),
         )
     )
-    return {
-        "throttle_time_ms": 0,
-        "error_code": result.error_code,
-        "is_caught_up": result.is_caught_up,
-        "is_fenced": result.is_fenced,
-        "should_shut_down": result.should_shut_down,
-    }
+    return BrokerHeartbeatResponse(
+        throttle_time_ms=0,
+        error_code=result.error_code,
+        is_caught_up=result.is_caught_up,
+        is_fenced=result.is_fenced,
+        should_shut_down=result.should_shut_down,
+    )

@@ -19,9 +19,11 @@ def error_response(req: BrokerRegistrationRequest, code: int) -> BrokerRegistrat
 @serves(ApiKey.BROKER_REGISTRATION, versions=(0, 0), error_response=error_response)
 async def broker_registration(
     ctx: RequestContext, req: BrokerRegistrationRequest, *, quorum: MetadataQuorum, cluster_id: str
-) -> dict:
+) -> BrokerRegistrationResponse:
     if req.cluster_id != cluster_id:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.INCONSISTENT_CLUSTER_ID, "broker_epoch": -1}
+        return BrokerRegistrationResponse(
+            throttle_time_ms=0, error_code=ErrorCode.INCONSISTENT_CLUSTER_ID, broker_epoch=-1
+        )
     endpoints = [BrokerEndpoint(li.name, li.host, li.port, li.security_protocol) for li in req.listeners]
     result = await quorum.execute(
         lambda c: c.register_broker(
@@ -33,4 +35,6 @@ async def broker_registration(
             log_end_offset=quorum.log_end_offset,
         )
     )
-    return {"throttle_time_ms": 0, "error_code": result.error_code, "broker_epoch": result.broker_epoch}
+    return BrokerRegistrationResponse(
+        throttle_time_ms=0, error_code=result.error_code, broker_epoch=result.broker_epoch
+    )

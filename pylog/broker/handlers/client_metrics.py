@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pylog.protocol.api import PylogApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import PylogClientMetricsRequest
+from pylog.protocol.messages import PylogClientMetricsRequest, PylogClientMetricsResponse
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -18,9 +18,11 @@ from pylog.broker.telemetry_shell import TelemetryShell
 @serves(PylogApiKey.CLIENT_METRICS, versions=(0, 0))
 def client_metrics(
     ctx: RequestContext, req: PylogClientMetricsRequest, *, telemetry: TelemetryShell, authz: Authorization
-) -> dict:
+) -> PylogClientMetricsResponse:
     if not authz.cluster(ctx, AclOperation.DESCRIBE):
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "clients": []}
+        return PylogClientMetricsResponse(
+            throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, clients=[]
+        )
     wanted = None if req.client_instance_ids is None else set(req.client_instance_ids)
     clients = []
     for instance_id, inst in telemetry.manager.instances(telemetry.now_ms()):
@@ -28,22 +30,22 @@ def client_metrics(
             continue
         who, a = inst.identity, inst.assignment
         clients.append(
-            {
-                "client_instance_id": instance_id,
-                "client_id": who.client_id,
-                "client_software_name": who.client_software_name,
-                "client_software_version": who.client_software_version,
-                "client_source_address": who.client_source_address,
-                "client_source_port": -1 if who.client_source_port is None else who.client_source_port,
-                "principal": inst.principal,
-                "subscription_id": a.subscription_id,
-                "push_interval_ms": a.interval_ms,
-                "requested_metrics": list(a.metrics),
-                "pushes": inst.pushes,
-                "last_push_ms": inst.pushed_at_ms,
-                "terminating": inst.terminating,
-                "last_error_code": inst.last_error,
-                "metrics": inst.metrics if req.include_metrics else None,
-            }
+            PylogClientMetricsResponse.ClientInstance(
+                client_instance_id=instance_id,
+                client_id=who.client_id,
+                client_software_name=who.client_software_name,
+                client_software_version=who.client_software_version,
+                client_source_address=who.client_source_address,
+                client_source_port=-1 if who.client_source_port is None else who.client_source_port,
+                principal=inst.principal,
+                subscription_id=a.subscription_id,
+                push_interval_ms=a.interval_ms,
+                requested_metrics=list(a.metrics),
+                pushes=inst.pushes,
+                last_push_ms=inst.pushed_at_ms,
+                terminating=inst.terminating,
+                last_error_code=inst.last_error,
+                metrics=inst.metrics if req.include_metrics else None,
+            )
         )
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "clients": clients}
+    return PylogClientMetricsResponse(throttle_time_ms=0, error_code=ErrorCode.NONE, clients=clients)

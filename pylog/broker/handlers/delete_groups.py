@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import DeleteGroupsRequest
+from pylog.protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -17,7 +17,7 @@ from pylog.broker.handler_table import serves
 @serves(ApiKey.DELETE_GROUPS, versions=(0, 2))
 def delete_groups(
     ctx: RequestContext, req: DeleteGroupsRequest, *, groups: GroupShell, authz: Authorization
-) -> dict:
+) -> DeleteGroupsResponse:
     shell = groups
     names = list(req.groups_names)
     errors: dict[str, ErrorCode] = {}
@@ -35,7 +35,10 @@ def delete_groups(
         out = shell.coordinator.delete_groups(deletable, now_ms=shell.clock())
         results = shell.apply(out, lambda r, e: [(gid, e) for gid, _ in r])
         errors.update(dict(results))
-    return {
-        "throttle_time_ms": 0,
-        "results": [{"group_id": gid, "error_code": errors[gid]} for gid in dict.fromkeys(names)],
-    }
+    return DeleteGroupsResponse(
+        throttle_time_ms=0,
+        results=[
+            DeleteGroupsResponse.DeletableGroupResult(group_id=gid, error_code=errors[gid])
+            for gid in dict.fromkeys(names)
+        ],
+    )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import DescribeTransactionsRequest
+from pylog.protocol.messages import DescribeTransactionsRequest, DescribeTransactionsResponse
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -18,7 +18,7 @@ from pylog.txn import DescribedTransaction
 @serves(ApiKey.DESCRIBE_TRANSACTIONS, versions=(0, 0))
 def describe_transactions(
     ctx: RequestContext, req: DescribeTransactionsRequest, *, txn: TxnShell, authz: Authorization
-) -> dict:
+) -> DescribeTransactionsResponse:
     shell = txn
     states = []
     for txn_id in req.transactional_ids:
@@ -30,19 +30,19 @@ def describe_transactions(
         else:
             d = DescribedTransaction(error, txn_id)
         states.append(
-            {
-                "error_code": d.error,
-                "transactional_id": d.transactional_id,
-                "transaction_state": d.transaction_state,
-                "transaction_timeout_ms": d.transaction_timeout_ms,
-                "transaction_start_time_ms": d.transaction_start_time_ms,
-                "producer_id": d.producer_id,
-                "producer_epoch": d.producer_epoch,
-                "topics": [
-                    {"topic": t, "partitions": list(ps)}
+            DescribeTransactionsResponse.TransactionState(
+                error_code=d.error,
+                transactional_id=d.transactional_id,
+                transaction_state=d.transaction_state,
+                transaction_timeout_ms=d.transaction_timeout_ms,
+                transaction_start_time_ms=d.transaction_start_time_ms,
+                producer_id=d.producer_id,
+                producer_epoch=d.producer_epoch,
+                topics=[
+                    DescribeTransactionsResponse.TopicData(topic=t, partitions=list(ps))
                     for t, ps in d.topics
                     if authz.topic(ctx, AclOperation.DESCRIBE, t)
                 ],
-            }
+            )
         )
-    return {"throttle_time_ms": 0, "transaction_states": states}
+    return DescribeTransactionsResponse(throttle_time_ms=0, transaction_states=states)

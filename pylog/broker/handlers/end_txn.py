@@ -20,7 +20,7 @@ def error_response(req: EndTxnRequest, code: int) -> EndTxnResponse:
 
 
 @serves(ApiKey.END_TXN, versions=(0, 3), error_response=error_response)
-def end_txn(ctx: RequestContext, req: EndTxnRequest, *, txn: TxnShell) -> dict:
+def end_txn(ctx: RequestContext, req: EndTxnRequest, *, txn: TxnShell) -> EndTxnResponse:
     shell = txn
     txn_id = req.transactional_id
     error = not_available(shell, txn_id) if txn_id else ErrorCode.INVALID_REQUEST
@@ -29,4 +29,4 @@ def end_txn(ctx: RequestContext, req: EndTxnRequest, *, txn: TxnShell) -> dict:
             txn_id, req.producer_id, req.producer_epoch, bool(req.committed), now_ms=shell.clock()
         )
         error = shell.apply(out, lambda _r, e: e)
-    return {"throttle_time_ms": 0, "error_code": fenced_error(error, ctx.api_version, 2)}
+    return EndTxnResponse(throttle_time_ms=0, error_code=fenced_error(error, ctx.api_version, 2))

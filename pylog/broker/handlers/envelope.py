@@ -69,15 +69,15 @@ def error_response(req: EnvelopeRequest, code: int) -> EnvelopeResponse:
 @serves(ApiKey.ENVELOPE, versions=(0, 0), error_response=error_response)
 async def envelope(
     ctx: RequestContext, req: EnvelopeRequest, *, table: Callable[[], HandlerTable], authz: Authorization
-) -> dict:
+) -> EnvelopeResponse:
     if not authz.cluster(ctx, AclOperation.CLUSTER_ACTION):
-        return {"response_data": None, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+        return EnvelopeResponse(response_data=None, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     try:
         inner = api.decode_request(memoryview(bytes(req.request_data)))
         principal = decode_principal(bytes(req.request_principal or b""))
         address = str(ipaddress.ip_address(bytes(req.client_host_address)))
     except (ProtocolError, ValueError):
-        return {"response_data": None, "error_code": ErrorCode.INVALID_REQUEST}
+        return EnvelopeResponse(response_data=None, error_code=ErrorCode.INVALID_REQUEST)
     h = inner.header
     spec = table().lookup(h.api_key)
     if (
@@ -85,7 +85,7 @@ async def envelope(
         or h.api_key == ApiKey.ENVELOPE
         or not spec.min_version <= h.api_version <= spec.max_version
     ):
-        return {"response_data": None, "error_code": ErrorCode.INVALID_REQUEST}
+        return EnvelopeResponse(response_data=None, error_code=ErrorCode.INVALID_REQUEST)
     inner_ctx = RequestContext(
         h.api_key,
         h.api_version,
@@ -100,4 +100,4 @@ async def envelope(
     if asyncio.iscoroutine(result) or isinstance(result, asyncio.Future):
         result = await result
     out = api.encode_response(h.api_key, h.api_version, h.correlation_id, result)
-    return {"response_data": out[4:], "error_code": 0}
+    return EnvelopeResponse(response_data=out[4:], error_code=0)

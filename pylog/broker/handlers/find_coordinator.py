@@ -39,7 +39,7 @@ async def find_coordinator(
     txn: TxnShell,
     metadata: MetadataView,
     authz: Authorization,
-) -> dict:
+) -> FindCoordinatorResponse:
     key_type = getattr(req, "key_type", GROUP)
     keys = list(req.coordinator_keys or []) if ctx.api_version >= 4 else [req.key]
     answers = [
@@ -49,29 +49,29 @@ async def find_coordinator(
         for key in keys
     ]
     if ctx.api_version >= 4:
-        return {
-            "throttle_time_ms": 0,
-            "coordinators": [
-                {
-                    "key": key,
-                    "node_id": node,
-                    "host": host,
-                    "port": port,
-                    "error_code": error,
-                    "error_message": _message(error),
-                }
+        return FindCoordinatorResponse(
+            throttle_time_ms=0,
+            coordinators=[
+                FindCoordinatorResponse.Coordinator(
+                    key=key,
+                    node_id=node,
+                    host=host,
+                    port=port,
+                    error_code=error,
+                    error_message=_message(error),
+                )
                 for key, (error, (node, host, port)) in zip(keys, answers)
             ],
-        }
+        )
     error, (node, host, port) = answers[0]
-    return {
-        "throttle_time_ms": 0,
-        "error_code": error,
-        "error_message": _message(error),
-        "node_id": node,
-        "host": host,
-        "port": port,
-    }
+    return FindCoordinatorResponse(
+        throttle_time_ms=0,
+        error_code=error,
+        error_message=_message(error),
+        node_id=node,
+        host=host,
+        port=port,
+    )
 
 
 def _refused(ctx: RequestContext, authz: Authorization, key_type: int, key: str) -> ErrorCode | None:

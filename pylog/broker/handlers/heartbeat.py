@@ -19,7 +19,7 @@ def error_response(req: HeartbeatRequest, code: int) -> HeartbeatResponse:
 @serves(ApiKey.HEARTBEAT, versions=(0, 4), error_response=error_response)
 def heartbeat(
     ctx: RequestContext, req: HeartbeatRequest, *, groups: GroupShell, metadata: MetadataView
-) -> dict:
+) -> HeartbeatResponse:
     shell = groups
     error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
     if error is ErrorCode.NONE and shell is not None and shell.coordinator is not None:
@@ -32,4 +32,4 @@ def heartbeat(
             topics=topics_view(metadata.image),
         )
         error = shell.apply(out, lambda _r, e: e)
-    return {"throttle_time_ms": 0, "error_code": error}
+    return HeartbeatResponse(throttle_time_ms=0, error_code=error)

@@ -20,7 +20,7 @@ def error_response(req: LeaveGroupRequest, code: int) -> LeaveGroupResponse:
 
 
 @serves(ApiKey.LEAVE_GROUP, versions=(0, 5), error_response=error_response)
-def leave_group(ctx: RequestContext, req: LeaveGroupRequest, *, groups: GroupShell) -> dict:
+def leave_group(ctx: RequestContext, req: LeaveGroupRequest, *, groups: GroupShell) -> LeaveGroupResponse:
     if ctx.api_version >= 3:
         members = [(m.member_id, m.group_instance_id) for m in req.members]
     else:
@@ -36,17 +36,20 @@ def leave_group(ctx: RequestContext, req: LeaveGroupRequest, *, groups: GroupShe
         top = result.error
         if top is ErrorCode.NONE and result.members:
             top = result.members[0].error
-        return {"throttle_time_ms": 0, "error_code": top}
-    return {
-        "throttle_time_ms": 0,
-        "error_code": result.error,
-        "members": [
-            {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "error_code": m.error}
+        return LeaveGroupResponse(throttle_time_ms=0, error_code=top)
+    return LeaveGroupResponse(
+        throttle_time_ms=0,
+        error_code=result.error,
+        members=[
+            LeaveGroupResponse.MemberResponse(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, error_code=m.error
+            )
             for m in result.members
         ],
-    }
+    )
 
 
 def _failed(result: LeaveGroupResult, error: ErrorCode) -> LeaveGroupResult:
-    return LeaveGroupResult(error, tuple(LeaveMemberResult(m.member_id, m.group_instance_id, error)
-                                         for m in result.members))
+    return LeaveGroupResult(
+        error, tuple(LeaveMemberResult(m.member_id, m.group_instance_id, error) for m in result.members)
+    )

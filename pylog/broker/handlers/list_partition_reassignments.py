@@ -18,24 +18,27 @@ def error_response(req: ListPartitionReassignmentsRequest, code: int) -> ListPar
 @serves(ApiKey.LIST_PARTITION_REASSIGNMENTS, versions=(0, 0), error_response=error_response)
 async def list_partition_reassignments(
     ctx: RequestContext, req: ListPartitionReassignmentsRequest, *, quorum: MetadataQuorum
-) -> dict:
+) -> ListPartitionReassignmentsResponse:
     wanted = None
     if req.topics is not None:
         wanted = [(t.name, p) for t in req.topics for p in t.partition_indexes]
     error, ongoing = await quorum.execute(lambda c: c.list_partition_reassignments(wanted))
-    by_topic: dict[str, list[dict]] = {}
+    by_topic: dict[str, list[ListPartitionReassignmentsResponse.OngoingPartitionReassignment]] = {}
     for r in ongoing:
         by_topic.setdefault(r.topic, []).append(
-            {
-                "partition_index": r.partition,
-                "replicas": list(r.replicas),
-                "adding_replicas": list(r.adding_replicas),
-                "removing_replicas": list(r.removing_replicas),
-            }
+            ListPartitionReassignmentsResponse.OngoingPartitionReassignment(
+                partition_index=r.partition,
+                replicas=list(r.replicas),
+                adding_replicas=list(r.adding_replicas),
+                removing_replicas=list(r.removing_replicas),
+            )
         )
-    return {
-        "throttle_time_ms": 0,
-        "error_code": error,
-        "error_message": None,
-        "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
-    }
+    return ListPartitionReassignmentsResponse(
+        throttle_time_ms=0,
+        error_code=error,
+        error_message=None,
+        topics=[
+            ListPartitionReassignmentsResponse.OngoingTopicReassignment(name=t, partitions=ps)
+            for t, ps in by_topic.items()
+        ],
+    )

@@ -20,11 +20,11 @@ def error_response(req: OffsetDeleteRequest, code: int) -> OffsetDeleteResponse:
 @serves(ApiKey.OFFSET_DELETE, versions=(0, 0), error_response=error_response)
 def offset_delete(
     ctx: RequestContext, req: OffsetDeleteRequest, *, groups: GroupShell, metadata: MetadataView
-) -> dict:
+) -> OffsetDeleteResponse:
     shell = groups
     error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
     if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
-        return {"error_code": error, "throttle_time_ms": 0, "topics": []}
+        return OffsetDeleteResponse(error_code=error, throttle_time_ms=0, topics=[])
     md = metadata
     errors: dict[tuple[str, int], ErrorCode] = {}
     known = []
@@ -37,23 +37,25 @@ def offset_delete(
     out = shell.coordinator.delete_offsets(req.group_id, known, now_ms=shell.clock())
     result: OffsetDeleteResult = shell.apply(out, lambda r, e: OffsetDeleteResult(e))
     if result.error is not ErrorCode.NONE:
-        return {"error_code": result.error, "throttle_time_ms": 0, "topics": []}
+        return OffsetDeleteResponse(error_code=result.error, throttle_time_ms=0, topics=[])
     for pe in result.partitions:
         errors[(pe.topic, pe.partition)] = pe.error
-    return {
-        "error_code": ErrorCode.NONE,
-        "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": t.name,
-                "partitions": [
-                    {"partition_index": p.partition_index, "error_code": errors[(t.name, p.partition_index)]}
+    return OffsetDeleteResponse(
+        error_code=ErrorCode.NONE,
+        throttle_time_ms=0,
+        topics=[
+            OffsetDeleteResponse.OffsetDeleteResponseTopic(
+                name=t.name,
+                partitions=[
+                    OffsetDeleteResponse.OffsetDeleteResponsePartition(
+                        partition_index=p.partition_index, error_code=errors[(t.name, p.partition_index)]
+                    )
                     for p in t.partitions
                 ],
-            }
+            )
             for t in req.topics
         ],
-    }
+    )
 
 
 def refused_topics(req: OffsetDeleteRequest, code: int) -> OffsetDeleteResponse:

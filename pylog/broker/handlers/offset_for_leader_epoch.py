@@ -39,23 +39,23 @@ def error_response(req: OffsetForLeaderEpochRequest, code: int) -> OffsetForLead
 @serves(ApiKey.OFFSET_FOR_LEADER_EPOCH, versions=(0, 4), error_response=error_response)
 def offset_for_leader_epoch(
     ctx: RequestContext, req: OffsetForLeaderEpochRequest, *, replicas: ReplicaManager
-) -> dict:
+) -> OffsetForLeaderEpochResponse:
     topics = []
     for t in req.topics:
         out = []
         for p in t.partitions:
-            entry = {
-                "error_code": 0,
-                "partition": p.partition,
-                "leader_epoch": UNDEFINED,
-                "end_offset": UNDEFINED,
-            }
+            entry = OffsetForLeaderEpochResponse.EpochEndOffset(
+                error_code=0,
+                partition=p.partition,
+                leader_epoch=UNDEFINED,
+                end_offset=UNDEFINED,
+            )
             current = getattr(p, "current_leader_epoch", -1)
             part, error = replicas.leader_partition(t.topic, p.partition, current)
             if error or part is None:
-                entry["error_code"] = error
+                entry.error_code = error
             else:
-                entry["leader_epoch"], entry["end_offset"] = part.end_offset_for_epoch(p.leader_epoch)
+                entry.leader_epoch, entry.end_offset = part.end_offset_for_epoch(p.leader_epoch)
             out.append(entry)
-        topics.append({"topic": t.topic, "partitions": out})
-    return {"throttle_time_ms": 0, "topics": topics}
+        topics.append(OffsetForLeaderEpochResponse.OffsetForLeaderTopicResult(topic=t.topic, partitions=out))
+    return OffsetForLeaderEpochResponse(throttle_time_ms=0, topics=topics)

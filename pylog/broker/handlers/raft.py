@@ -21,19 +21,21 @@ def error_response(req: PylogRaftRequest, code: int) -> PylogRaftResponse:
 
 
 @serves(PylogApiKey.RAFT, versions=(0, 1), error_response=error_response)
-def raft(ctx: RequestContext, req: PylogRaftRequest, *, quorum: MetadataQuorum, cluster_id: str) -> dict:
+def raft(
+    ctx: RequestContext, req: PylogRaftRequest, *, quorum: MetadataQuorum, cluster_id: str
+) -> PylogRaftResponse:
     if req.cluster_id != cluster_id:
         log.warning(
             "raft messages from %s belong to cluster %s, not %s", ctx.client_host, req.cluster_id, cluster_id
         )
-        return {"error_code": ErrorCode.INCONSISTENT_CLUSTER_ID}
+        return PylogRaftResponse(error_code=ErrorCode.INCONSISTENT_CLUSTER_ID)
     for w in req.messages:
         try:
             message = message_from_wire(w)
         except ValueError as exc:
             log.warning("bad raft message from %s: %s", ctx.client_host, exc)
-            return {"error_code": ErrorCode.INVALID_REQUEST}
+            return PylogRaftResponse(error_code=ErrorCode.INVALID_REQUEST)
         if message.dst != quorum.node_id:
-            return {"error_code": ErrorCode.INVALID_REQUEST}
+            return PylogRaftResponse(error_code=ErrorCode.INVALID_REQUEST)
         quorum.receive(message)
-    return {"error_code": 0}
+    return PylogRaftResponse(error_code=0)

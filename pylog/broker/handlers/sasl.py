@@ -10,15 +10,20 @@ from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import SaslAuthenticateRequest, SaslAuthenticateResponse, SaslHandshakeRequest
+from pylog.protocol.messages import (
+    SaslAuthenticateRequest,
+    SaslAuthenticateResponse,
+    SaslHandshakeRequest,
+    SaslHandshakeResponse,
+)
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
 
 
 @serves(ApiKey.SASL_HANDSHAKE, versions=(1, 1))  # v0 (raw tokens) is gone from Kafka 4 (KIP-896)
-def sasl_handshake(ctx: RequestContext, req: SaslHandshakeRequest) -> dict:
-    return {"error_code": ErrorCode.ILLEGAL_SASL_STATE, "mechanisms": []}
+def sasl_handshake(ctx: RequestContext, req: SaslHandshakeRequest) -> SaslHandshakeResponse:
+    return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
 
 
 def sasl_authenticate_error(req: SaslAuthenticateRequest, code: int) -> SaslAuthenticateResponse:
@@ -26,10 +31,10 @@ def sasl_authenticate_error(req: SaslAuthenticateRequest, code: int) -> SaslAuth
 
 
 @serves(ApiKey.SASL_AUTHENTICATE, versions=(0, 2), error_response=sasl_authenticate_error)
-def sasl_authenticate(ctx: RequestContext, req: SaslAuthenticateRequest) -> dict:
-    return {
-        "error_code": ErrorCode.ILLEGAL_SASL_STATE,
-        "error_message": "SaslAuthenticate request received after successful authentication",
-        "auth_bytes": b"",
-        "session_lifetime_ms": 0,
-    }
+def sasl_authenticate(ctx: RequestContext, req: SaslAuthenticateRequest) -> SaslAuthenticateResponse:
+    return SaslAuthenticateResponse(
+        error_code=ErrorCode.ILLEGAL_SASL_STATE,
+        error_message="SaslAuthenticate request received after successful authentication",
+        auth_bytes=b"",
+        session_lifetime_ms=0,
+    )

@@ -88,7 +88,7 @@ async def alter_user_scram_credentials(
     *,
     quorum: MetadataQuorum,
     authz: Authorization,
-) -> dict:
+) -> AlterUserScramCredentialsResponse:
     deletions = [ScramDeletion(d.name, d.mechanism) for d in req.deletions]
     upsertions = [
         ScramUpsertion(u.name, u.mechanism, u.iterations, bytes(u.salt), bytes(u.salted_password))
@@ -97,14 +97,22 @@ async def alter_user_scram_credentials(
     if not authz.cluster(ctx, AclOperation.ALTER):
         users = dict.fromkeys([*(d.name for d in deletions), *(u.name for u in upsertions)])
         code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        return {
-            "throttle_time_ms": 0,
-            "results": [{"user": u, "error_code": code, "error_message": None} for u in users],
-        }
+        return AlterUserScramCredentialsResponse(
+            throttle_time_ms=0,
+            results=[
+                AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult(
+                    user=u, error_code=code, error_message=None
+                )
+                for u in users
+            ],
+        )
     results = await quorum.execute(lambda c: c.alter_user_scram_credentials(deletions, upsertions))
-    return {
-        "throttle_time_ms": 0,
-        "results": [
-            {"user": r.user, "error_code": r.error_code, "error_message": r.error_message} for r in results
+    return AlterUserScramCredentialsResponse(
+        throttle_time_ms=0,
+        results=[
+            AlterUserScramCredentialsResponse.AlterUserScramCredentialsResult(
+                user=r.user, error_code=r.error_code, error_message=r.error_message
+            )
+            for r in results
         ],
-    }
+    )

@@ -82,7 +82,9 @@ def push_error(req: PushTelemetryRequest, code: int) -> PushTelemetryResponse:
 
 
 @serves(ApiKey.PUSH_TELEMETRY, versions=(0, 0), error_response=push_error)
-def push_telemetry(ctx: RequestContext, req: PushTelemetryRequest, *, telemetry: TelemetryShell) -> dict:
+def push_telemetry(
+    ctx: RequestContext, req: PushTelemetryRequest, *, telemetry: TelemetryShell
+) -> PushTelemetryResponse:
     version, subscriptions = telemetry.subscriptions()
     code = telemetry.manager.push(
         req.client_instance_id,
@@ -97,4 +99,4 @@ def push_telemetry(ctx: RequestContext, req: PushTelemetryRequest, *, telemetry:
         telemetry.now_ms(),
         telemetry.wall_ms(),
     )
-    return {"throttle_time_ms": 0, "error_code": code}
+    return PushTelemetryResponse(throttle_time_ms=0, error_code=code)

@@ -18,6 +18,8 @@ def error_response(req: UnregisterBrokerRequest, code: int) -> UnregisterBrokerR
 @serves(ApiKey.UNREGISTER_BROKER, versions=(0, 0), error_response=error_response)
 async def unregister_broker(
     ctx: RequestContext, req: UnregisterBrokerRequest, *, quorum: MetadataQuorum
-) -> dict:
+) -> UnregisterBrokerResponse:
     result = await quorum.execute(lambda c: c.unregister_broker(req.broker_id))
-    return {"throttle_time_ms": 0, "error_code": result.error_code, "error_message": result.error_message}
+    return UnregisterBrokerResponse(
+        throttle_time_ms=0, error_code=result.error_code, error_message=result.error_message
+    )

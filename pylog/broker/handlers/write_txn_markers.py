@@ -48,7 +48,7 @@ async def write_txn_markers(
     replicas: ReplicaManager,
     groups: GroupShell,
     timeout_s: float,
-) -> dict:
+) -> WriteTxnMarkersResponse:
     loop = asyncio.get_running_loop()
     results: list[tuple[int, dict[tuple[str, int], asyncio.Future[ErrorCode]]]] = []
     for producer_id, epoch, commit, coordinator_epoch, partitions in written_markers(req):
@@ -74,14 +74,19 @@ async def write_txn_markers(
         await asyncio.wait(pending, timeout=timeout_s)
     markers = []
     for producer_id, futures in results:
-        by_topic: dict[str, list[dict]] = {}
+        by_topic: dict[str, list[WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult]] = {}
         for (topic, p), fut in futures.items():
             code = fut.result() if fut.done() else ErrorCode.REQUEST_TIMED_OUT
-            by_topic.setdefault(topic, []).append({"partition_index": p, "error_code": code})
+            by_topic.setdefault(topic, []).append(
+                WriteTxnMarkersResponse.WritableTxnMarkerPartitionResult(partition_index=p, error_code=code)
+            )
         markers.append(
-            {
-                "producer_id": producer_id,
-                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()],
-            }
+            WriteTxnMarkersResponse.WritableTxnMarkerResult(
+                producer_id=producer_id,
+                topics=[
+                    WriteTxnMarkersResponse.WritableTxnMarkerTopicResult(name=t, partitions=ps)
+                    for t, ps in by_topic.items()
+                ],
+            )
         )
-    return {"markers": markers}
+    return WriteTxnMarkersResponse(markers=markers)
