@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import DescribeGroupsRequest
+from pylog.protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
 
 from pylog.broker.acl_operations import NOT_REQUESTED, AclOperation, ResourceType, operations_if_requested
 from pylog.broker.authorization import Authorization
@@ -20,7 +20,7 @@ from pylog.groups import DescribedGroup
 @serves(ApiKey.DESCRIBE_GROUPS, versions=(0, 5))
 def describe_groups(
     ctx: RequestContext, req: DescribeGroupsRequest, *, groups: GroupShell, authz: Authorization
-) -> dict:
+) -> DescribeGroupsResponse:
     shell = groups
     described = []
     for gid in req.groups:
@@ -44,26 +44,26 @@ def describe_groups(
         )
         for g in described
     ]
-    return {"throttle_time_ms": 0, "groups": entries}
+    return DescribeGroupsResponse(throttle_time_ms=0, groups=entries)
 
 
-def _entry(g: DescribedGroup, authorized_operations: int) -> dict:
-    return {
-        "error_code": g.error,
-        "group_id": g.group_id,
-        "group_state": g.group_state,
-        "protocol_type": g.protocol_type,
-        "protocol_data": g.protocol_data,
-        "members": [
-            {
-                "member_id": m.member_id,
-                "group_instance_id": m.group_instance_id,
-                "client_id": m.client_id,
-                "client_host": m.client_host,
-                "member_metadata": m.member_metadata,
-                "member_assignment": m.member_assignment,
-            }
+def _entry(g: DescribedGroup, authorized_operations: int) -> DescribeGroupsResponse.DescribedGroup:
+    return DescribeGroupsResponse.DescribedGroup(
+        error_code=g.error,
+        group_id=g.group_id,
+        group_state=g.group_state,
+        protocol_type=g.protocol_type,
+        protocol_data=g.protocol_data,
+        members=[
+            DescribeGroupsResponse.DescribedGroupMember(
+                member_id=m.member_id,
+                group_instance_id=m.group_instance_id,
+                client_id=m.client_id,
+                client_host=m.client_host,
+                member_metadata=m.member_metadata,
+                member_assignment=m.member_assignment,
+            )
             for m in g.members
         ],
-        "authorized_operations": authorized_operations,
-    }
+        authorized_operations=authorized_operations,
+    )

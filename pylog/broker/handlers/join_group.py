@@ -58,8 +58,8 @@ def join_group(
     return _wait(ctx, fut)
 
 
-async def _wait(ctx: RequestContext, fut: Any) -> dict:
-    return response(ctx, await fut)
+async def _wait(ctx: RequestContext, fut: Any) -> JoinGroupResponse:
+    return response(ctx, _joined(await fut))
 
 
 def _joined(r: JoinGroupResult | SyncGroupResult) -> JoinGroupResult:
@@ -67,20 +67,22 @@ def _joined(r: JoinGroupResult | SyncGroupResult) -> JoinGroupResult:
     return r
 
 
-def response(ctx: RequestContext, r: JoinGroupResult) -> dict:
+def response(ctx: RequestContext, r: JoinGroupResult) -> JoinGroupResponse:
     v = ctx.api_version
-    return {
-        "throttle_time_ms": 0,
-        "error_code": r.error,
-        "generation_id": r.generation_id,
-        "protocol_type": r.protocol_type,
+    return JoinGroupResponse(
+        throttle_time_ms=0,
+        error_code=r.error,
+        generation_id=r.generation_id,
+        protocol_type=r.protocol_type,
         # Non-nullable before v7.
-        "protocol_name": r.protocol_name if r.protocol_name is not None or v >= 7 else "",
-        "leader": r.leader,
-        "skip_assignment": r.skip_assignment,
-        "member_id": r.member_id,
-        "members": [
-            {"member_id": m.member_id, "group_instance_id": m.group_instance_id, "metadata": m.metadata}
+        protocol_name=r.protocol_name if r.protocol_name is not None or v >= 7 else "",
+        leader=r.leader,
+        skip_assignment=r.skip_assignment,
+        member_id=r.member_id,
+        members=[
+            JoinGroupResponse.JoinGroupResponseMember(
+                member_id=m.member_id, group_instance_id=m.group_instance_id, metadata=m.metadata
+            )
             for m in r.members
         ],
-    }
+    )

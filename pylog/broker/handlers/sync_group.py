@@ -46,7 +46,7 @@ def sync_group(
     return _wait(fut)
 
 
-async def _wait(fut: Any) -> dict:
+async def _wait(fut: Any) -> SyncGroupResponse:
     return _response(_synced(await fut))
 
 
@@ -55,11 +55,11 @@ def _synced(r: JoinGroupResult | SyncGroupResult) -> SyncGroupResult:
     return r
 
 
-def _response(r: SyncGroupResult) -> dict:
-    return {
-        "throttle_time_ms": 0,
-        "error_code": r.error,
-        "protocol_type": r.protocol_type,
-        "protocol_name": r.protocol_name,
-        "assignment": r.assignment,
-    }
+def _response(r: SyncGroupResult) -> SyncGroupResponse:
+    return SyncGroupResponse(
+        throttle_time_ms=0,
+        error_code=r.error,
+        protocol_type=r.protocol_type,
+        protocol_name=r.protocol_name,
+        assignment=r.assignment,
+    )
