@@ -49,7 +49,7 @@ async def create_topics(
     quorum: MetadataQuorum,
     config: BrokerConfig,
     authz: Authorization,
-) -> dict:
+) -> CreateTopicsResponse:
     topics = [_new_topic(t) for t in req.topics]
     validate_only = bool(getattr(req, "validate_only", False))
     names = [t.name for t in topics]
@@ -72,28 +72,28 @@ async def create_topics(
     cfg = config
     out = []
     for r in results:
-        entry: dict[str, Any] = {
-            "name": r.name,
-            "error_code": r.error_code,
-            "error_message": r.error_message,
-            "num_partitions": r.num_partitions,
-            "replication_factor": r.replication_factor,
-            "configs": None,
-        }
+        entry = CreateTopicsResponse.CreatableTopicResult(
+            name=r.name,
+            error_code=r.error_code,
+            error_message=r.error_message,
+            num_partitions=r.num_partitions,
+            replication_factor=r.replication_factor,
+            configs=None,
+        )
         if r.topic_id is not None and not validate_only:
-            entry["topic_id"] = r.topic_id
+            entry.topic_id = r.topic_id
         if r.error_code == 0 and r.name not in describable:
-            entry["topic_config_error_code"] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+            entry.topic_config_error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
         elif r.error_code == 0:
-            entry["configs"] = [
-                {
-                    "name": c.name,
-                    "value": c.value,
-                    "read_only": c.read_only,
-                    "config_source": int(c.source),
-                    "is_sensitive": c.type is ConfigType.PASSWORD,
-                }
+            entry.configs = [
+                CreateTopicsResponse.CreatableTopicConfigs(
+                    name=c.name,
+                    value=c.value,
+                    read_only=c.read_only,
+                    config_source=int(c.source),
+                    is_sensitive=c.type is ConfigType.PASSWORD,
+                )
                 for c in cfg.describe_topic(r.configs)
             ]
         out.append(entry)
-    return {"throttle_time_ms": 0, "topics": out}
+    return CreateTopicsResponse(throttle_time_ms=0, topics=out)

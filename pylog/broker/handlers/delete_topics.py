@@ -30,7 +30,7 @@ def error_response(req: DeleteTopicsRequest, code: int) -> DeleteTopicsResponse:
 @serves(ApiKey.DELETE_TOPICS, versions=(0, 6), error_response=error_response)
 async def delete_topics(
     ctx: RequestContext, req: DeleteTopicsRequest, *, quorum: MetadataQuorum, authz: Authorization
-) -> dict:
+) -> DeleteTopicsResponse:
     if getattr(req, "topics", None):
         wanted = [(t.name, t.topic_id) for t in req.topics]
     else:
@@ -45,8 +45,10 @@ async def delete_topics(
                 refused[(name, topic_id)] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, topic.name)
         elif name and not authz.topic(ctx, AclOperation.DELETE, name):
             refused[(name, topic_id)] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, name)
-    answers: list[dict] = [
-        {"name": shown, "topic_id": topic_id, "error_code": code, "error_message": None}
+    answers = [
+        DeleteTopicsResponse.DeletableTopicResult(
+            name=shown, topic_id=topic_id, error_code=code, error_message=None
+        )
         for (name, topic_id), (code, shown) in refused.items()
     ]
     wanted = [w for w in wanted if w not in refused]
@@ -55,18 +57,22 @@ async def delete_topics(
     results = await quorum.execute(lambda c: c.delete_topics(names, ids))
     by_name = dict(zip(names, results[: len(names)]))
     by_id = dict(zip(ids, results[len(names) :]))
-    responses = []
+    responses: list[DeleteTopicsResponse.DeletableTopicResult] = []
     for name, topic_id in wanted:
         r = by_name.get(name) if name else by_id.get(topic_id)
         if r is None:  # neither a name nor an id
-            responses.append({"name": name, "topic_id": topic_id, "error_code": 42, "error_message": None})
+            responses.append(
+                DeleteTopicsResponse.DeletableTopicResult(
+                    name=name, topic_id=topic_id, error_code=42, error_message=None
+                )
+            )
             continue
         responses.append(
-            {
-                "name": r.name,
-                "topic_id": r.topic_id or ZERO_UUID,
-                "error_code": r.error_code,
-                "error_message": r.error_message,
-            }
+            DeleteTopicsResponse.DeletableTopicResult(
+                name=r.name,
+                topic_id=r.topic_id or ZERO_UUID,
+                error_code=r.error_code,
+                error_message=r.error_message,
+            )
         )
-    return {"throttle_time_ms": 0, "responses": [*responses, *answers]}
+    return DeleteTopicsResponse(throttle_time_ms=0, responses=[*responses, *answers])
