@@ -28,19 +28,23 @@ def error_response(req: CreatePartitionsRequest, code: int) -> CreatePartitionsR
 @serves(ApiKey.CREATE_PARTITIONS, versions=(0, 3), error_response=error_response)
 async def create_partitions(
     ctx: RequestContext, req: CreatePartitionsRequest, *, quorum: MetadataQuorum, authz: Authorization
-) -> dict:
+) -> CreatePartitionsResponse:
     allowed = authz.filter(ctx, AclOperation.ALTER, ResourceType.TOPIC, (t.name for t in req.topics))
     refused = [
-        {"name": t.name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "error_message": None}
+        CreatePartitionsResponse.CreatePartitionsTopicResult(
+            name=t.name, error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED, error_message=None
+        )
         for t in req.topics
         if t.name not in allowed
     ]
     answer = await _create(quorum, req, [t for t in req.topics if t.name in allowed])
-    answer["results"] += refused
+    answer.results += refused
     return answer
 
 
-async def _create(quorum: MetadataQuorum, req: Any, wanted: list[Any]) -> dict:
+async def _create(
+    quorum: MetadataQuorum, req: CreatePartitionsRequest, wanted: list[Any]
+) -> CreatePartitionsResponse:
     topics = [
         NewPartitions(
             t.name,
@@ -53,9 +57,12 @@ async def _create(quorum: MetadataQuorum, req: Any, wanted: list[Any]) -> dict:
     results = await quorum.execute(
         lambda c: c.create_partitions(topics, validate_only=validate_only)
     )
-    return {
-        "throttle_time_ms": 0,
-        "results": [
-            {"name": r.name, "error_code": r.error_code, "error_message": r.error_message} for r in results
+    return CreatePartitionsResponse(
+        throttle_time_ms=0,
+        results=[
+            CreatePartitionsResponse.CreatePartitionsTopicResult(
+                name=r.name, error_code=r.error_code, error_message=r.error_message
+            )
+            for r in results
         ],
-    }
+    )

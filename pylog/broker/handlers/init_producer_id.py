@@ -7,7 +7,7 @@ even across restarts. PRODUCER_FENCED is reported as INVALID_PRODUCER_EPOCH befo
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Awaitable
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
@@ -26,7 +26,7 @@ def error_response(req: InitProducerIdRequest, code: int) -> InitProducerIdRespo
 @serves(ApiKey.INIT_PRODUCER_ID, versions=(0, 4), error_response=error_response)
 def init_producer_id(
     ctx: RequestContext, req: InitProducerIdRequest, *, producer_ids: ProducerIdManager, txn: TxnShell
-) -> Any:
+) -> InitProducerIdResponse | Awaitable[InitProducerIdResponse]:
     if req.transactional_id is not None:
         return _transactional(ctx, req, txn)
     pid = producer_ids.next_now()
@@ -35,7 +35,7 @@ def init_producer_id(
     return _allocate(producer_ids)
 
 
-async def _allocate(producer_ids: ProducerIdManager) -> dict:
+async def _allocate(producer_ids: ProducerIdManager) -> InitProducerIdResponse:
     try:
         pid = await producer_ids.next()
     except Exception:
@@ -43,8 +43,11 @@ async def _allocate(producer_ids: ProducerIdManager) -> dict:
     return _answer(0, pid, 0)
 
 
-async def _transactional(ctx: RequestContext, req: Any, shell: TxnShell) -> dict:
+async def _transactional(
+    ctx: RequestContext, req: InitProducerIdRequest, shell: TxnShell
+) -> InitProducerIdResponse:
     txn_id = req.transactional_id
+    assert txn_id is not None  # only transactional requests come here
     if txn_id and (error := not_available(shell, txn_id)) is not ErrorCode.NONE:
         return _answer(error, -1, -1)
     if shell is None:
@@ -68,5 +71,5 @@ async def _transactional(ctx: RequestContext, req: Any, shell: TxnShell) -> dict
     return _answer(fenced_error(result.error, ctx.api_version, 4), result.producer_id, result.producer_epoch)
 
 
-def _answer(code: int, pid: int, epoch: int) -> dict:
-    return {"throttle_time_ms": 0, "error_code": code, "producer_id": pid, "producer_epoch": epoch}
+def _answer(code: int, pid: int, epoch: int) -> InitProducerIdResponse:
+    return InitProducerIdResponse(throttle_time_ms=0, error_code=code, producer_id=pid, producer_epoch=epoch)
