@@ -17,6 +17,15 @@ from enum import IntEnum
 
 from pylog import kafka_configs as kafka
 from pylog.model import INT16_MAX, INT32_MAX, LONG_MAX
+from pylog.quotas.replication import (
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    WINDOW_NUM,
+    WINDOW_SIZE_SECONDS,
+)
+from pylog.replication.replica_selector import SELECTORS
 from pylog.storage.config import SEGMENT_COMPRESSION
 
 log = logging.getLogger(__name__)
@@ -282,6 +291,17 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
            read_only=True),
         _d("quota.window.size.seconds", INT, 1, "Length of one client quota window (at least 1).",
            read_only=True),
+        _d(LEADER_RATE, L, LONG_MAX,
+           "Bytes/s a leader returns to throttled follower replicas' fetches (KIP-73); dynamic."),
+        _d(FOLLOWER_RATE, L, LONG_MAX,
+           "Bytes/s this broker's replica fetchers take for throttled replicas (KIP-73); dynamic."),
+        _d(WINDOW_NUM, INT, 11, "Windows replication throttle rates are measured over (at least 1).",
+           read_only=True),
+        _d(WINDOW_SIZE_SECONDS, INT, 1, "Length of one replication throttle window (at least 1).",
+           read_only=True),
+        _d("replica.selector.class", S, None,
+           "Chooses the replica a consumer with a rack reads from (KIP-392); unset: the leader.",
+           choices=SELECTORS, read_only=True),
         _d("queued.max.requests", INT, 500, "Requests in flight per connection before reads pause."),
         _d(
             "queued.max.request.bytes",
@@ -447,6 +467,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _d("segment.jitter.ms", L, 0),
         _d("segment.ms", L, 604800000),
         _d("unclean.leader.election.enable", B, False),
+        _d(LEADER_REPLICAS, LS, "", "partition:broker pairs (or *) throttled as leaders (KIP-73)."),
+        _d(FOLLOWER_REPLICAS, LS, "", "partition:broker pairs (or *) throttled as followers (KIP-73)."),
         _d("pylog.segment.compression", S, "producer", choices=SEGMENT_COMPRESSION),
         _d("pylog.iceberg.enable", B, False,
            "Keep an Apache Iceberg table of this topic up to date (the leader of partition 0 writes it)."),

@@ -91,7 +91,7 @@ class Broker:
         self.client_quotas = QuotaEnforcer(
             ClientQuotas.from_config(config), image, self.quotas, clock=clock.monotonic_ms
         )
-        self.replicas = ReplicaManager(config, self.data_dir, clock.wall_ms)
+        self.replicas = ReplicaManager(config, self.data_dir, clock.wall_ms, clock.monotonic_ms)
         self.maintenance = Maintenance(config, self.replicas, clock.wall_ms)
         self.cluster_id = ""
         self.directory_id: uuid.UUID | None = None
@@ -338,6 +338,8 @@ class Broker:
             backoff_ms=cfg.int("replica.fetch.backoff.ms"),
             request_timeout_ms=cfg.int("request.timeout.ms"),
             now_ms=self.clock.wall_ms,
+            quota=self.replicas.follower_quota,
+            monotonic_ms=self.clock.monotonic_ms,
         )
         metadata.add_publisher(
             ReplicaPublisher(

@@ -220,6 +220,13 @@ class Partition:
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return leader_epoch_error(current_leader_epoch, self.leader_epoch)
 
+    def check_replica_epoch(self, current_leader_epoch: int) -> int:
+        """As ``check_leader_epoch`` for a read any replica may serve (a consumer's Fetch v11+,
+        KIP-392): a leader or a follower with a leader, at the epoch the caller names."""
+        if self.role is Role.OFFLINE or self.leader_id < 0:
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return leader_epoch_error(current_leader_epoch, self.leader_epoch)
+
     def offset_for_timestamp(self, timestamp: int, *, committed: bool) -> tuple[int, int] | None:
         """ListOffsets by time: (offset, timestamp) of the first record at or after ``timestamp``
         below the high watermark (the last stable offset when ``committed``), or None."""

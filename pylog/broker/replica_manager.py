@@ -16,9 +16,12 @@ Reads. ``fetch_messages`` is the fetch path (Kafka's fetchMessages): one byte bu
 request's partitions (``max_bytes``, each partition also within its own limit; only the first
 batch of the first partition that returns data may exceed them, so a consumer always
 progresses), and a fetch plan per partition (``_plan``): who serves it and how far it may read.
-Today the leader serves everything: a follower's fetch to the log end (recording the follower's
-position, which moves the high watermark and the ISR), a consumer's to the high watermark or,
-read_committed, the last stable offset. A fetch that does not yet have ``min_bytes`` waits
+A follower's fetch reads the leader's log to its end (recording the follower's position, which
+moves the high watermark and the ISR), unless the leader replication throttle holds it back
+(``pylog.quotas.replication``); a consumer's reads to the high watermark or, read_committed, the
+last stable offset, of the leader or, for a Fetch v11+ (KIP-392), of a follower; a leader with a
+``replica.selector.class`` may instead name a preferred read replica
+(``pylog.replication.replica_selector``). A fetch that does not yet have ``min_bytes`` waits
 (``delayed.delayed_fetch``). ``leader_partition`` is the one leader-epoch check for every API
 that must be answered by the leader at the epoch the caller names.
 """
@@ -45,8 +48,20 @@ from pylog.broker.partition import AppendOrigin, AppendResult, Partition
 from pylog.broker.producer_state import AbortedTxn
 from pylog.broker.transactions import marker_batch
 from pylog.broker.wire_cache import WireBudget, WireBytes
-from pylog.config import BrokerConfig
+from pylog.config import BrokerConfig, ConfigError
+from pylog.quotas.replication import (
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    WINDOW_NUM,
+    WINDOW_SIZE_SECONDS,
+    ReplicationQuota,
+    parse_throttled_replicas,
+    should_throttle,
+)
 from pylog.replication import diverging_epoch
+from pylog.replication.replica_selector import NO_PREFERENCE, ReplicaView, preferred_read_replica
 
 log = logging.getLogger(__name__)
 
@@ -77,10 +92,18 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     isolation: FetchIsolation
+    # a consumer's rack_id (Fetch v11+, "" when unset); None: an older consumer, served by the
+    # leader only (Kafka's ClientMetadata)
+    client_rack: str | None = None
 
     @property
     def from_follower(self) -> bool:
         return self.replica_id >= 0
+
+    @property
+    def any_replica(self) -> bool:
+        """A consumer fetch that a follower may serve too (KIP-392)."""
+        return self.replica_id < 0 and self.client_rack is not None
 
 
 class PartitionFetch(Protocol):
@@ -138,10 +161,30 @@ class ProduceResult:
 
 
 class ReplicaManager:
-    def __init__(self, config: BrokerConfig, data_dir: Path, now_ms: Any) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        data_dir: Path,
+        now_ms: Any,
+        monotonic_ms: Callable[[], int] | None = None,
+    ) -> None:
         self.config = config
         self.data_dir = data_dir
         self._now_ms = now_ms
+        self._monotonic_ms = monotonic_ms or now_ms
+        self.node_id = config.node_id
+        samples, window_s = config.int(WINDOW_NUM), config.int(WINDOW_SIZE_SECONDS)
+        if samples < 1 or window_s < 1:
+            raise ConfigError(
+                f"{WINDOW_NUM} and {WINDOW_SIZE_SECONDS} must be at least 1, got {samples} and {window_s}"
+            )
+        # KIP-73 replication throttles: what this broker returns as leader, what its fetchers take
+        self.leader_quota = ReplicationQuota(samples, window_s * 1000)
+        self.follower_quota = ReplicationQuota(samples, window_s * 1000)
+        self.throttle_rates_changed()
+        self.replica_selector = config.raw("replica.selector.class")  # KIP-392; None: leader only
+        self.rack = config.raw("broker.rack")
+        self.live_racks: Mapping[int, str | None] = {}  # live broker -> broker.rack (the image's)
         self.partitions: dict[TopicPartition, Partition] = {}
         self._by_topic: dict[str, dict[int, Partition]] = {}
         self.wire_cache_bytes = config.int("pylog.wire.cache.bytes")
@@ -284,15 +327,45 @@ class ReplicaManager:
 
         answer, complete = self._read(params, wanted, expand_isr)
         if complete or params.max_wait_ms <= 0:
+            self._record_throttled(params, wanted, answer)
             return answer
         watched = [p for t, w in wanted if (p := self.partitions.get((t, w.partition))) is not None]
-        return delayed_fetch(
+        delayed = delayed_fetch(
             watched,
             to_log_end=params.from_follower,
             max_wait_ms=params.max_wait_ms,
             build=functools.partial(self._read, params, wanted, expand_isr),
             stopping=stopping,
         )
+        if not params.from_follower or not self.leader_quota.bounded:
+            return delayed
+        return self._recorded(params, wanted, delayed)
+
+    async def _recorded(
+        self,
+        params: FetchParams,
+        wanted: Sequence[tuple[str, PartitionFetch]],
+        delayed: Awaitable[list[FetchPartitionData]],
+    ) -> list[FetchPartitionData]:
+        answer = await delayed
+        self._record_throttled(params, wanted, answer)
+        return answer
+
+    def _record_throttled(
+        self,
+        params: FetchParams,
+        wanted: Sequence[tuple[str, PartitionFetch]],
+        answer: list[FetchPartitionData],
+    ) -> None:
+        """Count the bytes of throttled partitions a follower's fetch answer carries against the
+        leader quota (in-sync followers' too, as Kafka counts them), once per answer sent."""
+        quota = self.leader_quota
+        if not params.from_follower or not quota.bounded:
+            return
+        sent = sum(
+            d.size for (t, w), d in zip(wanted, answer) if d.size and quota.is_throttled(t, w.partition)
+        )
+        quota.record(sent, self._monotonic_ms())
 
     def _read(
         self,
@@ -309,8 +382,8 @@ class ReplicaManager:
         out = []
         for topic, w in wanted:
             data = self._read_partition(params, topic, w, max(budget - total, 0), min_one, expand_isr)
-            if data.error:
-                errors = True
+            if data.error or data.preferred_read_replica != NO_PREFERENCE:
+                errors = True  # answered now: an error, or the consumer must go elsewhere
             if data.size:
                 min_one = False
                 total += data.size
@@ -329,7 +402,10 @@ class ReplicaManager:
         part = self.partitions.get((topic, w.partition))
         if part is None:
             return FetchPartitionData(self.absent_error(topic, w.partition))
-        error = part.check_leader_epoch(w.current_leader_epoch)
+        if params.any_replica:
+            error = part.check_replica_epoch(w.current_leader_epoch)
+        else:
+            error = part.check_leader_epoch(w.current_leader_epoch)
         if error:
             leader = None if error == ErrorCode.UNKNOWN_LEADER_EPOCH else part.current_leader
             return FetchPartitionData(error, current_leader=leader)
@@ -346,15 +422,22 @@ class ReplicaManager:
         expand_isr: Callable[[Partition, int], None],
     ) -> FetchIsolation | FetchPartitionData:
         """The fetch plan of one partition led here: how far the read of this replica's log goes,
-        or an answer without records (a follower that is not a replica, a diverging epoch).
+        or an answer without records (a follower that is not a replica, a diverging epoch, a
+        throttled follower, a consumer sent to a preferred read replica).
 
         Who serves a fetch, and from where, is decided here and only here: a follower reads this
         leader's log to its end, and its fetch offset (its own log end) moves the high watermark
-        and may bring it back into the ISR; a consumer reads to the high watermark, or to the last
-        stable offset under read_committed. A follower serving consumers up to its own high
-        watermark and a leader naming a preferred read replica (KIP-392), and reads below the
-        local log start from a remote tier, belong here."""
+        and may bring it back into the ISR; a throttled follower out of the ISR gets no records
+        while the leader replication rate is over its bound. A consumer reads to the high
+        watermark (this replica's: a follower serves v11+ consumers to the high watermark it
+        learnt from its leader), or to the last stable offset under read_committed; a leader
+        with a replica selector may name another replica instead. Reads below the local log
+        start from a remote tier belong here."""
         if params.replica_id < 0:  # a consumer
+            if params.any_replica and part.is_leader and self.replica_selector is not None:
+                preferred = self._preferred_read_replica(part, params.client_rack, w.fetch_offset)
+                if preferred != NO_PREFERENCE:
+                    return FetchPartitionData(0, *part.fetch_offsets(), preferred_read_replica=preferred)
             return params.isolation
         if params.replica_id not in part.replicas:
             return FetchPartitionData(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -365,7 +448,28 @@ class ReplicaManager:
         if part.log_start_offset <= offset <= part.log_end_offset:
             part.on_follower_fetch(params.replica_id, offset, self._now_ms(), w.log_start_offset)
             expand_isr(part, params.replica_id)
+            in_sync = params.replica_id in part.isr
+            if should_throttle(self.leader_quota, part.topic, part.index, in_sync, self._monotonic_ms()):
+                return FetchPartitionData(0, *part.fetch_offsets())
         return FetchIsolation.LOG_END
+
+    def _preferred_read_replica(self, part: Partition, client_rack: str | None, fetch_offset: int) -> int:
+        """KIP-392: the replica a consumer in ``client_rack`` should read ``part`` from (-1: here)."""
+        state = part.leader_state
+        if state is None:
+            return NO_PREFERENCE
+        now = self._now_ms()
+        racks = self.live_racks
+        leader = ReplicaView(self.node_id, self.rack, part.log_end_offset, 0)
+        followers = [
+            (
+                ReplicaView(r, racks.get(r), f.log_end_offset, now - f.last_caught_up_ms),
+                f.log_start_offset,
+                r in part.isr and r in racks,
+            )
+            for r, f in state.followers.items()
+        ]
+        return preferred_read_replica(self.replica_selector, client_rack, leader, followers, fetch_offset)
 
     def _read_local(
         self, part: Partition, w: PartitionFetch, isolation: FetchIsolation, budget: int, min_one: bool
@@ -428,6 +532,7 @@ class ReplicaManager:
             max_uncompressed_bytes=self.max_uncompressed_bytes,
         )
         part.restore_high_watermark(self._checkpointed.get(tp, 0))
+        self._mark_throttled(topic, configs)
         with self._lock:
             self.partitions[tp] = part
             self._by_topic.setdefault(topic, {})[index] = part
@@ -435,9 +540,29 @@ class ReplicaManager:
         return part
 
     def update_configs(self, topic: str, configs: dict[str, str]) -> None:
+        self._mark_throttled(topic, configs)
         effective = self.config.topic_configs(configs)
         for part in self.topic_partitions(topic).values():
             part.apply_configs(effective)
+
+    def _mark_throttled(self, topic: str, configs: Mapping[str, str]) -> None:
+        """The topic's ``*.replication.throttled.replicas`` on this broker (Kafka's
+        TopicConfigHandler marks them in the replication quota managers)."""
+        for quota, name in ((self.leader_quota, LEADER_REPLICAS), (self.follower_quota, FOLLOWER_REPLICAS)):
+            quota.mark_throttled(topic, parse_throttled_replicas(configs.get(name), self.node_id))
+
+    def throttle_rates_changed(self) -> None:
+        """Take ``*.replication.throttled.rate`` as the broker config now resolves them (dynamic)."""
+        for quota, name in ((self.leader_quota, LEADER_RATE), (self.follower_quota, FOLLOWER_RATE)):
+            rate = self.config.int(name)
+            if rate > 0:
+                quota.update_bound(rate)
+            else:
+                log.error("ignoring %s=%d: a replication throttle must be positive", name, rate)
+
+    def set_live_brokers(self, racks: Mapping[int, str | None]) -> None:
+        """The live brokers and their ``broker.rack`` (the replica selector's candidates)."""
+        self.live_racks = dict(racks)
 
     def remove_partition(self, topic: str, index: int, *, delete_data: bool = True) -> None:
         with self._lock:
