@@ -89,6 +89,20 @@ def _consume(consumer: Consumer, seen: list[int], until: int, timeout_s: float) 
             seen.append(int(m.key()))
 
 
+def _await_stats(consumer: Consumer, stats: _Stats, ok: Any, what: str) -> None:
+    """Poll (statistics arrive through poll) until the fetch broker satisfies ``ok``."""
+
+    def check() -> bool:
+        assert consumer.poll(0.2) is None, "no record is left to read"
+        return bool(ok(stats.fetched_from()))
+
+    try:
+        wait_for(check, 20, what)
+    except AssertionError:
+        print(json.dumps(stats.partition(), indent=1))
+        raise
+
+
 @pytest.fixture(scope="module")
 def cluster() -> Any:
     config = {"replica.selector.class": RACK_AWARE, "replica.lag.time.max.ms": "4000"}
@@ -163,19 +177,21 @@ def test_consumer_in_r2_reads_from_the_r2_follower_then_the_leader(cluster: Loca
         consumer.subscribe([TOPIC])
         _consume(consumer, seen, N, 60)
         assert sorted(seen) == list(range(N))
-        wait_for(lambda: stats.fetched_from() == 2, 20, "statistics naming broker 2 as the fetch broker")
+        _await_stats(consumer, stats, lambda b: b == 2, "statistics naming broker 2 as the fetch broker")
         part = stats.partition()
         print(f"\nr2 consumer: partition 0 leader {part['leader']}, fetched from broker {part['broker']}")
         assert part["leader"] == 1
-        rx = {b["nodeid"]: b["rx"] for b in stats.latest["brokers"].values() if b.get("nodeid", -1) >= 0}
+        rx = {b["nodeid"]: b["rxbytes"] for b in stats.latest["brokers"].values() if b.get("nodeid", -1) >= 0}
         print(f"bytes received per broker: {rx}")
+        values = sum(len(f"v{i}") for i in range(N))
+        assert rx[2] > values, "the records came from broker 2"
 
         cluster.kill(2)  # the r2 follower dies: the consumer goes back to the leader
         _produce(f"{cluster.node(1).bootstrap},{cluster.node(3).bootstrap}", N, N)
         _consume(consumer, seen, 2 * N, 90)
         assert len(seen) == len(set(seen)), "a record was read twice"
         assert sorted(seen) == list(range(2 * N)), f"{2 * N - len(set(seen))} record(s) missing"
-        wait_for(lambda: stats.fetched_from() in (1, 3), 20, "statistics naming a live fetch broker")
+        _await_stats(consumer, stats, lambda b: b in (1, 3), "statistics naming a live fetch broker")
         print(f"after kill -9 of broker 2: fetched from broker {stats.fetched_from()}")
     finally:
         consumer.close()

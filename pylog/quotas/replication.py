@@ -4,9 +4,10 @@ Theory of operation
 -------------------
 A broker has two quotas, Kafka's ``ReplicationQuotaManager``s: the *leader* quota bounds the bytes
 it returns to followers' fetches, the *follower* quota the bytes its replica fetchers take. Each is
-a ``SampledRate`` (the client quotas' windowed rate, over ``replication.quota.window.num`` windows
-of ``replication.quota.window.size.seconds``) with the bound ``leader.replication.throttled.rate``
-/ ``follower.replication.throttled.rate`` (bytes/s, dynamic per broker or cluster-wide).
+a simple ``SampledRate`` (the client quotas' windowed rate, over ``replication.quota.window.num``
+windows of ``replication.quota.window.size.seconds``, measured over the time actually elapsed as
+Kafka's ``SimpleRate`` is) with the bound ``leader.replication.throttled.rate`` /
+``follower.replication.throttled.rate`` (bytes/s, dynamic per broker or cluster-wide).
 
 Only some replicas are throttled: the topic configs ``leader.replication.throttled.replicas`` and
 ``follower.replication.throttled.replicas`` list ``partition:broker`` pairs (or ``*``, every
@@ -18,8 +19,7 @@ already exceeds the bound, and the follower is not in sync. A replica in the ISR
 a throttle cannot push it out of the ISR (Kafka's ``shouldLeaderThrottle`` / follower
 ``shouldFollowerThrottle``). A held partition is simply left out (the leader answers it without
 records; the follower does not ask for it), and every throttled byte that does move is recorded,
-so the rate over the windows stays near the bound. As with Kafka, the first measurement assumes a
-quiet past: a fresh quota lets about ``(window.num - 1)`` windows' worth through at once.
+so the rate over the windows stays near the bound; a fresh quota lets one window's worth through.
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ class ReplicationQuota:
     """One direction's throttle (leader or follower): which partitions, and the byte rate."""
 
     def __init__(self, samples: int, window_ms: int, bound: float = UNBOUNDED) -> None:
-        self.rate = SampledRate(samples, window_ms)
+        self.rate = SampledRate(samples, window_ms, simple=True)
         self.bound = float(bound)
         self._throttled: dict[str, Throttled] = {}
 

@@ -87,18 +87,11 @@ def _move(samples: int, total: int, bound: int, chunk: int, fetch_ms: int, wait_
     return moved / ((clock.monotonic_ms() - start) / 1000)
 
 
-@pytest.mark.parametrize("samples", [2, 3])
-def test_a_throttled_move_keeps_to_the_rate(samples: int) -> None:
-    rate = _move(samples, total=60 * MiB, bound=2 * MiB, chunk=MiB, fetch_ms=20, wait_ms=500)
-    print(f"windows={samples}: {rate / MiB:.2f} MiB/s for a 2 MiB/s throttle")
+@pytest.mark.parametrize("samples", [2, 3, 11])
+@pytest.mark.parametrize("total_mib", [20, 60, 400])
+def test_a_throttled_move_keeps_to_the_rate(samples: int, total_mib: int) -> None:
+    """Measured over the time actually elapsed (Kafka's SimpleRate), a move keeps to the bound
+    from its start, short or long, whatever the number of windows."""
+    rate = _move(samples, total=total_mib * MiB, bound=2 * MiB, chunk=MiB, fetch_ms=20, wait_ms=500)
+    print(f"windows={samples}, {total_mib} MiB: {rate / MiB:.2f} MiB/s for a 2 MiB/s throttle")
     assert 0.8 * 2 * MiB <= rate <= 1.2 * 2 * MiB
-
-
-def test_default_windows_let_a_burst_through_then_keep_to_the_rate() -> None:
-    """Kafka's Rate takes a fresh quota's past as quiet: (window.num - 1) windows' worth passes
-    at once, after which the long-run rate stays at or under the bound."""
-    burst = _move(11, total=20 * MiB, bound=2 * MiB, chunk=MiB, fetch_ms=20, wait_ms=500)
-    long_run = _move(11, total=400 * MiB, bound=2 * MiB, chunk=MiB, fetch_ms=20, wait_ms=500)
-    print(f"windows=11: first 20 MiB at {burst / MiB:.1f} MiB/s, 400 MiB at {long_run / MiB:.2f} MiB/s")
-    assert burst > 2 * 2 * MiB
-    assert 0.8 * 2 * MiB <= long_run <= 1.2 * 2 * MiB
