@@ -7,8 +7,9 @@ follower dies (kill -9) it goes back to the leader and reads on, nothing lost or
 Raw Fetch v11 requests (kafka-python's codec) check the values: ``preferred_read_replica`` is the
 r2 follower from the leader, -1 for a client in the leader's rack, with no rack, at Fetch v10 and
 from a follower; a follower serves records up to its high watermark; a broker holding no replica
-answers NOT_LEADER_OR_FOLLOWER; an offset past a follower's log end is OFFSET_OUT_OF_RANGE;
-ListOffsets stays with the leader. A broker with an unknown selector class refuses to start."""
+answers NOT_LEADER_OR_FOLLOWER; an offset past a follower's log end is OFFSET_OUT_OF_RANGE, one
+between its high watermark and log end gets no records yet; ListOffsets stays with the leader;
+Metadata names each broker's rack. A broker with an unknown selector class refuses to start."""
 
 from __future__ import annotations
 
@@ -21,9 +22,11 @@ from typing import Any
 import kp_wire
 import pytest
 from cluster_support import wait_for
+from compat_raw import RawConn, list_offset
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.consumer.fetch import FetchRequest
+from kafka.protocol.metadata import MetadataRequest
 from pylog.protocol.errors import ErrorCode
 
 from pylog.local_cluster import LocalCluster
@@ -144,6 +147,19 @@ def test_preferred_read_replica_values(cluster: LocalCluster) -> None:
     # before v11 a consumer reads from the leader only
     assert _fetch(follower, 10, 0).error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert _fetch(other, 11, 0, rack="r3").error_code == 0
+
+    # ListOffsets stays with the leader
+    host, _, port = follower.rpartition(":")
+    with RawConn(host, int(port)) as conn:
+        assert list_offset(conn, TOPIC, 0)[0] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    host, _, port = leader.rpartition(":")
+    with RawConn(host, int(port)) as conn:
+        assert list_offset(conn, TOPIC, 0) == (0, N)
+
+
+def test_metadata_advertises_racks(cluster: LocalCluster) -> None:
+    md = kp_wire.call(cluster.node(1).bootstrap, MetadataRequest, 1, topics=None)
+    assert {b.node_id: b.rack for b in md.brokers} == {1: "r1", 2: "r2", 3: "r3"}
 
 
 def test_a_broker_without_the_replica_answers_not_leader_or_follower(cluster: LocalCluster) -> None:

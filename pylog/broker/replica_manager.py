@@ -402,10 +402,7 @@ class ReplicaManager:
         part = self.partitions.get((topic, w.partition))
         if part is None:
             return FetchPartitionData(self.absent_error(topic, w.partition))
-        if params.any_replica:
-            error = part.check_replica_epoch(w.current_leader_epoch)
-        else:
-            error = part.check_leader_epoch(w.current_leader_epoch)
+        error = part.check_leader_epoch(w.current_leader_epoch, any_replica=params.any_replica)
         if error:
             leader = None if error == ErrorCode.UNKNOWN_LEADER_EPOCH else part.current_leader
             return FetchPartitionData(error, current_leader=leader)
