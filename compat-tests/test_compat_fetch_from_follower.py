@@ -3,7 +3,9 @@
 
 confluent-kafka's consumer with ``client.rack=r2`` reads a partition led in r1 from the in-sync
 follower in r2 (its statistics name the broker it fetches from beside the leader); when that
-follower dies (kill -9) it goes back to the leader and reads on, nothing lost or read twice.
+follower is stopped (SIGSTOP, it leaves the ISR) it goes back to the leader, returns to the
+follower once it is in sync again, and goes back to the leader when it dies (kill -9): every
+record read once.
 Raw Fetch v11 requests (kafka-python's codec) check the values: ``preferred_read_replica`` is the
 r2 follower from the leader, -1 for a client in the leader's rack, with no rack, at Fetch v10 and
 from a follower; a follower serves records up to its high watermark; a broker holding no replica
@@ -23,7 +25,7 @@ import kp_wire
 import pytest
 from cluster_support import wait_for
 from compat_raw import RawConn, list_offset
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka.protocol.consumer.fetch import FetchRequest
 from kafka.protocol.metadata import MetadataRequest
@@ -167,6 +169,7 @@ def test_a_broker_without_the_replica_answers_not_leader_or_follower(cluster: Lo
     admin.create_topics([NewTopic("elsewhere", num_partitions=1, replica_assignment=[[1, 3]])])[
         "elsewhere"
     ].result(30)
+
     def answer() -> int | None:
         code = _fetch(cluster.node(2).bootstrap, 11, 0, rack="r2", topic="elsewhere").error_code
         return code if code == ErrorCode.NOT_LEADER_OR_FOLLOWER else None
@@ -181,16 +184,17 @@ def test_consumer_in_r2_reads_from_the_r2_follower_then_the_leader(cluster: Loca
             "bootstrap.servers": cluster.bootstrap_servers,
             "group.id": "racked-reader",
             "client.rack": "r2",
-            "auto.offset.reset": "earliest",
             "enable.auto.commit": False,
             "statistics.interval.ms": 200,
             "stats_cb": stats,
             "fetch.wait.max.ms": 100,
+            "socket.timeout.ms": 5000,  # a stopped broker's fetch fails in seconds, not a minute
         }
     )
+    others = f"{cluster.node(1).bootstrap},{cluster.node(3).bootstrap}"
     seen: list[int] = []
     try:
-        consumer.subscribe([TOPIC])
+        consumer.assign([TopicPartition(TOPIC, 0, 0)])
         _consume(consumer, seen, N, 60)
         assert sorted(seen) == list(range(N))
         _await_stats(consumer, stats, lambda b: b == 2, "statistics naming broker 2 as the fetch broker")
@@ -202,11 +206,27 @@ def test_consumer_in_r2_reads_from_the_r2_follower_then_the_leader(cluster: Loca
         values = sum(len(f"v{i}") for i in range(N))
         assert rx[2] > values, "the records came from broker 2"
 
+        # SIGSTOP: the r2 follower answers nothing and leaves the ISR (acks=all records are
+        # acknowledged without it); the consumer's fetch there fails and it reads on at the leader
+        cluster.pause(2)
+        try:
+            _produce(others, N, N)
+            _consume(consumer, seen, 2 * N, 90)
+            _await_stats(consumer, stats, lambda b: b in (1, 3), "statistics naming a running fetch broker")
+            print(f"while broker 2 is stopped: fetched from broker {stats.fetched_from()}")
+        finally:
+            cluster.resume(2)
+
+        # back in the ISR, the r2 follower is named again
+        _produce(cluster.bootstrap_servers, 2 * N, N)
+        _consume(consumer, seen, 3 * N, 90)
+        _await_stats(consumer, stats, lambda b: b == 2, "broker 2 named again once back in the ISR")
+
         cluster.kill(2)  # the r2 follower dies: the consumer goes back to the leader
-        _produce(f"{cluster.node(1).bootstrap},{cluster.node(3).bootstrap}", N, N)
-        _consume(consumer, seen, 2 * N, 90)
+        _produce(others, 3 * N, N)
+        _consume(consumer, seen, 4 * N, 90)
         assert len(seen) == len(set(seen)), "a record was read twice"
-        assert sorted(seen) == list(range(2 * N)), f"{2 * N - len(set(seen))} record(s) missing"
+        assert sorted(seen) == list(range(4 * N)), f"{4 * N - len(set(seen))} record(s) missing"
         _await_stats(consumer, stats, lambda b: b in (1, 3), "statistics naming a live fetch broker")
         print(f"after kill -9 of broker 2: fetched from broker {stats.fetched_from()}")
     finally:

@@ -427,10 +427,16 @@ class ReplicaManager:
         and may bring it back into the ISR; a throttled follower out of the ISR gets no records
         while the leader replication rate is over its bound. A consumer reads to the high
         watermark (this replica's: a follower serves v11+ consumers to the high watermark it
-        learnt from its leader), or to the last stable offset under read_committed; a leader
-        with a replica selector may name another replica instead. Reads below the local log
+        learnt from its leader, and only while the ISR the metadata gives holds it), or to the
+        last stable offset under read_committed; a leader with a replica selector may name
+        another replica instead. Reads below the local log
         start from a remote tier belong here."""
         if params.replica_id < 0:  # a consumer
+            if not part.is_leader and self.node_id not in part.isr:
+                # a follower out of the ISR may be far behind: back to the leader (the client
+                # drops its preferred read replica on this error and refreshes its metadata)
+                leader = part.current_leader
+                return FetchPartitionData(ErrorCode.NOT_LEADER_OR_FOLLOWER, current_leader=leader)
             if params.any_replica and part.is_leader and self.replica_selector is not None:
                 preferred = self._preferred_read_replica(part, params.client_rack, w.fetch_offset)
                 if preferred != NO_PREFERENCE:

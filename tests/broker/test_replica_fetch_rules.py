@@ -2,7 +2,7 @@
 partition logs and a manual clock, no sockets: a throttled follower out of the ISR gets no records
 once the leader's rate is over its bound, an in-sync one always does; the bound follows the
 dynamic broker config; a leader names a preferred read replica in the consumer's rack; a follower
-serves Fetch v11+ consumers up to its high watermark and refuses older ones."""
+serves Fetch v11+ consumers up to its high watermark while in the ISR, and refuses older ones."""
 
 from __future__ import annotations
 
@@ -133,5 +133,9 @@ def test_a_follower_serves_v11_consumers_to_its_high_watermark(tmp_path: Path, c
         assert _fetch(replicas, CONSUMER, 2, client_rack="").records == ()  # past its high watermark
         assert _fetch(replicas, CONSUMER, 5, client_rack="").error == ErrorCode.OFFSET_OUT_OF_RANGE
         assert _fetch(replicas, CONSUMER, 0).error == ErrorCode.NOT_LEADER_OR_FOLLOWER  # before v11
+        part.become_follower(1, 2, EPOCH, 1, (2, 1), (2,))  # the ISR no longer holds this replica
+        out_of_sync = _fetch(replicas, CONSUMER, 0, client_rack="")
+        assert out_of_sync.error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+        assert out_of_sync.current_leader == (2, EPOCH)
     finally:
         replicas.close()
