@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 from cluster_support import wait_for
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, ConfigResource, NewTopic
+from confluent_kafka import KafkaError, KafkaException, Producer
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 
 from pylog.admin.moves import execute
 from pylog.local_cluster import LocalCluster
@@ -82,3 +82,12 @@ def test_a_throttled_move_keeps_to_the_rate() -> None:
             return True
 
         wait_for(cleared, 30, "the throttle rates cleared")
+
+        # a list that is not partition:broker pairs is refused with Kafka's error, nothing stored
+        set_op = AlterConfigOpType.SET
+        entry = ConfigEntry("leader.replication.throttled.replicas", "0-1", incremental_operation=set_op)
+        bad = ConfigResource("TOPIC", TOPIC, incremental_configs=[entry])
+        (future,) = admin.incremental_alter_configs([bad]).values()
+        with pytest.raises(KafkaException) as refused:
+            future.result(30)
+        assert refused.value.args[0].code() == KafkaError.INVALID_CONFIG

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
@@ -24,6 +24,7 @@ from pylog.quotas.replication import (
     LEADER_REPLICAS,
     WINDOW_NUM,
     WINDOW_SIZE_SECONDS,
+    throttled_replicas_error,
 )
 from pylog.replication.replica_selector import SELECTORS
 from pylog.storage.config import SEGMENT_COMPRESSION
@@ -72,6 +73,7 @@ class ConfigDef:
     choices: tuple[str, ...] = ()
     read_only: bool = False
     acted_on: bool = True  # False: a Kafka config pylog stores and describes but ignores
+    check: Callable[[str, str], str | None] | None = None  # (name, value) -> why it is refused
 
     def parse(self, value: str | None) -> object:
         """Typed value of a Kafka config string; raises ConfigError when it does not fit."""
@@ -100,6 +102,8 @@ class ConfigDef:
                 f"Invalid value {value} for configuration {self.name}: String must be one of: "
                 + ", ".join(self.choices)
             )
+        if self.check is not None and (why := self.check(self.name, value)) is not None:
+            raise ConfigError(f"Invalid value {value} for configuration {self.name}: {why}")
         return parts if t is ConfigType.LIST else value
 
 
@@ -467,8 +471,10 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _d("segment.jitter.ms", L, 0),
         _d("segment.ms", L, 604800000),
         _d("unclean.leader.election.enable", B, False),
-        _d(LEADER_REPLICAS, LS, "", "partition:broker pairs (or *) throttled as leaders (KIP-73)."),
-        _d(FOLLOWER_REPLICAS, LS, "", "partition:broker pairs (or *) throttled as followers (KIP-73)."),
+        _d(LEADER_REPLICAS, LS, "", "partition:broker pairs (or *) throttled as leaders (KIP-73).",
+           check=throttled_replicas_error),
+        _d(FOLLOWER_REPLICAS, LS, "", "partition:broker pairs (or *) throttled as followers (KIP-73).",
+           check=throttled_replicas_error),
         _d("pylog.segment.compression", S, "producer", choices=SEGMENT_COMPRESSION),
         _d("pylog.iceberg.enable", B, False,
            "Keep an Apache Iceberg table of this topic up to date (the leader of partition 0 writes it)."),

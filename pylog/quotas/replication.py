@@ -25,6 +25,7 @@ so the rate over the windows stays near the bound; a fresh quota lets one window
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Mapping
 
 from pylog.quotas.rate import SampledRate, throttle_time_ms
@@ -41,6 +42,19 @@ UNBOUNDED = 2**63 - 1  # Kafka's default rate: Long.MAX_VALUE, no throttle
 
 ALL_REPLICAS = "*"
 Throttled = frozenset[int] | str  # throttled partition indexes of a topic, or ALL_REPLICAS
+_ENTRY = re.compile(r"(\d+:\d+)?")
+
+
+def throttled_replicas_error(name: str, value: str) -> str | None:
+    """Why ``value`` is not a ``*.throttled.replicas`` list (Kafka's ThrottledReplicaListValidator),
+    or None."""
+    entries = [e.strip() for e in value.split(",")]
+    if value.strip() == ALL_REPLICAS or all(_ENTRY.fullmatch(e) for e in entries):
+        return None
+    return (
+        f"{name} must be the literal '*' or a list of replicas in the following format: "
+        "[partitionId]:[brokerId],[partitionId]:[brokerId],..."
+    )
 
 
 def parse_throttled_replicas(value: str | None, broker_id: int) -> Throttled:

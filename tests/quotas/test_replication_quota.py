@@ -95,3 +95,13 @@ def test_a_throttled_move_keeps_to_the_rate(samples: int, total_mib: int) -> Non
     rate = _move(samples, total=total_mib * MiB, bound=2 * MiB, chunk=MiB, fetch_ms=20, wait_ms=500)
     print(f"windows={samples}, {total_mib} MiB: {rate / MiB:.2f} MiB/s for a 2 MiB/s throttle")
     assert 0.8 * 2 * MiB <= rate <= 1.2 * 2 * MiB
+
+
+def test_a_malformed_throttled_replicas_list_is_refused() -> None:
+    from pylog.config import ConfigError, validate_topic_configs
+
+    for good in ("0:1,1:2", "*", "", " 3:4 "):
+        validate_topic_configs({"leader.replication.throttled.replicas": good})
+    for bad in ("0-1", "a:b", "0:1,*", "1"):
+        with pytest.raises(ConfigError, match=r"\[partitionId\]:\[brokerId\]"):
+            validate_topic_configs({"follower.replication.throttled.replicas": bad})
