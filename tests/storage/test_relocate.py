@@ -1,0 +1,111 @@
+"""Moving a partition directory between log dirs: copy passes, the swap, and recovery from a crash
+at each step of it (storage.relocate)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pylog.storage import LogConfig, PartitionLog
+from pylog.storage.relocate import (
+    DuplicatePartitionError,
+    find_partition_dirs,
+    fsync_tree,
+    move_dirs,
+    recover_moves,
+    swap_in,
+    sync_tree,
+)
+from storage_helpers import meta_for, records
+
+MOVE_ID = "0123456789abcdef0123456789abcdef"
+
+
+def _log_with(path: Path, batches: int, *, segment_bytes: int = 4096) -> PartitionLog:
+    log = PartitionLog.open(path, LogConfig(segment_bytes=segment_bytes), now_ms=0)
+    for _ in range(batches):
+        rb = records(10, value_size=100)
+        log.append(rb, meta_for(rb), now_ms=0)
+    return log
+
+
+def _values(path: Path) -> list[bytes]:
+    log = PartitionLog.open_readonly(path)
+    try:
+        return log.read_table().column("value").to_pylist()
+    finally:
+        log.close()
+
+
+def test_copy_passes_then_paused_pass_give_an_identical_log(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    b.mkdir()
+    log = _log_with(a / "t-0", 20)
+    dirs = move_dirs(log.dir, b, MOVE_ID)
+    copied, since = sync_tree(log.dir, dirs.future, 0)
+    assert copied > 0
+    for _ in range(5):  # appends between passes, rolling segments
+        rb = records(10, value_size=100)
+        log.append(rb, meta_for(rb), now_ms=0)
+    again, since = sync_tree(log.dir, dirs.future, since)
+    assert again > 0  # the appended batches (and, this soon, files touched within a second)
+    with log.paused():
+        sync_tree(log.dir, dirs.future, since)
+        fsync_tree(dirs.future)
+        end = log.log_end_offset
+        log.close()
+    final = swap_in(a / "t-0", dirs)
+    assert final == b / "t-0" and not (a / "t-0").exists() and not dirs.delete.exists()
+    moved = PartitionLog.open(final, LogConfig(segment_bytes=4096), now_ms=0)
+    assert moved.log_end_offset == end == 250
+    moved.close()
+    assert len(_values(final)) == 250
+
+
+def test_a_crash_before_the_swap_keeps_the_source(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    b.mkdir()
+    log = _log_with(a / "t-0", 3)
+    dirs = move_dirs(log.dir, b, MOVE_ID)
+    sync_tree(log.dir, dirs.future, 0)
+    log.close()
+    done = recover_moves([a, b])
+    assert not dirs.future.exists() and (a / "t-0").is_dir() and len(done) == 1
+    assert len(_values(a / "t-0")) == 30
+
+
+def test_a_crash_between_the_renames_completes_the_move(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    b.mkdir()
+    log = _log_with(a / "t-0", 3)
+    dirs = move_dirs(log.dir, b, MOVE_ID)
+    sync_tree(log.dir, dirs.future, 0)
+    log.close()
+    (a / "t-0").rename(dirs.delete)  # the first rename of swap_in, then the crash
+    recover_moves([a, b])
+    assert (b / "t-0").is_dir() and not dirs.delete.exists() and not dirs.future.exists()
+    assert len(_values(b / "t-0")) == 30
+    assert find_partition_dirs([a, b]) == {("t", 0): b / "t-0"}
+
+
+def test_a_crash_after_the_swap_removes_the_old_copy(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    b.mkdir()
+    log = _log_with(a / "t-0", 3)
+    dirs = move_dirs(log.dir, b, MOVE_ID)
+    sync_tree(log.dir, dirs.future, 0)
+    log.close()
+    (a / "t-0").rename(dirs.delete)
+    dirs.future.rename(b / "t-0")
+    recover_moves([a, b])
+    assert not dirs.delete.exists() and (b / "t-0").is_dir()
+
+
+def test_a_partition_in_two_log_dirs_is_refused(tmp_path: Path) -> None:
+    a, b = tmp_path / "a", tmp_path / "b"
+    _log_with(a / "t-3", 1).close()
+    _log_with(b / "t-3", 1).close()
+    _log_with(b / "u-0", 1).close()
+    with pytest.raises(DuplicatePartitionError, match="t-3 is in two log directories"):
+        find_partition_dirs([a, b])
+    assert find_partition_dirs([b]) == {("t", 3): b / "t-3", ("u", 0): b / "u-0"}
