@@ -453,6 +453,7 @@ class ReplicaManager:
             self.log_dirs.found = find_partition_dirs(dirs)
         except DuplicatePartitionError as exc:
             raise ConfigError(str(exc)) from None
+        self._checkpointed = _read_checkpoints(dirs)
 
     def _place(self, tp: TopicPartition) -> Path:
         """The log dir of a partition opening here (log_dirs.LogDirs.place)."""
@@ -545,6 +546,8 @@ def _read_checkpoints(dirs: Sequence[Path]) -> dict[TopicPartition, int]:
     be in two: the higher is the newer)."""
     out: dict[TopicPartition, int] = {}
     for root in dirs:
+        if not root.is_dir():  # not created yet, or refused at start
+            continue
         for tp, hw in read_offset_checkpoint(root / HIGH_WATERMARK_FILE).items():
             out[tp] = max(hw, out.get(tp, hw))
     return out

@@ -6,6 +6,9 @@ says CLUSTER_AUTHORIZATION_FAILED). A null topic list asks for every partition. 
 between directories is listed twice: in its current directory and, with ``is_future_key``, in its
 destination. The lag is Kafka's: the high watermark's distance past the log end offset (0 once
 the replica holds everything committed).
+
+Versions 1-4, those of Kafka 4.0-4.2 (v5 adds cordoned directories, Kafka 4.3's; kafka-python takes a
+broker advertising it for 4.3).
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from pylog.broker.log_dirs import dir_usage
 from pylog.broker.replica_manager import ReplicaManager
 
 
-@serves(ApiKey.DESCRIBE_LOG_DIRS, versions=(1, 5))
+@serves(ApiKey.DESCRIBE_LOG_DIRS, versions=(1, 4))
 def describe_log_dirs(
     ctx: RequestContext, req: Any, *, replicas: ReplicaManager, authz: Authorization
 ) -> dict:
