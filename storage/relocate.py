@@ -34,8 +34,7 @@ from .log import list_partitions
 FUTURE_SUFFIX = "-future"
 DELETE_SUFFIX = "-delete"
 _MOVE_RE = re.compile(r"^(.+-\d+)\.([0-9a-f]{32})(-future|-delete)$")
-_COPY_CHUNK = 1 << 20
-_RECENT_NS = 1_000_000_000  # filesystem timestamps are coarse: a file touched this close is recopied
+_COPY_CHUNK = 8 << 20
 
 
 class MoveCancelled(Exception):
@@ -60,10 +59,11 @@ def move_dirs(source: Path, dest_root: Path, move_id: str) -> MoveDirs:
 def sync_tree(src: Path, dst: Path, since_ns: int,
               cancelled: threading.Event | None = None) -> tuple[int, int]:
     """Make ``dst`` hold ``src``'s files: copy those missing, changed (size or mtime) or modified
-    since ``since_ns`` (a filesystem timestamp); delete those ``src`` no longer has. Returns the
-    bytes copied and the filesystem's time at the start of this pass (the next pass's
-    ``since_ns``). A file that disappears meanwhile (retention, a swap) is skipped: the next pass
-    sees the result."""
+    since ``since_ns``; delete those ``src`` no longer has. Returns the bytes copied and the
+    filesystem's time at the start of this pass (the next pass's ``since_ns``): read from the
+    filesystem's own clock, it is comparable with the mtimes it stamps however coarse they are (a
+    file written in the same tick has an mtime equal to it, and is copied again). A file that
+    disappears meanwhile (retention, a swap) is skipped: the next pass sees the result."""
     dst.mkdir(parents=True, exist_ok=True)
     started = _filesystem_now(dst)
     copied = 0
@@ -84,7 +84,7 @@ def sync_tree(src: Path, dst: Path, since_ns: int,
             same = tst.st_size == st.st_size and tst.st_mtime_ns == st.st_mtime_ns
         except FileNotFoundError:
             same = False
-        if same and st.st_mtime_ns < since_ns - _RECENT_NS:
+        if same and st.st_mtime_ns < since_ns:
             continue
         try:
             copied += _copy_file(Path(entry.path), target, cancelled)
@@ -107,15 +107,29 @@ def _filesystem_now(directory: Path) -> int:
 
 
 def _copy_file(src: Path, dst: Path, cancelled: threading.Event | None) -> int:
+    """Copy in the kernel (copy_file_range: no bytes through Python, the GIL released per chunk),
+    chunk by chunk so that a cancelled move stops soon; plain reads and writes where the
+    filesystem does not support it."""
     tmp = dst.with_name(dst.name + ".copy.tmp")
     n = 0
     with open(src, "rb") as fin, open(tmp, "wb") as fout:
         st = os.fstat(fin.fileno())
-        while chunk := fin.read(_COPY_CHUNK):
+        fast = hasattr(os, "copy_file_range")
+        while n < st.st_size:
             if cancelled is not None and cancelled.is_set():
                 raise MoveCancelled(str(src))
-            fout.write(chunk)
-            n += len(chunk)
+            if fast:
+                try:
+                    done = os.copy_file_range(fin.fileno(), fout.fileno(), _COPY_CHUNK, n, n)
+                except OSError:
+                    fast = False
+                    continue
+            else:
+                chunk = os.pread(fin.fileno(), min(_COPY_CHUNK, st.st_size - n), n)
+                done = os.pwrite(fout.fileno(), chunk, n) if chunk else 0
+            if done == 0:  # the file shrank meanwhile (replaced files are new files; see the next pass)
+                break
+            n += done
     os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
     os.replace(tmp, dst)
     return n

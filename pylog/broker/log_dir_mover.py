@@ -57,6 +57,8 @@ class Move:
     dirs: MoveDirs
     cancelled: threading.Event = field(default_factory=threading.Event)
     copied_bytes: int = 0
+    passes: int = 0
+    paused_bytes: int = 0  # copied by the last pass, with the log paused
     task: asyncio.Task[None] | None = None
 
 
@@ -103,8 +105,8 @@ class LogDirMover:
             await asyncio.gather(previous, return_exceptions=True)
         try:
             await self._copy(move)
-            log.info("moved %s-%d to %s (%d bytes copied)",
-                     move.topic, move.index, move.dest, move.copied_bytes)
+            log.info("moved %s-%d to %s: %d bytes copied in %d passes, %d in the last (log paused)",
+                     move.topic, move.index, move.dest, move.copied_bytes, move.passes, move.paused_bytes)
         except MoveCancelled:
             log.info("move of %s-%d to %s called off", move.topic, move.index, move.dest)
             shutil.rmtree(move.dirs.future, ignore_errors=True)
@@ -125,19 +127,22 @@ class LogDirMover:
         return part
 
     async def _copy(self, move: Move) -> None:
-        since = 0
+        since, previous = 0, None
         for _ in range(MAX_BACKGROUND_PASSES):
             part = self._current(move)
-            copied, since = await asyncio.to_thread(
-                sync_tree, part.path, move.dirs.future, since, move.cancelled
-            )
+            copied, since = await asyncio.to_thread(_background_pass, part.path, move.dirs.future, since,
+                                                    move.cancelled)
             move.copied_bytes += copied
-            if copied <= LAST_PASS_BYTES:
-                break
+            move.passes += 1
+            if copied <= LAST_PASS_BYTES or (previous is not None and copied >= previous):
+                break  # little left, or no longer shrinking (the active segment grows meanwhile)
+            previous = copied
         part = self._current(move)
         source = part.path
         with part.lock, part.log.paused():  # the last pass: nothing else runs on the loop meanwhile
-            move.copied_bytes += sync_tree(source, move.dirs.future, since)[0]
+            move.paused_bytes = sync_tree(source, move.dirs.future, since)[0]
+            move.copied_bytes += move.paused_bytes
+            move.passes += 1
             fsync_tree(move.dirs.future)
             part.log.close()
         try:
@@ -148,6 +153,14 @@ class LogDirMover:
             part.relocate(final, self._now_ms())
             raise
         part.relocate(final, self._now_ms())
+
+
+def _background_pass(src: Path, dst: Path, since: int, cancelled: threading.Event) -> tuple[int, int]:
+    """One copy pass on a worker thread, flushed to disk there so that the paused pass only has its
+    own bytes to fsync."""
+    result = sync_tree(src, dst, since, cancelled)
+    fsync_tree(dst)
+    return result
 
 
 def describe_future(move: Move, part: Any) -> dict:

@@ -109,3 +109,29 @@ def test_a_partition_in_two_log_dirs_is_refused(tmp_path: Path) -> None:
     with pytest.raises(DuplicatePartitionError, match="t-3 is in two log directories"):
         find_partition_dirs([a, b])
     assert find_partition_dirs([b]) == {("t", 3): b / "t-3", ("u", 0): b / "u-0"}
+
+
+@pytest.mark.parametrize("kernel_copy", [True, False])
+def test_files_are_copied_whole_with_or_without_copy_file_range(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kernel_copy: bool
+) -> None:
+    import os
+
+    if not kernel_copy:
+        monkeypatch.delattr(os, "copy_file_range", raising=False)
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    data = os.urandom(9 << 20)  # more than one chunk
+    (src / "00000000000000000000.arrow").write_bytes(data)
+    (src / "leader-epoch-checkpoint").write_bytes(b"0\n0\n")
+    (src / "x.tmp").write_bytes(b"a rewrite's temporary file")
+    for p in src.iterdir():  # written a minute ago (not in the filesystem clock's current tick)
+        st = p.stat()
+        os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns - 60 * 10**9))
+    copied, since = sync_tree(src, dst, 0)
+    assert copied == len(data) + 4 and since > 0
+    assert (dst / "00000000000000000000.arrow").read_bytes() == data
+    assert sorted(p.name for p in dst.iterdir()) == ["00000000000000000000.arrow", "leader-epoch-checkpoint"]
+    (src / "leader-epoch-checkpoint").unlink()
+    assert sync_tree(src, dst, since)[0] == 0  # nothing changed since: nothing copied, the removed file goes
+    assert [p.name for p in dst.iterdir()] == ["00000000000000000000.arrow"]
