@@ -135,6 +135,14 @@ def _copy_file(src: Path, dst: Path, cancelled: threading.Event | None) -> int:
     return n
 
 
+def tree_size(path: Path) -> int:
+    """The bytes of the files directly in ``path`` (0 when it is gone)."""
+    try:
+        return sum(e.stat().st_size for e in os.scandir(path) if e.is_file(follow_symlinks=False))
+    except FileNotFoundError:
+        return 0
+
+
 def fsync_tree(path: Path) -> None:
     """fsync every file of ``path`` and the directory itself."""
     for entry in os.scandir(path):

@@ -36,6 +36,7 @@ from pylog.storage.relocate import (
     recover_moves,
     swap_in,
     sync_tree,
+    tree_size,
 )
 
 from pylog.broker.partition import Partition
@@ -57,6 +58,7 @@ class Move:
     dirs: MoveDirs
     cancelled: threading.Event = field(default_factory=threading.Event)
     copied_bytes: int = 0
+    future_bytes: int = 0  # what the future directory holds after the last pass
     passes: int = 0
     paused_bytes: int = 0  # copied by the last pass, with the log paused
     task: asyncio.Task[None] | None = None
@@ -130,8 +132,9 @@ class LogDirMover:
         since, previous = 0, None
         for _ in range(MAX_BACKGROUND_PASSES):
             part = self._current(move)
-            copied, since = await asyncio.to_thread(_background_pass, part.path, move.dirs.future, since,
-                                                    move.cancelled)
+            copied, since, move.future_bytes = await asyncio.to_thread(
+                _background_pass, part.path, move.dirs.future, since, move.cancelled
+            )
             move.copied_bytes += copied
             move.passes += 1
             if copied <= LAST_PASS_BYTES or (previous is not None and copied >= previous):
@@ -155,20 +158,21 @@ class LogDirMover:
         part.relocate(final, self._now_ms())
 
 
-def _background_pass(src: Path, dst: Path, since: int, cancelled: threading.Event) -> tuple[int, int]:
+def _background_pass(src: Path, dst: Path, since: int, cancelled: threading.Event) -> tuple[int, int, int]:
     """One copy pass on a worker thread, flushed to disk there so that the paused pass only has its
-    own bytes to fsync."""
-    result = sync_tree(src, dst, since, cancelled)
+    own bytes to fsync: (bytes copied, the next pass's ``since``, the future's size)."""
+    copied, next_since = sync_tree(src, dst, since, cancelled)
     fsync_tree(dst)
-    return result
+    return copied, next_since, tree_size(dst)
 
 
 def describe_future(move: Move, part: Any) -> dict:
-    """A future replica as DescribeLogDirs lists it: the bytes copied so far, and, not knowing how
-    far the copy reaches in offsets, the whole log end offset as its lag until the swap."""
+    """A future replica as DescribeLogDirs lists it: its size on disk after the last copy pass, and,
+    not knowing how far the copy reaches in offsets, the whole log end offset as its lag until the
+    swap."""
     return {
         "partition_index": move.index,
-        "partition_size": move.copied_bytes,
+        "partition_size": move.future_bytes,
         "offset_lag": part.log_end_offset if part is not None else 0,
         "is_future_key": True,
     }

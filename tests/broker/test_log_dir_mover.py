@@ -120,3 +120,43 @@ def test_new_partitions_go_to_the_least_loaded_dir_and_a_preferred_one_wins(tmp_
     m.log_dirs.preferred[("q", 0)] = tmp_path / "a"
     assert m.ensure_partition("q", 0, uuid.uuid4(), {}).path.parent.name == "a"
     m.close()
+
+
+class _Allow:
+    def cluster(self, ctx: object, op: int) -> bool:
+        return True
+
+
+def _listed(m: ReplicaManager) -> dict[tuple[str, bool], int]:
+    """{(log dir name, is future): partition_size} of t-0, as DescribeLogDirs v4 answers."""
+    from types import SimpleNamespace
+
+    from pylog.broker.handlers.describe_log_dirs import describe_log_dirs
+
+    req = SimpleNamespace(topics=[SimpleNamespace(topic="t", partitions=[0])])
+    body = describe_log_dirs(None, req, replicas=m, authz=_Allow())  # type: ignore[arg-type]
+    assert body["error_code"] == 0
+    assert all(r["error_code"] == 0 and r["total_bytes"] > 0 for r in body["results"])
+    return {
+        (Path(r["log_dir"]).name, p["is_future_key"]): p["partition_size"]
+        for r in body["results"] for t in r["topics"] for p in t["partitions"]
+    }
+
+
+def test_describe_log_dirs_shows_the_future_replica_until_the_swap(tmp_path: Path) -> None:
+    m = _manager(tmp_path)
+    part = _lead(m, "t", uuid.uuid4())
+    for n in range(300):
+        _append(part, n)
+    size = part.log.size_bytes
+
+    async def run() -> dict[tuple[str, bool], int]:
+        m.mover.start(part, tmp_path / "c")
+        during = _listed(m)
+        await _until_moved(m, part, 0, 0)
+        return during
+
+    during = asyncio.run(run())
+    assert during == {("a", False): size, ("c", True): 0}  # nothing copied yet
+    assert _listed(m) == {("c", False): size}
+    m.close()
