@@ -160,3 +160,43 @@ def test_describe_log_dirs_shows_the_future_replica_until_the_swap(tmp_path: Pat
     assert during == {("a", False): size, ("c", True): 0}  # nothing copied yet
     assert _listed(m) == {("c", False): size}
     m.close()
+
+
+class _Deny:
+    def cluster(self, ctx: object, op: int) -> bool:
+        return False
+
+
+def _alter(m: ReplicaManager, path: Path | str, topic: str, authz: object = None) -> int:
+    from types import SimpleNamespace
+
+    from pylog.broker.handlers.alter_replica_log_dirs import alter_replica_log_dirs
+
+    topics = [SimpleNamespace(name=topic, partitions=[0])]
+    req = SimpleNamespace(dirs=[SimpleNamespace(path=str(path), topics=topics)])
+    body = alter_replica_log_dirs(None, req, replicas=m, authz=authz or _Allow())  # type: ignore[arg-type]
+    [[result]] = [t["partitions"] for t in body["results"]]
+    return int(result["error_code"])
+
+
+def test_alter_replica_log_dirs_answers_kafkas_errors(tmp_path: Path) -> None:
+    from pylog.protocol.errors import ErrorCode
+
+    m = _manager(tmp_path)
+    part = _lead(m, "t", uuid.uuid4())
+    assert _alter(m, tmp_path / "elsewhere", "t") == ErrorCode.LOG_DIR_NOT_FOUND
+    assert _alter(m, tmp_path / "b", "t", _Deny()) == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    assert _alter(m, tmp_path / "a", "t") == ErrorCode.NONE  # already there: nothing to do
+    assert not m.mover.moves
+    # a partition not hosted here: unknown, or hosted elsewhere; either way its dir is remembered
+    assert _alter(m, tmp_path / "c", "u") == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    m.partition_exists = lambda topic, index: True
+    assert _alter(m, tmp_path / "b", "v") == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert m.log_dirs.preferred == {("u", 0): tmp_path / "c", ("v", 0): tmp_path / "b"}
+    assert m.ensure_partition("u", 0, uuid.uuid4(), {}).path.parent == tmp_path / "c"
+    # a log dir gone from under the broker
+    (tmp_path / "c" / "u-0").rename(tmp_path / "u-0-elsewhere")
+    (tmp_path / "c").rmdir()
+    assert _alter(m, tmp_path / "c", "t") == ErrorCode.KAFKA_STORAGE_ERROR
+    assert part.path.parent == tmp_path / "a"
+    m.close()
