@@ -507,6 +507,7 @@ class Broker:
         self.maintenance.stop()
         for part in self.replicas.snapshot():
             part.wake()
+        self.replicas.mover.close()  # here, on the loop: no paused pass starts while the logs close
         await asyncio.get_running_loop().run_in_executor(None, self.replicas.close)
         if self.fetchers is not None:
             await self.fetchers.close()

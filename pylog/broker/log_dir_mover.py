@@ -94,12 +94,10 @@ class LogDirMover:
         return ErrorCode.NONE
 
     def close(self) -> None:
-        """Call off every move (an unfinished future is removed now or at the next start)."""
-        for move in self.moves.values():
+        """Call off every move: each stops at its next file or chunk, or before its paused pass, and
+        removes its future (else the next start does). Safe from any thread."""
+        for move in list(self.moves.values()):
             move.cancelled.set()
-            if move.task is not None:
-                move.task.cancel()
-        self.moves.clear()
 
     async def _run(self, move: Move, previous: asyncio.Task[None] | None) -> None:
         tp = (move.topic, move.index)
@@ -116,7 +114,10 @@ class LogDirMover:
             move.cancelled.set()
             raise
         except OSError as exc:
-            log.error("moving %s-%d to %s failed: %s", move.topic, move.index, move.dest, exc)
+            part = self._lookup(move.topic, move.index)
+            gone = part is None or part.deleted or move.cancelled.is_set()  # its files went meanwhile
+            (log.info if gone else log.error)("moving %s-%d to %s failed: %s", move.topic, move.index,
+                                              move.dest, exc)
             shutil.rmtree(move.dirs.future, ignore_errors=True)
         finally:
             if self.moves.get(tp) is move:
