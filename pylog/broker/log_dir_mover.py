@@ -9,7 +9,8 @@ pass copied little, the last one runs on the event loop with the partition's log
 append or read can interleave: both run on the loop; background segment jobs wait on the log
 lock), and the partition reopens its log from the new directory. Nothing written is lost: the last
 pass copies everything the paused log holds, and the swap is crash-safe (``storage.relocate``).
-The pause lasts one copy of what changed during the previous pass (at most the active segment).
+Before the last passes the active segment is rolled (and the rolled one sealed), so the pause
+lasts one copy of what was appended during the pass before it.
 
 Like Kafka's, the request is answered at once and the move runs in the background;
 DescribeLogDirs shows the future replica (``is_future_key``) until the swap.
@@ -141,6 +142,18 @@ class LogDirMover:
             if copied <= LAST_PASS_BYTES or (previous is not None and copied >= previous):
                 break  # little left, or no longer shrinking (the active segment grows meanwhile)
             previous = copied
+        # The active segment changes with every append, so every pass copies it again: roll it and
+        # seal what rolled (as the maintenance thread would), so that the paused pass copies only
+        # the records appended since the pass before it.
+        part = self._current(move)
+        part.log.roll()
+        await asyncio.to_thread(part.seal_rolled_segments)
+        part = self._current(move)
+        copied, since, move.future_bytes = await asyncio.to_thread(
+            _background_pass, part.path, move.dirs.future, since, move.cancelled
+        )
+        move.copied_bytes += copied
+        move.passes += 1
         part = self._current(move)
         source = part.path
         with part.lock, part.log.paused():  # the last pass: nothing else runs on the loop meanwhile

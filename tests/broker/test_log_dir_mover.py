@@ -158,7 +158,7 @@ def test_describe_log_dirs_shows_the_future_replica_until_the_swap(tmp_path: Pat
 
     during = asyncio.run(run())
     assert during == {("a", False): size, ("c", True): 0}  # nothing copied yet
-    assert _listed(m) == {("c", False): size}
+    assert _listed(m) == {("c", False): part.log.size_bytes}  # sealed on the way: smaller
     m.close()
 
 
