@@ -643,10 +643,9 @@ class PartitionLog:
 
     @contextlib.contextmanager
     def paused(self) -> Iterator[None]:
-        """Hold the log still (no append, truncation, retention or segment swap) with everything
-        written so far flushed: a copy taken inside is the whole log (moving it between log dirs)."""
+        """Hold the log still (no append, truncation, retention or segment swap): a copy of its files
+        taken inside is the whole log (moving it between log dirs)."""
         with self._lock:
-            self.flush()
             yield
 
     def maybe_flush(self, now_ms: int) -> bool:

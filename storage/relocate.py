@@ -63,7 +63,8 @@ def sync_tree(src: Path, dst: Path, since_ns: int,
     filesystem's time at the start of this pass (the next pass's ``since_ns``): read from the
     filesystem's own clock, it is comparable with the mtimes it stamps however coarse they are (a
     file written in the same tick has an mtime equal to it, and is copied again). A file that
-    disappears meanwhile (retention, a swap) is skipped: the next pass sees the result."""
+    disappears meanwhile (retention, a swap) is skipped: the next pass sees the result. What it
+    copies is on disk when it returns (each file and the directory fsynced)."""
     dst.mkdir(parents=True, exist_ok=True)
     started = _filesystem_now(dst)
     copied = 0
@@ -93,6 +94,7 @@ def sync_tree(src: Path, dst: Path, since_ns: int,
     for entry in os.scandir(dst):
         if entry.name not in seen:
             os.unlink(entry.path)
+    fsync_dir(dst)
     return copied, started
 
 
@@ -130,6 +132,9 @@ def _copy_file(src: Path, dst: Path, cancelled: threading.Event | None) -> int:
             if done == 0:  # the file shrank meanwhile (replaced files are new files; see the next pass)
                 break
             n += done
+            os.fdatasync(fout.fileno())  # written back chunk by chunk: no burst of dirty pages that
+            # would hold the broker's own writes back (the kernel throttles writers past a limit)
+        os.fsync(fout.fileno())
     os.utime(tmp, ns=(st.st_atime_ns, st.st_mtime_ns))
     os.replace(tmp, dst)
     return n
@@ -141,18 +146,6 @@ def tree_size(path: Path) -> int:
         return sum(e.stat().st_size for e in os.scandir(path) if e.is_file(follow_symlinks=False))
     except FileNotFoundError:
         return 0
-
-
-def fsync_tree(path: Path) -> None:
-    """fsync every file of ``path`` and the directory itself."""
-    for entry in os.scandir(path):
-        if entry.is_file(follow_symlinks=False):
-            fd = os.open(entry.path, os.O_RDONLY)
-            try:
-                os.fsync(fd)
-            finally:
-                os.close(fd)
-    fsync_dir(path)
 
 
 def swap_in(source: Path, dirs: MoveDirs) -> Path:

@@ -32,7 +32,6 @@ from pylog.protocol.errors import ErrorCode
 from pylog.storage.relocate import (
     MoveCancelled,
     MoveDirs,
-    fsync_tree,
     move_dirs,
     recover_moves,
     swap_in,
@@ -62,6 +61,7 @@ class Move:
     future_bytes: int = 0  # what the future directory holds after the last pass
     passes: int = 0
     paused_bytes: int = 0  # copied by the last pass, with the log paused
+    paused_ms: int = 0  # how long the log was paused (the last pass, the swap, the reopening)
     task: asyncio.Task[None] | None = None
 
 
@@ -106,8 +106,9 @@ class LogDirMover:
             await asyncio.gather(previous, return_exceptions=True)
         try:
             await self._copy(move)
-            log.info("moved %s-%d to %s: %d bytes copied in %d passes, %d in the last (log paused)",
-                     move.topic, move.index, move.dest, move.copied_bytes, move.passes, move.paused_bytes)
+            log.info("moved %s-%d to %s: %d bytes copied in %d passes, %d in the last (log paused %d ms)",
+                     move.topic, move.index, move.dest, move.copied_bytes, move.passes, move.paused_bytes,
+                     move.paused_ms)
         except MoveCancelled:
             log.info("move of %s-%d to %s called off", move.topic, move.index, move.dest)
             shutil.rmtree(move.dirs.future, ignore_errors=True)
@@ -156,11 +157,11 @@ class LogDirMover:
         move.passes += 1
         part = self._current(move)
         source = part.path
+        started_ms = self._now_ms()
         with part.lock, part.log.paused():  # the last pass: nothing else runs on the loop meanwhile
             move.paused_bytes = sync_tree(source, move.dirs.future, since)[0]
             move.copied_bytes += move.paused_bytes
             move.passes += 1
-            fsync_tree(move.dirs.future)
             part.log.close()
         try:
             final = swap_in(source, move.dirs)
@@ -170,13 +171,13 @@ class LogDirMover:
             part.relocate(final, self._now_ms())
             raise
         part.relocate(final, self._now_ms())
+        move.paused_ms = self._now_ms() - started_ms
 
 
 def _background_pass(src: Path, dst: Path, since: int, cancelled: threading.Event) -> tuple[int, int, int]:
-    """One copy pass on a worker thread, flushed to disk there so that the paused pass only has its
-    own bytes to fsync: (bytes copied, the next pass's ``since``, the future's size)."""
+    """One copy pass on a worker thread: (bytes copied, the next pass's ``since``, the future's
+    size)."""
     copied, next_since = sync_tree(src, dst, since, cancelled)
-    fsync_tree(dst)
     return copied, next_since, tree_size(dst)
 
 

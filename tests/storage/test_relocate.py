@@ -10,7 +10,6 @@ from pylog.storage import LogConfig, PartitionLog
 from pylog.storage.relocate import (
     DuplicatePartitionError,
     find_partition_dirs,
-    fsync_tree,
     move_dirs,
     recover_moves,
     swap_in,
@@ -51,7 +50,6 @@ def test_copy_passes_then_paused_pass_give_an_identical_log(tmp_path: Path) -> N
     assert again > 0  # the appended batches (and, this soon, files touched within a second)
     with log.paused():
         sync_tree(log.dir, dirs.future, since)
-        fsync_tree(dirs.future)
         end = log.log_end_offset
         log.close()
     final = swap_in(a / "t-0", dirs)
