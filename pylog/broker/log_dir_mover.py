@@ -10,7 +10,8 @@ append or read can interleave: both run on the loop; background segment jobs wai
 lock), and the partition reopens its log from the new directory. Nothing written is lost: the last
 pass copies everything the paused log holds, and the swap is crash-safe (``storage.relocate``).
 Before the last passes the active segment is rolled (and the rolled one sealed), so the pause
-lasts one copy of what was appended during the pass before it.
+lasts one copy of what was appended during the pass before it, with its fsyncs and the swap's
+(copies are written back as they are made, so no pass leaves much for an fsync to wait on).
 
 Like Kafka's, the request is answered at once and the move runs in the background;
 DescribeLogDirs shows the future replica (``is_future_key``) until the swap.
@@ -72,9 +73,6 @@ class LogDirMover:
         self._lookup = lookup
         self._now_ms = now_ms
         self.moves: dict[TopicPartition, Move] = {}
-
-    def future(self, topic: str, index: int) -> Move | None:
-        return self.moves.get((topic, index))
 
     def start(self, part: Partition, dest: Path) -> int:
         """Move ``part`` to ``dest`` in the background; the error code for the request's answer.
