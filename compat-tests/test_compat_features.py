@@ -38,7 +38,7 @@ def test_describe_features_sees_supported_and_finalized_levels(admin: KafkaAdmin
         "group.version": (0, 1),
         "share.version": (0, 1),
         "transaction.version": (0, 0),
-        "kraft.version": (0, 0),
+        "kraft.version": (0, 1),
         "streams.version": (0, 0),
         "eligible.leader.replicas.version": (0, 0),
     }
@@ -60,6 +60,7 @@ def test_update_features_follows_kafkas_rules(admin: KafkaAdminClient) -> None:
     refused(admin, {"metadata.version": (UNSAFE, 22)}, "Unsafe metadata downgrade is not supported")
     refused(admin, {"metadata.version": (SAFE, 26)}, "share.version could not be set to 1")
     refused(admin, {"metadata.version": (SAFE, 6)}, "only supports versions [7, 29]")
+    refused(admin, {"kraft.version": 1}, "cannot be changed while running")  # set at format time
     # all or nothing: one bad update fails the good one beside it
     refused(admin, {"group.version": (SAFE, 0), "share.version": 5}, "share.version")
     assert finalized(admin)["group.version"] == 1

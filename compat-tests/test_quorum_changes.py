@@ -92,6 +92,9 @@ def test_kafka_pythons_describe_metadata_quorum_shows_directory_ids(cluster_fact
             return d if len(part["current_voters"]) == 4 else None
 
         d = wait_for(described, 30, "four voters in DescribeQuorum")
+        # a dynamic quorum runs kraft.version 1, finalized by the Raft log itself
+        kraft = admin.describe_features()["kraft.version"]
+        assert kraft["supported"] == (0, 1) and kraft["finalized"] == (1, 1), kraft
     finally:
         admin.close()
     part = d["topics"][0]["partitions"][0]

@@ -46,6 +46,7 @@ from .segment import FILE_EXT, SIDE_EXTS, STREAM_EXT, Segment, SegmentSnapshot
 _NAME_RE = re.compile(r"^(\d{20})(\.[a-z]+)$")
 _PARTITION_RE = re.compile(r"^(.+)-(\d+)$")
 READ_CHUNK = 4096  # batch entries examined at a time by read()
+READONLY_LIST_ATTEMPTS = 5  # listings retried by open_readonly while a writer seals or deletes
 
 
 class PartitionDir(NamedTuple):
@@ -163,7 +164,13 @@ class PartitionLog:
         if not directory.is_dir():
             raise FileNotFoundError(directory)
         log = cls(directory, config or LogConfig(), readonly=True)
-        segments = _load_segments(directory, readonly=True)
+        for attempt in range(READONLY_LIST_ATTEMPTS):  # a file listed may be sealed or deleted at once
+            try:
+                segments = _load_segments(directory, readonly=True)
+                break
+            except FileNotFoundError:
+                if attempt == READONLY_LIST_ATTEMPTS - 1 or not directory.is_dir():
+                    raise
         lso = read_log_start_offset(directory)
         log._set_segments(segments)
         log._log_end_offset = segments[-1].next_offset if segments else lso

@@ -166,6 +166,8 @@ def wait_for_moves(admin: ClusterAdminSync, partitions: list[TopicPartition], *,
         now = time.monotonic()
         if done != last or now - last_print > 10:
             print(f"  [{now - started:6.1f}s] {done}/{total} partition(s) moved", file=out, flush=True)
+            if done == last:  # no progress for a while: say what each move waits for
+                _print_waiting(admin, sorted(moving), out)
             last, last_print = done, now
         if not moving:
             return
@@ -173,6 +175,16 @@ def wait_for_moves(admin: ClusterAdminSync, partitions: list[TopicPartition], *,
             raise AdminError(f"{len(moving)} move(s) still in flight after {timeout_s:g}s; "
                              "they go on in the cluster (see `pylog cluster describe`)")
         time.sleep(POLL_S)
+
+
+def _print_waiting(admin: ClusterAdminSync, moving: list[TopicPartition], out: TextIO) -> None:
+    parts = admin.state().partitions
+    for tp in moving[:20]:
+        p = parts.get(tp)
+        if p is not None:
+            print(f"    {tp[0]}-{tp[1]}: leader {p.leader}, replicas {list(p.replicas)}, in sync "
+                  f"{list(p.isr)}, adding {list(p.adding)}, removing {list(p.removing)}",
+                  file=out, flush=True)
 
 
 def elect_leaders(admin: ClusterAdminSync, partitions: list[TopicPartition], attempts: int = 20) -> None:

@@ -38,6 +38,9 @@ class MetadataView(Protocol):
     @property
     def controller_id(self) -> int: ...
 
+    @property
+    def kraft_version(self) -> int: ...
+
     def topic(self, name_or_id: str | uuid.UUID) -> TopicImage | None: ...
 
     def partitions(self, topic: TopicImage) -> Sequence[PartitionImage]: ...
@@ -73,6 +76,9 @@ class MetadataSource(Protocol):
 
     @property
     def leader_id(self) -> int | None: ...
+
+    @property
+    def kraft_version(self) -> int: ...
 
     def add_listener(self, listener: MetadataListener) -> None: ...
 
@@ -110,6 +116,11 @@ class BrokerMetadata:
     def controller_id(self) -> int:
         leader = self.quorum.leader_id
         return -1 if leader is None else leader
+
+    @property
+    def kraft_version(self) -> int:
+        """kraft.version lives in the Raft log's control records, not in a FeatureLevelRecord."""
+        return self.quorum.kraft_version
 
     def start_publishing(self) -> None:
         """Replay is done: reconcile with the final image, then act on every applied record.

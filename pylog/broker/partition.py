@@ -530,6 +530,9 @@ class Partition:
         state = self.leader_state
         if state is not None:
             state.isr_change_failed()
+            # the high watermark waited for the refused ISR too: recompute it now, or produces
+            # waiting on it stay stuck until the next append or follower progress
+            self._hw_advanced(state.maybe_advance_high_watermark(self.log.log_end_offset))
 
     def add_hw_waiter(self, offset: int, callback: HwWaiter) -> None:
         """Call ``callback(0)`` once the high watermark is past ``offset`` (now, if it is), or

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 
 from pylog.cluster.features import (
     DEPENDENCIES,
+    KRAFT_VERSION,
     METADATA_VERSION,
     MINIMUM_METADATA_VERSION,
     SUPPORTED,
@@ -113,6 +114,11 @@ def _update_one(
         )
     if new > current and u.upgrade_type != UpgradeType.UPGRADE:
         raise refuse("Can't downgrade to a newer version.")
+    if name == KRAFT_VERSION:
+        raise refuse(
+            "kraft.version is chosen when the controllers' storage is formatted (`pylog storage "
+            "format --standalone` or `--initial-controllers`) and cannot be changed while running."
+        )
     if name == METADATA_VERSION:
         _check_metadata_version(current, new, u.upgrade_type)
     elif name not in SUPPORTED:

@@ -10,7 +10,8 @@ are the levels pylog's code actually implements, under Kafka 4.2's numbering:
 - ``share.version`` 0-1: level 1 turns on share groups (KIP-932); needs metadata.version 27.
 - ``transaction.version`` 0: classic transactions (no KIP-890 epoch bump per transaction, no
   flexible transaction log values), so clients keep using AddPartitionsToTxn.
-- ``kraft.version`` 0: static voters (``controller.quorum.voters``), no KIP-853 reconfiguration.
+- ``kraft.version`` 0-1: 0 is static voters (``controller.quorum.voters``), 1 the KIP-853 dynamic
+  quorum; it is chosen when the storage is formatted and finalized by the Raft log itself.
 - ``eligible.leader.replicas.version`` 0 and ``streams.version`` 0: no ELR (KIP-966), no streams
   groups (KIP-1071).
 """
@@ -40,7 +41,7 @@ _METADATA_CHANGED = frozenset({7, 8, 11, 13, 14, 15, 17, 23})
 
 SUPPORTED: Mapping[str, tuple[int, int]] = {
     METADATA_VERSION: (MINIMUM_METADATA_VERSION, LATEST_METADATA_VERSION),
-    KRAFT_VERSION: (0, 0),
+    KRAFT_VERSION: (0, 1),
     TRANSACTION_VERSION: (0, 0),
     GROUP_VERSION: (0, 1),
     SHARE_VERSION: (0, 1),

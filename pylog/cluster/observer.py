@@ -62,6 +62,11 @@ class MetadataObserver:
     def applied_offset(self) -> int:
         return self.feed.image.offset
 
+    @property
+    def kraft_version(self) -> int:
+        """The kraft.version the metadata log's control records set."""
+        return self.feed.kraft_version
+
     def add_listener(self, listener: MetadataListener) -> None:
         self.feed.add_listener(listener)
 

@@ -99,13 +99,16 @@ def _check_data_stays(
     if not leaving or isr is None or alive is None:
         return
     up = set(alive)
+    lost = []
     for tp in sorted(current):
         in_sync = isr.get(tp) or current[tp]
         if all(r in leaving for r in in_sync) and not set(in_sync) & up:
-            raise PlanError(
+            lost.append(
                 f"{tp[0]}-{tp[1]}: its only in-sync replica{'s' if len(in_sync) > 1 else ''} "
                 f"({', '.join(map(str, in_sync))}) would be removed while down: no copy would be left"
             )
+    if lost:
+        raise PlanError("; ".join(lost))
 
 
 class _Planner:

@@ -74,9 +74,16 @@ class LeaderState:
         """The controller committed a new state for this partition (same leader epoch)."""
         if partition_epoch < self.partition_epoch:
             return
-        if partition_epoch > self.partition_epoch or self.pending_isr == isr:
+        if (
+            partition_epoch > self.partition_epoch
+            or self.pending_isr == isr
+            or (self.pending_isr is not None and not set(self.pending_isr) <= set(replicas))
+        ):
             # a newer committed state answers any proposal (the controller may have decided more
-            # than was asked: a reassignment completing drops the removed replicas), or outdates it
+            # than was asked: a reassignment completing drops the removed replicas), or outdates
+            # it; so does one whose replicas no longer include a member of the proposal (the
+            # controller refuses it, and meanwhile the high watermark must not wait for a replica
+            # nobody tracks)
             self.pending_isr = None
         self.replicas = replicas
         self.isr = isr

@@ -29,6 +29,7 @@ log = logging.getLogger(__name__)
 
 READ_UNCOMMITTED = 0
 PARTITION = 0
+REPLICATION_FACTOR = 3
 
 
 class KafkaStore:
@@ -107,7 +108,8 @@ class KafkaStore:
                 {
                     "name": self.topic,
                     "num_partitions": 1,
-                    "replication_factor": -1,
+                    # as Confluent's kafkastore.topic.replication.factor (3), within the brokers there are
+                    "replication_factor": max(1, min(REPLICATION_FACTOR, len(md.brokers))),
                     "assignments": [],
                     "configs": [{"name": k, "value": v} for k, v in records.TOPIC_CONFIGS.items()],
                 }

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator, Sequence
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -49,6 +50,8 @@ HW_CHECKPOINT = HIGH_WATERMARK_FILE
 TINY_MESSAGE_ROWS = 64
 SMALL_BATCH_ROWS = 4096
 COALESCED_ROWS = 65536
+# How often a read reopens a partition whose segment vanished under it before giving up.
+REOPEN_ATTEMPTS = 5
 
 
 def read_hw_checkpoint(data_dir: Path) -> dict[tuple[str, int], int]:
@@ -87,8 +90,12 @@ class DirTopicSource:
                                     + (", ".join(map(repr, topics)) if topics else "no topics"))
         return found
 
-    def _partition(self, topic: str, partition: int) -> _Partition:
+    def _partition(self, topic: str, partition: int, *, reopen: bool = False) -> _Partition:
         part = self._open.get((topic, partition))
+        if part is not None and reopen:
+            part.log.close()
+            del self._open[(topic, partition)]
+            part = None
         if part is None:
             path = self._dirs.get((topic, partition))
             if path is None:
@@ -117,8 +124,7 @@ class DirTopicSource:
         for r in ranges:
             if r.count <= 0:
                 continue
-            part = self._partition(r.topic, r.partition)
-            for batch in _rows(part, r, columns):
+            for batch in _coalesced(self._resumed_messages(r, columns), SMALL_BATCH_ROWS):
                 yield r, batch
 
     def read_tables(self, ranges: list[PartitionRange], columns: Sequence[str]
@@ -126,8 +132,34 @@ class DirTopicSource:
         """One table of the requested source columns per non-empty range, in range order."""
         schema = source_schema(columns)
         for r in ranges:
-            if r.count > 0:
-                yield r, _table(self._partition(r.topic, r.partition), r, columns, schema)
+            if r.count <= 0:
+                continue
+            for attempt in range(REOPEN_ATTEMPTS):
+                try:
+                    part = self._partition(r.topic, r.partition, reopen=attempt > 0)
+                    table = _table(part, r, columns, schema)
+                except FileNotFoundError:
+                    if attempt == REOPEN_ATTEMPTS - 1:
+                        raise
+                    continue
+                yield r, table
+                break
+
+    def _resumed_messages(self, r: PartitionRange, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+        """`_messages` of ``r``; when a segment of the view vanished under the reader (the broker
+        sealed, compacted or deleted it after the view was opened), the partition is reopened and
+        the read resumes after the last offset already returned."""
+        start = r.start
+        for attempt in range(REOPEN_ATTEMPTS):
+            try:
+                part = self._partition(r.topic, r.partition, reopen=attempt > 0)
+                for rows, last in _messages(part, replace(r, start=start), columns):
+                    start = last + 1
+                    yield rows
+                return
+            except FileNotFoundError:
+                if attempt == REOPEN_ATTEMPTS - 1:
+                    raise
 
 
 class _Partition:
@@ -283,17 +315,22 @@ def _rows(part: _Partition, r: PartitionRange, columns: Sequence[str], *,
     """The committed data rows of [start, end) as zero-copy slices of the mapped segments' messages
     (filtered only where a skipped batch lies); runs of messages under `small_rows` rows become one
     batch."""
-    return _coalesced(_messages(part, r, columns), small_rows)
+    return _coalesced((rows for rows, _last in _messages(part, r, columns)), small_rows)
 
 
-def _messages(part: _Partition, r: PartitionRange, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+def _messages(part: _Partition, r: PartitionRange, columns: Sequence[str]
+              ) -> Iterator[tuple[pa.RecordBatch, int]]:
+    """Each message's committed rows with the last offset the message covered."""
     drop_first, drop_last, lat_first, lat_last, lat_ts = _special(part, r, columns)
     stored = [c for c in columns if c != "timestampType"]
     with_type = "timestampType" in columns
     zeros = ConstantPool()
     special = len(drop_first) or len(lat_first)
     for rows in part.log.scan(r.start, r.end):
+        if not rows.num_rows:
+            continue
         ts_type = None
+        last = rows.column(0)[-1].as_py()
         if special:
             offsets = rows.column(0).to_numpy()
             lo, hi = int(offsets[0]), int(offsets[-1])
@@ -307,7 +344,7 @@ def _messages(part: _Partition, r: PartitionRange, columns: Sequence[str]) -> It
         if with_type:
             out = out.append_column("timestampType", zeros.take(0, rows.num_rows) if ts_type is None
                                     else ts_type)
-        yield out
+        yield out, last
 
 
 _NONE = np.zeros(0, np.int64)

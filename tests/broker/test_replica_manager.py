@@ -226,3 +226,24 @@ def test_a_leader_that_appended_nothing_follows_the_next_leader_without_divergin
     finally:
         a.close()
         b.close()
+
+
+def test_a_refused_isr_proposal_releases_the_high_watermark_without_more_traffic(
+    replicas: ReplicaManager,
+) -> None:
+    """The high watermark waits for a pending ISR addition too; when the controller refuses it,
+    the watermark is recomputed at once: the produces waiting on it must not depend on another
+    append or fetch (an idempotent producer whose batches all wait sends neither)."""
+    part = lead(replicas, "t", followers=(2,))
+    replicas.append_records([("t", 0, make_batch([b"a", b"b"]))], acks=1, timeout_ms=0)
+    fetch(replicas, [("t", FetchPosition(0, 2, 1 << 20, EPOCH, EPOCH))], replica_id=2,
+          isolation=FetchIsolation.LOG_END)
+    assert part.high_watermark == 2
+    part.become_leader(1, EPOCH, 1, (1, 2, 3), (1, 2), now_ms=0)  # 3 is being added
+    assert part.propose_isr((1, 2, 3))  # as if 3 had caught up
+    replicas.append_records([("t", 0, make_batch([b"c"]))], acks=1, timeout_ms=0)
+    fetch(replicas, [("t", FetchPosition(0, 3, 1 << 20, EPOCH, EPOCH))], replica_id=2,
+          isolation=FetchIsolation.LOG_END)
+    assert part.high_watermark == 2  # waits for 3 too, which has not fetched offset 2
+    part.isr_change_failed()  # the controller refused: 3 is fenced
+    assert part.high_watermark == 3

@@ -120,3 +120,21 @@ def test_a_newer_committed_state_answers_a_proposal_even_when_it_decided_more() 
     assert s.pending_isr is None and s.maximal_isr == (1, 2, 4) and 3 not in s.followers
     s.on_follower_fetch(2, 10, 10, now_ms=2)
     assert s.maybe_advance_high_watermark(10) and s.high_watermark == 10
+
+
+def test_a_proposal_naming_a_replica_the_committed_state_dropped_is_outdated() -> None:
+    """The AlterPartition answer completing a move (3 -> 4) arrives before the image's record: the
+    leader still tracks 3, which fetches once more and is proposed back. The record then drops 3
+    at the same partition epoch; the proposal can never be accepted and must not hold the high
+    watermark back."""
+    s = leader(isr=(1, 2, 3))
+    s.update_partition((1, 2, 4, 3), (1, 2, 3), 8)  # moving 3 -> 4
+    s.update_partition((1, 2, 4, 3), (1, 2, 4), 9)  # AlterPartition's answer: the move completed
+    s.on_follower_fetch(3, 10, 10, now_ms=1)
+    assert s.isr_expand(3) == (1, 2, 4, 3)
+    s.propose((1, 2, 4, 3))
+    s.update_partition((1, 2, 4), (1, 2, 4), 9)  # the image's record, same partition epoch
+    assert s.pending_isr is None and s.maximal_isr == (1, 2, 4)
+    s.on_follower_fetch(2, 10, 10, now_ms=2)
+    s.on_follower_fetch(4, 10, 10, now_ms=2)
+    assert s.maybe_advance_high_watermark(10) and s.high_watermark == 10

@@ -170,7 +170,12 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
     group_read = az.group(authz, Op.READ)
     specs = _feature_gated(
         [
-            route(api_versions.api_versions, table=versions, image=lambda: s.metadata.image),
+            route(
+                api_versions.api_versions,
+                table=versions,
+                image=lambda: s.metadata.image,
+                kraft_version=lambda: s.metadata.kraft_version,
+            ),
             route(sasl.sasl_handshake),
             route(sasl.sasl_authenticate),
             az.per_topic(
@@ -460,7 +465,12 @@ def controller_handlers(s: ControllerServices) -> HandlerTable:
     cell: list[HandlerTable] = []
     table = HandlerTable(
         [
-            route(api_versions.api_versions, table=versions, image=lambda: q.image),
+            route(
+                api_versions.api_versions,
+                table=versions,
+                image=lambda: q.image,
+                kraft_version=lambda: q.kraft_version,
+            ),
             route(sasl.sasl_handshake),
             route(sasl.sasl_authenticate),
             route(envelope.envelope, table=lambda: cell[0], authz=authz),

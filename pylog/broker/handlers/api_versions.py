@@ -2,6 +2,8 @@
 this node supports and those the cluster finalized (KIP-584).
 
 The finalized levels are read from the node's metadata image; their epoch is the image's offset.
+``kraft.version`` is finalized by the Raft log's own control records (KIP-853), not by a
+FeatureLevelRecord, so it is read from the quorum.
 Before version 4 a supported feature whose lowest level is 0 is left out: older clients cannot
 read such a range (Kafka's KAFKA-17492 rule).
 """
@@ -15,7 +17,7 @@ from pylog.protocol.api import ApiKey
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
-from pylog.cluster.features import SUPPORTED
+from pylog.cluster.features import KRAFT_VERSION, SUPPORTED
 from pylog.cluster.image import MetadataImage
 
 FIRST_FEATURES_VERSION = 3
@@ -28,6 +30,7 @@ def api_versions(
     *,
     table: Mapping[int, tuple[int, int]],
     image: Callable[[], MetadataImage | None],
+    kraft_version: Callable[[], int],
 ) -> dict:
     body: dict[str, Any] = {
         "error_code": 0,
@@ -43,8 +46,11 @@ def api_versions(
         current = image()
         if current is not None:
             body["finalized_features_epoch"] = current.offset
+            finalized = dict(current.features)
+            if kraft := kraft_version():
+                finalized[KRAFT_VERSION] = kraft
             body["finalized_features"] = [
                 {"name": name, "max_version_level": level, "min_version_level": level}
-                for name, level in sorted(current.features.items())
+                for name, level in sorted(finalized.items())
             ]
     return body

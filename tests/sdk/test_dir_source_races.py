@@ -1,0 +1,61 @@
+"""A data-directory reader whose segments change under it: the broker seals the stream files it
+listed, or retention deletes them, between the reader's open and its read. The reader reopens the
+partition and resumes after the last offset it returned: every record once, in order."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+from sdk_helpers import LogWriter
+
+from pylog.sdk.dir_source import DirTopicSource
+from pylog.sdk.offsets import PartitionRange
+
+ROWS = 5000  # more than one coalesced batch per message, so the reader yields between segments
+
+
+def _writer(tmp_path: Path, messages: int) -> LogWriter:
+    w = LogWriter(tmp_path, "t", segment_bytes=4096)
+    for _ in range(messages):
+        w.append(ROWS)
+    return w
+
+
+def test_a_stream_sealed_mid_read_is_read_from_its_sealed_file(tmp_path: Path) -> None:
+    w = _writer(tmp_path, 4)
+    assert not list(tmp_path.glob("t-0/*.arrow"))  # every segment still a stream file
+    with DirTopicSource(tmp_path) as source:
+        reader = source.read([PartitionRange("t", 0, 0, w.end)], ["offset", "value"])
+        first = next(reader)[1]
+        assert w.log.seal_pending() >= 3  # the broker seals: the .stream files the view named go
+        assert list(tmp_path.glob("t-0/*.arrow"))
+        rest = [b for _r, b in reader]
+    offsets = pa.Table.from_batches([first, *rest]).column("offset").to_pylist()
+    assert offsets == list(range(w.end))
+    w.close()
+
+
+def test_a_table_read_after_the_view_was_opened_and_its_files_sealed(tmp_path: Path) -> None:
+    w = _writer(tmp_path, 3)
+    with DirTopicSource(tmp_path) as source:
+        bounds = source.offset_bounds("t", [0])  # the view is fixed here
+        w.log.seal_pending()
+        [(_r, table)] = list(source.read_tables([PartitionRange("t", 0, *bounds[0])], ["offset"]))
+    assert table.column("offset").to_pylist() == list(range(w.end))
+    w.close()
+
+
+def test_segments_deleted_mid_read_resume_at_the_new_log_start(tmp_path: Path) -> None:
+    w = _writer(tmp_path, 4)
+    w.log.seal_pending()
+    with DirTopicSource(tmp_path) as source:
+        reader = source.read([PartitionRange("t", 0, 0, w.end)], ["offset"])
+        first = next(reader)[1]
+        w.log.delete_records_before(3 * ROWS)  # DeleteRecords: the first three segments go
+        rest = [b for _r, b in reader]
+    offsets = pa.Table.from_batches([first, *rest]).column("offset").to_pylist()
+    assert offsets == sorted(set(offsets))  # nothing twice, in order
+    assert offsets[: first.num_rows] == list(range(first.num_rows))
+    assert offsets[-ROWS:] == list(range(3 * ROWS, 4 * ROWS))
+    w.close()
