@@ -294,3 +294,52 @@ def test_pylog_cli_and_sdk_show_and_move_log_dirs(jbod: BrokerProcess) -> None:
                            capture_output=True, text=True, timeout=60, check=True).stdout
     assert table.splitlines()[0].split()[:3] == ["BROKER", "LOG-DIR", "PARTITIONS"]
     assert str(b) in table and str(a) in table
+
+
+def test_kill_9_during_a_move_leaves_one_whole_copy(jbod: BrokerProcess) -> None:
+    """The broker is killed at several points of a move (seeded delays, printed); each restart finds
+    the partition in exactly one directory, no future or deleted copy left, every acknowledged
+    record there, and the partition movable again."""
+    import random
+
+    seed = int(time.time())
+    rng = random.Random(seed)
+    print(f"kill -9 delays seed: {seed}")
+    a, b = _dirs(jbod)
+    topic = "crashing"
+    admin = _admin(jbod)
+    admin.create_topics([NewTopic(topic, 1, 1, topic_configs={"segment.bytes": str(1 << 20)})])
+    node = _node_id(admin)
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=jbod.bootstrap, acks="all", linger_ms=5)
+    payload = b"y" * 400
+    futures = [producer.send(topic, value=payload + b"%08d" % n, partition=0) for n in range(30000)]
+    producer.flush()
+    assert all(f.get(10) for f in futures)
+    producer.close()
+    sent = list(range(30000))
+    outcomes = []
+    for delay in [0.0, *sorted(rng.uniform(0.01, 0.6) for _ in range(3))]:
+        admin = _admin(jbod)
+        src = _placement(admin, topic)[0][0]
+        dest = str(b) if src == str(a) else str(a)
+        assert list(admin.alter_replica_log_dirs({(topic, 0, node): dest}).values()) == [NoError]
+        admin.close()
+        time.sleep(delay)
+        jbod.restart(hard=True)
+        found = [d for d in (a, b) if (d / f"{topic}-0").is_dir()]
+        assert len(found) == 1, found
+        leftovers = [p.name for d in (a, b) for p in d.iterdir() if p.name.endswith(("-future", "-delete"))]
+        assert not leftovers, leftovers
+        outcomes.append((round(delay, 3), "moved" if str(found[0]) == dest else "stayed"))
+        assert _read_all(jbod, topic) == sent
+    print(f"kill -9 at (delay s, outcome): {outcomes}")
+    admin = _admin(jbod)
+    try:  # still movable
+        src = _placement(admin, topic)[0][0]
+        dest = str(b) if src == str(a) else str(a)
+        assert list(admin.alter_replica_log_dirs({(topic, 0, node): dest}).values()) == [NoError]
+        _wait_in(admin, topic, dest)
+    finally:
+        admin.close()
+    assert _read_all(jbod, topic) == sent
