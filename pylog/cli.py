@@ -57,7 +57,9 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pylog {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("broker", help="run a single-node broker (broker + controller in one process)")
-    b.add_argument("--data-dir", default=None, help="where logs and metadata live (default ./pylog-data)")
+    b.add_argument("--data-dir", default=None,
+                   help="where metadata and logs live (default: the first of log.dirs, else log.dir or "
+                        "./pylog-data; the other log.dirs hold logs too)")
     b.add_argument(
         "--config-file",
         default=None,
@@ -84,7 +86,8 @@ def _build_parser() -> argparse.ArgumentParser:
     st_sub = st.add_subparsers(dest="storage_command", required=True)
     f = st_sub.add_parser("format", help="write meta.properties and the bootstrap records of a new node")
     f.add_argument(
-        "--data-dir", default=None, help="the node's data directory (default: log.dirs or ./pylog-data)"
+        "--data-dir", default=None,
+        help="the node's data directory (default: the first of log.dirs, else log.dir or ./pylog-data)"
     )
     f.add_argument("--config-file", default=None, metavar="FILE", help="the node's server.properties")
     f.add_argument(

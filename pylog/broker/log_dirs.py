@@ -32,9 +32,11 @@ def split_log_dirs(value: str) -> list[str]:
 
 
 def configured_log_dirs(config: BrokerConfig, data_dir: Path | str | None = None) -> list[Path]:
-    """The log directories, absolute, in order: ``data_dir`` (the node's data directory, when given
-    on the command line) first, then those of ``log.dirs`` (else ``log.dir``). Naming one twice in
-    ``log.dirs`` is an error, as in Kafka."""
+    """The log directories, absolute, in order: those of ``log.dirs`` (else ``log.dir``). A
+    ``data_dir`` given on the command line is the node's data directory, so it comes first: moved
+    there when ``log.dirs`` names it, else in place of the first (``--data-dir`` overrides the
+    data directory, not the other disks). Naming one twice in ``log.dirs`` is an error, as in
+    Kafka."""
     raw = config.raw("log.dirs")
     if raw is not None:
         entries = split_log_dirs(raw)
@@ -51,7 +53,8 @@ def configured_log_dirs(config: BrokerConfig, data_dir: Path | str | None = None
     dirs = list(seen)
     if data_dir is not None:
         first = Path(data_dir).expanduser().resolve()
-        dirs = [first, *(d for d in dirs if d != first)]
+        rest = [d for d in dirs if d != first] if first in dirs else dirs[1:]
+        dirs = [first, *rest]
     return dirs
 
 

@@ -48,8 +48,11 @@ def test_log_dirs_come_from_log_dirs_else_log_dir(tmp_path: Path) -> None:
     a, b = tmp_path / "a", tmp_path / "b"
     assert configured_log_dirs(BrokerConfig({"log.dirs": f"{a}, {b}"})) == [a, b]
     assert configured_log_dirs(BrokerConfig({"log.dir": str(a)})) == [a]
-    # the data directory given on the command line comes first, once
+    # the data directory given on the command line comes first, once, or replaces the first
     assert configured_log_dirs(BrokerConfig({"log.dirs": f"{a},{b}"}), b) == [b, a]
+    c = tmp_path / "c"
+    assert configured_log_dirs(BrokerConfig({"log.dirs": f"{a},{b}"}), c) == [c, b]
+    assert configured_log_dirs(BrokerConfig({"log.dirs": str(a)}), c) == [c]
     assert configured_log_dirs(BrokerConfig({}), a) == [a]
 
 
