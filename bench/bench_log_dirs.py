@@ -121,6 +121,7 @@ def main() -> None:
     ap.add_argument("--segment-mib", type=int, default=64)
     ap.add_argument("--rate", type=int, default=1000, help="records/s of 1 KB during the rows")
     ap.add_argument("--baseline-s", type=float, default=5.0)
+    ap.add_argument("--verbose", action="store_true", help="list the slow acknowledgements")
     ap.add_argument("--settle-s", type=float, default=10.0, help="wait after the preload")
     args = ap.parse_args()
 
@@ -174,6 +175,10 @@ def main() -> None:
             print(f"{name:<18}{secs:9.2f}{rate}{len(lat):7d}{_pct(lat, .5):8.1f}{_pct(lat, .99):8.1f}"
                   f"{(lat[-1] * 1000 if lat else float('nan')):8.1f}")
         print(f"{'disk (copytree)':<18}{copy_s:9.2f}{size / 2**20 / copy_s:8.0f}")
+        if args.verbose:
+            slow = [(round(sent - move_a, 3), round(lat * 1000)) for sent, lat in paced.samples
+                    if sent >= move_a and lat > 0.1]
+            print(f"acks slower than 100 ms during the move (s after the request, ms): {slow[:40]}")
         moved_lines = [ln for ln in b.log_path.read_text().splitlines() if f"moved {TOPIC}-0" in ln]
         print("\nbroker: " + (moved_lines[-1].split(": ", 1)[-1] if moved_lines else "no move logged"))
     finally:
