@@ -682,6 +682,13 @@ class Partition:
             self.close(flush=False)
         self.wake()
 
+    def relocate(self, path: Path, now_ms: int) -> None:
+        """Serve from ``path``, a complete copy of the closed log in another log directory
+        (AlterReplicaLogDirs); offsets, producers and cached wire bytes are unchanged."""
+        with self.lock:
+            self.log = PartitionLog.open(path, self.log_config, now_ms=now_ms)
+            self.path = path
+
     def close(self, *, flush: bool = True) -> None:
         self.wire.clear()  # give its share of the broker's wire budget back
         if flush:

@@ -41,8 +41,11 @@ from typing import Any, Protocol
 from pylog.protocol.errors import ErrorCode
 from pylog.storage import OffsetOutOfRange, StorageError, list_partitions
 from pylog.storage.checkpoint import HIGH_WATERMARK_FILE, read_offset_checkpoint, write_offset_checkpoint
+from pylog.storage.relocate import DuplicatePartitionError, find_partition_dirs, recover_moves
 
 from pylog.broker.delayed import await_replication, delayed_fetch
+from pylog.broker.log_dir_mover import LogDirMover
+from pylog.broker.log_dirs import LogDirs, check_log_dirs, count_by_dir
 from pylog.broker.metadata import INTERNAL_TOPICS
 from pylog.broker.partition import AppendOrigin, AppendResult, Partition
 from pylog.broker.producer_state import AbortedTxn
@@ -167,9 +170,13 @@ class ReplicaManager:
         data_dir: Path,
         now_ms: Any,
         monotonic_ms: Callable[[], int] | None = None,
+        log_dirs: Sequence[Path] | None = None,
     ) -> None:
         self.config = config
         self.data_dir = data_dir
+        # the log directories (JBOD), the data directory first; see log_dirs.py
+        self.log_dirs = LogDirs(list(log_dirs) if log_dirs else [data_dir])
+        self.mover = LogDirMover(self.get, now_ms)
         self._now_ms = now_ms
         self._monotonic_ms = monotonic_ms or now_ms
         self.node_id = config.node_id
@@ -193,7 +200,7 @@ class ReplicaManager:
             config.int("message.max.bytes"), config.int("socket.request.max.bytes")
         )
         self._lock = threading.Lock()  # guards the dicts against the maintenance thread
-        self._checkpointed = read_offset_checkpoint(data_dir / HIGH_WATERMARK_FILE)
+        self._checkpointed = _read_checkpoints(self.log_dirs.dirs)
         # whether the cluster has a partition at all (set once the metadata is known)
         self.partition_exists: Callable[[str, int], bool] = lambda topic, index: False
 
@@ -521,7 +528,7 @@ class ReplicaManager:
         if part is not None:
             # Same name, new topic id: the old topic was deleted while we were not looking.
             self.remove_partition(topic, index)
-        path = self.data_dir / f"{topic}-{index}"
+        path = self._place(tp) / f"{topic}-{index}"
         _claim_directory(path, topic_id)
         part = Partition(
             topic,
@@ -541,6 +548,26 @@ class ReplicaManager:
             self._by_topic.setdefault(topic, {})[index] = part
         log.info("opened partition %s-%d (log end offset %d)", topic, index, part.log_end_offset)
         return part
+
+    def open_log_dirs(self) -> None:
+        """At start, before any partition opens: finish or undo moves a crash interrupted and find
+        the partitions of every log dir (one found in two is a plain error)."""
+        dirs = self.log_dirs.dirs
+        check_log_dirs(dirs)
+        for done in recover_moves(dirs):
+            log.warning("log dirs: %s", done)
+        try:
+            self.log_dirs.found = find_partition_dirs(dirs)
+        except DuplicatePartitionError as exc:
+            raise ConfigError(str(exc)) from None
+        self._checkpointed = _read_checkpoints(dirs)
+
+    def _place(self, tp: TopicPartition) -> Path:
+        """The log dir of a partition opening here (log_dirs.LogDirs.place)."""
+        counts = count_by_dir(p.path for p in self.snapshot())
+        for move in self.mover.moves.values():
+            counts[move.dest] = counts.get(move.dest, 0) + 1
+        return self.log_dirs.place(tp, counts)
 
     def update_configs(self, topic: str, configs: dict[str, str]) -> None:
         self._mark_throttled(topic, configs)
@@ -586,20 +613,29 @@ class ReplicaManager:
         """Delete partition directories the image does not assign here (deleted while down)."""
         keep = set(known)
         skipped = set(skip)
-        for d in list_partitions(self.data_dir):
-            if d.path.name not in skipped and (d.topic, d.partition) not in keep:
-                log.info("deleting %s: its topic no longer exists", d.path)
-                shutil.rmtree(d.path, ignore_errors=True)
+        for root in self.log_dirs.dirs:
+            for d in list_partitions(root):
+                if d.path.name not in skipped and (d.topic, d.partition) not in keep:
+                    log.info("deleting %s: its topic no longer exists", d.path)
+                    shutil.rmtree(d.path, ignore_errors=True)
+                    self.log_dirs.found.pop((d.topic, d.partition), None)
 
     def checkpoint_high_watermarks(self) -> None:
-        """Write every partition's high watermark to ``replication-offset-checkpoint`` (Kafka's
-        file: the SDK's data-dir reader shows nothing past it), so a restart keeps them."""
-        offsets = {(p.topic, p.index): p.high_watermark for p in self.snapshot() if not p.deleted}
+        """Write every partition's high watermark to ``replication-offset-checkpoint`` of its log
+        dir (Kafka's file, one per log dir: the SDK's data-dir reader shows nothing past it), so a
+        restart keeps them."""
+        parts = [p for p in self.snapshot() if not p.deleted]
+        offsets = {(p.topic, p.index): p.high_watermark for p in parts}
         if offsets != self._checkpointed:
-            write_offset_checkpoint(self.data_dir / HIGH_WATERMARK_FILE, offsets)
+            by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs.dirs}
+            for p in parts:
+                by_dir.setdefault(p.path.parent, {})[(p.topic, p.index)] = offsets[(p.topic, p.index)]
+            for root, dir_offsets in by_dir.items():
+                write_offset_checkpoint(root / HIGH_WATERMARK_FILE, dir_offsets)
             self._checkpointed = offsets
 
     def close(self) -> None:
+        self.mover.close()
         try:
             self.checkpoint_high_watermarks()
         except OSError:
@@ -630,6 +666,18 @@ def _claim_directory(path: Path, topic_id: Any) -> None:
     tmp = marker.with_suffix(".tmp")
     tmp.write_text(expected, "utf-8")
     tmp.replace(marker)
+
+
+def _read_checkpoints(dirs: Sequence[Path]) -> dict[TopicPartition, int]:
+    """The high watermarks of every log dir's checkpoint (a partition moved since its last write may
+    be in two: the higher is the newer)."""
+    out: dict[TopicPartition, int] = {}
+    for root in dirs:
+        if not root.is_dir():  # not created yet, or refused at start
+            continue
+        for tp, hw in read_offset_checkpoint(root / HIGH_WATERMARK_FILE).items():
+            out[tp] = max(hw, out.get(tp, hw))
+    return out
 
 
 def _accept(topic: str, configs: Mapping[str, str], records: Any) -> None:
