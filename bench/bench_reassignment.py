@@ -10,8 +10,13 @@ after a fifth broker joins. The baseline is the disk: copying the same partition
 ``shutil.copytree`` on this machine (what a move could at best approach, with no network, no
 fetch protocol and no re-encoding).
 
+A second table puts the move rate with and without a replication throttle (KIP-73,
+``--throttle`` as ``pylog cluster rebalance --throttle`` sets it) side by side: one partition of
+``--throttle-move-mib`` moved unthrottled, then throttled, with Kafka's default quota windows.
+
     python bench/bench_reassignment.py              # 1 GiB
     python bench/bench_reassignment.py --mib 256
+    python bench/bench_reassignment.py --only-throttle
 """
 
 from __future__ import annotations
@@ -55,12 +60,45 @@ def produce(bootstrap: str, topic: str, partitions: int, total: int, record: int
         raise RuntimeError("records left unacknowledged")
 
 
+def throttle_rows(move_mib: int, throttle: int, record: int) -> list[tuple[str, float, float]]:
+    """(how, MiB, seconds) of one partition moved without, then with, the throttle."""
+    rows = []
+    config = {"log.flush.interval.messages": "100000"}
+    with (
+        tempfile.TemporaryDirectory(prefix="pylog-bench-throttle-") as home,
+        LocalCluster(3, data_dir=home, config=config) as cluster,
+    ):
+        from confluent_kafka.admin import AdminClient, NewTopic
+
+        admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+        one = NewTopic("one", num_partitions=1, replica_assignment=[[1]])
+        admin.create_topics([one])["one"].result(30)
+        produce(cluster.bootstrap_servers, "one", 1, move_mib * 1024 * 1024, record)
+        for target, rate in ((2, None), (3, throttle)):
+            with ClusterAdminSync(cluster.bootstrap_servers) as ca:
+                took = execute(ca, {("one", 0): (target,)}, throttle=rate, out=io.StringIO())
+            size = dir_bytes([cluster.node(target).data_dir / "one-0"])
+            how = "unthrottled" if rate is None else f"throttled to {rate / 1024 / 1024:g} MiB/s"
+            rows.append((how, size / 1024 / 1024, took))
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--mib", type=int, default=1024, help="data to move (default 1024 MiB)")
     ap.add_argument("--partitions", type=int, default=4)
     ap.add_argument("--record-kib", type=int, default=256)
+    ap.add_argument("--throttle", type=int, default=2 * 1024 * 1024, help="bytes/s (default 2 MiB/s)")
+    ap.add_argument("--throttle-move-mib", type=int, default=64)
+    ap.add_argument("--only-throttle", action="store_true", help="only the throttle table")
     args = ap.parse_args()
+    throttled = throttle_rows(args.throttle_move_mib, args.throttle, args.record_kib * 1024)
+    print(f"\nmove rate with and without a replication throttle of {args.throttle / 1024 / 1024:g} MiB/s")
+    print(f"{'move of one partition':<26} {'MiB':>8} {'seconds':>9} {'MiB/s':>8}")
+    for how, m, secs in throttled:
+        print(f"{how:<26} {m:>8,.1f} {secs:>9.1f} {m / secs:>8.2f}")
+    if args.only_throttle:
+        return
     total = args.mib * 1024 * 1024
     with tempfile.TemporaryDirectory(prefix="pylog-bench-move-") as home:
         cluster = LocalCluster(3, data_dir=home, config={"log.flush.interval.messages": "100000"})

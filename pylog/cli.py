@@ -57,7 +57,9 @@ def _build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"pylog {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     b = sub.add_parser("broker", help="run a single-node broker (broker + controller in one process)")
-    b.add_argument("--data-dir", default=None, help="where logs and metadata live (default ./pylog-data)")
+    b.add_argument("--data-dir", default=None,
+                   help="where metadata and logs live (default: the first of log.dirs, else log.dir or "
+                        "./pylog-data; the other log.dirs hold logs too)")
     b.add_argument(
         "--config-file",
         default=None,
@@ -84,7 +86,8 @@ def _build_parser() -> argparse.ArgumentParser:
     st_sub = st.add_subparsers(dest="storage_command", required=True)
     f = st_sub.add_parser("format", help="write meta.properties and the bootstrap records of a new node")
     f.add_argument(
-        "--data-dir", default=None, help="the node's data directory (default: log.dirs or ./pylog-data)"
+        "--data-dir", default=None,
+        help="the node's data directory (default: the first of log.dirs, else log.dir or ./pylog-data)"
     )
     f.add_argument("--config-file", default=None, metavar="FILE", help="the node's server.properties")
     f.add_argument(
@@ -150,6 +153,7 @@ def _storage(args: argparse.Namespace) -> int:
     if args.storage_command == "random-uuid":
         print(base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode())
         return 0
+    from pylog.broker.log_dirs import first_log_dir
     from pylog.broker.metadata import META_PROPERTIES, load_meta_properties
     from pylog.cluster.bootstrap import write_bootstrap, write_bootstrap_voters
     from pylog.cluster.records import UserScramCredentialRecord
@@ -169,7 +173,11 @@ def _storage(args: argparse.Namespace) -> int:
     except ConfigError as exc:
         print(f"pylog: {exc}", file=sys.stderr)
         return 2
-    data_dir = Path(args.data_dir or config.raw("log.dirs") or config.raw("log.dir") or "./pylog-data")
+    try:
+        data_dir = Path(args.data_dir) if args.data_dir else first_log_dir(config)
+    except ConfigError as exc:
+        print(f"pylog: {exc}", file=sys.stderr)
+        return 2
     if (data_dir / META_PROPERTIES).exists():
         if args.ignore_formatted:
             print(f"{data_dir} is already formatted")
@@ -261,7 +269,13 @@ def _run_broker(args: argparse.Namespace) -> int:
         return 2
     for warning in warnings:
         log.warning("%s", warning)
-    data_dir = Path(args.data_dir or config.raw("log.dirs") or config.raw("log.dir") or "./pylog-data")
+    from pylog.broker.log_dirs import first_log_dir
+
+    try:
+        data_dir = Path(args.data_dir) if args.data_dir else first_log_dir(config)
+    except ConfigError as exc:
+        print(f"pylog: {exc}", file=sys.stderr)
+        return 2
     if data_dir.exists() and not data_dir.is_dir():
         print(f"pylog: data directory {data_dir} is not a directory", file=sys.stderr)
         return 2

@@ -11,12 +11,22 @@ from __future__ import annotations
 
 import difflib
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from enum import IntEnum
 
 from pylog import kafka_configs as kafka
 from pylog.model import INT16_MAX, INT32_MAX, LONG_MAX
+from pylog.quotas.replication import (
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    WINDOW_NUM,
+    WINDOW_SIZE_SECONDS,
+    throttled_replicas_error,
+)
+from pylog.replication.replica_selector import SELECTORS
 from pylog.storage.config import SEGMENT_COMPRESSION
 
 log = logging.getLogger(__name__)
@@ -63,6 +73,7 @@ class ConfigDef:
     choices: tuple[str, ...] = ()
     read_only: bool = False
     acted_on: bool = True  # False: a Kafka config pylog stores and describes but ignores
+    check: Callable[[str, str], str | None] | None = None  # (name, value) -> why it is refused
 
     def parse(self, value: str | None) -> object:
         """Typed value of a Kafka config string; raises ConfigError when it does not fit."""
@@ -91,6 +102,8 @@ class ConfigDef:
                 f"Invalid value {value} for configuration {self.name}: String must be one of: "
                 + ", ".join(self.choices)
             )
+        if self.check is not None and (why := self.check(self.name, value)) is not None:
+            raise ConfigError(f"Invalid value {value} for configuration {self.name}: {why}")
         return parts if t is ConfigType.LIST else value
 
 
@@ -282,6 +295,17 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
            read_only=True),
         _d("quota.window.size.seconds", INT, 1, "Length of one client quota window (at least 1).",
            read_only=True),
+        _d(LEADER_RATE, L, LONG_MAX,
+           "Bytes/s a leader returns to throttled follower replicas' fetches (KIP-73); dynamic."),
+        _d(FOLLOWER_RATE, L, LONG_MAX,
+           "Bytes/s this broker's replica fetchers take for throttled replicas (KIP-73); dynamic."),
+        _d(WINDOW_NUM, INT, 11, "Windows replication throttle rates are measured over (at least 1).",
+           read_only=True),
+        _d(WINDOW_SIZE_SECONDS, INT, 1, "Length of one replication throttle window (at least 1).",
+           read_only=True),
+        _d("replica.selector.class", S, None,
+           "Chooses the replica a consumer with a rack reads from (KIP-392); unset: the leader.",
+           choices=SELECTORS, read_only=True),
         _d("queued.max.requests", INT, 500, "Requests in flight per connection before reads pause."),
         _d(
             "queued.max.request.bytes",
@@ -447,6 +471,10 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _d("segment.jitter.ms", L, 0),
         _d("segment.ms", L, 604800000),
         _d("unclean.leader.election.enable", B, False),
+        _d(LEADER_REPLICAS, LS, "", "partition:broker pairs (or *) throttled as leaders (KIP-73).",
+           check=throttled_replicas_error),
+        _d(FOLLOWER_REPLICAS, LS, "", "partition:broker pairs (or *) throttled as followers (KIP-73).",
+           check=throttled_replicas_error),
         _d("pylog.segment.compression", S, "producer", choices=SEGMENT_COMPRESSION),
         _d("pylog.iceberg.enable", B, False,
            "Keep an Apache Iceberg table of this topic up to date (the leader of partition 0 writes it)."),

@@ -317,8 +317,7 @@ class LocalCluster:
             "remove-controller",
             "--controller-id",
             str(node_id),
-            "--controller-directory-id",
-            dir_text,
+            f"--controller-directory-id={dir_text}",  # one argument: an id may begin with "-"
             timeout_s=timeout_s,
         )
 

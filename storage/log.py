@@ -648,6 +648,13 @@ class PartitionLog:
             if now_ms is not None:
                 self._last_flush_ms = now_ms
 
+    @contextlib.contextmanager
+    def paused(self) -> Iterator[None]:
+        """Hold the log still (no append, truncation, retention or segment swap): a copy of its files
+        taken inside is the whole log (moving it between log dirs)."""
+        with self._lock:
+            yield
+
     def maybe_flush(self, now_ms: int) -> bool:
         """fsync if `flush.ms` has passed since the last flush and something is unflushed."""
         if self._unflushed and now_ms - self._last_flush_ms >= self.config.flush_ms:

@@ -2,7 +2,8 @@
 counts), and how many topics it holds; ``pylog cluster describe``: the same with under-replicated
 and offline partitions and the reassignments in flight; ``pylog cluster rebalance``: even out
 replicas and leaders (a plan, run with ``--execute``); ``pylog cluster remove-broker N``: move
-everything off a broker and unregister it; ``pylog cluster start``: a local N-node cluster, one
+everything off a broker and unregister it; ``pylog cluster log-dirs``: each broker's log directories
+with their partitions and free space (DescribeLogDirs); ``pylog cluster start``: a local N-node cluster, one
 process per node, until Ctrl-C or ``pylog cluster stop DIR``."""
 
 from __future__ import annotations
@@ -34,6 +35,13 @@ def add_commands(sub: Any) -> None:
     r.add_argument("--output-plan", default=None, metavar="FILE",
                    help="also write the plan as Kafka's reassignment JSON")
     command(r, rebalance)
+    ld = sub.add_parser("log-dirs", help="each broker's log directories: partitions, bytes, free space")
+    add_connection_options(ld)
+    ld.add_argument("--broker", type=int, action="append", default=None, metavar="N",
+                    help="only these brokers")
+    ld.add_argument("--topic", action="append", default=None, metavar="NAME", help="only these topics")
+    ld.add_argument("--partitions", action="store_true", help="one row per partition replica")
+    command(ld, log_dirs)
     rb = sub.add_parser("remove-broker", help="move every replica off a broker, then unregister it")
     add_connection_options(rb, formats=())
     rb.add_argument("broker", type=int, help="the node id")
@@ -197,6 +205,40 @@ def _render_describe(data: dict[str, Any]) -> None:
         print_table(["TOPIC", "PARTITION", "LEADER", "REPLICAS", "ISR", "ADDING", "REMOVING"],
                     [[p["topic"], p["partition"], p["leader"], p["replicas"], p["isr"],
                       p["adding_replicas"] or None, p["removing_replicas"] or None] for p in items])
+
+
+def log_dirs(args: argparse.Namespace) -> int:
+    with cluster_admin(args) as admin:
+        dirs = admin.describe_log_dirs(args.broker, args.topic)
+    data = [
+        {"broker": d.broker, "log_dir": d.path, "error": d.error, "total_bytes": d.total_bytes,
+         "usable_bytes": d.usable_bytes, "size_bytes": d.size_bytes,
+         "partitions": [{"topic": t, "partition": p, "size": size, "offset_lag": lag, "future": future}
+                        for future, parts in ((False, d.partitions), (True, d.future))
+                        for (t, p), (size, lag) in sorted(parts.items())]}
+        for d in dirs
+    ]
+    emit(args, data, _render_partitions if args.partitions else _render_log_dirs)
+    return 0
+
+
+def _render_log_dirs(data: list[dict[str, Any]]) -> None:
+    print_table(["BROKER", "LOG-DIR", "PARTITIONS", "MOVING-IN", "BYTES", "USABLE", "TOTAL", "ERROR"],
+                [[d["broker"], d["log_dir"], sum(not p["future"] for p in d["partitions"]),
+                  sum(p["future"] for p in d["partitions"]), d["size_bytes"], d["usable_bytes"],
+                  d["total_bytes"], _error_name(d["error"])] for d in data])
+
+
+def _render_partitions(data: list[dict[str, Any]]) -> None:
+    print_table(["BROKER", "LOG-DIR", "TOPIC", "PARTITION", "BYTES", "OFFSET-LAG", "FUTURE"],
+                [[d["broker"], d["log_dir"], p["topic"], p["partition"], p["size"], p["offset_lag"],
+                  "yes" if p["future"] else None] for d in data for p in d["partitions"]])
+
+
+def _error_name(code: int) -> str | None:
+    from pylog.protocol.errors import ErrorCode
+
+    return ErrorCode.of(code).name if code else None
 
 
 def rebalance(args: argparse.Namespace) -> int:

@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import time
-from pathlib import Path
 from typing import Any
 
 from pylog.admin.common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, AdminError, command, emit, print_table
@@ -96,6 +95,7 @@ def _check(resp: Any, what: str) -> None:
 
 def controller_identity(config_file: str) -> tuple[int, Any, list[dict[str, Any]], str]:
     """(node id, directory id, listeners, cluster id) of the controller a properties file describes."""
+    from pylog.broker.log_dirs import first_log_dir
     from pylog.broker.metadata import read_meta_properties
     from pylog.cluster.node_config import NodeSettings
     from pylog.cluster.voters import parse_directory_id
@@ -106,6 +106,7 @@ def controller_identity(config_file: str) -> tuple[int, Any, list[dict[str, Any]
         settings_map, _ = check_static_broker_configs(read_properties(config_file), strict=False)
         config = BrokerConfig(settings_map)
         settings = NodeSettings.from_config(config)
+        data_dir = first_log_dir(config)
     except (OSError, ConfigError) as exc:
         raise AdminError(f"{config_file}: {exc}") from None
     listener = settings.controller_listener
@@ -113,7 +114,6 @@ def controller_identity(config_file: str) -> tuple[int, Any, list[dict[str, Any]
         raise AdminError(
             f"{config_file} does not describe a controller (process.roles, controller.listener.names)"
         )
-    data_dir = Path(config.raw("log.dirs") or config.raw("log.dir") or "./pylog-data")
     props = read_meta_properties(data_dir)
     if "directory.id" not in props:
         raise AdminError(f"{data_dir} is not formatted (pylog storage format --no-initial-controllers)")

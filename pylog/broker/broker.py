@@ -15,6 +15,7 @@ import contextlib
 import logging
 import socket
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,7 @@ from pylog.broker.handler_table import HandlerTable
 from pylog.broker.handlers import BrokerServices, ControllerServices, client_handlers, controller_handlers
 from pylog.broker.isr_manager import IsrManager
 from pylog.broker.lifecycle import BrokerLifecycle
+from pylog.broker.log_dirs import check_log_dirs, configured_log_dirs
 from pylog.broker.maintenance import Maintenance
 from pylog.broker.materializers import IcebergMaterializers
 from pylog.broker.metadata import BrokerMetadata, MetadataSource, load_meta_properties
@@ -76,6 +78,7 @@ class Broker:
         advertised: tuple[str, int] | None = None,
         settings: NodeSettings | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        log_dirs: Sequence[Path] | None = None,
     ) -> None:
         self.config = config
         self.clock = clock
@@ -101,7 +104,11 @@ class Broker:
         self.client_quotas = QuotaEnforcer(
             ClientQuotas.from_config(config), image, self.quotas, clock=clock.monotonic_ms
         )
-        self.replicas = ReplicaManager(config, self.data_dir, clock.wall_ms)
+        # JBOD: the data directory first, then the other directories of log.dirs
+        self.log_dirs = list(log_dirs) if log_dirs else configured_log_dirs(config, self.data_dir)
+        self.replicas = ReplicaManager(
+            config, self.data_dir, clock.wall_ms, clock.monotonic_ms, log_dirs=self.log_dirs
+        )
         self.maintenance = Maintenance(config, self.replicas, clock.wall_ms)
         self.cluster_id = ""
         self.directory_id: uuid.UUID | None = None
@@ -132,6 +139,7 @@ class Broker:
                                             self._own_client, clock)
         self.stopping = False
         self.dir_lock: DataDirLock | None = None
+        self.log_dir_locks: list[DataDirLock] = []
 
     # --- addresses ----------------------------------------------------------------------------
 
@@ -175,6 +183,7 @@ class Broker:
         s = self.settings
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id, self.directory_id = self._meta_properties()
+        self._open_log_dirs()
         s = self.settings
         self.addresses = QuorumAddresses(
             s.controller_listener_name,
@@ -198,6 +207,20 @@ class Broker:
             return load_meta_properties(self.data_dir, self.node_id, wanted)
         except (RuntimeError, ValueError) as exc:
             raise ConfigError(str(exc)) from None
+
+    def _open_log_dirs(self) -> None:
+        """Lock every other log dir and give it its ``meta.properties`` (its own directory id), then
+        let the replica manager recover and index them, all before a partition opens."""
+        dirs = self.replicas.log_dirs
+        dirs.directory_ids[self.data_dir] = self.directory_id  # type: ignore[assignment]
+        check_log_dirs(dirs.dirs)
+        for d in dirs.dirs[1:]:
+            self.log_dir_locks.append(lock_data_dir(d))
+            try:
+                dirs.directory_ids[d] = load_meta_properties(d, self.node_id, self.cluster_id)[1]
+            except (RuntimeError, ValueError) as exc:
+                raise ConfigError(f"log directory {d}: {exc}") from None
+        self.replicas.open_log_dirs()
 
     def _static_voters(self) -> VoterSet | None:
         """controller.quorum.voters as a voter set (endpoints on the controller listener), or None."""
@@ -348,6 +371,8 @@ class Broker:
             backoff_ms=cfg.int("replica.fetch.backoff.ms"),
             request_timeout_ms=cfg.int("request.timeout.ms"),
             now_ms=self.clock.wall_ms,
+            quota=self.replicas.follower_quota,
+            monotonic_ms=self.clock.monotonic_ms,
         )
         metadata.add_publisher(
             ReplicaPublisher(
@@ -496,6 +521,7 @@ class Broker:
         self.maintenance.stop()
         for part in self.replicas.snapshot():
             part.wake()
+        self.replicas.mover.close()  # here, on the loop: no paused pass starts while the logs close
         await asyncio.get_running_loop().run_in_executor(None, self.replicas.close)
         if self.fetchers is not None:
             await self.fetchers.close()
@@ -516,6 +542,8 @@ class Broker:
         if self.quorum is not None:
             with contextlib.suppress(Exception):
                 await self.quorum.close()
+        for lock in self.log_dir_locks:
+            lock.release()
         if self.dir_lock is not None:
             self.dir_lock.release()
 

@@ -211,12 +211,13 @@ class Partition:
         """(largest epoch <= ``epoch``, where it ends in this log), or (-1, -1) when unknown."""
         return self.log.end_offset_for_epoch(epoch)
 
-    def check_leader_epoch(self, current_leader_epoch: int) -> int:
+    def check_leader_epoch(self, current_leader_epoch: int, *, any_replica: bool = False) -> int:
         """Whether this replica may answer a request that names ``current_leader_epoch`` as the
         partition's leader (0), or the error: NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
         UNKNOWN_LEADER_EPOCH (``pylog.replication.epochs``). Fetch, ListOffsets and
-        OffsetForLeaderEpoch all ask this."""
-        if self.role is not Role.LEADER:
+        OffsetForLeaderEpoch all ask this; ``any_replica``: a follower may answer too (a
+        consumer's Fetch v11+, KIP-392)."""
+        if self.role is not Role.LEADER and not (any_replica and self.role is Role.FOLLOWER):
             return ErrorCode.NOT_LEADER_OR_FOLLOWER
         return leader_epoch_error(current_leader_epoch, self.leader_epoch)
 
@@ -680,6 +681,13 @@ class Partition:
             self.deleted = True
             self.close(flush=False)
         self.wake()
+
+    def relocate(self, path: Path, now_ms: int) -> None:
+        """Serve from ``path``, a complete copy of the closed log in another log directory
+        (AlterReplicaLogDirs); offsets, producers and cached wire bytes are unchanged."""
+        with self.lock:
+            self.log = PartitionLog.open(path, self.log_config, now_ms=now_ms)
+            self.path = path
 
     def close(self, *, flush: bool = True) -> None:
         self.wire.clear()  # give its share of the broker's wire budget back

@@ -27,6 +27,7 @@ from pylog.cluster.records import (
     PartitionRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    UnregisterBrokerRecord,
 )
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,8 @@ class ReplicaPublisher:
 
     def on_image_loaded(self, image: MetadataImage) -> None:
         self._set_dynamic(image)
+        self.replicas.throttle_rates_changed()
+        self._brokers_changed(image)
         known: set[tuple[str, int]] = set()
         for name, topic in image.topics.items():
             for p in image.partitions(topic.topic_id).values():
@@ -91,10 +94,12 @@ class ReplicaPublisher:
         r = change.record
         if isinstance(r, ConfigRecord) and r.resource_type == ConfigResourceType.BROKER:
             self._set_dynamic(image)
+            self.replicas.throttle_rates_changed()
             for topic in self.replicas.topics():
                 self.replicas.update_configs(topic, dict(image.topic_configs(topic)))
             return
-        if isinstance(r, (RegisterBrokerRecord, BrokerRegistrationChangeRecord)):
+        if isinstance(r, (RegisterBrokerRecord, BrokerRegistrationChangeRecord, UnregisterBrokerRecord)):
+            self._brokers_changed(image)
             self.followers.brokers_changed()
             return
         if change.topic is None:
@@ -110,6 +115,10 @@ class ReplicaPublisher:
             self._on_topic_removed(name)
         elif isinstance(r, ConfigRecord):
             self.replicas.update_configs(name, dict(image.topic_configs(name)))
+
+    def _brokers_changed(self, image: MetadataImage) -> None:
+        """The live brokers and their racks, for the replica selector (KIP-392)."""
+        self.replicas.set_live_brokers({b: reg.rack for b, reg in image.brokers.items() if not reg.fenced})
 
     # ------------------------------------------------------------------ one partition
 

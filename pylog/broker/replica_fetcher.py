@@ -8,6 +8,11 @@ where its log and the leader's part (OffsetForLeaderEpoch, ``pylog.replication.t
 and truncates there. Batches are appended as the leader wrote them; the leader's high watermark
 and log start offset follow. A leader that moved or fenced us leaves the partition waiting for
 the next metadata change.
+
+The follower replication throttle (``follower.replication.throttled.*``, KIP-73) leaves a
+throttled partition out of the fetch while the bytes fetched for throttled partitions are over
+the rate, unless the partition is in sync (its log end reached the leader's high watermark at the
+last answer), so a throttle never drops a replica from the ISR.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ from pylog.broker.batch_bytes import InvalidRecordStructure
 from pylog.broker.broker_channels import BrokerChannels
 from pylog.broker.partition import Partition, Role
 from pylog.cluster.channel import ChannelError, NodeChannel
+from pylog.quotas.replication import ReplicationQuota, should_throttle
 from pylog.replication import truncation_offset, truncation_on_divergence
 from pylog.tasks import cancel_and_wait
 
@@ -43,6 +49,7 @@ class _Followed:
     leader_epoch: int
     truncated: bool = False  # the log has been checked against this leader epoch
     paused_until: float = 0.0
+    in_sync: bool = False  # caught up to the leader's high watermark at the last answer
 
 
 class ReplicaFetcherManager:
@@ -60,6 +67,8 @@ class ReplicaFetcherManager:
         backoff_ms: int,
         request_timeout_ms: int,
         now_ms: Callable[[], int],
+        quota: ReplicationQuota | None = None,
+        monotonic_ms: Callable[[], int] | None = None,
     ) -> None:
         self.node_id = node_id
         self.channels = channels
@@ -72,6 +81,8 @@ class ReplicaFetcherManager:
             request_timeout_ms,
         )
         self._now_ms = now_ms
+        self.quota = quota
+        self.monotonic_ms = monotonic_ms or now_ms
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._leader_of: dict[tuple[str, int], int] = {}
 
@@ -145,11 +156,19 @@ class ReplicaFetcher:
                 and f.part.leader_id == self.leader_id
                 and f.paused_until <= now
             ]
+            held = self._throttled(active)
+            if held:
+                held_ids = {id(f) for f in held}
+                active = [f for f in active if id(f) not in held_ids]
             channel = self.manager.channels.get(self.leader_id) if active else None
             if not active or channel is None:
+                wait_ms = backoff_ms
+                if held and self.manager.quota is not None:  # look again once the rate allows
+                    delay = self.manager.quota.delay_ms(self.manager.monotonic_ms())
+                    wait_ms = min(backoff_ms, max(delay, 10))
                 self._wake.clear()
                 with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(self._wake.wait(), backoff_ms / 1000)
+                    await asyncio.wait_for(self._wake.wait(), wait_ms / 1000)
                 continue
             try:
                 pending = [f for f in active if not f.truncated]
@@ -168,6 +187,18 @@ class ReplicaFetcher:
             except Exception:
                 log.exception("replica fetcher for leader %d failed", self.leader_id)
                 await asyncio.sleep(backoff_ms / 1000)
+
+    def _throttled(self, active: list[_Followed]) -> list[_Followed]:
+        """The partitions the follower throttle leaves out of this fetch."""
+        quota = self.manager.quota
+        if quota is None or not quota.bounded:
+            return []
+        now = self.manager.monotonic_ms()
+        return [
+            f
+            for f in active
+            if f.truncated and should_throttle(quota, f.part.topic, f.part.index, f.in_sync, now)
+        ]
 
     def _pause(self, f: _Followed) -> None:
         _, _, _, _, backoff_ms, _ = self.manager.settings
@@ -266,12 +297,16 @@ class ReplicaFetcher:
             return
         records = a.records
         if records:
+            quota = self.manager.quota
+            if quota is not None and quota.bounded and quota.is_throttled(part.topic, part.index):
+                quota.record(len(records), self.manager.monotonic_ms())
             try:
                 part.append_as_follower(records, now_ms)
             except (CorruptRecordBatch, InvalidRecordStructure, StorageError) as exc:
                 log.error("%s-%d: appending the leader's batches failed: %s", part.topic, part.index, exc)
                 self._pause(f)
                 return
+        f.in_sync = part.log_end_offset >= a.high_watermark
         part.follower_high_watermark(a.high_watermark)
         if a.log_start_offset > part.log_start_offset:
             part.delete_records_before(min(a.log_start_offset, part.log_end_offset))

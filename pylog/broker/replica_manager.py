@@ -16,9 +16,12 @@ Reads. ``fetch_messages`` is the fetch path (Kafka's fetchMessages): one byte bu
 request's partitions (``max_bytes``, each partition also within its own limit; only the first
 batch of the first partition that returns data may exceed them, so a consumer always
 progresses), and a fetch plan per partition (``_plan``): who serves it and how far it may read.
-Today the leader serves everything: a follower's fetch to the log end (recording the follower's
-position, which moves the high watermark and the ISR), a consumer's to the high watermark or,
-read_committed, the last stable offset. A fetch that does not yet have ``min_bytes`` waits
+A follower's fetch reads the leader's log to its end (recording the follower's position, which
+moves the high watermark and the ISR), unless the leader replication throttle holds it back
+(``pylog.quotas.replication``); a consumer's reads to the high watermark or, read_committed, the
+last stable offset, of the leader or, for a Fetch v11+ (KIP-392), of a follower; a leader with a
+``replica.selector.class`` may instead name a preferred read replica
+(``pylog.replication.replica_selector``). A fetch that does not yet have ``min_bytes`` waits
 (``delayed.delayed_fetch``). ``leader_partition`` is the one leader-epoch check for every API
 that must be answered by the leader at the epoch the caller names.
 """
@@ -38,15 +41,30 @@ from typing import Any, Protocol
 from pylog.protocol.errors import ErrorCode
 from pylog.storage import OffsetOutOfRange, StorageError, list_partitions
 from pylog.storage.checkpoint import HIGH_WATERMARK_FILE, read_offset_checkpoint, write_offset_checkpoint
+from pylog.storage.relocate import DuplicatePartitionError, find_partition_dirs, recover_moves
 
 from pylog.broker.delayed import await_replication, delayed_fetch
+from pylog.broker.log_dir_mover import LogDirMover
+from pylog.broker.log_dirs import LogDirs, check_log_dirs, count_by_dir
 from pylog.broker.metadata import INTERNAL_TOPICS
 from pylog.broker.partition import AppendOrigin, AppendResult, Partition
 from pylog.broker.producer_state import AbortedTxn
 from pylog.broker.transactions import marker_batch
 from pylog.broker.wire_cache import WireBudget, WireBytes
-from pylog.config import BrokerConfig
+from pylog.config import BrokerConfig, ConfigError
+from pylog.quotas.replication import (
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    WINDOW_NUM,
+    WINDOW_SIZE_SECONDS,
+    ReplicationQuota,
+    parse_throttled_replicas,
+    should_throttle,
+)
 from pylog.replication import diverging_epoch
+from pylog.replication.replica_selector import NO_PREFERENCE, ReplicaView, preferred_read_replica
 
 log = logging.getLogger(__name__)
 
@@ -77,10 +95,18 @@ class FetchParams:
     min_bytes: int
     max_bytes: int
     isolation: FetchIsolation
+    # a consumer's rack_id (Fetch v11+, "" when unset); None: an older consumer, served by the
+    # leader only (Kafka's ClientMetadata)
+    client_rack: str | None = None
 
     @property
     def from_follower(self) -> bool:
         return self.replica_id >= 0
+
+    @property
+    def any_replica(self) -> bool:
+        """A consumer fetch that a follower may serve too (KIP-392)."""
+        return self.replica_id < 0 and self.client_rack is not None
 
 
 class PartitionFetch(Protocol):
@@ -138,10 +164,34 @@ class ProduceResult:
 
 
 class ReplicaManager:
-    def __init__(self, config: BrokerConfig, data_dir: Path, now_ms: Any) -> None:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        data_dir: Path,
+        now_ms: Any,
+        monotonic_ms: Callable[[], int] | None = None,
+        log_dirs: Sequence[Path] | None = None,
+    ) -> None:
         self.config = config
         self.data_dir = data_dir
+        # the log directories (JBOD), the data directory first; see log_dirs.py
+        self.log_dirs = LogDirs(list(log_dirs) if log_dirs else [data_dir])
+        self.mover = LogDirMover(self.get, now_ms)
         self._now_ms = now_ms
+        self._monotonic_ms = monotonic_ms or now_ms
+        self.node_id = config.node_id
+        samples, window_s = config.int(WINDOW_NUM), config.int(WINDOW_SIZE_SECONDS)
+        if samples < 1 or window_s < 1:
+            raise ConfigError(
+                f"{WINDOW_NUM} and {WINDOW_SIZE_SECONDS} must be at least 1, got {samples} and {window_s}"
+            )
+        # KIP-73 replication throttles: what this broker returns as leader, what its fetchers take
+        self.leader_quota = ReplicationQuota(samples, window_s * 1000)
+        self.follower_quota = ReplicationQuota(samples, window_s * 1000)
+        self.throttle_rates_changed()
+        self.replica_selector = config.raw("replica.selector.class")  # KIP-392; None: leader only
+        self.rack = config.raw("broker.rack")
+        self.live_racks: Mapping[int, str | None] = {}  # live broker -> broker.rack (the image's)
         self.partitions: dict[TopicPartition, Partition] = {}
         self._by_topic: dict[str, dict[int, Partition]] = {}
         self.wire_cache_bytes = config.int("pylog.wire.cache.bytes")
@@ -150,7 +200,7 @@ class ReplicaManager:
             config.int("message.max.bytes"), config.int("socket.request.max.bytes")
         )
         self._lock = threading.Lock()  # guards the dicts against the maintenance thread
-        self._checkpointed = read_offset_checkpoint(data_dir / HIGH_WATERMARK_FILE)
+        self._checkpointed = _read_checkpoints(self.log_dirs.dirs)
         # whether the cluster has a partition at all (set once the metadata is known)
         self.partition_exists: Callable[[str, int], bool] = lambda topic, index: False
 
@@ -284,15 +334,45 @@ class ReplicaManager:
 
         answer, complete = self._read(params, wanted, expand_isr)
         if complete or params.max_wait_ms <= 0:
+            self._record_throttled(params, wanted, answer)
             return answer
         watched = [p for t, w in wanted if (p := self.partitions.get((t, w.partition))) is not None]
-        return delayed_fetch(
+        delayed = delayed_fetch(
             watched,
             to_log_end=params.from_follower,
             max_wait_ms=params.max_wait_ms,
             build=functools.partial(self._read, params, wanted, expand_isr),
             stopping=stopping,
         )
+        if not params.from_follower or not self.leader_quota.bounded:
+            return delayed
+        return self._recorded(params, wanted, delayed)
+
+    async def _recorded(
+        self,
+        params: FetchParams,
+        wanted: Sequence[tuple[str, PartitionFetch]],
+        delayed: Awaitable[list[FetchPartitionData]],
+    ) -> list[FetchPartitionData]:
+        answer = await delayed
+        self._record_throttled(params, wanted, answer)
+        return answer
+
+    def _record_throttled(
+        self,
+        params: FetchParams,
+        wanted: Sequence[tuple[str, PartitionFetch]],
+        answer: list[FetchPartitionData],
+    ) -> None:
+        """Count the bytes of throttled partitions a follower's fetch answer carries against the
+        leader quota (in-sync followers' too, as Kafka counts them), once per answer sent."""
+        quota = self.leader_quota
+        if not params.from_follower or not quota.bounded:
+            return
+        sent = sum(
+            d.size for (t, w), d in zip(wanted, answer) if d.size and quota.is_throttled(t, w.partition)
+        )
+        quota.record(sent, self._monotonic_ms())
 
     def _read(
         self,
@@ -309,8 +389,8 @@ class ReplicaManager:
         out = []
         for topic, w in wanted:
             data = self._read_partition(params, topic, w, max(budget - total, 0), min_one, expand_isr)
-            if data.error:
-                errors = True
+            if data.error or data.preferred_read_replica != NO_PREFERENCE:
+                errors = True  # answered now: an error, or the consumer must go elsewhere
             if data.size:
                 min_one = False
                 total += data.size
@@ -329,7 +409,7 @@ class ReplicaManager:
         part = self.partitions.get((topic, w.partition))
         if part is None:
             return FetchPartitionData(self.absent_error(topic, w.partition))
-        error = part.check_leader_epoch(w.current_leader_epoch)
+        error = part.check_leader_epoch(w.current_leader_epoch, any_replica=params.any_replica)
         if error:
             leader = None if error == ErrorCode.UNKNOWN_LEADER_EPOCH else part.current_leader
             return FetchPartitionData(error, current_leader=leader)
@@ -346,15 +426,28 @@ class ReplicaManager:
         expand_isr: Callable[[Partition, int], None],
     ) -> FetchIsolation | FetchPartitionData:
         """The fetch plan of one partition led here: how far the read of this replica's log goes,
-        or an answer without records (a follower that is not a replica, a diverging epoch).
+        or an answer without records (a follower that is not a replica, a diverging epoch, a
+        throttled follower, a consumer sent to a preferred read replica).
 
         Who serves a fetch, and from where, is decided here and only here: a follower reads this
         leader's log to its end, and its fetch offset (its own log end) moves the high watermark
-        and may bring it back into the ISR; a consumer reads to the high watermark, or to the last
-        stable offset under read_committed. A follower serving consumers up to its own high
-        watermark and a leader naming a preferred read replica (KIP-392), and reads below the
-        local log start from a remote tier, belong here."""
+        and may bring it back into the ISR; a throttled follower out of the ISR gets no records
+        while the leader replication rate is over its bound. A consumer reads to the high
+        watermark (this replica's: a follower serves v11+ consumers to the high watermark it
+        learnt from its leader, and only while the ISR the metadata gives holds it), or to the
+        last stable offset under read_committed; a leader with a replica selector may name
+        another replica instead. Reads below the local log
+        start from a remote tier belong here."""
         if params.replica_id < 0:  # a consumer
+            if not part.is_leader and self.node_id not in part.isr:
+                # a follower out of the ISR may be far behind: back to the leader (the client
+                # drops its preferred read replica on this error and refreshes its metadata)
+                leader = part.current_leader
+                return FetchPartitionData(ErrorCode.NOT_LEADER_OR_FOLLOWER, current_leader=leader)
+            if params.any_replica and part.is_leader and self.replica_selector is not None:
+                preferred = self._preferred_read_replica(part, params.client_rack, w.fetch_offset)
+                if preferred != NO_PREFERENCE:
+                    return FetchPartitionData(0, *part.fetch_offsets(), preferred_read_replica=preferred)
             return params.isolation
         if params.replica_id not in part.replicas:
             return FetchPartitionData(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -365,7 +458,28 @@ class ReplicaManager:
         if part.log_start_offset <= offset <= part.log_end_offset:
             part.on_follower_fetch(params.replica_id, offset, self._now_ms(), w.log_start_offset)
             expand_isr(part, params.replica_id)
+            in_sync = params.replica_id in part.isr
+            if should_throttle(self.leader_quota, part.topic, part.index, in_sync, self._monotonic_ms()):
+                return FetchPartitionData(0, *part.fetch_offsets())
         return FetchIsolation.LOG_END
+
+    def _preferred_read_replica(self, part: Partition, client_rack: str | None, fetch_offset: int) -> int:
+        """KIP-392: the replica a consumer in ``client_rack`` should read ``part`` from (-1: here)."""
+        state = part.leader_state
+        if state is None:
+            return NO_PREFERENCE
+        now = self._now_ms()
+        racks = self.live_racks
+        leader = ReplicaView(self.node_id, self.rack, part.log_end_offset, 0)
+        followers = [
+            (
+                ReplicaView(r, racks.get(r), f.log_end_offset, now - f.last_caught_up_ms),
+                f.log_start_offset,
+                r in part.isr and r in racks,
+            )
+            for r, f in state.followers.items()
+        ]
+        return preferred_read_replica(self.replica_selector, client_rack, leader, followers, fetch_offset)
 
     def _read_local(
         self, part: Partition, w: PartitionFetch, isolation: FetchIsolation, budget: int, min_one: bool
@@ -414,7 +528,7 @@ class ReplicaManager:
         if part is not None:
             # Same name, new topic id: the old topic was deleted while we were not looking.
             self.remove_partition(topic, index)
-        path = self.data_dir / f"{topic}-{index}"
+        path = self._place(tp) / f"{topic}-{index}"
         _claim_directory(path, topic_id)
         part = Partition(
             topic,
@@ -428,16 +542,57 @@ class ReplicaManager:
             max_uncompressed_bytes=self.max_uncompressed_bytes,
         )
         part.restore_high_watermark(self._checkpointed.get(tp, 0))
+        self._mark_throttled(topic, configs)
         with self._lock:
             self.partitions[tp] = part
             self._by_topic.setdefault(topic, {})[index] = part
         log.info("opened partition %s-%d (log end offset %d)", topic, index, part.log_end_offset)
         return part
 
+    def open_log_dirs(self) -> None:
+        """At start, before any partition opens: finish or undo moves a crash interrupted and find
+        the partitions of every log dir (one found in two is a plain error)."""
+        dirs = self.log_dirs.dirs
+        check_log_dirs(dirs)
+        for done in recover_moves(dirs):
+            log.warning("log dirs: %s", done)
+        try:
+            self.log_dirs.found = find_partition_dirs(dirs)
+        except DuplicatePartitionError as exc:
+            raise ConfigError(str(exc)) from None
+        self._checkpointed = _read_checkpoints(dirs)
+
+    def _place(self, tp: TopicPartition) -> Path:
+        """The log dir of a partition opening here (log_dirs.LogDirs.place)."""
+        counts = count_by_dir(p.path for p in self.snapshot())
+        for move in self.mover.moves.values():
+            counts[move.dest] = counts.get(move.dest, 0) + 1
+        return self.log_dirs.place(tp, counts)
+
     def update_configs(self, topic: str, configs: dict[str, str]) -> None:
+        self._mark_throttled(topic, configs)
         effective = self.config.topic_configs(configs)
         for part in self.topic_partitions(topic).values():
             part.apply_configs(effective)
+
+    def _mark_throttled(self, topic: str, configs: Mapping[str, str]) -> None:
+        """The topic's ``*.replication.throttled.replicas`` on this broker (Kafka's
+        TopicConfigHandler marks them in the replication quota managers)."""
+        for quota, name in ((self.leader_quota, LEADER_REPLICAS), (self.follower_quota, FOLLOWER_REPLICAS)):
+            quota.mark_throttled(topic, parse_throttled_replicas(configs.get(name), self.node_id))
+
+    def throttle_rates_changed(self) -> None:
+        """Take ``*.replication.throttled.rate`` as the broker config now resolves them (dynamic)."""
+        for quota, name in ((self.leader_quota, LEADER_RATE), (self.follower_quota, FOLLOWER_RATE)):
+            rate = self.config.int(name)
+            if rate > 0:
+                quota.update_bound(rate)
+            else:
+                log.error("ignoring %s=%d: a replication throttle must be positive", name, rate)
+
+    def set_live_brokers(self, racks: Mapping[int, str | None]) -> None:
+        """The live brokers and their ``broker.rack`` (the replica selector's candidates)."""
+        self.live_racks = dict(racks)
 
     def remove_partition(self, topic: str, index: int, *, delete_data: bool = True) -> None:
         with self._lock:
@@ -458,20 +613,29 @@ class ReplicaManager:
         """Delete partition directories the image does not assign here (deleted while down)."""
         keep = set(known)
         skipped = set(skip)
-        for d in list_partitions(self.data_dir):
-            if d.path.name not in skipped and (d.topic, d.partition) not in keep:
-                log.info("deleting %s: its topic no longer exists", d.path)
-                shutil.rmtree(d.path, ignore_errors=True)
+        for root in self.log_dirs.dirs:
+            for d in list_partitions(root):
+                if d.path.name not in skipped and (d.topic, d.partition) not in keep:
+                    log.info("deleting %s: its topic no longer exists", d.path)
+                    shutil.rmtree(d.path, ignore_errors=True)
+                    self.log_dirs.found.pop((d.topic, d.partition), None)
 
     def checkpoint_high_watermarks(self) -> None:
-        """Write every partition's high watermark to ``replication-offset-checkpoint`` (Kafka's
-        file: the SDK's data-dir reader shows nothing past it), so a restart keeps them."""
-        offsets = {(p.topic, p.index): p.high_watermark for p in self.snapshot() if not p.deleted}
+        """Write every partition's high watermark to ``replication-offset-checkpoint`` of its log
+        dir (Kafka's file, one per log dir: the SDK's data-dir reader shows nothing past it), so a
+        restart keeps them."""
+        parts = [p for p in self.snapshot() if not p.deleted]
+        offsets = {(p.topic, p.index): p.high_watermark for p in parts}
         if offsets != self._checkpointed:
-            write_offset_checkpoint(self.data_dir / HIGH_WATERMARK_FILE, offsets)
+            by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs.dirs}
+            for p in parts:
+                by_dir.setdefault(p.path.parent, {})[(p.topic, p.index)] = offsets[(p.topic, p.index)]
+            for root, dir_offsets in by_dir.items():
+                write_offset_checkpoint(root / HIGH_WATERMARK_FILE, dir_offsets)
             self._checkpointed = offsets
 
     def close(self) -> None:
+        self.mover.close()
         try:
             self.checkpoint_high_watermarks()
         except OSError:
@@ -502,6 +666,18 @@ def _claim_directory(path: Path, topic_id: Any) -> None:
     tmp = marker.with_suffix(".tmp")
     tmp.write_text(expected, "utf-8")
     tmp.replace(marker)
+
+
+def _read_checkpoints(dirs: Sequence[Path]) -> dict[TopicPartition, int]:
+    """The high watermarks of every log dir's checkpoint (a partition moved since its last write may
+    be in two: the higher is the newer)."""
+    out: dict[TopicPartition, int] = {}
+    for root in dirs:
+        if not root.is_dir():  # not created yet, or refused at start
+            continue
+        for tp, hw in read_offset_checkpoint(root / HIGH_WATERMARK_FILE).items():
+            out[tp] = max(hw, out.get(tp, hw))
+    return out
 
 
 def _accept(topic: str, configs: Mapping[str, str], records: Any) -> None:

@@ -8,7 +8,9 @@ one has lasted ``window_ms``, reusing the oldest slot; a window whose last value
 ``samples * window_ms`` counts nothing. The rate is the sum over the windows divided by the time
 they span, where that span is never taken as less than ``samples - 1`` whole windows: a client
 that just started is measured as if it had been quiet before, so a short burst of up to
-``bound * (samples - 1) * window`` passes, and a long one does not.
+``bound * (samples - 1) * window`` passes, and a long one does not. A *simple* rate (Kafka's
+``SimpleRate``, which the replication quotas use) takes the span as the time actually elapsed,
+at least one window: a fresh rate allows one window's worth, not ``samples - 1``.
 
 When a recorded value puts the rate over a quota's bound, the client must be held off for the time
 that brings the rate back to the bound if it sends nothing meanwhile: with the rate O over the span
@@ -35,13 +37,14 @@ class _Sample:
 class SampledRate:
     """Values per second over the last ``samples`` windows of ``window_ms``; time is passed in."""
 
-    __slots__ = ("_current", "_samples", "samples", "window_ms")
+    __slots__ = ("_current", "_samples", "samples", "simple", "window_ms")
 
-    def __init__(self, samples: int, window_ms: int) -> None:
+    def __init__(self, samples: int, window_ms: int, *, simple: bool = False) -> None:
         if samples < 1 or window_ms < 1:
             raise ValueError(f"a rate needs at least one window of at least 1 ms: {samples} x {window_ms}")
         self.samples = samples
         self.window_ms = window_ms
+        self.simple = simple
         self._samples: list[_Sample] = []
         self._current = 0
 
@@ -80,10 +83,12 @@ class SampledRate:
         return sum(s.value for s in self._samples)
 
     def span_ms(self, now_ms: int) -> int:
-        """The time the rate is measured over (Kafka's ``Rate.windowSize``)."""
+        """The time the rate is measured over (Kafka's ``Rate.windowSize``, or ``SimpleRate``'s)."""
         self._purge(now_ms)
         oldest = min((s.start_ms for s in self._samples), default=now_ms)
         elapsed = now_ms - oldest
+        if self.simple:
+            return max(elapsed, self.window_ms)
         full, least = elapsed // self.window_ms, self.samples - 1
         if full < least:
             elapsed += (least - full) * self.window_ms

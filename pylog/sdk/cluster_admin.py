@@ -116,6 +116,24 @@ class ClusterState:
         }
 
 
+@dataclass(frozen=True)
+class LogDirState:
+    """One log directory of a broker (DescribeLogDirs): its partitions {(topic, partition): (size
+    in bytes, offset lag)}, the replicas moving into it (future replicas), its volume's bytes."""
+
+    broker: int
+    path: str
+    error: int
+    partitions: dict[TopicPartition, tuple[int, int]]
+    future: dict[TopicPartition, tuple[int, int]]
+    total_bytes: int
+    usable_bytes: int
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(size for size, _ in self.partitions.values())
+
+
 class ClusterAdmin:
     """Cluster-shaping admin requests on one `KafkaClient`; `await start()`, use, `await close()`."""
 
@@ -243,6 +261,55 @@ class ClusterAdmin:
         resp = await self._request(ApiKey.UNREGISTER_BROKER, {"broker_id": broker_id})
         return resp.error_code, resp.error_message
 
+    # ------------------------------------------------------------------ log directories
+
+    async def describe_log_dirs(self, brokers: Sequence[int] | None = None,
+                                topics: Sequence[str] | None = None) -> list[LogDirState]:
+        """Every log directory of ``brokers`` (default: all), with the partitions of ``topics``
+        (default: all) in each (DescribeLogDirs, asked of each broker)."""
+        if brokers is None:
+            brokers = sorted((await self.state()).brokers)
+        wanted = None
+        if topics is not None:
+            md = await self._request(ApiKey.METADATA, {"topics": [{"name": t} for t in topics],
+                                                       "allow_auto_topic_creation": False})
+            wanted = [{"topic": t.name, "partitions": [p.partition_index for p in t.partitions]}
+                      for t in md.topics]
+        out = []
+        for node in brokers:
+            await self.start()
+            resp = await self.client.request(ApiKey.DESCRIBE_LOG_DIRS, {"topics": wanted}, node=node)
+            if getattr(resp, "error_code", 0):
+                raise KafkaError(resp.error_code, f"DescribeLogDirs of broker {node}")
+            for r in resp.results:
+                current: dict[TopicPartition, tuple[int, int]] = {}
+                future: dict[TopicPartition, tuple[int, int]] = {}
+                for t in r.topics:
+                    for p in t.partitions:
+                        into = future if p.is_future_key else current
+                        into[(t.name, p.partition_index)] = (p.partition_size, p.offset_lag)
+                out.append(LogDirState(node, r.log_dir, r.error_code, current, future,
+                                       getattr(r, "total_bytes", -1), getattr(r, "usable_bytes", -1)))
+        return out
+
+    async def alter_replica_log_dirs(self, moves: Mapping[tuple[str, int, int], str]
+                                     ) -> dict[tuple[str, int, int], int]:
+        """Move replicas between the log directories of their broker: {(topic, partition, broker):
+        absolute directory} -> {same key: error code} (AlterReplicaLogDirs, to each broker)."""
+        by_broker: dict[int, dict[str, dict[str, list[int]]]] = {}
+        for (topic, partition, broker), path in moves.items():
+            by_broker.setdefault(broker, {}).setdefault(path, {}).setdefault(topic, []).append(partition)
+        out: dict[tuple[str, int, int], int] = {}
+        for broker, dirs in by_broker.items():
+            await self.start()
+            body = {"dirs": [{"path": path, "topics": [{"name": t, "partitions": ps} for t, ps in ts.items()]}
+                             for path, ts in dirs.items()]}
+            resp = await self.client.request(ApiKey.ALTER_REPLICA_LOG_DIRS, body, node=broker)
+            for t in resp.results:
+                for p in t.partitions:
+                    out[(t.topic_name, p.partition_index, broker)] = p.error_code
+        return out
+
 
 class ClusterAdminSync:
     """Blocking `ClusterAdmin` (the SDK's I/O loop); a context manager."""
@@ -279,6 +346,14 @@ class ClusterAdminSync:
 
     def unregister_broker(self, broker_id: int) -> tuple[int, str | None]:
         return self._run(self.aio.unregister_broker(broker_id))
+
+    def describe_log_dirs(self, brokers: Sequence[int] | None = None,
+                          topics: Sequence[str] | None = None) -> list[LogDirState]:
+        return self._run(self.aio.describe_log_dirs(brokers, topics))
+
+    def alter_replica_log_dirs(self, moves: Mapping[tuple[str, int, int], str]
+                               ) -> dict[tuple[str, int, int], int]:
+        return self._run(self.aio.alter_replica_log_dirs(moves))
 
     def close(self) -> None:
         self._run(self.aio.close())

@@ -589,6 +589,14 @@ CASES: list[tuple[str, int, int, dict, int]] = [
         CLUSTER,
     ),
     ("ListConfigResources", ApiKey.LIST_CONFIG_RESOURCES, 1, {"resource_types": []}, CLUSTER),
+    ("DescribeLogDirs", ApiKey.DESCRIBE_LOG_DIRS, 4, {"topics": None}, CLUSTER),
+    (
+        "AlterReplicaLogDirs",
+        ApiKey.ALTER_REPLICA_LOG_DIRS,
+        2,
+        {"dirs": [{"path": "/nowhere", "topics": [{"name": T, "partitions": [0]}]}]},
+        CLUSTER,
+    ),
     ("PylogClientMetrics", 32002, 0, {"client_instance_ids": None, "include_metrics": True}, CLUSTER),
 ]
 
@@ -641,6 +649,11 @@ def test_listings_leave_out_what_the_user_may_not_describe(broker: BrokerThread)
     assert md.topics == [] and md.cluster_authorized_operations == 0
     assert groups.groups == [] and txns.transaction_states == []
     assert cluster.cluster_authorized_operations == 0
+    # DescribeLogDirs v1 has no top-level error: Kafka answers it with no directory
+    (dirs,) = call(broker, "eve", [(ApiKey.DESCRIBE_LOG_DIRS, 1, {"topics": None})])
+    assert dirs.results == []
+    (dirs,) = call(broker, "root", [(ApiKey.DESCRIBE_LOG_DIRS, 1, {"topics": None})])
+    assert [r.error_code for r in dirs.results] == [0] and dirs.results[0].log_dir
     (root_md,) = call(
         broker,
         "root",

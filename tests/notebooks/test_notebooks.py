@@ -53,6 +53,9 @@ def test_notebook_runs(name: str, kernel_specs, tmp_path: Path) -> None:  # type
     except CellExecutionError as exc:
         nbformat.write(nb, tmp_path / name)
         pytest.fail(f"{name} failed (executed copy: {tmp_path / name}):\n{exc}")
+    finally:  # a kernel given to nbclient is not shut down by it: whatever it started dies with it
+        if km.has_kernel:
+            km.shutdown_kernel(now=True)
     errors = [o for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
               if o.get("output_type") == "error"]
     assert not errors

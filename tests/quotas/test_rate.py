@@ -65,3 +65,14 @@ def test_a_client_that_waits_its_throttle_time_holds_the_bound() -> None:
 def test_a_rate_needs_a_window() -> None:
     with pytest.raises(ValueError, match="at least one window"):
         SampledRate(samples=0, window_ms=1000)
+
+
+def test_simple_rate_measures_over_the_time_elapsed() -> None:
+    """Kafka's SimpleRate (replication quotas): a fresh rate is measured over one window, not over
+    the ``samples - 1`` windows of a quiet past that ``Rate`` assumes."""
+    kafka_rate, simple = SampledRate(11, 1000), SampledRate(11, 1000, simple=True)
+    for r in (kafka_rate, simple):
+        r.record(1000, 0)
+    assert kafka_rate.measure(500) == pytest.approx(1000 / 10.5)  # ten quiet windows before
+    assert simple.measure(500) == 1000.0  # 1000 over one window
+    assert simple.measure(4000) == 250.0  # 1000 over the four seconds elapsed

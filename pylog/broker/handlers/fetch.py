@@ -15,9 +15,12 @@ partitions: a follower's fires when the log grows, a consumer's when the high
 watermark moves (not on every append, which it could not read yet); the fetch
 is rebuilt once per wake-up, never on a timer loop.
 
-Only the leader answers, and only for the leader epoch the fetcher holds
-(FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH otherwise; NOT_LEADER_OR_FOLLOWER
-with the current leader where the version has the field). Consumers read up to
+Followers' fetches and consumers' before v11 are answered by the leader only,
+and only for the leader epoch the fetcher holds (FENCED_LEADER_EPOCH /
+UNKNOWN_LEADER_EPOCH otherwise; NOT_LEADER_OR_FOLLOWER with the current leader
+where the version has the field). A consumer's v11+ fetch may be served by a
+follower too, up to that follower's high watermark; the leader may answer it
+with a ``preferred_read_replica`` in the consumer's rack (KIP-392). Consumers read up to
 the high watermark (the last stable offset for read_committed); a follower's
 fetch (replica id >= 0) reads up to the log end, and its fetch offset is its log
 end, which moves the high watermark and may bring it back into the ISR. A
@@ -45,6 +48,7 @@ from pylog.broker.replica_manager import (
 )
 
 READ_COMMITTED = 1
+RACK_VERSION = 11  # the first Fetch version with rack_id and preferred_read_replica (KIP-392)
 
 
 def error_response(req: FetchRequest, code: int) -> FetchResponse:
@@ -82,7 +86,9 @@ def fetch(
         isolation = FetchIsolation.TXN_COMMITTED
     else:
         isolation = FetchIsolation.HIGH_WATERMARK
-    params = FetchParams(replica_id, req.max_wait_ms, req.min_bytes, req.max_bytes, isolation)
+    # Fetch v11+ carries the consumer's rack (Kafka's ClientMetadata): any replica may serve it
+    client_rack = (getattr(req, "rack_id", "") or "") if ctx.api_version >= RACK_VERSION else None
+    params = FetchParams(replica_id, req.max_wait_ms, req.min_bytes, req.max_bytes, isolation, client_rack)
     wanted = [(t.topic, p) for t in req.topics for p in t.partitions]
     answer = replicas.fetch_messages(params, wanted, expand_isr=isr.maybe_expand, stopping=stopping)
     committed = isolation is FetchIsolation.TXN_COMMITTED

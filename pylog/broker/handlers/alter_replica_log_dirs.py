@@ -1,0 +1,55 @@
+"""AlterReplicaLogDirs: move replicas hosted here to another of this broker's log directories.
+
+Kafka's answers per partition: LOG_DIR_NOT_FOUND for a directory that is not one of ``log.dirs``
+(paths are compared absolute), KAFKA_STORAGE_ERROR for one that is gone, and, for a partition not
+hosted here, NOT_LEADER_OR_FOLLOWER (the cluster has it elsewhere) or UNKNOWN_TOPIC_OR_PARTITION,
+after remembering the directory so that the replica is created there if it comes (Kafka's
+preferred log dir, used by reassignments that name log dirs). Needs ALTER on the cluster
+(CLUSTER_AUTHORIZATION_FAILED for every partition otherwise). The move itself runs in the
+background (``log_dir_mover``); the answer says it started.
+"""
+
+from __future__ import annotations
+
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+from pylog.protocol.messages import AlterReplicaLogDirsRequest
+
+from pylog.broker.acl_operations import AclOperation
+from pylog.broker.authorization import Authorization
+from pylog.broker.context import RequestContext
+from pylog.broker.handler_table import serves
+from pylog.broker.log_dirs import dir_usage
+from pylog.broker.replica_manager import ReplicaManager
+
+
+@serves(ApiKey.ALTER_REPLICA_LOG_DIRS, versions=(1, 2))
+def alter_replica_log_dirs(
+    ctx: RequestContext, req: AlterReplicaLogDirsRequest, *, replicas: ReplicaManager, authz: Authorization
+) -> dict:
+    allowed = authz.cluster(ctx, AclOperation.ALTER)
+    results: dict[str, list[dict]] = {}
+    for d in req.dirs:
+        for t in d.topics:
+            for index in t.partitions:
+                code = _alter(replicas, d.path, t.name, index) if allowed else (
+                    ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                )
+                results.setdefault(t.name, []).append({"partition_index": index, "error_code": code})
+    return {
+        "throttle_time_ms": 0,
+        "results": [{"topic_name": name, "partitions": parts} for name, parts in results.items()],
+    }
+
+
+def _alter(replicas: ReplicaManager, path: str, topic: str, index: int) -> int:
+    dest = replicas.log_dirs.resolve(path)
+    if dest is None:
+        return ErrorCode.LOG_DIR_NOT_FOUND
+    if dir_usage(dest).error is not None:
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    part = replicas.get(topic, index)
+    if part is None or part.deleted:
+        replicas.log_dirs.preferred[(topic, index)] = dest
+        return replicas.absent_error(topic, index)
+    return replicas.mover.start(part, dest)
