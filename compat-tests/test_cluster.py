@@ -132,6 +132,14 @@ def test_kill_the_controller_a_new_one_takes_over_and_the_node_catches_up_from_a
     )
     elapsed = time.monotonic() - t0
     assert new != dead and elapsed < FAILOVER_S
+    # until its session times out the dead node is still a live broker, which Metadata may name as
+    # the controller (any live broker, as Kafka's KRaft brokers do): admin clients would wait for it
+    through = cluster.node(survivor).bootstrap
+    wait_for(
+        lambda: all(b[0] != dead for b in describe_cluster(through, timeout_s=1.0).brokers),
+        30,
+        "the killed node fenced",
+    )
     for node in cluster.nodes.values():
         if node.running:
             create(node.bootstrap, f"after-via-{node.node_id}")

@@ -32,3 +32,8 @@ class CorruptSegment(StorageError):
 
 class ReadOnlyLog(StorageError):
     """A write on a log opened with `open_readonly`."""
+
+
+class SegmentReplaced(FileNotFoundError):
+    """A read-only view's segment file was replaced or cut short by the writer (sealed, compacted
+    or deleted) after the view was opened: reopen the log and read again."""

@@ -68,6 +68,7 @@ def list_partitions(data_dir: str | os.PathLike[str]) -> list[PartitionDir]:
 
 def _load_segments(directory: Path, readonly: bool) -> list[Segment]:
     data: dict[int, dict[str, int]] = {}
+    inodes: dict[tuple[int, str], int] = {}
     side: set[int] = set()
     for entry in os.scandir(directory):
         m = _NAME_RE.match(entry.name)
@@ -76,6 +77,7 @@ def _load_segments(directory: Path, readonly: bool) -> list[Segment]:
         base, ext = int(m.group(1)), m.group(2)
         if ext in (FILE_EXT, STREAM_EXT):
             data.setdefault(base, {})[ext] = entry.stat().st_size
+            inodes[(base, ext)] = entry.inode()
         elif ext in SIDE_EXTS:
             side.add(base)
     segments = []
@@ -86,6 +88,8 @@ def _load_segments(directory: Path, readonly: bool) -> list[Segment]:
             os.unlink(directory / f"{base:020d}{STREAM_EXT}")
         seg = Segment(directory, base, sealed=sealed, data_size=exts[FILE_EXT if sealed else STREAM_EXT],
                       readonly=readonly)
+        if readonly:
+            seg.inode = inodes[(base, FILE_EXT if sealed else STREAM_EXT)]
         if not sealed:
             seg.recover()
         segments.append(seg)

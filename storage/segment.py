@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from .errors import CorruptSegment
+from .errors import CorruptSegment, SegmentReplaced
 from .files import OPEN_FLAGS, RecordFile, write_file
 from .ipc import (
     FILE_PREFIX,
@@ -94,9 +94,15 @@ class _MappedSegments:
 MAPPED_SEGMENTS = _MappedSegments(256)
 
 
-def _map_file(path: Path, size: int) -> pa.Buffer:
+def _map_file(path: Path, size: int, inode: int | None = None) -> pa.Buffer:
+    """`size` bytes of `path` mapped; with `inode` (a read-only view's), SegmentReplaced when the
+    file is no longer the one the view listed or is shorter than it was."""
     fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
     try:
+        if inode is not None:
+            st = os.fstat(fd)
+            if st.st_ino != inode or st.st_size < size:
+                raise SegmentReplaced(str(path))
         mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
     finally:
         os.close(fd)
@@ -151,6 +157,7 @@ class Segment:
         self.sealed = sealed
         self.data_size = data_size
         self.readonly = readonly
+        self.inode: int | None = None  # a read-only view's: the data file it listed
         self.retired = False  # replaced or deleted; background work on it must be discarded
         self.busy = False  # a background job (seal, compaction) is rewriting it
         self.cleaned = False  # written or checked by compaction since this process opened it
@@ -255,7 +262,7 @@ class Segment:
         """The data file mapped, covering at least `need` bytes (remapped as the stream grows)."""
         buf = self._buf
         if buf is None or buf.size < need:
-            buf = _map_file(self.data_path, self.data_size)
+            buf = _map_file(self.data_path, self.data_size, self.inode)
             self._buf = buf
             if self.sealed:
                 Stats.sealed_maps += 1

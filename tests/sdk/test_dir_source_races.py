@@ -7,7 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pyarrow as pa
-from sdk_helpers import LogWriter
+from pylog.storage import BatchMeta, LogConfig, PartitionLog
+from sdk_helpers import T0, LogWriter, rows
 
 from pylog.sdk.dir_source import DirTopicSource
 from pylog.sdk.offsets import PartitionRange
@@ -59,3 +60,34 @@ def test_segments_deleted_mid_read_resume_at_the_new_log_start(tmp_path: Path) -
     assert offsets[: first.num_rows] == list(range(first.num_rows))
     assert offsets[-ROWS:] == list(range(3 * ROWS, 4 * ROWS))
     w.close()
+
+
+
+def _append_keyed(log: PartitionLog, n: int, keys: int) -> None:
+    """n records whose keys repeat every ``keys`` records (so compaction has work)."""
+    start = log.log_end_offset
+    batch = rows(start, n)
+    batch = batch.set_column(2, "key", pa.array([b"k%d" % (i % keys) for i in range(start, start + n)],
+                                                pa.binary()))
+    meta = BatchMeta(base_offset=start, last_offset_delta=n - 1, record_count=n, base_timestamp=T0 + start,
+                     max_timestamp=T0 + start + n - 1, producer_id=-1, producer_epoch=0)
+    log.append(batch, meta, now_ms=0)
+
+
+def test_a_segment_compacted_under_the_view_is_read_again_from_its_new_file(tmp_path: Path) -> None:
+    """Compaction writes a smaller file under the same name: the view's inode and size no longer
+    match the file, so the reader reopens and reads the compacted log."""
+    config = LogConfig(segment_bytes=2500, cleanup_policy="compact", delete_retention_ms=1000)
+    log = PartitionLog.open(tmp_path / "c-0", config, now_ms=0)
+    for _ in range(8):
+        _append_keyed(log, 40, keys=10)
+    log.seal_pending()
+    end = log.log_end_offset
+    with DirTopicSource(tmp_path) as source:
+        assert source.offset_bounds("c", [0]) == {0: (0, end)}  # the view is fixed here
+        assert log.compact(now_ms=10_000).segments > 0
+        [(_r, table)] = list(source.read_tables([PartitionRange("c", 0, 0, end)], ["offset", "key"]))
+    offsets = table.column("offset").to_pylist()
+    assert offsets == sorted(set(offsets)) and len(offsets) < end  # the compacted log, once
+    assert offsets == log.read_table().column("offset").to_pylist()
+    log.close()
