@@ -13,7 +13,8 @@ from .errors import (
     ReadOnlyLog,
     StorageError,
 )
-from .log import PartitionDir, PartitionLog, list_partitions, read_segments
+from .log import PartitionLog, read_segments
+from .partition_dir import PartitionDir, list_partitions
 from .schema import BatchMeta, StoredBatch
 from .segment import MAPPED_SEGMENTS, Stats
 

@@ -17,11 +17,9 @@ from __future__ import annotations
 import bisect
 import contextlib
 import os
-import re
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -39,68 +37,13 @@ from .config import LogConfig
 from .errors import InvalidAppend, InvalidRecord, OffsetOutOfRange, ReadOnlyLog
 from .files import fsync_dir
 from .ipc import body_codec
+from .partition_dir import PARTITION_RE, load_segments
 from .rewrite import Block, Written, coalesce, recover_swaps, write_segment
 from .schema import BATCH_DTYPE, BatchMeta, StoredBatch
-from .segment import FILE_EXT, SIDE_EXTS, STREAM_EXT, Segment, SegmentSnapshot
+from .segment import Segment, SegmentSnapshot
 
-_NAME_RE = re.compile(r"^(\d{20})(\.[a-z]+)$")
-_PARTITION_RE = re.compile(r"^(.+)-(\d+)$")
 READ_CHUNK = 4096  # batch entries examined at a time by read()
 READONLY_LIST_ATTEMPTS = 5  # listings retried by open_readonly while a writer seals or deletes
-
-
-class PartitionDir(NamedTuple):
-    topic: str
-    partition: int
-    path: Path
-
-
-def list_partitions(data_dir: str | os.PathLike[str]) -> list[PartitionDir]:
-    """Partition directories (`<topic>-<partition>`) of a data dir, by topic then partition;
-    reads nothing but the directory listing."""
-    out = []
-    for entry in os.scandir(data_dir):
-        m = _PARTITION_RE.match(entry.name)
-        if m and entry.is_dir():
-            out.append(PartitionDir(m.group(1), int(m.group(2)), Path(entry.path)))
-    return sorted(out, key=lambda p: (p.topic, p.partition))
-
-
-def _load_segments(directory: Path, readonly: bool) -> list[Segment]:
-    data: dict[int, dict[str, int]] = {}
-    inodes: dict[tuple[int, str], int] = {}
-    side: set[int] = set()
-    for entry in os.scandir(directory):
-        m = _NAME_RE.match(entry.name)
-        if not m:
-            continue
-        base, ext = int(m.group(1)), m.group(2)
-        if ext in (FILE_EXT, STREAM_EXT):
-            data.setdefault(base, {})[ext] = entry.stat().st_size
-            inodes[(base, ext)] = entry.inode()
-        elif ext in SIDE_EXTS:
-            side.add(base)
-    segments = []
-    for base in sorted(data):
-        exts = data[base]
-        sealed = FILE_EXT in exts
-        if sealed and STREAM_EXT in exts and not readonly:
-            os.unlink(directory / f"{base:020d}{STREAM_EXT}")
-        seg = Segment(directory, base, sealed=sealed, data_size=exts[FILE_EXT if sealed else STREAM_EXT],
-                      readonly=readonly)
-        if readonly:
-            seg.inode = inodes[(base, FILE_EXT if sealed else STREAM_EXT)]
-        if not sealed:
-            seg.recover()
-        segments.append(seg)
-    if not readonly:
-        for base in side - data.keys():
-            for ext in SIDE_EXTS:
-                try:
-                    os.unlink(directory / f"{base:020d}{ext}")
-                except FileNotFoundError:
-                    pass
-    return segments
 
 
 class PartitionLog:
@@ -110,7 +53,7 @@ class PartitionLog:
         self.dir = directory
         self.config = config
         self.readonly = readonly
-        m = _PARTITION_RE.match(directory.name)
+        m = PARTITION_RE.match(directory.name)
         self.topic: str | None = m.group(1) if m else None
         self.partition: int | None = int(m.group(2)) if m else None
         self._lock = threading.RLock()
@@ -139,7 +82,7 @@ class PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
         log = cls(directory, config or LogConfig(), readonly=False)
         recover_swaps(directory)
-        segments = _load_segments(directory, readonly=False)
+        segments = load_segments(directory, readonly=False)
         lso = read_log_start_offset(directory)
         if not segments:
             segments = [Segment.create(directory, lso)]
@@ -170,7 +113,7 @@ class PartitionLog:
         log = cls(directory, config or LogConfig(), readonly=True)
         for attempt in range(READONLY_LIST_ATTEMPTS):  # a file listed may be sealed or deleted at once
             try:
-                segments = _load_segments(directory, readonly=True)
+                segments = load_segments(directory, readonly=True)
                 break
             except FileNotFoundError:
                 if attempt == READONLY_LIST_ATTEMPTS - 1 or not directory.is_dir():

@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .files import fsync_dir
-from .log import list_partitions
+from .partition_dir import list_partitions
 
 FUTURE_SUFFIX = "-future"
 DELETE_SUFFIX = "-delete"
