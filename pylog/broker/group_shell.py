@@ -295,23 +295,6 @@ def apply_commits(shell: GroupShell, out: Output, errors: CommitErrors) -> None:
         errors[(r.topic, r.partition)] = r.error
 
 
-def commit_response(req: Any, errors: CommitErrors) -> dict:
-    """The (Txn)OffsetCommit response: every requested partition with its error."""
-    return {
-        "throttle_time_ms": 0,
-        "topics": [
-            {
-                "name": t.name,
-                "partitions": [
-                    {"partition_index": p.partition_index, "error_code": errors[(t.name, p.partition_index)]}
-                    for p in t.partitions
-                ],
-            }
-            for t in req.topics
-        ],
-    }
-
-
 def _failed_commits(results: list[PartitionError], error: ErrorCode) -> list[PartitionError]:
     return [PartitionError(r.topic, r.partition, error) for r in results]
 

@@ -27,7 +27,6 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pylog.protocol.errors import ErrorCode
 from pylog.storage.relocate import (
@@ -177,15 +176,3 @@ def _background_pass(src: Path, dst: Path, since: int, cancelled: threading.Even
     size)."""
     copied, next_since = sync_tree(src, dst, since, cancelled)
     return copied, next_since, tree_size(dst)
-
-
-def describe_future(move: Move, part: Any) -> dict:
-    """A future replica as DescribeLogDirs lists it: its size on disk after the last copy pass, and,
-    not knowing how far the copy reaches in offsets, the whole log end offset as its lag until the
-    swap."""
-    return {
-        "partition_index": move.index,
-        "partition_size": move.future_bytes,
-        "offset_lag": part.log_end_offset if part is not None else 0,
-        "is_future_key": True,
-    }

@@ -45,11 +45,15 @@ def uuid_or_none(u: uuid.UUID | None) -> uuid.UUID | None:
     return None if u is None or u == ZERO_UUID else u
 
 
-def snapshot_to_wire(snap: Snapshot) -> dict[str, Any]:
-    control = b""
+def snapshot_control(snap: Snapshot) -> bytes:
+    """The snapshot's control records (kraft.version and voters), empty when it has none."""
     if snap.voters is not None or snap.kraft_version:
-        control = encode_control(ControlBatch(snap.kraft_version, snap.voters))
-    return {"index": snap.index, "term": snap.term, "data": snap.data, "control": control}
+        return encode_control(ControlBatch(snap.kraft_version, snap.voters))
+    return b""
+
+
+def snapshot_to_wire(snap: Snapshot) -> dict[str, Any]:
+    return {"index": snap.index, "term": snap.term, "data": snap.data, "control": snapshot_control(snap)}
 
 
 def snapshot_from_wire(w: Any) -> Snapshot:

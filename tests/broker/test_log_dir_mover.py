@@ -135,11 +135,11 @@ def _listed(m: ReplicaManager) -> dict[tuple[str, bool], int]:
 
     req = SimpleNamespace(topics=[SimpleNamespace(topic="t", partitions=[0])])
     body = describe_log_dirs(None, req, replicas=m, authz=_Allow())  # type: ignore[arg-type]
-    assert body["error_code"] == 0
-    assert all(r["error_code"] == 0 and r["total_bytes"] > 0 for r in body["results"])
+    assert body.error_code == 0
+    assert all(r.error_code == 0 and r.total_bytes > 0 for r in body.results)
     return {
-        (Path(r["log_dir"]).name, p["is_future_key"]): p["partition_size"]
-        for r in body["results"] for t in r["topics"] for p in t["partitions"]
+        (Path(r.log_dir).name, p.is_future_key): p.partition_size
+        for r in body.results for t in r.topics for p in t.partitions
     }
 
 
@@ -175,8 +175,8 @@ def _alter(m: ReplicaManager, path: Path | str, topic: str, authz: object = None
     topics = [SimpleNamespace(name=topic, partitions=[0])]
     req = SimpleNamespace(dirs=[SimpleNamespace(path=str(path), topics=topics)])
     body = alter_replica_log_dirs(None, req, replicas=m, authz=authz or _Allow())  # type: ignore[arg-type]
-    [[result]] = [t["partitions"] for t in body["results"]]
-    return int(result["error_code"])
+    [[result]] = [t.partitions for t in body.results]
+    return int(result.error_code)
 
 
 def test_alter_replica_log_dirs_answers_kafkas_errors(tmp_path: Path) -> None:

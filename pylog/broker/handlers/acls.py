@@ -9,7 +9,6 @@ caller's principal. Without an authorizer all three answer SECURITY_DISABLED.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
@@ -33,20 +32,19 @@ NO_AUTHORIZER = "No Authorizer is configured."
 CLUSTER_DENIED = "Cluster authorization failed."
 
 
-def _grouped(acls: Iterable[AclBinding]) -> list[dict]:
-    by_resource: dict[tuple[int, str, int], list[dict]] = {}
+def _grouped(acls: Iterable[AclBinding]) -> list[DescribeAclsResponse.DescribeAclsResource]:
+    by_resource: dict[tuple[int, str, int], list[DescribeAclsResponse.AclDescription]] = {}
     for a in acls:
         by_resource.setdefault((a.resource_type, a.resource_name, a.pattern_type), []).append(
-            {
-                "principal": a.principal,
-                "host": a.host,
-                "operation": a.operation,
-                "permission_type": a.permission_type,
-            }
+            DescribeAclsResponse.AclDescription(
+                principal=a.principal, host=a.host, operation=a.operation, permission_type=a.permission_type
+            )
         )
     return [
-        {"resource_type": rt, "resource_name": name, "pattern_type": pt, "acls": entries}
-        for (rt, name, pt), entries in sorted(by_resource.items())
+        DescribeAclsResponse.DescribeAclsResource(
+            resource_type=rt, resource_name=name, pattern_type=pt, acls=entries
+        )
+        for (rt, name, pt), entries in sorted(by_resource.items(), key=lambda item: item[0])
     ]
 
 
@@ -55,12 +53,13 @@ def describe_acls_error(req: DescribeAclsRequest, code: int) -> DescribeAclsResp
 
 
 @serves(ApiKey.DESCRIBE_ACLS, versions=(0, 3), error_response=describe_acls_error)
-def describe_acls(ctx: RequestContext, req: DescribeAclsRequest, *, authz: Authorization) -> dict:
-    body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "resources": []}
+def describe_acls(
+    ctx: RequestContext, req: DescribeAclsRequest, *, authz: Authorization
+) -> DescribeAclsResponse:
     if not authz.cluster(ctx, AclOperation.DESCRIBE):
-        return {**body, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": CLUSTER_DENIED}
+        return _described(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_DENIED)
     if not authz.enabled:
-        return {**body, "error_code": ErrorCode.SECURITY_DISABLED, "error_message": NO_AUTHORIZER}
+        return _described(ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER)
     f = AclBindingFilter(
         req.resource_type_filter,
         req.resource_name_filter,
@@ -72,8 +71,16 @@ def describe_acls(ctx: RequestContext, req: DescribeAclsRequest, *, authz: Autho
     )
     problem = f.unknown()
     if problem is not None:
-        return {**body, "error_code": ErrorCode.INVALID_REQUEST, "error_message": problem}
-    return {**body, "resources": _grouped(a for a in authz.acls() if f.matches(a))}
+        return _described(ErrorCode.INVALID_REQUEST, problem)
+    return _described(ErrorCode.NONE, None, _grouped(a for a in authz.acls() if f.matches(a)))
+
+
+def _described(
+    code: int, message: str | None, resources: list[DescribeAclsResponse.DescribeAclsResource] | None = None
+) -> DescribeAclsResponse:
+    return DescribeAclsResponse(
+        throttle_time_ms=0, error_code=code, error_message=message, resources=resources or []
+    )
 
 
 def create_acls_error(req: CreateAclsRequest, code: int) -> CreateAclsResponse:
@@ -87,10 +94,17 @@ def create_acls_error(req: CreateAclsRequest, code: int) -> CreateAclsResponse:
 @serves(ApiKey.CREATE_ACLS, versions=(0, 3), error_response=create_acls_error)
 async def create_acls(
     ctx: RequestContext, req: CreateAclsRequest, *, quorum: MetadataQuorum, authz: Authorization
-) -> dict:
+) -> CreateAclsResponse:
     denied = _refusal(ctx, authz)
     if denied is not None:
-        return {"throttle_time_ms": 0, "results": [denied for _ in req.creations]}
+        code, message = denied
+        return CreateAclsResponse(
+            throttle_time_ms=0,
+            results=[
+                CreateAclsResponse.AclCreationResult(error_code=code, error_message=message)
+                for _ in req.creations
+            ],
+        )
     bindings = [
         AclBinding(
             c.resource_type,
@@ -104,10 +118,13 @@ async def create_acls(
         for c in req.creations
     ]
     results = await quorum.execute(lambda c: c.create_acls(bindings))
-    return {
-        "throttle_time_ms": 0,
-        "results": [{"error_code": r.error_code, "error_message": r.error_message} for r in results],
-    }
+    return CreateAclsResponse(
+        throttle_time_ms=0,
+        results=[
+            CreateAclsResponse.AclCreationResult(error_code=r.error_code, error_message=r.error_message)
+            for r in results
+        ],
+    )
 
 
 def delete_acls_error(req: DeleteAclsRequest, code: int) -> DeleteAclsResponse:
@@ -122,13 +139,19 @@ def delete_acls_error(req: DeleteAclsRequest, code: int) -> DeleteAclsResponse:
 @serves(ApiKey.DELETE_ACLS, versions=(0, 3), error_response=delete_acls_error)
 async def delete_acls(
     ctx: RequestContext, req: DeleteAclsRequest, *, quorum: MetadataQuorum, authz: Authorization
-) -> dict:
+) -> DeleteAclsResponse:
     denied = _refusal(ctx, authz)
     if denied is not None:
-        return {
-            "throttle_time_ms": 0,
-            "filter_results": [{**denied, "matching_acls": []} for _ in req.filters],
-        }
+        code, message = denied
+        return DeleteAclsResponse(
+            throttle_time_ms=0,
+            filter_results=[
+                DeleteAclsResponse.DeleteAclsFilterResult(
+                    error_code=code, error_message=message, matching_acls=[]
+                )
+                for _ in req.filters
+            ],
+        )
     filters = [
         AclBindingFilter(
             f.resource_type_filter,
@@ -145,26 +168,31 @@ async def delete_acls(
     out = []
     for r in results:
         matching = [
-            {
-                "error_code": 0,
-                "error_message": None,
-                "resource_type": a.resource_type,
-                "resource_name": a.resource_name,
-                "pattern_type": a.pattern_type,
-                "principal": a.principal,
-                "host": a.host,
-                "operation": a.operation,
-                "permission_type": a.permission_type,
-            }
+            DeleteAclsResponse.DeleteAclsMatchingAcl(
+                error_code=0,
+                error_message=None,
+                resource_type=a.resource_type,
+                resource_name=a.resource_name,
+                pattern_type=a.pattern_type,
+                principal=a.principal,
+                host=a.host,
+                operation=a.operation,
+                permission_type=a.permission_type,
+            )
             for a in r.deleted
         ]
-        out.append({"error_code": r.error_code, "error_message": r.error_message, "matching_acls": matching})
-    return {"throttle_time_ms": 0, "filter_results": out}
+        out.append(
+            DeleteAclsResponse.DeleteAclsFilterResult(
+                error_code=r.error_code, error_message=r.error_message, matching_acls=matching
+            )
+        )
+    return DeleteAclsResponse(throttle_time_ms=0, filter_results=out)
 
 
-def _refusal(ctx: RequestContext, authz: Authorization) -> dict | None:
+def _refusal(ctx: RequestContext, authz: Authorization) -> tuple[int, str] | None:
+    """(error code, message) when the caller may not change ACLs here."""
     if not authz.cluster(ctx, AclOperation.ALTER):
-        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "error_message": CLUSTER_DENIED}
+        return ErrorCode.CLUSTER_AUTHORIZATION_FAILED, CLUSTER_DENIED
     if not authz.enabled:
-        return {"error_code": ErrorCode.SECURITY_DISABLED, "error_message": NO_AUTHORIZER}
+        return ErrorCode.SECURITY_DISABLED, NO_AUTHORIZER
     return None

@@ -11,9 +11,12 @@ background (``log_dir_mover``); the answer says it started.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import AlterReplicaLogDirsRequest
+from pylog.protocol.messages import AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse
 
 from pylog.broker.acl_operations import AclOperation
 from pylog.broker.authorization import Authorization
@@ -23,23 +26,39 @@ from pylog.broker.log_dirs import dir_usage
 from pylog.broker.replica_manager import ReplicaManager
 
 
-@serves(ApiKey.ALTER_REPLICA_LOG_DIRS, versions=(1, 2))
+def error_response(req: AlterReplicaLogDirsRequest, code: int) -> AlterReplicaLogDirsResponse:
+    return _response(req, lambda d, t, index: code)
+
+
+@serves(ApiKey.ALTER_REPLICA_LOG_DIRS, versions=(1, 2), error_response=error_response)
 def alter_replica_log_dirs(
     ctx: RequestContext, req: AlterReplicaLogDirsRequest, *, replicas: ReplicaManager, authz: Authorization
-) -> dict:
-    allowed = authz.cluster(ctx, AclOperation.ALTER)
-    results: dict[str, list[dict]] = {}
+) -> AlterReplicaLogDirsResponse:
+    if not authz.cluster(ctx, AclOperation.ALTER):
+        return error_response(req, ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+    return _response(req, lambda d, t, index: _alter(replicas, d.path, t.name, index))
+
+
+def _response(
+    req: AlterReplicaLogDirsRequest, outcome: Callable[[Any, Any, int], int]
+) -> AlterReplicaLogDirsResponse:
+    """Every requested partition with ``outcome(dir, topic, index)``, grouped by topic name."""
+    results: dict[str, list[AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult]] = {}
     for d in req.dirs:
         for t in d.topics:
             for index in t.partitions:
-                code = _alter(replicas, d.path, t.name, index) if allowed else (
-                    ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+                results.setdefault(t.name, []).append(
+                    AlterReplicaLogDirsResponse.AlterReplicaLogDirPartitionResult(
+                        partition_index=index, error_code=outcome(d, t, index)
+                    )
                 )
-                results.setdefault(t.name, []).append({"partition_index": index, "error_code": code})
-    return {
-        "throttle_time_ms": 0,
-        "results": [{"topic_name": name, "partitions": parts} for name, parts in results.items()],
-    }
+    return AlterReplicaLogDirsResponse(
+        throttle_time_ms=0,
+        results=[
+            AlterReplicaLogDirsResponse.AlterReplicaLogDirTopicResult(topic_name=name, partitions=parts)
+            for name, parts in results.items()
+        ],
+    )
 
 
 def _alter(replicas: ReplicaManager, path: str, topic: str, index: int) -> int:

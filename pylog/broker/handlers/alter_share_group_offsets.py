@@ -12,6 +12,7 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import AlterShareGroupOffsetsRequest, AlterShareGroupOffsetsResponse
+from pylog.protocol.schema import ZERO_UUID
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell
@@ -47,14 +48,17 @@ def alter_share_group_offsets(
     groups: GroupShell,
     share: ShareShell,
     metadata: MetadataView,
-) -> dict:
+) -> AlterShareGroupOffsetsResponse:
     return alter(groups, share, metadata.image, req)
 
 
-def alter(groups: GroupShell | None, share: ShareShell | None, image: Any, req: Any) -> dict:
+def alter(
+    groups: GroupShell | None, share: ShareShell | None, image: Any, req: AlterShareGroupOffsetsRequest
+) -> AlterShareGroupOffsetsResponse:
+    R = AlterShareGroupOffsetsResponse
     error = share_group_error(groups, share, req.group_id, empty=True)
     if error is not ErrorCode.NONE or share is None or share.manager is None:
-        return {"throttle_time_ms": 0, "error_code": error, "error_message": error.name, "responses": []}
+        return R(throttle_time_ms=0, error_code=error, error_message=error.name, responses=[])
     topics = []
     for t in req.topics:
         topic = image.topic(t.topic_name)
@@ -68,15 +72,17 @@ def alter(groups: GroupShell | None, share: ShareShell | None, image: Any, req: 
                     e = ErrorCode.INVALID_REQUEST
                 if e is ErrorCode.NONE:
                     share.manager.reset(key, p.start_offset)
-            parts.append({"partition_index": p.partition_index, "error_code": e, "error_message": None})
+            parts.append(
+                R.AlterShareGroupOffsetsResponsePartition(
+                    partition_index=p.partition_index, error_code=e, error_message=None
+                )
+            )
         topics.append(
-            {"topic_name": t.topic_name, "topic_id": topic.topic_id if topic else None, "partitions": parts}
+            R.AlterShareGroupOffsetsResponseTopic(
+                topic_name=t.topic_name, topic_id=topic.topic_id if topic else ZERO_UUID, partitions=parts
+            )
         )
     if share.persist() is not ErrorCode.NONE:
-        return {
-            "throttle_time_ms": 0,
-            "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE,
-            "error_message": None,
-            "responses": [],
-        }
-    return {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "error_message": None, "responses": topics}
+        code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return R(throttle_time_ms=0, error_code=code, error_message=None, responses=[])
+    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=topics)

@@ -11,10 +11,9 @@ read such a range (Kafka's KAFKA-17492 rule).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from typing import Any
 
 from pylog.protocol.api import ApiKey
-from pylog.protocol.messages import ApiVersionsRequest
+from pylog.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -32,26 +31,31 @@ def api_versions(
     table: Mapping[int, tuple[int, int]],
     image: Callable[[], MetadataImage | None],
     kraft_version: Callable[[], int],
-) -> dict:
-    body: dict[str, Any] = {
-        "error_code": 0,
-        "api_keys": [{"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in table.items()],
-        "throttle_time_ms": 0,
-    }
+) -> ApiVersionsResponse:
+    body = ApiVersionsResponse(
+        error_code=0,
+        api_keys=[
+            ApiVersionsResponse.ApiVersion(api_key=k, min_version=lo, max_version=hi)
+            for k, (lo, hi) in table.items()
+        ],
+        throttle_time_ms=0,
+    )
     if ctx.api_version >= FIRST_FEATURES_VERSION:
-        body["supported_features"] = [
-            {"name": name, "min_version": lo, "max_version": hi}
+        body.supported_features = [
+            ApiVersionsResponse.SupportedFeatureKey(name=name, min_version=lo, max_version=hi)
             for name, (lo, hi) in sorted(SUPPORTED.items())
             if lo > 0 or ctx.api_version >= 4
         ]
         current = image()
         if current is not None:
-            body["finalized_features_epoch"] = current.offset
+            body.finalized_features_epoch = current.offset
             finalized = dict(current.features)
             if kraft := kraft_version():
                 finalized[KRAFT_VERSION] = kraft
-            body["finalized_features"] = [
-                {"name": name, "max_version_level": level, "min_version_level": level}
+            body.finalized_features = [
+                ApiVersionsResponse.FinalizedFeatureKey(
+                    name=name, max_version_level=level, min_version_level=level
+                )
                 for name, level in sorted(finalized.items())
             ]
     return body

@@ -7,8 +7,6 @@ in the metadata log; brokers forward it. Rules in ``pylog.cluster.quota_control`
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import (
@@ -40,23 +38,24 @@ def describe_error(req: DescribeClientQuotasRequest, code: int) -> DescribeClien
 @serves(ApiKey.DESCRIBE_CLIENT_QUOTAS, versions=(0, 1), error_response=describe_error)
 def describe_client_quotas(
     ctx: RequestContext, req: DescribeClientQuotasRequest, *, metadata: MetadataView, authz: Authorization
-) -> dict:
-    body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": None}
+) -> DescribeClientQuotasResponse:
+    R = DescribeClientQuotasResponse
     if not authz.cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
-        return {**body, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return R(throttle_time_ms=0, error_code=code, error_message=None, entries=None)
     components = [FilterComponent(c.entity_type, c.match_type, c.match) for c in req.components]
     try:
         found = describe_quotas(metadata.image.client_quotas, components, req.strict)
     except QuotaFilterError as exc:
-        return {**body, "error_code": exc.code, "error_message": str(exc)}
+        return R(throttle_time_ms=0, error_code=exc.code, error_message=str(exc), entries=None)
     entries = [
-        {
-            "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
-            "values": [{"key": k, "value": v} for k, v in sorted(values.items())],
-        }
+        R.EntryData(
+            entity=[R.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+            values=[R.ValueData(key=k, value=v) for k, v in sorted(values.items())],
+        )
         for entity, values in found
     ]
-    return {**body, "entries": entries}
+    return R(throttle_time_ms=0, error_code=0, error_message=None, entries=entries)
 
 
 def alter_error(req: AlterClientQuotasRequest, code: int) -> AlterClientQuotasResponse:
@@ -78,7 +77,7 @@ def alter_error(req: AlterClientQuotasRequest, code: int) -> AlterClientQuotasRe
 @serves(ApiKey.ALTER_CLIENT_QUOTAS, versions=(0, 1), error_response=alter_error)
 async def alter_client_quotas(
     ctx: RequestContext, req: AlterClientQuotasRequest, *, quorum: MetadataQuorum, authz: Authorization
-) -> dict:
+) -> AlterClientQuotasResponse:
     alterations = [
         QuotaAlteration(
             tuple((e.entity_type, e.entity_name) for e in entry.entity),
@@ -88,18 +87,21 @@ async def alter_client_quotas(
     ]
     if not authz.cluster(ctx, AclOperation.ALTER_CONFIGS):
         code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        return {"throttle_time_ms": 0, "entries": [_entry(a.entity, code, None) for a in alterations]}
+        return AlterClientQuotasResponse(
+            throttle_time_ms=0, entries=[_entry(a.entity, code, None) for a in alterations]
+        )
     validate_only = req.validate_only
     results = await quorum.execute(lambda c: c.alter_client_quotas(alterations, validate_only=validate_only))
-    return {
-        "throttle_time_ms": 0,
-        "entries": [_entry(r.entity, r.error_code, r.error_message) for r in results],
-    }
+    return AlterClientQuotasResponse(
+        throttle_time_ms=0, entries=[_entry(r.entity, r.error_code, r.error_message) for r in results]
+    )
 
 
-def _entry(entity: tuple[tuple[str, str | None], ...], code: int, message: str | None) -> dict:
-    return {
-        "error_code": code,
-        "error_message": message,
-        "entity": [{"entity_type": t, "entity_name": n} for t, n in entity],
-    }
+def _entry(
+    entity: tuple[tuple[str, str | None], ...], code: int, message: str | None
+) -> AlterClientQuotasResponse.EntryData:
+    return AlterClientQuotasResponse.EntryData(
+        error_code=code,
+        error_message=message,
+        entity=[AlterClientQuotasResponse.EntityData(entity_type=t, entity_name=n) for t, n in entity],
+    )

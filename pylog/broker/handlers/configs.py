@@ -50,22 +50,24 @@ CLIENT_METRICS = ConfigResourceType.CLIENT_METRICS
 GROUP = ConfigResourceType.GROUP
 
 
-def _entry(r: ResolvedConfig, synonyms: bool, docs: bool) -> dict:
+Described = DescribeConfigsResponse.DescribeConfigsResourceResult
+Synonym = DescribeConfigsResponse.DescribeConfigsSynonym
+
+
+def _entry(r: ResolvedConfig, synonyms: bool, docs: bool) -> Described:
     sensitive = r.type is ConfigType.PASSWORD
-    return {
-        "name": r.name,
-        "value": None if sensitive else r.value,
-        "read_only": r.read_only,
-        "config_source": int(r.source),
-        "is_sensitive": sensitive,
-        "synonyms": [
-            {"name": n, "value": None if sensitive else v, "source": int(s)} for n, v, s in r.synonyms
-        ]
+    return Described(
+        name=r.name,
+        value=None if sensitive else r.value,
+        read_only=r.read_only,
+        config_source=int(r.source),
+        is_sensitive=sensitive,
+        synonyms=[Synonym(name=n, value=None if sensitive else v, source=int(s)) for n, v, s in r.synonyms]
         if synonyms
         else [],
-        "config_type": int(r.type),
-        "documentation": (r.doc or None) if docs else None,
-    }
+        config_type=int(r.type),
+        documentation=(r.doc or None) if docs else None,
+    )
 
 
 def describe_configs_error(req: DescribeConfigsRequest, code: int) -> DescribeConfigsResponse:
@@ -92,7 +94,7 @@ def describe_configs(
     metadata: MetadataView,
     node_id: int,
     authz: Authorization,
-) -> dict:
+) -> DescribeConfigsResponse:
     cfg = config
     md = metadata
     synonyms = bool(getattr(req, "include_synonyms", False))
@@ -100,40 +102,40 @@ def describe_configs(
     results = []
     for res in req.resources:
         keys = res.configuration_keys
-        out: dict[str, Any] = {
-            "error_code": 0,
-            "error_message": None,
-            "resource_type": res.resource_type,
-            "resource_name": res.resource_name,
-            "configs": [],
-        }
+        out = DescribeConfigsResponse.DescribeConfigsResult(
+            error_code=0,
+            error_message=None,
+            resource_type=res.resource_type,
+            resource_name=res.resource_name,
+            configs=[],
+        )
         refused = _refused(ctx, authz, AclOperation.DESCRIBE_CONFIGS, res.resource_type, res.resource_name)
         if refused:
-            out["error_code"] = refused
+            out.error_code = refused
         elif res.resource_type in (BROKER_LOGGER, GROUP, CLIENT_METRICS):
             _describe_other(out, res, keys, cfg, md, node_id, synonyms, docs)
         elif res.resource_type == TOPIC:
             if md.topic(res.resource_name) is None:
-                out["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                out["error_message"] = f"Topic '{res.resource_name}' does not exist."
+                out.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                out.error_message = f"Topic '{res.resource_name}' does not exist."
             else:
                 resolved = cfg.describe_topic(md.topic_configs(res.resource_name), keys)
-                out["configs"] = [_entry(r, synonyms, docs) for r in resolved]
+                out.configs = [_entry(r, synonyms, docs) for r in resolved]
         elif res.resource_type == BROKER:
             if res.resource_name not in ("", str(node_id)):
-                out["error_code"] = ErrorCode.INVALID_REQUEST
-                out["error_message"] = f"Unexpected broker id, expected {node_id}"
+                out.error_code = ErrorCode.INVALID_REQUEST
+                out.error_message = f"Unexpected broker id, expected {node_id}"
             else:
-                out["configs"] = [_entry(r, synonyms, docs) for r in cfg.describe(keys)]
+                out.configs = [_entry(r, synonyms, docs) for r in cfg.describe(keys)]
         else:
-            out["error_code"] = ErrorCode.INVALID_REQUEST
-            out["error_message"] = f"Unsupported resource type {res.resource_type}"
+            out.error_code = ErrorCode.INVALID_REQUEST
+            out.error_message = f"Unsupported resource type {res.resource_type}"
         results.append(out)
-    return {"throttle_time_ms": 0, "results": results}
+    return DescribeConfigsResponse(throttle_time_ms=0, results=results)
 
 
 def _describe_other(
-    out: dict,
+    out: DescribeConfigsResponse.DescribeConfigsResult,
     res: Any,
     keys: list[str] | None,
     cfg: BrokerConfig,
@@ -149,9 +151,9 @@ def _describe_other(
         try:
             broker_loggers.check_node(name, node_id)
         except broker_loggers.LoggerConfigError as e:
-            out["error_code"], out["error_message"] = e.code, e.message
+            out.error_code, out.error_message = e.code, e.message
             return
-        out["configs"] = [
+        out.configs = [
             _plain(n, level, ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, ConfigType.UNKNOWN)
             for n, level in broker_loggers.describe().items()
             if wanted(n)
@@ -159,7 +161,7 @@ def _describe_other(
         return
     if not name:
         what = "Group name" if res.resource_type == GROUP else "Client metrics subscription name"
-        out["error_code"], out["error_message"] = ErrorCode.INVALID_REQUEST, f"{what} must not be empty"
+        out.error_code, out.error_message = ErrorCode.INVALID_REQUEST, f"{what} must not be empty"
         return
     overrides = md.image.configs(res.resource_type, name)
     entries = []
@@ -175,7 +177,7 @@ def _describe_other(
                 value = overrides.get(n, d.default)
                 source = ConfigSource.CLIENT_METRICS_CONFIG if n in overrides else ConfigSource.DEFAULT_CONFIG
                 entries.append(_plain(n, value, source, d.type, synonyms, d.doc if docs else None))
-    out["configs"] = entries
+    out.configs = entries
 
 
 def _plain(
@@ -185,17 +187,17 @@ def _plain(
     type_: ConfigType,
     synonyms: bool = False,
     doc: str | None = None,
-) -> dict:
-    return {
-        "name": name,
-        "value": value,
-        "read_only": False,
-        "config_source": int(source),
-        "is_sensitive": False,
-        "synonyms": [{"name": name, "value": value, "source": int(source)}] if synonyms else [],
-        "config_type": int(type_),
-        "documentation": doc or None,
-    }
+) -> Described:
+    return Described(
+        name=name,
+        value=value,
+        read_only=False,
+        config_source=int(source),
+        is_sensitive=False,
+        synonyms=[Synonym(name=name, value=value, source=int(source))] if synonyms else [],
+        config_type=int(type_),
+        documentation=doc or None,
+    )
 
 
 def _refused(ctx: RequestContext, authz: Authorization, op: AclOperation, kind: int, name: str) -> int:
@@ -227,19 +229,34 @@ class _Refused:
         self.resource_type, self.resource_name = resource_type, resource_name
 
 
-def _responses(results: list[Any]) -> dict:
-    return {
-        "throttle_time_ms": 0,
-        "responses": [
-            {
-                "error_code": r.error_code,
-                "error_message": r.error_message,
-                "resource_type": r.resource_type,
-                "resource_name": r.resource_name,
-            }
+def _alter_responses(results: list[Any]) -> AlterConfigsResponse:
+    return AlterConfigsResponse(
+        throttle_time_ms=0,
+        responses=[
+            AlterConfigsResponse.AlterConfigsResourceResponse(
+                error_code=r.error_code,
+                error_message=r.error_message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
             for r in results
         ],
-    }
+    )
+
+
+def _incremental_responses(results: list[Any]) -> IncrementalAlterConfigsResponse:
+    return IncrementalAlterConfigsResponse(
+        throttle_time_ms=0,
+        responses=[
+            IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
+                error_code=r.error_code,
+                error_message=r.error_message,
+                resource_type=r.resource_type,
+                resource_name=r.resource_name,
+            )
+            for r in results
+        ],
+    )
 
 
 def alter_configs_error(req: AlterConfigsRequest, code: int) -> AlterConfigsResponse:
@@ -256,7 +273,7 @@ def alter_configs_error(req: AlterConfigsRequest, code: int) -> AlterConfigsResp
 @serves(ApiKey.ALTER_CONFIGS, versions=(0, 2), error_response=alter_configs_error)
 async def alter_configs(
     ctx: RequestContext, req: AlterConfigsRequest, *, quorum: MetadataQuorum, authz: Authorization
-) -> dict:
+) -> AlterConfigsResponse:
     resources = [
         AlterConfigsResource(r.resource_type, r.resource_name, {c.name: c.value for c in r.configs})
         for r in req.resources
@@ -268,7 +285,7 @@ async def alter_configs(
     )
     if not validate_only:
         _note_stored(results, {(r.resource_type, r.resource_name): list(r.configs) for r in resources})
-    return _responses(results)
+    return _alter_responses(results)
 
 
 def incremental_alter_configs_error(
@@ -287,7 +304,7 @@ def incremental_alter_configs_error(
 @serves(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1), error_response=incremental_alter_configs_error)
 async def incremental_alter_configs(
     ctx: RequestContext, req: IncrementalAlterConfigsRequest, *, quorum: MetadataQuorum, authz: Authorization
-) -> dict:
+) -> IncrementalAlterConfigsResponse:
     """The controller's IncrementalAlterConfigs (its own loggers answered here, like a broker's)."""
     local = _alter_loggers(ctx, req, quorum.node_id, authz)
     resources = [
@@ -309,7 +326,7 @@ async def incremental_alter_configs(
     if not validate_only:
         ops = {(r.resource_type, r.resource_name): [o.name for o in r.ops] for r in resources}
         _note_stored(results, ops)
-    return _responses(_in_request_order(req, local, results))
+    return _incremental_responses(_in_request_order(req, local, results))
 
 
 @serves(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1), error_response=incremental_alter_configs_error)
@@ -320,7 +337,7 @@ async def incremental_alter_configs_forwarded(
     channel: ControllerChannel,
     node_id: int,
     authz: Authorization,
-) -> Any:
+) -> IncrementalAlterConfigsResponse:
     """A broker's IncrementalAlterConfigs: BROKER_LOGGER resources are this broker's to change;
     the rest goes to the active controller (Kafka's ConfigAdminManager.preprocess)."""
     local = _alter_loggers(ctx, req, node_id, authz)
@@ -338,8 +355,8 @@ async def incremental_alter_configs_forwarded(
             timed_out = ErrorCode.REQUEST_TIMED_OUT
             forwarded = [_Refused(timed_out, r.resource_type, r.resource_name) for r in rest]
     if not local:
-        return _responses(forwarded)
-    return _responses(_in_request_order(req, local, forwarded))
+        return _incremental_responses(forwarded)
+    return _incremental_responses(_in_request_order(req, local, forwarded))
 
 
 def _alter_loggers(ctx: RequestContext, req: Any, node_id: int, authz: Authorization) -> dict[int, Any]:

@@ -45,7 +45,7 @@ def error_response(req: DeleteRecordsRequest, code: int) -> DeleteRecordsRespons
 @serves(ApiKey.DELETE_RECORDS, versions=(0, 2), error_response=error_response)
 async def delete_records(
     ctx: RequestContext, req: DeleteRecordsRequest, *, replicas: ReplicaManager, metadata: MetadataView
-) -> dict:
+) -> DeleteRecordsResponse:
     topics = []
     waits: list[_LowWatermarkWait] = []
     for t in req.topics:
@@ -53,32 +53,40 @@ async def delete_records(
         out = []
         for p in t.partitions:
             part = parts.get(p.partition_index)
-            entry = {"partition_index": p.partition_index, "low_watermark": -1, "error_code": 0}
+            entry = DeleteRecordsResponse.DeleteRecordsPartitionResult(
+                partition_index=p.partition_index, low_watermark=-1, error_code=0
+            )
             if part is None:
-                entry["error_code"] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                entry.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             elif not part.is_leader:
-                entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                entry.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
             else:
                 hw = part.high_watermark
                 target = hw if p.offset == HIGH_WATERMARK else p.offset
                 if target < 0 or target > hw:
-                    entry["error_code"] = ErrorCode.OFFSET_OUT_OF_RANGE
+                    entry.error_code = ErrorCode.OFFSET_OUT_OF_RANGE
                 else:
                     part.delete_records_before(target)
                     part.log_start_moved()
-                    entry["low_watermark"] = target
+                    entry.low_watermark = target
                     waits.append(_LowWatermarkWait(entry, part, target, metadata))
             out.append(entry)
-        topics.append({"name": t.name, "partitions": out})
+        topics.append(DeleteRecordsResponse.DeleteRecordsTopicResult(name=t.name, partitions=out))
     if waits:
         await _all_reached(waits, max(req.timeout_ms, 0) / 1000)
-    return {"throttle_time_ms": 0, "topics": topics}
+    return DeleteRecordsResponse(throttle_time_ms=0, topics=topics)
 
 
 class _LowWatermarkWait:
     """One partition's wait for its low watermark; ``done`` resolves when it is answered."""
 
-    def __init__(self, entry: dict, part: Partition, target: int, metadata: MetadataView) -> None:
+    def __init__(
+        self,
+        entry: DeleteRecordsResponse.DeleteRecordsPartitionResult,
+        part: Partition,
+        target: int,
+        metadata: MetadataView,
+    ) -> None:
         self.entry, self.part, self.target, self.metadata = entry, part, target, metadata
         self.done: asyncio.Future[None] = asyncio.get_running_loop().create_future()
 
@@ -87,13 +95,13 @@ class _LowWatermarkWait:
             return
         part = self.part
         if not part.is_leader:
-            self.entry["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            self.entry.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
             self.done.set_result(None)
             return
         live = {b.broker_id for b in self.metadata.image.brokers.values() if not b.fenced}
         low = part.low_watermark(live)
         if low >= self.target:
-            self.entry["low_watermark"] = low
+            self.entry.low_watermark = low
             self.done.set_result(None)
         else:
             part.watchers.add_low_watermark(self.check)
@@ -101,7 +109,7 @@ class _LowWatermarkWait:
     def expire(self) -> None:
         if not self.done.done():
             self.part.watchers.remove_low_watermark(self.check)
-            self.entry["error_code"] = ErrorCode.REQUEST_TIMED_OUT
+            self.entry.error_code = ErrorCode.REQUEST_TIMED_OUT
             self.done.set_result(None)
 
 

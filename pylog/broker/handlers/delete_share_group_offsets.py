@@ -11,6 +11,7 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse
+from pylog.protocol.schema import ZERO_UUID
 
 from pylog.broker.context import RequestContext
 from pylog.broker.group_shell import GroupShell
@@ -47,14 +48,17 @@ def delete_share_group_offsets(
     groups: GroupShell,
     share: ShareShell,
     metadata: MetadataView,
-) -> dict:
+) -> DeleteShareGroupOffsetsResponse:
     return delete(groups, share, metadata.image, req)
 
 
-def delete(groups: GroupShell | None, share: ShareShell | None, image: Any, req: Any) -> dict:
+def delete(
+    groups: GroupShell | None, share: ShareShell | None, image: Any, req: DeleteShareGroupOffsetsRequest
+) -> DeleteShareGroupOffsetsResponse:
+    R = DeleteShareGroupOffsetsResponse
     error = share_group_error(groups, share, req.group_id, empty=True)
     if error is not ErrorCode.NONE or share is None or share.manager is None:
-        return {"throttle_time_ms": 0, "error_code": error, "error_message": error.name, "responses": []}
+        return R(throttle_time_ms=0, error_code=error, error_message=error.name, responses=[])
     out = Output()
     topics = []
     for t in req.topics:
@@ -67,14 +71,20 @@ def delete(groups: GroupShell | None, share: ShareShell | None, image: Any, req:
                 e = share.key_error(key)
                 if e is ErrorCode.NONE:
                     out.records.append(share.manager.delete(key))
-            parts.append({"partition_index": p, "error_code": e, "error_message": None})
+            parts.append(
+                R.DeleteShareGroupOffsetsResponsePartition(
+                    partition_index=p, error_code=e, error_message=None
+                )
+            )
         topics.append(
-            {"topic_name": t.topic_name, "topic_id": topic.topic_id if topic else None, "partitions": parts}
+            R.DeleteShareGroupOffsetsResponseTopic(
+                topic_name=t.topic_name, topic_id=topic.topic_id if topic else ZERO_UUID, partitions=parts
+            )
         )
-    out.response = {
-        "throttle_time_ms": 0,
-        "error_code": ErrorCode.NONE,
-        "error_message": None,
-        "responses": topics,
-    }
-    return share.apply(out, lambda r, e: {**r, "error_code": e, "responses": []})
+    out.response = R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=topics)
+
+    def failed(response: Any, error: int) -> DeleteShareGroupOffsetsResponse:
+        return R(throttle_time_ms=0, error_code=error, error_message=None, responses=[])
+
+    answer: DeleteShareGroupOffsetsResponse = share.apply(out, failed)
+    return answer

@@ -10,8 +10,6 @@ answers only its own endpoint type (MISMATCHED_ENDPOINT_TYPE otherwise; INVALID_
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
@@ -36,7 +34,7 @@ def error_response(req: DescribeClusterRequest, code: int) -> DescribeClusterRes
 @serves(ApiKey.DESCRIBE_CLUSTER, versions=(0, 2), error_response=error_response)
 def describe_cluster(
     ctx: RequestContext, req: DescribeClusterRequest, *, metadata: MetadataView, authz: Authorization
-) -> dict:
+) -> DescribeClusterResponse:
     md = metadata
     refused = _endpoint_error(ctx, req, BROKERS_ENDPOINT)
     if refused is not None:
@@ -63,18 +61,22 @@ def describe_cluster_controllers(
     settings: NodeSettings,
     cluster_id: str,
     authz: Authorization,
-) -> dict:
+) -> DescribeClusterResponse:
     refused = _endpoint_error(ctx, req, CONTROLLERS_ENDPOINT)
     if refused is not None:
         return refused
     if not authz.cluster(ctx, AclOperation.ALTER):
-        return {"error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "cluster_id": cluster_id}
+        return DescribeClusterResponse(
+            error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, cluster_id=cluster_id
+        )
     controllers = _controllers(quorum, settings)
     leader = -1 if quorum.leader_id is None else quorum.leader_id
     return _answer(ctx, req, authz, CONTROLLERS_ENDPOINT, cluster_id, leader, controllers)
 
 
-def _controllers(quorum: MetadataQuorum, settings: NodeSettings) -> list[dict]:
+def _controllers(
+    quorum: MetadataQuorum, settings: NodeSettings
+) -> list[DescribeClusterResponse.DescribeClusterBroker]:
     """The voters with their controller endpoints: from the log when the quorum is dynamic
     (KIP-853, kraft.version 1), else from ``controller.quorum.voters``."""
     vs = quorum.voter_set
@@ -88,11 +90,17 @@ def _controllers(quorum: MetadataQuorum, settings: NodeSettings) -> list[dict]:
     return out
 
 
-def _node(node_id: int, host: str, port: int, rack: str | None, fenced: bool = False) -> dict:
-    return {"broker_id": node_id, "host": host, "port": port, "rack": rack, "is_fenced": fenced}
+def _node(
+    node_id: int, host: str, port: int, rack: str | None, fenced: bool = False
+) -> DescribeClusterResponse.DescribeClusterBroker:
+    return DescribeClusterResponse.DescribeClusterBroker(
+        broker_id=node_id, host=host, port=port, rack=rack, is_fenced=fenced
+    )
 
 
-def _endpoint_error(ctx: RequestContext, req: Any, served: int) -> dict | None:
+def _endpoint_error(
+    ctx: RequestContext, req: DescribeClusterRequest, served: int
+) -> DescribeClusterResponse | None:
     wanted = getattr(req, "endpoint_type", BROKERS_ENDPOINT)
     if wanted == served:
         return None
@@ -105,31 +113,31 @@ def _endpoint_error(ctx: RequestContext, req: Any, served: int) -> dict | None:
             f"The request was sent to an endpoint of type {_NAMES[served]}, "
             f"but we wanted an endpoint of type {_NAMES[wanted]}"
         )
-    return {"error_code": code, "error_message": message, "cluster_id": "", "brokers": []}
+    return DescribeClusterResponse(error_code=code, error_message=message, cluster_id="", brokers=[])
 
 
 def _answer(
     ctx: RequestContext,
-    req: Any,
+    req: DescribeClusterRequest,
     authz: Authorization,
     endpoint_type: int,
     cluster_id: str,
     controller_id: int,
-    nodes: list[dict],
-) -> dict:
+    nodes: list[DescribeClusterResponse.DescribeClusterBroker],
+) -> DescribeClusterResponse:
     requested = req.include_cluster_authorized_operations
-    return {
-        "throttle_time_ms": 0,
-        "error_code": 0,
-        "error_message": None,
-        "endpoint_type": endpoint_type,
-        "cluster_id": cluster_id,
+    return DescribeClusterResponse(
+        throttle_time_ms=0,
+        error_code=0,
+        error_message=None,
+        endpoint_type=endpoint_type,
+        cluster_id=cluster_id,
         # a controller the client could not resolve among the nodes would only confuse it
-        "controller_id": controller_id if any(n["broker_id"] == controller_id for n in nodes) else -1,
-        "brokers": nodes,
-        "cluster_authorized_operations": operations_if_requested(
+        controller_id=controller_id if any(n.broker_id == controller_id for n in nodes) else -1,
+        brokers=nodes,
+        cluster_authorized_operations=operations_if_requested(
             requested, ResourceType.CLUSTER, authz.allowed(ctx, ResourceType.CLUSTER, "kafka-cluster")
         )
         if not requested or authz.cluster(ctx, AclOperation.DESCRIBE)
         else 0,
-    }
+    )

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import DescribeProducersRequest, DescribeProducersResponse
@@ -33,29 +31,38 @@ def error_response(req: DescribeProducersRequest, code: int) -> DescribeProducer
 @serves(ApiKey.DESCRIBE_PRODUCERS, versions=(0, 0), error_response=error_response)
 def describe_producers(
     ctx: RequestContext, req: DescribeProducersRequest, *, replicas: ReplicaManager
-) -> dict:
+) -> DescribeProducersResponse:
     topics = []
     for t in req.topics:
         parts = replicas.topic_partitions(t.name)
-        out: list[dict[str, Any]] = []
+        out: list[DescribeProducersResponse.PartitionResponse] = []
         for index in t.partition_indexes:
             part = parts.get(index)
             if part is None:
-                out.append({"partition_index": index, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                            "error_message": None, "active_producers": []})
+                out.append(
+                    DescribeProducersResponse.PartitionResponse(
+                        partition_index=index,
+                        error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                        error_message=None,
+                        active_producers=[],
+                    )
+                )
                 continue
             producers = [
-                {
-                    "producer_id": pid,
-                    "producer_epoch": e.epoch,
-                    "last_sequence": e.last_seq,
-                    "last_timestamp": e.last_timestamp,
-                    "coordinator_epoch": -1,
-                    "current_txn_start_offset": e.txn_first_offset,
-                }
+                DescribeProducersResponse.ProducerState(
+                    producer_id=pid,
+                    producer_epoch=e.epoch,
+                    last_sequence=e.last_seq,
+                    last_timestamp=e.last_timestamp,
+                    coordinator_epoch=-1,
+                    current_txn_start_offset=e.txn_first_offset,
+                )
                 for pid, e in part.active_producers()
             ]
-            out.append({"partition_index": index, "error_code": 0, "error_message": None,
-                        "active_producers": producers})
-        topics.append({"name": t.name, "partitions": out})
-    return {"throttle_time_ms": 0, "topics": topics}
+            out.append(
+                DescribeProducersResponse.PartitionResponse(
+                    partition_index=index, error_code=0, error_message=None, active_producers=producers
+                )
+            )
+        topics.append(DescribeProducersResponse.TopicResponse(name=t.name, partitions=out))
+    return DescribeProducersResponse(throttle_time_ms=0, topics=topics)

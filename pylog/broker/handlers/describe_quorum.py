@@ -10,6 +10,7 @@ from __future__ import annotations
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import DescribeQuorumRequest, DescribeQuorumResponse
+from pylog.protocol.schema import ZERO_UUID
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -17,8 +18,8 @@ from pylog.cluster.controller import METADATA_TOPIC
 from pylog.cluster.quorum import MetadataQuorum
 
 
-def _error(code: int, message: str) -> dict:
-    return {"error_code": code, "error_message": message, "topics": [], "nodes": []}
+def _error(code: int, message: str) -> DescribeQuorumResponse:
+    return DescribeQuorumResponse(error_code=code, error_message=message, topics=[], nodes=[])
 
 
 def error_response(req: DescribeQuorumRequest, code: int) -> DescribeQuorumResponse:
@@ -28,7 +29,7 @@ def error_response(req: DescribeQuorumRequest, code: int) -> DescribeQuorumRespo
 @serves(ApiKey.DESCRIBE_QUORUM, versions=(0, 2), error_response=error_response)
 def describe_quorum(
     ctx: RequestContext, req: DescribeQuorumRequest, *, quorum: MetadataQuorum, listener: str
-) -> dict:
+) -> DescribeQuorumResponse:
     wanted = [(t.topic_name, p.partition_index) for t in req.topics for p in t.partitions]
     if wanted != [(METADATA_TOPIC, 0)]:
         return _error(ErrorCode.INVALID_REQUEST, "Only __cluster_metadata-0 has a quorum")
@@ -42,55 +43,58 @@ def describe_quorum(
     for v in quorum.voters:
         me = v == quorum.node_id
         node = vs.get(v) if vs is not None else None
+        directory_id = node.directory_id if node is not None else None
         voters.append(
-            {
-                "replica_id": v,
-                "replica_directory_id": node.directory_id if node is not None else None,
-                "log_end_offset": progress.get(v, -1),
-                "last_fetch_timestamp": now if me else heard.get(v, -1),
-                "last_caught_up_timestamp": now
+            DescribeQuorumResponse.ReplicaState(
+                replica_id=v,
+                replica_directory_id=directory_id or ZERO_UUID,
+                log_end_offset=progress.get(v, -1),
+                last_fetch_timestamp=now if me else heard.get(v, -1),
+                last_caught_up_timestamp=now
                 if me or progress.get(v, -1) >= quorum.committed_offset
                 else heard.get(v, -1),
-            }
+            )
         )
     observers = [
-        {
-            "replica_id": node_id,
-            "replica_directory_id": directory_id,
-            "log_end_offset": offset,
-            "last_fetch_timestamp": at,
-            "last_caught_up_timestamp": at,
-        }
+        DescribeQuorumResponse.ReplicaState(
+            replica_id=node_id,
+            replica_directory_id=directory_id or ZERO_UUID,
+            log_end_offset=offset,
+            last_fetch_timestamp=at,
+            last_caught_up_timestamp=at,
+        )
         for node_id, (directory_id, offset, at) in sorted(quorum.observers().items())
     ]
     nodes = []
     for voter in vs.voters if vs is not None else ():
         endpoints = [e for e in voter.endpoints if e.name == listener] or list(voter.endpoints)
         nodes.append(
-            {
-                "node_id": voter.node_id,
-                "listeners": [{"name": e.name, "host": e.host, "port": e.port} for e in endpoints],
-            }
-        )
-    return {
-        "error_code": 0,
-        "error_message": None,
-        "topics": [
-            {
-                "topic_name": METADATA_TOPIC,
-                "partitions": [
-                    {
-                        "partition_index": 0,
-                        "error_code": 0,
-                        "error_message": None,
-                        "leader_id": quorum.node_id,
-                        "leader_epoch": quorum.term,
-                        "high_watermark": quorum.committed_offset,
-                        "current_voters": voters,
-                        "observers": observers,
-                    }
+            DescribeQuorumResponse.Node(
+                node_id=voter.node_id,
+                listeners=[
+                    DescribeQuorumResponse.Listener(name=e.name, host=e.host, port=e.port) for e in endpoints
                 ],
-            }
+            )
+        )
+    return DescribeQuorumResponse(
+        error_code=0,
+        error_message=None,
+        topics=[
+            DescribeQuorumResponse.TopicData(
+                topic_name=METADATA_TOPIC,
+                partitions=[
+                    DescribeQuorumResponse.PartitionData(
+                        partition_index=0,
+                        error_code=0,
+                        error_message=None,
+                        leader_id=quorum.node_id,
+                        leader_epoch=quorum.term,
+                        high_watermark=quorum.committed_offset,
+                        current_voters=voters,
+                        observers=observers,
+                    )
+                ],
+            )
         ],
-        "nodes": nodes,
-    }
+        nodes=nodes,
+    )

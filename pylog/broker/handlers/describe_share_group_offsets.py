@@ -12,7 +12,7 @@ from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import DescribeShareGroupOffsetsRequest
+from pylog.protocol.messages import DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse
 
 from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.broker.authorization import Authorization
@@ -21,6 +21,10 @@ from pylog.broker.group_shell import GroupShell, not_available
 from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
 from pylog.broker.share_shell import ShareShell
+
+Group = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
+Topic = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic
+Partition = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition
 
 
 @serves(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, versions=(0, 0))
@@ -32,44 +36,42 @@ def describe_share_group_offsets(
     share: ShareShell,
     metadata: MetadataView,
     authz: Authorization,
-) -> dict:
+) -> DescribeShareGroupOffsetsResponse:
     out = describe(groups, share, metadata.image, req)
     if not authz.enabled:
         return out
-    for entry, g in zip(out["groups"], req.groups):
+    for entry, g in zip(out.groups, req.groups):
         if not authz.group(ctx, AclOperation.DESCRIBE, g.group_id):
-            entry.update(topics=[], error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, error_message=None)
+            entry.topics, entry.error_message = [], None
+            entry.error_code = ErrorCode.GROUP_AUTHORIZATION_FAILED
             continue
-        visible = authz.filter(
-            ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, (t["topic_name"] for t in entry["topics"])
-        )
+        names = (t.topic_name for t in entry.topics)
+        visible = authz.filter(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
         if g.topics is None:
-            entry["topics"] = [t for t in entry["topics"] if t["topic_name"] in visible]
+            entry.topics = [t for t in entry.topics if t.topic_name in visible]
         else:
-            for t in entry["topics"]:
-                if t["topic_name"] not in visible:
-                    for p in t["partitions"]:
-                        p.update(
-                            error_code=ErrorCode.TOPIC_AUTHORIZATION_FAILED,
-                            start_offset=-1,
-                            in_flight_records=-1,
-                            acquired_records=-1,
-                        )
+            for t in entry.topics:
+                if t.topic_name not in visible:
+                    for p in t.partitions:
+                        p.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                        p.start_offset = p.in_flight_records = p.acquired_records = -1
     return out
 
 
-def describe(groups: GroupShell | None, share: ShareShell | None, image: Any, req: Any) -> dict:
+def describe(
+    groups: GroupShell | None, share: ShareShell | None, image: Any, req: DescribeShareGroupOffsetsRequest
+) -> DescribeShareGroupOffsetsResponse:
     out = []
     for g in req.groups:
         error = share_group_error(groups, share, g.group_id)
         if error is not ErrorCode.NONE or share is None or share.manager is None or share.coordinator is None:
             out.append(
-                {
-                    "group_id": g.group_id,
-                    "topics": [],
-                    "error_code": error or ErrorCode.COORDINATOR_NOT_AVAILABLE,
-                    "error_message": None,
-                }
+                Group(
+                    group_id=g.group_id,
+                    topics=[],
+                    error_code=error or ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                    error_message=None,
+                )
             )
             continue
         wanted = _wanted(g, share, image)
@@ -82,11 +84,9 @@ def describe(groups: GroupShell | None, share: ShareShell | None, image: Any, re
             for p in parts:
                 key = (g.group_id, topic.topic_id, p)
                 entries.append(_partition(share, key, p))
-            topics.append({"topic_name": name, "topic_id": topic.topic_id, "partitions": entries})
-        out.append(
-            {"group_id": g.group_id, "topics": topics, "error_code": ErrorCode.NONE, "error_message": None}
-        )
-    return {"throttle_time_ms": 0, "groups": out}
+            topics.append(Topic(topic_name=name, topic_id=topic.topic_id, partitions=entries))
+        out.append(Group(group_id=g.group_id, topics=topics, error_code=ErrorCode.NONE, error_message=None))
+    return DescribeShareGroupOffsetsResponse(throttle_time_ms=0, groups=out)
 
 
 def share_group_error(
@@ -118,7 +118,7 @@ def _wanted(g: Any, share: ShareShell, image: Any) -> dict[str, list[int]]:
     return {n: sorted(ps) for n, ps in out.items()}
 
 
-def _partition(share: ShareShell, key: Any, p: int) -> dict:
+def _partition(share: ShareShell, key: Any, p: int) -> Partition:
     assert share.manager is not None and share.coordinator is not None
     error = share.key_error(key)
     sp = share.manager.partitions.get(key)
@@ -131,12 +131,12 @@ def _partition(share: ShareShell, key: Any, p: int) -> dict:
         acquired = 0
     else:
         start, in_flight, acquired = -1, -1, -1
-    return {
-        "partition_index": p,
-        "start_offset": start,
-        "leader_epoch": 0,
-        "error_code": error,
-        "error_message": None,
-        "in_flight_records": in_flight,
-        "acquired_records": acquired,
-    }
+    return Partition(
+        partition_index=p,
+        start_offset=start,
+        leader_epoch=0,
+        error_code=error,
+        error_message=None,
+        in_flight_records=in_flight,
+        acquired_records=acquired,
+    )

@@ -12,12 +12,10 @@ name, or on a negative partition, is INVALID_REQUEST, as Kafka throws it.
 
 from __future__ import annotations
 
-import uuid
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import DescribeTopicPartitionsRequest
+from pylog.protocol.messages import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
+from pylog.protocol.schema import ZERO_UUID
 
 from pylog.broker.acl_operations import AclOperation, ResourceType, authorized_operations
 from pylog.broker.authorization import Authorization
@@ -27,7 +25,8 @@ from pylog.broker.metadata import INTERNAL_TOPICS, MetadataView
 from pylog.cluster.controller import validate_topic_name
 from pylog.config import BrokerConfig
 
-ZERO_UUID = uuid.UUID(int=0)
+Topic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
+Partition = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition
 
 
 class InvalidRequest(Exception):
@@ -42,20 +41,24 @@ def describe_topic_partitions(
     metadata: MetadataView,
     config: BrokerConfig,
     authz: Authorization,
-) -> dict:
+) -> DescribeTopicPartitionsResponse:
     try:
         return _describe(ctx, req, metadata, config, authz)
     except InvalidRequest:  # Kafka fails the whole request (every topic asked gets the error)
-        return {
-            "throttle_time_ms": 0,
-            "topics": [_error_topic(t.name, ErrorCode.INVALID_REQUEST) for t in req.topics],
-            "next_cursor": None,
-        }
+        return DescribeTopicPartitionsResponse(
+            throttle_time_ms=0,
+            topics=[_error_topic(t.name, ErrorCode.INVALID_REQUEST) for t in req.topics],
+            next_cursor=None,
+        )
 
 
 def _describe(
-    ctx: RequestContext, req: Any, md: MetadataView, config: BrokerConfig, authz: Authorization
-) -> dict:
+    ctx: RequestContext,
+    req: DescribeTopicPartitionsRequest,
+    md: MetadataView,
+    config: BrokerConfig,
+    authz: Authorization,
+) -> DescribeTopicPartitionsResponse:
     everything = not req.topics
     cursor = req.cursor
     start_name = cursor.topic_name if cursor is not None else ""
@@ -71,12 +74,12 @@ def _describe(
     refused = [] if everything else [n for n in sorted(names) if n not in set(allowed)]
     limit = max(min(config.int("max.request.partition.size.limit"), req.response_partition_limit), 1)
     live = {b[0] for b in md.brokers()}
-    topics: list[dict] = []
-    next_cursor = None
+    topics: list[Topic] = []
+    next_cursor: DescribeTopicPartitionsResponse.Cursor | None = None
     remaining = limit
     for name in allowed:
         if remaining <= 0:  # the next page starts with this topic
-            next_cursor = {"topic_name": name, "partition_index": 0}
+            next_cursor = DescribeTopicPartitionsResponse.Cursor(topic_name=name, partition_index=0)
             break
         topic = md.topic(name)
         if topic is None:
@@ -88,38 +91,42 @@ def _describe(
         first = cursor.partition_index if cursor is not None and name == start_name else 0
         page = [p for p in parts if p.partition_id >= first][:remaining]
         topics.append(
-            {
-                "error_code": 0,
-                "name": name,
-                "topic_id": topic.topic_id,
-                "is_internal": name in INTERNAL_TOPICS,
-                "partitions": [
-                    {
-                        "error_code": ErrorCode.LEADER_NOT_AVAILABLE if p.leader not in live else 0,
-                        "partition_index": p.partition_id,
-                        "leader_id": p.leader,
-                        "leader_epoch": p.leader_epoch,
-                        "replica_nodes": list(p.replicas),
-                        "isr_nodes": list(p.isr),
-                        "eligible_leader_replicas": None,
-                        "last_known_elr": None,
-                        "offline_replicas": [r for r in p.replicas if r not in live],
-                    }
+            Topic(
+                error_code=0,
+                name=name,
+                topic_id=topic.topic_id,
+                is_internal=name in INTERNAL_TOPICS,
+                partitions=[
+                    Partition(
+                        error_code=ErrorCode.LEADER_NOT_AVAILABLE if p.leader not in live else 0,
+                        partition_index=p.partition_id,
+                        leader_id=p.leader,
+                        leader_epoch=p.leader_epoch,
+                        replica_nodes=list(p.replicas),
+                        isr_nodes=list(p.isr),
+                        eligible_leader_replicas=None,
+                        last_known_elr=None,
+                        offline_replicas=[r for r in p.replicas if r not in live],
+                    )
                     for p in page
                 ],
-                "topic_authorized_operations": authorized_operations(
+                topic_authorized_operations=authorized_operations(
                     ResourceType.TOPIC, authz.allowed(ctx, ResourceType.TOPIC, name)
                 ),
-            }
+            )
         )
         remaining -= len(page)
         after = [p for p in parts if p.partition_id >= first][len(page) :]
         if after:
-            next_cursor = {"topic_name": name, "partition_index": after[0].partition_id}
+            next_cursor = DescribeTopicPartitionsResponse.Cursor(
+                topic_name=name, partition_index=after[0].partition_id
+            )
             break
     topics += [_error_topic(n, ErrorCode.TOPIC_AUTHORIZATION_FAILED) for n in refused]
-    return {"throttle_time_ms": 0, "topics": topics, "next_cursor": next_cursor}
+    return DescribeTopicPartitionsResponse(throttle_time_ms=0, topics=topics, next_cursor=next_cursor)
 
 
-def _error_topic(name: str, code: int) -> dict:
-    return {"error_code": code, "name": name, "topic_id": ZERO_UUID, "is_internal": False, "partitions": []}
+def _error_topic(name: str, code: int) -> Topic:
+    return Topic(
+        error_code=code, name=name, topic_id=ZERO_UUID, is_internal=False, partitions=[]
+    )

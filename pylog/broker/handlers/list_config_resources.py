@@ -6,8 +6,6 @@ UNSUPPORTED_VERSION, as in Kafka."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import ListConfigResourcesRequest, ListConfigResourcesResponse
@@ -30,16 +28,15 @@ def error_response(req: ListConfigResourcesRequest, code: int) -> ListConfigReso
 @serves(ApiKey.LIST_CONFIG_RESOURCES, versions=(0, 1), error_response=error_response)
 def list_config_resources(
     ctx: RequestContext, req: ListConfigResourcesRequest, *, metadata: MetadataView, authz: Authorization
-) -> dict:
-    body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": ErrorCode.NONE, "config_resources": []}
+) -> ListConfigResourcesResponse:
     if not authz.cluster(ctx, AclOperation.DESCRIBE_CONFIGS):
-        return {**body, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+        return _answer(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
     supported = V1_TYPES if ctx.api_version >= 1 else (T.CLIENT_METRICS,)
     asked = list(getattr(req, "resource_types", None) or supported)
     if any(t not in supported for t in asked):
-        return {**body, "error_code": ErrorCode.UNSUPPORTED_VERSION}
+        return _answer(ErrorCode.UNSUPPORTED_VERSION)
     image = metadata.image
-    out: list[dict[str, Any]] = []
+    out: list[ListConfigResourcesResponse.ConfigResource] = []
     for rtype in supported:
         if rtype not in asked:
             continue
@@ -53,5 +50,14 @@ def list_config_resources(
             ]
         else:
             names = sorted(image.topics)
-        out.extend({"resource_name": n, "resource_type": int(rtype)} for n in names)
-    return {**body, "config_resources": out}
+        out.extend(
+            ListConfigResourcesResponse.ConfigResource(resource_name=n, resource_type=int(rtype))
+            for n in names
+        )
+    return _answer(ErrorCode.NONE, out)
+
+
+def _answer(
+    code: int, resources: list[ListConfigResourcesResponse.ConfigResource] | None = None
+) -> ListConfigResourcesResponse:
+    return ListConfigResourcesResponse(throttle_time_ms=0, error_code=code, config_resources=resources or [])

@@ -10,16 +10,15 @@ asked a bootstrap server finds the leader (Kafka's Fetch ``NodeEndpoints``).
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import PylogApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import PylogMetadataFetchRequest, PylogMetadataFetchResponse
+from pylog.protocol.schema import ZERO_UUID
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
 from pylog.cluster.quorum import MetadataQuorum
-from pylog.cluster.raft_transport import snapshot_to_wire, uuid_or_none
+from pylog.cluster.raft_transport import snapshot_control, uuid_or_none
 from pylog.cluster.raft_types import MessageType
 
 MAX_WAIT_MS = 5000
@@ -37,31 +36,33 @@ async def metadata_fetch(
     quorum: MetadataQuorum,
     cluster_id: str,
     listener: str,
-) -> dict:
-    body: dict[str, Any] = {
-        "error_code": 0,
-        "leader_id": quorum.leader_id if quorum.leader_id is not None else -1,
-        "leader_epoch": quorum.term,
-        "leader_directory_id": None,
-        "leader_endpoints": [],
-        "high_watermark": quorum.committed_offset,
-        "prev_index": -1,
-        "prev_term": -1,
-        "entries": [],
-        "snapshot": None,
-    }
+) -> PylogMetadataFetchResponse:
+    body = PylogMetadataFetchResponse(
+        error_code=0,
+        leader_id=quorum.leader_id if quorum.leader_id is not None else -1,
+        leader_epoch=quorum.term,
+        leader_directory_id=ZERO_UUID,
+        leader_endpoints=[],
+        high_watermark=quorum.committed_offset,
+        prev_index=-1,
+        prev_term=-1,
+        entries=[],
+        snapshot=None,
+    )
     vs = quorum.voter_set
     leader = vs.get(quorum.leader_id) if vs is not None and quorum.leader_id is not None else None
     if leader is not None:
-        body["leader_directory_id"] = leader.directory_id
-        body["leader_endpoints"] = [
-            {"name": e.name, "host": e.host, "port": e.port} for e in leader.endpoints if e.name == listener
+        body.leader_directory_id = leader.directory_id or ZERO_UUID
+        body.leader_endpoints = [
+            PylogMetadataFetchResponse.Endpoint(name=e.name, host=e.host, port=e.port)
+            for e in leader.endpoints
+            if e.name == listener
         ]
     if req.cluster_id != cluster_id:
-        body["error_code"] = ErrorCode.INCONSISTENT_CLUSTER_ID
+        body.error_code = ErrorCode.INCONSISTENT_CLUSTER_ID
         return body
     if not quorum.is_leader:
-        body["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        body.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
         return body
     directory_id = uuid_or_none(getattr(req, "replica_directory_id", None))
     applied = req.fetch_offset - 1
@@ -69,16 +70,21 @@ async def metadata_fetch(
         quorum.observer_fetch(req.replica_id, directory_id, req.fetch_offset, 0)  # noted while it waits
         await quorum.wait_for_commit(applied, min(max(req.max_wait_ms, 0), MAX_WAIT_MS) / 1000)
         if not quorum.is_leader:
-            body["error_code"] = ErrorCode.NOT_LEADER_OR_FOLLOWER
+            body.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
             return body
     m = quorum.observer_fetch(req.replica_id, directory_id, req.fetch_offset, max(req.max_bytes, 1))
-    body["high_watermark"] = quorum.committed_offset
-    body["leader_epoch"] = quorum.term
+    body.high_watermark = quorum.committed_offset
+    body.leader_epoch = quorum.term
     if m is None:
         return body  # nothing to send (ahead of this leader's commit index)
     if m.type is MessageType.SNAPSHOT and m.snapshot is not None:
-        body["snapshot"] = snapshot_to_wire(m.snapshot)
+        snap = m.snapshot
+        body.snapshot = PylogMetadataFetchResponse.MetadataSnapshot(
+            index=snap.index, term=snap.term, data=snap.data, control=snapshot_control(snap)
+        )
     else:
-        body["prev_index"], body["prev_term"] = m.index, m.log_term
-        body["entries"] = [{"term": e.term, "index": e.index, "data": e.data} for e in m.entries]
+        body.prev_index, body.prev_term = m.index, m.log_term
+        body.entries = [
+            PylogMetadataFetchResponse.Entry(term=e.term, index=e.index, data=e.data) for e in m.entries
+        ]
     return body

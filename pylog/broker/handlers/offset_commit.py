@@ -15,7 +15,7 @@ from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import GroupShell, apply_commits, commit_response, commits_of, not_available
+from pylog.broker.group_shell import CommitErrors, GroupShell, apply_commits, commits_of, not_available
 from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
 
@@ -40,7 +40,7 @@ def error_response(req: OffsetCommitRequest, code: int) -> OffsetCommitResponse:
 @serves(ApiKey.OFFSET_COMMIT, versions=(0, 9), error_response=error_response)
 def offset_commit(
     ctx: RequestContext, req: OffsetCommitRequest, *, groups: GroupShell, metadata: MetadataView
-) -> dict:
+) -> OffsetCommitResponse:
     shell = groups
     group_error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
     generation = getattr(req, "generation_id_or_member_epoch", -1)
@@ -59,4 +59,23 @@ def offset_commit(
             now_ms=shell.clock(),
         )
         apply_commits(shell, out, errors)
-    return commit_response(req, errors)
+    return _response(req, errors)
+
+
+def _response(req: OffsetCommitRequest, errors: CommitErrors) -> OffsetCommitResponse:
+    """Every requested partition with its error."""
+    return OffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[
+            OffsetCommitResponse.OffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    OffsetCommitResponse.OffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=errors[(t.name, p.partition_index)]
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )

@@ -54,7 +54,7 @@ def error_response(req: OffsetFetchRequest, code: int) -> OffsetFetchResponse:
 @serves(ApiKey.OFFSET_FETCH, versions=(0, 9), error_response=error_response)
 def offset_fetch(
     ctx: RequestContext, req: OffsetFetchRequest, *, groups: GroupShell, authz: Authorization
-) -> dict:
+) -> OffsetFetchResponse:
     stable = bool(getattr(req, "require_stable", False))
     if ctx.api_version >= 8:
         results = [
@@ -70,7 +70,7 @@ def offset_fetch(
             )
             for g in req.groups
         ]
-        return {"throttle_time_ms": 0, "groups": [_group_entry(g) for g in results]}
+        return OffsetFetchResponse(throttle_time_ms=0, groups=[_group_entry(g) for g in results])
     r = _authorized(
         ctx, authz, req.group_id, req.topics, lambda topics: _fetch(groups, req.group_id, topics, stable)
     )
@@ -78,10 +78,12 @@ def offset_fetch(
     if r.error is not ErrorCode.NONE:
         requested = [(t.name, list(t.partition_indexes)) for t in req.topics or []]
         topics = [
-            {"name": name, "partitions": [_partition(FetchedOffset(name, i, -1, error=r.error)) for i in ps]}
+            OffsetFetchResponse.OffsetFetchResponseTopic(
+                name=name, partitions=[_partition(FetchedOffset(name, i, -1, error=r.error)) for i in ps]
+            )
             for name, ps in requested
         ]
-    return {"throttle_time_ms": 0, "topics": topics, "error_code": r.error}
+    return OffsetFetchResponse(throttle_time_ms=0, topics=topics, error_code=r.error)
 
 
 def _authorized(
@@ -125,22 +127,49 @@ def _fetch(
     )
 
 
-def _topics(r: OffsetFetchResult) -> list[dict]:
-    by_topic: dict[str, list[dict]] = {}
+def _by_topic(r: OffsetFetchResult) -> dict[str, list[FetchedOffset]]:
+    by_topic: dict[str, list[FetchedOffset]] = {}
     for p in r.partitions:
-        by_topic.setdefault(p.topic, []).append(_partition(p))
-    return [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
+        by_topic.setdefault(p.topic, []).append(p)
+    return by_topic
 
 
-def _partition(p: FetchedOffset) -> dict:
-    return {
-        "partition_index": p.partition,
-        "committed_offset": p.offset,
-        "committed_leader_epoch": p.leader_epoch,
-        "metadata": p.metadata,
-        "error_code": p.error,
-    }
+def _topics(r: OffsetFetchResult) -> list[OffsetFetchResponse.OffsetFetchResponseTopic]:
+    """One group's offsets as v0-7 carry them."""
+    return [
+        OffsetFetchResponse.OffsetFetchResponseTopic(name=name, partitions=[_partition(p) for p in parts])
+        for name, parts in _by_topic(r).items()
+    ]
 
 
-def _group_entry(r: OffsetFetchResult) -> dict:
-    return {"group_id": r.group_id, "topics": _topics(r), "error_code": r.error}
+def _partition(p: FetchedOffset) -> OffsetFetchResponse.OffsetFetchResponsePartition:
+    return OffsetFetchResponse.OffsetFetchResponsePartition(
+        partition_index=p.partition,
+        committed_offset=p.offset,
+        committed_leader_epoch=p.leader_epoch,
+        metadata=p.metadata,
+        error_code=p.error,
+    )
+
+
+def _group_entry(r: OffsetFetchResult) -> OffsetFetchResponse.OffsetFetchResponseGroup:
+    """One group's offsets as v8+ carry them."""
+    topics = [
+        OffsetFetchResponse.OffsetFetchResponseTopics(
+            name=name,
+            partitions=[
+                OffsetFetchResponse.OffsetFetchResponsePartitions(
+                    partition_index=p.partition,
+                    committed_offset=p.offset,
+                    committed_leader_epoch=p.leader_epoch,
+                    metadata=p.metadata,
+                    error_code=p.error,
+                )
+                for p in parts
+            ],
+        )
+        for name, parts in _by_topic(r).items()
+    ]
+    return OffsetFetchResponse.OffsetFetchResponseGroup(
+        group_id=r.group_id, topics=topics, error_code=r.error
+    )

@@ -12,11 +12,18 @@ request, as Kafka's AddVoterHandler sends).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import Any, TypeVar
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import AddRaftVoterRequest, RemoveRaftVoterRequest, UpdateRaftVoterRequest
+from pylog.protocol.messages import (
+    AddRaftVoterRequest,
+    AddRaftVoterResponse,
+    RemoveRaftVoterRequest,
+    RemoveRaftVoterResponse,
+    UpdateRaftVoterRequest,
+    UpdateRaftVoterResponse,
+)
 
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
@@ -32,14 +39,18 @@ DEFAULT_TIMEOUT_MS = 30_000
 API_VERSIONS_TIMEOUT_S = 5.0
 
 
-def _answer(code: int, message: str | None) -> dict:
-    return {"throttle_time_ms": 0, "error_code": code, "error_message": message}
+# AddRaftVoter and RemoveRaftVoter answer alike: an error code and message
+VoterAnswer = TypeVar("VoterAnswer", AddRaftVoterResponse, RemoveRaftVoterResponse)
 
 
-def _cluster_mismatch(req: Any, cluster_id: str) -> dict | None:
+def _answer(cls: type[VoterAnswer], code: int, message: str | None) -> VoterAnswer:
+    return cls(throttle_time_ms=0, error_code=code, error_message=message)
+
+
+def _cluster_mismatch(cls: type[VoterAnswer], req: Any, cluster_id: str) -> VoterAnswer | None:
     if req.cluster_id is not None and req.cluster_id != cluster_id:
         message = f"this is cluster {cluster_id}, not {req.cluster_id}"
-        return _answer(ErrorCode.INCONSISTENT_CLUSTER_ID, message)
+        return _answer(cls, ErrorCode.INCONSISTENT_CLUSTER_ID, message)
     return None
 
 
@@ -68,32 +79,34 @@ async def add_raft_voter(
     cluster_id: str,
     listener: str,
     security: ClientSecurity = PLAINTEXT,
-) -> dict:
-    wrong = _cluster_mismatch(req, cluster_id)
+) -> AddRaftVoterResponse:
+    cls = AddRaftVoterResponse
+    wrong = _cluster_mismatch(cls, req, cluster_id)
     if wrong is not None:
         return wrong
     if not quorum.is_leader:
-        return _answer(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"not the leader (leader: {quorum.leader_id})")
+        return _answer(cls, ErrorCode.NOT_LEADER_OR_FOLLOWER, f"not the leader (leader: {quorum.leader_id})")
     endpoints = _endpoints(req)
     mine = next((e for e in endpoints if e.name == listener), None)
     if mine is None:
         named = [str(e) for e in endpoints]
         why = f"the listeners {named} have none named {listener} (controller.listener.names)"
-        return _answer(ErrorCode.INVALID_REQUEST, why)
+        return _answer(cls, ErrorCode.INVALID_REQUEST, why)
     voter = VoterNode(req.voter_id, uuid_or_none(req.voter_directory_id), endpoints, 0, 1)
     if voter.directory_id is None:
         why = "a voter needs a directory id (meta.properties directory.id)"
-        return _answer(ErrorCode.INVALID_REQUEST, why)
+        return _answer(cls, ErrorCode.INVALID_REQUEST, why)
     unreachable = await _answers_api_versions(mine, security)
     if unreachable is not None:
-        return _answer(ErrorCode.REQUEST_TIMED_OUT, f"new voter {req.voter_id} is not ready: {unreachable}")
+        why = f"new voter {req.voter_id} is not ready: {unreachable}"
+        return _answer(cls, ErrorCode.REQUEST_TIMED_OUT, why)
     timeout_ms = req.timeout_ms if req.timeout_ms > 0 else DEFAULT_TIMEOUT_MS
     if not getattr(req, "ack_when_committed", True):
         timeout_ms = 0
     code, message = await quorum.add_voter(voter, timeout_ms / 1000, wait=timeout_ms > 0)
     dir_text = directory_id_str(voter.directory_id)
     log.info("AddRaftVoter %d:%s at %s: %s", voter.node_id, dir_text, mine, message or "done")
-    return _answer(code, message)
+    return _answer(cls, code, message)
 
 
 @serves(ApiKey.REMOVE_RAFT_VOTER, versions=(0, 0))
@@ -104,16 +117,17 @@ async def remove_raft_voter(
     quorum: MetadataQuorum,
     cluster_id: str,
     timeout_s: float,
-) -> dict:
-    wrong = _cluster_mismatch(req, cluster_id)
+) -> RemoveRaftVoterResponse:
+    cls = RemoveRaftVoterResponse
+    wrong = _cluster_mismatch(cls, req, cluster_id)
     if wrong is not None:
         return wrong
     if not quorum.is_leader:
-        return _answer(ErrorCode.NOT_LEADER_OR_FOLLOWER, f"not the leader (leader: {quorum.leader_id})")
+        return _answer(cls, ErrorCode.NOT_LEADER_OR_FOLLOWER, f"not the leader (leader: {quorum.leader_id})")
     directory_id = uuid_or_none(req.voter_directory_id)
     code, message = await quorum.remove_voter(req.voter_id, directory_id, timeout_s)
     log.info("RemoveRaftVoter %d:%s: %s", req.voter_id, directory_id_str(directory_id), message or "done")
-    return _answer(code, message)
+    return _answer(cls, code, message)
 
 
 @serves(ApiKey.UPDATE_RAFT_VOTER, versions=(0, 0))
@@ -124,8 +138,8 @@ async def update_raft_voter(
     quorum: MetadataQuorum,
     cluster_id: str,
     listener: str,
-) -> dict:
-    def answer(code: int) -> dict:
+) -> UpdateRaftVoterResponse:
+    def answer(code: int) -> UpdateRaftVoterResponse:
         leader = quorum.leader_id if quorum.leader_id is not None else -1
         host, port = "", -1
         vs = quorum.voter_set
@@ -133,8 +147,10 @@ async def update_raft_voter(
         e = node.endpoint(listener) if node is not None else None
         if e is not None:
             host, port = e.host, e.port
-        current = {"leader_id": leader, "leader_epoch": quorum.term, "host": host, "port": port}
-        return {"throttle_time_ms": 0, "error_code": code, "current_leader": current}
+        current = UpdateRaftVoterResponse.CurrentLeader(
+            leader_id=leader, leader_epoch=quorum.term, host=host, port=port
+        )
+        return UpdateRaftVoterResponse(throttle_time_ms=0, error_code=code, current_leader=current)
 
     if req.cluster_id is not None and req.cluster_id != cluster_id:
         return answer(ErrorCode.INCONSISTENT_CLUSTER_ID)

@@ -8,7 +8,6 @@ cluster) and records salted credentials in the metadata log; brokers forward it.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
@@ -41,32 +40,32 @@ def describe_user_scram_credentials(
     *,
     metadata: MetadataView,
     authz: Authorization,
-) -> dict:
-    body: dict[str, Any] = {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "results": []}
+) -> DescribeUserScramCredentialsResponse:
+    R = DescribeUserScramCredentialsResponse
     if not authz.cluster(ctx, AclOperation.DESCRIBE):
-        return {**body, "error_code": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
-    by_user: dict[str, list[dict]] = {}
+        return R(throttle_time_ms=0, error_code=ErrorCode.CLUSTER_AUTHORIZATION_FAILED, error_message=None)
+    by_user: dict[str, list[DescribeUserScramCredentialsResponse.CredentialInfo]] = {}
     for (name, mechanism), cred in sorted(metadata.image.scram_credentials.items()):
-        by_user.setdefault(name, []).append({"mechanism": mechanism, "iterations": cred.iterations})
+        by_user.setdefault(name, []).append(R.CredentialInfo(mechanism=mechanism, iterations=cred.iterations))
     wanted = [u.name for u in req.users] if req.users else sorted(by_user)
     counts = Counter(wanted)
     results = []
     for name in dict.fromkeys(wanted):
-        entry = {"user": name, "error_code": 0, "error_message": None, "credential_infos": []}
+        entry = R.DescribeUserScramCredentialsResult(
+            user=name, error_code=0, error_message=None, credential_infos=[]
+        )
         if counts[name] > 1:
-            entry.update(
-                error_code=ErrorCode.DUPLICATE_RESOURCE,
-                error_message="Cannot describe SCRAM credentials for the same user twice in a single request",
+            entry.error_code = ErrorCode.DUPLICATE_RESOURCE
+            entry.error_message = (
+                "Cannot describe SCRAM credentials for the same user twice in a single request"
             )
         elif name not in by_user:
-            entry.update(
-                error_code=ErrorCode.RESOURCE_NOT_FOUND,
-                error_message="Attempt to describe a user credential that does not exist",
-            )
+            entry.error_code = ErrorCode.RESOURCE_NOT_FOUND
+            entry.error_message = "Attempt to describe a user credential that does not exist"
         else:
-            entry["credential_infos"] = by_user[name]
+            entry.credential_infos = by_user[name]
         results.append(entry)
-    return {**body, "results": results}
+    return R(throttle_time_ms=0, error_code=0, error_message=None, results=results)
 
 
 def alter_error(req: AlterUserScramCredentialsRequest, code: int) -> AlterUserScramCredentialsResponse:

@@ -6,8 +6,6 @@ what the member still holds). Changed share partitions are persisted before the 
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import ShareAcknowledgeRequest, ShareAcknowledgeResponse
@@ -44,11 +42,14 @@ def error_response(req: ShareAcknowledgeRequest, code: int) -> ShareAcknowledgeR
 @serves(ApiKey.SHARE_ACKNOWLEDGE, versions=(1, 1), error_response=error_response)
 def share_acknowledge_handler(
     ctx: RequestContext, req: ShareAcknowledgeRequest, *, share: ShareShell, node_id: int
-) -> dict:
+) -> ShareAcknowledgeResponse:
     return share_acknowledge(share, req, node_id)
 
 
-def share_acknowledge(shell: ShareShell | None, req: Any, node_id: int) -> dict:
+def share_acknowledge(
+    shell: ShareShell | None, req: ShareAcknowledgeRequest, node_id: int
+) -> ShareAcknowledgeResponse:
+    R = ShareAcknowledgeResponse
     if shell is None or shell.manager is None:
         return _top(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if not req.group_id or not req.member_id:
@@ -64,35 +65,27 @@ def share_acknowledge(shell: ShareShell | None, req: Any, node_id: int) -> dict:
                 shell, req.group_id, req.member_id, t.topic_id, p.partition_index, p.acknowledgement_batches
             )
             parts.append(
-                {
-                    "partition_index": p.partition_index,
-                    "error_code": e,
-                    "error_message": None,
-                    "current_leader": {"leader_id": node_id, "leader_epoch": 0},
-                }
+                R.PartitionData(
+                    partition_index=p.partition_index,
+                    error_code=e,
+                    error_message=None,
+                    current_leader=R.LeaderIdAndEpoch(leader_id=node_id, leader_epoch=0),
+                )
             )
-        topics.append({"topic_id": t.topic_id, "partitions": parts})
+        topics.append(R.ShareAcknowledgeTopicResponse(topic_id=t.topic_id, partitions=parts))
     if req.share_session_epoch == -1:
         shell.manager.close_session(req.group_id, req.member_id)
     if shell.persist() is not ErrorCode.NONE:
-        for t in topics:
-            for p in t["partitions"]:
-                p["error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        for topic in topics:
+            for part in topic.partitions:
+                part.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
     shell.notify()
-    return {
-        "throttle_time_ms": 0,
-        "error_code": ErrorCode.NONE,
-        "error_message": None,
-        "responses": topics,
-        "node_endpoints": [],
-    }
+    return R(
+        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=topics, node_endpoints=[]
+    )
 
 
-def _top(error: ErrorCode) -> dict:
-    return {
-        "throttle_time_ms": 0,
-        "error_code": error,
-        "error_message": error.name,
-        "responses": [],
-        "node_endpoints": [],
-    }
+def _top(error: ErrorCode) -> ShareAcknowledgeResponse:
+    return ShareAcknowledgeResponse(
+        throttle_time_ms=0, error_code=error, error_message=error.name, responses=[], node_endpoints=[]
+    )

@@ -39,6 +39,10 @@ _BATCH_HEAD = struct.Struct(
 )  # base offset, length, leader epoch, magic, crc, attributes, last delta
 
 
+Results = dict[tuple[uuid.UUID, int], ShareFetchResponse.PartitionData]
+"""Each answered share partition's entry, by (topic id, partition)."""
+
+
 def error_response(req: ShareFetchRequest, code: int) -> ShareFetchResponse:
     return ShareFetchResponse(
         error_code=0,
@@ -70,13 +74,18 @@ async def share_fetch_handler(
     replicas: ReplicaManager,
     node_id: int,
     stopping: Callable[[], bool],
-) -> dict:
+) -> ShareFetchResponse:
     return await share_fetch(share, metadata.image, replicas, req, node_id, stopping)
 
 
 async def share_fetch(
-    shell: ShareShell | None, image: Any, replicas: Any, req: Any, node_id: int, stopping: Callable[[], bool]
-) -> dict:
+    shell: ShareShell | None,
+    image: Any,
+    replicas: Any,
+    req: ShareFetchRequest,
+    node_id: int,
+    stopping: Callable[[], bool],
+) -> ShareFetchResponse:
     if shell is None or shell.manager is None:
         return _top_error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if not req.group_id or not req.member_id:
@@ -99,12 +108,12 @@ async def share_fetch(
     error, session = manager.session_step(group, member, epoch, requested, forgotten)
     if error is not ErrorCode.NONE or session is None:
         return _top_error(error)
-    results: dict[tuple[uuid.UUID, int], dict] = {}
+    results: Results = {}
     for tid, p, batches in acks:
         results[(tid, p)] = _entry(p, node_id, ack_error=acknowledge(shell, group, member, tid, p, batches))
     if shell.persist() is not ErrorCode.NONE:
         for e in results.values():
-            e["acknowledge_error_code"] = ErrorCode.COORDINATOR_NOT_AVAILABLE
+            e.acknowledge_error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
     if epoch == -1:
         manager.close_session(group, member)
         shell.persist()
@@ -157,7 +166,7 @@ def _acquire_all(
     targets: list,
     max_records: int,
     budget: int,
-    results: dict,
+    results: Results,
     node_id: int,
 ) -> int:
     total = 0
@@ -169,10 +178,8 @@ def _acquire_all(
         topic = names.get(tid)
         part = replicas.get(topic.name, p) if topic is not None else None
         if part is None:
-            results[(tid, p)] = {
-                **results.get((tid, p), _entry(p, node_id)),
-                "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic else ErrorCode.UNKNOWN_TOPIC_ID,
-            }
+            missing = results.setdefault((tid, p), _entry(p, node_id))
+            missing.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if topic else ErrorCode.UNKNOWN_TOPIC_ID
             continue
         key = (group, tid, p)
         if shell.key_error(key) is not ErrorCode.NONE:
@@ -196,8 +203,8 @@ def _acquire_all(
         last_acquired = acquired[-1].last_offset
         wire = [b for b, (first, _last, _c) in zip(batches, spans) if first <= last_acquired]
         entry = results.setdefault((tid, p), _entry(p, node_id))
-        entry["records"] = wire
-        entry["acquired_records"] = [_acquired(a) for a in acquired]
+        entry.records = wire
+        entry.acquired_records = [_acquired(a) for a in acquired]
         total += sum(a.last_offset - a.first_offset + 1 for a in acquired)
         budget -= sum(len(b) for b in wire)
     if total:
@@ -214,7 +221,7 @@ async def _wait(
     targets: list,
     max_records: int,
     budget: int,
-    results: dict,
+    results: Results,
     node_id: int,
     max_wait_ms: int,
     stopping: Callable[[], bool],
@@ -265,8 +272,10 @@ def _span(batch: bytes) -> tuple[int, int, bool]:
     return base, base + last_delta, bool(attributes & CONTROL_MASK)
 
 
-def _acquired(a: Acquired) -> dict:
-    return {"first_offset": a.first_offset, "last_offset": a.last_offset, "delivery_count": a.delivery_count}
+def _acquired(a: Acquired) -> ShareFetchResponse.AcquiredRecords:
+    return ShareFetchResponse.AcquiredRecords(
+        first_offset=a.first_offset, last_offset=a.last_offset, delivery_count=a.delivery_count
+    )
 
 
 def _initial_offset(shell: ShareShell, group: str, part: Partition) -> int:
@@ -274,39 +283,42 @@ def _initial_offset(shell: ShareShell, group: str, part: Partition) -> int:
     return shell.initial_offset(group, part, shell.clock())
 
 
-def _entry(p: int, node_id: int, ack_error: ErrorCode = ErrorCode.NONE) -> dict:
-    return {
-        "partition_index": p,
-        "error_code": ErrorCode.NONE,
-        "error_message": None,
-        "acknowledge_error_code": ack_error,
-        "acknowledge_error_message": None,
-        "current_leader": {"leader_id": node_id, "leader_epoch": 0},
-        "records": b"",
-        "acquired_records": [],
-    }
+def _entry(p: int, node_id: int, ack_error: ErrorCode = ErrorCode.NONE) -> ShareFetchResponse.PartitionData:
+    return ShareFetchResponse.PartitionData(
+        partition_index=p,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        acknowledge_error_code=ack_error,
+        acknowledge_error_message=None,
+        current_leader=ShareFetchResponse.LeaderIdAndEpoch(leader_id=node_id, leader_epoch=0),
+        records=b"",
+        acquired_records=[],
+    )
 
 
-def _response(shell: ShareShell, results: dict, group: str) -> dict:
-    by_topic: dict[uuid.UUID, list[dict]] = {}
+def _response(shell: ShareShell, results: Results, group: str) -> ShareFetchResponse:
+    by_topic: dict[uuid.UUID, list[ShareFetchResponse.PartitionData]] = {}
     for (tid, _p), entry in results.items():
         by_topic.setdefault(tid, []).append(entry)
-    return {
-        "throttle_time_ms": 0,
-        "error_code": ErrorCode.NONE,
-        "error_message": None,
-        "acquisition_lock_timeout_ms": shell.share_config_of(group).lock_duration_ms,
-        "responses": [{"topic_id": tid, "partitions": parts} for tid, parts in by_topic.items()],
-        "node_endpoints": [],
-    }
+    return ShareFetchResponse(
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        acquisition_lock_timeout_ms=shell.share_config_of(group).lock_duration_ms,
+        responses=[
+            ShareFetchResponse.ShareFetchableTopicResponse(topic_id=tid, partitions=parts)
+            for tid, parts in by_topic.items()
+        ],
+        node_endpoints=[],
+    )
 
 
-def _top_error(error: ErrorCode) -> dict:
-    return {
-        "throttle_time_ms": 0,
-        "error_code": error,
-        "error_message": error.name,
-        "acquisition_lock_timeout_ms": 0,
-        "responses": [],
-        "node_endpoints": [],
-    }
+def _top_error(error: ErrorCode) -> ShareFetchResponse:
+    return ShareFetchResponse(
+        throttle_time_ms=0,
+        error_code=error,
+        error_message=error.name,
+        acquisition_lock_timeout_ms=0,
+        responses=[],
+        node_endpoints=[],
+    )

@@ -47,34 +47,32 @@ def subscriptions_error(
 @serves(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, versions=(0, 0), error_response=subscriptions_error)
 def get_telemetry_subscriptions(
     ctx: RequestContext, req: GetTelemetrySubscriptionsRequest, *, telemetry: TelemetryShell
-) -> dict:
+) -> GetTelemetrySubscriptionsResponse:
     version, subscriptions = telemetry.subscriptions()
     answer = telemetry.manager.get_subscriptions(
         req.client_instance_id, _identity(ctx), str(ctx.principal), subscriptions, version, telemetry.now_ms()
     )
-    body: dict[str, Any] = {
-        "throttle_time_ms": 0,
-        "error_code": answer.error_code,
-        "client_instance_id": answer.client_instance_id,
-        "subscription_id": 0,
-        "accepted_compression_types": [],
-        "push_interval_ms": 0,
-        "telemetry_max_bytes": 0,
-        "delta_temporality": False,
-        "requested_metrics": [],
-    }
+    body = GetTelemetrySubscriptionsResponse(
+        throttle_time_ms=0,
+        error_code=answer.error_code,
+        client_instance_id=answer.client_instance_id,
+        subscription_id=0,
+        accepted_compression_types=[],
+        push_interval_ms=0,
+        telemetry_max_bytes=0,
+        delta_temporality=False,
+        requested_metrics=[],
+    )
     a = answer.assignment
     if a is None:
         return body
-    return {
-        **body,
-        "subscription_id": a.subscription_id,
-        "accepted_compression_types": list(ACCEPTED_COMPRESSION),
-        "push_interval_ms": a.interval_ms,
-        "telemetry_max_bytes": telemetry.manager.telemetry_max_bytes,
-        "delta_temporality": True,
-        "requested_metrics": list(a.metrics),
-    }
+    body.subscription_id = a.subscription_id
+    body.accepted_compression_types = list(ACCEPTED_COMPRESSION)
+    body.push_interval_ms = a.interval_ms
+    body.telemetry_max_bytes = telemetry.manager.telemetry_max_bytes
+    body.delta_temporality = True
+    body.requested_metrics = list(a.metrics)
+    return body
 
 
 def push_error(req: PushTelemetryRequest, code: int) -> PushTelemetryResponse:

@@ -9,14 +9,12 @@ INVALID_TXN_STATE / INVALID_PRODUCER_EPOCH.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
 from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import GroupShell, apply_commits, commit_response, commits_of, not_available
+from pylog.broker.group_shell import CommitErrors, GroupShell, apply_commits, commits_of, not_available
 from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
 from pylog.broker.replica_manager import ReplicaManager
@@ -50,7 +48,7 @@ def txn_offset_commit(
     txn: TxnShell,
     replicas: ReplicaManager,
     metadata: MetadataView,
-) -> dict:
+) -> TxnOffsetCommitResponse:
     shell = groups
     error = ErrorCode.INVALID_GROUP_ID if not req.group_id else not_available(shell, req.group_id)
     if error is ErrorCode.NONE and shell is not None:
@@ -68,10 +66,31 @@ def txn_offset_commit(
             now_ms=shell.clock(),
         )
         apply_commits(shell, out, errors)
-    return commit_response(req, errors)
+    return _response(req, errors)
 
 
-def _verify(txn: TxnShell, replicas: ReplicaManager, req: Any, offsets_partition: int) -> ErrorCode:
+def _response(req: TxnOffsetCommitRequest, errors: CommitErrors) -> TxnOffsetCommitResponse:
+    """Every requested partition with its error."""
+    return TxnOffsetCommitResponse(
+        throttle_time_ms=0,
+        topics=[
+            TxnOffsetCommitResponse.TxnOffsetCommitResponseTopic(
+                name=t.name,
+                partitions=[
+                    TxnOffsetCommitResponse.TxnOffsetCommitResponsePartition(
+                        partition_index=p.partition_index, error_code=errors[(t.name, p.partition_index)]
+                    )
+                    for p in t.partitions
+                ],
+            )
+            for t in req.topics
+        ],
+    )
+
+
+def _verify(
+    txn: TxnShell, replicas: ReplicaManager, req: TxnOffsetCommitRequest, offsets_partition: int
+) -> ErrorCode:
     part = replicas.get(OFFSETS_TOPIC, offsets_partition)
     if part is None:
         return ErrorCode.COORDINATOR_NOT_AVAILABLE

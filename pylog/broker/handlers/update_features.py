@@ -8,8 +8,6 @@ on, and a top-level error when the update failed (then every feature failed with
 
 from __future__ import annotations
 
-from typing import Any
-
 from pylog.protocol.api import ApiKey
 from pylog.protocol.messages import UpdateFeaturesRequest, UpdateFeaturesResponse
 
@@ -24,7 +22,9 @@ def error_response(req: UpdateFeaturesRequest, code: int) -> UpdateFeaturesRespo
 
 
 @serves(ApiKey.UPDATE_FEATURES, versions=(0, 2), error_response=error_response)
-async def update_features(ctx: RequestContext, req: UpdateFeaturesRequest, *, quorum: MetadataQuorum) -> dict:
+async def update_features(
+    ctx: RequestContext, req: UpdateFeaturesRequest, *, quorum: MetadataQuorum
+) -> UpdateFeaturesResponse:
     updates = [
         FeatureUpdate(
             u.feature,
@@ -39,14 +39,12 @@ async def update_features(ctx: RequestContext, req: UpdateFeaturesRequest, *, qu
     result = await quorum.execute(
         lambda c: c.update_features(updates, node_id=quorum.node_id, validate_only=validate_only)
     )
-    body: dict[str, Any] = {
-        "throttle_time_ms": 0,
-        "error_code": result.error_code,
-        "error_message": result.error_message,
-        "results": [],
-    }
+    body = UpdateFeaturesResponse(
+        throttle_time_ms=0, error_code=result.error_code, error_message=result.error_message, results=[]
+    )
     if result.error_code == 0 and ctx.api_version <= 1:
-        body["results"] = [
-            {"feature": u.feature, "error_code": 0, "error_message": None} for u in req.feature_updates
+        body.results = [
+            UpdateFeaturesResponse.UpdatableFeatureResult(feature=u.feature, error_code=0, error_message=None)
+            for u in req.feature_updates
         ]
     return body
