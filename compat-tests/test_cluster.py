@@ -203,7 +203,15 @@ def test_a_partition_isolating_the_controller(tmp_path: Path, cluster_factory: A
                 "majority elects",
             )
             assert new in majority
-            create(cluster.node(majority[1]).bootstrap, "majority-side")
+            # the isolated node stays a live broker until its session times out, and Metadata may
+            # name any live broker as the controller: wait until the majority fenced it
+            through = cluster.node(majority[1]).bootstrap
+            wait_for(
+                lambda: all(b[0] != isolated for b in describe_cluster(through, timeout_s=1.0).brokers),
+                30,
+                "the isolated node fenced",
+            )
+            create(through, "majority-side")
             # the minority cannot commit: the isolated node answers nobody, and a request to it times out
             with pytest.raises(Exception):  # noqa: B017 - any failure: timeout or transport error
                 create(cluster.node(isolated).bootstrap, "minority-side", timeout=3.0)
