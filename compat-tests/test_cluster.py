@@ -169,7 +169,14 @@ def test_pause_the_controller_past_the_election_timeout(cluster_factory: Any) ->
     try:
         other = next(n for n in cluster.nodes if n != paused)
         wait_for(lambda: controller_seen(cluster, through=other, not_=paused), FAILOVER_S, "a new controller")
-        create(cluster.node(other).bootstrap, "while-paused")
+        # Metadata may name any live broker as the controller: wait until the paused one is fenced
+        through = cluster.node(other).bootstrap
+        wait_for(
+            lambda: all(b[0] != paused for b in describe_cluster(through, timeout_s=1.0).brokers),
+            30,
+            "the paused node fenced",
+        )
+        create(through, "while-paused")
         time.sleep(2.0)  # well past the election timeout
     finally:
         cluster.resume(paused)
