@@ -142,3 +142,16 @@ class NetnsFabric:
             config={**FAST, **(config or {})},
             keep_data=True,
         )
+
+
+def wait_until_fenced(bootstrap: str, node_id: int, timeout_s: float = 30) -> None:
+    """Until broker ``node_id`` is gone from what ``bootstrap`` lists: a killed, paused or cut-off
+    node stays a live broker until its session times out, and Metadata may name any live broker
+    as the controller, which admin clients would then wait for."""
+    from pylog.cluster_info import describe_cluster
+
+    wait_for(
+        lambda: all(b[0] != node_id for b in describe_cluster(bootstrap, timeout_s=1.0).brokers),
+        timeout_s,
+        f"broker {node_id} fenced",
+    )

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from cluster_support import NetnsFabric, controller_seen, quorum_caught_up, wait_for
+from cluster_support import NetnsFabric, controller_seen, quorum_caught_up, wait_for, wait_until_fenced
 from compat_clients import Rec, consume, kafkajs_admin, produce
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -135,11 +135,7 @@ def test_kill_the_controller_a_new_one_takes_over_and_the_node_catches_up_from_a
     # until its session times out the dead node is still a live broker, which Metadata may name as
     # the controller (any live broker, as Kafka's KRaft brokers do): admin clients would wait for it
     through = cluster.node(survivor).bootstrap
-    wait_for(
-        lambda: all(b[0] != dead for b in describe_cluster(through, timeout_s=1.0).brokers),
-        30,
-        "the killed node fenced",
-    )
+    wait_until_fenced(through, dead)
     for node in cluster.nodes.values():
         if node.running:
             create(node.bootstrap, f"after-via-{node.node_id}")
@@ -171,11 +167,7 @@ def test_pause_the_controller_past_the_election_timeout(cluster_factory: Any) ->
         wait_for(lambda: controller_seen(cluster, through=other, not_=paused), FAILOVER_S, "a new controller")
         # Metadata may name any live broker as the controller: wait until the paused one is fenced
         through = cluster.node(other).bootstrap
-        wait_for(
-            lambda: all(b[0] != paused for b in describe_cluster(through, timeout_s=1.0).brokers),
-            30,
-            "the paused node fenced",
-        )
+        wait_until_fenced(through, paused)
         create(through, "while-paused")
         time.sleep(2.0)  # well past the election timeout
     finally:
@@ -213,11 +205,7 @@ def test_a_partition_isolating_the_controller(tmp_path: Path, cluster_factory: A
             # the isolated node stays a live broker until its session times out, and Metadata may
             # name any live broker as the controller: wait until the majority fenced it
             through = cluster.node(majority[1]).bootstrap
-            wait_for(
-                lambda: all(b[0] != isolated for b in describe_cluster(through, timeout_s=1.0).brokers),
-                30,
-                "the isolated node fenced",
-            )
+            wait_until_fenced(through, isolated)
             create(through, "majority-side")
             # the minority cannot commit: the isolated node answers nobody, and a request to it times out
             with pytest.raises(Exception):  # noqa: B017 - any failure: timeout or transport error
