@@ -20,6 +20,7 @@ import json
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Protocol
 
 from .remote_store import RemoteStore
 
@@ -55,6 +56,23 @@ class RemoteLogSegment:
         return cls(str(d["segment_id"]), int(d["base_offset"]), int(d["end_offset"]),  # type: ignore[call-overload]
                    int(d["max_timestamp"]), int(d["size_bytes"]), int(d["leader_epoch"]),  # type: ignore[call-overload]
                    epochs)
+
+
+class RemoteLogMetadata(Protocol):
+    """Where a reader learns a partition's committed remote segments.
+
+    Brokers answer from the metadata image (the metadata log is the source of truth); readers
+    without a broker answer from the newest manifest in the store (``ManifestMetadata``).
+    """
+
+    def remote_segments(self, topic: str, topic_id: uuid.UUID,
+                        partition: int) -> tuple[RemoteLogSegment, ...]:
+        """Committed (copy finished, not being deleted) segments, sorted by base offset."""
+        ...
+
+    def remote_log_start_offset(self, topic: str, topic_id: uuid.UUID, partition: int) -> int | None:
+        """The partition's log start offset as the remote tier knows it; None if nothing is remote."""
+        ...
 
 
 def new_segment_id() -> str:
@@ -159,3 +177,26 @@ def covering(segments: Iterable[RemoteLogSegment], start: int,
              end: int | None = None) -> list[RemoteLogSegment]:
     """Segments holding any offset in ``[start, end)`` (end None: to the last)."""
     return [s for s in segments if s.end_offset >= start and (end is None or s.base_offset < end)]
+
+
+class ManifestMetadata:
+    """``RemoteLogMetadata`` from the store's newest manifests, pinned once read (one LIST per partition)."""
+
+    def __init__(self, store: RemoteStore) -> None:
+        self.store = store
+        self._pinned: dict[tuple[uuid.UUID, int], RemoteManifest | None] = {}
+
+    def manifest(self, topic: str, topic_id: uuid.UUID, partition: int) -> RemoteManifest | None:
+        key = (topic_id, partition)
+        if key not in self._pinned:
+            self._pinned[key] = read_manifest(self.store, partition_prefix(topic, topic_id, partition))
+        return self._pinned[key]
+
+    def remote_segments(self, topic: str, topic_id: uuid.UUID,
+                        partition: int) -> tuple[RemoteLogSegment, ...]:
+        m = self.manifest(topic, topic_id, partition)
+        return m.segments if m else ()
+
+    def remote_log_start_offset(self, topic: str, topic_id: uuid.UUID, partition: int) -> int | None:
+        m = self.manifest(topic, topic_id, partition)
+        return m.log_start_offset if m and m.segments else None
