@@ -27,10 +27,12 @@ CONTINUATION = b"\xff\xff\xff\xff"
 FILE_MAGIC = b"ARROW1"
 BATCHES_KEY = "pylog.batches"
 SCHEMA_MESSAGE: bytes = RECORD_SCHEMA.serialize().to_pybytes()
+# Buffers are compressed on the calling thread: Arrow's default hands a message's buffers to its
+# CPU pool, and for one batch the futex handoffs and wakeups cost more than the codec saves.
 _WRITE_OPTIONS = {
-    None: ipc.IpcWriteOptions(),
-    "lz4": ipc.IpcWriteOptions(compression="lz4"),
-    "zstd": ipc.IpcWriteOptions(compression="zstd"),
+    None: ipc.IpcWriteOptions(use_threads=False),
+    "lz4": ipc.IpcWriteOptions(compression="lz4", use_threads=False),
+    "zstd": ipc.IpcWriteOptions(compression="zstd", use_threads=False),
 }
 FILE_PREFIX = 8 + len(SCHEMA_MESSAGE)  # "ARROW1\0\0" then the schema message
 
