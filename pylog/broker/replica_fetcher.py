@@ -13,9 +13,10 @@ A partition whose last answer carried records (it is catching up) asks for an eq
 response budget (``replica.fetch.response.max.bytes``) left after every other partition's
 ``replica.fetch.max.bytes``, never less than that: a follower behind on a few partitions gets
 several batches per round trip instead of one (a 1 MB batch fills a 1 MiB ask), while idle
-partitions, and a fetch of many partitions, keep Kafka's per-partition limit. The leader still
-answers as soon as it has ``replica.fetch.min.bytes``, so a larger ask never waits longer; it only
-carries more when the leader holds more.
+partitions, throttled ones (so a response never carries more than Kafka's for them), and a fetch
+of many partitions keep Kafka's per-partition limit. The leader still answers as soon as it has
+``replica.fetch.min.bytes``, so a larger ask never waits longer; it only carries more when the
+leader holds more.
 
 The follower replication throttle (``follower.replication.throttled.*``, KIP-73) leaves a
 throttled partition out of the fetch while the bytes fetched for throttled partitions are over
@@ -263,10 +264,15 @@ class ReplicaFetcher:
 
     async def _fetch(self, channel: NodeChannel, followed: list[_Followed], timeout_s: float) -> None:
         wait_max_ms, min_bytes, max_bytes, partition_max_bytes, _, _ = self.manager.settings
-        busy = sum(f.catching_up for f in followed)
-        ask = catching_up_fetch_bytes(partition_max_bytes, max_bytes, len(followed), busy)
+        quota = self.manager.quota
+        bounded = quota if quota is not None and quota.bounded else None
+        wide = [
+            f.catching_up and not (bounded is not None and bounded.is_throttled(f.part.topic, f.part.index))
+            for f in followed
+        ]
+        ask = catching_up_fetch_bytes(partition_max_bytes, max_bytes, len(followed), sum(wide))
         by_topic: dict[str, list[dict[str, Any]]] = {}
-        for f in followed:
+        for f, widen in zip(followed, wide, strict=True):
             part = f.part
             by_topic.setdefault(part.topic, []).append(
                 {
@@ -275,7 +281,7 @@ class ReplicaFetcher:
                     "fetch_offset": part.log_end_offset,
                     "last_fetched_epoch": part.latest_epoch,
                     "log_start_offset": part.log_start_offset,
-                    "partition_max_bytes": ask if f.catching_up else partition_max_bytes,
+                    "partition_max_bytes": ask if widen else partition_max_bytes,
                 }
             )
         body = {
