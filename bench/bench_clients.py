@@ -10,6 +10,7 @@ end-to-end time (produce call to consumer delivery) as p50 / p99 / p99.9.
     python bench/bench_clients.py --records 50000      # quicker
     python bench/bench_clients.py --matrix             # sizes x acks x codecs x partitions
     python bench/bench_clients.py --brokers pylog      # one broker only
+    python bench/bench_clients.py --only lz4           # only the rows whose label holds "lz4"
 
 The ratio column is pylog / tansu: above 1 is better for rates, below 1 is better for CPU,
 memory and latency.
@@ -63,8 +64,9 @@ def payload(size: int, i: int) -> bytes:
     return ((b"pylog bench record %012d " % i) * (size // 32 + 1))[:size]
 
 
-def produce(bootstrap: str, topic: str, sc: Scenario, n: int) -> float:
-    """Seconds to send n records and receive every acknowledgement."""
+def produce(bootstrap: str, topic: str, sc: Scenario, n: int, config: dict[str, Any] | None = None) -> float:
+    """Seconds to send n records and receive every acknowledgement (``config`` overrides the
+    producer's settings)."""
     from confluent_kafka import Producer
 
     p = Producer(
@@ -75,6 +77,7 @@ def produce(bootstrap: str, topic: str, sc: Scenario, n: int) -> float:
             "linger.ms": 5,
             "queue.buffering.max.messages": 500_000,
             "enable.idempotence": False,
+            **(config or {}),
         }
     )
     failures = []
@@ -269,7 +272,8 @@ def run(args: argparse.Namespace) -> list[Row]:
             return None
 
     try:
-        for sc, _rep in itertools.product(scenarios(args.matrix), range(args.repeat)):
+        chosen = [sc for sc in scenarios(args.matrix) if not args.only or args.only in sc.label]
+        for sc, _rep in itertools.product(chosen, range(args.repeat)):
             n = records_for(sc, args.records)
             mb = n * sc.size / 1e6
             for kind, b in brokers.items():
@@ -374,6 +378,7 @@ def main() -> None:
     ap.add_argument(
         "--repeat", type=int, default=1, help="run every row this many times, brokers alternating; medians"
     )
+    ap.add_argument("--only", default="", help="run only the scenarios whose label contains this text")
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
     args = ap.parse_args()
     rows = run(args)
