@@ -228,8 +228,96 @@ def scenarios(matrix: bool) -> list[Scenario]:
         Scenario(1000),
         Scenario(1000, acks="all"),
         Scenario(1000, compression="lz4"),
+        Scenario(1000, partitions=4),
         Scenario(1000, partitions=6),
     ]
+
+
+def loopback_seconds(nbytes: int, chunk: int = 1 << 20) -> float:
+    """Seconds to move ``nbytes`` over one 127.0.0.1 TCP connection (a sender thread, a receiver
+    reading into one buffer): the most any broker could deliver to one consumer here."""
+    import socket
+    import threading
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    got = [0]
+
+    def receive() -> None:
+        conn, _ = srv.accept()
+        buf = bytearray(chunk)
+        with conn:
+            while got[0] < nbytes:
+                n = conn.recv_into(buf)
+                if not n:
+                    break
+                got[0] += n
+
+    t = threading.Thread(target=receive)
+    t.start()
+    data = b"x" * chunk
+    start = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        left = nbytes
+        while left > 0:
+            s.sendall(data if left >= chunk else data[:left])
+            left -= chunk
+        t.join()
+    elapsed = time.perf_counter() - start
+    srv.close()
+    return elapsed
+
+
+def wait_sealed(data_dir: Path, topic: str, timeout: float = 120) -> None:
+    """Wait until every rolled segment of ``topic`` is sealed (only the active stream left)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(len(list(d.glob("*.arrows"))) <= 1 for d in data_dir.glob(f"{topic}-*")):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"segments of {topic} not sealed in {timeout} s")
+
+
+CATCHUP_SEGMENT_BYTES = 64 * 1024 * 1024
+
+
+def catch_up_row(
+    args: argparse.Namespace,
+    brokers: dict[str, BenchBroker],
+    record: Callable[..., None],
+    guarded: Callable[..., Any],
+) -> None:
+    """1 KB records read back from the beginning of history whose wire cache is cold: pylog is
+    restarted after the produce (Tansu keeps its log in memory and has no such state, so it is read
+    as it is), with 64 MiB segments so that history is in sealed segments as a long-lived topic's
+    is. Beside it, the loopback limit: the same bytes over one 127.0.0.1 socket."""
+    sc = Scenario(1000)
+    n = args.catchup_records or records_for(sc, args.records)
+    label = f"catch-up consume {sc.label}, cold cache"
+    mb = n * sc.size / 1e6
+    took: dict[str, float | None] = {}
+    for kind, b in brokers.items():
+        topic = f"bench-cu-{uuid.uuid4().hex[:8]}"
+        print(f"[{kind}] {label}: {n} records", file=sys.stderr)
+        config = {"segment.bytes": str(CATCHUP_SEGMENT_BYTES)} if kind == "pylog" else {}
+        guarded(kind, "create topic", create_topic, b.bootstrap, topic, 1, config)
+        secs = guarded(kind, "produce", produce, b.bootstrap, topic, sc, n)
+        if secs and kind == "pylog":
+            guarded(kind, "seal", wait_sealed, b.tmp / "data", topic)
+            guarded(kind, "restart", b.restart)
+        cpu1 = b.stats().cpu_s
+        csecs = guarded(kind, "consume", consume, b.bootstrap, topic, sc, n) if secs else None
+        cpu2 = b.stats().cpu_s
+        took[kind] = csecs
+        record(label, "records/s", kind, n / csecs if csecs else None)
+        record(label, "MB/s", kind, mb / csecs if csecs else None)
+        record(label, "broker CPU s / M records", kind, (cpu2 - cpu1) / n * 1e6 if csecs else None, False)
+        guarded(kind, "delete topic", delete_topic, b.bootstrap, topic)
+    loop = loopback_seconds(n * sc.size)
+    for kind in brokers:
+        record(label, "MB/s loopback limit (same bytes)", kind, mb / loop)
+        csecs = took.get(kind)
+        record(label, "fraction of loopback limit", kind, loop / csecs if csecs else None)
 
 
 def records_for(sc: Scenario, base: int) -> int:
@@ -269,7 +357,10 @@ def run(args: argparse.Namespace) -> list[Row]:
             return None
 
     try:
-        for sc, _rep in itertools.product(scenarios(args.matrix), range(args.repeat)):
+        chosen = [
+            sc for sc in scenarios(args.matrix) if not args.only or any(o in sc.label for o in args.only)
+        ]
+        for sc, _rep in itertools.product(chosen, range(args.repeat)):
             n = records_for(sc, args.records)
             mb = n * sc.size / 1e6
             for kind, b in brokers.items():
@@ -294,6 +385,10 @@ def run(args: argparse.Namespace) -> list[Row]:
                     label, "broker CPU s / M records", kind, (cpu2 - cpu1) / n * 1e6 if csecs else None, False
                 )
                 guarded(kind, "delete topic", delete_topic, b.bootstrap, topic)
+
+        if args.catchup:
+            for _rep in range(args.repeat):
+                catch_up_row(args, brokers, record, guarded)
 
         if args.latency_rate > 0:
             label = f"end-to-end latency, {args.latency_rate}/s x {args.latency_seconds:g} s, 100 B"
@@ -373,6 +468,18 @@ def main() -> None:
     ap.add_argument("--latency-seconds", type=float, default=10.0)
     ap.add_argument(
         "--repeat", type=int, default=1, help="run every row this many times, brokers alternating; medians"
+    )
+    ap.add_argument(
+        "--only", action="append", default=[], help="run only rows whose label contains this (repeatable)"
+    )
+    ap.add_argument(
+        "--catchup",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the catch-up row: 1 KB history read with pylog's wire cache cold, against loopback",
+    )
+    ap.add_argument(
+        "--catchup-records", type=int, default=0, help="records of the catch-up row (default: 1 KB rows')"
     )
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
     args = ap.parse_args()
