@@ -268,6 +268,75 @@ def loopback_seconds(nbytes: int, chunk: int = 1 << 20) -> float:
     return elapsed
 
 
+def raw_fetch(bootstrap: str, topic: str, n: int, partition_max_bytes: int = 1 << 20) -> float:
+    """Seconds to read offsets [0, n) of partition 0 with plain Fetch v11 requests (one in flight,
+    the Java consumer's defaults: 1 MiB per partition, 50 MiB per fetch), walking only batch
+    headers: a client that costs little per record, so the broker and the socket are what is timed."""
+    import socket
+    import struct
+
+    host, port = bootstrap.rsplit(":", 1)
+    name = topic.encode()
+    head = struct.Struct(">hhih")
+    part = struct.Struct(">iiqqi")
+    sock = socket.create_connection((host, int(port)))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    buf = bytearray(64 << 20)
+    view = memoryview(buf)
+
+    def recv_exact(k: int) -> memoryview:
+        got = 0
+        while got < k:
+            r = sock.recv_into(view[got:k])
+            if not r:
+                raise RuntimeError("connection closed")
+            got += r
+        return view[:k]
+
+    offset, correlation = 0, 0
+    start = time.perf_counter()
+    deadline = start + 300
+    try:
+        while offset < n:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"raw fetch: offset {offset} of {n} in 300 s")
+            correlation += 1
+            body = (
+                head.pack(1, 11, correlation, 5)
+                + b"bench"
+                + struct.pack(">iiiibiii", -1, 500, 1, 50 << 20, 0, 0, -1, 1)
+                + struct.pack(">h", len(name))
+                + name
+                + struct.pack(">i", 1)
+                + part.pack(0, -1, offset, -1, partition_max_bytes)
+                + struct.pack(">ih", 0, 0)
+            )
+            sock.sendall(struct.pack(">i", len(body)) + body)
+            size = struct.unpack(">i", recv_exact(4))[0]
+            resp = recv_exact(size)
+            # correlation, throttle, error, session, topics(1), name, partitions(1), partition data
+            pos = 4 + 4 + 2 + 4 + 4
+            pos += 2 + struct.unpack_from(">h", resp, pos)[0] + 4
+            _, err, _hw, _lso, _ls = struct.unpack_from(">ihqqq", resp, pos)
+            if err:
+                raise RuntimeError(f"raw fetch: error {err} at offset {offset}")
+            pos += 30
+            aborted = struct.unpack_from(">i", resp, pos)[0]
+            pos += 4 + 16 * max(aborted, 0) + 4
+            nbytes = struct.unpack_from(">i", resp, pos)[0]
+            pos += 4
+            end = pos + max(nbytes, 0)
+            while pos + 61 <= end:  # whole batches only: a trailing partial one is read again
+                base, length = struct.unpack_from(">qi", resp, pos)
+                if pos + 12 + length > end:
+                    break
+                offset = base + struct.unpack_from(">i", resp, pos + 23)[0] + 1
+                pos += 12 + length
+        return time.perf_counter() - start
+    finally:
+        sock.close()
+
+
 def wait_sealed(data_dir: Path, topic: str, timeout: float = 120) -> None:
     """Wait until every rolled segment of ``topic`` is sealed (only the active stream left)."""
     deadline = time.monotonic() + timeout
@@ -308,16 +377,37 @@ def catch_up_row(
         cpu1 = b.stats().cpu_s
         csecs = guarded(kind, "consume", consume, b.bootstrap, topic, sc, n) if secs else None
         cpu2 = b.stats().cpu_s
-        took[kind] = csecs
-        record(label, "records/s", kind, n / csecs if csecs else None)
-        record(label, "MB/s", kind, mb / csecs if csecs else None)
-        record(label, "broker CPU s / M records", kind, (cpu2 - cpu1) / n * 1e6 if csecs else None, False)
+        record(label, "records/s (confluent-kafka)", kind, n / csecs if csecs else None)
+        record(label, "MB/s (confluent-kafka)", kind, mb / csecs if csecs else None)
+        record(
+            label,
+            "broker CPU s / M records (confluent-kafka)",
+            kind,
+            (cpu2 - cpu1) / n * 1e6 if csecs else None,
+            False,
+        )
+        if secs and kind == "pylog":
+            guarded(kind, "restart", b.restart)  # cold again for the second reader
+        cpu3 = b.stats().cpu_s
+        rsecs = guarded(kind, "raw fetch", raw_fetch, b.bootstrap, topic, n) if secs else None
+        cpu4 = b.stats().cpu_s
+        took[kind] = rsecs
+        record(label, "MB/s (plain Fetch client)", kind, mb / rsecs if rsecs else None)
+        record(
+            label,
+            "broker CPU s / M records (plain Fetch client)",
+            kind,
+            (cpu4 - cpu3) / n * 1e6 if rsecs else None,
+            False,
+        )
         guarded(kind, "delete topic", delete_topic, b.bootstrap, topic)
     loop = loopback_seconds(n * sc.size)
     for kind in brokers:
         record(label, "MB/s loopback limit (same bytes)", kind, mb / loop)
-        csecs = took.get(kind)
-        record(label, "fraction of loopback limit", kind, loop / csecs if csecs else None)
+        rsecs = took.get(kind)
+        record(
+            label, "fraction of loopback limit (plain Fetch client)", kind, loop / rsecs if rsecs else None
+        )
 
 
 def records_for(sc: Scenario, base: int) -> int:
