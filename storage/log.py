@@ -662,7 +662,8 @@ class SegmentRewrite:
         in for `seg`; `cleaned` marks it as compacted."""
         log = self._log
         written = write_segment(log.dir, seg.base_offset, blocks, sealed=True,
-                                compression=log.config.segment_compression, wire=log.wire_encoder)
+                                compression=log.config.segment_compression,
+                                wire=log.wire_encoder if log.config.segment_wire else None)
         return log._swap_in(seg, written, cleaned=cleaned)
 
     def remove(self, seg: Segment) -> bool:

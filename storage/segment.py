@@ -279,7 +279,8 @@ class Segment:
     def wire(self) -> tuple[memoryview, np.ndarray] | None:
         """A sealed segment's `.wire` file mapped, with each batch's position in it (and the end
         last), if the file exists and matches `.batches`; None otherwise (encode from Arrow)."""
-        if not self._wire_checked:
+        wire = self._wire
+        if wire is None and not self._wire_checked:
             self._wire_checked = True
             view = map_wire(self.path(WIRE_EXT)) if self.sealed and not self.readonly else None
             if view is not None:
@@ -288,10 +289,10 @@ class Segment:
                     Stats.wire_rejected += 1
                 else:
                     Stats.wire_maps += 1
-                    self._wire = (view, starts)
-        if self._wire is not None:
-            MAPPED_SEGMENTS.touch(self)
-        return self._wire
+                    wire = self._wire = (view, starts)
+        if wire is not None:
+            MAPPED_SEGMENTS.touch(self)  # may unmap another segment; ours is in `wire` either way
+        return wire
 
     def wire_batches(self, first: int, stop: int) -> list[memoryview] | None:
         """RecordBatch v2 bytes of batches [first, stop) as slices of the mapped `.wire` file (no

@@ -216,3 +216,16 @@ def test_interrupted_swap_keeps_wire_and_batches_together(tmp_path: Path, crash_
     )
     assert type(got[0]) is memoryview
     log.close()
+
+
+def test_topic_config_turns_the_wire_file_off(tmp_path: Path) -> None:
+    assert LogConfig().segment_wire is True
+    off = LogConfig.from_kafka({"pylog.segment.wire": "false", "segment.bytes": "3000"})
+    assert off.segment_wire is False and off.to_kafka()["pylog.segment.wire"] == "false"
+    with pytest.raises(ValueError, match="true or false"):
+        LogConfig.from_kafka({"pylog.segment.wire": "yes"})
+    log = _log(tmp_path / "t-0", off)
+    assert _wires(tmp_path / "t-0") == []
+    got = log.read_wire(0, 1 << 30)
+    assert not any(type(b) is memoryview for b in got)
+    log.close()
