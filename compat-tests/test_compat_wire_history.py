@@ -48,10 +48,11 @@ def check(broker: BrokerProcess, topic: str, sent: list[Rec], client: str) -> No
 
 
 def test_history_from_wire_files_after_restart(own_broker: BrokerProcess, topic_name: str) -> None:
-    create_topic(own_broker.bootstrap, topic_name, configs={"segment.bytes": "20000"})
+    create_topic(own_broker.bootstrap, topic_name, configs={"segment.bytes": "6000"})
     sent = workload()
-    produce("confluent-kafka", own_broker.bootstrap, topic_name, sent[: N // 2], compression="none")
-    produce("kafka-python", own_broker.bootstrap, topic_name, sent[N // 2 :], compression="lz4")
+    for i in range(0, N, 40):  # several batches, so several segments
+        client, codec = ("confluent-kafka", "none") if i < N // 2 else ("kafka-python", "lz4")
+        produce(client, own_broker.bootstrap, topic_name, sent[i : i + 40], compression=codec)
     wires = wait_sealed(own_broker.data_dir, topic_name)
     assert len(wires) >= 3
     own_broker.restart()
