@@ -19,8 +19,7 @@ pytestmark = pytest.mark.timeout(240)
 
 def workload(n: int = N) -> list[Rec]:
     return [
-        Rec(b"history %d " % i * 8, b"k%d" % (i % 50), (("n", b"%d" % i),), BASE + i, 0)
-        for i in range(n)
+        Rec(b"history %d " % i * 8, b"k%d" % (i % 50), (("n", b"%d" % i),), BASE + i, 0) for i in range(n)
     ]
 
 
