@@ -491,7 +491,7 @@ class Segment:
         if self._files is not None:
             for f in self._files:
                 f.close()
-        self._wire = None
+        self._wire, self._wire_checked = None, False
         MAPPED_SEGMENTS.forget(self)
 
     def delete_files(self) -> None:

@@ -366,7 +366,7 @@ class Partition:
         total = 0
         # history: sealed segments' `.wire` slices as they are, other batches encoded from Arrow
         for b in self.log.read_wire(offset, max_bytes, max_offset=max_offset, min_one=min_one):
-            data = b if type(b) is memoryview else encode_stored(b.meta, b.records)  # type: ignore[union-attr]
+            data = b if isinstance(b, memoryview) else encode_stored(b.meta, b.records)
             total += len(data)
             if total > max_bytes and (out or not min_one):
                 break  # stored sizes are estimates when the bytes were re-encoded
