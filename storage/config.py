@@ -33,6 +33,8 @@ class LogConfig:
     message_timestamp_type: str = field(default="CreateTime", metadata={"kafka": "message.timestamp.type"})
     max_message_bytes: int = field(default=1048588, metadata={"kafka": "max.message.bytes"})
     segment_compression: str = field(default="producer", metadata={"kafka": "pylog.segment.compression"})
+    # `pylog.segment.wire`: sealed segments keep their Kafka batches' wire bytes (`.wire`, wire.py)
+    segment_wire: bool = field(default=True, metadata={"kafka": "pylog.segment.wire"})
 
     def __post_init__(self) -> None:
         if self.cleanup_policy.replace(" ", "") not in _POLICIES:
@@ -68,7 +70,12 @@ class LogConfig:
                 if strict:
                     raise ValueError(f"unknown topic config {name!r}")
                 continue
-            if f.type in ("int", int):
+            if f.type in ("bool", bool):
+                value = str(raw).strip().lower()
+                if value not in ("true", "false"):
+                    raise ValueError(f"{name} must be true or false, not {raw!r}")
+                kwargs[f.name] = value == "true"
+            elif f.type in ("int", int):
                 kwargs[f.name] = int(raw)
             elif f.type in ("float", float):
                 kwargs[f.name] = float(raw)
@@ -78,8 +85,12 @@ class LogConfig:
 
     def to_kafka(self) -> dict[str, str]:
         """Kafka names to string values (DescribeConfigs)."""
-        return {f.metadata["kafka"]: str(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {f.metadata["kafka"]: _kafka_str(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
     def kafka_names(cls) -> list[str]:
         return [f.metadata["kafka"] for f in dataclasses.fields(cls)]
+
+
+def _kafka_str(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)
