@@ -60,6 +60,7 @@ from pylog.quotas.client import ClientQuotas
 from pylog.schema_registry.validation import SchemaValidation
 from pylog.security.node import NodeSecurity, image_credentials
 from pylog.security.quotas import ConnectionQuotas
+from pylog.tiered.settings import RemoteTierSettings
 from pylog.txn import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
@@ -134,6 +135,8 @@ class Broker:
         self.servers: list[KafkaServer] = []
         self.schema_registry: Any = None  # pylog.schema_registry.http.RegistryServer when configured
         self.schema_validation = SchemaValidation(None)
+        # the remote tier (remote.log.storage.system.enable without a usable store stops the start here)
+        self.remote_tier = RemoteTierSettings.from_config(config)
         # Iceberg tables of topics (bad catalog settings stop the start here)
         self.iceberg = IcebergMaterializers(self.node_id, config, self.data_dir, started_image,
                                             self._own_client, clock)

@@ -52,6 +52,7 @@ from pylog.cluster.config_control import (
     validate_new_topic_configs,
     validate_resource,
     validate_resource_name,
+    validate_topic_set,
 )
 from pylog.cluster.feature_control import FeatureUpdate, FeatureUpdateResult, update_features
 from pylog.cluster.image import MetadataImage
@@ -379,6 +380,7 @@ class QuorumController:
                 )
             placement = self._place(partitions, rf, live)
         validate_new_topic_configs(t.configs)
+        validate_topic_set({k: v for k, v in t.configs.items() if v is not None}, self.broker_settings)
         tid = self._new_topic_id()
         configs = {k: v for k, v in t.configs.items() if v is not None}
         records: list[MetadataRecord] = [TopicRecord(t.name, tid)]
@@ -562,6 +564,8 @@ class QuorumController:
                 changes = changes_of(rt, current, req)
                 merged = {k: v for k, v in {**current, **changes}.items() if v is not None}
                 validate_resource(rt, name, merged, self.broker_settings)
+                if rt == ConfigResourceType.TOPIC:
+                    validate_topic_set(merged, self.broker_settings, current)
             except (_Invalid, ConfigValidationError) as e:
                 results.append(ConfigResult(rt, name, e.code, e.message))
                 continue
