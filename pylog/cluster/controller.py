@@ -68,6 +68,7 @@ from pylog.cluster.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from pylog.cluster.remote_log_control import RemoteLogControl, RemoteLogProposal, RemoteLogProposalResult
 from pylog.cluster.replica_control import (
     ElectionResult,
     IsrChange,
@@ -264,6 +265,7 @@ class QuorumController:
             lambda: self._image, self._collect, self.sessions, unclean=self._unclean
         )
         self._replicas = ReplicaControl(lambda: self._image, self._collect)
+        self._remote = RemoteLogControl(lambda: self._image, self._collect)
         self._acls = AclControl(lambda: self._image, self._collect, random.Random(rng.getrandbits(64)))
         self._quotas = QuotaControl(lambda: self._image, self._collect)
 
@@ -630,6 +632,14 @@ class QuorumController:
         if not self._active:
             return ControllerResult((), (ErrorCode.NOT_CONTROLLER, []))
         return self._run(lambda: self._replicas.alter_partition(broker_id, broker_epoch, changes))
+
+    def remote_log_segments(
+        self, broker_id: int, broker_epoch: int, proposals: Sequence[RemoteLogProposal]
+    ) -> ControllerResult[tuple[int, list[RemoteLogProposalResult]]]:
+        """A partition leader's remote log segment transitions (see ``remote_log_control``)."""
+        if not self._active:
+            return ControllerResult((), (ErrorCode.NOT_CONTROLLER, []))
+        return self._run(lambda: self._remote.propose(broker_id, broker_epoch, proposals))
 
     def elect_leaders(
         self, election_type: int, partitions: Sequence[tuple[str, int]] | None
