@@ -37,6 +37,7 @@ from pylog.broker.metadata import BrokerMetadata, MetadataSource, load_meta_prop
 from pylog.broker.partition import Partition
 from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.publisher import ReplicaPublisher
+from pylog.broker.remote_log_manager import RemoteLogManager
 from pylog.broker.replica_fetcher import ReplicaFetcherManager
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.server import KafkaServer
@@ -132,6 +133,7 @@ class Broker:
         self.markers: MarkerWriter | None = None
         self.fetchers: ReplicaFetcherManager | None = None
         self.isr: IsrManager | None = None
+        self.remote_log: RemoteLogManager | None = None
         self.servers: list[KafkaServer] = []
         self.schema_registry: Any = None  # pylog.schema_registry.http.RegistryServer when configured
         self.schema_validation = SchemaValidation(None)
@@ -441,6 +443,12 @@ class Broker:
         for server in self.servers:
             await server.serve()
         self.maintenance.start()
+        if self.remote_tier is not None:
+            self.remote_log = RemoteLogManager(
+                self.node_id, self.remote_tier, self.replicas, lambda: source.image, controller,
+                broker_epoch=lambda: self.broker_epoch, now_ms=self.clock.wall_ms,
+            )
+            await self.remote_log.start()
         await self._start_schema_registry()
         self.iceberg.start()
 
@@ -521,6 +529,8 @@ class Broker:
             self.txn.stop()
         if self.markers is not None:
             self.markers.close()
+        if self.remote_log is not None:
+            await self.remote_log.stop()
         self.maintenance.stop()
         for part in self.replicas.snapshot():
             part.wake()
