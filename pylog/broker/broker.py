@@ -449,6 +449,8 @@ class Broker:
                 broker_epoch=lambda: self.broker_epoch, now_ms=self.clock.wall_ms,
             )
             await self.remote_log.start()
+            if self.fetchers is not None:
+                self.fetchers.tiered_offset = self.remote_log.tiered_offset
         await self._start_schema_registry()
         self.iceberg.start()
 

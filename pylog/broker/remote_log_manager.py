@@ -188,9 +188,9 @@ class RemoteLogManager:
         if not committed:
             return
         if part.log_start_offset > image.remote.recorded_start(tid, idx):  # DeleteRecords reaches the store
-            start = {"topic_id": tid, "partition_index": idx, "leader_epoch": epoch, "segment_id": None,
+            moved = {"topic_id": tid, "partition_index": idx, "leader_epoch": epoch, "segment_id": None,
                      "log_start_offset": part.log_start_offset}
-            await self._propose(part, epoch, [start])
+            await self._propose(part, epoch, [moved])
         cfg = part.log_config
         end = committed[-1].end_offset
         local_only = sum(i.size_bytes for i in part.log.segment_infos() if i.base_offset > end)
@@ -329,7 +329,7 @@ class RemoteLogManager:
         """Objects of topics the metadata no longer has (deleted topics) go after the grace period."""
         assert self.io is not None
         store = self.io.store
-        names = await self.io.run("list topics", store.children, "")
+        names: Any = await self.io.run("list topics", store.children, "")
         gone = []
         for name in names:
             head, _, hexid = name.rpartition("-")
@@ -399,6 +399,12 @@ class RemoteLogManager:
                 return False
             await asyncio.sleep(0.02)
         return True
+
+    def tiered_offset(self, part: Partition) -> int | None:
+        """One past the last committed remote offset of ``part`` (None: nothing remote): where a
+        follower below its leader's local log start begins (KIP-1023)."""
+        segments = self._image().remote_segments(part.topic, part.topic_id, part.index)
+        return segments[-1].end_offset + 1 if segments else None
 
     def stats(self) -> dict[str, float]:
         """Bytes uploaded and seconds spent uploading (for measurements and cluster info)."""
