@@ -54,17 +54,24 @@ log = logging.getLogger(__name__)
 
 IMAGE_WAIT_S = 10.0
 COPIES_PER_TICK = 8
-# Test-only: kill this process with SIGKILL at a named point of the copy / delete sequence
-# (after-upload: objects written, COPY_SEGMENT_FINISHED not proposed; after-commit: committed,
-# manifest not written; before-local-delete: local segments about to go).
+# Test-only: ``<point>:<marker file>`` kills this process with SIGKILL at a named point of the
+# copy / delete sequence, once per marker file (after-upload: objects written,
+# COPY_SEGMENT_FINISHED not proposed; after-commit: committed, manifest not written;
+# before-local-delete: local segments about to go).
 CRASH_ENV = "PYLOG_TEST_REMOTE_CRASH_AT"
 Key = tuple[uuid.UUID, int]
 
 
 def _crash_point(name: str) -> None:
-    if os.environ.get(CRASH_ENV) == name:
-        log.warning("remote tier: test crash point %s", name)
-        os.kill(os.getpid(), signal.SIGKILL)
+    point, _, marker = os.environ.get(CRASH_ENV, "").partition(":")
+    if point != name or not marker:
+        return
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return  # this crash happened already
+    log.warning("remote tier: test crash point %s", name)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def segment_epochs(entries: list[tuple[int, int]], base: int, end: int) -> tuple[tuple[int, int], ...]:
