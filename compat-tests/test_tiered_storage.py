@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
 from compat_broker import BrokerProcess, used_brokers
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from pylog.storage import read_segments
 from pylog.storage.remote_layout import (
     RemoteManifest,
@@ -158,6 +158,58 @@ def test_single_broker_copies_commits_and_drops_local_segments(
         assert merged == list(range(RECORDS + 500))
         # superseded manifests are collected after the grace period
         wait_for(lambda: len(manifest_versions(store, m2.prefix)) <= 2, 20, "old manifests collected")
+
+
+def low_watermark(bootstrap: str, topic: str) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"wm-{uuid.uuid4().hex[:6]}"})
+    try:
+        return int(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[0])
+    finally:
+        c.close()
+
+
+def test_delete_records_retention_orphans_and_topic_deletion_reach_the_store(
+    tmp_path: Path, tiered_broker: BrokerProcess
+) -> None:
+    b = tiered_broker
+    store = open_remote_store(f"file://{tmp_path / 'remote'}")
+    topic = f"tiered-{uuid.uuid4().hex[:8]}"
+    create_topic(b.bootstrap, topic)
+    assert produce(b.bootstrap, topic, RECORDS) == RECORDS
+    m = wait_for(lambda: (x := manifest_of(store, topic)) and x.end_offset > 1500 and x, 30, "copies")
+    # an object the metadata does not know (a deposed leader's late upload) goes after the grace period
+    orphan = f"{m.prefix}/segments/{0:020d}-99-{'ab' * 16}.arrow"
+    store.put_bytes(orphan, b"late upload")
+    wait_for(lambda: not store.exists(orphan), 20, "the orphan collected")
+
+    # DeleteRecords: the log start moves into the remote range; segments wholly below it leave the store
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for f in admin.delete_records([TopicPartition(topic, 0, 1000)]).values():
+        f.result(timeout=30)
+    assert low_watermark(b.bootstrap, topic) == 1000
+    below = [s for s in m.segments if s.end_offset < 1000]
+    assert below
+
+    def trimmed() -> RemoteManifest | None:
+        x = manifest_of(store, topic)
+        ok = x and x.log_start_offset == 1000 and all(s.end_offset >= 1000 for s in x.segments)
+        return x if ok else None
+
+    wait_for(trimmed, 20, "the manifest to start at 1000")
+    wait_for(lambda: not any(store.exists(segment_key(m.prefix, s, ".arrow")) for s in below), 20,
+             "the objects of segments below the log start deleted after the grace period")
+
+    # retention.ms: remote segments expire, the log start moves past them
+    alter = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([alter]).values():
+        f.result(timeout=30)
+    wait_for(lambda: low_watermark(b.bootstrap, topic) > 2000, 30, "retention to move the log start")
+
+    # topic deletion: the topic's directory leaves the store after the grace period
+    for f in admin.delete_topics([topic], operation_timeout=30).values():
+        f.result(timeout=30)
+    wait_for(lambda: not topic_dirs(store, topic), 30, "the deleted topic's objects collected")
 
 
 # --- a 3-node cluster on an S3-compatible store (moto's server), with crashes ----------------------

@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import pyarrow.fs as pafs
 from pylog.protocol.errors import ErrorCode
 from pylog.storage.remote_layout import (
     SEGMENT_FILES,
@@ -85,6 +86,11 @@ def segment_epochs(entries: list[tuple[int, int]], base: int, end: int) -> tuple
         else:
             out.append((epoch, start))
     return tuple(out)
+
+
+def _delete_tree(fs: pafs.FileSystem, path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        fs.delete_dir(path)
 
 
 class RemoteLogManager:
@@ -350,6 +356,8 @@ class RemoteLogManager:
             objects = await self.io.run(f"list {name}", store.list, name)
             log.info("remote tier: deleting %d objects of deleted topic directory %s", len(objects), name)
             await self.io.run(f"delete {name}", store.delete, [o.key for o in objects])
+            if isinstance(store.fs, pafs.LocalFileSystem):  # a directory tree is left behind
+                await self.io.run(f"delete {name}/", _delete_tree, store.fs, store.path(name))
 
     # -- proposals -----------------------------------------------------------------------------
 
