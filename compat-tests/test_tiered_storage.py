@@ -313,3 +313,41 @@ def test_cluster_crashes_lose_nothing_and_leave_nothing_dangling(
         assert not missing, f"acknowledged offsets missing: {missing[:10]}"
         assert all(held[o] == v for o, v in acked.items()), "every acknowledged record as written"
         assert sorted(held) == list(range(len(held))), "offsets from 0 without a gap"
+
+
+@pytest.mark.timeout(120)
+def test_a_replica_that_lost_its_disk_fetches_only_the_local_part(
+    cluster_factory: Any, tmp_path: Path
+) -> None:
+    import shutil
+
+    remote = tmp_path / "remote"
+    cluster = cluster_factory(3, config=tier_config(f"file://{remote}"))
+    bootstrap = cluster.bootstrap_servers
+    topic = f"tiered-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, rf=3, **{"min.insync.replicas": "2"})
+    acked = produce_tracked(bootstrap, topic, RECORDS, 0)
+    assert len(acked) == RECORDS
+    leader = leader_of(bootstrap, topic)
+    leader_dir = cluster.node(leader).data_dir / f"{topic}-0"
+    wait_for(lambda: min(local_values(leader_dir)) > 1000, 40, "the leader to drop local segments")
+    follower = next(n for n in (1, 2, 3) if n != leader)
+    cluster.stop_node(follower)
+    shutil.rmtree(cluster.node(follower).data_dir / f"{topic}-0")
+    cluster.start_node(follower)
+    follower_dir = cluster.node(follower).data_dir / f"{topic}-0"
+
+    def caught_up() -> dict[int, bytes] | None:
+        if not follower_dir.exists():
+            return None
+        held = local_values(follower_dir)
+        return held if held and max(held) == RECORDS - 1 else None
+
+    held = wait_for(caught_up, 40, "the follower to catch up")
+    store = open_remote_store(f"file://{remote}")
+    m = manifest_of(store, topic)
+    assert m is not None and m.segments
+    assert min(held) > 0, "the follower did not copy the history the store holds"
+    assert min(held) <= m.end_offset + 1, "no gap between the store and the follower's disk"
+    assert sorted(held) == list(range(min(held), RECORDS))
+    assert all(held[o] == acked[o] for o in held)
