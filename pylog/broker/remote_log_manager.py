@@ -119,6 +119,7 @@ class RemoteLogManager:
         self._never_committed: set[str] = set()
         self._manifested: dict[Key, tuple[int, int]] = {}  # version known in the store, its last offset
         self._grace: dict[Any, dict[str, int]] = {}  # first-seen times of things awaiting the grace
+        self._listed_ms: dict[Key, int] = {}  # when each partition's objects were last listed
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -323,6 +324,12 @@ class RemoteLogManager:
     async def _collect_orphans(self, part: Partition, prefix: str) -> None:
         assert self.io is not None
         key = (part.topic_id, part.index)
+        now = self._now_ms()
+        # LIST calls stay few: a partition's objects are listed at most twice per grace period
+        # (and at most every minute), whatever the task interval
+        if now - self._listed_ms.get(key, -(1 << 62)) < min(self.settings.grace_ms // 2, 60000):
+            return
+        self._listed_ms[key] = now
         store = self.io.store
         objects = await self.io.run("list segments", store.list, f"{prefix}/segments")
         known = {e.segment.segment_id for e in self._entries(part)} | self._in_flight.get(key, set())
@@ -420,6 +427,17 @@ class RemoteLogManager:
         follower below its leader's local log start begins (KIP-1023)."""
         segments = self._image().remote_segments(part.topic, part.topic_id, part.index)
         return segments[-1].end_offset + 1 if segments else None
+
+    def upload_lag(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """(segments, bytes) of sealed local data not yet remote, per tiered partition led here."""
+        out: dict[tuple[str, int], tuple[int, int]] = {}
+        for part in self.replicas.snapshot():
+            if not part.is_leader or not part.log_config.remote_storage_enable:
+                continue
+            start = self.tiered_offset(part) or part.log_start_offset
+            waiting = [i for i in part.log.segment_infos()[:-1] if i.next_offset > start]
+            out[(part.topic, part.index)] = (len(waiting), sum(i.size_bytes for i in waiting))
+        return out
 
     def stats(self) -> dict[str, float]:
         """Bytes uploaded and seconds spent uploading (for measurements and cluster info)."""
