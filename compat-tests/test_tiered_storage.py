@@ -259,6 +259,23 @@ def local_values(partition_dir: Path) -> dict[int, bytes]:
     raise AssertionError(f"{partition_dir} kept changing under the reader")
 
 
+def remote_states(node_dir: Path) -> dict[str, int]:
+    """The last state of every remote log segment in a node's metadata log (read from its files)."""
+    from pylog.cluster.metadata_log import scan_frames
+    from pylog.cluster.records import RemoteLogSegmentRecord, decode_records
+    from pylog.cluster.voters import is_control
+
+    states: dict[str, int] = {}
+    for f in sorted((node_dir / "__cluster_metadata-0").glob("*.log")):
+        entries, _, _ = scan_frames(f.read_bytes(), int(f.stem))
+        for e in entries:
+            if e.data and not is_control(e.data):
+                for r in decode_records(e.data):
+                    if isinstance(r, RemoteLogSegmentRecord):
+                        states[r.segment_id] = r.state
+    return states
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("fault", ["after-upload", "after-commit", "before-local-delete", "leader-kill"])
 def test_cluster_crashes_lose_nothing_and_leave_nothing_dangling(
@@ -313,6 +330,16 @@ def test_cluster_crashes_lose_nothing_and_leave_nothing_dangling(
         assert not missing, f"acknowledged offsets missing: {missing[:10]}"
         assert all(held[o] == v for o, v in acked.items()), "every acknowledged record as written"
         assert sorted(held) == list(range(len(held))), "offsets from 0 without a gap"
+        # no dangling metadata: every segment is committed (and in the manifest) or fully deleted
+        def clean() -> dict[str, int] | None:
+            states = remote_states(cluster.node(leader).data_dir)
+            live = {sid for sid, st in states.items() if st != 3}
+            ok = live == {seg.segment_id for seg in (manifest_of(store, topic) or m).segments}
+            return states if ok and all(st in (1, 3) for st in states.values()) else None
+
+        states = wait_for(clean, 20, "no remote segment left half copied or half deleted")
+        if fault in ("after-upload", "leader-kill"):
+            assert 3 in states.values() or fault == "leader-kill", "the unfinished copy was deleted"
 
 
 @pytest.mark.timeout(120)
