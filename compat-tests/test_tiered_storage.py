@@ -212,6 +212,55 @@ def test_delete_records_retention_orphans_and_topic_deletion_reach_the_store(
     wait_for(lambda: not topic_dirs(store, topic), 30, "the deleted topic's objects collected")
 
 
+def test_a_stalled_store_delays_copies_and_loses_nothing(
+    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto's server is stopped (SIGSTOP) while segments wait to be copied: requests that meet it
+    time out (1 s) and are retried, unfinished copies are cleaned up, and once the store answers
+    again every acknowledged record is held once by the store plus the broker's disk."""
+    from pylog.testing_s3 import S3TestServer
+
+    with S3TestServer() as s3:
+        for k, v in s3.env.items():  # credentials by the usual AWS names
+            monkeypatch.setenv(k, v)
+        uri = s3.uri("tier")
+        b = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", config=tier_config(uri, **{
+            "remote.log.storage.s3.endpoint": s3.endpoint_url, "remote.log.storage.s3.region": "us-east-1",
+            "remote.log.storage.s3.request.timeout.ms": "1000"}))
+        used_brokers(request.node).append(b)
+        b.start()
+        try:
+            topic = f"tiered-{uuid.uuid4().hex[:8]}"
+            create_topic(b.bootstrap, topic)
+            assert produce(b.bootstrap, topic, 1500) == 1500
+            s3.pause()
+            try:
+                # the produce path never waits for the store
+                assert produce(b.bootstrap, topic, 1500, 1500) == 1500
+                time.sleep(4)
+            finally:
+                s3.resume()
+            store = open_remote_store(uri, s3.options)
+            part_dir = tmp_path / "data" / f"{topic}-0"
+
+            def settled() -> RemoteManifest | None:
+                m = manifest_of(store, topic)
+                if m is None or m.end_offset < 2400:
+                    return None
+                keys = {o.key for o in store.list(f"{m.prefix}/segments")}
+                wanted = {segment_key(m.prefix, s, ext) for s in m.segments
+                          for ext in (".arrow", ".index", ".timeindex", ".batches")}
+                return m if keys == wanted else None
+
+            m = wait_for(settled, 45, "copies to resume once the store answers")
+            remote = remote_values(store, m)
+            local = local_values(part_dir)
+            held = {**remote, **local}
+            assert sorted(held) == list(range(RECORDS))
+        finally:
+            b.stop()
+
+
 # --- a 3-node cluster on an S3-compatible store (moto's server), with crashes ----------------------
 
 
@@ -291,7 +340,8 @@ def test_cluster_crashes_lose_nothing_and_leave_nothing_dangling(
             monkeypatch.setenv("PYLOG_TEST_REMOTE_CRASH_AT", f"{fault}:{marker}")
         uri = s3.uri("tier")
         cluster = cluster_factory(3, config=tier_config(uri, **{
-            "remote.log.storage.s3.endpoint": s3.endpoint_url, "remote.log.storage.s3.region": "us-east-1"}))
+            "remote.log.storage.s3.endpoint": s3.endpoint_url, "remote.log.storage.s3.region": "us-east-1",
+            "remote.log.storage.s3.request.timeout.ms": "1000"}))
         bootstrap = cluster.bootstrap_servers
         topic = f"tiered-{uuid.uuid4().hex[:8]}"
         create_topic(bootstrap, topic, rf=3, **{"min.insync.replicas": "2"})

@@ -283,7 +283,7 @@ class RemoteLogManager:
         manifest = RemoteManifest(part.topic, tid, idx, version,
                                   image.remote.recorded_start(tid, idx) if start is None else start, segments)
         key = manifest_key(prefix, version)
-        await self.io.run("write manifest", self.io.store.put_bytes, key, manifest.encode())
+        await self.io.put_bytes("write manifest", key, manifest.encode())
         self._manifested[(tid, idx)] = (version, segments[-1].end_offset if segments else -1)
 
     async def _manifested_end(self, part: Partition) -> int:
