@@ -428,3 +428,52 @@ def test_a_replica_that_lost_its_disk_fetches_only_the_local_part(
     assert min(held) <= m.end_offset + 1, "no gap between the store and the follower's disk"
     assert sorted(held) == list(range(min(held), RECORDS))
     assert all(held[o] == acked[o] for o in held)
+
+
+@pytest.mark.timeout(120)
+def test_a_store_refusing_and_timing_out_a_share_of_requests(
+    cluster_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Brokers reach moto through a seeded fault proxy answering SlowDown to 15% of requests and
+    stalling 5% past the request timeout while records are produced and a leader is killed; the
+    store ends holding exactly the committed segments and every acknowledged record is held once."""
+    import random
+
+    from pylog.testing_s3 import S3FaultProxy, S3TestServer
+
+    seed = random.Random().randrange(1 << 16)
+    with S3TestServer() as s3, S3FaultProxy(s3.endpoint_url, seed=seed, refuse=0.15, delay=0.05,
+                                            delay_s=2.5) as proxy:
+        for k, v in s3.env.items():
+            monkeypatch.setenv(k, v)
+        uri = s3.uri("tier")
+        cluster = cluster_factory(3, config=tier_config(uri, **{
+            "remote.log.storage.s3.endpoint": proxy.endpoint_url, "remote.log.storage.s3.region": "us-east-1",
+            "remote.log.storage.s3.request.timeout.ms": "1000"}))
+        bootstrap = cluster.bootstrap_servers
+        topic = f"tiered-{uuid.uuid4().hex[:8]}"
+        create_topic(bootstrap, topic, rf=3, **{"min.insync.replicas": "2"})
+        acked = produce_tracked(bootstrap, topic, 1500, 0)
+        cluster.kill(leader_of(bootstrap, topic))
+        acked.update(produce_tracked(bootstrap, topic, 1500, 1500))
+        for n in (1, 2, 3):
+            cluster.start_node(n)
+        proxy.set_faults()  # the weather clears; what was left half done must be finished or undone
+        store = open_remote_store(uri, s3.options)
+
+        def settled() -> RemoteManifest | None:
+            m = manifest_of(store, topic)
+            if m is None or m.end_offset < len(acked) - 600:
+                return None
+            keys = {o.key for o in store.list(f"{m.prefix}/segments")}
+            wanted = {segment_key(m.prefix, s, ext) for s in m.segments
+                      for ext in (".arrow", ".index", ".timeindex", ".batches")}
+            return m if keys == wanted else None
+
+        m = wait_for(settled, 60, f"the store to hold exactly the committed segments (seed {seed})")
+        assert proxy.counts["refused"] > 0, f"faults were injected (seed {seed}): {proxy.counts}"
+        leader = leader_of(bootstrap, topic)
+        held = {**remote_values(store, m), **local_values(cluster.node(leader).data_dir / f"{topic}-0")}
+        lost = [o for o, v in acked.items() if held.get(o) != v]
+        assert not lost, f"acknowledged records missing (seed {seed}): {lost[:10]}"
+        assert sorted(held) == list(range(len(held)))
