@@ -35,6 +35,10 @@ class LogConfig:
     segment_compression: str = field(default="producer", metadata={"kafka": "pylog.segment.compression"})
     # `pylog.segment.wire`: sealed segments keep their Kafka batches' wire bytes (`.wire`, wire.py)
     segment_wire: bool = field(default=True, metadata={"kafka": "pylog.segment.wire"})
+    # the remote tier (KIP-405): -2 local retention means "the same as retention.ms / .bytes"
+    remote_storage_enable: bool = field(default=False, metadata={"kafka": "remote.storage.enable"})
+    local_retention_ms: int = field(default=-2, metadata={"kafka": "local.retention.ms"})
+    local_retention_bytes: int = field(default=-2, metadata={"kafka": "local.retention.bytes"})
 
     def __post_init__(self) -> None:
         if self.cleanup_policy.replace(" ", "") not in _POLICIES:
@@ -49,6 +53,14 @@ class LogConfig:
             raise ValueError("segment.bytes must be at least 14")
         if self.segment_index_bytes < 4 * 80:
             raise ValueError("segment.index.bytes too small")
+
+    @property
+    def effective_local_retention_ms(self) -> int:
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        return self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
 
     @property
     def compact(self) -> bool:
