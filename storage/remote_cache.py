@@ -47,6 +47,7 @@ class CacheStats:
         self.gets = 0
         self.bytes_fetched = 0
         self.prefetches = 0
+        self.objects: set[str] = set()  # keys read from
 
 
 class RemoteReadCache:
@@ -87,6 +88,10 @@ class RemoteReadCache:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def map(self, fn, items):  # type: ignore[no-untyped-def]
+        """``fn`` over ``items`` on the cache's threads (small whole-object reads in parallel)."""
+        return list(self._pool.map(fn, items))
 
     # -- reading ---------------------------------------------------------------------------------
 
@@ -183,6 +188,7 @@ class RemoteReadCache:
             self._inflight.pop(key, None)
             self.stats.gets += 1
             self.stats.bytes_fetched += data.size
+            self.stats.objects.add(f.key)
             if data.size <= self.budget:
                 self._lru[key] = data
                 self._bytes += data.size

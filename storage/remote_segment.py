@@ -192,7 +192,11 @@ class RemoteLog:
         start = self.log_start_offset if start_offset is None else max(start_offset, self.log_start_offset)
         end = self.log_end_offset if end_offset is None else min(end_offset, self.log_end_offset)
         parts: list[np.ndarray] = []
-        for seg in self.segments[self._first_segment(start):] if start < end else ():
+        first = self._first_segment(start)
+        wanted = [s for s in self.segments[first:] if s.base_offset < end] if start < end else []
+        if len(wanted) > 1:
+            self.cache.map(RemoteSegment.side, wanted)  # side files of many segments: GETs in parallel
+        for seg in wanted:
             if seg.base_offset >= end:
                 break
             b = seg.batches

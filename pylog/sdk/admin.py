@@ -26,7 +26,7 @@ T = TypeVar("T")
 
 EARLIEST, LATEST = -2, -1
 READ_UNCOMMITTED = 0
-TOPIC_RESOURCE = 2
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 ADMIN_TIMEOUT_MS = 30000
 
 
@@ -377,6 +377,19 @@ class AsyncAdmin:
             if r.error_code:
                 raise KafkaError(r.error_code, f"DescribeConfigs {r.resource_name!r}", r.error_message)
             out[r.resource_name] = {c.name: (c.value, _source(c.config_source)) for c in r.configs}
+        return out
+
+    async def broker_configs(self, broker_id: int) -> dict[str, str | None]:
+        """{config: value} of one broker (DescribeConfigs of its BROKER resource, asked of it)."""
+        body = {"resources": [{"resource_type": BROKER_RESOURCE, "resource_name": str(broker_id),
+                               "configuration_keys": None}],
+                "include_synonyms": False, "include_documentation": False}
+        resp = await self.client.request(ApiKey.DESCRIBE_CONFIGS, body, node=broker_id)
+        out: dict[str, str | None] = {}
+        for r in resp.results:
+            if r.error_code:
+                raise KafkaError(r.error_code, f"DescribeConfigs broker {broker_id}", r.error_message)
+            out.update({c.name: c.value for c in r.configs})
         return out
 
     async def create_topics(self, topics: Mapping[str, tuple[int, int, Mapping[str, str]]]
