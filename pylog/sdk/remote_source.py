@@ -73,8 +73,10 @@ def remote_spec(remote_storage: Any, storage_options: Any) -> RemoteStorageSpec 
 class RemoteTier:
     """The store and the manifests one read planned with (pinned on first use)."""
 
-    def __init__(self, spec: RemoteStorageSpec, *, cache_bytes: int | None = None) -> None:
+    def __init__(self, spec: RemoteStorageSpec, *, cache_bytes: int | None = None,
+                 pins: Mapping[tuple[str, int], tuple[uuid.UUID, int]] | None = None) -> None:
         self.spec = spec
+        self.pins = dict(pins or {})  # (topic, partition) -> (topic id, manifest version) planned elsewhere
         self.store = open_remote_store(spec.uri, spec.options)
         budget = cache_bytes or int(os.environ.get("PYLOG_REMOTE_CACHE_BYTES", DEFAULT_CACHE_BYTES))
         self.cache = RemoteReadCache(budget)
@@ -111,6 +113,9 @@ class RemoteTier:
 
     def manifest(self, topic: str, partition: int) -> RemoteManifest | None:
         key = (topic, partition)
+        if key not in self._manifests and key in self.pins:  # planned on a driver: that version, one GET
+            tid, version = self.pins[key]
+            self._manifests[key] = read_manifest(self.store, partition_prefix(topic, tid, partition), version)
         if key not in self._manifests:
             tid = self.topic_id(topic)
             self._manifests[key] = None if tid is None else \
@@ -143,10 +148,15 @@ class TieredKafkaSource:
     def partitions(self, topic: str) -> list[int]:
         return self.kafka.partitions(topic)  # type: ignore[no-any-return]
 
-    def _cut(self, topic: str, partition: int) -> tuple[int, int] | None:
-        """(remote start, first offset read through Kafka) of a partition with remote segments."""
-        if self.tier.remote_log(topic, partition) is None:
+    def _cut(self, topic: str, partition: int, *, upto: int | None = None) -> tuple[int, int] | None:
+        """(remote start, first offset read through Kafka) of a partition with remote segments. A
+        range ending within the remote segments needs no last stable offset of them (its planner
+        found it), so only a range reaching past them pays for reading every side file."""
+        log = self.tier.remote_log(topic, partition)
+        if log is None:
             return None
+        if upto is not None and upto <= log.log_end_offset:
+            return log.log_start_offset, log.log_end_offset
         (start, end), = self.store_reader.offset_bounds(topic, [partition]).values()
         return start, end
 
@@ -176,7 +186,7 @@ class TieredKafkaSource:
                                                                  PartitionRange | None]]:
         out = []
         for r in ranges:
-            cut = self._cut(r.topic, r.partition)
+            cut = self._cut(r.topic, r.partition, upto=r.end)
             if cut is None or r.start >= cut[1]:
                 out.append((r, None, r))
                 continue

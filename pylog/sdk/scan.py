@@ -37,7 +37,7 @@ class TopicSource(OffsetSource, Protocol):
 
 
 def open_source(data_dir: Any, bootstrap_servers: Any, fetch_options: Any = None,
-                remote: RemoteStorageSpec | None = None) -> TopicSource:
+                remote: RemoteStorageSpec | None = None, pins: Any = None) -> TopicSource:
     """A data directory (read the segments), bootstrap servers (Kafka protocol), or a remote store
     alone; with a store beside either of the first two, remote segments come from the store."""
     if (data_dir is not None and bootstrap_servers is not None) or \
@@ -49,7 +49,7 @@ def open_source(data_dir: Any, bootstrap_servers: Any, fetch_options: Any = None
     tier = None
     if remote is not None:
         from pylog.sdk.remote_source import RemoteTier
-        tier = RemoteTier(remote)
+        tier = RemoteTier(remote, pins=pins)
     if bootstrap_servers is None:
         from pylog.sdk.dir_source import DirTopicSource
         return DirTopicSource(data_dir, remote=tier)
