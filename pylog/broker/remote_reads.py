@@ -1,0 +1,163 @@
+"""Reads below the local log start, from the remote tier (Kafka's RemoteLogReader / DelayedRemoteFetch).
+
+A consumer Fetch whose offset lies in the committed remote segments and below the partition's
+local log start is answered from the store: the read (ranged GETs through a shared read-ahead
+cache, then the same re-encoding as a local sealed segment's batches) runs on a bounded thread
+pool, never on the event loop, and the Fetch response waits for it up to the request's max wait
+plus ``remote.fetch.max.wait.ms``; past that the partition answers without records and the consumer
+asks again. ListOffsets by timestamp searches remote segments the same way (pruned by their
+largest timestamp first). Where the remote segments are comes from ``RemoteLogMetadata``: the
+metadata image in a broker (a manifest-backed view in tests).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from pylog.storage.remote_cache import RemoteReadCache
+from pylog.storage.remote_layout import RemoteLogMetadata, RemoteLogSegment, partition_prefix
+from pylog.storage.remote_segment import RemoteLog
+from pylog.storage.remote_store import RemoteStore
+
+from pylog.broker.batch_bytes import encode_stored
+
+DEFAULT_CACHE_BYTES = 256 << 20
+DEFAULT_THREADS = 4
+DEFAULT_FETCH_MAX_WAIT_MS = 500  # Kafka's remote.fetch.max.wait.ms
+
+
+@dataclass(slots=True)
+class RemoteFetch:
+    """One partition of a Fetch to be read from the store (Kafka's RemoteStorageFetchInfo)."""
+
+    part: Any  # the Partition (its aborted transactions for read_committed)
+    log: RemoteLog
+    offset: int
+    max_bytes: int
+    upper: int
+    min_one: bool
+
+
+class RemoteReads:
+    """The broker's reads of the remote tier: which offsets it serves, and reading them off the loop."""
+
+    def __init__(self, store: RemoteStore, metadata: Callable[[], RemoteLogMetadata], *,
+                 cache_bytes: int = DEFAULT_CACHE_BYTES, threads: int = DEFAULT_THREADS,
+                 fetch_max_wait_ms: int = DEFAULT_FETCH_MAX_WAIT_MS) -> None:
+        self.store = store
+        self.metadata = metadata
+        self.cache = RemoteReadCache(cache_bytes)
+        self.fetch_max_wait_ms = fetch_max_wait_ms
+        self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="remote-fetch")
+        self._logs: dict[tuple[uuid.UUID, int], tuple[tuple[RemoteLogSegment, ...], int | None, RemoteLog]]
+        self._logs = {}
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        self.cache.close()
+
+    # -- what the remote tier holds ------------------------------------------------------------
+
+    def remote_log(self, part: Any) -> RemoteLog | None:
+        """The partition's committed remote segments (None when nothing is remote); rebuilt only
+        when the metadata's segment list changes."""
+        tid = _topic_id(part.topic_id)
+        if tid is None:
+            return None
+        md = self.metadata()
+        segments = md.remote_segments(part.topic, tid, part.index)
+        if not segments:
+            self._logs.pop((tid, part.index), None)
+            return None
+        start = md.remote_log_start_offset(part.topic, tid, part.index)
+        known = self._logs.get((tid, part.index))
+        if known is not None and (known[0] is segments or known[0] == segments) and known[1] == start:
+            return known[2]
+        log = RemoteLog(self.store, partition_prefix(part.topic, tid, part.index), segments, self.cache,
+                        log_start_offset=start)
+        self._logs[(tid, part.index)] = (segments, start, log)
+        return log
+
+    def log_start_offset(self, part: Any) -> int:
+        """The partition's log start offset over both tiers (Kafka's logStartOffset)."""
+        local = part.log_start_offset
+        tid = _topic_id(part.topic_id)
+        start = None if tid is None else self.metadata().remote_log_start_offset(part.topic, tid, part.index)
+        return local if start is None else min(local, start)
+
+    def latest_tiered_offset(self, part: Any) -> int:
+        """ListOffsets LATEST_TIERED (-5): the highest offset in the store, -1 when none."""
+        log = self.remote_log(part)
+        return -1 if log is None else log.log_end_offset - 1
+
+    def plan(self, part: Any, offset: int, max_bytes: int, upper: int, min_one: bool) -> RemoteFetch | None:
+        """A remote read when ``offset`` is in the store and below the local log start."""
+        if offset >= part.log.log_start_offset:
+            return None  # the common case, decided without the metadata
+        log = self.remote_log(part)
+        if log is None or not log.log_start_offset <= offset < min(log.log_end_offset,
+                                                                   part.log.log_start_offset):
+            return None
+        return RemoteFetch(part, log, offset, max_bytes, min(upper, log.log_end_offset), min_one)
+
+    # -- reading off the event loop ------------------------------------------------------------
+
+    async def read(self, fetch: RemoteFetch, max_wait_ms: int) -> list[bytes]:
+        """The wire batches of a planned remote read; [] when the store did not answer in time."""
+        fut = self._pool.submit(_read_wire, fetch)
+        try:
+            timeout_s = (max_wait_ms + self.fetch_max_wait_ms) / 1000
+            return await asyncio.wait_for(asyncio.wrap_future(fut), timeout_s)
+        except asyncio.TimeoutError:
+            fut.cancel()
+            return []
+
+    async def offset_for_timestamp(self, part: Any, timestamp: int,
+                                   max_offset: int) -> tuple[int, int] | None:
+        """ListOffsets by time among the offsets only the store holds (below the local log start);
+        None: not there (the local log answers)."""
+        if not self.may_hold_timestamp(part, timestamp):
+            return None
+        log = self.remote_log(part)
+        assert log is not None
+        limit = min(max_offset, part.log.log_start_offset, log.log_end_offset)
+        found = self._pool.submit(log.offset_for_timestamp, timestamp, max_offset=limit)
+        return await asyncio.wrap_future(found)
+
+    async def max_timestamp_and_offset(self, part: Any) -> tuple[int, int] | None:
+        log = self.remote_log(part)
+        if log is None:
+            return None
+        return await asyncio.wrap_future(self._pool.submit(log.max_timestamp_and_offset))
+
+    def may_hold_timestamp(self, part: Any, timestamp: int) -> bool:
+        """Whether a remote segment below the local log start has a record at or after ``timestamp``."""
+        log = self.remote_log(part)
+        return log is not None and bool(log.segments_in(log.log_start_offset, part.log.log_start_offset,
+                                                        min_timestamp=timestamp))
+
+
+def _read_wire(fetch: RemoteFetch) -> list[bytes]:
+    out: list[bytes] = []
+    total = 0
+    for b in fetch.log.read(fetch.offset, fetch.max_bytes, max_offset=fetch.upper, min_one=fetch.min_one):
+        data = encode_stored(b.meta, b.records)
+        total += len(data)
+        if total > fetch.max_bytes and (out or not fetch.min_one):
+            break
+        out.append(data)
+    return out
+
+
+def _topic_id(value: Any) -> uuid.UUID | None:
+    if isinstance(value, uuid.UUID):
+        return value if value.int else None
+    try:
+        return uuid.UUID(str(value))
+    except (TypeError, ValueError):
+        return None
