@@ -25,6 +25,7 @@ from pylog.sdk.client import KafkaClient, KafkaConnection, KafkaError
 T = TypeVar("T")
 
 EARLIEST, LATEST = -2, -1
+EARLIEST_LOCAL, LATEST_TIERED = -4, -5  # ListOffsets v8 / v9 (KIP-405, KIP-1005)
 READ_UNCOMMITTED = 0
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 ADMIN_TIMEOUT_MS = 30000
@@ -193,9 +194,12 @@ class AsyncAdmin:
 
     async def list_offsets(self, topic: str, partitions: dict[int, PartitionInfo], timestamp: int
                            ) -> dict[int, int | None]:
-        """{partition: offset} for `timestamp` (-2 log start, -1 high watermark) from each leader,
-        read_uncommitted like Kafka's consumer-groups tool; None where the partition answered an error."""
-        version = self.version(ApiKey.LIST_OFFSETS)
+        """{partition: offset} for `timestamp` (-2 log start, -1 high watermark; -4 local log start
+        and -5 latest tiered offset need ListOffsets v8 / v9) from each leader, read_uncommitted like
+        Kafka's consumer-groups tool; None where the partition answered an error."""
+        wanted = {EARLIEST_LOCAL: (8, 9), LATEST_TIERED: (9, 9)}.get(timestamp)
+        version = self.client.version(ApiKey.LIST_OFFSETS, wanted) if wanted else \
+            self.version(ApiKey.LIST_OFFSETS)
         by_leader: dict[int, list[int]] = {}
         for p, info in partitions.items():
             by_leader.setdefault(info.leader, []).append(p)
