@@ -132,6 +132,7 @@ class PylogApiKey(IntEnum):
     RAFT = 32000
     METADATA_FETCH = 32001
     CLIENT_METRICS = 32002
+    REMOTE_LOG_SEGMENT = 32003
 
 
 class Request(NamedTuple):

@@ -33,6 +33,10 @@ class LogConfig:
     message_timestamp_type: str = field(default="CreateTime", metadata={"kafka": "message.timestamp.type"})
     max_message_bytes: int = field(default=1048588, metadata={"kafka": "max.message.bytes"})
     segment_compression: str = field(default="producer", metadata={"kafka": "pylog.segment.compression"})
+    # the remote tier (KIP-405): -2 local retention means "the same as retention.ms / .bytes"
+    remote_storage_enable: bool = field(default=False, metadata={"kafka": "remote.storage.enable"})
+    local_retention_ms: int = field(default=-2, metadata={"kafka": "local.retention.ms"})
+    local_retention_bytes: int = field(default=-2, metadata={"kafka": "local.retention.bytes"})
 
     def __post_init__(self) -> None:
         if self.cleanup_policy.replace(" ", "") not in _POLICIES:
@@ -47,6 +51,14 @@ class LogConfig:
             raise ValueError("segment.bytes must be at least 14")
         if self.segment_index_bytes < 4 * 80:
             raise ValueError("segment.index.bytes too small")
+
+    @property
+    def effective_local_retention_ms(self) -> int:
+        return self.retention_ms if self.local_retention_ms == -2 else self.local_retention_ms
+
+    @property
+    def effective_local_retention_bytes(self) -> int:
+        return self.retention_bytes if self.local_retention_bytes == -2 else self.local_retention_bytes
 
     @property
     def compact(self) -> bool:
@@ -68,7 +80,12 @@ class LogConfig:
                 if strict:
                     raise ValueError(f"unknown topic config {name!r}")
                 continue
-            if f.type in ("int", int):
+            if f.type in ("bool", bool):
+                low = str(raw).strip().lower()
+                if low not in ("true", "false"):
+                    raise ValueError(f"{name} must be true or false, not {raw!r}")
+                kwargs[f.name] = low == "true"
+            elif f.type in ("int", int):
                 kwargs[f.name] = int(raw)
             elif f.type in ("float", float):
                 kwargs[f.name] = float(raw)
@@ -78,7 +95,9 @@ class LogConfig:
 
     def to_kafka(self) -> dict[str, str]:
         """Kafka names to string values (DescribeConfigs)."""
-        return {f.metadata["kafka"]: str(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        def text(v: object) -> str:
+            return ("true" if v else "false") if isinstance(v, bool) else str(v)
+        return {f.metadata["kafka"]: text(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
     def kafka_names(cls) -> list[str]:

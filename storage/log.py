@@ -19,6 +19,7 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -28,6 +29,7 @@ from pylog.model import LONG_MAX, RECORD_SCHEMA, TIMESTAMP_TYPE_MASK
 
 from .checkpoint import (
     LEADER_EPOCH_FILE,
+    LOG_START_OFFSET_FILE,
     LeaderEpochCache,
     read_log_start_offset,
     write_log_start_offset,
@@ -40,10 +42,23 @@ from .ipc import body_codec
 from .partition_dir import PARTITION_RE, load_segments
 from .rewrite import Block, Written, coalesce, recover_swaps, write_segment
 from .schema import BATCH_DTYPE, BatchMeta, StoredBatch
-from .segment import Segment, SegmentSnapshot
+from .segment import SIDE_EXTS, Segment, SegmentSnapshot
 
 READ_CHUNK = 4096  # batch entries examined at a time by read()
 READONLY_LIST_ATTEMPTS = 5  # listings retried by open_readonly while a writer seals or deletes
+
+
+@dataclass(frozen=True, slots=True)
+class SegmentInfo:
+    """A segment's offsets ``[base_offset, next_offset)``, size, largest timestamp and files
+    (data, index, time index, batches; the data file is the ``.arrow`` one once sealed)."""
+
+    base_offset: int
+    next_offset: int
+    size_bytes: int
+    max_timestamp: int
+    sealed: bool
+    files: tuple[Path, ...]
 
 
 class PartitionLog:
@@ -96,7 +111,11 @@ class PartitionLog:
             log._dir_dirty = True
         log._set_segments(segments)
         log._log_end_offset = segments[-1].next_offset
-        log._log_start_offset = max(lso, segments[0].base_offset)
+        if log.config.remote_storage_enable and (directory / LOG_START_OFFSET_FILE).exists():
+            # the remote tier holds what lies below the local segments: the checkpoint is the start
+            log._log_start_offset = lso
+        else:
+            log._log_start_offset = max(lso, segments[0].base_offset)
         log._last_flush_ms = now_ms
         log._epochs.truncate_from_end(log._log_end_offset)
         log._epochs.truncate_from_start(log._log_start_offset)
@@ -137,6 +156,13 @@ class PartitionLog:
     @property
     def log_start_offset(self) -> int:
         return self._log_start_offset
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset held on local disk; above the log start offset once the remote tier
+        holds the oldest segments (the same offset otherwise)."""
+        segs = self._segments
+        return max(self._log_start_offset, segs[0].base_offset) if segs else self._log_start_offset
 
     @property
     def log_end_offset(self) -> int:
@@ -266,7 +292,7 @@ class PartitionLog:
     # -- reading -------------------------------------------------------------------------------
 
     def _check_offset(self, offset: int) -> None:
-        if offset < self._log_start_offset or offset > self._log_end_offset:
+        if offset < self.local_log_start_offset or offset > self._log_end_offset:
             raise OffsetOutOfRange(offset, self._log_start_offset, self._log_end_offset)
 
     def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
@@ -311,7 +337,8 @@ class PartitionLog:
         batches with any of those attribute bits set (e.g. TRANSACTIONAL_MASK | CONTROL_MASK). Reads
         the mapped side files alone (a binary search per segment), so its cost follows the range,
         not the partition (a filter on `attributes` looks at every entry in the range)."""
-        start = self._log_start_offset if start_offset is None else max(start_offset, self._log_start_offset)
+        first = self.local_log_start_offset
+        start = first if start_offset is None else max(start_offset, first)
         end = self._log_end_offset if end_offset is None else min(end_offset, self._log_end_offset)
         parts: list[np.ndarray] = []
         with self._lock:
@@ -331,7 +358,8 @@ class PartitionLog:
              end_offset: int | None = None) -> Iterator[pa.RecordBatch]:
         """Record batches holding exactly the records with start <= offset < end (zero-copy slices
         of whole Arrow messages; control records included), for analysts rather than Kafka fetches."""
-        start = self._log_start_offset if start_offset is None else max(start_offset, self._log_start_offset)
+        first = self.local_log_start_offset
+        start = first if start_offset is None else max(start_offset, first)
         end = self._log_end_offset if end_offset is None else min(end_offset, self._log_end_offset)
         with self._lock:
             segments = self._segments
@@ -363,7 +391,7 @@ class PartitionLog:
         offset whose timestamp is >= `timestamp_ms`, or None (also when that offset is not below
         `max_offset`)."""
         with self._lock:
-            lso = self._log_start_offset
+            lso = self.local_log_start_offset
             for seg in self._segments:
                 if seg.max_timestamp < timestamp_ms:
                     continue
@@ -438,8 +466,10 @@ class PartitionLog:
                 self._set_log_start_offset(offset)
             self._epochs.truncate_from_end(self._log_end_offset)
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Delete every segment and start empty at `offset` (a follower behind the leader's log start)."""
+    def truncate_fully_and_start_at(self, offset: int, *, log_start_offset: int | None = None) -> None:
+        """Delete every segment and start empty at `offset` (a follower behind the leader's log start,
+        or below the leader's local log start: then `log_start_offset` is the leader's, whose
+        offsets below `offset` the remote tier holds)."""
         self._check_writable()
         with self._lock:
             for seg in reversed(self._segments):
@@ -447,8 +477,9 @@ class PartitionLog:
             self._set_segments([Segment.create(self.dir, offset)])
             self._dir_dirty = True
             self._log_end_offset = offset
-            self._set_log_start_offset(offset, force=True)
             self._epochs.clear()
+            start = offset if log_start_offset is None else min(offset, log_start_offset)
+            self._set_log_start_offset(start, force=True)
 
     def _set_log_start_offset(self, offset: int, *, force: bool = False) -> None:
         if offset != self._log_start_offset or force:
@@ -472,18 +503,22 @@ class PartitionLog:
         """Delete the oldest sealed or rolled segments that are past `retention.ms` (by their
         largest timestamp) or over `retention.bytes` (cleanup.policy delete), or wholly below the
         log start offset; never the active segment, nor one reaching `max_offset` (pass the high
-        watermark). Returns the number of segments deleted."""
+        watermark). With `remote.storage.enable` only the last rule applies: the remote tier's
+        manager deletes local segments once they are remote and past local retention
+        (`delete_local_segments`), and expires the log by retention. Returns the number of
+        segments deleted."""
         self._check_writable()
         c = self.config
         with self._lock:
             total = self.size_bytes
             lso = self._log_start_offset
+            by_retention = c.delete and not c.remote_storage_enable
 
             def expired(seg: Segment, next_base: int) -> bool:
                 nonlocal total
                 if max_offset is not None and next_base > max_offset:
                     return False
-                gone = next_base <= lso or (c.delete and (
+                gone = next_base <= lso or (by_retention and (
                     (c.retention_ms >= 0 and now_ms - seg.max_timestamp > c.retention_ms)
                     or (c.retention_bytes >= 0 and total - seg.data_size >= c.retention_bytes)))
                 if gone:
@@ -492,7 +527,8 @@ class PartitionLog:
 
             return self._delete_prefix(expired)
 
-    def _delete_prefix(self, should_delete) -> int:  # type: ignore[no-untyped-def]
+    def _delete_prefix(self, should_delete, *,  # type: ignore[no-untyped-def]
+                       keep_start: bool = False) -> int:
         segs = self._segments
         n = 0
         while n < len(segs) - 1 and should_delete(segs[n], segs[n + 1].base_offset):
@@ -501,9 +537,30 @@ class PartitionLog:
             for seg in segs[:n]:
                 seg.delete_files()
             self._set_segments(segs[n:])
-            if segs[n].base_offset > self._log_start_offset:
+            self._dir_dirty = True
+            if segs[n].base_offset > self._log_start_offset and not keep_start:
                 self._set_log_start_offset(segs[n].base_offset)
         return n
+
+    def delete_local_segments(self, up_to: int) -> int:
+        """Delete the oldest segments wholly below `up_to` (never the active one) without moving
+        the log start offset: the remote tier holds their offsets (only the local log start
+        moves). Returns the number deleted."""
+        self._check_writable()
+        with self._lock:
+            segs = self._segments
+            if len(segs) > 1 and segs[1].base_offset <= up_to:
+                # first: from now on the checkpoint, not the first segment, says where the log starts
+                write_log_start_offset(self.dir, self._log_start_offset)
+            return self._delete_prefix(lambda seg, next_base: next_base <= up_to, keep_start=True)
+
+    def segment_infos(self) -> list[SegmentInfo]:
+        """Every segment, oldest first and the active one last, as the remote tier's manager sees
+        them (the files of a sealed segment no longer change)."""
+        with self._lock:
+            return [SegmentInfo(s.base_offset, s.next_offset, s.data_size, s.max_timestamp, s.sealed,
+                                (s.data_path, *(s.path(ext) for ext in SIDE_EXTS)))
+                    for s in self._segments]
 
     # -- background jobs: segment rewrites ----------------------------------------------------
 

@@ -3304,6 +3304,64 @@ class PylogRaftResponse(Message):
     def __init__(self, error_code: int = ...) -> None: ...
 
 
+class PylogRemoteLogSegmentRequest(Message):
+    class Change(Message):
+        topic_id: uuid.UUID
+        partition_index: int
+        leader_epoch: int
+        segment_id: str | None
+        state: int
+        base_offset: int
+        end_offset: int
+        max_timestamp: int
+        size_bytes: int
+        segment_leader_epoch: int
+        epochs: list[PylogRemoteLogSegmentRequest.EpochEntry]
+        log_start_offset: int
+        def __init__(
+            self,
+            topic_id: uuid.UUID = ...,
+            partition_index: int = ...,
+            leader_epoch: int = ...,
+            segment_id: str | None = ...,
+            state: int = ...,
+            base_offset: int = ...,
+            end_offset: int = ...,
+            max_timestamp: int = ...,
+            size_bytes: int = ...,
+            segment_leader_epoch: int = ...,
+            epochs: list[PylogRemoteLogSegmentRequest.EpochEntry] = ...,
+            log_start_offset: int = ...,
+        ) -> None: ...
+    class EpochEntry(Message):
+        epoch: int
+        start_offset: int
+        def __init__(self, epoch: int = ..., start_offset: int = ...) -> None: ...
+    broker_id: int
+    broker_epoch: int
+    changes: list[PylogRemoteLogSegmentRequest.Change]
+    def __init__(
+        self,
+        broker_id: int = ...,
+        broker_epoch: int = ...,
+        changes: list[PylogRemoteLogSegmentRequest.Change] = ...,
+    ) -> None: ...
+
+
+class PylogRemoteLogSegmentResponse(Message):
+    class Result(Message):
+        error_code: int
+        error_message: str | None
+        def __init__(self, error_code: int = ..., error_message: str | None = ...) -> None: ...
+    error_code: int
+    results: list[PylogRemoteLogSegmentResponse.Result]
+    def __init__(
+        self,
+        error_code: int = ...,
+        results: list[PylogRemoteLogSegmentResponse.Result] = ...,
+    ) -> None: ...
+
+
 class RemoveRaftVoterRequest(Message):
     cluster_id: str | None
     voter_id: int

@@ -37,6 +37,7 @@ from pylog.broker.metadata import BrokerMetadata, MetadataSource, load_meta_prop
 from pylog.broker.partition import Partition
 from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.publisher import ReplicaPublisher
+from pylog.broker.remote_log_manager import RemoteLogManager
 from pylog.broker.replica_fetcher import ReplicaFetcherManager
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.server import KafkaServer
@@ -60,6 +61,7 @@ from pylog.quotas.client import ClientQuotas
 from pylog.schema_registry.validation import SchemaValidation
 from pylog.security.node import NodeSecurity, image_credentials
 from pylog.security.quotas import ConnectionQuotas
+from pylog.tiered.settings import RemoteTierSettings
 from pylog.txn import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC
 
 log = logging.getLogger(__name__)
@@ -131,9 +133,12 @@ class Broker:
         self.markers: MarkerWriter | None = None
         self.fetchers: ReplicaFetcherManager | None = None
         self.isr: IsrManager | None = None
+        self.remote_log: RemoteLogManager | None = None
         self.servers: list[KafkaServer] = []
         self.schema_registry: Any = None  # pylog.schema_registry.http.RegistryServer when configured
         self.schema_validation = SchemaValidation(None)
+        # the remote tier (remote.log.storage.system.enable without a usable store stops the start here)
+        self.remote_tier = RemoteTierSettings.from_config(config)
         # Iceberg tables of topics (bad catalog settings stop the start here)
         self.iceberg = IcebergMaterializers(self.node_id, config, self.data_dir, started_image,
                                             self._own_client, clock)
@@ -438,6 +443,14 @@ class Broker:
         for server in self.servers:
             await server.serve()
         self.maintenance.start()
+        if self.remote_tier is not None:
+            self.remote_log = RemoteLogManager(
+                self.node_id, self.remote_tier, self.replicas, lambda: source.image, controller,
+                broker_epoch=lambda: self.broker_epoch, now_ms=self.clock.wall_ms,
+            )
+            await self.remote_log.start()
+            if self.fetchers is not None:
+                self.fetchers.tiered_offset = self.remote_log.tiered_offset
         await self._start_schema_registry()
         self.iceberg.start()
 
@@ -518,6 +531,8 @@ class Broker:
             self.txn.stop()
         if self.markers is not None:
             self.markers.close()
+        if self.remote_log is not None:
+            await self.remote_log.stop()
         self.maintenance.stop()
         for part in self.replicas.snapshot():
             part.wake()

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pylog.protocol.api import ApiKey
+from pylog.protocol.api import ApiKey, PylogApiKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.controller_channel import ControllerChannel, ControllerUnavailable
@@ -128,3 +128,10 @@ class ControllerClient:
         """AlterPartition v3 with ``topics`` in the request's shape; the decoded response."""
         body = {"broker_id": broker_id, "broker_epoch": broker_epoch, "topics": topics}
         return await self.channel.call(ApiKey.ALTER_PARTITION, 3, body)
+
+    async def remote_log_segment(
+        self, broker_id: int, broker_epoch: int, changes: list[dict[str, Any]]
+    ) -> Any:
+        """PylogRemoteLogSegment with ``changes`` in the request's shape; the decoded response."""
+        body = {"broker_id": broker_id, "broker_epoch": broker_epoch, "changes": changes}
+        return await self.channel.call(PylogApiKey.REMOTE_LOG_SEGMENT, 0, body)

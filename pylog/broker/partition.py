@@ -163,6 +163,12 @@ class Partition:
         return self.log.log_start_offset
 
     @property
+    def local_log_start_offset(self) -> int:
+        """The first offset on this broker's disk (above ``log_start_offset`` once the remote tier
+        holds the oldest segments)."""
+        return self.log.local_log_start_offset
+
+    @property
     def log_end_offset(self) -> int:
         return self.log.log_end_offset
 
@@ -609,10 +615,11 @@ class Partition:
         log.info("truncated %s-%d to offset %d", self.topic, self.index, offset)
         self.wake()
 
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """The leader's log starts past ours: start over, empty, at ``offset``."""
+    def truncate_fully_and_start_at(self, offset: int, *, log_start_offset: int | None = None) -> None:
+        """The leader's log starts past ours: start over, empty, at ``offset`` (the leader's local
+        log start when the remote tier holds the offsets from ``log_start_offset`` below it)."""
         with self.lock:
-            self.log.truncate_fully_and_start_at(offset)
+            self.log.truncate_fully_and_start_at(offset, log_start_offset=log_start_offset)
             self.wire.clear()
             self.producers = ProducerStateTable()
             self._hw = offset
@@ -638,6 +645,18 @@ class Partition:
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: move the log start to ``offset``; the new log start offset."""
         start = self.log.delete_records_before(offset)
+        self._forget_below(start)
+        return start
+
+    def delete_local_segments(self, up_to: int) -> int:
+        """The remote tier holds the offsets below ``up_to``: delete the local segments wholly
+        below it; the log start offset stays (only the local log start moves)."""
+        return self.log.delete_local_segments(up_to)
+
+    def advance_log_start_offset(self, offset: int) -> int:
+        """Remote retention expired the offsets below ``offset``: the log start offset moves there
+        (never back, never past the log end); the new log start offset."""
+        start = self.log.delete_records_before(min(offset, self.log.log_end_offset))
         self._forget_below(start)
         return start
 

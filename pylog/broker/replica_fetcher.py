@@ -85,6 +85,9 @@ class ReplicaFetcherManager:
         self.monotonic_ms = monotonic_ms or now_ms
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._leader_of: dict[tuple[str, int], int] = {}
+        # the remote tier's last offset + 1 for a partition (None: nothing remote); set by the
+        # broker when the remote tier is on
+        self.tiered_offset: Callable[[Partition], int | None] | None = None
 
     def follow(self, part: Partition) -> None:
         key = (part.topic, part.index)
@@ -278,6 +281,9 @@ class ReplicaFetcher:
 
     def _handle(self, f: _Followed, a: Any, now_ms: int) -> None:
         part = f.part
+        if a.error_code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
+            self._tiered_catch_up(f, a.log_start_offset)
+            return
         if a.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
             if part.log_end_offset < a.log_start_offset:
                 part.truncate_fully_and_start_at(a.log_start_offset)
@@ -310,3 +316,15 @@ class ReplicaFetcher:
         part.follower_high_watermark(a.high_watermark)
         if a.log_start_offset > part.log_start_offset:
             part.delete_records_before(min(a.log_start_offset, part.log_end_offset))
+
+    def _tiered_catch_up(self, f: _Followed, leader_log_start: int) -> None:
+        """Our fetch offset is below the leader's local log start: the remote tier holds those
+        offsets, so start over, empty, after the last tiered offset (KIP-1023), keeping the
+        leader's log start offset; without a newer tiered offset, back off and ask again."""
+        tiered = self.manager.tiered_offset
+        start = tiered(f.part) if tiered is not None else None
+        if start is None or start <= f.part.log_end_offset:
+            self._pause(f)
+            return
+        f.part.truncate_fully_and_start_at(start, log_start_offset=leader_log_start)
+

@@ -511,6 +511,9 @@ class ReplicaManager:
         diverged = diverging_epoch(w.last_fetched_epoch, offset, part.end_offset_for_epoch)
         if diverged is not None:
             return FetchPartitionData(0, *part.fetch_offsets(), diverging_epoch=diverged)
+        if part.log_start_offset <= offset < part.local_log_start_offset:
+            # only the remote tier holds it: the follower starts after the tiered offsets (KIP-405)
+            return FetchPartitionData(ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE, *part.fetch_offsets())
         if part.log_start_offset <= offset <= part.log_end_offset:
             part.on_follower_fetch(params.replica_id, offset, self._now_ms(), w.log_start_offset)
             expand_isr(part, params.replica_id)

@@ -23,6 +23,7 @@ from pylog.cluster.resource_configs import (
     validate_group_configs,
 )
 from pylog.config import (
+    TOPIC_SYNONYMS,
     ConfigDef,
     ConfigError,
     ConfigType,
@@ -211,3 +212,74 @@ def validate_new_topic_configs(configs: Mapping[str, str | None]) -> None:
                 ErrorCode.INVALID_CONFIG, f"Null value not supported for topic configs: {name}"
             )
         validate_value(ConfigResourceType.TOPIC, name, value)
+
+
+_REMOTE_DISABLED = (
+    "Tiered Storage functionality is disabled in the broker. "
+    "Topic cannot be configured with remote log storage."
+)
+_REMOTE_COMPACTED = (
+    "Remote log storage only supports topics with cleanup.policy=delete "
+    "or cleanup.policy being an empty list."
+)
+_REMOTE_TURN_OFF = (
+    "It is invalid to disable remote storage without deleting remote data. If you want to keep the remote "
+    "data and turn to read only, please set `remote.storage.enable=true,remote.log.copy.disable=true`. If "
+    "you want to disable remote storage and delete all remote data, please set "
+    "`remote.storage.enable=false,remote.log.delete.on.disable=true`."
+)
+
+
+def _topic_value(name: str, overrides: Mapping[str, str], broker: Callable[[str], str | None]) -> str | None:
+    if name in overrides:
+        return overrides[name]
+    d = topic_config_def(name)
+    for synonym in TOPIC_SYNONYMS.get(name, ()):
+        value = broker(synonym)
+        if value is not None:
+            return value
+    return d.default if d is not None else None
+
+
+def validate_topic_set(
+    overrides: Mapping[str, str],
+    broker: Callable[[str], str | None],
+    previous: Mapping[str, str] | None = None,
+) -> None:
+    """Checks across a topic's whole config set (Kafka's LogConfig.validate): the remote tier's
+    rules and local retention within retention. ``broker`` reads the validating node's settings;
+    ``previous`` is the set before an alteration (None at creation)."""
+    def value(name: str, over: Mapping[str, str] = overrides) -> str | None:
+        return _topic_value(name, over, broker)
+
+    remote = (value("remote.storage.enable") or "false").lower() == "true"
+    if remote:
+        if (broker("remote.log.storage.system.enable") or "false").lower() != "true":
+            raise ConfigValidationError(ErrorCode.INVALID_CONFIG, _REMOTE_DISABLED)
+        policy = {p.strip().lower() for p in (value("cleanup.policy") or "").split(",") if p.strip()}
+        if policy and policy != {"delete"}:
+            raise ConfigValidationError(ErrorCode.INVALID_CONFIG, _REMOTE_COMPACTED)
+    elif (
+        previous is not None
+        and (value("remote.storage.enable", previous) or "false").lower() == "true"
+        and (value("remote.log.delete.on.disable") or "false").lower() != "true"
+    ):
+        raise ConfigValidationError(ErrorCode.INVALID_CONFIG, _REMOTE_TURN_OFF)
+    pairs = (("local.retention.ms", "retention.ms"), ("local.retention.bytes", "retention.bytes"))
+    for local, total in pairs:
+        lv, tv = int(value(local) or -2), int(value(total) or -1)
+        if lv == -2 or tv == -1:
+            continue
+        if lv == -1:
+            raise ConfigValidationError(
+                ErrorCode.INVALID_CONFIG,
+                f"Invalid value {lv} for configuration {local}: Value must not be -1 as {total} value "
+                f"is set as {tv}",
+            )
+        if lv > tv:
+            raise ConfigValidationError(
+                ErrorCode.INVALID_CONFIG,
+                f"Invalid value {lv} for configuration {local}: Value must not be more than {total} "
+                f"property value: {tv}",
+            )
+

@@ -52,6 +52,7 @@ from pylog.cluster.config_control import (
     validate_new_topic_configs,
     validate_resource,
     validate_resource_name,
+    validate_topic_set,
 )
 from pylog.cluster.feature_control import FeatureUpdate, FeatureUpdateResult, update_features
 from pylog.cluster.image import MetadataImage
@@ -67,6 +68,7 @@ from pylog.cluster.records import (
     RemoveTopicRecord,
     TopicRecord,
 )
+from pylog.cluster.remote_log_control import RemoteLogControl, RemoteLogProposal, RemoteLogProposalResult
 from pylog.cluster.replica_control import (
     ElectionResult,
     IsrChange,
@@ -263,6 +265,7 @@ class QuorumController:
             lambda: self._image, self._collect, self.sessions, unclean=self._unclean
         )
         self._replicas = ReplicaControl(lambda: self._image, self._collect)
+        self._remote = RemoteLogControl(lambda: self._image, self._collect)
         self._acls = AclControl(lambda: self._image, self._collect, random.Random(rng.getrandbits(64)))
         self._quotas = QuotaControl(lambda: self._image, self._collect)
 
@@ -379,6 +382,7 @@ class QuorumController:
                 )
             placement = self._place(partitions, rf, live)
         validate_new_topic_configs(t.configs)
+        validate_topic_set({k: v for k, v in t.configs.items() if v is not None}, self.broker_settings)
         tid = self._new_topic_id()
         configs = {k: v for k, v in t.configs.items() if v is not None}
         records: list[MetadataRecord] = [TopicRecord(t.name, tid)]
@@ -562,6 +566,8 @@ class QuorumController:
                 changes = changes_of(rt, current, req)
                 merged = {k: v for k, v in {**current, **changes}.items() if v is not None}
                 validate_resource(rt, name, merged, self.broker_settings)
+                if rt == ConfigResourceType.TOPIC:
+                    validate_topic_set(merged, self.broker_settings, current)
             except (_Invalid, ConfigValidationError) as e:
                 results.append(ConfigResult(rt, name, e.code, e.message))
                 continue
@@ -626,6 +632,14 @@ class QuorumController:
         if not self._active:
             return ControllerResult((), (ErrorCode.NOT_CONTROLLER, []))
         return self._run(lambda: self._replicas.alter_partition(broker_id, broker_epoch, changes))
+
+    def remote_log_segments(
+        self, broker_id: int, broker_epoch: int, proposals: Sequence[RemoteLogProposal]
+    ) -> ControllerResult[tuple[int, list[RemoteLogProposalResult]]]:
+        """A partition leader's remote log segment transitions (see ``remote_log_control``)."""
+        if not self._active:
+            return ControllerResult((), (ErrorCode.NOT_CONTROLLER, []))
+        return self._run(lambda: self._remote.propose(broker_id, broker_epoch, proposals))
 
     def elect_leaders(
         self, election_type: int, partitions: Sequence[tuple[str, int]] | None

@@ -29,6 +29,8 @@ from pylog.cluster.records import (
     PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
+    RemoteLogSegmentRecord,
+    RemoteLogStartOffsetRecord,
     RemoveAccessControlEntryRecord,
     RemoveTopicRecord,
     RemoveUserScramCredentialRecord,
@@ -36,8 +38,10 @@ from pylog.cluster.records import (
     UnregisterBrokerRecord,
     UserScramCredentialRecord,
 )
+from pylog.cluster.remote_log_image import RemoteLogImage, RemoteSegmentEntry, RemoteTransitionError
 from pylog.security.acl import AclBinding
 from pylog.security.scram import ScramCredential, ScramMechanismType
+from pylog.storage.remote_layout import RemoteLogSegment
 
 
 class MetadataApplyError(ValueError):
@@ -111,12 +115,14 @@ class MetadataImage:
         self.acl_generation = 0  # bumped by every ACL change (authorizers rebuild their index)
         self._client_quotas: dict[QuotaEntity, dict[str, float]] = {}
         self.client_quota_generation = 0  # bumped by every quota change (enforcers re-read them)
+        self.remote = RemoteLogImage()  # the remote tier's segments (KIP-405 states) per partition
 
     # ------------------------------------------------------------------ apply
 
     def apply_batch(self, records: Iterable[MetadataRecord], offset: int) -> None:
         for r in records:
             self.apply(r)
+        self.remote.stamp(offset)
         self.offset = max(self.offset, offset)
 
     def apply(self, record: MetadataRecord) -> None:
@@ -172,7 +178,21 @@ class MetadataImage:
             raise MetadataApplyError(f"no topic with id {r.topic_id}")
         del self._topics[t.name]
         del self._partitions[r.topic_id]
+        self.remote.remove_topic(r.topic_id)
         self._configs.pop((ConfigResourceType.TOPIC, t.name), None)
+
+    def _apply_RemoteLogSegmentRecord(self, r: RemoteLogSegmentRecord) -> None:
+        if self.partition(r.topic_id, r.partition_id) is None:
+            raise MetadataApplyError(f"no partition {r.partition_id} in topic {r.topic_id}")
+        try:
+            self.remote.apply_segment(r)
+        except RemoteTransitionError as e:
+            raise MetadataApplyError(str(e)) from None
+
+    def _apply_RemoteLogStartOffsetRecord(self, r: RemoteLogStartOffsetRecord) -> None:
+        if self.partition(r.topic_id, r.partition_id) is None:
+            raise MetadataApplyError(f"no partition {r.partition_id} in topic {r.topic_id}")
+        self.remote.apply_start(r)
 
     def _apply_ConfigRecord(self, r: ConfigRecord) -> None:
         key = (int(r.resource_type), r.resource_name)
@@ -334,6 +354,21 @@ class MetadataImage:
         """Quota values by entity (see ``pylog.quotas.entity``)."""
         return MappingProxyType(self._client_quotas)
 
+    # -- the remote tier (storage.remote_layout.RemoteLogMetadata over the image) ----------------
+
+    def remote_segments(
+        self, topic: str, topic_id: uuid.UUID, partition: int
+    ) -> tuple[RemoteLogSegment, ...]:
+        """Committed remote segments (COPY_SEGMENT_FINISHED, not being deleted), by base offset."""
+        return self.remote.committed(topic_id, partition)
+
+    def remote_log_start_offset(self, topic: str, topic_id: uuid.UUID, partition: int) -> int | None:
+        return self.remote.log_start_offset(topic_id, partition)
+
+    def remote_segment_entries(self, topic_id: uuid.UUID, partition: int) -> list[RemoteSegmentEntry]:
+        """Every remote segment of a partition in any state (the remote log manager's view)."""
+        return self.remote.entries(topic_id, partition)
+
     def config_resources(self, resource_type: int) -> list[str]:
         """Names of the resources of a type that have overrides, sorted."""
         return sorted(name for t, name in self._configs if t == int(resource_type))
@@ -356,6 +391,7 @@ class MetadataImage:
         other.acl_generation = self.acl_generation
         other._client_quotas = {k: dict(v) for k, v in self._client_quotas.items()}
         other.client_quota_generation = self.client_quota_generation
+        other.remote = self.remote.copy()
         return other
 
     def to_records(self) -> list[MetadataRecord]:
@@ -392,6 +428,7 @@ class MetadataImage:
                         p.removing_replicas,
                     )
                 )
+            out.extend(self.remote.to_records(t.topic_id))
         for (rtype, rname), cfg in sorted(self._configs.items()):
             for k, v in sorted(cfg.items()):
                 out.append(ConfigRecord(rtype, rname, k, v))
@@ -424,6 +461,7 @@ class MetadataImage:
         image = cls()
         for r in records:
             image.apply(r)
+        image.remote.stamp(offset)
         image.offset = offset
         image.next_producer_id = next_producer_id
         image.last_broker_epoch = max(image.last_broker_epoch, last_broker_epoch)
@@ -445,6 +483,7 @@ class MetadataImage:
             "features": dict(sorted(self._features.items())),
             "acls": {str(k): v for k, v in sorted(self._acls.items(), key=lambda kv: str(kv[0]))},
             "scram": {f"{n}:{m}": c for (n, m), c in sorted(self._scram.items())},
+            "remote": self.remote.to_dict(),
             "client_quotas": {
                 ",".join(f"{t}={'<default>' if n is None else n}" for t, n in e): dict(sorted(v.items()))
                 for e, v in sorted(self._client_quotas.items(), key=lambda kv: _entity_order(kv[0]))

@@ -114,6 +114,7 @@ class ImageFeed:
                         listener(change)
                     except Exception:
                         log.exception("metadata listener failed on %r", r)
+        self.image.remote.stamp(index)  # versions the partitions whose remote segments changed
         self.image.offset = index
 
     def _topic_before(self, r: MetadataRecord) -> TopicImage | None:

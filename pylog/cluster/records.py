@@ -216,6 +216,50 @@ class ClientQuotaRecord:
     remove: bool = False
 
 
+class RemoteLogSegmentState(enum.IntEnum):
+    """KIP-405's lifecycle of a remote log segment (RemoteLogSegmentState ids)."""
+
+    COPY_SEGMENT_STARTED = 0
+    COPY_SEGMENT_FINISHED = 1
+    DELETE_SEGMENT_STARTED = 2
+    DELETE_SEGMENT_FINISHED = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteLogSegmentRecord:
+    """A remote log segment moved to ``state`` (the remote tier's metadata, keyed by segment id).
+
+    COPY_SEGMENT_STARTED carries the whole description (offsets inclusive, the uploading leader's
+    epoch and the leader epochs inside); later states need only the ids."""
+
+    TYPE: ClassVar[str] = "RemoteLogSegmentRecord"
+    topic_id: uuid.UUID
+    partition_id: int
+    segment_id: str
+    state: int
+    base_offset: int = -1
+    end_offset: int = -1
+    max_timestamp: int = -1
+    size_bytes: int = 0
+    leader_epoch: int = -1
+    epochs: tuple[tuple[int, int], ...] = ()
+    broker_id: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class RemoteLogStartOffsetRecord:
+    """The partition's log start offset as the remote tier knows it moved (DeleteRecords, retention).
+
+    ``version`` is set only in snapshots: the metadata offset of the partition's last remote change
+    (the version of its manifest), which a snapshot would otherwise lose."""
+
+    TYPE: ClassVar[str] = "RemoteLogStartOffsetRecord"
+    topic_id: uuid.UUID
+    partition_id: int
+    log_start_offset: int
+    version: int = -1
+
+
 MetadataRecord = (
     RegisterBrokerRecord
     | BrokerRegistrationChangeRecord
@@ -232,6 +276,8 @@ MetadataRecord = (
     | UserScramCredentialRecord
     | RemoveUserScramCredentialRecord
     | ClientQuotaRecord
+    | RemoteLogSegmentRecord
+    | RemoteLogStartOffsetRecord
 )
 
 RECORD_TYPES: dict[str, type[Any]] = {
@@ -252,6 +298,8 @@ RECORD_TYPES: dict[str, type[Any]] = {
         UserScramCredentialRecord,
         RemoveUserScramCredentialRecord,
         ClientQuotaRecord,
+        RemoteLogSegmentRecord,
+        RemoteLogStartOffsetRecord,
     )
 }
 
@@ -272,6 +320,10 @@ def _entity(v: Any) -> tuple[tuple[str, str | None], ...]:
     return tuple((str(t), None if n is None else str(n)) for t, n in v)
 
 
+def _epochs(v: Any) -> tuple[tuple[int, int], ...]:
+    return tuple((int(e), int(o)) for e, o in v)
+
+
 def _b64(v: Any) -> bytes:
     return base64.b64decode(v, validate=True)
 
@@ -290,6 +342,7 @@ _DECODERS: dict[str, Callable[[Any], Any]] = {
     "removing_replicas": _ids,
     "endpoints": _endpoints,
     "entity": _entity,
+    "epochs": _epochs,
 }
 
 

@@ -1,0 +1,63 @@
+"""Store I/O off the event loop: a bounded thread pool, a timeout per call and retries with
+exponential backoff (the store refusing or timing out a share of requests is normal weather)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
+
+from pylog.storage.remote_store import RemoteObjectNotFound, RemoteStorageError, RemoteStore
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class StoreExecutor:
+    def __init__(self, store: RemoteStore, *, threads: int, timeout_s: float = 60.0, attempts: int = 4,
+                 backoff_s: float = 0.2) -> None:
+        self.store = store
+        self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="pylog-remote")
+        self.timeout_s = timeout_s
+        self.attempts = attempts
+        self.backoff_s = backoff_s
+        self.bytes_uploaded = 0
+        self.upload_seconds = 0.0
+
+    async def run(self, what: str, fn: Callable[..., T], *args: object) -> T:
+        """``fn(*args)`` on the pool; RemoteStorageError (or a timeout) is retried, the last one raised."""
+        loop = asyncio.get_running_loop()
+        delay = self.backoff_s
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return await asyncio.wait_for(loop.run_in_executor(self.pool, fn, *args), self.timeout_s)
+            except RemoteObjectNotFound:
+                raise
+            except (RemoteStorageError, OSError, TimeoutError) as exc:
+                if attempt == self.attempts:
+                    raise RemoteStorageError(f"{what}: {exc}") from exc
+                log.warning("remote tier: %s failed (attempt %d/%d): %s", what, attempt, self.attempts, exc)
+                await asyncio.sleep(delay)
+                delay *= 2
+        raise AssertionError("unreachable")
+
+    async def put_files(self, pairs: list[tuple[str, str]]) -> int:
+        """Upload local files to keys, in parallel on the pool; the bytes uploaded."""
+        def put(key: str, path: str) -> int:
+            import os
+            size = os.path.getsize(path)
+            self.store.put_file(key, path)
+            return size
+
+        started = time.perf_counter()
+        sizes = await asyncio.gather(*(self.run(f"upload {k}", put, k, p) for k, p in pairs))
+        self.upload_seconds += time.perf_counter() - started
+        total = sum(sizes)
+        self.bytes_uploaded += total
+        return total
+
+    def close(self) -> None:
+        self.pool.shutdown(wait=False, cancel_futures=True)
