@@ -144,6 +144,11 @@ class RemoteLog:
                    log_start_offset=manifest.log_start_offset, version=manifest.version)
 
     @property
+    def local_log_start_offset(self) -> int:
+        """The first offset this log itself holds (its log start: it has no other tier)."""
+        return self.log_start_offset
+
+    @property
     def size_bytes(self) -> int:
         return sum(s.segment.size_bytes for s in self.segments)
 

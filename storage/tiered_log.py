@@ -29,6 +29,9 @@ class ReadableLog(Protocol):
     @property
     def log_end_offset(self) -> int: ...
 
+    @property
+    def local_log_start_offset(self) -> int: ...
+
     def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
              min_one: bool = True) -> list[StoredBatch]: ...
 
@@ -58,7 +61,7 @@ class TieredLog:
     def log_start_offset(self) -> int:
         if self.boundary is not None or self.local is None:
             return self.remote.log_start_offset
-        return self.local.log_start_offset
+        return self.local.local_log_start_offset
 
     @property
     def log_end_offset(self) -> int:
@@ -67,11 +70,15 @@ class TieredLog:
         return max(self.local.log_end_offset, self.boundary or 0)
 
     @property
+    def local_log_start_offset(self) -> int:
+        return self.local_start
+
+    @property
     def local_start(self) -> int:
         """The first offset read from the local log."""
         if self.local is None:
             return self.log_end_offset
-        return max(self.local.log_start_offset, self.boundary or 0)
+        return max(self.local.local_log_start_offset, self.boundary or 0)
 
     def _split(self, start: int | None, end: int | None) -> tuple[int, int, int]:
         s = self.log_start_offset if start is None else max(start, self.log_start_offset)

@@ -97,11 +97,11 @@ class RemoteReads:
 
     def plan(self, part: Any, offset: int, max_bytes: int, upper: int, min_one: bool) -> RemoteFetch | None:
         """A remote read when ``offset`` is in the store and below the local log start."""
-        if offset >= part.log.log_start_offset:
+        if offset >= part.local_log_start_offset:
             return None  # the common case, decided without the metadata
         log = self.remote_log(part)
         if log is None or not log.log_start_offset <= offset < min(log.log_end_offset,
-                                                                   part.log.log_start_offset):
+                                                                   part.local_log_start_offset):
             return None
         return RemoteFetch(part, log, offset, max_bytes, min(upper, log.log_end_offset), min_one)
 
@@ -125,7 +125,7 @@ class RemoteReads:
             return None
         log = self.remote_log(part)
         assert log is not None
-        limit = min(max_offset, part.log.log_start_offset, log.log_end_offset)
+        limit = min(max_offset, part.local_log_start_offset, log.log_end_offset)
         found = self._pool.submit(log.offset_for_timestamp, timestamp, max_offset=limit)
         return await asyncio.wrap_future(found)
 
@@ -138,7 +138,7 @@ class RemoteReads:
     def may_hold_timestamp(self, part: Any, timestamp: int) -> bool:
         """Whether a remote segment below the local log start has a record at or after ``timestamp``."""
         log = self.remote_log(part)
-        return log is not None and bool(log.segments_in(log.log_start_offset, part.log.log_start_offset,
+        return log is not None and bool(log.segments_in(log.log_start_offset, part.local_log_start_offset,
                                                         min_timestamp=timestamp))
 
 

@@ -453,9 +453,6 @@ class ReplicaManager:
             remote = self._plan_remote(part, w, plan, budget, min_one)
             if remote is not None:
                 return remote
-            data = self._read_local(part, w, plan, budget, min_one)
-            data.log_start_offset = self.remote_reads.log_start_offset(part)  # over both tiers
-            return data
         return self._read_local(part, w, plan, budget, min_one)
 
     def _plan_remote(
@@ -472,7 +469,7 @@ class ReplicaManager:
         remote = self.remote_reads.plan(part, w.fetch_offset, limit, upper, min_one)
         if remote is None:
             return None
-        return FetchPartitionData(0, hw, lso, self.remote_reads.log_start_offset(part), remote=remote)
+        return FetchPartitionData(0, hw, lso, part.log_start_offset, remote=remote)
 
     def _plan(
         self,

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pylog.protocol.errors import ErrorCode
 from pylog.storage.remote_layout import ManifestMetadata
 from pylog.storage.remote_store import RemoteStore, open_remote_store
 
@@ -43,7 +44,8 @@ def replicas(tmp_path: Path, store: RemoteStore) -> Iterator[ReplicaManager]:
 
 
 def _tiered_partition(replicas: ReplicaManager, store: RemoteStore) -> tuple[object, int]:
-    part = replicas.ensure_partition("t", 0, TID, {"segment.bytes": str(16 << 10)})
+    part = replicas.ensure_partition("t", 0, TID, {"segment.bytes": str(16 << 10),
+                                                   "remote.storage.enable": "true"})
     part.become_leader(1, 0, 0, (1,), (1,), now_ms=0)
     for b in range(BATCHES):
         values = [(b"v%d" % (b * PER_BATCH + i)).ljust(40, b"-") for i in range(PER_BATCH)]
@@ -52,8 +54,9 @@ def _tiered_partition(replicas: ReplicaManager, store: RemoteStore) -> tuple[obj
         assert res.results[0].error == 0
     part.seal_rolled_segments()
     manifest = upload(part.log.dir, store, "t", TID, 0, count=5)
-    part.delete_records_before(manifest.end_offset)  # the local copies are gone
-    assert part.log.log_start_offset == manifest.end_offset
+    part.delete_local_segments(manifest.end_offset)  # the local copies are gone
+    part.wire.clear()  # as after a restart: no produced batch bytes kept in memory
+    assert (part.log_start_offset, part.local_log_start_offset) == (0, manifest.end_offset)
     return part, manifest.end_offset
 
 
@@ -103,7 +106,9 @@ def test_offsets_below_the_log_start_are_out_of_range(replicas: ReplicaManager, 
     assert reads.latest_tiered_offset(part) == local_start - 1
     store.delete([o.key for o in store.list("t-" + TID.hex + "/0/manifest")])  # nothing remote any more
     (d,) = _fetch(replicas, 0)
-    assert d.error != 0 and d.log_start_offset == local_start
+    assert d.error == ErrorCode.OFFSET_OUT_OF_RANGE and not d.records
+    (d,) = _fetch(replicas, local_start)
+    assert d.error == 0 and offsets_of(b"".join(d.records))[0] == local_start
 
 
 def test_list_offsets_by_time_in_the_store(replicas: ReplicaManager, store: RemoteStore) -> None:

@@ -72,7 +72,7 @@ def list_offsets(
                 if ts == EARLIEST:
                     entry.offset = part.log_start_offset if remote is None else remote.log_start_offset(part)
                 elif ts == EARLIEST_LOCAL:
-                    entry.offset = part.log.log_start_offset
+                    entry.offset = part.local_log_start_offset
                 elif ts == LATEST:
                     entry.offset = part.last_stable_offset if committed else part.high_watermark
                 elif ts == LATEST_TIERED:
