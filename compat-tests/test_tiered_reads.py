@@ -1,0 +1,120 @@
+"""The remote tier's read side against a real broker process: a confluent-kafka consumer reads from
+offset 0 a topic whose first ~90% lives only in the store (Fetch below the local log start served
+from the store), ListOffsets answers earliest / earliest-local / latest-tiered and finds timestamps in
+remote segments, and the SDK given only bootstrap servers reads the history straight from the store
+the broker names and the tail through Kafka."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from compat_broker import BrokerProcess, used_brokers
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from pylog.storage.remote_layout import RemoteManifest, partition_prefix, read_manifest, topic_dirs
+from pylog.storage.remote_store import open_remote_store
+
+import pylog
+from pylog.sdk.admin import EARLIEST, EARLIEST_LOCAL, LATEST, LATEST_TIERED, Admin
+from pylog.sdk.remote_source import TieredKafkaSource
+
+RECORDS = 4000
+TS0 = int(time.time() * 1000) - 600_000  # recent: retention.ms must not expire them
+
+
+def _value(i: int) -> bytes:
+    return b"record-%06d-" % i + b"x" * 180
+
+
+@pytest.fixture
+def tiered(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
+    remote = tmp_path / "remote"
+    b = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", config={
+        "remote.log.storage.system.enable": "true", "remote.log.storage.uri": f"file://{remote}",
+        "remote.log.manager.task.interval.ms": "200", "remote.log.reader.grace.ms": "1500"})
+    used_brokers(request.node).append(b)
+    b.start()
+    topic = f"history-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1, config={
+            "remote.storage.enable": "true", "segment.bytes": "65536",
+            "local.retention.bytes": "60000"})], operation_timeout=30).values():
+        f.result(timeout=30)
+    p = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "linger.ms": 5, "batch.num.messages": 40})
+    for i in range(RECORDS):
+        p.produce(topic, value=_value(i), key=b"k%d" % (i % 7), timestamp=TS0 + i)
+        p.poll(0)
+    assert p.flush(30) == 0
+    store = open_remote_store(f"file://{remote}")
+
+    def settled() -> RemoteManifest | None:
+        dirs = topic_dirs(store, topic)
+        m = read_manifest(store, partition_prefix(topic, next(iter(dirs)), 0)) if dirs else None
+        return m if m is not None and m.end_offset >= RECORDS * 0.85 else None
+
+    deadline = time.monotonic() + 45
+    while (m := settled()) is None:
+        assert time.monotonic() < deadline, "the broker did not copy 85% of the topic to the store"
+        time.sleep(0.3)
+    # wait until local retention dropped the copied segments
+    with Admin(b.bootstrap) as sdk:
+        parts = sdk.run(lambda a: a.cluster([topic])).topics[topic]
+        while sdk.run(lambda a: a.list_offsets(topic, parts, EARLIEST_LOCAL))[0] < RECORDS * 0.8:
+            assert time.monotonic() < deadline, "local segments copied to the store were not deleted"
+            time.sleep(0.3)
+    yield b, topic, m
+    if b.alive():
+        b.stop()
+
+
+def test_consumer_reads_from_offset_zero_through_the_store(tiered: Any) -> None:
+    b, topic, manifest = tiered
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False,
+                  "max.partition.fetch.bytes": 65536})
+    try:
+        low, high = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+        assert (low, high) == (0, RECORDS)  # earliest is the log start over both tiers
+        c.assign([TopicPartition(topic, 0, 0)])
+        seen: list[int] = []
+        deadline = time.monotonic() + 40
+        while len(seen) < RECORDS and time.monotonic() < deadline:
+            for msg in c.consume(500, timeout=1.0):
+                assert msg.error() is None, msg.error()
+                assert msg.value() == _value(msg.offset())
+                assert msg.timestamp()[1] == TS0 + msg.offset()
+                seen.append(msg.offset())
+        assert seen == list(range(RECORDS)), "every record once, in order, across the tiers"
+        # timestamps held only by the store are found there
+        found = c.offsets_for_times([TopicPartition(topic, 0, TS0 + 123)], timeout=10)
+        assert found[0].offset == 123
+    finally:
+        c.close()
+    with Admin(b.bootstrap) as sdk:
+        parts = sdk.run(lambda a: a.cluster([topic])).topics[topic]
+        got = {ts: sdk.run(lambda a, ts=ts: a.list_offsets(topic, parts, ts))[0]
+               for ts in (EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, LATEST)}
+    assert got[EARLIEST] == 0 and got[LATEST] == RECORDS
+    assert got[EARLIEST_LOCAL] > RECORDS * 0.8
+    assert got[LATEST_TIERED] >= manifest.end_offset - 1 and got[LATEST_TIERED] >= got[EARLIEST_LOCAL] - 1
+
+
+def test_sdk_reads_the_store_the_broker_names(tiered: Any) -> None:
+    b, topic, _manifest = tiered
+    scan = pylog.scan_topic(topic, bootstrap_servers=b.bootstrap)
+    source = scan._source()
+    try:
+        assert isinstance(source, TieredKafkaSource)  # discovered: remote.log.storage.uri via DescribeConfigs
+    finally:
+        source.close()
+    table = pylog.read_topic(topic, bootstrap_servers=b.bootstrap)
+    assert table["offset"].to_pylist() == list(range(RECORDS))
+    assert table["value"].to_pylist() == [_value(i) for i in range(RECORDS)]
+    tail = pylog.read_topic(topic, bootstrap_servers=b.bootstrap, starting_timestamp=TS0 + 3990)
+    assert tail["offset"].to_pylist() == list(range(3990, RECORDS))
+    through_kafka = pylog.read_topic(topic, bootstrap_servers=b.bootstrap, remote_storage=False)
+    assert through_kafka["offset"].to_pylist() == list(range(RECORDS))
