@@ -101,3 +101,66 @@ def test_stream_moves_from_the_store_to_the_tail(spark, tmp_path: Path, s3: S3Te
         assert len(rows) == TOTAL + 25
     finally:
         query.stop()
+
+
+def test_with_a_broker_then_without(spark, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """With the broker running: the store the broker names serves the history (one input partition
+    per remote segment) and a stream moves on to the broker's tail without a gap; with the broker
+    stopped, the store alone still answers the same count."""
+    import time
+
+    from confluent_kafka import Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+    from sdk_helpers import Broker
+
+    from pylog.sdk.admin import EARLIEST_LOCAL, Admin
+
+    remote = tmp_path / "remote"
+    b = Broker(tmp_path / "data", tmp_path / "broker.log", config={
+        "remote.log.storage.system.enable": "true", "remote.log.storage.uri": f"file://{remote}",
+        "remote.log.manager.task.interval.ms": "200"})
+    n = 3000
+    try:
+        admin = AdminClient({"bootstrap.servers": b.bootstrap})
+        for f in admin.create_topics([NewTopic("live", num_partitions=1, replication_factor=1, config={
+                "remote.storage.enable": "true", "segment.bytes": "65536",
+                "local.retention.bytes": "60000"})]).values():
+            f.result(timeout=30)
+        p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5, "batch.num.messages": 40})
+        for i in range(n):
+            p.produce("live", value=b"%06d" % i + b"y" * 150, key=b"k%d" % (i % 3))
+            p.poll(0)
+        assert p.flush(30) == 0
+        deadline = time.monotonic() + 40
+        with Admin(b.bootstrap) as sdk:
+            parts = sdk.run(lambda a: a.cluster(["live"])).topics["live"]
+            while sdk.run(lambda a: a.list_offsets("live", parts, EARLIEST_LOCAL))[0] < n * 0.75:
+                assert time.monotonic() < deadline, "the broker did not tier the topic"
+                time.sleep(0.3)
+        df = (spark.read.format("pylog").option("kafka.bootstrap.servers", b.bootstrap)
+              .option("subscribe", "live").load())
+        assert df.rdd.getNumPartitions() >= 5  # remote segments planned one per input partition
+        by_key = {r.key: r["count"] for r in df.groupBy("key").count().collect()}
+        assert by_key == {b"k0": 1000, b"k1": 1000, b"k2": 1000}
+
+        stream = (spark.readStream.format("pylog").option("kafka.bootstrap.servers", b.bootstrap)
+                  .option("subscribe", "live").option("startingOffsets", "earliest").load())
+        query = (stream.writeStream.format("memory").queryName("live_out")
+                 .option("checkpointLocation", str(tmp_path / "ckpt")).start())
+        try:
+            query.processAllAvailable()
+            for i in range(n, n + 50):
+                p.produce("live", value=b"%06d" % i + b"y" * 150)
+            assert p.flush(30) == 0
+            query.processAllAvailable()
+            offsets = sorted(r.offset for r in spark.sql("select offset from live_out").collect())
+            assert offsets == list(range(n + 50))
+        finally:
+            query.stop()
+    finally:
+        b.stop()
+    alone = (spark.read.format("pylog").option("remoteStorage", f"file://{remote}")
+             .option("subscribe", "live").load())
+    tiered = alone.count()
+    assert n * 0.75 <= tiered <= n + 50
+    assert sorted(r.offset for r in alone.select("offset").collect()) == list(range(tiered))
