@@ -89,6 +89,11 @@ class RemoteReadCache:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def submit(self, fn) -> None:  # type: ignore[no-untyped-def]
+        """Run ``fn`` on the cache's threads in the background (errors surface when it is used)."""
+        if not self._closed:
+            self._pool.submit(fn)
+
     def map(self, fn, items):  # type: ignore[no-untyped-def]
         """``fn`` over ``items`` on the cache's threads (small whole-object reads in parallel)."""
         return list(self._pool.map(fn, items))

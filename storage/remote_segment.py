@@ -46,6 +46,7 @@ class RemoteSegment:
         self.next_offset = segment.end_offset + 1
         self.max_timestamp = segment.max_timestamp
         self._side: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._side_requested = False
         self._lock = threading.Lock()
 
     def key(self, ext: str) -> str:
@@ -97,6 +98,9 @@ class RemoteSegment:
             return []
         pos = int(ix["position"][0])
         end = int(ix["position"][-1] + ix["length"][-1])
+        if then is not None and then._side is None and not then._side_requested:
+            then._side_requested = True  # a sequential reader: the next segment's side files too
+            self.cache.submit(then.side)
         buf = self.cache.read(self.data, pos, end, then=then.data if then is not None else None)
         if len(ix) == 1:
             return [read_batch(buf, 0, end - pos)]
