@@ -118,3 +118,29 @@ def test_sdk_reads_the_store_the_broker_names(tiered: Any) -> None:
     assert tail["offset"].to_pylist() == list(range(3990, RECORDS))
     through_kafka = pylog.read_topic(topic, bootstrap_servers=b.bootstrap, remote_storage=False)
     assert through_kafka["offset"].to_pylist() == list(range(RECORDS))
+
+
+def test_describe_cluster_info_and_the_partitions_widget_show_both_tiers(tiered: Any) -> None:
+    import json
+    import subprocess
+    import sys
+
+    import pylog.widgets as widgets
+
+    b, topic, _manifest = tiered
+    pylog_cli = [sys.executable, "-m", "pylog"]
+    out = subprocess.run([*pylog_cli, "topic", "describe", topic, "--bootstrap-servers", b.bootstrap,
+                          "--format", "json"], capture_output=True, text=True, timeout=60, check=True)
+    (p,) = json.loads(out.stdout)[0]["partitions"]
+    assert p["log_start_offset"] == 0 and p["high_watermark"] == RECORDS
+    assert RECORDS * 0.8 < p["local_log_start_offset"] <= p["remote_end_offset"] <= RECORDS
+    assert p["remote_bytes"] > 0 and p["remote_segments"] > 0 and p["local_bytes"] > 0
+    assert p["upload_lag"] == RECORDS - p["remote_end_offset"]
+    info = subprocess.run([*pylog_cli, "cluster", "info", "--bootstrap-servers", b.bootstrap,
+                           "--format", "json"], capture_output=True, text=True, timeout=60, check=True)
+    tier = json.loads(info.stdout)["remote_tier"]
+    assert tier["tiered_topics"] == 1 and tier["upload_lag"] == p["upload_lag"]
+    df = widgets.partitions(topic, bootstrap_servers=b.bootstrap)
+    row = df.iloc[0]
+    assert row["local_log_start_offset"] == p["local_log_start_offset"]
+    assert row["remote_bytes"] == p["remote_bytes"] and row["upload_lag"] == p["upload_lag"]
