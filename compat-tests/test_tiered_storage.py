@@ -15,8 +15,8 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 import pytest
 from compat_broker import BrokerProcess, used_brokers
-from confluent_kafka import Producer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewTopic
 from pylog.storage import read_segments
 from pylog.storage.remote_layout import (
     RemoteManifest,
@@ -158,3 +158,322 @@ def test_single_broker_copies_commits_and_drops_local_segments(
         assert merged == list(range(RECORDS + 500))
         # superseded manifests are collected after the grace period
         wait_for(lambda: len(manifest_versions(store, m2.prefix)) <= 2, 20, "old manifests collected")
+
+
+def low_watermark(bootstrap: str, topic: str) -> int:
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"wm-{uuid.uuid4().hex[:6]}"})
+    try:
+        return int(c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)[0])
+    finally:
+        c.close()
+
+
+def test_delete_records_retention_orphans_and_topic_deletion_reach_the_store(
+    tmp_path: Path, tiered_broker: BrokerProcess
+) -> None:
+    b = tiered_broker
+    store = open_remote_store(f"file://{tmp_path / 'remote'}")
+    topic = f"tiered-{uuid.uuid4().hex[:8]}"
+    create_topic(b.bootstrap, topic)
+    assert produce(b.bootstrap, topic, RECORDS) == RECORDS
+    m = wait_for(lambda: (x := manifest_of(store, topic)) and x.end_offset > 1500 and x, 30, "copies")
+    # an object the metadata does not know (a deposed leader's late upload) goes after the grace period
+    orphan = f"{m.prefix}/segments/{0:020d}-99-{'ab' * 16}.arrow"
+    store.put_bytes(orphan, b"late upload")
+    wait_for(lambda: not store.exists(orphan), 20, "the orphan collected")
+
+    # DeleteRecords: the log start moves into the remote range; segments wholly below it leave the store
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for f in admin.delete_records([TopicPartition(topic, 0, 1000)]).values():
+        f.result(timeout=30)
+    assert low_watermark(b.bootstrap, topic) == 1000
+    below = [s for s in m.segments if s.end_offset < 1000]
+    assert below
+
+    def trimmed() -> RemoteManifest | None:
+        x = manifest_of(store, topic)
+        ok = x and x.log_start_offset == 1000 and all(s.end_offset >= 1000 for s in x.segments)
+        return x if ok else None
+
+    wait_for(trimmed, 20, "the manifest to start at 1000")
+    wait_for(lambda: not any(store.exists(segment_key(m.prefix, s, ".arrow")) for s in below), 20,
+             "the objects of segments below the log start deleted after the grace period")
+
+    # retention.ms: remote segments expire, the log start moves past them
+    alter = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
+    for f in admin.incremental_alter_configs([alter]).values():
+        f.result(timeout=30)
+    wait_for(lambda: low_watermark(b.bootstrap, topic) > 2000, 30, "retention to move the log start")
+
+    # topic deletion: the topic's directory leaves the store after the grace period
+    for f in admin.delete_topics([topic], operation_timeout=30).values():
+        f.result(timeout=30)
+    wait_for(lambda: not topic_dirs(store, topic), 30, "the deleted topic's objects collected")
+
+
+def test_a_stalled_store_delays_copies_and_loses_nothing(
+    tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """moto's server is stopped (SIGSTOP) while segments wait to be copied: requests that meet it
+    time out (1 s) and are retried, unfinished copies are cleaned up, and once the store answers
+    again every acknowledged record is held once by the store plus the broker's disk."""
+    from pylog.testing_s3 import S3TestServer
+
+    with S3TestServer() as s3:
+        for k, v in s3.env.items():  # credentials by the usual AWS names
+            monkeypatch.setenv(k, v)
+        uri = s3.uri("tier")
+        b = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", config=tier_config(uri, **{
+            "remote.log.storage.s3.endpoint": s3.endpoint_url, "remote.log.storage.s3.region": "us-east-1",
+            "remote.log.storage.s3.request.timeout.ms": "1000"}))
+        used_brokers(request.node).append(b)
+        b.start()
+        try:
+            topic = f"tiered-{uuid.uuid4().hex[:8]}"
+            create_topic(b.bootstrap, topic)
+            assert produce(b.bootstrap, topic, 1500) == 1500
+            s3.pause()
+            try:
+                # the produce path never waits for the store
+                assert produce(b.bootstrap, topic, 1500, 1500) == 1500
+                time.sleep(4)
+            finally:
+                s3.resume()
+            store = open_remote_store(uri, s3.options)
+            part_dir = tmp_path / "data" / f"{topic}-0"
+
+            def settled() -> RemoteManifest | None:
+                m = manifest_of(store, topic)
+                if m is None or m.end_offset < 2400:
+                    return None
+                keys = {o.key for o in store.list(f"{m.prefix}/segments")}
+                wanted = {segment_key(m.prefix, s, ext) for s in m.segments
+                          for ext in (".arrow", ".index", ".timeindex", ".batches")}
+                return m if keys == wanted else None
+
+            m = wait_for(settled, 45, "copies to resume once the store answers")
+            remote = remote_values(store, m)
+            local = local_values(part_dir)
+            held = {**remote, **local}
+            assert sorted(held) == list(range(RECORDS))
+        finally:
+            b.stop()
+
+
+# --- a 3-node cluster on an S3-compatible store (moto's server), with crashes ----------------------
+
+
+def leader_of(bootstrap: str, topic: str) -> int:
+    md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=10)
+    return int(md.topics[topic].partitions[0].leader)
+
+
+def produce_tracked(bootstrap: str, topic: str, count: int, start: int) -> dict[int, bytes]:
+    """Produce ``count`` records, acks=all, idempotent; the acknowledged ones by offset."""
+    acked: dict[int, bytes] = {}
+    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "enable.idempotence": True,
+                  "batch.num.messages": 50, "message.timeout.ms": 30000})
+
+    def done(err: Any, msg: Any) -> None:
+        if err is None:
+            acked[msg.offset()] = msg.value()
+
+    for i in range(start, start + count):
+        p.produce(topic, value=VALUE + str(i).encode(), on_delivery=done)
+        p.poll(0)
+    p.flush(40)
+    return acked
+
+
+def remote_values(store: RemoteStore, manifest: RemoteManifest) -> dict[int, bytes]:
+    out: dict[int, bytes] = {}
+    for seg in manifest.segments:
+        data = store.read_bytes(segment_key(manifest.prefix, seg, ".arrow"))
+        table = ipc.open_file(pa.py_buffer(data)).read_all()
+        for o, v in zip(table.column("offset").to_pylist(), table.column("value").to_pylist(), strict=True):
+            if seg.base_offset <= o <= seg.end_offset:
+                assert o not in out, f"offset {o} is in two remote segments"
+                out[o] = v
+    return out
+
+
+def local_values(partition_dir: Path) -> dict[int, bytes]:
+    for _ in range(20):
+        try:
+            t = read_segments(partition_dir)
+            return dict(zip(t.column("offset").to_pylist(), t.column("value").to_pylist(), strict=True))
+        except FileNotFoundError:
+            time.sleep(0.05)
+    raise AssertionError(f"{partition_dir} kept changing under the reader")
+
+
+def remote_states(node_dir: Path) -> dict[str, int]:
+    """The last state of every remote log segment in a node's metadata log (read from its files)."""
+    from pylog.cluster.metadata_log import scan_frames
+    from pylog.cluster.records import RemoteLogSegmentRecord, decode_records
+    from pylog.cluster.voters import is_control
+
+    states: dict[str, int] = {}
+    for f in sorted((node_dir / "__cluster_metadata-0").glob("*.log")):
+        entries, _, _ = scan_frames(f.read_bytes(), int(f.stem))
+        for e in entries:
+            if e.data and not is_control(e.data):
+                for r in decode_records(e.data):
+                    if isinstance(r, RemoteLogSegmentRecord):
+                        states[r.segment_id] = r.state
+    return states
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("fault", ["after-upload", "after-commit", "before-local-delete", "leader-kill"])
+def test_cluster_crashes_lose_nothing_and_leave_nothing_dangling(
+    fault: str, cluster_factory: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from pylog.testing_s3 import S3TestServer
+
+    with S3TestServer() as s3:
+        for k, v in s3.env.items():
+            monkeypatch.setenv(k, v)
+        marker = tmp_path / "crashed"
+        if fault != "leader-kill":
+            monkeypatch.setenv("PYLOG_TEST_REMOTE_CRASH_AT", f"{fault}:{marker}")
+        uri = s3.uri("tier")
+        cluster = cluster_factory(3, config=tier_config(uri, **{
+            "remote.log.storage.s3.endpoint": s3.endpoint_url, "remote.log.storage.s3.region": "us-east-1",
+            "remote.log.storage.s3.request.timeout.ms": "1000"}))
+        bootstrap = cluster.bootstrap_servers
+        topic = f"tiered-{uuid.uuid4().hex[:8]}"
+        create_topic(bootstrap, topic, rf=3, **{"min.insync.replicas": "2"})
+        store = open_remote_store(uri, s3.options)
+        acked = produce_tracked(bootstrap, topic, 2000, 0)
+        first_leader = leader_of(bootstrap, topic)
+        if fault == "leader-kill":
+            wait_for(lambda: (m := manifest_of(store, topic)) and m.segments, 30, "a first copy")
+            cluster.kill(first_leader)  # uploads of later segments are under way or due
+        else:
+            wait_for(marker.exists, 40, f"a broker crashing at {fault}")
+        dead = [n for n in (1, 2, 3) if not cluster.node(n).running]
+        assert dead, "a broker was killed"
+        acked.update(produce_tracked(bootstrap, topic, 1000, 2000))
+        for n in dead:
+            cluster.start_node(n)
+        total = len(acked)
+        assert total >= 2000
+
+        def settled() -> RemoteManifest | None:
+            m = manifest_of(store, topic)
+            if m is None or m.end_offset < total - 600:  # all but the last ~2 segments are remote
+                return None
+            keys = {o.key for o in store.list(f"{m.prefix}/segments")}
+            wanted = {segment_key(m.prefix, s, ext) for s in m.segments
+                      for ext in (".arrow", ".index", ".timeindex", ".batches")}
+            return m if keys == wanted else None  # unfinished copies and orphans are gone
+
+        m = wait_for(settled, 50, "the store to hold exactly the committed segments")
+        leader = leader_of(bootstrap, topic)
+        remote = remote_values(store, m)
+        local = local_values(cluster.node(leader).data_dir / f"{topic}-0")
+        assert min(local) <= m.end_offset + 1, "no gap between the store and the leader's disk"
+        held = {**remote, **local}
+        missing = [o for o in acked if o not in held]
+        assert not missing, f"acknowledged offsets missing: {missing[:10]}"
+        assert all(held[o] == v for o, v in acked.items()), "every acknowledged record as written"
+        assert sorted(held) == list(range(len(held))), "offsets from 0 without a gap"
+        # no dangling metadata: every segment is committed (and in the manifest) or fully deleted
+        def clean() -> dict[str, int] | None:
+            states = remote_states(cluster.node(leader).data_dir)
+            live = {sid for sid, st in states.items() if st != 3}
+            ok = live == {seg.segment_id for seg in (manifest_of(store, topic) or m).segments}
+            return states if ok and all(st in (1, 3) for st in states.values()) else None
+
+        states = wait_for(clean, 20, "no remote segment left half copied or half deleted")
+        if fault in ("after-upload", "leader-kill"):
+            assert 3 in states.values() or fault == "leader-kill", "the unfinished copy was deleted"
+
+
+@pytest.mark.timeout(120)
+def test_a_replica_that_lost_its_disk_fetches_only_the_local_part(
+    cluster_factory: Any, tmp_path: Path
+) -> None:
+    import shutil
+
+    remote = tmp_path / "remote"
+    cluster = cluster_factory(3, config=tier_config(f"file://{remote}"))
+    bootstrap = cluster.bootstrap_servers
+    topic = f"tiered-{uuid.uuid4().hex[:8]}"
+    create_topic(bootstrap, topic, rf=3, **{"min.insync.replicas": "2"})
+    acked = produce_tracked(bootstrap, topic, RECORDS, 0)
+    assert len(acked) == RECORDS
+    leader = leader_of(bootstrap, topic)
+    leader_dir = cluster.node(leader).data_dir / f"{topic}-0"
+    wait_for(lambda: min(local_values(leader_dir)) > 1000, 40, "the leader to drop local segments")
+    follower = next(n for n in (1, 2, 3) if n != leader)
+    cluster.stop_node(follower)
+    shutil.rmtree(cluster.node(follower).data_dir / f"{topic}-0")
+    cluster.start_node(follower)
+    follower_dir = cluster.node(follower).data_dir / f"{topic}-0"
+
+    def caught_up() -> dict[int, bytes] | None:
+        if not follower_dir.exists():
+            return None
+        held = local_values(follower_dir)
+        return held if held and max(held) == RECORDS - 1 else None
+
+    held = wait_for(caught_up, 40, "the follower to catch up")
+    store = open_remote_store(f"file://{remote}")
+    m = manifest_of(store, topic)
+    assert m is not None and m.segments
+    assert min(held) > 0, "the follower did not copy the history the store holds"
+    assert min(held) <= m.end_offset + 1, "no gap between the store and the follower's disk"
+    assert sorted(held) == list(range(min(held), RECORDS))
+    assert all(held[o] == acked[o] for o in held)
+
+
+@pytest.mark.timeout(120)
+def test_a_store_refusing_and_timing_out_a_share_of_requests(
+    cluster_factory: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Brokers reach moto through a seeded fault proxy answering SlowDown to 15% of requests and
+    stalling 5% past the request timeout while records are produced and a leader is killed; the
+    store ends holding exactly the committed segments and every acknowledged record is held once."""
+    import random
+
+    from pylog.testing_s3 import S3FaultProxy, S3TestServer
+
+    seed = random.Random().randrange(1 << 16)
+    with S3TestServer() as s3, S3FaultProxy(s3.endpoint_url, seed=seed, refuse=0.15, delay=0.05,
+                                            delay_s=2.5) as proxy:
+        for k, v in s3.env.items():
+            monkeypatch.setenv(k, v)
+        uri = s3.uri("tier")
+        cluster = cluster_factory(3, config=tier_config(uri, **{
+            "remote.log.storage.s3.endpoint": proxy.endpoint_url, "remote.log.storage.s3.region": "us-east-1",
+            "remote.log.storage.s3.request.timeout.ms": "1000"}))
+        bootstrap = cluster.bootstrap_servers
+        topic = f"tiered-{uuid.uuid4().hex[:8]}"
+        create_topic(bootstrap, topic, rf=3, **{"min.insync.replicas": "2"})
+        acked = produce_tracked(bootstrap, topic, 1500, 0)
+        cluster.kill(leader_of(bootstrap, topic))
+        acked.update(produce_tracked(bootstrap, topic, 1500, 1500))
+        for n in (1, 2, 3):
+            cluster.start_node(n)
+        proxy.set_faults()  # the weather clears; what was left half done must be finished or undone
+        store = open_remote_store(uri, s3.options)
+
+        def settled() -> RemoteManifest | None:
+            m = manifest_of(store, topic)
+            if m is None or m.end_offset < len(acked) - 600:
+                return None
+            keys = {o.key for o in store.list(f"{m.prefix}/segments")}
+            wanted = {segment_key(m.prefix, s, ext) for s in m.segments
+                      for ext in (".arrow", ".index", ".timeindex", ".batches")}
+            return m if keys == wanted else None
+
+        m = wait_for(settled, 60, f"the store to hold exactly the committed segments (seed {seed})")
+        assert proxy.counts["refused"] > 0, f"faults were injected (seed {seed}): {proxy.counts}"
+        leader = leader_of(bootstrap, topic)
+        held = {**remote_values(store, m), **local_values(cluster.node(leader).data_dir / f"{topic}-0")}
+        lost = [o for o, v in acked.items() if held.get(o) != v]
+        assert not lost, f"acknowledged records missing (seed {seed}): {lost[:10]}"
+        assert sorted(held) == list(range(len(held)))

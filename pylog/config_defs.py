@@ -201,6 +201,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
            "Endpoint URL of an S3-compatible store (else AWS_ENDPOINT_URL, else AWS).", read_only=True),
         _d("remote.log.storage.s3.region", S, None, "Region of the S3 store (else AWS_REGION).",
            read_only=True),
+        _d("remote.log.storage.s3.request.timeout.ms", L, 30000,
+           "How long one request to the S3 store may take before it is retried.", read_only=True),
         _d("remote.log.reader.grace.ms", L, 300000,
            "How long superseded manifests and deleted segments' objects stay in the store, so a "
            "reader that planned with an older manifest never meets a missing object.", read_only=True),

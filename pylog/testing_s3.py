@@ -16,11 +16,13 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.request
 import uuid
 from collections.abc import Mapping
 from types import TracebackType
+from typing import Any
 
 ACCESS_KEY = "pylog-test"
 SECRET_KEY = "pylog-test-secret"
@@ -103,3 +105,136 @@ class S3TestServer:
     def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
                  tb: TracebackType | None) -> None:
         self.stop()
+
+
+class S3FaultProxy:
+    """An HTTP proxy in front of an S3 endpoint that refuses or delays a seeded share of requests.
+
+    Refused requests get S3's own ``503 SlowDown`` answer (clients retry it); delayed ones are
+    forwarded after ``delay_s`` (longer than a client's request timeout: a timeout). The seed is
+    printed so a failing run can be replayed. ``set_faults`` changes the shares while running.
+    """
+
+    def __init__(self, upstream: str, *, seed: int, refuse: float = 0.0, delay: float = 0.0,
+                 delay_s: float = 5.0) -> None:
+        import random
+
+        self.upstream = _host_port(upstream)
+        self.seed = seed
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self.refuse, self.delay, self.delay_s = refuse, delay, delay_s
+        self.counts = {"forwarded": 0, "refused": 0, "delayed": 0}
+        self._server: Any = None
+        self.endpoint_url = ""
+        print(f"S3FaultProxy seed={seed} refuse={refuse} delay={delay}")
+
+    def set_faults(self, *, refuse: float = 0.0, delay: float = 0.0) -> None:
+        with self._lock:
+            self.refuse, self.delay = refuse, delay
+
+    def _draw(self) -> str:
+        with self._lock:
+            r = self._rng.random()
+            if r < self.refuse:
+                kind = "refused"
+            else:
+                kind = "delayed" if r < self.refuse + self.delay else "forwarded"
+            self.counts[kind] += 1
+            return kind
+
+    def start(self) -> S3FaultProxy:
+        import http.client
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        proxy = self
+
+        class Handler(BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+            def _handle(self) -> None:
+                body = self._body()
+                kind = proxy._draw()
+                if kind == "refused":
+                    payload = (b'<?xml version="1.0" encoding="UTF-8"?><Error><Code>SlowDown</Code>'
+                               b"<Message>Please reduce your request rate.</Message></Error>")
+                    self.send_response(503)
+                    self.send_header("Content-Type", "application/xml")
+                    self.send_header("Content-Length", str(len(payload)))
+                    self.end_headers()
+                    self.wfile.write(payload)
+                    return
+                if kind == "delayed":
+                    time.sleep(proxy.delay_s)
+                conn = http.client.HTTPConnection(*proxy.upstream, timeout=60)
+                try:
+                    conn.putrequest(self.command, self.path, skip_host=True, skip_accept_encoding=True)
+                    for k, v in self.headers.items():
+                        if k.lower() not in ("connection", "expect"):
+                            conn.putheader(k, v)
+                    conn.endheaders(body)
+                    resp = conn.getresponse()
+                    data = resp.read()
+                    self.send_response(resp.status)
+                    for k, v in resp.getheaders():
+                        if k.lower() not in ("transfer-encoding", "connection", "content-length"):
+                            self.send_header(k, v)
+                    # a HEAD answer has no body but tells the object's length
+                    length = resp.getheader("Content-Length") if self.command == "HEAD" else None
+                    self.send_header("Content-Length", length or str(len(data)))
+                    self.end_headers()
+                    if self.command != "HEAD":
+                        self.wfile.write(data)
+                except (OSError, http.client.HTTPException):
+                    self.close_connection = True
+                finally:
+                    conn.close()
+
+            def _body(self) -> bytes:
+                """The request body as sent: raw chunks (with trailers) when chunked."""
+                if "chunked" not in (self.headers.get("Transfer-Encoding") or "").lower():
+                    length = int(self.headers.get("Content-Length") or 0)
+                    return self.rfile.read(length) if length else b""
+                raw = bytearray()
+                while True:
+                    line = self.rfile.readline(65537)
+                    raw += line
+                    size = int(line.split(b";", 1)[0].strip() or b"0", 16)
+                    if size == 0:
+                        while True:  # trailers, then an empty line
+                            t = self.rfile.readline(65537)
+                            raw += t
+                            if t in (b"\r\n", b"\n", b""):
+                                return bytes(raw)
+                    raw += self.rfile.read(size + 2)
+
+            do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _handle
+
+        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self._server.daemon_threads = True
+        self.endpoint_url = f"http://127.0.0.1:{self._server.server_address[1]}"
+        threading.Thread(target=self._server.serve_forever, daemon=True, name="s3-fault-proxy").start()
+        return self
+
+    def stop(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+    def __enter__(self) -> S3FaultProxy:
+        return self.start()
+
+    def __exit__(self, et: type[BaseException] | None, ev: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.stop()
+
+
+def _host_port(url: str) -> tuple[str, int]:
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(url)
+    return parts.hostname or "127.0.0.1", parts.port or 80

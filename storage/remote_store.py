@@ -31,6 +31,8 @@ S3_OPTIONS: Mapping[str, str] = {
 }
 DEFAULT_REQUEST_TIMEOUT_S = 30.0
 DEFAULT_CONNECT_TIMEOUT_S = 5.0
+# attempts per request (throttling and 5xx answers are retried with backoff by the AWS SDK)
+DEFAULT_MAX_ATTEMPTS = 5
 
 
 class RemoteStorageError(StorageError):
@@ -157,7 +159,7 @@ def open_remote_store(uri: str, options: Mapping[str, str] | None = None) -> Rem
     """Open ``file:///dir`` or ``s3://bucket/prefix``; a bad URI is a ValueError with a plain message.
 
     S3 options (each falls back to its AWS environment variable): endpoint_url, region,
-    access_key_id, secret_access_key, session_token; request_timeout_s, connect_timeout_s.
+    access_key_id, secret_access_key, session_token; request_timeout_s, connect_timeout_s, max_attempts.
     """
     options = dict(options or {})
     parts = urlsplit(uri)
@@ -177,7 +179,7 @@ def open_remote_store(uri: str, options: Mapping[str, str] | None = None) -> Rem
 
 
 def _s3(options: Mapping[str, str]) -> pafs.S3FileSystem:
-    unknown = set(options) - set(S3_OPTIONS) - {"request_timeout_s", "connect_timeout_s"}
+    unknown = set(options) - set(S3_OPTIONS) - {"request_timeout_s", "connect_timeout_s", "max_attempts"}
     if unknown:
         raise ValueError(f"unknown S3 option(s) {sorted(unknown)}; known: {sorted(S3_OPTIONS)}")
 
@@ -190,7 +192,8 @@ def _s3(options: Mapping[str, str]) -> pafs.S3FileSystem:
     kwargs: dict[str, object] = {
         "request_timeout": float(options.get("request_timeout_s", DEFAULT_REQUEST_TIMEOUT_S)),
         "connect_timeout": float(options.get("connect_timeout_s", DEFAULT_CONNECT_TIMEOUT_S)),
-        "retry_strategy": pafs.AwsStandardS3RetryStrategy(max_attempts=3),
+        "retry_strategy": pafs.AwsStandardS3RetryStrategy(
+            max_attempts=int(options.get("max_attempts", DEFAULT_MAX_ATTEMPTS))),
     }
     endpoint = opt("endpoint_url")
     if endpoint:

@@ -50,10 +50,17 @@ class MetadataView(Protocol):
     def brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]: ...
 
 
-def random_live_broker(view: MetadataView, listener: str | None = None) -> int:
-    """The controller a broker names to clients (Kafka's KRaft ``getRandomAliveBrokerId``): any
-    live broker, which forwards controller requests; -1 when there is none."""
+def controller_for_clients(view: MetadataView, node_id: int, listener: str | None = None) -> int:
+    """The controller a broker names to clients: itself while it is a live broker, else any live
+    broker (Kafka's KRaft names a random alive broker, which forwards controller requests); -1
+    when there is none.
+
+    Naming itself matters right after another broker dies: until the controller fences it, the
+    dead broker is still "alive" in the image, and a client sent there would time out. The
+    broker answering is one the client has just reached."""
     live = [b[0] for b in view.brokers(listener)]
+    if node_id in live:
+        return node_id
     return random.choice(live) if live else -1
 
 

@@ -24,6 +24,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
+import pyarrow.fs as pafs
 from pylog.protocol.errors import ErrorCode
 from pylog.storage.remote_layout import (
     SEGMENT_FILES,
@@ -54,17 +55,24 @@ log = logging.getLogger(__name__)
 
 IMAGE_WAIT_S = 10.0
 COPIES_PER_TICK = 8
-# Test-only: kill this process with SIGKILL at a named point of the copy / delete sequence
-# (after-upload: objects written, COPY_SEGMENT_FINISHED not proposed; after-commit: committed,
-# manifest not written; before-local-delete: local segments about to go).
+# Test-only: ``<point>:<marker file>`` kills this process with SIGKILL at a named point of the
+# copy / delete sequence, once per marker file (after-upload: objects written,
+# COPY_SEGMENT_FINISHED not proposed; after-commit: committed, manifest not written;
+# before-local-delete: local segments about to go).
 CRASH_ENV = "PYLOG_TEST_REMOTE_CRASH_AT"
 Key = tuple[uuid.UUID, int]
 
 
 def _crash_point(name: str) -> None:
-    if os.environ.get(CRASH_ENV) == name:
-        log.warning("remote tier: test crash point %s", name)
-        os.kill(os.getpid(), signal.SIGKILL)
+    point, _, marker = os.environ.get(CRASH_ENV, "").partition(":")
+    if point != name or not marker:
+        return
+    try:
+        os.close(os.open(marker, os.O_CREAT | os.O_EXCL | os.O_WRONLY))
+    except FileExistsError:
+        return  # this crash happened already
+    log.warning("remote tier: test crash point %s", name)
+    os.kill(os.getpid(), signal.SIGKILL)
 
 
 def segment_epochs(entries: list[tuple[int, int]], base: int, end: int) -> tuple[tuple[int, int], ...]:
@@ -78,6 +86,11 @@ def segment_epochs(entries: list[tuple[int, int]], base: int, end: int) -> tuple
         else:
             out.append((epoch, start))
     return tuple(out)
+
+
+def _delete_tree(fs: pafs.FileSystem, path: str) -> None:
+    with contextlib.suppress(FileNotFoundError):
+        fs.delete_dir(path)
 
 
 class RemoteLogManager:
@@ -106,6 +119,7 @@ class RemoteLogManager:
         self._never_committed: set[str] = set()
         self._manifested: dict[Key, tuple[int, int]] = {}  # version known in the store, its last offset
         self._grace: dict[Any, dict[str, int]] = {}  # first-seen times of things awaiting the grace
+        self._listed_ms: dict[Key, int] = {}  # when each partition's objects were last listed
 
     # -- lifetime ------------------------------------------------------------------------------
 
@@ -269,7 +283,7 @@ class RemoteLogManager:
         manifest = RemoteManifest(part.topic, tid, idx, version,
                                   image.remote.recorded_start(tid, idx) if start is None else start, segments)
         key = manifest_key(prefix, version)
-        await self.io.run("write manifest", self.io.store.put_bytes, key, manifest.encode())
+        await self.io.put_bytes("write manifest", key, manifest.encode())
         self._manifested[(tid, idx)] = (version, segments[-1].end_offset if segments else -1)
 
     async def _manifested_end(self, part: Partition) -> int:
@@ -310,6 +324,12 @@ class RemoteLogManager:
     async def _collect_orphans(self, part: Partition, prefix: str) -> None:
         assert self.io is not None
         key = (part.topic_id, part.index)
+        now = self._now_ms()
+        # LIST calls stay few: a partition's objects are listed at most twice per grace period
+        # (and at most every minute), whatever the task interval
+        if now - self._listed_ms.get(key, -(1 << 62)) < min(self.settings.grace_ms // 2, 60000):
+            return
+        self._listed_ms[key] = now
         store = self.io.store
         objects = await self.io.run("list segments", store.list, f"{prefix}/segments")
         known = {e.segment.segment_id for e in self._entries(part)} | self._in_flight.get(key, set())
@@ -343,6 +363,8 @@ class RemoteLogManager:
             objects = await self.io.run(f"list {name}", store.list, name)
             log.info("remote tier: deleting %d objects of deleted topic directory %s", len(objects), name)
             await self.io.run(f"delete {name}", store.delete, [o.key for o in objects])
+            if isinstance(store.fs, pafs.LocalFileSystem):  # a directory tree is left behind
+                await self.io.run(f"delete {name}/", _delete_tree, store.fs, store.path(name))
 
     # -- proposals -----------------------------------------------------------------------------
 
@@ -405,6 +427,17 @@ class RemoteLogManager:
         follower below its leader's local log start begins (KIP-1023)."""
         segments = self._image().remote_segments(part.topic, part.topic_id, part.index)
         return segments[-1].end_offset + 1 if segments else None
+
+    def upload_lag(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """(segments, bytes) of sealed local data not yet remote, per tiered partition led here."""
+        out: dict[tuple[str, int], tuple[int, int]] = {}
+        for part in self.replicas.snapshot():
+            if not part.is_leader or not part.log_config.remote_storage_enable:
+                continue
+            start = self.tiered_offset(part) or part.log_start_offset
+            waiting = [i for i in part.log.segment_infos()[:-1] if i.next_offset > start]
+            out[(part.topic, part.index)] = (len(waiting), sum(i.size_bytes for i in waiting))
+        return out
 
     def stats(self) -> dict[str, float]:
         """Bytes uploaded and seconds spent uploading (for measurements and cluster info)."""

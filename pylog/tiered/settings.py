@@ -42,6 +42,11 @@ class RemoteTierSettings:
             value = config.raw(name)
             if value:
                 options[key] = value
+        timeout_ms = config.int("remote.log.storage.s3.request.timeout.ms")
+        if timeout_ms < 1:
+            raise ConfigError("remote.log.storage.s3.request.timeout.ms must be at least 1")
+        if parts.scheme == "s3":
+            options["request_timeout_s"] = str(timeout_ms / 1000)
         threads = config.int("remote.log.manager.copier.thread.pool.size")
         interval = config.int("remote.log.manager.task.interval.ms")
         grace = config.int("remote.log.reader.grace.ms")

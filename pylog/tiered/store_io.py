@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -45,11 +46,13 @@ class StoreExecutor:
         raise AssertionError("unreachable")
 
     async def put_files(self, pairs: list[tuple[str, str]]) -> int:
-        """Upload local files to keys, in parallel on the pool; the bytes uploaded."""
+        """Upload local files to keys, in parallel on the pool, each checked by its stored size
+        (a store that mangled a body under a stall is caught and the upload retried); the bytes
+        uploaded."""
         def put(key: str, path: str) -> int:
-            import os
             size = os.path.getsize(path)
             self.store.put_file(key, path)
+            self._check_size(key, size)
             return size
 
         started = time.perf_counter()
@@ -58,6 +61,19 @@ class StoreExecutor:
         total = sum(sizes)
         self.bytes_uploaded += total
         return total
+
+    async def put_bytes(self, what: str, key: str, data: bytes) -> None:
+        """Write a small object, checked by its stored size, with the retries of ``run``."""
+        def put() -> None:
+            self.store.put_bytes(key, data)
+            self._check_size(key, len(data))
+
+        await self.run(what, put)
+
+    def _check_size(self, key: str, size: int) -> None:
+        stored = self.store.size(key)
+        if stored != size:
+            raise RemoteStorageError(f"{key}: the store holds {stored} bytes, {size} were written")
 
     def close(self) -> None:
         self.pool.shutdown(wait=False, cancel_futures=True)

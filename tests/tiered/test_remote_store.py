@@ -23,7 +23,7 @@ from storage.remote_layout import (
     segment_keys,
     topic_dirs,
 )
-from storage.remote_store import RemoteObjectNotFound, RemoteStore, open_remote_store
+from storage.remote_store import RemoteObjectNotFound, RemoteStorageError, RemoteStore, open_remote_store
 
 
 @pytest.fixture(scope="module")
@@ -101,3 +101,24 @@ def test_bad_uris_are_refused_with_a_plain_message(tmp_path: Path) -> None:
         open_remote_store("s3://b/x", {"endpoint": "http://127.0.0.1:1"})
     with pytest.raises(ValueError, match="expected http"):
         open_remote_store("s3://b/x", {"endpoint_url": "127.0.0.1:1"})
+
+
+def test_a_store_behind_refusals_and_timeouts_still_completes_or_says_why(s3: S3TestServer) -> None:
+    from pylog.testing_s3 import S3FaultProxy
+
+    with S3FaultProxy(s3.endpoint_url, seed=7, refuse=0.1) as proxy:
+        opts = dict(s3.options, endpoint_url=proxy.endpoint_url, request_timeout_s="2")
+        store = open_remote_store(s3.uri("faulty"), opts)
+        payloads = {f"k{i}": os.urandom(1000 + i) for i in range(8)}
+        for key, data in payloads.items():  # SlowDown is retried by the client
+            store.put_bytes(key, data)
+        assert {k: store.read_bytes(k) for k in payloads} == payloads
+        assert proxy.counts["refused"] > 0 and proxy.counts["forwarded"] >= 16
+        impatient = open_remote_store(s3.uri("faulty"), dict(opts, request_timeout_s="1", max_attempts="2"))
+        proxy.set_faults(refuse=1.0)
+        with pytest.raises(RemoteStorageError, match="cannot write"):
+            impatient.put_bytes("never", b"x")
+        proxy.set_faults(delay=1.0)
+        proxy.delay_s = 3.0
+        with pytest.raises(RemoteStorageError):
+            impatient.read_bytes("k0")

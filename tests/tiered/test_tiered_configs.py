@@ -109,4 +109,5 @@ def test_broker_settings_refuse_a_missing_or_bad_store_uri(tmp_path: object) -> 
         "remote.log.storage.s3.endpoint": "http://127.0.0.1:1", "remote.log.storage.s3.region": "eu-west-1",
         "remote.log.reader.grace.ms": "5"}))
     assert s is not None and s.uri == "s3://b/p" and s.grace_ms == 5
-    assert s.store_options == {"endpoint_url": "http://127.0.0.1:1", "region": "eu-west-1"}
+    assert s.store_options == {"endpoint_url": "http://127.0.0.1:1", "region": "eu-west-1",
+                               "request_timeout_s": "30.0"}

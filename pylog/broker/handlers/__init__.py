@@ -217,9 +217,10 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                 topics("topics", "name", "topics", Op.DESCRIBE, list_offsets.error_response),
             ),
             az.metadata(
-                route(metadata.metadata, metadata=s.metadata, controller=s.controller, config=s.config), authz
+                route(metadata.metadata, metadata=s.metadata, controller=s.controller, config=s.config,
+                      node_id=s.node_id), authz
             ),
-            route(describe_cluster.describe_cluster, metadata=s.metadata, authz=authz),
+            route(describe_cluster.describe_cluster, metadata=s.metadata, authz=authz, node_id=s.node_id),
             route(
                 describe_topic_partitions.describe_topic_partitions,
                 metadata=s.metadata,

@@ -18,7 +18,7 @@ from pylog.broker.acl_operations import AclOperation, ResourceType, operations_i
 from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
-from pylog.broker.metadata import MetadataView, random_live_broker
+from pylog.broker.metadata import MetadataView, controller_for_clients
 from pylog.cluster.node_config import NodeSettings
 from pylog.cluster.quorum import MetadataQuorum
 
@@ -33,7 +33,8 @@ def error_response(req: DescribeClusterRequest, code: int) -> DescribeClusterRes
 
 @serves(ApiKey.DESCRIBE_CLUSTER, versions=(0, 2), error_response=error_response)
 def describe_cluster(
-    ctx: RequestContext, req: DescribeClusterRequest, *, metadata: MetadataView, authz: Authorization
+    ctx: RequestContext, req: DescribeClusterRequest, *, metadata: MetadataView, authz: Authorization,
+    node_id: int,
 ) -> DescribeClusterResponse:
     md = metadata
     refused = _endpoint_error(ctx, req, BROKERS_ENDPOINT)
@@ -48,7 +49,7 @@ def describe_cluster(
         ]
     else:
         brokers = [_node(node, host, port, rack) for node, host, port, rack in md.brokers(ctx.listener)]
-    controller = random_live_broker(md, ctx.listener)
+    controller = controller_for_clients(md, node_id, ctx.listener)
     return _answer(ctx, req, authz, BROKERS_ENDPOINT, md.cluster_id, controller, brokers)
 
 

@@ -26,7 +26,7 @@ from pylog.broker.acl_operations import ResourceType, operations_if_requested
 from pylog.broker.context import RequestContext
 from pylog.broker.controller_client import ControllerClient
 from pylog.broker.handler_table import serves
-from pylog.broker.metadata import INTERNAL_TOPICS, MetadataView, random_live_broker
+from pylog.broker.metadata import INTERNAL_TOPICS, MetadataView, controller_for_clients
 from pylog.cluster.controller import NewTopic, validate_topic_name
 from pylog.cluster.image import TopicImage
 from pylog.config import BrokerConfig
@@ -43,15 +43,17 @@ def metadata(
     metadata: MetadataView,
     controller: ControllerClient,
     config: BrokerConfig,
+    node_id: int,
 ) -> MetadataResponse | Awaitable[MetadataResponse]:
     md = metadata
     requested = req.topics
     if requested is None or (ctx.api_version == 0 and not requested):
         topics = [_topic_entry(md, req, t) for _, t in sorted(md.image.topics.items())]
-        return _response(md, req, topics, ctx.listener)
+        return _response(md, req, topics, ctx.listener, node_id)
     if asked_by_id(req):
         ids = [t.topic_id for t in requested if t.topic_id not in (None, ZERO_UUID)]
-        return _response(md, req, [_id_entry(md, req, i) for i in dict.fromkeys(ids)], ctx.listener)
+        entries = [_id_entry(md, req, i) for i in dict.fromkeys(ids)]
+        return _response(md, req, entries, ctx.listener, node_id)
     auto = bool(getattr(req, "allow_auto_topic_creation", True)) and config.bool("auto.create.topics.enable")
     missing = [
         t.name
@@ -60,22 +62,24 @@ def metadata(
     ]
     creatable = [n for n in dict.fromkeys(missing) if auto and validate_topic_name(n)[0] == 0]
     if creatable:
-        return _auto_create_then_answer(md, controller, req, creatable, ctx.listener)
-    return _answer(md, req, ctx.listener)
+        return _auto_create_then_answer(md, controller, req, creatable, ctx.listener, node_id)
+    return _answer(md, req, ctx.listener, node_id)
 
 
 async def _auto_create_then_answer(
-    md: MetadataView, controller: ControllerClient, req: MetadataRequest, creatable: list[str], listener: str
+    md: MetadataView, controller: ControllerClient, req: MetadataRequest, creatable: list[str], listener: str,
+    node_id: int,
 ) -> MetadataResponse:
     try:
         await asyncio.wait_for(controller.create_topics([NewTopic(n) for n in creatable]), AUTO_CREATE_WAIT_S)
     except asyncio.TimeoutError:
         pass
-    return _answer(md, req, listener, pending=set(creatable))
+    return _answer(md, req, listener, node_id, pending=set(creatable))
 
 
 def _answer(
-    md: MetadataView, req: MetadataRequest, listener: str, pending: frozenset[str] | set[str] = frozenset()
+    md: MetadataView, req: MetadataRequest, listener: str, node_id: int,
+    pending: frozenset[str] | set[str] = frozenset(),
 ) -> MetadataResponse:
     entries = []
     for t in req.topics or ():
@@ -89,7 +93,7 @@ def _answer(
                 ErrorCode.LEADER_NOT_AVAILABLE if t.name in pending else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             )
         entries.append(_error_entry(t.name, code, ZERO_UUID))
-    return _response(md, req, entries, listener)
+    return _response(md, req, entries, listener, node_id)
 
 
 def asked_by_id(req: MetadataRequest) -> bool:
@@ -148,6 +152,7 @@ def _response(
     req: MetadataRequest,
     topics: list[MetadataResponse.MetadataResponseTopic],
     listener: str,
+    node_id: int,
 ) -> MetadataResponse:
     return MetadataResponse(
         throttle_time_ms=0,
@@ -156,7 +161,7 @@ def _response(
             for node, host, port, rack in md.brokers(listener)
         ],
         cluster_id=md.cluster_id,
-        controller_id=random_live_broker(md, listener),
+        controller_id=controller_for_clients(md, node_id, listener),
         topics=topics,
         cluster_authorized_operations=operations_if_requested(
             getattr(req, "include_cluster_authorized_operations", False), ResourceType.CLUSTER
