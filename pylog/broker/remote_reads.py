@@ -83,13 +83,6 @@ class RemoteReads:
         self._logs[(tid, part.index)] = (segments, start, log)
         return log
 
-    def log_start_offset(self, part: Any) -> int:
-        """The partition's log start offset over both tiers (Kafka's logStartOffset)."""
-        local = part.log_start_offset
-        tid = _topic_id(part.topic_id)
-        start = None if tid is None else self.metadata().remote_log_start_offset(part.topic, tid, part.index)
-        return local if start is None else min(local, start)
-
     def latest_tiered_offset(self, part: Any) -> int:
         """ListOffsets LATEST_TIERED (-5): the highest offset in the store, -1 when none."""
         log = self.remote_log(part)
@@ -97,8 +90,8 @@ class RemoteReads:
 
     def plan(self, part: Any, offset: int, max_bytes: int, upper: int, min_one: bool) -> RemoteFetch | None:
         """A remote read when ``offset`` is in the store and below the local log start."""
-        if offset >= part.local_log_start_offset:
-            return None  # the common case, decided without the metadata
+        if offset >= part.local_log_start_offset or offset < part.log_start_offset:
+            return None  # the common case (or below the log start: out of range), without the metadata
         log = self.remote_log(part)
         if log is None or not log.log_start_offset <= offset < min(log.log_end_offset,
                                                                    part.local_log_start_offset):

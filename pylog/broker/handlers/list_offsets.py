@@ -70,7 +70,7 @@ def list_offsets(
                 entry.leader_epoch = part.leader_epoch
                 ts = p.timestamp
                 if ts == EARLIEST:
-                    entry.offset = part.log_start_offset if remote is None else remote.log_start_offset(part)
+                    entry.offset = part.log_start_offset  # over both tiers (DeleteRecords moves it at once)
                 elif ts == EARLIEST_LOCAL:
                     entry.offset = part.local_log_start_offset
                 elif ts == LATEST:
