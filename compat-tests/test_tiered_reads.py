@@ -99,6 +99,14 @@ def test_consumer_reads_from_offset_zero_through_the_store(tiered: Any) -> None:
         got = {ts: sdk.run(lambda a, ts=ts: a.list_offsets(topic, parts, ts))[0]
                for ts in (EARLIEST, EARLIEST_LOCAL, LATEST_TIERED, LATEST)}
     assert got[EARLIEST] == 0 and got[LATEST] == RECORDS
+    from confluent_kafka.admin import OffsetSpec
+
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    tp = TopicPartition(topic, 0)
+    for spec, want in ((OffsetSpec.earliest(), 0), (OffsetSpec.max_timestamp(), RECORDS - 1),
+                       (OffsetSpec.for_timestamp(TS0 + 77), 77)):
+        result = admin.list_offsets({tp: spec})[tp].result(timeout=10)
+        assert result.offset == want, (spec, result)
     assert got[EARLIEST_LOCAL] > RECORDS * 0.8
     assert got[LATEST_TIERED] >= manifest.end_offset - 1 and got[LATEST_TIERED] >= got[EARLIEST_LOCAL] - 1
 

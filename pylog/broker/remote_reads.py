@@ -122,9 +122,11 @@ class RemoteReads:
         found = self._pool.submit(log.offset_for_timestamp, timestamp, max_offset=limit)
         return await asyncio.wrap_future(found)
 
-    async def max_timestamp_and_offset(self, part: Any) -> tuple[int, int] | None:
+    async def max_timestamp_and_offset(self, part: Any, above: int = -1) -> tuple[int, int] | None:
+        """MAX_TIMESTAMP among remote segments; None without reading when none has a timestamp
+        above ``above`` (the local log's largest: a tie goes to the remote, smaller, offset)."""
         log = self.remote_log(part)
-        if log is None:
+        if log is None or max(s.max_timestamp for s in log.segments) < above:
             return None
         return await asyncio.wrap_future(self._pool.submit(log.max_timestamp_and_offset))
 

@@ -121,7 +121,7 @@ async def _remote_max_timestamp(remote: RemoteReads, part: Any, entry: Any,
                                 local: tuple[int, int] | None) -> None:
     """MAX_TIMESTAMP over both tiers: the remote record wins a tie (its offset is smaller)."""
     try:
-        found = await remote.max_timestamp_and_offset(part)
+        found = await remote.max_timestamp_and_offset(part, -1 if local is None else local[0])
     except StorageError:
         entry.error_code = ErrorCode.KAFKA_STORAGE_ERROR
         return
