@@ -21,6 +21,7 @@ from pylog.storage.remote_store import open_remote_store
 import pylog
 from pylog.sdk.admin import EARLIEST, EARLIEST_LOCAL, LATEST, LATEST_TIERED, Admin
 from pylog.sdk.remote_source import TieredKafkaSource
+from pylog.testing_s3 import S3TestServer
 
 RECORDS = 4000
 TS0 = int(time.time() * 1000) - 600_000  # recent: retention.ms must not expire them
@@ -30,11 +31,25 @@ def _value(i: int) -> bytes:
     return b"record-%06d-" % i + b"x" * 180
 
 
-@pytest.fixture
-def tiered(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
-    remote = tmp_path / "remote"
+@pytest.fixture(scope="module")
+def s3() -> Any:
+    with S3TestServer() as server:
+        yield server
+
+
+@pytest.fixture(params=["file", "s3"])
+def tiered(tmp_path: Path, request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Any:
+    if request.param == "s3":  # the broker and this client find the credentials in the environment
+        server = request.getfixturevalue("s3")
+        for k, v in server.env.items():
+            monkeypatch.setenv(k, v)
+        uri, options = server.uri(f"reads-{uuid.uuid4().hex[:6]}"), dict(server.options)
+        store_config = {"remote.log.storage.uri": uri, "remote.log.storage.s3.endpoint": server.endpoint_url}
+    else:
+        uri, options = f"file://{tmp_path / 'remote'}", {}
+        store_config = {"remote.log.storage.uri": uri}
     b = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", config={
-        "remote.log.storage.system.enable": "true", "remote.log.storage.uri": f"file://{remote}",
+        "remote.log.storage.system.enable": "true", **store_config,
         "remote.log.manager.task.interval.ms": "200", "remote.log.reader.grace.ms": "1500"})
     used_brokers(request.node).append(b)
     b.start()
@@ -49,7 +64,7 @@ def tiered(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
         p.produce(topic, value=_value(i), key=b"k%d" % (i % 7), timestamp=TS0 + i)
         p.poll(0)
     assert p.flush(30) == 0
-    store = open_remote_store(f"file://{remote}")
+    store = open_remote_store(uri, options)
 
     def settled() -> RemoteManifest | None:
         dirs = topic_dirs(store, topic)
