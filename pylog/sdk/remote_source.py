@@ -23,6 +23,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from pylog.model import TRANSACTIONAL_MASK
 from pylog.sdk.offsets import PartitionRange
 from pylog.storage.remote_cache import RemoteReadCache
 from pylog.storage.remote_layout import (
@@ -148,32 +149,29 @@ class TieredKafkaSource:
     def partitions(self, topic: str) -> list[int]:
         return self.kafka.partitions(topic)  # type: ignore[no-any-return]
 
-    def _cut(self, topic: str, partition: int, *, upto: int | None = None) -> tuple[int, int] | None:
-        """(remote start, first offset read through Kafka) of a partition with remote segments. A
-        range ending within the remote segments needs no last stable offset of them (its planner
-        found it), so only a range reaching past them pays for reading every side file."""
-        log = self.tier.remote_log(topic, partition)
-        if log is None:
-            return None
-        if upto is not None and upto <= log.log_end_offset:
-            return log.log_start_offset, log.log_end_offset
-        (start, end), = self.store_reader.offset_bounds(topic, [partition]).values()
-        return start, end
+    def _store_end(self, topic: str, partition: int) -> int:
+        """The first offset a read through the store cannot decide alone: the remote end, or an
+        earlier transaction whose marker is not in the store (read through Kafka from there).
+        Costs a read of every remote side file, so only a range crossing the remote end asks."""
+        (_start, end), = self.store_reader.offset_bounds(topic, [partition]).values()
+        return end
 
     def offset_bounds(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
+        """Kafka's bounds (its log start covers both tiers), the store's start where it is older."""
         out = dict(self.kafka.offset_bounds(topic, partitions))
         for p in partitions:
-            cut = self._cut(topic, p)
-            if cut is not None:
+            log = self.tier.remote_log(topic, p)
+            if log is not None:
                 start, end = out[p]
-                out[p] = (min(start, cut[0]), max(end, cut[1]))
+                out[p] = (min(start, log.log_start_offset), max(end, log.log_end_offset))
         return out
 
     def offsets_for_times(self, topic: str, times: dict[int, int]) -> dict[int, int | None]:
         out: dict[int, int | None] = {}
         rest: dict[int, int] = {}
         for p, ts in times.items():
-            found = self.store_reader.offsets_for_times(topic, {p: ts})[p] if self._cut(topic, p) else None
+            has_remote = self.tier.remote_log(topic, p) is not None
+            found = self.store_reader.offsets_for_times(topic, {p: ts})[p] if has_remote else None
             if found is not None:
                 out[p] = found
             else:
@@ -184,14 +182,22 @@ class TieredKafkaSource:
 
     def _split(self, ranges: list[PartitionRange]) -> list[tuple[PartitionRange, PartitionRange | None,
                                                                  PartitionRange | None]]:
-        out = []
+        """Each range as (itself, its part read from the store, its part read through Kafka)."""
+        out: list[tuple[PartitionRange, PartitionRange | None, PartitionRange | None]] = []
         for r in ranges:
-            cut = self._cut(r.topic, r.partition, upto=r.end)
-            if cut is None or r.start >= cut[1]:
+            log = self.tier.remote_log(r.topic, r.partition)
+            if log is None or r.start >= log.log_end_offset:  # the tail: Kafka only
                 out.append((r, None, r))
                 continue
-            remote = replace(r, end=min(r.end, cut[1]))
-            rest = replace(r, start=cut[1]) if r.end > cut[1] else None
+            inside = r.end <= log.log_end_offset and not len(
+                log.batch_metadata(r.start, r.end, attributes=TRANSACTIONAL_MASK))
+            # a transaction in the range may have its marker past the store: find where to cut
+            cut = r.end if inside else self._store_end(r.topic, r.partition)
+            if r.start >= cut:
+                out.append((r, None, r))
+                continue
+            remote = replace(r, end=min(r.end, cut))
+            rest = replace(r, start=cut) if r.end > cut else None
             out.append((r, remote, rest))
         return out
 
