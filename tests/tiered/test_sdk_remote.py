@@ -3,6 +3,7 @@ offset and time bounds pruning whole segments, and with one manifest version per
 
 from __future__ import annotations
 
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -128,3 +129,41 @@ def test_a_read_pins_the_manifest_it_planned_with(tmp_path: Path, spec: RemoteSt
     # a new read plans with the newer version
     t = pylog.read_topic(TOPIC, remote_storage=spec.uri, storage_options=dict(spec.options), partitions=[0])
     assert t["offset"][0].as_py() == m.segments[2].base_offset
+
+
+def test_transactions_across_the_tiers_read_committed(tmp_path: Path, spec: RemoteStorageSpec) -> None:
+    """An aborted transaction in the store is skipped; a transaction whose records are in the store
+    and whose COMMIT marker is only on disk is read with the data directory, and a store-only read
+    stops before it (its outcome is not in the store: the last stable offset of what the store holds)."""
+    sys.path.insert(0, str(Path(__file__).parents[1] / "sdk"))
+    from sdk_helpers import LogWriter
+
+    data = tmp_path / "data"
+    w = LogWriter(data, "txn")
+    w.append(10)
+    a0, _ = w.append(5, producer_id=7, transactional=True)
+    w.marker(7, commit=False)
+    b0, b1 = w.append(5, producer_id=8, transactional=True)
+    w.marker(8, commit=True)
+    w.log.roll()
+    w.append(10)
+    c0, c1 = w.append(5, producer_id=9, transactional=True)
+    w.log.roll()
+    c_marker = w.marker(9, commit=True)
+    p0, p1 = w.append(10)
+    d0, _ = w.append(5, producer_id=10, transactional=True)  # still open
+    w.log.seal_pending()
+    store = open_remote_store(spec.uri, spec.options)
+    manifest = upload(w.log.dir, store, "txn", TID, 0, count=2)
+    w.close()
+    assert manifest.end_offset == c1
+    drop_local(data / "txn-0", manifest.end_offset)
+
+    both = pylog.read_topic("txn", data_dir=data, remote_storage=spec.uri, storage_options=dict(spec.options))
+    expected = [o for o in range(d0) if not a0 <= o < a0 + 5 and o not in (a0 + 5, b1, c_marker)]
+    assert both["offset"].to_pylist() == expected
+    assert set(range(b0, b1)) <= set(expected) and set(range(c0, c1)) <= set(expected)
+    assert set(range(p0, p1)) <= set(expected)
+
+    alone = pylog.read_topic("txn", remote_storage=spec.uri, storage_options=dict(spec.options))
+    assert alone["offset"].to_pylist() == [o for o in expected if o < c0]
