@@ -167,3 +167,57 @@ def test_describe_cluster_info_and_the_partitions_widget_show_both_tiers(tiered:
     row = df.iloc[0]
     assert row["local_log_start_offset"] == p["local_log_start_offset"]
     assert row["remote_bytes"] == p["remote_bytes"] and row["upload_lag"] == p["upload_lag"]
+
+
+def test_read_committed_skips_aborted_transactions_held_only_by_the_store(
+        tmp_path: Path, request: pytest.FixtureRequest) -> None:
+    """A read_committed consumer from offset 0 after a restart, most of the transactions (committed
+    and aborted) only in the store: every committed record once, no aborted one."""
+    remote = tmp_path / "remote"
+    b = BrokerProcess(tmp_path / "data", tmp_path / "broker.log", config={
+        "remote.log.storage.system.enable": "true", "remote.log.storage.uri": f"file://{remote}",
+        "remote.log.manager.task.interval.ms": "200"})
+    used_brokers(request.node).append(b)
+    b.start()
+    topic = f"txn-{uuid.uuid4().hex[:8]}"
+    admin = AdminClient({"bootstrap.servers": b.bootstrap})
+    for f in admin.create_topics([NewTopic(topic, num_partitions=1, replication_factor=1, config={
+            "remote.storage.enable": "true", "segment.bytes": "65536",
+            "local.retention.bytes": "60000"})], operation_timeout=30).values():
+        f.result(timeout=30)
+    p = Producer({"bootstrap.servers": b.bootstrap, "transactional.id": f"t-{uuid.uuid4().hex[:6]}"})
+    p.init_transactions(30)
+    committed: list[bytes] = []
+    for t in range(60):
+        p.begin_transaction()
+        values = [b"t%02d-%03d-" % (t, i) + b"z" * 150 for i in range(60)]
+        for v in values:
+            p.produce(topic, value=v)
+        if t % 3 == 1:
+            p.abort_transaction(30)
+        else:
+            p.commit_transaction(30)
+            committed += values
+    deadline = time.monotonic() + 45
+    with Admin(b.bootstrap) as sdk:
+        parts = sdk.run(lambda a: a.cluster([topic])).topics[topic]
+        while sdk.run(lambda a: a.list_offsets(topic, parts, EARLIEST_LOCAL))[0] < 1200:
+            assert time.monotonic() < deadline, "the broker did not tier the topic"
+            time.sleep(0.3)
+    b.restart()  # the in-memory aborted-transaction index now holds only the local part
+    c = Consumer({"bootstrap.servers": b.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
+                  "isolation.level": "read_committed", "enable.auto.commit": False})
+    try:
+        c.assign([TopicPartition(topic, 0, 0)])
+        got: list[bytes] = []
+        deadline = time.monotonic() + 40
+        while len(got) < len(committed) and time.monotonic() < deadline:
+            for msg in c.consume(500, timeout=1.0):
+                assert msg.error() is None, msg.error()
+                got.append(msg.value())
+        time.sleep(0.5)
+        got += [m.value() for m in c.consume(500, timeout=0.5) if m.error() is None]
+        assert got == committed, "read_committed: every committed record once, no aborted one"
+    finally:
+        c.close()
+        b.stop()

@@ -19,12 +19,16 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
 from pylog.storage.remote_cache import RemoteReadCache
 from pylog.storage.remote_layout import RemoteLogMetadata, RemoteLogSegment, partition_prefix
 from pylog.storage.remote_segment import RemoteLog
 from pylog.storage.remote_store import RemoteStore
 
 from pylog.broker.batch_bytes import encode_stored
+from pylog.broker.producer_state import AbortedTxn
+from pylog.broker.transactions import is_abort_marker, last_offset_of
+from pylog.model import CONTROL_MASK, TRANSACTIONAL_MASK
 
 DEFAULT_CACHE_BYTES = 256 << 20
 DEFAULT_THREADS = 4
@@ -41,6 +45,7 @@ class RemoteFetch:
     max_bytes: int
     upper: int
     min_one: bool
+    committed: bool = False  # read_committed: the aborted transactions are derived too
 
 
 class RemoteReads:
@@ -88,7 +93,8 @@ class RemoteReads:
         log = self.remote_log(part)
         return -1 if log is None else log.log_end_offset - 1
 
-    def plan(self, part: Any, offset: int, max_bytes: int, upper: int, min_one: bool) -> RemoteFetch | None:
+    def plan(self, part: Any, offset: int, max_bytes: int, upper: int, min_one: bool,
+             committed: bool = False) -> RemoteFetch | None:
         """A remote read when ``offset`` is in the store and below the local log start."""
         if offset >= part.local_log_start_offset or offset < part.log_start_offset:
             return None  # the common case (or below the log start: out of range), without the metadata
@@ -96,19 +102,20 @@ class RemoteReads:
         if log is None or not log.log_start_offset <= offset < min(log.log_end_offset,
                                                                    part.local_log_start_offset):
             return None
-        return RemoteFetch(part, log, offset, max_bytes, min(upper, log.log_end_offset), min_one)
+        return RemoteFetch(part, log, offset, max_bytes, min(upper, log.log_end_offset), min_one, committed)
 
     # -- reading off the event loop ------------------------------------------------------------
 
-    async def read(self, fetch: RemoteFetch, max_wait_ms: int) -> list[bytes]:
-        """The wire batches of a planned remote read; [] when the store did not answer in time."""
+    async def read(self, fetch: RemoteFetch, max_wait_ms: int) -> tuple[list[bytes], list[AbortedTxn]]:
+        """The wire batches of a planned remote read and, read_committed, the aborted transactions
+        they overlap; nothing when the store did not answer in time."""
         fut = self._pool.submit(_read_wire, fetch)
         try:
             timeout_s = (max_wait_ms + self.fetch_max_wait_ms) / 1000
             return await asyncio.wait_for(asyncio.wrap_future(fut), timeout_s)
         except asyncio.TimeoutError:
             fut.cancel()
-            return []
+            return [], []
 
     async def offset_for_timestamp(self, part: Any, timestamp: int,
                                    max_offset: int) -> tuple[int, int] | None:
@@ -137,7 +144,47 @@ class RemoteReads:
                                                         min_timestamp=timestamp))
 
 
-def _read_wire(fetch: RemoteFetch) -> list[bytes]:
+def remote_aborted(fetch: RemoteFetch, upper_offset: int) -> list[AbortedTxn]:
+    """Aborted transactions overlapping ``[fetch offset, upper_offset)`` of a remote read, derived
+    from the stored batch metadata and markers (the partition's in-memory index covers only what
+    this broker appended or replayed from its local segments)."""
+    log = fetch.log
+    part = fetch.part
+    mask = TRANSACTIONAL_MASK | CONTROL_MASK
+    special = log.batch_metadata(fetch.offset, log.log_end_offset, attributes=mask)
+    data = special[(special["attributes"] & CONTROL_MASK) == 0]
+    data = data[data["base_offset"] < upper_offset]
+    if not len(data):
+        return []
+    markers = special[(special["attributes"] & CONTROL_MASK) != 0]
+    if log.log_end_offset < part.log_end_offset:  # markers past the remote end are on local disk
+        local = part.log.batch_metadata(max(log.log_end_offset, part.local_log_start_offset), None,
+                                        attributes=CONTROL_MASK)
+        markers = np.concatenate([markers, local])
+    out: list[AbortedTxn] = []
+    for pid in np.unique(data["producer_id"]).tolist():
+        firsts = data["base_offset"][data["producer_id"] == pid]
+        ends = markers["base_offset"][markers["producer_id"] == pid]
+        for i, end in enumerate(ends.tolist()):
+            start = ends[i - 1] if i else -1
+            inside = firsts[(firsts > start) & (firsts < end)]
+            if not len(inside):
+                continue
+            reader = log if end < log.log_end_offset else part.log
+            if is_abort_marker(reader, end):
+                out.append(AbortedTxn(pid, int(inside[0]), int(end)))
+    return sorted(out, key=lambda a: a.first_offset)
+
+
+def merge_aborted(known: list[AbortedTxn], found: list[AbortedTxn]) -> list[AbortedTxn]:
+    """Both lists, each transaction once (by producer and ABORT marker: a consumer given one
+    transaction twice would skip that producer's later batches too), by first offset."""
+    have = {(a.producer_id, a.last_offset) for a in known}
+    return sorted([*known, *(a for a in found if (a.producer_id, a.last_offset) not in have)],
+                  key=lambda a: a.first_offset)
+
+
+def _read_wire(fetch: RemoteFetch) -> tuple[list[bytes], list[AbortedTxn]]:
     out: list[bytes] = []
     total = 0
     for b in fetch.log.read(fetch.offset, fetch.max_bytes, max_offset=fetch.upper, min_one=fetch.min_one):
@@ -146,7 +193,8 @@ def _read_wire(fetch: RemoteFetch) -> list[bytes]:
         if total > fetch.max_bytes and (out or not fetch.min_one):
             break
         out.append(data)
-    return out
+    aborted = remote_aborted(fetch, last_offset_of(out[-1]) + 1) if fetch.committed and out else []
+    return out, aborted
 
 
 def _topic_id(value: Any) -> uuid.UUID | None:

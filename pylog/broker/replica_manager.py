@@ -50,7 +50,7 @@ from pylog.broker.log_dirs import LogDirs, check_log_dirs, count_by_dir
 from pylog.broker.metadata import INTERNAL_TOPICS
 from pylog.broker.partition import AppendOrigin, AppendResult, Partition
 from pylog.broker.producer_state import AbortedTxn
-from pylog.broker.remote_reads import RemoteFetch, RemoteReads
+from pylog.broker.remote_reads import RemoteFetch, RemoteReads, merge_aborted
 from pylog.broker.transactions import marker_batch
 from pylog.broker.wire_cache import WireBudget, WireBytes
 from pylog.config import BrokerConfig, ConfigError
@@ -365,17 +365,19 @@ class ReplicaManager:
         fetches = [d.remote for d in pending if d.remote is not None]
         got = await asyncio.gather(*(self.remote_reads.read(f, params.max_wait_ms) for f in fetches),
                                    return_exceptions=True)
-        for d, batches in zip(pending, got):
+        for d, fetch, result in zip(pending, fetches, got):
             d.remote = None
-            if isinstance(batches, BaseException):
-                log.error("reading the remote tier failed: %s", batches)
+            if isinstance(result, BaseException):
+                log.error("reading the remote tier failed: %s", result)
                 d.error = ErrorCode.KAFKA_STORAGE_ERROR
-            elif batches:
+                continue
+            batches, aborted = result
+            if batches:
                 d.records = batches
                 d.size = sum(map(len, batches))
-        if params.isolation is FetchIsolation.TXN_COMMITTED:
-            for d, fetch in zip(pending, fetches):
-                d.aborted_transactions = fetch.part.aborted_transactions(fetch.offset, d.records)
+            if params.isolation is FetchIsolation.TXN_COMMITTED:
+                d.aborted_transactions = merge_aborted(fetch.part.aborted_transactions(fetch.offset, batches),
+                                                       aborted)
         return answer
 
     async def _recorded(
@@ -466,7 +468,8 @@ class ReplicaManager:
         limit = max(min(w.partition_max_bytes, budget), 0)
         if limit == 0 and not min_one:
             return None
-        remote = self.remote_reads.plan(part, w.fetch_offset, limit, upper, min_one)
+        committed = isolation is FetchIsolation.TXN_COMMITTED
+        remote = self.remote_reads.plan(part, w.fetch_offset, limit, upper, min_one, committed)
         if remote is None:
             return None
         return FetchPartitionData(0, hw, lso, part.log_start_offset, remote=remote)

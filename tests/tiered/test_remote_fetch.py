@@ -120,3 +120,46 @@ def test_list_offsets_by_time_in_the_store(replicas: ReplicaManager, store: Remo
     late = TS + (BATCHES - 1) * 1000
     assert not reads.may_hold_timestamp(part, late)  # only the local log has it
     assert asyncio.run(reads.max_timestamp_and_offset(part))[0] < late
+
+
+def test_aborted_transactions_of_a_remote_read(tmp_path: Path, store: RemoteStore) -> None:
+    """read_committed from the store: the aborted transactions overlapping the records read come from
+    the stored batch metadata and markers, including a marker that is only on local disk."""
+    from types import SimpleNamespace
+
+    from pylog.storage import PartitionLog
+    from pylog.storage.remote_cache import RemoteReadCache
+    from pylog.storage.remote_segment import RemoteLog
+
+    from pylog.broker.remote_reads import RemoteFetch, merge_aborted, remote_aborted
+
+    sys.path.insert(0, str(Path(__file__).parents[1] / "sdk"))
+    from sdk_helpers import LogWriter
+
+    w = LogWriter(tmp_path / "d", "t")
+    w.append(5)
+    a0, _ = w.append(5, producer_id=7, transactional=True)
+    a_end = w.marker(7, commit=False)
+    w.append(5, producer_id=8, transactional=True)
+    w.marker(8, commit=True)
+    w.log.roll()
+    c0, _ = w.append(5, producer_id=9, transactional=True)
+    w.log.roll()
+    c_end = w.marker(9, commit=False)  # the ABORT of pid 9 is only on local disk
+    w.append(5)
+    w.log.seal_pending()
+    manifest = upload(w.log.dir, store, "t", TID, 0, count=2)
+    w.close()
+    local = PartitionLog.open_readonly(tmp_path / "d" / "t-0")
+    part = SimpleNamespace(log=local, log_end_offset=local.log_end_offset,
+                           local_log_start_offset=manifest.end_offset)
+    with RemoteReadCache(8 << 20) as cache:
+        remote = RemoteLog.from_manifest(store, manifest, cache)
+        fetch = RemoteFetch(part, remote, 0, 1 << 20, remote.log_end_offset, True, True)
+        found = remote_aborted(fetch, remote.log_end_offset)
+        got = [(a.producer_id, a.first_offset, a.last_offset) for a in found]
+        assert got == [(7, a0, a_end), (9, c0, c_end)]
+        assert remote_aborted(fetch, a0) == []  # nothing read overlaps them
+        known = [found[0]]
+        assert merge_aborted(known, found) == found  # each transaction once
+    local.close()
