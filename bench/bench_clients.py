@@ -10,6 +10,7 @@ end-to-end time (produce call to consumer delivery) as p50 / p99 / p99.9.
     python bench/bench_clients.py --records 50000      # quicker
     python bench/bench_clients.py --matrix             # sizes x acks x codecs x partitions
     python bench/bench_clients.py --brokers pylog      # one broker only
+    python bench/bench_clients.py --only lz4           # only the rows whose label holds "lz4"
 
 The ratio column is pylog / tansu: above 1 is better for rates, below 1 is better for CPU,
 memory and latency.
@@ -63,8 +64,9 @@ def payload(size: int, i: int) -> bytes:
     return ((b"pylog bench record %012d " % i) * (size // 32 + 1))[:size]
 
 
-def produce(bootstrap: str, topic: str, sc: Scenario, n: int) -> float:
-    """Seconds to send n records and receive every acknowledgement."""
+def produce(bootstrap: str, topic: str, sc: Scenario, n: int, config: dict[str, Any] | None = None) -> float:
+    """Seconds to send n records and receive every acknowledgement (``config`` overrides the
+    producer's settings)."""
     from confluent_kafka import Producer
 
     p = Producer(
@@ -75,6 +77,7 @@ def produce(bootstrap: str, topic: str, sc: Scenario, n: int) -> float:
             "linger.ms": 5,
             "queue.buffering.max.messages": 500_000,
             "enable.idempotence": False,
+            **(config or {}),
         }
     )
     failures = []
@@ -228,8 +231,186 @@ def scenarios(matrix: bool) -> list[Scenario]:
         Scenario(1000),
         Scenario(1000, acks="all"),
         Scenario(1000, compression="lz4"),
+        Scenario(1000, partitions=4),
         Scenario(1000, partitions=6),
     ]
+
+
+def loopback_seconds(nbytes: int, chunk: int = 1 << 20) -> float:
+    """Seconds to move ``nbytes`` over one 127.0.0.1 TCP connection (a sender thread, a receiver
+    reading into one buffer): the most any broker could deliver to one consumer here."""
+    import socket
+    import threading
+
+    srv = socket.create_server(("127.0.0.1", 0))
+    port = srv.getsockname()[1]
+    got = [0]
+
+    def receive() -> None:
+        conn, _ = srv.accept()
+        buf = bytearray(chunk)
+        with conn:
+            while got[0] < nbytes:
+                n = conn.recv_into(buf)
+                if not n:
+                    break
+                got[0] += n
+
+    t = threading.Thread(target=receive)
+    t.start()
+    data = b"x" * chunk
+    start = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port)) as s:
+        left = nbytes
+        while left > 0:
+            s.sendall(data if left >= chunk else data[:left])
+            left -= chunk
+        t.join()
+    elapsed = time.perf_counter() - start
+    srv.close()
+    return elapsed
+
+
+def raw_fetch(bootstrap: str, topic: str, n: int, partition_max_bytes: int = 1 << 20) -> float:
+    """Seconds to read offsets [0, n) of partition 0 with plain Fetch v11 requests (one in flight,
+    the Java consumer's defaults: 1 MiB per partition, 50 MiB per fetch), walking only batch
+    headers: a client that costs little per record, so the broker and the socket are what is timed."""
+    import socket
+    import struct
+
+    host, port = bootstrap.rsplit(":", 1)
+    name = topic.encode()
+    head = struct.Struct(">hhih")
+    part = struct.Struct(">iiqqi")
+    sock = socket.create_connection((host, int(port)))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    buf = bytearray(64 << 20)
+    view = memoryview(buf)
+
+    def recv_exact(k: int) -> memoryview:
+        got = 0
+        while got < k:
+            r = sock.recv_into(view[got:k])
+            if not r:
+                raise RuntimeError("connection closed")
+            got += r
+        return view[:k]
+
+    offset, correlation = 0, 0
+    start = time.perf_counter()
+    deadline = start + 300
+    try:
+        while offset < n:
+            if time.perf_counter() > deadline:
+                raise RuntimeError(f"raw fetch: offset {offset} of {n} in 300 s")
+            correlation += 1
+            body = (
+                head.pack(1, 11, correlation, 5)
+                + b"bench"
+                + struct.pack(">iiiibiii", -1, 500, 1, 50 << 20, 0, 0, -1, 1)
+                + struct.pack(">h", len(name))
+                + name
+                + struct.pack(">i", 1)
+                + part.pack(0, -1, offset, -1, partition_max_bytes)
+                + struct.pack(">ih", 0, 0)
+            )
+            sock.sendall(struct.pack(">i", len(body)) + body)
+            size = struct.unpack(">i", recv_exact(4))[0]
+            resp = recv_exact(size)
+            # correlation, throttle, error, session, topics(1), name, partitions(1), partition data
+            pos = 4 + 4 + 2 + 4 + 4
+            pos += 2 + struct.unpack_from(">h", resp, pos)[0] + 4
+            _, err, _hw, _lso, _ls = struct.unpack_from(">ihqqq", resp, pos)
+            if err:
+                raise RuntimeError(f"raw fetch: error {err} at offset {offset}")
+            pos += 30
+            aborted = struct.unpack_from(">i", resp, pos)[0]
+            pos += 4 + 16 * max(aborted, 0) + 4
+            nbytes = struct.unpack_from(">i", resp, pos)[0]
+            pos += 4
+            end = pos + max(nbytes, 0)
+            while pos + 61 <= end:  # whole batches only: a trailing partial one is read again
+                base, length = struct.unpack_from(">qi", resp, pos)
+                if pos + 12 + length > end:
+                    break
+                offset = base + struct.unpack_from(">i", resp, pos + 23)[0] + 1
+                pos += 12 + length
+        return time.perf_counter() - start
+    finally:
+        sock.close()
+
+
+def wait_sealed(data_dir: Path, topic: str, timeout: float = 120) -> None:
+    """Wait until every rolled segment of ``topic`` is sealed (only the active stream left)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if all(len(list(d.glob("*.arrows"))) <= 1 for d in data_dir.glob(f"{topic}-*")):
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"segments of {topic} not sealed in {timeout} s")
+
+
+CATCHUP_SEGMENT_BYTES = 64 * 1024 * 1024
+
+
+def catch_up_row(
+    args: argparse.Namespace,
+    brokers: dict[str, BenchBroker],
+    record: Callable[..., None],
+    guarded: Callable[..., Any],
+) -> None:
+    """1 KB records read back from the beginning of history whose wire cache is cold: pylog is
+    restarted after the produce (Tansu keeps its log in memory and has no such state, so it is read
+    as it is), with 64 MiB segments so that history is in sealed segments as a long-lived topic's
+    is. Beside it, the loopback limit: the same bytes over one 127.0.0.1 socket."""
+    sc = Scenario(1000)
+    n = args.catchup_records or records_for(sc, args.records)
+    label = f"catch-up consume {sc.label}, cold cache"
+    mb = n * sc.size / 1e6
+    took: dict[str, float | None] = {}
+    for kind, b in brokers.items():
+        topic = f"bench-cu-{uuid.uuid4().hex[:8]}"
+        print(f"[{kind}] {label}: {n} records", file=sys.stderr)
+        config = {"segment.bytes": str(CATCHUP_SEGMENT_BYTES)} if kind == "pylog" else {}
+        guarded(kind, "create topic", create_topic, b.bootstrap, topic, 1, config)
+        secs = guarded(kind, "produce", produce, b.bootstrap, topic, sc, n)
+        if secs and kind == "pylog":
+            guarded(kind, "seal", wait_sealed, b.tmp / "data", topic)
+            guarded(kind, "restart", b.restart)
+        cpu1 = b.stats().cpu_s
+        csecs = guarded(kind, "consume", consume, b.bootstrap, topic, sc, n) if secs else None
+        cpu2 = b.stats().cpu_s
+        record(label, "records/s (confluent-kafka)", kind, n / csecs if csecs else None)
+        record(label, "MB/s (confluent-kafka)", kind, mb / csecs if csecs else None)
+        record(
+            label,
+            "broker CPU s / M records (confluent-kafka)",
+            kind,
+            (cpu2 - cpu1) / n * 1e6 if csecs else None,
+            False,
+        )
+        if secs and kind == "pylog":
+            guarded(kind, "restart", b.restart)  # cold again for the second reader
+        cpu3 = b.stats().cpu_s
+        rsecs = guarded(kind, "raw fetch", raw_fetch, b.bootstrap, topic, n) if secs else None
+        cpu4 = b.stats().cpu_s
+        took[kind] = rsecs
+        record(label, "MB/s (plain Fetch client)", kind, mb / rsecs if rsecs else None)
+        record(
+            label,
+            "broker CPU s / M records (plain Fetch client)",
+            kind,
+            (cpu4 - cpu3) / n * 1e6 if rsecs else None,
+            False,
+        )
+        guarded(kind, "delete topic", delete_topic, b.bootstrap, topic)
+    loop = loopback_seconds(n * sc.size)
+    for kind in brokers:
+        record(label, "MB/s loopback limit (same bytes)", kind, mb / loop)
+        rsecs = took.get(kind)
+        record(
+            label, "fraction of loopback limit (plain Fetch client)", kind, loop / rsecs if rsecs else None
+        )
 
 
 def records_for(sc: Scenario, base: int) -> int:
@@ -269,7 +450,10 @@ def run(args: argparse.Namespace) -> list[Row]:
             return None
 
     try:
-        for sc, _rep in itertools.product(scenarios(args.matrix), range(args.repeat)):
+        chosen = [
+            sc for sc in scenarios(args.matrix) if not args.only or any(o in sc.label for o in args.only)
+        ]
+        for sc, _rep in itertools.product(chosen, range(args.repeat)):
             n = records_for(sc, args.records)
             mb = n * sc.size / 1e6
             for kind, b in brokers.items():
@@ -294,6 +478,10 @@ def run(args: argparse.Namespace) -> list[Row]:
                     label, "broker CPU s / M records", kind, (cpu2 - cpu1) / n * 1e6 if csecs else None, False
                 )
                 guarded(kind, "delete topic", delete_topic, b.bootstrap, topic)
+
+        if args.catchup:
+            for _rep in range(args.repeat):
+                catch_up_row(args, brokers, record, guarded)
 
         if args.latency_rate > 0:
             label = f"end-to-end latency, {args.latency_rate}/s x {args.latency_seconds:g} s, 100 B"
@@ -373,6 +561,18 @@ def main() -> None:
     ap.add_argument("--latency-seconds", type=float, default=10.0)
     ap.add_argument(
         "--repeat", type=int, default=1, help="run every row this many times, brokers alternating; medians"
+    )
+    ap.add_argument(
+        "--only", action="append", default=[], help="run only rows whose label contains this (repeatable)"
+    )
+    ap.add_argument(
+        "--catchup",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="the catch-up row: 1 KB history read with pylog's wire cache cold, against loopback",
+    )
+    ap.add_argument(
+        "--catchup-records", type=int, default=0, help="records of the catch-up row (default: 1 KB rows')"
     )
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
     args = ap.parse_args()

@@ -11,6 +11,11 @@ first touch, writing into never-used pages costs several times more kernel time 
 2.5 s per GB here against 0.25 s once used), which would charge the later rows for memory the
 earlier ones took.
 
+The "1 MB batches" rows repeat RF=1 and RF=3 acks=all with a producer that fills 1 MB batches
+(``batch.size`` 1 MB, ``linger.ms`` 100, no idempotence): the leader then appends at its fastest
+and what RF=3 reaches shows whether the followers keep up (their ratio is against RF=1 with the
+same batches).
+
 The latency rows send 100-byte records at a fixed rate with acks=all to an RF=3 topic and measure
 end-to-end time (send call to consumer delivery) as p50 / p99 / p99.9, twice: with the
 producer's default ``linger.ms`` (5 ms, librdkafka's and the Java client's since Kafka 4), and
@@ -32,6 +37,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
@@ -41,6 +47,7 @@ from common import proc_stats
 from pylog.local_cluster import LocalCluster
 
 LINGERS_MS = (5, 0)  # the producer's default, then every record sent as soon as it is due
+BIG_BATCHES = {"batch.size": 1_000_000, "linger.ms": 100, "enable.idempotence": False}
 WARM_UP_S = 3.0
 
 
@@ -96,7 +103,8 @@ def main() -> None:
     ap.add_argument("--records", type=int, default=500_000)
     ap.add_argument("--repeat", type=int, default=1, help="run every row this many times, show medians")
     ap.add_argument("--rate", type=int, default=10_000, help="latency row: records per second")
-    ap.add_argument("--seconds", type=float, default=10.0, help="latency row: how long")
+    ap.add_argument("--seconds", type=float, default=10.0, help="latency row: how long (0: skip it)")
+    ap.add_argument("--only", default="", help="run only the throughput rows whose label contains this")
     args = ap.parse_args()
     rows: dict[str, list[tuple[float, float]]] = {}
     lat: dict[str, dict[str, list[float]]] = {f"linger.ms={linger}": {} for linger in LINGERS_MS}
@@ -107,26 +115,32 @@ def main() -> None:
         bs = cluster.bootstrap_servers
         nodes = sorted(cluster.nodes)
         leader = nodes[0]
-        cases = [
-            ("RF=1, acks=all", 1, "all", 1),
-            ("RF=3, acks=all", 3, "all", 2),
-            ("RF=3, acks=1", 3, "1", 2),
+        cases: list[tuple[str, int, str, int, dict[str, Any] | None]] = [
+            ("RF=1, acks=all", 1, "all", 1, None),
+            ("RF=3, acks=all", 3, "all", 2, None),
+            ("RF=3, acks=1", 3, "1", 2, None),
+            ("RF=1, acks=all, 1 MB batches", 1, "all", 1, BIG_BATCHES),
+            ("RF=3, acks=all, 1 MB batches", 3, "all", 2, BIG_BATCHES),
         ]
+        if args.only:
+            cases = [c for c in cases if args.only in c[0]]
         warm_up = f"warm-{uuid.uuid4().hex[:8]}"  # a fresh cluster's first writes run cold: not counted
         create(bs, warm_up, 3, leader, nodes, 2)
         produce(bs, warm_up, Scenario(1000, acks="all"), args.records)
         settle(bs, warm_up, args.records)
         delete(bs, warm_up)
         for _ in range(args.repeat):
-            for label, rf, acks, min_isr in cases:
+            for label, rf, acks, min_isr, config in cases:
                 topic = f"repl-{uuid.uuid4().hex[:8]}"
                 create(bs, topic, rf, leader, nodes, min_isr)
                 before = cpu(cluster)
-                elapsed = produce(bs, topic, Scenario(1000, acks=acks), args.records)
+                elapsed = produce(bs, topic, Scenario(1000, acks=acks), args.records, config)
                 settle(bs, topic, args.records)
                 used = cpu(cluster) - before
                 rows.setdefault(label, []).append((args.records / elapsed, used / args.records * 1e6))
                 delete(bs, topic)
+            if args.seconds <= 0:
+                continue
             warm_up = f"lat-{uuid.uuid4().hex[:8]}"
             create(bs, warm_up, 3, leader, nodes, 2)
             latency(bs, warm_up, args.rate, WARM_UP_S, 100, acks="all")
@@ -139,17 +153,23 @@ def main() -> None:
                 for name, q in (("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999)):
                     out.setdefault(name, []).append(quantile(samples, q))
                 out.setdefault("sent/s", []).append(sent)
-    base = statistics.median(r for r, _ in rows["RF=1, acks=all"])
+    def base(label: str) -> float:
+        ref = "RF=1, acks=all, 1 MB batches" if label.endswith("1 MB batches") else "RF=1, acks=all"
+        return statistics.median(r for r, _ in rows[ref]) if ref in rows else float("nan")
+
     print(f"\n3-node pylog cluster, 1 KB records, {args.records:,} per row, median of {args.repeat}\n")
     print(
-        f"| {'row':<16} | {'records/s':>10} | {'MB/s':>7} | {'cluster CPU s / M records':>25} "
+        f"| {'row':<29} | {'records/s':>10} | {'MB/s':>7} | {'cluster CPU s / M records':>25} "
         f"| {'vs RF=1':>7} |"
     )
-    print(f"|{'-' * 18}|{'-' * 12}|{'-' * 9}|{'-' * 27}|{'-' * 9}|")
+    print(f"|{'-' * 31}|{'-' * 12}|{'-' * 9}|{'-' * 27}|{'-' * 9}|")
     for label, values in rows.items():
         rate = statistics.median(r for r, _ in values)
         cost = statistics.median(c for _, c in values)
-        print(f"| {label:<16} | {rate:>10,.0f} | {rate / 1000:>7.1f} | {cost:>25.2f} | {rate / base:>7.2f} |")
+        ratio = rate / base(label)
+        print(f"| {label:<29} | {rate:>10,.0f} | {rate / 1000:>7.1f} | {cost:>25.2f} | {ratio:>7.2f} |")
+    if args.seconds <= 0:
+        return
     print(
         f"\nend-to-end latency (ms), RF=3 acks=all, 100 B records at {args.rate:,}/s for {args.seconds:g} s\n"
     )

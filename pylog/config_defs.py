@@ -429,6 +429,14 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             choices=SEGMENT_COMPRESSION,
         ),
         _d(
+            "pylog.segment.wire",
+            B,
+            True,
+            "Keep each sealed segment's Kafka batches as wire bytes in a .wire file beside it, so "
+            "fetches of history send them without encoding from Arrow (disk: about the bytes "
+            "producers sent).",
+        ),
+        _d(
             "pylog.wire.cache.bytes",
             L,
             64 * 1024 * 1024,
@@ -475,6 +483,7 @@ TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
     "segment.ms": ("log.roll.ms", "log.roll.hours"),
     "unclean.leader.election.enable": ("unclean.leader.election.enable",),
     "pylog.segment.compression": ("pylog.segment.compression",),
+    "pylog.segment.wire": ("pylog.segment.wire",),
 }
 
 TOPIC_CONFIGS: dict[str, ConfigDef] = {
@@ -514,6 +523,8 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _d(FOLLOWER_REPLICAS, LS, "", "partition:broker pairs (or *) throttled as followers (KIP-73).",
            check=throttled_replicas_error),
         _d("pylog.segment.compression", S, "producer", choices=SEGMENT_COMPRESSION),
+        _d("pylog.segment.wire", B, True,
+           "Keep sealed segments' Kafka batches as wire bytes (.wire) for fetches of history."),
         _d("pylog.iceberg.enable", B, False,
            "Keep an Apache Iceberg table of this topic up to date (the leader of partition 0 writes it)."),
         _d("pylog.iceberg.table", S, None,

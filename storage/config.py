@@ -33,6 +33,8 @@ class LogConfig:
     message_timestamp_type: str = field(default="CreateTime", metadata={"kafka": "message.timestamp.type"})
     max_message_bytes: int = field(default=1048588, metadata={"kafka": "max.message.bytes"})
     segment_compression: str = field(default="producer", metadata={"kafka": "pylog.segment.compression"})
+    # `pylog.segment.wire`: sealed segments keep their Kafka batches' wire bytes (`.wire`, wire.py)
+    segment_wire: bool = field(default=True, metadata={"kafka": "pylog.segment.wire"})
     # the remote tier (KIP-405): -2 local retention means "the same as retention.ms / .bytes"
     remote_storage_enable: bool = field(default=False, metadata={"kafka": "remote.storage.enable"})
     local_retention_ms: int = field(default=-2, metadata={"kafka": "local.retention.ms"})
@@ -81,10 +83,10 @@ class LogConfig:
                     raise ValueError(f"unknown topic config {name!r}")
                 continue
             if f.type in ("bool", bool):
-                low = str(raw).strip().lower()
-                if low not in ("true", "false"):
+                value = str(raw).strip().lower()
+                if value not in ("true", "false"):
                     raise ValueError(f"{name} must be true or false, not {raw!r}")
-                kwargs[f.name] = low == "true"
+                kwargs[f.name] = value == "true"
             elif f.type in ("int", int):
                 kwargs[f.name] = int(raw)
             elif f.type in ("float", float):
@@ -95,10 +97,12 @@ class LogConfig:
 
     def to_kafka(self) -> dict[str, str]:
         """Kafka names to string values (DescribeConfigs)."""
-        def text(v: object) -> str:
-            return ("true" if v else "false") if isinstance(v, bool) else str(v)
-        return {f.metadata["kafka"]: text(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        return {f.metadata["kafka"]: _kafka_str(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
     def kafka_names(cls) -> list[str]:
         return [f.metadata["kafka"] for f in dataclasses.fields(cls)]
+
+
+def _kafka_str(value: object) -> str:
+    return str(value).lower() if isinstance(value, bool) else str(value)

@@ -27,10 +27,12 @@ CONTINUATION = b"\xff\xff\xff\xff"
 FILE_MAGIC = b"ARROW1"
 BATCHES_KEY = "pylog.batches"
 SCHEMA_MESSAGE: bytes = RECORD_SCHEMA.serialize().to_pybytes()
+# Buffers are compressed on the calling thread: Arrow's default hands a message's buffers to its
+# CPU pool, and for one batch the futex handoffs and wakeups cost more than the codec saves.
 _WRITE_OPTIONS = {
-    None: ipc.IpcWriteOptions(),
-    "lz4": ipc.IpcWriteOptions(compression="lz4"),
-    "zstd": ipc.IpcWriteOptions(compression="zstd"),
+    None: ipc.IpcWriteOptions(use_threads=False),
+    "lz4": ipc.IpcWriteOptions(compression="lz4", use_threads=False),
+    "zstd": ipc.IpcWriteOptions(compression="zstd", use_threads=False),
 }
 FILE_PREFIX = 8 + len(SCHEMA_MESSAGE)  # "ARROW1\0\0" then the schema message
 
@@ -101,12 +103,16 @@ class _StreamChunk:
     """One long-lived IPC stream writer (for one body codec) filling a preallocated chunk, so a
     small append costs one `write_batch` (no writer, schema message or size estimate per message).
     Messages are slices of the chunk; a full chunk is dropped (it lives on while a slice still
-    points into it)."""
+    points into it). A compressing writer sizes the next message from the last one's compression
+    ratio (with a margin) instead of the uncompressed worst case, so a well-compressed 1 MB batch
+    does not start a fresh chunk and writer each time; a message that overflows that guess is
+    written again into a stream of its own."""
 
-    __slots__ = ("buf", "codec", "sink", "writer")
+    __slots__ = ("buf", "codec", "ratio", "sink", "writer")
 
     def __init__(self, codec: str | None) -> None:
         self.codec = codec
+        self.ratio = 1.0  # message bytes per uncompressed buffer byte, last time (1.0: plain)
         self.buf: pa.Buffer | None = None
         self.sink: pa.FixedSizeBufferWriter | None = None
         self.writer: ipc.RecordBatchStreamWriter | None = None
@@ -140,8 +146,9 @@ def encode_message(batch: pa.RecordBatch, entries: bytes, codec: str | None = No
     # Metadata flatbuffer (nodes, buffers, custom metadata), 8-byte padding of 19 buffers, and
     # the worst-case growth of compressed buffers.
     total = batch.get_total_buffer_size()
-    need = total + len(metadata[BATCHES_KEY]) + 2048 + (total // 128 + 19 * 64 if codec else 0)
     c = _chunks.by_codec[codec]
+    body = total if codec is None else int(total * min(1.0, 2 * c.ratio)) + total // 128 + 19 * 64
+    need = body + len(metadata[BATCHES_KEY]) + 2048
     if c.buf is None or c.buf.size - c.sink.tell() < need:  # type: ignore[union-attr]
         c.start(need)
     assert c.buf is not None and c.sink is not None and c.writer is not None
@@ -150,11 +157,15 @@ def encode_message(batch: pa.RecordBatch, entries: bytes, codec: str | None = No
         c.writer.write_batch(batch, custom_metadata=metadata)
     except (pa.ArrowInvalid, OSError):  # the estimate was short (or the writer broke): grow instead
         c.drop()
+        c.ratio = 1.0
         grow = pa.BufferOutputStream()
         ipc.RecordBatchStreamWriter(grow, RECORD_SCHEMA, options=_WRITE_OPTIONS[codec]).write_batch(
             batch, custom_metadata=metadata)
         return grow.getvalue().slice(len(SCHEMA_MESSAGE))
-    return c.buf.slice(start, c.sink.tell() - start)
+    length = c.sink.tell() - start
+    if codec is not None and total:
+        c.ratio = length / total
+    return c.buf.slice(start, length)
 
 
 def encode_entries(entries: bytes) -> str:

@@ -43,6 +43,7 @@ from .partition_dir import PARTITION_RE, load_segments
 from .rewrite import Block, Written, coalesce, recover_swaps, write_segment
 from .schema import BATCH_DTYPE, BatchMeta, StoredBatch
 from .segment import SIDE_EXTS, Segment, SegmentSnapshot
+from .wire import WireEncoder
 
 READ_CHUNK = 4096  # batch entries examined at a time by read()
 READONLY_LIST_ATTEMPTS = 5  # listings retried by open_readonly while a writer seals or deletes
@@ -85,6 +86,9 @@ class PartitionLog:
         # once it passes); known in memory only, like which segments are clean
         self.clean_horizon_ms = LONG_MAX
         self._epochs = LeaderEpochCache(directory / LEADER_EPOCH_FILE, readonly=readonly)
+        # Encodes a stored batch to RecordBatch v2 (the owner's codec); when set, segments sealed
+        # or compacted get a `.wire` file that `read_wire` serves without encoding (see wire.py).
+        self.wire_encoder: WireEncoder | None = None
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -302,10 +306,21 @@ class PartitionLog:
         With `max_offset` (e.g. the high watermark) only batches wholly below it. Records are
         zero-copy slices of the mapped segment. Raises OffsetOutOfRange outside [log start, log
         end]."""
+        return self._read(start_offset, max_bytes, max_offset, min_one, wire=False)  # type: ignore[return-value]
+
+    def read_wire(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
+                  min_one: bool = True) -> list[StoredBatch | memoryview]:
+        """`read`, except that batches of sealed segments with a `.wire` file come as their
+        RecordBatch v2 bytes (slices of the mapped file, sized exactly by `.batches`); the others
+        come as StoredBatch, for the caller to encode."""
+        return self._read(start_offset, max_bytes, max_offset, min_one, wire=True)
+
+    def _read(self, start_offset: int, max_bytes: int, max_offset: int | None, min_one: bool, *,
+              wire: bool) -> list[StoredBatch | memoryview]:
         with self._lock:
             self._check_offset(start_offset)
             limit = self._log_end_offset if max_offset is None else min(max_offset, self._log_end_offset)
-            out: list[StoredBatch] = []
+            out: list[StoredBatch | memoryview] = []
             if start_offset >= limit:
                 return out
             budget = max_bytes
@@ -323,7 +338,8 @@ class PartitionLog:
                     if not out and take == 0 and min_one:
                         take = 1
                     if take:
-                        out.extend(seg.stored_batches(entries[:take]))
+                        sent = seg.wire_batches(i, i + take) if wire and seg.sealed else None
+                        out.extend(sent if sent is not None else seg.stored_batches(entries[:take]))
                         budget -= int(sizes[take - 1])
                     if take < len(entries):
                         return out
@@ -703,7 +719,8 @@ class SegmentRewrite:
         in for `seg`; `cleaned` marks it as compacted."""
         log = self._log
         written = write_segment(log.dir, seg.base_offset, blocks, sealed=True,
-                                compression=log.config.segment_compression)
+                                compression=log.config.segment_compression,
+                                wire=log.wire_encoder if log.config.segment_wire else None)
         return log._swap_in(seg, written, cleaned=cleaned)
 
     def remove(self, seg: Segment) -> bool:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from .segment import FILE_EXT, SIDE_EXTS, STREAM_EXT, Segment
+from .wire import WIRE_EXT
 
 _NAME_RE = re.compile(r"^(\d{20})(\.[a-z]+)$")
 PARTITION_RE = re.compile(r"^(.+)-(\d+)$")
@@ -46,7 +47,7 @@ def load_segments(directory: Path, readonly: bool) -> list[Segment]:
         if ext in (FILE_EXT, STREAM_EXT):
             data.setdefault(base, {})[ext] = entry.stat().st_size
             inodes[(base, ext)] = entry.inode()
-        elif ext in SIDE_EXTS:
+        elif ext in SIDE_EXTS or ext == WIRE_EXT:
             side.add(base)
     segments = []
     for base in sorted(data):
@@ -63,7 +64,7 @@ def load_segments(directory: Path, readonly: bool) -> list[Segment]:
         segments.append(seg)
     if not readonly:
         for base in side - data.keys():
-            for ext in SIDE_EXTS:
+            for ext in (*SIDE_EXTS, WIRE_EXT):
                 try:
                     os.unlink(directory / f"{base:020d}{ext}")
                 except FileNotFoundError:

@@ -1,11 +1,13 @@
 """Writing whole segments (sealing, compaction, truncation) and swapping them in atomically.
 
 New files are written under temporary names, fsynced, then swapped in by renames in a fixed order:
-every `<base>.<ext>.swap` first (`.index`, `.timeindex`, `.batches`, data), then each `.swap` onto
-its final name in the same order, the replaced data file (other extension) being unlinked just
-before the new one lands. `recover_swaps` finishes or undoes an interrupted swap on open: if
-`<base>.index.swap` still exists the final renames had not begun and the `.swap` files are dropped,
-otherwise the remaining renames are completed.
+every `<base>.<ext>.swap` first (`.index`, `.timeindex`, `.batches`, `.wire` when written, data),
+then each `.swap` onto its final name in the same order, the replaced data file (other extension)
+being unlinked just before the new one lands. A rewrite without a `.wire` file unlinks the old one
+before any rename, so a `.wire` never outlives the batches it was written for. `recover_swaps`
+finishes or undoes an interrupted swap on open: if `<base>.index.swap` still exists the final
+renames had not begun and the `.swap` files are dropped, otherwise the remaining renames are
+completed.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import pyarrow as pa
 
 from .files import fsync_dir
 from .ipc import SCHEMA_MESSAGE, FileBlockWriter, block_kafka_codec, body_codec, encode_message, write_all
-from .schema import BATCH_DTYPE
+from .schema import BATCH_DTYPE, metas_from_entries
 from .segment import (
     BATCHES_EXT,
     FILE_EXT,
@@ -30,6 +32,7 @@ from .segment import (
     segment_name,
     side_entries,
 )
+from .wire import WIRE_EXT, WireEncoder, encode_block
 
 TARGET_BLOCK_ROWS = 1 << 20
 TARGET_BLOCK_BYTES = 16 << 20
@@ -89,6 +92,10 @@ class Written:
     def data_ext(self) -> str:
         return FILE_EXT if self.sealed else STREAM_EXT
 
+    @property
+    def order(self) -> tuple[str, ...]:
+        return (*SWAP_ORDER, *((WIRE_EXT,) if WIRE_EXT in self.tmp else ()), self.data_ext)
+
     def discard(self) -> None:
         for p in self.tmp.values():
             try:
@@ -99,7 +106,12 @@ class Written:
     def commit(self) -> None:
         """Swap the files in (the caller holds the log's lock)."""
         name = self.directory / segment_name(self.base_offset)
-        order = (*SWAP_ORDER, self.data_ext)
+        order = self.order
+        if WIRE_EXT not in self.tmp:
+            try:
+                os.unlink(f"{name}{WIRE_EXT}")
+            except FileNotFoundError:
+                pass
         for ext in order:
             os.replace(self.tmp[ext], f"{name}{ext}.swap")
         fsync_dir(self.directory)
@@ -138,7 +150,7 @@ def recover_swaps(directory: Path) -> None:
                 os.unlink(directory / f"{segment_name(base)}{ext}.swap")
         else:
             data = [e for e in (FILE_EXT, STREAM_EXT) if e in exts]
-            _finish_swap(directory, base, (*SWAP_ORDER, *data))
+            _finish_swap(directory, base, (*SWAP_ORDER, WIRE_EXT, *data))
     if pending:
         fsync_dir(directory)
 
@@ -157,15 +169,19 @@ def _write_raw(path: Path, data: bytes) -> None:
 
 
 def write_segment(directory: Path, base_offset: int, blocks: list[Block], *, sealed: bool,
-                  compression: str = "producer") -> Written:
+                  compression: str = "producer", wire: WireEncoder | None = None) -> Written:
     """Write `blocks` as a new sealed (IPC file) or active (IPC stream) segment under temporary
     names; each block's entries get their message number, and are embedded in the message.
     Bodies are compressed per `compression` (`pylog.segment.compression`): a stream per block, a
-    file (one codec throughout) by what most of its records were produced with."""
+    file (one codec throughout) by what most of its records were produced with. A sealed segment
+    written with a `wire` encoder also gets its `.wire` file (each batch's `size` its length)."""
     ext = FILE_EXT if sealed else STREAM_EXT
-    tmp = {e: _tmp(directory, base_offset, e) for e in (*SWAP_ORDER, ext)}
+    wire = wire if sealed else None
+    exts = (*SWAP_ORDER, *((WIRE_EXT,) if wire is not None else ()), ext)
+    tmp = {e: _tmp(directory, base_offset, e) for e in exts}
     placed: list[tuple[int, int, np.ndarray]] = []
     fd = os.open(tmp[ext], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    wire_fd = os.open(tmp[WIRE_EXT], os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644) if wire else None
     try:
         if sealed:
             every = np.concatenate([e for _, e in blocks]) if blocks else np.empty(0, BATCH_DTYPE)
@@ -174,9 +190,13 @@ def write_segment(directory: Path, base_offset: int, blocks: list[Block], *, sea
             for m, (rb, e) in enumerate(blocks):
                 e = e.copy()
                 e["message"] = m
+                if wire is not None and wire_fd is not None:
+                    write_all(wire_fd, encode_block(wire, rb, e, metas_from_entries(e)))  # type: ignore[arg-type]
                 pos, length = writer.write(rb, e.tobytes())
                 placed.append((pos, length, e))
             size = writer.close()
+            if wire_fd is not None:
+                os.fsync(wire_fd)
         else:
             write_all(fd, [SCHEMA_MESSAGE])
             size = len(SCHEMA_MESSAGE)
@@ -191,6 +211,8 @@ def write_segment(directory: Path, base_offset: int, blocks: list[Block], *, sea
         os.fsync(fd)
     finally:
         os.close(fd)
+        if wire_fd is not None:
+            os.close(wire_fd)
     index_raw, times_raw = side_entries(placed)
     batches_raw = b"".join(e.tobytes() for _, _, e in placed) if placed else b""
     for e, raw in ((INDEX_EXT, index_raw), (TIME_EXT, times_raw), (BATCHES_EXT, batches_raw)):

@@ -10,6 +10,7 @@ The data file is always written first, so the side files can be rebuilt from it.
 
 from __future__ import annotations
 
+import itertools
 import mmap
 import os
 import struct
@@ -44,6 +45,7 @@ from .schema import (
     metas_from_entries,
     pack_entry,
 )
+from .wire import WIRE_EXT, check_wire, map_wire
 
 _I32 = struct.Struct("<i")
 _I64 = struct.Struct("<q")
@@ -65,6 +67,8 @@ class Stats:
     data_maps = 0  # data files memory-mapped
     sealed_maps = 0  # of which sealed segments
     index_rebuilds = 0  # side files rebuilt from data
+    wire_maps = 0  # `.wire` files mapped and found to match their segment
+    wire_rejected = 0  # `.wire` files found stale or torn (the segment is served from Arrow)
 
 
 class _MappedSegments:
@@ -167,6 +171,8 @@ class Segment:
         self._max_ts: int | None = None
         self._next_offset: int | None = None
         self._first_append: int | None = None
+        self._wire: tuple[memoryview, np.ndarray] | None = None  # `.wire` mapped, batch positions
+        self._wire_checked = False  # whether `_wire` is known (None then: no usable `.wire`)
         self.dirty = False  # written since the last fsync
 
     # -- files ---------------------------------------------------------------------------------
@@ -270,8 +276,37 @@ class Segment:
             MAPPED_SEGMENTS.touch(self)
         return buf
 
+    def wire(self) -> tuple[memoryview, np.ndarray] | None:
+        """A sealed segment's `.wire` file mapped, with each batch's position in it (and the end
+        last), if the file exists and matches `.batches`; None otherwise (encode from Arrow)."""
+        wire = self._wire
+        if wire is None and not self._wire_checked:
+            self._wire_checked = True
+            view = map_wire(self.path(WIRE_EXT)) if self.sealed and not self.readonly else None
+            if view is not None:
+                starts = check_wire(np.frombuffer(view, np.uint8), self.files()[0].entries())
+                if starts is None:
+                    Stats.wire_rejected += 1
+                else:
+                    Stats.wire_maps += 1
+                    wire = self._wire = (view, starts)
+        if wire is not None:
+            MAPPED_SEGMENTS.touch(self)  # may unmap another segment; ours is in `wire` either way
+        return wire
+
+    def wire_batches(self, first: int, stop: int) -> list[memoryview] | None:
+        """RecordBatch v2 bytes of batches [first, stop) as slices of the mapped `.wire` file (no
+        copy), or None when the segment has no usable `.wire`."""
+        wire = self.wire()
+        if wire is None:
+            return None
+        view, starts = wire
+        bounds = starts[first:stop + 1].tolist()
+        return [view[a:b] for a, b in itertools.pairwise(bounds)]
+
     def unmap(self) -> None:
         self._buf = None
+        self._wire, self._wire_checked = None, False
         if self._files is not None:
             for f in self._files:
                 f.release()
@@ -456,13 +491,14 @@ class Segment:
         if self._files is not None:
             for f in self._files:
                 f.close()
+        self._wire, self._wire_checked = None, False
         MAPPED_SEGMENTS.forget(self)
 
     def delete_files(self) -> None:
         """Unlink data first, then the side files (an orphan side file is removed on open)."""
         self.close()
         self.retired = True
-        for ext in (FILE_EXT, STREAM_EXT, *SIDE_EXTS):
+        for ext in (FILE_EXT, STREAM_EXT, *SIDE_EXTS, WIRE_EXT):
             try:
                 os.unlink(self.path(ext))
             except FileNotFoundError:

@@ -800,6 +800,167 @@ out:
 }
 
 /* ------------------------------------------------------------------ */
+/* lz4_frame_decompress: one LZ4 frame (as Kafka's clients write it:   */
+/* independent blocks, no checksums) straight into a Buffer the        */
+/* decoder reads, without the bytes object and the copies the lz4      */
+/* package's frame API makes. Blocks are decoded by the lz4 package's  */
+/* own LZ4_decompress_safe, whose address Python hands over            */
+/* (set_lz4_block_decoder): no lz4 headers or library at build time.   */
+/* Frames using anything else (block or content checksums, a           */
+/* dictionary, linked blocks, several frames, a bound past max_bytes)  */
+/* return None and are left to the lz4 package.                        */
+
+typedef int (*lz4_block_fn)(const char *src, char *dst, int compressed_size, int dst_capacity);
+static lz4_block_fn lz4_block_decompress = NULL;
+
+static PyObject *set_lz4_block_decoder(PyObject *self, PyObject *arg) {
+    unsigned long long address = PyLong_AsUnsignedLongLong(arg);
+    if (PyErr_Occurred()) return NULL;
+    lz4_block_decompress = (lz4_block_fn)(uintptr_t)address;
+    Py_RETURN_NONE;
+}
+
+#define LZ4_MAGIC 0x184D2204u
+#define XXH_P1 2654435761u
+#define XXH_P2 2246822519u
+#define XXH_P3 3266489917u
+#define XXH_P4 668265263u
+#define XXH_P5 374761393u
+
+static inline uint32_t rd32le(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+static inline uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
+
+/* XXH32 with seed 0 of fewer than 16 bytes (a frame descriptor is 2 to 14). */
+static uint32_t xxh32_short(const uint8_t *p, size_t len) {
+    uint32_t h = XXH_P5 + (uint32_t)len;
+    size_t i = 0;
+    for (; i + 4 <= len; i += 4) h = rotl32(h + rd32le(p + i) * XXH_P3, 17) * XXH_P4;
+    for (; i < len; i++) h = rotl32(h + p[i] * XXH_P5, 11) * XXH_P1;
+    h ^= h >> 15;
+    h *= XXH_P2;
+    h ^= h >> 13;
+    h *= XXH_P3;
+    h ^= h >> 16;
+    return h;
+}
+
+/* 0: decoded into *out (malloc'd, *out_len bytes); 1: not for this path; -1: corrupt (*err set). */
+static int lz4_frame_run(const uint8_t *p, size_t n, size_t max_bytes, char **out, size_t *out_len,
+                         const char **err) {
+    static const size_t block_max_by_id[8] = {0, 0, 0, 0, 64 << 10, 256 << 10, 1 << 20, 4 << 20};
+    if (n < 7 || rd32le(p) != LZ4_MAGIC) return 1;
+    uint8_t flg = p[4], bd = p[5];
+    if ((flg >> 6) != 1 || (flg & 0x02) || (bd & 0x8F)) return 1; /* version, reserved bits */
+    if (!(flg & 0x20) || (flg & 0x10) || (flg & 0x04) || (flg & 0x01)) return 1;
+    size_t block_max = block_max_by_id[(bd >> 4) & 7];
+    if (!block_max) return 1;
+    size_t pos = 6, content_size = SIZE_MAX;
+    if (flg & 0x08) {
+        if (n < 15) return 1;
+        uint64_t cs = (uint64_t)rd32le(p + 6) | ((uint64_t)rd32le(p + 10) << 32);
+        content_size = cs > (uint64_t)SIZE_MAX ? SIZE_MAX : (size_t)cs;
+        pos += 8;
+    }
+    if (((xxh32_short(p + 4, pos - 4) >> 8) & 0xFF) != p[pos]) {
+        *err = "lz4 frame header checksum mismatch";
+        return -1;
+    }
+    pos += 1;
+    size_t start = pos, blocks = 0;
+    for (;;) { /* the bound, and that the frame spans the input exactly */
+        if (pos + 4 > n) return 1;
+        uint32_t size = rd32le(p + pos);
+        pos += 4;
+        if (size == 0) break;
+        size &= 0x7FFFFFFFu;
+        if (size > block_max || size > n - pos) return 1;
+        pos += size;
+        blocks++;
+    }
+    if (pos != n) return 1;
+    size_t bound = blocks * block_max;
+    if (content_size < bound) bound = content_size;
+    if (bound > max_bytes || bound > INT32_MAX) return 1;
+    char *dst = (char *)malloc(bound ? bound : 1);
+    if (!dst) {
+        *err = NULL;
+        return -1;
+    }
+    size_t w = 0;
+    pos = start;
+    for (;;) {
+        uint32_t size = rd32le(p + pos);
+        pos += 4;
+        if (size == 0) break;
+        int raw = (size & 0x80000000u) != 0;
+        size &= 0x7FFFFFFFu;
+        size_t room = bound - w;
+        if (raw) {
+            if (size > room) {
+                free(dst);
+                *err = "lz4 frame decompresses past its bound";
+                return -1;
+            }
+            memcpy(dst + w, p + pos, size);
+            w += size;
+        } else {
+            int got = lz4_block_decompress((const char *)p + pos, dst + w, (int)size,
+                                           (int)(room < block_max ? room : block_max));
+            if (got < 0) {
+                free(dst);
+                *err = "corrupt lz4 block";
+                return -1;
+            }
+            w += (size_t)got;
+        }
+        pos += size;
+    }
+    if (content_size != SIZE_MAX && w != content_size) {
+        free(dst);
+        *err = "lz4 frame content size mismatch";
+        return -1;
+    }
+    *out = dst;
+    *out_len = w;
+    return 0;
+}
+
+static PyObject *lz4_frame_decompress(PyObject *self, PyObject *args) {
+    Py_buffer in;
+    long long max_bytes;
+    if (!PyArg_ParseTuple(args, "y*L", &in, &max_bytes)) return NULL;
+    if (lz4_block_decompress == NULL || max_bytes < 0) {
+        PyBuffer_Release(&in);
+        Py_RETURN_NONE;
+    }
+    char *out = NULL;
+    size_t out_len = 0;
+    const char *err = "";
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = lz4_frame_run((const uint8_t *)in.buf, (size_t)in.len, (size_t)max_bytes, &out, &out_len, &err);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&in);
+    if (rc == 1) Py_RETURN_NONE;
+    if (rc < 0) {
+        if (err == NULL) return PyErr_NoMemory();
+        PyErr_SetString(PyExc_ValueError, err);
+        return NULL;
+    }
+    BufObject *o = PyObject_New(BufObject, &BufType);
+    if (!o) {
+        free(out);
+        return NULL;
+    }
+    o->data = out;
+    o->size = (Py_ssize_t)out_len;
+    return (PyObject *)o;
+}
+
+/* ------------------------------------------------------------------ */
 
 static PyMethodDef methods[] = {
     {"decode_records", decode_records, METH_VARARGS,
@@ -810,6 +971,11 @@ static PyMethodDef methods[] = {
     {"encode_records", encode_records, METH_VARARGS,
      "encode_records(base_offset, base_timestamp, n, reserve, offsets, timestamps, key, value, headers)"
      " -> (bytearray, max_timestamp)"},
+    {"lz4_frame_decompress", lz4_frame_decompress, METH_VARARGS,
+     "lz4_frame_decompress(data, max_bytes) -> Buffer of the frame's content, or None when the frame is"
+     " left to the lz4 package (ValueError: corrupt)"},
+    {"set_lz4_block_decoder", set_lz4_block_decoder, METH_O,
+     "set_lz4_block_decoder(address): the LZ4_decompress_safe lz4_frame_decompress calls (0: none)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -28,7 +28,7 @@ from pylog.model import (
 
 from ..errors import CorruptRecordBatch
 from . import _pyrecords
-from .compression import codec_id, compress, decompress
+from .compression import codec_id, compress, decompress_records
 from .header import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
@@ -130,7 +130,9 @@ def decode_batch(
     if header.compression > MAX_CODEC:
         raise CorruptRecordBatch(f"unknown compression codec {header.compression}")
     if header.compression:
-        body = decompress(header.compression, body, max_uncompressed_bytes)
+        body = decompress_records(
+            header.compression, body, max_uncompressed_bytes, accelerated=impl is None or impl is _c_impl
+        )
     records = decode_records(body, header.record_count, header.base_offset, header.base_timestamp, impl=impl)
     return DecodedBatch(header, records)
 

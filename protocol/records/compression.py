@@ -7,10 +7,19 @@ snappy -> ``cramjam`` (raw blocks, xerial framing done here), gzip -> stdlib ``z
 
 Decompression is streamed in growing chunks so that a small batch costs a small buffer and a
 compression bomb stops at ``max_bytes`` with RecordBatchTooLarge, never allocating far beyond it.
+
+``decompress_records`` is ``decompress`` for a records section about to be decoded: an lz4 frame as
+Kafka's clients write it (independent blocks, no checksums) is decoded by the C accelerator straight
+into a buffer the record decoder reads, without the bytes object and copies of the lz4 package's
+frame API. The accelerator calls the lz4 package's own block decoder (``LZ4_decompress_safe``,
+exported by its extension), so it needs no lz4 headers or library at build time; without it, or
+for any other frame, the lz4 package decides, with the same results.
 """
 
 from __future__ import annotations
 
+import ctypes
+import os
 import struct
 import threading
 import zlib
@@ -22,6 +31,11 @@ import lz4.frame
 import zstandard
 
 from ..errors import CorruptRecordBatch, RecordBatchTooLarge
+
+try:
+    from . import _crecords as _c_impl
+except ImportError:  # no compiler at install time
+    _c_impl = None
 
 NONE = 0
 GZIP = 1
@@ -115,6 +129,44 @@ def decompress(codec: int | str, data: Bytes, max_bytes: int) -> bytes:
         raise
     except (zlib.error, RuntimeError, ValueError, zstandard.ZstdError, cramjam.DecompressionError) as exc:
         raise CorruptRecordBatch(f"{CODEC_NAMES[codec]} decompression failed: {exc}") from None
+
+
+def _lz4_block_decoder_address() -> int:
+    """Where ``LZ4_decompress_safe`` lies in the lz4 package's block extension; 0 if not found."""
+    try:
+        import lz4.block._block as block
+
+        return ctypes.cast(ctypes.CDLL(block.__file__).LZ4_decompress_safe, ctypes.c_void_p).value or 0
+    except (ImportError, OSError, AttributeError):
+        return 0
+
+
+def _c_lz4_frames() -> Callable[[Bytes, int], Any] | None:
+    if _c_impl is None or os.environ.get("PYLOG_PURE_PYTHON") == "1":
+        return None
+    decode = getattr(_c_impl, "lz4_frame_decompress", None)  # absent from an accelerator built before it
+    address = _lz4_block_decoder_address() if decode is not None else 0
+    if not address:
+        return None
+    _c_impl.set_lz4_block_decoder(address)
+    return decode  # type: ignore[no-any-return]
+
+
+_c_lz4_frame = _c_lz4_frames()
+
+
+def decompress_records(codec: int, data: Bytes, max_bytes: int, *, accelerated: bool = True) -> Bytes:
+    """``decompress`` for a records section about to be decoded (any buffer, not necessarily bytes):
+    an lz4 frame goes through the C accelerator when it can take it (``accelerated=False``: never,
+    the pure-Python twin). Same results and errors as ``decompress``."""
+    if codec == LZ4 and accelerated and _c_lz4_frame is not None:
+        try:
+            out = _c_lz4_frame(data, max_bytes)
+        except ValueError as exc:
+            raise CorruptRecordBatch(f"lz4 decompression failed: {exc}") from None
+        if out is not None:
+            return out  # type: ignore[no-any-return]
+    return decompress(codec, data, max_bytes)
 
 
 def _too_large(max_bytes: int) -> RecordBatchTooLarge:

@@ -129,6 +129,7 @@ class Partition:
         self.log_config = LogConfig()
         self.apply_configs(configs)
         self.log = PartitionLog.open(path, self.log_config, now_ms=now_ms)
+        self.log.wire_encoder = encode_stored  # sealed segments keep their batches' wire bytes
         self._rebuild_producer_state()
 
     # --- configuration ----------------------------------------------------------------------
@@ -369,8 +370,9 @@ class Partition:
             return cached
         out: list[WireBytes] = []
         total = 0
-        for b in self.log.read(offset, max_bytes, max_offset=max_offset, min_one=min_one):
-            data = encode_stored(b.meta, b.records)
+        # history: sealed segments' `.wire` slices as they are, other batches encoded from Arrow
+        for b in self.log.read_wire(offset, max_bytes, max_offset=max_offset, min_one=min_one):
+            data = b if isinstance(b, memoryview) else encode_stored(b.meta, b.records)
             total += len(data)
             if total > max_bytes and (out or not min_one):
                 break  # stored sizes are estimates when the bytes were re-encoded
@@ -706,6 +708,7 @@ class Partition:
         (AlterReplicaLogDirs); offsets, producers and cached wire bytes are unchanged."""
         with self.lock:
             self.log = PartitionLog.open(path, self.log_config, now_ms=now_ms)
+            self.log.wire_encoder = encode_stored
             self.path = path
 
     def close(self, *, flush: bool = True) -> None:

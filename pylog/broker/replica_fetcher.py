@@ -9,6 +9,15 @@ and truncates there. Batches are appended as the leader wrote them; the leader's
 and log start offset follow. A leader that moved or fenced us leaves the partition waiting for
 the next metadata change.
 
+A partition whose last answer carried records (it is catching up) asks for an equal share of the
+response budget (``replica.fetch.response.max.bytes``) left after every other partition's
+``replica.fetch.max.bytes``, never less than that: a follower behind on a few partitions gets
+several batches per round trip instead of one (a 1 MB batch fills a 1 MiB ask), while idle
+partitions, throttled ones (so a response never carries more than Kafka's for them), and a fetch
+of many partitions keep Kafka's per-partition limit. The leader still answers as soon as it has
+``replica.fetch.min.bytes``, so a larger ask never waits longer; it only carries more when the
+leader holds more.
+
 The follower replication throttle (``follower.replication.throttled.*``, KIP-73) leaves a
 throttled partition out of the fetch while the bytes fetched for throttled partitions are over
 the rate, unless the partition is in sync (its log end reached the leader's high watermark at the
@@ -43,6 +52,18 @@ EPOCH_VERSION = 4
 NO_EPOCH = -1
 
 
+def catching_up_fetch_bytes(
+    partition_max_bytes: int, response_max_bytes: int, partitions: int, catching_up: int
+) -> int:
+    """Bytes a catching-up partition asks for in a replica fetch of ``partitions`` partitions of
+    which ``catching_up`` are catching up: an equal share of the response budget the others'
+    ``replica.fetch.max.bytes`` leave, at least ``replica.fetch.max.bytes``."""
+    if catching_up <= 0:
+        return partition_max_bytes
+    spare = response_max_bytes - partition_max_bytes * (partitions - catching_up)
+    return max(partition_max_bytes, spare // catching_up)
+
+
 @dataclass
 class _Followed:
     part: Partition
@@ -50,6 +71,7 @@ class _Followed:
     truncated: bool = False  # the log has been checked against this leader epoch
     paused_until: float = 0.0
     in_sync: bool = False  # caught up to the leader's high watermark at the last answer
+    catching_up: bool = False  # the last answer carried records: the leader may hold more
 
 
 class ReplicaFetcherManager:
@@ -245,8 +267,15 @@ class ReplicaFetcher:
 
     async def _fetch(self, channel: NodeChannel, followed: list[_Followed], timeout_s: float) -> None:
         wait_max_ms, min_bytes, max_bytes, partition_max_bytes, _, _ = self.manager.settings
+        quota = self.manager.quota
+        bounded = quota if quota is not None and quota.bounded else None
+        wide = [
+            f.catching_up and not (bounded is not None and bounded.is_throttled(f.part.topic, f.part.index))
+            for f in followed
+        ]
+        ask = catching_up_fetch_bytes(partition_max_bytes, max_bytes, len(followed), sum(wide))
         by_topic: dict[str, list[dict[str, Any]]] = {}
-        for f in followed:
+        for f, widen in zip(followed, wide, strict=True):
             part = f.part
             by_topic.setdefault(part.topic, []).append(
                 {
@@ -255,7 +284,7 @@ class ReplicaFetcher:
                     "fetch_offset": part.log_end_offset,
                     "last_fetched_epoch": part.latest_epoch,
                     "log_start_offset": part.log_start_offset,
-                    "partition_max_bytes": partition_max_bytes,
+                    "partition_max_bytes": ask if widen else partition_max_bytes,
                 }
             )
         body = {
@@ -302,6 +331,7 @@ class ReplicaFetcher:
             )
             return
         records = a.records
+        f.catching_up = bool(records)
         if records:
             quota = self.manager.quota
             if quota is not None and quota.bounded and quota.is_throttled(part.topic, part.index):
