@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +33,7 @@ from pylog.model import CONTROL_MASK, TRANSACTIONAL_MASK
 DEFAULT_CACHE_BYTES = 256 << 20
 DEFAULT_THREADS = 4
 DEFAULT_FETCH_MAX_WAIT_MS = 500  # Kafka's remote.fetch.max.wait.ms
+MAX_KEPT_READS = 32  # remote reads kept for a consumer that asks again after a timeout
 
 
 @dataclass(slots=True)
@@ -61,6 +62,7 @@ class RemoteReads:
         self._pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="remote-fetch")
         self._logs: dict[tuple[uuid.UUID, int], tuple[tuple[RemoteLogSegment, ...], int | None, RemoteLog]]
         self._logs = {}
+        self._inflight: dict[tuple[int, int, int, int, bool], Future[Any]] = {}
 
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
@@ -108,14 +110,23 @@ class RemoteReads:
 
     async def read(self, fetch: RemoteFetch, max_wait_ms: int) -> tuple[list[bytes], list[AbortedTxn]]:
         """The wire batches of a planned remote read and, read_committed, the aborted transactions
-        they overlap; nothing when the store did not answer in time."""
-        fut = self._pool.submit(_read_wire, fetch)
+        they overlap; nothing when the store did not answer in time. A read that times out keeps
+        running, and the consumer's next fetch of the same offset takes its result: a slow store
+        slows a consumer down but never stalls it."""
+        key = (id(fetch.part), fetch.offset, fetch.max_bytes, fetch.upper, fetch.committed)
+        fut = self._inflight.get(key)
+        if fut is None or fut.cancelled():
+            fut = self._pool.submit(_read_wire, fetch)
+            self._inflight[key] = fut
+            while len(self._inflight) > MAX_KEPT_READS:
+                self._inflight.pop(next(iter(self._inflight)))
         try:
             timeout_s = (max_wait_ms + self.fetch_max_wait_ms) / 1000
-            return await asyncio.wait_for(asyncio.wrap_future(fut), timeout_s)
+            result = await asyncio.wait_for(asyncio.shield(asyncio.wrap_future(fut)), timeout_s)
         except asyncio.TimeoutError:
-            fut.cancel()
             return [], []
+        self._inflight.pop(key, None)
+        return result
 
     async def offset_for_timestamp(self, part: Any, timestamp: int,
                                    max_offset: int) -> tuple[int, int] | None:

@@ -455,6 +455,11 @@ class ReplicaManager:
             remote = self._plan_remote(part, w, plan, budget, min_one)
             if remote is not None:
                 return remote
+            data = self._read_local(part, w, plan, budget, min_one)
+            if data.error == ErrorCode.OFFSET_OUT_OF_RANGE and w.fetch_offset >= part.log_start_offset:
+                # the local segment left disk between the plan and the read: the store has it now
+                return self._plan_remote(part, w, plan, budget, min_one) or data
+            return data
         return self._read_local(part, w, plan, budget, min_one)
 
     def _plan_remote(
