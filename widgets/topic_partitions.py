@@ -3,7 +3,10 @@
 From a cluster (Metadata + ListOffsets; bytes from DescribeLogDirs when the broker offers it), from a
 pylog data directory (the read-only partition logs: offsets, bytes, segments; no leaders), or both
 (the cluster for leadership and offsets, the directory for bytes and segments). What neither source
-knows is <NA>, and ``notes`` says why.
+knows is <NA>, and ``notes`` says why. For a topic with ``remote.storage.enable`` the cluster also
+gives each tier's offsets (the local log start, one past the latest tiered offset, the upload lag)
+and, when this client can reach the store, the remote bytes and segments; ``bytes`` and
+``segments`` are the local ones.
 """
 
 from __future__ import annotations
@@ -14,12 +17,15 @@ from typing import TYPE_CHECKING, Any
 from pylog.widgets.admin import EARLIEST, LATEST, Admin, AsyncAdmin
 
 from pylog._extras import require
+from pylog.sdk.tiers import partition_tiers, tiered
 
 if TYPE_CHECKING:
     import pandas
 
 COLUMNS = ["topic", "partition", "leader", "replicas", "isr", "offline_replicas", "log_start_offset",
-           "log_end_offset", "records", "bytes", "segments"]
+           "log_end_offset", "records", "bytes", "segments", "local_log_start_offset", "remote_end_offset",
+           "remote_bytes", "remote_segments", "upload_lag"]
+TIER_COLUMNS = COLUMNS[-5:]
 
 
 async def _from_cluster(admin: AsyncAdmin, topic: str) -> tuple[list[dict[str, Any]], list[str]]:
@@ -34,6 +40,7 @@ async def _from_cluster(admin: AsyncAdmin, topic: str) -> tuple[list[dict[str, A
     starts = await admin.list_offsets(topic, parts, EARLIEST)
     ends = await admin.list_offsets(topic, parts, LATEST)
     sizes = await admin.log_dir_sizes(topic)
+    tiers = await partition_tiers(admin, topic, parts) if await tiered(admin, topic) else {}
     notes = []
     if sizes is None:
         notes.append("bytes: the broker does not answer DescribeLogDirs; pass data_dir= to read them")
@@ -44,6 +51,10 @@ async def _from_cluster(admin: AsyncAdmin, topic: str) -> tuple[list[dict[str, A
                      "isr": info_p.isr, "offline_replicas": info_p.offline,
                      "log_start_offset": starts.get(p), "log_end_offset": ends.get(p),
                      "bytes": None if sizes is None else sizes.get(p), "segments": None})
+        if p in tiers:
+            t = tiers[p]
+            rows[-1] |= {"local_log_start_offset": t.local_log_start_offset,
+                         "remote_end_offset": t.remote_end_offset, "upload_lag": t.upload_lag}
     return rows, notes
 
 
@@ -79,6 +90,7 @@ def snapshot(topic: str, *, bootstrap_servers: Any = None, data_dir: Any = None,
         adm = admin or Admin(bootstrap_servers, security=security)
         try:
             rows, notes = adm.run(lambda a: _from_cluster(a, topic))
+            _remote_sizes(adm, topic, rows, notes, security)
         finally:
             if own:
                 adm.close()
@@ -105,6 +117,23 @@ def snapshot(topic: str, *, bootstrap_servers: Any = None, data_dir: Any = None,
                        "data_dir": None if data_dir is None else os.fspath(data_dir)}}
 
 
+def _remote_sizes(admin: Admin, topic: str, rows: list[dict[str, Any]], notes: list[str],
+                  security: Any) -> None:
+    """Remote bytes and segments of a tiered topic, from the manifests in the store the brokers name."""
+    if not any(r.get("remote_end_offset") is not None or "upload_lag" in r for r in rows):
+        return
+    from pylog.sdk.remote_source import discover_remote_storage
+    from pylog.sdk.tiers import PartitionTiers, add_remote_sizes
+
+    tiers = {r["partition"]: PartitionTiers(r["partition"], None, None, None, None) for r in rows}
+    if add_remote_sizes(tiers, topic, discover_remote_storage(admin.bootstrap_servers, topic, security)):
+        for r in rows:
+            r["remote_bytes"] = tiers[r["partition"]].remote_bytes
+            r["remote_segments"] = tiers[r["partition"]].remote_segments
+    else:
+        notes.append("remote_bytes: the store the brokers name is out of this client's reach")
+
+
 def _servers(bootstrap_servers: Any, admin: Admin | None) -> str | None:
     value = bootstrap_servers
     if value is None and admin is not None:
@@ -118,7 +147,8 @@ def frame(snap: dict[str, Any]) -> pandas.DataFrame:
     pd = require("pandas", "partitions()")
 
     df = pd.DataFrame([[r.get(c) for c in COLUMNS] for r in snap["partitions"]], columns=COLUMNS)
-    for col in ("partition", "leader", "log_start_offset", "log_end_offset", "records", "bytes", "segments"):
+    for col in ("partition", "leader", "log_start_offset", "log_end_offset", "records", "bytes", "segments",
+                *TIER_COLUMNS):
         df[col] = df[col].astype("Int64")
     df.attrs["notes"] = list(snap["notes"])
     return df
@@ -127,6 +157,8 @@ def frame(snap: dict[str, Any]) -> pandas.DataFrame:
 def partitions(topic: str, *, bootstrap_servers: Any = None, data_dir: Any = None,
                security: Any = None) -> pandas.DataFrame:
     """One row per partition of `topic`: ``topic, partition, leader, replicas, isr, offline_replicas,
-    log_start_offset, log_end_offset, records, bytes, segments`` (a pandas DataFrame; unknowns are
+    log_start_offset, log_end_offset, records, bytes, segments`` and, for a tiered topic,
+    ``local_log_start_offset, remote_end_offset, remote_bytes, remote_segments, upload_lag`` (a pandas
+    DataFrame; unknowns are
     <NA> and ``df.attrs["notes"]`` says why). Give bootstrap_servers=, data_dir= or both."""
     return frame(snapshot(topic, bootstrap_servers=bootstrap_servers, data_dir=data_dir, security=security))

@@ -12,7 +12,15 @@ import argparse
 import threading
 from typing import TYPE_CHECKING, Any
 
-from pylog.admin.common import AdminError, add_connection_options, cluster_admin, command, emit, print_table
+from pylog.admin.common import (
+    AdminError,
+    add_connection_options,
+    admin_client,
+    cluster_admin,
+    command,
+    emit,
+    print_table,
+)
 
 if TYPE_CHECKING:
     from pylog.local_cluster import LocalCluster
@@ -162,10 +170,33 @@ def _rate(value: str) -> int:
 def info(args: argparse.Namespace) -> int:
     with cluster_admin(args) as admin:
         data = _counts(admin.state())
+    lag = _upload_lag(args)
     emit(args, {k: v for k, v in data.items() if k not in ("under_replicated", "offline", "reassignments")}
          | {"under_replicated": len(data["under_replicated"]), "offline": len(data["offline"]),
-            "reassignments": len(data["reassignments"])}, _render)
+            "reassignments": len(data["reassignments"])} | ({"remote_tier": lag} if lag else {}), _render)
     return 0
+
+
+def _upload_lag(args: argparse.Namespace) -> dict[str, int] | None:
+    """Offsets of topics with remote.storage.enable not yet in the store (high watermark minus one
+    past the latest tiered offset, summed over partitions); None when no topic is tiered."""
+    from pylog.sdk.tiers import partition_tiers, tiered
+
+    async def go(a: Any) -> dict[str, int] | None:
+        info = await a.cluster(None)
+        names = [t for t in info.topics if t not in info.internal_topics and not t.startswith("__")]
+        tiered_topics = [t for t in names if await tiered(a, t)]
+        if not tiered_topics:
+            return None
+        lags: list[int] = []
+        for t in tiered_topics:
+            rows = await partition_tiers(a, t, info.topics[t])
+            lags += [r.upload_lag for r in rows.values() if r.upload_lag is not None]
+        return {"tiered_topics": len(tiered_topics), "partitions": len(lags),
+                "upload_lag": sum(lags), "max_partition_upload_lag": max(lags, default=0)}
+
+    with admin_client(args) as admin:
+        return admin.run(go)  # type: ignore[no-any-return]
 
 
 def describe(args: argparse.Namespace) -> int:
@@ -183,6 +214,9 @@ def _render(data: dict[str, Any]) -> None:
     urp, offline, moving = (len(v) if isinstance(v, list) else v
                             for v in (data["under_replicated"], data["offline"], data["reassignments"]))
     print(f"HEALTH      {urp} under-replicated, {offline} offline, {moving} reassignment(s) in progress")
+    if tier := data.get("remote_tier"):
+        print(f"REMOTE TIER {tier['tiered_topics']} tiered topic(s), upload lag {tier['upload_lag']} offsets "
+              f"({tier['max_partition_upload_lag']} at most in one of {tier['partitions']} partitions)")
     print()
     controller = data["controller_id"]
     rows = [

@@ -118,7 +118,9 @@ def list_topics(args: argparse.Namespace) -> int:
 
 
 def describe(args: argparse.Namespace) -> int:
+    from pylog.admin.common import client_security
     from pylog.sdk.admin import EARLIEST, LATEST
+    from pylog.sdk.tiers import describe_tiers
 
     with admin_client(args) as admin:
         topics = topic_metadata(admin, args.topics)
@@ -128,15 +130,24 @@ def describe(args: argparse.Namespace) -> int:
         latest = {n: admin.run(lambda a, n=n: a.list_offsets(n, info.topics[n], LATEST))
                   for n in args.topics}
         configs = admin.run(lambda a: a.topic_configs(args.topics))
+        tiers = {n: describe_tiers(admin, n, client_security(args)) for n in args.topics
+                 if (configs.get(n, {}).get("remote.storage.enable", (None, ""))[0] or "") == "true"}
     out = []
     for name in args.topics:
         t = topics[name]
         parts = []
         for p in sorted(t["partitions"], key=lambda p: p["partition_index"]):
             i = p["partition_index"]
-            parts.append({"partition": i, "leader": p["leader_id"], "replicas": p["replica_nodes"],
-                          "isr": p["isr_nodes"], "log_start_offset": earliest[name].get(i),
-                          "high_watermark": latest[name].get(i)})
+            row = {"partition": i, "leader": p["leader_id"], "replicas": p["replica_nodes"],
+                   "isr": p["isr_nodes"], "log_start_offset": earliest[name].get(i),
+                   "high_watermark": latest[name].get(i)}
+            tier = (tiers.get(name) or {}).get(i)
+            if tier is not None:  # remote.storage.enable: both tiers' offsets and bytes
+                row |= {"local_log_start_offset": tier.local_log_start_offset,
+                        "remote_end_offset": tier.remote_end_offset, "local_bytes": tier.local_bytes,
+                        "remote_bytes": tier.remote_bytes, "remote_segments": tier.remote_segments,
+                        "upload_lag": tier.upload_lag}
+            parts.append(row)
         cfg = {k: {"value": value, "source": source}
                for k, (value, source) in sorted(configs.get(name, {}).items())}
         out.append({"topic": name, "topic_id": t.get("topic_id"), "internal": _internal(t),
@@ -156,6 +167,14 @@ def _render_describe(topics: list[dict[str, Any]]) -> None:
         print_table(["PARTITION", "LEADER", "REPLICAS", "ISR", "LOG-START-OFFSET", "HIGH-WATERMARK"],
                     [[p["partition"], p["leader"], p["replicas"], p["isr"], p["log_start_offset"],
                       p["high_watermark"]] for p in t["partitions"]])
+        if any("remote_end_offset" in p for p in t["partitions"]):
+            print()
+            print("REMOTE TIER (remote.storage.enable)")
+            print_table(["PARTITION", "LOCAL-START-OFFSET", "REMOTE-END-OFFSET", "LOCAL-BYTES",
+                         "REMOTE-BYTES", "REMOTE-SEGMENTS", "UPLOAD-LAG"],
+                        [[p["partition"], p["local_log_start_offset"], p["remote_end_offset"],
+                          p["local_bytes"], p["remote_bytes"], p["remote_segments"], p["upload_lag"]]
+                         for p in t["partitions"] if "remote_end_offset" in p])
         print()
         print_table(["CONFIG", "VALUE", "SOURCE"],
                     [[k, v["value"], v["source"]] for k, v in t["configs"].items()])

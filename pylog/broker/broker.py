@@ -38,6 +38,7 @@ from pylog.broker.partition import Partition
 from pylog.broker.producer_ids import ProducerIdManager
 from pylog.broker.publisher import ReplicaPublisher
 from pylog.broker.remote_log_manager import RemoteLogManager
+from pylog.broker.remote_reads import RemoteReads
 from pylog.broker.replica_fetcher import ReplicaFetcherManager
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.server import KafkaServer
@@ -451,6 +452,13 @@ class Broker:
             await self.remote_log.start()
             if self.fetchers is not None:
                 self.fetchers.tiered_offset = self.remote_log.tiered_offset
+            assert self.remote_log.io is not None
+            self.replicas.remote_reads = RemoteReads(
+                self.remote_log.io.store, lambda: source.image,
+                cache_bytes=cfg.int("pylog.remote.log.read.cache.bytes"),
+                threads=cfg.int("remote.log.reader.threads"),
+                fetch_max_wait_ms=cfg.int("remote.fetch.max.wait.ms"),
+            )
         await self._start_schema_registry()
         self.iceberg.start()
 
@@ -531,6 +539,9 @@ class Broker:
             self.txn.stop()
         if self.markers is not None:
             self.markers.close()
+        if self.replicas.remote_reads is not None:
+            self.replicas.remote_reads.close()
+            self.replicas.remote_reads = None
         if self.remote_log is not None:
             await self.remote_log.stop()
         self.maintenance.stop()

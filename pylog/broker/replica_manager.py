@@ -28,6 +28,7 @@ that must be answered by the leader at the epoch the caller names.
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import functools
 import logging
@@ -49,6 +50,7 @@ from pylog.broker.log_dirs import LogDirs, check_log_dirs, count_by_dir
 from pylog.broker.metadata import INTERNAL_TOPICS
 from pylog.broker.partition import AppendOrigin, AppendResult, Partition
 from pylog.broker.producer_state import AbortedTxn
+from pylog.broker.remote_reads import RemoteFetch, RemoteReads, merge_aborted
 from pylog.broker.transactions import marker_batch
 from pylog.broker.wire_cache import WireBudget, WireBytes
 from pylog.config import BrokerConfig, ConfigError
@@ -148,6 +150,7 @@ class FetchPartitionData:
     current_leader: tuple[int, int] | None = None  # (id, epoch) with NOT_LEADER / FENCED
     preferred_read_replica: int = -1
     size: int = 0
+    remote: RemoteFetch | None = None  # records still to be read from the remote tier
 
 
 @dataclass(slots=True)
@@ -203,6 +206,8 @@ class ReplicaManager:
         self._checkpointed = _read_checkpoints(self.log_dirs.dirs)
         # whether the cluster has a partition at all (set once the metadata is known)
         self.partition_exists: Callable[[str, int], bool] = lambda topic, index: False
+        # reads below the local log start, from the remote tier (set when the broker has one)
+        self.remote_reads: RemoteReads | None = None
 
     def get(self, topic: str, index: int) -> Partition | None:
         return self.partitions.get((topic, index))
@@ -333,6 +338,8 @@ class ReplicaManager:
         ``expand_isr`` is told of each follower fetch (the ISR may grow)."""
 
         answer, complete = self._read(params, wanted, expand_isr)
+        if any(d.remote is not None for d in answer):
+            return self._remote_fetch(params, answer)
         if complete or params.max_wait_ms <= 0:
             self._record_throttled(params, wanted, answer)
             return answer
@@ -347,6 +354,31 @@ class ReplicaManager:
         if not params.from_follower or not self.leader_quota.bounded:
             return delayed
         return self._recorded(params, wanted, delayed)
+
+    async def _remote_fetch(
+        self, params: FetchParams, answer: list[FetchPartitionData]
+    ) -> list[FetchPartitionData]:
+        """Kafka's DelayedRemoteFetch: the answer waits for its partitions read from the store (in
+        parallel, off the event loop, each bounded by the max wait plus the remote fetch wait)."""
+        assert self.remote_reads is not None
+        pending = [d for d in answer if d.remote is not None]
+        fetches = [d.remote for d in pending if d.remote is not None]
+        got = await asyncio.gather(*(self.remote_reads.read(f, params.max_wait_ms) for f in fetches),
+                                   return_exceptions=True)
+        for d, fetch, result in zip(pending, fetches, got):
+            d.remote = None
+            if isinstance(result, BaseException):
+                log.error("reading the remote tier failed: %s", result)
+                d.error = ErrorCode.KAFKA_STORAGE_ERROR
+                continue
+            batches, aborted = result
+            if batches:
+                d.records = batches
+                d.size = sum(map(len, batches))
+            if params.isolation is FetchIsolation.TXN_COMMITTED:
+                d.aborted_transactions = merge_aborted(fetch.part.aborted_transactions(fetch.offset, batches),
+                                                       aborted)
+        return answer
 
     async def _recorded(
         self,
@@ -394,6 +426,9 @@ class ReplicaManager:
             if data.size:
                 min_one = False
                 total += data.size
+            elif data.remote is not None:
+                min_one = False  # the store's first batch may exceed the limits instead
+                total += data.remote.max_bytes
             out.append(data)
         return out, errors or total >= max(params.min_bytes, 1)
 
@@ -416,7 +451,33 @@ class ReplicaManager:
         plan = self._plan(part, params, w, expand_isr)
         if isinstance(plan, FetchPartitionData):
             return plan
+        if self.remote_reads is not None and params.replica_id < 0:
+            remote = self._plan_remote(part, w, plan, budget, min_one)
+            if remote is not None:
+                return remote
+            data = self._read_local(part, w, plan, budget, min_one)
+            if data.error == ErrorCode.OFFSET_OUT_OF_RANGE and w.fetch_offset >= part.log_start_offset:
+                # the local segment left disk between the plan and the read: the store has it now
+                return self._plan_remote(part, w, plan, budget, min_one) or data
+            return data
         return self._read_local(part, w, plan, budget, min_one)
+
+    def _plan_remote(
+        self, part: Partition, w: PartitionFetch, isolation: FetchIsolation, budget: int, min_one: bool
+    ) -> FetchPartitionData | None:
+        """A consumer's fetch below the local log start that the remote tier holds: an answer whose
+        records are read from the store (``_remote_fetch``); None for a local read."""
+        assert self.remote_reads is not None
+        hw, lso, _ = part.fetch_offsets()
+        upper = lso if isolation is FetchIsolation.TXN_COMMITTED else hw
+        limit = max(min(w.partition_max_bytes, budget), 0)
+        if limit == 0 and not min_one:
+            return None
+        committed = isolation is FetchIsolation.TXN_COMMITTED
+        remote = self.remote_reads.plan(part, w.fetch_offset, limit, upper, min_one, committed)
+        if remote is None:
+            return None
+        return FetchPartitionData(0, hw, lso, part.log_start_offset, remote=remote)
 
     def _plan(
         self,

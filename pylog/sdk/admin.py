@@ -25,8 +25,9 @@ from pylog.sdk.client import KafkaClient, KafkaConnection, KafkaError
 T = TypeVar("T")
 
 EARLIEST, LATEST = -2, -1
+EARLIEST_LOCAL, LATEST_TIERED = -4, -5  # ListOffsets v8 / v9 (KIP-405, KIP-1005)
 READ_UNCOMMITTED = 0
-TOPIC_RESOURCE = 2
+TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
 ADMIN_TIMEOUT_MS = 30000
 
 
@@ -193,9 +194,12 @@ class AsyncAdmin:
 
     async def list_offsets(self, topic: str, partitions: dict[int, PartitionInfo], timestamp: int
                            ) -> dict[int, int | None]:
-        """{partition: offset} for `timestamp` (-2 log start, -1 high watermark) from each leader,
-        read_uncommitted like Kafka's consumer-groups tool; None where the partition answered an error."""
-        version = self.version(ApiKey.LIST_OFFSETS)
+        """{partition: offset} for `timestamp` (-2 log start, -1 high watermark; -4 local log start
+        and -5 latest tiered offset need ListOffsets v8 / v9) from each leader, read_uncommitted like
+        Kafka's consumer-groups tool; None where the partition answered an error."""
+        wanted = {EARLIEST_LOCAL: (8, 9), LATEST_TIERED: (9, 9)}.get(timestamp)
+        version = self.client.version(ApiKey.LIST_OFFSETS, wanted) if wanted else \
+            self.version(ApiKey.LIST_OFFSETS)
         by_leader: dict[int, list[int]] = {}
         for p, info in partitions.items():
             by_leader.setdefault(info.leader, []).append(p)
@@ -377,6 +381,19 @@ class AsyncAdmin:
             if r.error_code:
                 raise KafkaError(r.error_code, f"DescribeConfigs {r.resource_name!r}", r.error_message)
             out[r.resource_name] = {c.name: (c.value, _source(c.config_source)) for c in r.configs}
+        return out
+
+    async def broker_configs(self, broker_id: int) -> dict[str, str | None]:
+        """{config: value} of one broker (DescribeConfigs of its BROKER resource, asked of it)."""
+        body = {"resources": [{"resource_type": BROKER_RESOURCE, "resource_name": str(broker_id),
+                               "configuration_keys": None}],
+                "include_synonyms": False, "include_documentation": False}
+        resp = await self.client.request(ApiKey.DESCRIBE_CONFIGS, body, node=broker_id)
+        out: dict[str, str | None] = {}
+        for r in resp.results:
+            if r.error_code:
+                raise KafkaError(r.error_code, f"DescribeConfigs broker {broker_id}", r.error_message)
+            out.update({c.name: c.value for c in r.configs})
         return out
 
     async def create_topics(self, topics: Mapping[str, tuple[int, int, Mapping[str, str]]]

@@ -30,6 +30,8 @@ def scan_topic(
     on_decode_error: str = "raise",
     progress: bool | None = None,
     security: Any = None,
+    remote_storage: Any = None,
+    storage_options: Any = None,
 ) -> TopicScan:
     """A lazy read of `topic`: call ``.to_arrow()``, ``.to_arrow_batch_reader()``, ``.to_pandas()``,
     ``.to_polars()`` or ``.to_duckdb(name)``, or hand it to anything that takes an Arrow stream.
@@ -51,6 +53,14 @@ def scan_topic(
     "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": "alice", "sasl.password": "...",
     "ssl.ca.location": "ca.pem"}`` (``ssl.cafile``, ``sasl.jaas.config``, client certificates for
     mutual TLS: see ``pylog.security.client``).
+    ``remote_storage``: the object store of the remote tier (``"s3://bucket/prefix"``,
+    ``"file:///dir"``; ``storage_options`` such as ``{"endpoint_url": ..., "region": ...}``, credentials
+    otherwise from the AWS environment variables). Remote segments are then read straight from the
+    store (offset and time bounds prune whole segments; one manifest version per read): beside
+    ``data_dir`` (remote history, then the local segments), or alone (the store only, no broker).
+    With ``bootstrap_servers`` and no ``remote_storage``, a topic with ``remote.storage.enable`` is
+    read from the store the brokers name (``remote.log.storage.uri``) when this client can reach it,
+    and its tail through Kafka; ``remote_storage=False`` reads everything through Kafka.
     """
     return TopicScan(
         topic, data_dir=data_dir, bootstrap_servers=bootstrap_servers, partitions=partitions,
@@ -58,7 +68,8 @@ def scan_topic(
         starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp,
         include_headers=include_headers, columns=columns, decode=decode, fetch_options=fetch_options,
         schema_registry_url=schema_registry_url, on_decode_error=on_decode_error,
-        progress=progress, security=security,
+        progress=progress, security=security, remote_storage=remote_storage,
+        storage_options=storage_options,
     )
 
 
@@ -80,6 +91,8 @@ def read_topic(
     on_decode_error: str = "raise",
     progress: bool | None = None,
     security: Any = None,
+    remote_storage: Any = None,
+    storage_options: Any = None,
 ) -> pa.Table:
     """Read `topic` into a ``pyarrow.Table`` with Spark's Kafka source columns: ``key binary, value
     binary, topic string, partition int32, offset int64, timestamp timestamp[ms, tz=UTC], timestampType
@@ -92,5 +105,6 @@ def read_topic(
         starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp,
         include_headers=include_headers, columns=columns, decode=decode, fetch_options=fetch_options,
         schema_registry_url=schema_registry_url, on_decode_error=on_decode_error,
-        progress=progress, security=security,
+        progress=progress, security=security, remote_storage=remote_storage,
+        storage_options=storage_options,
     ).to_arrow()

@@ -1,4 +1,6 @@
-"""Reading a topic straight from a pylog data directory: the Arrow segments, no broker.
+"""Reading a topic straight from a pylog data directory and / or its remote tier: the Arrow
+segments, no broker. (Remote segments are the same files in an object store, read through
+``pylog.sdk.remote_source``; everything below holds for them too.)
 
 Partitions are ``<data_dir>/<topic>-<partition>`` directories opened with
 ``PartitionLog.open_readonly``, which is safe while a broker appends, rolls or seals them (a torn tail
@@ -28,6 +30,7 @@ import os
 from collections.abc import Iterator, Sequence
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -40,6 +43,10 @@ from pylog.sdk.offsets import PartitionRange, UnknownTopicError
 from pylog.sdk.schema import source_schema
 from pylog.storage import PartitionLog, list_partitions
 from pylog.storage.checkpoint import HIGH_WATERMARK_FILE, read_offset_checkpoint
+from pylog.storage.tiered_log import ReadableLog, TieredLog
+
+if TYPE_CHECKING:
+    from pylog.sdk.remote_source import RemoteTier
 
 HW_CHECKPOINT = HIGH_WATERMARK_FILE
 # Runs of messages with fewer rows are concatenated into batches of about COALESCED_ROWS; larger
@@ -60,15 +67,20 @@ def read_hw_checkpoint(data_dir: Path) -> dict[tuple[str, int], int]:
 
 
 class DirTopicSource:
-    """`OffsetSource` + reader over a data directory; each partition is opened once per source, so one
-    source (one scan) sees one consistent view."""
+    """`OffsetSource` + reader over a data directory and / or a remote tier; each partition is opened
+    once per source, so one source (one scan) sees one consistent view. With a remote tier, a
+    partition's remote segments (the manifest pinned at first use) come first and the local log
+    serves the offsets after them; without a data directory the store alone is read."""
 
-    def __init__(self, data_dir: str | os.PathLike[str]) -> None:
-        self.root = Path(data_dir)
-        if not self.root.is_dir():
+    def __init__(self, data_dir: str | os.PathLike[str] | None, *, remote: RemoteTier | None = None) -> None:
+        if data_dir is None and remote is None:
+            raise ValueError("a data directory or a remote store is needed")
+        self.root = Path(data_dir) if data_dir is not None else None
+        if self.root is not None and not self.root.is_dir():
             raise FileNotFoundError(f"data_dir {str(self.root)!r} is not a directory")
-        self._dirs = {(p.topic, p.partition): p.path for p in list_partitions(self.root)}
-        self._hw = read_hw_checkpoint(self.root)
+        self.remote = remote
+        self._dirs = {(p.topic, p.partition): p.path for p in list_partitions(self.root)} if self.root else {}
+        self._hw = read_hw_checkpoint(self.root) if self.root else {}
         self._open: dict[tuple[str, int], _Partition] = {}
 
     def __enter__(self) -> DirTopicSource:
@@ -81,14 +93,26 @@ class DirTopicSource:
         for part in self._open.values():
             part.log.close()
         self._open.clear()
+        if self.remote is not None:
+            self.remote.close()
+
+    @property
+    def _where(self) -> str:
+        names = [repr(str(self.root))] if self.root is not None else []
+        if self.remote is not None:
+            names.append(repr(self.remote.spec.uri))
+        return " and ".join(names)
 
     def partitions(self, topic: str) -> list[int]:
-        found = sorted(p for (t, p) in self._dirs if t == topic)
+        found = {p for (t, p) in self._dirs if t == topic}
+        if self.remote is not None:
+            found.update(self.remote.partitions(topic))
         if not found:
             topics = sorted({t for (t, _p) in self._dirs if not t.startswith("__")})
-            raise UnknownTopicError(f"unknown topic {topic!r}: {str(self.root)!r} holds "
-                                    + (", ".join(map(repr, topics)) if topics else "no topics"))
-        return found
+            raise UnknownTopicError(f"unknown topic {topic!r}: {self._where} holds "
+                                    + (", ".join(map(repr, topics)) if topics else
+                                       "no partition of it" if self.root is None else "no topics"))
+        return sorted(found)
 
     def _partition(self, topic: str, partition: int, *, reopen: bool = False) -> _Partition:
         part = self._open.get((topic, partition))
@@ -98,10 +122,13 @@ class DirTopicSource:
             part = None
         if part is None:
             path = self._dirs.get((topic, partition))
-            if path is None:
-                raise UnknownTopicError(f"topic {topic!r} has no partition {partition} in {str(self.root)!r}")
-            part = self._open[(topic, partition)] = _Partition(PartitionLog.open_readonly(path),
-                                                               self._hw.get((topic, partition)))
+            remote = self.remote.remote_log(topic, partition) if self.remote is not None else None
+            if path is None and remote is None:
+                raise UnknownTopicError(f"topic {topic!r} has no partition {partition} in {self._where}")
+            local = PartitionLog.open_readonly(path) if path is not None else None
+            log: ReadableLog = local if remote is None else TieredLog(remote, local)  # type: ignore[assignment]
+            hw = self._hw.get((topic, partition)) if local is not None else None
+            part = self._open[(topic, partition)] = _Partition(log, hw)
         return part
 
     def offset_bounds(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
@@ -168,7 +195,7 @@ class _Partition:
     `.batches` side files, made only when asked); reading a range needs only those from the range
     on, up to the markers of its transactions."""
 
-    def __init__(self, log: PartitionLog, hw_checkpoint: int | None) -> None:
+    def __init__(self, log: ReadableLog, hw_checkpoint: int | None) -> None:
         self.log = log
         self.log_start = log.log_start_offset
         self.high_watermark = log.log_end_offset if hw_checkpoint is None else \
@@ -210,7 +237,7 @@ class _Transactions:
     transaction without a marker begins. Whether a marker is an ABORT is read from its record
     only when a read reaches one of its batches."""
 
-    def __init__(self, log: PartitionLog, special: np.ndarray) -> None:
+    def __init__(self, log: ReadableLog, special: np.ndarray) -> None:
         self.log = log
         self.first = special["base_offset"]
         self.last = self.first + special["last_offset_delta"]

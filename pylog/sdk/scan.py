@@ -24,6 +24,8 @@ if TYPE_CHECKING:
     import pandas
     import polars
 
+    from pylog.sdk.remote_source import RemoteStorageSpec
+
 SOURCE_COLUMNS = ("offset", "timestamp", "key", "value", "headers", "timestampType")
 
 
@@ -34,17 +36,29 @@ class TopicSource(OffsetSource, Protocol):
     def close(self) -> None: ...
 
 
-def open_source(data_dir: Any, bootstrap_servers: Any, fetch_options: Any = None) -> TopicSource:
-    """Exactly one of a data directory (read the segments) or bootstrap servers (Kafka protocol)."""
-    if (data_dir is None) == (bootstrap_servers is None):
+def open_source(data_dir: Any, bootstrap_servers: Any, fetch_options: Any = None,
+                remote: RemoteStorageSpec | None = None, pins: Any = None) -> TopicSource:
+    """A data directory (read the segments), bootstrap servers (Kafka protocol), or a remote store
+    alone; with a store beside either of the first two, remote segments come from the store."""
+    if (data_dir is not None and bootstrap_servers is not None) or \
+            (data_dir is None and bootstrap_servers is None and remote is None):
         raise ValueError("pass exactly one of data_dir= (read a pylog data directory) or "
-                         "bootstrap_servers= (read through the Kafka protocol)"
+                         "bootstrap_servers= (read through the Kafka protocol), or remote_storage= "
+                         "alone (read the remote tier from the object store)"
                          + ("; both were given" if data_dir is not None else "; neither was given"))
-    if data_dir is not None:
+    tier = None
+    if remote is not None:
+        from pylog.sdk.remote_source import RemoteTier
+        tier = RemoteTier(remote, pins=pins)
+    if bootstrap_servers is None:
         from pylog.sdk.dir_source import DirTopicSource
-        return DirTopicSource(data_dir)
+        return DirTopicSource(data_dir, remote=tier)
     from pylog.sdk.kafka_source import KafkaTopicSource
-    return KafkaTopicSource(bootstrap_servers, fetch_options)
+    kafka = KafkaTopicSource(bootstrap_servers, fetch_options)
+    if tier is None:
+        return kafka
+    from pylog.sdk.remote_source import TieredKafkaSource
+    return TieredKafkaSource(kafka, tier)
 
 
 def with_security(fetch_options: Any, security: Any) -> Any:
@@ -82,11 +96,21 @@ class TopicScan:
         on_decode_error: str = "raise",
         progress: bool | None = None,
         security: Any = None,
+        remote_storage: Any = None,
+        storage_options: Any = None,
     ) -> None:
+        from pylog.sdk.remote_source import remote_spec
+
         if not isinstance(topic, str) or not topic:
             raise ValueError(f"topic must be a non-empty string, got {topic!r}")
-        if (data_dir is None) == (bootstrap_servers is None):
-            open_source(data_dir, bootstrap_servers)  # raises the explanation
+        # remote_storage: a store URI; None: the store the brokers name, when the topic is tiered
+        # (bootstrap_servers only); False: never read the store
+        self.remote = None if remote_storage is False else remote_spec(remote_storage, storage_options)
+        self._discover = bootstrap_servers is not None and remote_storage is None
+        self._security = security
+        if (data_dir is None) == (bootstrap_servers is None) and \
+                (self.remote is None or data_dir is not None):
+            open_source(data_dir, bootstrap_servers, remote=self.remote)  # raises the explanation
         self.topic = topic
         self.data_dir = data_dir
         self.bootstrap_servers = bootstrap_servers
@@ -119,7 +143,10 @@ class TopicScan:
         return clone
 
     def _source(self) -> TopicSource:
-        return open_source(self.data_dir, self.bootstrap_servers, self.fetch_options)
+        if self._discover:
+            self._discover = False  # asked once per scan object
+            self.remote = _discovered_store(self.bootstrap_servers, self.topic, self._security)
+        return open_source(self.data_dir, self.bootstrap_servers, self.fetch_options, self.remote)
 
     def plan(self) -> list[PartitionRange]:
         """The ``[start, end)`` offsets each partition would be read over, resolved now."""
@@ -247,6 +274,20 @@ class TopicScan:
 
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
         return self.to_arrow_batch_reader().__arrow_c_stream__(requested_schema)
+
+
+def _discovered_store(bootstrap_servers: Any, topic: str, security: Any) -> RemoteStorageSpec | None:
+    """The store a tiered topic's brokers name, if this client can reach it; else None (the scan
+    then reads everything through Kafka, as any client would)."""
+    from pylog.sdk.client import KafkaError
+    from pylog.sdk.remote_source import discover_remote_storage, reachable
+    from pylog.storage.remote_store import RemoteStorageError
+
+    try:
+        spec = discover_remote_storage(bootstrap_servers, topic, security)
+        return spec if spec is not None and reachable(spec) else None
+    except (KafkaError, RemoteStorageError, OSError, ValueError):
+        return None
 
 
 def _empty_batch(schema: pa.Schema) -> pa.RecordBatch:

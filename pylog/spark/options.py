@@ -5,7 +5,12 @@ Option names and meanings follow Spark's Kafka integration: ``subscribe`` (comma
 ``startingOffsets`` / ``endingOffsets`` (``earliest``, ``latest`` or JSON with -2 / -1),
 ``startingTimestamp`` / ``endingTimestamp`` (ms, all partitions) and ``startingOffsetsByTimestamp`` /
 ``endingOffsetsByTimestamp`` (JSON), ``includeHeaders``, ``maxOffsetsPerTrigger``, ``minPartitions``,
-``maxRecordsPerPartition``; for writes ``topic``.
+``maxRecordsPerPartition``; for writes ``topic``. The remote tier, named like the SDK's arguments:
+``remoteStorage`` (``s3://bucket/prefix`` or ``file:///dir``; alone it reads the store without any
+broker) and ``storageOptions`` (JSON, e.g. ``{"endpoint_url": "http://..."}``; credentials otherwise
+from the AWS environment variables of the executors). With ``kafka.bootstrap.servers`` and no
+``remoteStorage`` the store the brokers name is used for a topic with ``remote.storage.enable``
+(``remoteStorage`` = ``false`` turns that off).
 """
 
 from __future__ import annotations
@@ -13,13 +18,14 @@ from __future__ import annotations
 import json
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import pyarrow as pa
 
 from pylog.sdk.constant import int32_column, string_column
 from pylog.sdk.offsets import PartitionRange, resolve_ranges
+from pylog.sdk.remote_source import RemoteStorageSpec
 from pylog.sdk.scan import SOURCE_COLUMNS, TopicSource, open_source
 
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
@@ -106,15 +112,28 @@ class ReadOptions:
     value_format: str = "binary"
     schema_registry_url: str | None = None
     security: tuple[tuple[str, str], ...] = ()
+    remote_storage: str | None = None
+    storage_options: tuple[tuple[str, str], ...] = ()
+    discover_remote: bool = False  # ask the brokers for their store on the driver (`with_store`)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
         data_dir = _get(options, "dataDir")
         servers = _get(options, "kafka.bootstrap.servers")
-        if (data_dir is None) == (servers is None):
+        remote = _get(options, "remoteStorage")
+        no_remote = remote is not None and remote.strip().lower() == "false"
+        remote = None if no_remote else remote
+        if (data_dir is not None and servers is not None) or (data_dir is servers is remote is None):
             raise ValueError("format('pylog') needs exactly one of the options dataDir (a pylog data "
-                             "directory) or kafka.bootstrap.servers"
+                             "directory) or kafka.bootstrap.servers, or remoteStorage alone (the "
+                             "remote tier's object store)"
                              + ("; both were given" if data_dir is not None else "; neither was given"))
+        store_options = _json(options, "storageOptions") or {}
+        if not isinstance(store_options, dict):
+            raise ValueError('option storageOptions must be JSON like {"endpoint_url": "http://..."}')
+        from pylog.sdk.remote_source import remote_spec
+
+        remote_spec(remote, store_options or None)  # a bad URI or stray options fail here
         subscribe, assign = _get(options, "subscribe"), _get(options, "assign")
         if _get(options, "subscribePattern") is not None:
             raise ValueError("format('pylog') supports the options subscribe and assign, "
@@ -153,6 +172,9 @@ class ReadOptions:
             key_format=_format(options, "keyFormat"), value_format=_format(options, "valueFormat"),
             schema_registry_url=_get(options, "schema.registry.url"),
             security=kafka_security(options),
+            remote_storage=remote,
+            storage_options=tuple(sorted((str(k), str(v)) for k, v in store_options.items())),
+            discover_remote=servers is not None and remote is None and not no_remote,
         )
 
     def registry_columns(self) -> tuple[str, ...]:
@@ -160,8 +182,30 @@ class ReadOptions:
         formats = (("key", self.key_format), ("value", self.value_format))
         return tuple(c for c, f in formats if f == "registry")
 
-    def open(self) -> TopicSource:
-        return open_source(self.data_dir, self.bootstrap_servers, self.fetch_options())
+    def remote(self) -> RemoteStorageSpec | None:
+        if self.remote_storage is None:
+            return None
+        return RemoteStorageSpec(self.remote_storage, dict(self.storage_options))
+
+    def with_store(self) -> ReadOptions:
+        """These options with the store the brokers name for a tiered topic (asked once, on the
+        driver, so executors read the store without asking)."""
+        if not self.discover_remote:
+            return self
+        from pylog.sdk.scan import _discovered_store
+
+        found = None
+        for topic in self.topics:
+            found = _discovered_store(self.bootstrap_servers, topic, dict(self.security) or None)
+            if found is not None:
+                break
+        return replace(self, discover_remote=False, remote_storage=found.uri if found else None,
+                       storage_options=tuple(sorted(found.options.items())) if found else ())
+
+    def open(self, pins: Mapping[tuple[str, int], tuple[Any, int]] | None = None) -> TopicSource:
+        """The source these options name; ``pins``: (topic, partition) -> (topic id, manifest version)
+        the driver planned with, so an executor reads that version's segments."""
+        return open_source(self.data_dir, self.bootstrap_servers, self.fetch_options(), self.remote(), pins)
 
     def fetch_options(self) -> Any:
         if not self.security:

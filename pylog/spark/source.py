@@ -3,11 +3,15 @@ writes of Kafka topics, with Spark's Kafka-source schema and options.
 
 Reads plan on the driver (offset ranges per topic partition, cut into input partitions) and read on
 the workers, each yielding ``pyarrow.RecordBatch`` es straight from the data directory or a Fetch.
+A topic's remote tier is planned as one input partition per remote segment, carrying the manifest
+version the driver planned with: executors read those objects from the store with pyarrow and
+never ask a broker for them.
 Streaming offsets are ``{"topic": {"partition": next offset}}``, like Spark's Kafka source.
 """
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Sequence
 
 import pyarrow as pa
@@ -36,7 +40,10 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
+from pylog.sdk.dir_source import DirTopicSource
 from pylog.sdk.offsets import PartitionRange
+from pylog.sdk.remote_source import RemoteTier, TieredKafkaSource
+from pylog.sdk.scan import TopicSource
 from pylog.spark.options import ReadOptions, source_columns, split_ranges, to_spark_batch
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
@@ -59,11 +66,19 @@ def kafka_schema(include_headers: bool) -> StructType:
 
 
 class OffsetRangePartition(InputPartition):
-    """Records [start, end) of one topic partition: one Spark task."""
+    """Records [start, end) of one topic partition: one Spark task. ``pin``: (topic id hex, manifest
+    version) of the remote tier the driver planned with."""
 
-    def __init__(self, topic: str, partition: int, start: int, end: int) -> None:
-        super().__init__((topic, partition, start, end))
+    def __init__(self, topic: str, partition: int, start: int, end: int,
+                 pin: tuple[str, int] | None = None) -> None:
+        super().__init__((topic, partition, start, end, pin))
         self.topic, self.partition, self.start, self.end = topic, partition, start, end
+        self.pin = pin
+
+    def pins(self) -> dict[tuple[str, int], tuple[uuid.UUID, int]] | None:
+        if self.pin is None:
+            return None
+        return {(self.topic, self.partition): (uuid.UUID(hex=self.pin[0]), self.pin[1])}
 
     def range(self) -> PartitionRange:
         return PartitionRange(self.topic, self.partition, self.start, self.end)
@@ -123,7 +138,7 @@ def _read(options: ReadOptions, schema: StructType, part: OffsetRangePartition) 
         from pylog.spark.registry import decoders_for
 
         decoders = decoders_for(options, r.topic)
-    source = options.open()
+    source = options.open(part.pins())
     try:
         for got, batch in source.read([r], source_columns(target)):
             for column, decode in decoders.items():
@@ -135,24 +150,51 @@ def _read(options: ReadOptions, schema: StructType, part: OffsetRangePartition) 
         source.close()
 
 
-def _input_partitions(options: ReadOptions, ranges: list[PartitionRange]) -> list[OffsetRangePartition]:
-    pieces = split_ranges(ranges, max_records=options.max_records_per_partition,
+def _input_partitions(options: ReadOptions, ranges: list[PartitionRange],
+                      source: TopicSource | None = None) -> list[OffsetRangePartition]:
+    """Remote parts: one input partition per remote segment (pinned to the planning manifest);
+    the rest cut by size as usual."""
+    tier = remote_tier(source)
+    out: list[OffsetRangePartition] = []
+    rest: list[PartitionRange] = []
+    for r in ranges:
+        log = tier.remote_log(r.topic, r.partition) if tier is not None and r.count > 0 else None
+        if log is None or r.start >= log.log_end_offset:
+            rest.append(r)
+            continue
+        manifest = tier.manifest(r.topic, r.partition)  # type: ignore[union-attr]
+        assert manifest is not None
+        pin = (manifest.topic_id.hex, manifest.version)
+        for seg in log.segments_in(r.start, min(r.end, log.log_end_offset)):
+            out.append(OffsetRangePartition(r.topic, r.partition, max(r.start, seg.base_offset),
+                                            min(r.end, seg.end_offset + 1), pin))
+        if r.end > log.log_end_offset:
+            rest.append(PartitionRange(r.topic, r.partition, log.log_end_offset, r.end))
+    pieces = split_ranges(rest, max_records=options.max_records_per_partition,
                           min_partitions=options.min_partitions)
-    return [OffsetRangePartition(r.topic, r.partition, r.start, r.end) for r in pieces]
+    return out + [OffsetRangePartition(r.topic, r.partition, r.start, r.end) for r in pieces]
+
+
+def remote_tier(source: TopicSource | None) -> RemoteTier | None:
+    if isinstance(source, DirTopicSource):
+        return source.remote
+    if isinstance(source, TieredKafkaSource):
+        return source.tier
+    return None
 
 
 class PylogBatchReader(DataSourceReader):
     def __init__(self, options: ReadOptions, schema: StructType) -> None:
-        self.options = options
+        self.options = options.with_store()
         self.schema = schema
 
     def partitions(self) -> Sequence[InputPartition]:
         source = self.options.open()
         try:
             ranges = self.options.ranges(source)
+            parts = _input_partitions(self.options, ranges, source)
         finally:
             source.close()
-        parts = _input_partitions(self.options, ranges)
         # an empty read still needs one (empty) task
         return parts or [OffsetRangePartition(self.options.topics[0], 0, 0, 0)]
 
@@ -170,7 +212,7 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     """Micro-batches over the committed end of each partition, optionally capped per trigger."""
 
     def __init__(self, options: ReadOptions, schema: StructType) -> None:
-        self.options = options
+        self.options = options.with_store()
         self.schema = schema
         self._target: Offsets | None = None  # Trigger.AvailableNow's end
 
@@ -225,7 +267,11 @@ class PylogStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 s = start.get(t, {}).get(p, lo.get(t, {}).get(p, e))
                 if e > s:
                     ranges.append(PartitionRange(t, int(p), s, e))
-        return _input_partitions(self.options, ranges)
+        source = self.options.open()
+        try:
+            return _input_partitions(self.options, ranges, source)
+        finally:
+            source.close()
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
         assert isinstance(partition, OffsetRangePartition)

@@ -16,7 +16,7 @@ from pylog.cluster import features
 EXPECTED_MAX = {
     ApiKey.PRODUCE: 10,
     ApiKey.FETCH: 12,
-    ApiKey.LIST_OFFSETS: 7,
+    ApiKey.LIST_OFFSETS: 9,  # v8: EARLIEST_LOCAL (-4), v9: LATEST_TIERED (-5)
     ApiKey.METADATA: 12,
     ApiKey.API_VERSIONS: 4,
     ApiKey.CREATE_TOPICS: 7,

@@ -1,0 +1,287 @@
+"""Reading a partition's remote segments as the local read path reads sealed segments.
+
+A remote segment is a sealed local segment copied byte for byte (FORMAT.md), so reading it needs
+the same three side files and the data file's messages. The side files are small and read whole
+(one GET each, on first use); the ``.arrow`` data file is read by byte range through a
+``RemoteReadCache`` (ranged GETs, read-ahead), and its messages decode with the same IPC readers
+a mapped local file uses. ``RemoteLog`` offers a partition's remote part through the reading
+subset of ``PartitionLog``'s interface (read, scan, batch_metadata, offset_for_timestamp, ...)
+over the segments of one manifest version, which it pins: a reader that planned with that version
+keeps reading its objects even after a newer manifest supersedes it (the store keeps superseded
+objects for the reader grace period).
+"""
+
+from __future__ import annotations
+
+import bisect
+import threading
+from collections.abc import Iterator, Sequence
+
+import numpy as np
+import pyarrow as pa
+
+from pylog.model import RECORD_SCHEMA
+
+from .errors import OffsetOutOfRange
+from .ipc import read_batch, read_batches
+from .remote_cache import RemoteFile, RemoteReadCache
+from .remote_layout import RemoteLogSegment, RemoteManifest, segment_key
+from .remote_store import RemoteStore
+from .schema import BATCH_DTYPE, INDEX_DTYPE, TIME_DTYPE, StoredBatch, metas_from_entries
+
+_SIDE_FILES = ((".batches", BATCH_DTYPE), (".index", INDEX_DTYPE), (".timeindex", TIME_DTYPE))
+READ_CHUNK = 1024  # batch entries looked at per step of a fetch's byte budget
+
+
+class RemoteSegment:
+    """One remote segment: side files in memory once read, data through the cache."""
+
+    def __init__(self, store: RemoteStore, prefix: str, segment: RemoteLogSegment,
+                 cache: RemoteReadCache) -> None:
+        self.store = store
+        self.prefix = prefix
+        self.segment = segment
+        self.cache = cache
+        self.base_offset = segment.base_offset
+        self.next_offset = segment.end_offset + 1
+        self.max_timestamp = segment.max_timestamp
+        self._side: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._side_requested = False
+        self._lock = threading.Lock()
+
+    def key(self, ext: str) -> str:
+        return segment_key(self.prefix, self.segment, ext)
+
+    def side(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(batches, index, timeindex) entries, read whole on first use."""
+        if self._side is None:
+            with self._lock:
+                if self._side is None:
+                    side = []
+                    for ext, dt in _SIDE_FILES:
+                        raw = self.store.read_bytes(self.key(ext))
+                        side.append(np.frombuffer(raw, dt, count=len(raw) // dt.itemsize))
+                    self._side = (side[0], side[1], side[2])
+        assert self._side is not None
+        return self._side
+
+    @property
+    def batches(self) -> np.ndarray:
+        return self.side()[0]
+
+    @property
+    def index(self) -> np.ndarray:
+        return self.side()[1]
+
+    @property
+    def times(self) -> np.ndarray:
+        return self.side()[2]
+
+    @property
+    def data(self) -> RemoteFile:
+        ix = self.index
+        end = int(ix["position"][-1] + ix["length"][-1]) if len(ix) else 0
+        return RemoteFile(self.store, self.key(".arrow"), end)  # no byte past the last message is read
+
+    def find_batch(self, offset: int) -> int:
+        """Index of the first batch whose last offset is >= ``offset`` (len(batches) if none)."""
+        b = self.batches
+        i = int(np.searchsorted(b["base_offset"], offset, "right")) - 1
+        if i >= 0 and int(b["base_offset"][i]) + int(b["last_offset_delta"][i]) >= offset:
+            return i
+        return i + 1
+
+    def messages(self, start: int, stop: int, then: RemoteSegment | None = None) -> list[pa.RecordBatch]:
+        """Rows of messages ``[start, stop)``: one byte range from the cache, decoded in one pass."""
+        ix = self.index[start:stop]
+        if not len(ix):
+            return []
+        pos = int(ix["position"][0])
+        end = int(ix["position"][-1] + ix["length"][-1])
+        if then is not None and then._side is None and not then._side_requested:
+            then._side_requested = True  # a sequential reader: the next segment's side files too
+            self.cache.submit(then.side)
+        buf = self.cache.read(self.data, pos, end, then=then.data if then is not None else None)
+        if len(ix) == 1:
+            return [read_batch(buf, 0, end - pos)]
+        return read_batches(buf, 0, end - pos, len(ix))
+
+    def message(self, m: int) -> pa.RecordBatch:
+        return self.messages(m, m + 1)[0]
+
+    def stored_batches(self, entries: np.ndarray, then: RemoteSegment | None = None) -> list[StoredBatch]:
+        """StoredBatch for each entry of a contiguous run of this segment's batches."""
+        if not len(entries):
+            return []
+        msgs = entries["message"]
+        m0, m1 = int(msgs[0]), int(msgs[-1]) + 1
+        rbs = self.messages(m0, m1, then)
+        out: list[StoredBatch] = []
+        for meta, m, row in zip(metas_from_entries(entries), msgs.tolist(), entries["row"].tolist()):
+            out.append(StoredBatch(meta, rbs[m - m0].slice(row, meta.record_count)))
+        return out
+
+
+class RemoteLog:
+    """A partition's remote segments (one manifest's, pinned) behind PartitionLog's reading methods.
+
+    Offsets ``[log_start_offset, log_end_offset)``; ``log_end_offset`` is one past the last remote
+    offset. Thread-safe for readers (the segment list never changes)."""
+
+    def __init__(self, store: RemoteStore, prefix: str, segments: Sequence[RemoteLogSegment],
+                 cache: RemoteReadCache, *, log_start_offset: int | None = None,
+                 version: int | None = None) -> None:
+        self.store = store
+        self.prefix = prefix
+        self.cache = cache
+        self.version = version
+        self.segments = [RemoteSegment(store, prefix, s, cache)
+                         for s in sorted(segments, key=lambda s: s.base_offset)]
+        self._bases = [s.base_offset for s in self.segments]
+        first = self.segments[0].base_offset if self.segments else (log_start_offset or 0)
+        self.log_start_offset = max(first, log_start_offset if log_start_offset is not None else first)
+        self.log_end_offset = self.segments[-1].next_offset if self.segments else self.log_start_offset
+
+    @classmethod
+    def from_manifest(cls, store: RemoteStore, manifest: RemoteManifest, cache: RemoteReadCache) -> RemoteLog:
+        return cls(store, manifest.prefix, manifest.segments, cache,
+                   log_start_offset=manifest.log_start_offset, version=manifest.version)
+
+    @property
+    def local_log_start_offset(self) -> int:
+        """The first offset this log itself holds (its log start: it has no other tier)."""
+        return self.log_start_offset
+
+    @property
+    def size_bytes(self) -> int:
+        return sum(s.segment.size_bytes for s in self.segments)
+
+    def close(self) -> None:
+        """Nothing to release (the cache is shared and closed by its owner)."""
+
+    def _after(self, k: int) -> RemoteSegment | None:
+        return self.segments[k + 1] if k + 1 < len(self.segments) else None
+
+    def _first_segment(self, offset: int) -> int:
+        return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one: bool = True) -> list[StoredBatch]:
+        """As ``PartitionLog.read``: whole batches from the one holding ``start_offset`` within the
+        byte budget (stored sizes), wholly below ``max_offset``."""
+        if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
+            raise OffsetOutOfRange(start_offset, self.log_start_offset, self.log_end_offset)
+        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        out: list[StoredBatch] = []
+        budget = max_bytes
+        si = self._first_segment(start_offset)
+        for k in range(si, len(self.segments)):
+            seg = self.segments[k]
+            if seg.base_offset >= limit:
+                break
+            i = seg.find_batch(start_offset) if k == si else 0
+            stop = seg.find_batch(limit)
+            while i < stop:
+                entries = seg.batches[i:min(stop, i + READ_CHUNK)]
+                sizes = np.cumsum(entries["size"], dtype=np.int64)
+                take = int(np.searchsorted(sizes, budget, side="right"))
+                if not out and take == 0 and min_one:
+                    take = 1
+                if take:
+                    out.extend(seg.stored_batches(entries[:take], self._after(k)))
+                    budget -= int(sizes[take - 1])
+                if take < len(entries):
+                    return out
+                i += take
+        return out
+
+    def batch_metadata(self, start_offset: int | None = None, end_offset: int | None = None, *,
+                       attributes: int = 0) -> np.ndarray:
+        """As ``PartitionLog.batch_metadata`` (side files only, no data read)."""
+        start = self.log_start_offset if start_offset is None else max(start_offset, self.log_start_offset)
+        end = self.log_end_offset if end_offset is None else min(end_offset, self.log_end_offset)
+        parts: list[np.ndarray] = []
+        first = self._first_segment(start)
+        wanted = [s for s in self.segments[first:] if s.base_offset < end] if start < end else []
+        if len(wanted) > 1:
+            self.cache.map(RemoteSegment.side, wanted)  # side files of many segments: GETs in parallel
+        for seg in wanted:
+            if seg.base_offset >= end:
+                break
+            b = seg.batches
+            i = seg.find_batch(start) if seg.base_offset < start else 0
+            entries = b[i:int(np.searchsorted(b["base_offset"], end, "left"))]
+            if attributes:
+                entries = entries[(entries["attributes"] & attributes) != 0]
+            parts.append(np.array(entries))
+        return np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else np.zeros(0, BATCH_DTYPE)
+
+    def scan(self, start_offset: int | None = None,
+             end_offset: int | None = None) -> Iterator[pa.RecordBatch]:
+        """As ``PartitionLog.scan``: record batches with exactly the records start <= offset < end."""
+        start = self.log_start_offset if start_offset is None else max(start_offset, self.log_start_offset)
+        end = self.log_end_offset if end_offset is None else min(end_offset, self.log_end_offset)
+        for k, seg in enumerate(self.segments):
+            if seg.next_offset <= start or seg.base_offset >= end:
+                continue
+            offs = seg.index["offset"]
+            m0 = max(0, int(np.searchsorted(offs, start, "right")) - 1)
+            m1 = int(np.searchsorted(offs, end, "left"))
+            nxt = self._after(k) if self._after(k) is not None and self._after(k).base_offset < end else None  # type: ignore[union-attr]
+            for a in range(m0, m1, SCAN_MESSAGES):
+                parts = seg.messages(a, min(m1, a + SCAN_MESSAGES), nxt)
+                for rb in parts:
+                    offsets = rb.column(0).to_numpy()
+                    if len(offsets) and (offsets[0] < start or offsets[-1] >= end):
+                        lo, hi = np.searchsorted(offsets, [start, end])
+                        rb = rb.slice(int(lo), int(hi - lo))
+                    if rb.num_rows:
+                        yield rb
+
+    def read_table(self, start_offset: int | None = None, end_offset: int | None = None) -> pa.Table:
+        return pa.Table.from_batches(list(self.scan(start_offset, end_offset)), schema=RECORD_SCHEMA)
+
+    def offset_for_timestamp(self, timestamp_ms: int, *,
+                             max_offset: int | None = None) -> tuple[int, int] | None:
+        """As ``PartitionLog.offset_for_timestamp``; segments whose largest timestamp is older are
+        skipped from the manifest alone, then the time index names the message to read."""
+        for seg in self.segments:
+            if seg.max_timestamp < timestamp_ms or seg.next_offset <= self.log_start_offset:
+                continue
+            times = seg.times
+            for m in range(int(np.searchsorted(times["timestamp"], timestamp_ms, "left")), len(times)):
+                rb = seg.message(m)
+                offs = rb.column(0).to_numpy()
+                ts = rb.column(1).cast(pa.int64()).to_numpy()
+                hits = np.flatnonzero((ts >= timestamp_ms) & (offs >= self.log_start_offset))
+                if len(hits):
+                    off = int(offs[hits[0]])
+                    if max_offset is not None and off >= max_offset:
+                        return None
+                    return off, int(ts[hits[0]])
+        return None
+
+    def max_timestamp_and_offset(self) -> tuple[int, int] | None:
+        best = max((s.max_timestamp for s in self.segments), default=-1)
+        for seg in self.segments:
+            if seg.max_timestamp != best or not len(seg.batches):
+                continue
+            times = seg.times
+            for m in range(int(np.searchsorted(times["timestamp"], best, "left")), len(times)):
+                rb = seg.message(m)
+                ts = rb.column(1).cast(pa.int64()).to_numpy()
+                hits = np.flatnonzero(ts == best)
+                if len(hits):
+                    return best, int(rb.column(0)[int(hits[0])].as_py())
+        return None
+
+    def segments_in(self, start: int, end: int | None = None, *, min_timestamp: int | None = None
+                    ) -> list[RemoteLogSegment]:
+        """Segments holding an offset in ``[start, end)`` and, with ``min_timestamp``, a record at
+        or after it (pruning by the manifest alone)."""
+        return [s.segment for s in self.segments
+                if s.next_offset > start and (end is None or s.base_offset < end)
+                and (min_timestamp is None or s.max_timestamp >= min_timestamp)]
+
+
+SCAN_MESSAGES = 64  # messages decoded per cache read while scanning
