@@ -43,7 +43,7 @@ def free_base(count: int) -> int:
 
 def test_the_cluster_section_has_its_examples() -> None:
     kinds = [k for k, _ in cluster_blocks()]
-    assert kinds == ["sh", "python", "properties", "sh"]
+    assert kinds == ["sh", "python", "properties", "sh", "sh"]
 
 
 def test_pylog_cluster_start_as_written(tmp_path: Path) -> None:
@@ -121,3 +121,28 @@ def test_adding_and_removing_brokers_as_written(tmp_path: Path) -> None:
             state = ca.state()
         assert sorted(state.brokers) == [1, 2, 3]
         assert all(4 not in p.replicas for p in state.partitions.values())
+
+
+def test_tiered_storage_as_written(tmp_path: Path) -> None:
+    """The tiered-storage block: a broker with the remote tier on a local directory, then a topic
+    that uses it (refused with INVALID_CONFIG if the broker's side were not on)."""
+    from sdk_helpers import Broker
+
+    sh = [code for k, code in cluster_blocks() if k == "sh"][2]
+    broker_line, create_line = (c.strip() for c in sh.replace("\\\n", " ").splitlines() if c.strip())
+    assert broker_line.startswith("pylog broker") and create_line.startswith("pylog topic create clicks")
+    words = shlex.split(broker_line.replace("$PWD", str(tmp_path)))
+    config = dict(words[i + 1].split("=", 1) for i, w in enumerate(words) if w == "--config")
+    assert config["remote.log.storage.uri"] == f"file://{tmp_path}/remote"
+    broker = Broker(tmp_path / "data", tmp_path / "broker.log", config)
+    env = dict(os.environ, PYLOG_BOOTSTRAP_SERVERS=broker.bootstrap,
+               PATH=f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}")
+    try:
+        out = subprocess.run(["bash", "-c", create_line], cwd=tmp_path, env=env, capture_output=True,
+                             text=True, timeout=120)
+        assert out.returncode == 0, out.stdout + out.stderr
+        described = subprocess.run(["pylog", "topic", "describe", "clicks"], cwd=tmp_path, env=env,
+                                   capture_output=True, text=True, timeout=120, check=True).stdout
+        assert "REMOTE TIER" in described, described
+    finally:
+        broker.stop()
