@@ -390,7 +390,8 @@ def test_cluster_crashes_lose_nothing_and_leave_nothing_dangling(
         local = local_values(cluster.node(leader).data_dir / f"{topic}-0")
         assert min(local) <= m.end_offset + 1, "no gap between the store and the leader's disk"
         held = {**remote, **local}
-        fault_row(f"kill -9 {fault}", acked, held)
+        scenario = "kill -9 of the leader during uploads" if fault == "leader-kill" else f"kill -9 at {fault}"
+        fault_row(scenario, acked, held)
         missing = [o for o in acked if o not in held]
         assert not missing, f"acknowledged offsets missing: {missing[:10]}"
         assert all(held[o] == v for o, v in acked.items()), "every acknowledged record as written"
