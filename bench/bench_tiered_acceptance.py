@@ -27,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import time
 import uuid
@@ -42,12 +43,15 @@ def produce(bootstrap: str, topic: str, partitions: int, total_bytes: int, value
     from confluent_kafka import Producer
 
     p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "enable.idempotence": True,
-                  "linger.ms": 50, "batch.size": 1 << 20, "queue.buffering.max.kbytes": 1 << 19,
-                  "message.timeout.ms": 120000})
+                  "linger.ms": 50, "batch.size": 1 << 20, "queue.buffering.max.kbytes": 32 << 10,
+                  "message.timeout.ms": 600000})
     state = {"acked": 0, "failed": 0}
+    errors: list[str] = []
 
     def done(err: Any, _msg: Any) -> None:
         state["acked" if err is None else "failed"] += 1
+        if err is not None and len(errors) < 3:
+            errors.append(str(err))
 
     pad = os.urandom(max(0, value_size - 12))  # incompressible, as real payloads mostly are
     n = total_bytes // value_size
@@ -65,10 +69,14 @@ def produce(bootstrap: str, topic: str, partitions: int, total_bytes: int, value
         sent += 1
         if i % 2000 == 0:
             p.poll(0)
-    left = p.flush(180)
+        if i % 200_000 == 0 and i:
+            print(f"  {i} records sent, {state['acked']} acknowledged, {time.perf_counter() - t0:.0f} s",
+                  flush=True)
+    left = p.flush(300)
     dt = time.perf_counter() - t0
     if left or state["failed"]:
-        raise SystemExit(f"{left} records undelivered, {state['failed']} failed: the check needs every one")
+        raise SystemExit(f"{left} records undelivered, {state['failed']} failed ({errors}): "
+                         "the check needs every one")
     return sent, state["acked"], dt
 
 
@@ -202,6 +210,7 @@ def main() -> None:
     from pylog.local_cluster import LocalCluster
 
     t_start = time.perf_counter()
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # a timeout still stops the cluster
     server = None
     options: dict[str, str] = {}
     config = {"remote.log.storage.system.enable": "true", "remote.log.manager.task.interval.ms": "1000",
@@ -223,8 +232,9 @@ def main() -> None:
     topic = "history"
     P = args.partitions
     bound = 3 * args.local_retention_bytes
-    cluster = LocalCluster(3, config=config).start()
+    cluster = LocalCluster(3, config=config)
     try:
+        cluster.start()
         bootstrap = cluster.bootstrap_servers
         admin = AdminClient({"bootstrap.servers": bootstrap})
         new = NewTopic(topic, P, 3, config={
@@ -242,6 +252,7 @@ def main() -> None:
             return dir_bytes(cluster.node(n).data_dir / f"{topic}-{p}")
 
         t0 = time.monotonic()
+        at_ack = max(local(n, p) for n in (1, 2, 3) for p in range(P))
         while True:  # copies and local deletions catch up with the producer
             worst = max(local(n, p) for n in (1, 2, 3) for p in range(P))
             if worst <= bound or time.monotonic() - t0 > args.settle_seconds:
@@ -253,9 +264,7 @@ def main() -> None:
         disk = {(n, p): local(n, p) for n in (1, 2, 3) for p in range(P)}
         remote = {p: store_bytes(store, partition_prefix(topic, tid, p)) for p in range(P)}
         cdt, cbytes = consume_all(bootstrap, topic, P, acked)
-    finally:
-        cluster.stop()
-    try:
+        cluster.stop()  # from here on the store alone
         rdt, rrows, rbytes = read_topic_store(uri, options, topic)
         adt, arows, abytes, segments = pyarrow_read(store, topic)
         sdt = srows = sbytes = 0
@@ -269,7 +278,8 @@ def main() -> None:
     print(f"\nstore: {'moto S3 server (S3TestServer)' if args.store == 's3' else 'file://'}; 3 nodes, "
           f"{P} partitions RF=3, segment.bytes {args.segment_bytes // MiB} MiB, local.retention.bytes "
           f"{args.local_retention_bytes // MiB} MiB; {acked} records x {args.value_size} B = "
-          f"{written / (1 << 30):.2f} GiB; settled {settle:.0f} s after the last ack; "
+          f"{written / (1 << 30):.2f} GiB; largest partition directory at the last ack "
+          f"{at_ack / MiB:.0f} MiB, settled {settle:.0f} s later; "
           f"{segments} remote segments")
     print(f"\n{'broker':>6} {'partition':>9} {'local disk MiB':>15} {'3x local retention MiB':>23} {'ok':>3}")
     for (n, p), b in sorted(disk.items()):
