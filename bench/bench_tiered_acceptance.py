@@ -6,7 +6,8 @@ A ``LocalCluster`` of three nodes with the remote tier on an S3-compatible store
 ``--partitions`` partitions at RF=3 (``min.insync.replicas=2``), ``segment.bytes`` and
 ``local.retention.bytes`` as given. An acks=all idempotent confluent-kafka producer writes
 ``--gib`` GiB of ``--value-size`` records (record *i* goes to partition *i mod P* and carries *i* in
-its first 12 bytes), stopping early at ``--produce-seconds``. Once copies and local deletions
+its first 12 bytes), stopping early at ``--produce-seconds`` or when the disk has less than 5 GiB
+free. Once copies and local deletions
 settle, the table gives:
 
 - per broker and partition, the bytes on local disk (every file of the partition directory, the
@@ -27,14 +28,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import signal
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
 from typing import Any
 
 MiB = 1 << 20
+MIN_FREE_DISK = 5 << 30  # the producer stops early rather than fill the disk it shares
 
 
 def produce(bootstrap: str, topic: str, partitions: int, total_bytes: int, value_size: int,
@@ -58,7 +62,8 @@ def produce(bootstrap: str, topic: str, partitions: int, total_bytes: int, value
     t0 = time.perf_counter()
     sent = 0
     for i in range(n):
-        if i % 4096 == 0 and time.perf_counter() - t0 > deadline_s:
+        if i % 4096 == 0 and (time.perf_counter() - t0 > deadline_s
+                              or shutil.disk_usage(tempfile.gettempdir()).free < MIN_FREE_DISK):
             break
         while True:
             try:
@@ -224,8 +229,6 @@ def main() -> None:
         config |= {"remote.log.storage.uri": uri, "remote.log.storage.s3.endpoint": server.endpoint_url,
                    "remote.log.storage.s3.region": "us-east-1"}
     else:
-        import tempfile
-
         uri = f"file://{tempfile.mkdtemp(prefix='accept-remote-')}"
         config["remote.log.storage.uri"] = uri
     store = open_remote_store(uri, options)
