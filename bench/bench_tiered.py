@@ -14,7 +14,9 @@ retention, so most of it leaves local disk once copied) and ``plain`` (local onl
 - **pyarrow (same objects)**: each remote segment's ``.arrow`` object read whole with
   ``pyarrow.ipc.open_file`` and the same two aggregates.
 
-Run: ``python bench/bench_tiered.py [--records 200000] [--value-size 200] [--store file|s3]``.
+Run: ``python bench/bench_tiered.py [--records 200000] [--value-size 200] [--store file|s3]``;
+``--no-segment-wire`` uploads segments without their ``.wire`` objects (remote fetches re-encode
+from Arrow), the baseline for the store's ``.wire`` slices.
 """
 
 from __future__ import annotations
@@ -133,6 +135,9 @@ def main() -> None:
     ap.add_argument("--no-spark", action="store_true", help="the consumer rows only")
     ap.add_argument("--no-wire-cache", action="store_true",
                     help="pylog.wire.cache.bytes=0: local reads re-encode from segments, as remote ones do")
+    ap.add_argument("--no-segment-wire", action="store_true",
+                    help="pylog.segment.wire=false on the tiered topic: no .wire objects, remote fetches "
+                         "re-encode from Arrow")
     args = ap.parse_args()
     server = None
     options: dict[str, str] = {}
@@ -157,7 +162,9 @@ def main() -> None:
         admin = AdminClient({"bootstrap.servers": broker.bootstrap})
         seg = str(args.segment_bytes)
         topics = [NewTopic("tiered", 1, 1, config={"remote.storage.enable": "true", "segment.bytes": seg,
-                                                    "local.retention.bytes": str(2 * args.segment_bytes)}),
+                                                    "local.retention.bytes": str(2 * args.segment_bytes),
+                                                    **({"pylog.segment.wire": "false"}
+                                                       if args.no_segment_wire else {})}),
                   NewTopic("plain", 1, 1, config={"segment.bytes": seg})]
         for f in admin.create_topics(topics).values():
             f.result(30)
@@ -186,7 +193,8 @@ def main() -> None:
         if server is not None:
             server.stop()
     print(f"store: {args.store}, {args.records} records of {args.value_size} B, {segments} remote segments"
-          + (", wire cache off" if args.no_wire_cache else ""))
+          + (", wire cache off" if args.no_wire_cache else "")
+          + (", no .wire objects" if args.no_segment_wire else ""))
     print(f"{'row':<26}{'records':>10}{'seconds':>10}{'records/s':>12}{'MB/s':>8}")
     for name, n, dt, rps, mbs in rows:
         print(f"{name:<26}{n:>10}{dt:>10.2f}{rps:>12,.0f}{mbs:>8.1f}")

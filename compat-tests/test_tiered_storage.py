@@ -92,6 +92,25 @@ def remote_offsets(store: RemoteStore, manifest: RemoteManifest) -> list[int]:
     return out
 
 
+def holds_exactly(store: RemoteStore, m: RemoteManifest) -> bool:
+    """The store's segment objects are exactly the manifest's segments' four files plus, for any
+    of them, its optional `.wire` (unfinished copies and orphans are gone)."""
+    keys = {o.key for o in store.list(f"{m.prefix}/segments")}
+    wanted = {segment_key(m.prefix, s, ext) for s in m.segments
+              for ext in (".arrow", ".index", ".timeindex", ".batches")}
+    wires = {segment_key(m.prefix, s, ".wire") for s in m.segments}
+    return wanted <= keys and keys - wanted <= wires
+
+
+def fault_row(scenario: str, acked: dict[int, bytes], held: dict[int, bytes]) -> None:
+    """One row of the fault table (pytest -s shows it): acknowledged records, those not held as
+    written, and values held at more than one offset."""
+    values = list(held.values())
+    lost = sum(1 for o, v in acked.items() if held.get(o) != v)
+    print(f"\nFAULT-ROW | {scenario} | acknowledged {len(acked)} | lost {lost} | "
+          f"duplicated {len(values) - len(set(values))}")
+
+
 def local_offsets(partition_dir: Path) -> list[int]:
     """The offsets on local disk (read again when the broker deletes a segment meanwhile)."""
     for _ in range(20):
@@ -144,7 +163,7 @@ def test_single_broker_copies_commits_and_drops_local_segments(
         assert local[0] <= m.end_offset + 1
         # every segment has its four objects; the manifest's version is a metadata offset
         for seg in m.segments:
-            for ext in (".arrow", ".index", ".timeindex", ".batches"):
+            for ext in (".arrow", ".index", ".timeindex", ".batches", ".wire"):  # .wire: pylog.segment.wire
                 assert store.exists(segment_key(m.prefix, seg, ext))
         assert m.version > 0
         # the broker restarts and recovers both starts: nothing is copied twice, the log start stays 0
@@ -247,15 +266,13 @@ def test_a_stalled_store_delays_copies_and_loses_nothing(
                 m = manifest_of(store, topic)
                 if m is None or m.end_offset < 2400:
                     return None
-                keys = {o.key for o in store.list(f"{m.prefix}/segments")}
-                wanted = {segment_key(m.prefix, s, ext) for s in m.segments
-                          for ext in (".arrow", ".index", ".timeindex", ".batches")}
-                return m if keys == wanted else None
+                return m if holds_exactly(store, m) else None
 
             m = wait_for(settled, 45, "copies to resume once the store answers")
             remote = remote_values(store, m)
             local = local_values(part_dir)
             held = {**remote, **local}
+            fault_row("store stalled (SIGSTOP)", {o: VALUE + str(o).encode() for o in range(RECORDS)}, held)
             assert sorted(held) == list(range(RECORDS))
         finally:
             b.stop()
@@ -365,10 +382,7 @@ def test_cluster_crashes_lose_nothing_and_leave_nothing_dangling(
             m = manifest_of(store, topic)
             if m is None or m.end_offset < total - 600:  # all but the last ~2 segments are remote
                 return None
-            keys = {o.key for o in store.list(f"{m.prefix}/segments")}
-            wanted = {segment_key(m.prefix, s, ext) for s in m.segments
-                      for ext in (".arrow", ".index", ".timeindex", ".batches")}
-            return m if keys == wanted else None  # unfinished copies and orphans are gone
+            return m if holds_exactly(store, m) else None  # unfinished copies and orphans are gone
 
         m = wait_for(settled, 50, "the store to hold exactly the committed segments")
         leader = leader_of(bootstrap, topic)
@@ -376,6 +390,8 @@ def test_cluster_crashes_lose_nothing_and_leave_nothing_dangling(
         local = local_values(cluster.node(leader).data_dir / f"{topic}-0")
         assert min(local) <= m.end_offset + 1, "no gap between the store and the leader's disk"
         held = {**remote, **local}
+        scenario = "kill -9 of the leader during uploads" if fault == "leader-kill" else f"kill -9 at {fault}"
+        fault_row(scenario, acked, held)
         missing = [o for o in acked if o not in held]
         assert not missing, f"acknowledged offsets missing: {missing[:10]}"
         assert all(held[o] == v for o, v in acked.items()), "every acknowledged record as written"
@@ -421,6 +437,8 @@ def test_a_replica_that_lost_its_disk_fetches_only_the_local_part(
         return held if held and max(held) == RECORDS - 1 else None
 
     held = wait_for(caught_up, 40, "the follower to catch up")
+    fault_row("replica lost its disk (local part only)", {o: v for o, v in acked.items() if o >= min(held)},
+              held)
     store = open_remote_store(f"file://{remote}")
     m = manifest_of(store, topic)
     assert m is not None and m.segments
@@ -465,15 +483,13 @@ def test_a_store_refusing_and_timing_out_a_share_of_requests(
             m = manifest_of(store, topic)
             if m is None or m.end_offset < len(acked) - 600:
                 return None
-            keys = {o.key for o in store.list(f"{m.prefix}/segments")}
-            wanted = {segment_key(m.prefix, s, ext) for s in m.segments
-                      for ext in (".arrow", ".index", ".timeindex", ".batches")}
-            return m if keys == wanted else None
+            return m if holds_exactly(store, m) else None
 
         m = wait_for(settled, 60, f"the store to hold exactly the committed segments (seed {seed})")
         assert proxy.counts["refused"] > 0, f"faults were injected (seed {seed}): {proxy.counts}"
         leader = leader_of(bootstrap, topic)
         held = {**remote_values(store, m), **local_values(cluster.node(leader).data_dir / f"{topic}-0")}
+        fault_row(f"store refuses 15% / stalls 5% + leader kill (seed {seed})", acked, held)
         lost = [o for o, v in acked.items() if held.get(o) != v]
         assert not lost, f"acknowledged records missing (seed {seed}): {lost[:10]}"
         assert sorted(held) == list(range(len(held)))

@@ -575,7 +575,7 @@ class PartitionLog:
         them (the files of a sealed segment no longer change)."""
         with self._lock:
             return [SegmentInfo(s.base_offset, s.next_offset, s.data_size, s.max_timestamp, s.sealed,
-                                (s.data_path, *(s.path(ext) for ext in SIDE_EXTS)))
+                                (s.data_path, *(s.path(ext) for ext in SIDE_EXTS), *s.wire_paths()))
                     for s in self._segments]
 
     # -- background jobs: segment rewrites ----------------------------------------------------

@@ -5,7 +5,8 @@ Layout under the store's root (see FORMAT.md, "Remote tier"):
     <topic>-<topic id>/<partition>/segments/<base 20d>-<leader epoch>-<segment id>.<ext>
     <topic>-<topic id>/<partition>/manifest/<version 20d>.json
 
-A segment's objects are the sealed local files copied byte for byte (``SEGMENT_FILES``). Names
+A segment's objects are the sealed local files copied byte for byte (``SEGMENT_FILES``, and the
+``.wire`` file when the segment has one: ``OPTIONAL_SEGMENT_FILES``). Names
 carry the topic id, base offset, uploading leader's epoch and a unique id, so two leaders'
 uploads of the same offsets never overwrite each other. A manifest is an immutable snapshot of
 the partition's committed remote segments; its version is the metadata-log offset of the last
@@ -25,6 +26,8 @@ from typing import Protocol
 from .remote_store import RemoteStore
 
 SEGMENT_FILES = (".arrow", ".index", ".timeindex", ".batches")
+# uploaded when the sealed segment has it; readers do without (older uploads, pylog.segment.wire=false)
+OPTIONAL_SEGMENT_FILES = (".wire",)
 MANIFEST_FORMAT = 1
 
 
@@ -88,13 +91,14 @@ def partition_prefix(topic: str, topic_id: uuid.UUID, partition: int) -> str:
 
 
 def segment_key(prefix: str, segment: RemoteLogSegment, ext: str) -> str:
-    if ext not in SEGMENT_FILES:
+    if ext not in SEGMENT_FILES and ext not in OPTIONAL_SEGMENT_FILES:
         raise ValueError(f"not a segment file extension: {ext!r}")
     return f"{prefix}/segments/{segment.stem}{ext}"
 
 
 def segment_keys(prefix: str, segment: RemoteLogSegment) -> list[str]:
-    return [segment_key(prefix, segment, ext) for ext in SEGMENT_FILES]
+    """Every object a segment may have (for deletion: an optional one that is missing is no error)."""
+    return [segment_key(prefix, segment, ext) for ext in (*SEGMENT_FILES, *OPTIONAL_SEGMENT_FILES)]
 
 
 def manifest_key(prefix: str, version: int) -> str:

@@ -4,7 +4,10 @@ A remote segment is a sealed local segment copied byte for byte (FORMAT.md), so 
 the same three side files and the data file's messages. The side files are small and read whole
 (one GET each, on first use); the ``.arrow`` data file is read by byte range through a
 ``RemoteReadCache`` (ranged GETs, read-ahead), and its messages decode with the same IPC readers
-a mapped local file uses. ``RemoteLog`` offers a partition's remote part through the reading
+a mapped local file uses. A segment uploaded with its ``.wire`` file (optional) serves
+``read_wire`` as slices of it, read through the same cache and checked against ``.batches`` as a
+local read checks its mapped file; without one, or when it does not match, batches come as rows
+for the caller to encode. ``RemoteLog`` offers a partition's remote part through the reading
 subset of ``PartitionLog``'s interface (read, scan, batch_metadata, offset_for_timestamp, ...)
 over the segments of one manifest version, which it pins: a reader that planned with that version
 keeps reading its objects even after a newer manifest supersedes it (the store keeps superseded
@@ -14,6 +17,7 @@ objects for the reader grace period).
 from __future__ import annotations
 
 import bisect
+import itertools
 import threading
 from collections.abc import Iterator, Sequence
 
@@ -26,8 +30,9 @@ from .errors import OffsetOutOfRange
 from .ipc import read_batch, read_batches
 from .remote_cache import RemoteFile, RemoteReadCache
 from .remote_layout import RemoteLogSegment, RemoteManifest, segment_key
-from .remote_store import RemoteStore
+from .remote_store import RemoteObjectNotFound, RemoteStore
 from .schema import BATCH_DTYPE, INDEX_DTYPE, TIME_DTYPE, StoredBatch, metas_from_entries
+from .wire import WIRE_EXT, check_wire, wire_starts
 
 _SIDE_FILES = ((".batches", BATCH_DTYPE), (".index", INDEX_DTYPE), (".timeindex", TIME_DTYPE))
 READ_CHUNK = 1024  # batch entries looked at per step of a fetch's byte budget
@@ -47,6 +52,9 @@ class RemoteSegment:
         self.max_timestamp = segment.max_timestamp
         self._side: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self._side_requested = False
+        self._wire: tuple[RemoteFile, np.ndarray] | None = None  # `.wire` object, batch positions
+        self._wire_checked = False
+        self._wire_requested = False
         self._lock = threading.Lock()
 
     def key(self, ext: str) -> str:
@@ -109,6 +117,48 @@ class RemoteSegment:
     def message(self, m: int) -> pa.RecordBatch:
         return self.messages(m, m + 1)[0]
 
+    def wire(self) -> tuple[RemoteFile, np.ndarray] | None:
+        """The segment's `.wire` object and each batch's position in it (one HEAD on first use);
+        None when it was not uploaded or its size does not match `.batches`."""
+        if not self._wire_checked:
+            starts = wire_starts(self.batches)
+            try:
+                size = self.store.size(self.key(WIRE_EXT))
+            except RemoteObjectNotFound:
+                size = -1
+            with self._lock:
+                if not self._wire_checked:
+                    if size == int(starts[-1]):
+                        self._wire = (RemoteFile(self.store, self.key(WIRE_EXT), size), starts)
+                    elif size >= 0:
+                        WireStats.rejected += 1
+                    self._wire_checked = True
+        return self._wire
+
+    def wire_batches(self, first: int, stop: int,
+                     then: RemoteSegment | None = None) -> list[memoryview] | None:
+        """RecordBatch v2 bytes of batches ``[first, stop)``: one byte range of the `.wire` object
+        from the cache, each batch's header checked against its `.batches` entry (base offset,
+        length, record count); None when the segment has no usable `.wire` (the caller encodes)."""
+        wire = self.wire()
+        if wire is None or first >= stop:
+            return None
+        f, starts = wire
+        if then is not None and not then._wire_requested:
+            then._wire_requested = True  # a sequential reader: learn the next segment's `.wire` early
+            self.cache.submit(then.wire)
+        nxt = then._wire[0] if then is not None and then._wire is not None else None
+        a, b = int(starts[first]), int(starts[stop])
+        view = memoryview(self.cache.read(f, a, b, then=nxt))
+        if check_wire(np.frombuffer(view, np.uint8), self.batches[first:stop]) is None:
+            with self._lock:
+                self._wire = None  # stale or torn: rows from now on
+            WireStats.rejected += 1
+            return None
+        WireStats.served += stop - first
+        bounds = (starts[first:stop + 1] - a).tolist()
+        return [view[x:y] for x, y in itertools.pairwise(bounds)]
+
     def stored_batches(self, entries: np.ndarray, then: RemoteSegment | None = None) -> list[StoredBatch]:
         """StoredBatch for each entry of a contiguous run of this segment's batches."""
         if not len(entries):
@@ -169,10 +219,20 @@ class RemoteLog:
              min_one: bool = True) -> list[StoredBatch]:
         """As ``PartitionLog.read``: whole batches from the one holding ``start_offset`` within the
         byte budget (stored sizes), wholly below ``max_offset``."""
+        return self._read(start_offset, max_bytes, max_offset, min_one, wire=False)  # type: ignore[return-value]
+
+    def read_wire(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
+                  min_one: bool = True) -> list[StoredBatch | memoryview]:
+        """As ``PartitionLog.read_wire``: ``read``, except that batches of segments with a usable
+        `.wire` object come as their RecordBatch v2 bytes; the others as StoredBatch."""
+        return self._read(start_offset, max_bytes, max_offset, min_one, wire=True)
+
+    def _read(self, start_offset: int, max_bytes: int, max_offset: int | None, min_one: bool, *,
+              wire: bool) -> list[StoredBatch | memoryview]:
         if start_offset < self.log_start_offset or start_offset > self.log_end_offset:
             raise OffsetOutOfRange(start_offset, self.log_start_offset, self.log_end_offset)
         limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
-        out: list[StoredBatch] = []
+        out: list[StoredBatch | memoryview] = []
         budget = max_bytes
         si = self._first_segment(start_offset)
         for k in range(si, len(self.segments)):
@@ -188,7 +248,9 @@ class RemoteLog:
                 if not out and take == 0 and min_one:
                     take = 1
                 if take:
-                    out.extend(seg.stored_batches(entries[:take], self._after(k)))
+                    then = self._after(k)
+                    sent = seg.wire_batches(i, i + take, then) if wire else None
+                    out.extend(sent if sent is not None else seg.stored_batches(entries[:take], then))
                     budget -= int(sizes[take - 1])
                 if take < len(entries):
                     return out
@@ -285,3 +347,10 @@ class RemoteLog:
 
 
 SCAN_MESSAGES = 64  # messages decoded per cache read while scanning
+
+
+class WireStats:
+    """Counters a benchmark or test reads: batches served from `.wire` objects, objects rejected."""
+
+    served = 0
+    rejected = 0

@@ -294,6 +294,12 @@ class Segment:
             MAPPED_SEGMENTS.touch(self)  # may unmap another segment; ours is in `wire` either way
         return wire
 
+    def wire_paths(self) -> tuple[Path, ...]:
+        """The `.wire` file of a sealed segment when it has one (for copying the segment elsewhere,
+        e.g. the remote tier), else nothing."""
+        path = self.path(WIRE_EXT)
+        return (path,) if self.sealed and path.exists() else ()
+
     def wire_batches(self, first: int, stop: int) -> list[memoryview] | None:
         """RecordBatch v2 bytes of batches [first, stop) as slices of the mapped `.wire` file (no
         copy), or None when the segment has no usable `.wire`."""

@@ -4,7 +4,7 @@ Every ``remote.log.manager.task.interval.ms`` it visits each partition of a topi
 ``remote.storage.enable``. As leader it cleans up copies a crashed or deposed leader left
 unfinished, moves the remote log start with DeleteRecords, expires remote segments by retention,
 deletes the objects of deleted segments once ``remote.log.reader.grace.ms`` passed, copies the
-next sealed segments (propose COPY_SEGMENT_STARTED, upload the four files, propose
+next sealed segments (propose COPY_SEGMENT_STARTED, upload its files (and `.wire` if any), propose
 COPY_SEGMENT_FINISHED), writes the manifest of each committed change (version = its metadata
 offset) and collects orphaned objects and superseded manifests after the grace period. Leader
 and followers alike then delete the local segments the rules allow (pylog.tiered.rules). Store
@@ -27,6 +27,7 @@ from typing import Any
 import pyarrow.fs as pafs
 from pylog.protocol.errors import ErrorCode
 from pylog.storage.remote_layout import (
+    OPTIONAL_SEGMENT_FILES,
     SEGMENT_FILES,
     RemoteLogSegment,
     RemoteManifest,
@@ -259,7 +260,7 @@ class RemoteLogManager:
                 if not await self._propose(part, epoch, [self._change(part, seg, S.COPY_SEGMENT_STARTED)]):
                     return
                 pairs = [(segment_key(prefix, seg, ext), str(path))
-                         for ext, path in zip(SEGMENT_FILES, info.files, strict=True)]
+                         for ext, path in zip((*SEGMENT_FILES, *OPTIONAL_SEGMENT_FILES), info.files)]
                 size = await self.io.put_files(pairs)
                 log.debug("remote tier: %s-%d: uploaded [%d, %d] (%d bytes)", part.topic, part.index,
                           seg.base_offset, seg.end_offset, size)

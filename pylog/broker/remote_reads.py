@@ -2,7 +2,8 @@
 
 A consumer Fetch whose offset lies in the committed remote segments and below the partition's
 local log start is answered from the store: the read (ranged GETs through a shared read-ahead
-cache, then the same re-encoding as a local sealed segment's batches) runs on a bounded thread
+cache: slices of the segment's ``.wire`` object when it was uploaded with one, else the same
+re-encoding as a local sealed segment's batches) runs on a bounded thread
 pool, never on the event loop, and the Fetch response waits for it up to the request's max wait
 plus ``remote.fetch.max.wait.ms``; past that the partition answers without records and the consumer
 asks again. ListOffsets by timestamp searches remote segments the same way (pruned by their
@@ -108,7 +109,8 @@ class RemoteReads:
 
     # -- reading off the event loop ------------------------------------------------------------
 
-    async def read(self, fetch: RemoteFetch, max_wait_ms: int) -> tuple[list[bytes], list[AbortedTxn]]:
+    async def read(self, fetch: RemoteFetch,
+                   max_wait_ms: int) -> tuple[list[bytes | memoryview], list[AbortedTxn]]:
         """The wire batches of a planned remote read and, read_committed, the aborted transactions
         they overlap; nothing when the store did not answer in time. A read that times out keeps
         running, and the consumer's next fetch of the same offset takes its result: a slow store
@@ -195,11 +197,12 @@ def merge_aborted(known: list[AbortedTxn], found: list[AbortedTxn]) -> list[Abor
                   key=lambda a: a.first_offset)
 
 
-def _read_wire(fetch: RemoteFetch) -> tuple[list[bytes], list[AbortedTxn]]:
-    out: list[bytes] = []
+def _read_wire(fetch: RemoteFetch) -> tuple[list[bytes | memoryview], list[AbortedTxn]]:
+    out: list[bytes | memoryview] = []
     total = 0
-    for b in fetch.log.read(fetch.offset, fetch.max_bytes, max_offset=fetch.upper, min_one=fetch.min_one):
-        data = encode_stored(b.meta, b.records)
+    for b in fetch.log.read_wire(fetch.offset, fetch.max_bytes, max_offset=fetch.upper,
+                                 min_one=fetch.min_one):
+        data = b if isinstance(b, memoryview) else encode_stored(b.meta, b.records)
         total += len(data)
         if total > fetch.max_bytes and (out or not fetch.min_one):
             break

@@ -21,6 +21,7 @@ from pylog.storage.remote_layout import (
 )
 from pylog.storage.remote_store import RemoteStore
 from pylog.storage.schema import BATCH_DTYPE, TIME_DTYPE
+from pylog.storage.wire import WireEncoder
 
 TS0 = 1_700_000_000_000
 
@@ -39,10 +40,13 @@ def batch(first: int, n: int, *, ts: int, value_size: int = 20) -> tuple[pa.Reco
 
 
 def write_partition(path: Path, *, batches: int, per_batch: int, segment_bytes: int = 64 << 10,
-                    value_size: int = 20, ts_step: int = 1000) -> PartitionLog:
+                    value_size: int = 20, ts_step: int = 1000,
+                    wire: WireEncoder | None = None) -> PartitionLog:
     """A partition log of ``batches`` batches, rolled every ``segment_bytes`` and sealed; record i
-    has timestamp TS0 + (i // per_batch) * ts_step + i % per_batch."""
+    has timestamp TS0 + (i // per_batch) * ts_step + i % per_batch. With ``wire``, sealed segments
+    get their `.wire` files."""
     log = PartitionLog.open(path, LogConfig(segment_bytes=segment_bytes), now_ms=TS0)
+    log.wire_encoder = wire
     for b in range(batches):
         rb, meta = batch(b * per_batch, per_batch, ts=TS0 + b * ts_step, value_size=value_size)
         log.append(rb, meta, now_ms=TS0 + b * ts_step)
@@ -73,8 +77,9 @@ def upload(path: Path, store: RemoteStore, topic: str, topic_id: uuid.UUID, part
         end = int(b["base_offset"][-1]) + int(b["last_offset_delta"][-1])
         size = sum(os.path.getsize(f"{stem}{ext}") for ext in (".arrow", ".index", ".timeindex", ".batches"))
         seg = RemoteLogSegment(new_segment_id(), base, end, int(t["timestamp"][-1]), size, 0, ((0, base),))
-        for ext in (".arrow", ".index", ".timeindex", ".batches"):
-            store.put_file(segment_key(prefix, seg, ext), f"{stem}{ext}")
+        for ext in (".arrow", ".index", ".timeindex", ".batches", ".wire"):
+            if ext != ".wire" or os.path.exists(f"{stem}{ext}"):
+                store.put_file(segment_key(prefix, seg, ext), f"{stem}{ext}")
         segs.append(seg)
     segs.sort(key=lambda s: s.base_offset)
     start = log_start_offset if log_start_offset is not None else (segs[0].base_offset if segs else 0)
