@@ -154,6 +154,8 @@ def main() -> None:
         broker_store = {"remote.log.storage.uri": uri}
     broker = BenchBroker("pylog", config={"remote.log.storage.system.enable": "true",
                                           "remote.log.manager.task.interval.ms": "500",
+                                          "pylog.remote.log.storage.upload.wire":
+                                              "false" if args.no_segment_wire else "true",
                                           **({"pylog.wire.cache.bytes": "0"} if args.no_wire_cache else {}),
                                           **broker_store}).start()
     try:

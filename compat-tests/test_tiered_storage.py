@@ -34,7 +34,8 @@ VALUE = b"v" * 200
 
 def tier_config(uri: str, **extra: str) -> dict[str, str]:
     return {"remote.log.storage.system.enable": "true", "remote.log.storage.uri": uri,
-            "remote.log.manager.task.interval.ms": "200", "remote.log.reader.grace.ms": "1500", **extra}
+            "remote.log.manager.task.interval.ms": "200", "remote.log.reader.grace.ms": "1500",
+            "pylog.remote.log.storage.upload.wire": "true", **extra}
 
 
 def create_topic(bootstrap: str, name: str, *, rf: int = 1, **configs: str) -> None:
@@ -163,7 +164,8 @@ def test_single_broker_copies_commits_and_drops_local_segments(
         assert local[0] <= m.end_offset + 1
         # every segment has its four objects; the manifest's version is a metadata offset
         for seg in m.segments:
-            for ext in (".arrow", ".index", ".timeindex", ".batches", ".wire"):  # .wire: pylog.segment.wire
+            # .wire: pylog.segment.wire and pylog.remote.log.storage.upload.wire
+            for ext in (".arrow", ".index", ".timeindex", ".batches", ".wire"):
                 assert store.exists(segment_key(m.prefix, seg, ext))
         assert m.version > 0
         # the broker restarts and recovers both starts: nothing is copied twice, the log start stays 0

@@ -4,7 +4,8 @@ Every ``remote.log.manager.task.interval.ms`` it visits each partition of a topi
 ``remote.storage.enable``. As leader it cleans up copies a crashed or deposed leader left
 unfinished, moves the remote log start with DeleteRecords, expires remote segments by retention,
 deletes the objects of deleted segments once ``remote.log.reader.grace.ms`` passed, copies the
-next sealed segments (propose COPY_SEGMENT_STARTED, upload its files (and `.wire` if any), propose
+next sealed segments (propose COPY_SEGMENT_STARTED, upload its files (and `.wire` if any and
+pylog.remote.log.storage.upload.wire), propose
 COPY_SEGMENT_FINISHED), writes the manifest of each committed change (version = its metadata
 offset) and collects orphaned objects and superseded manifests after the grace period. Leader
 and followers alike then delete the local segments the rules allow (pylog.tiered.rules). Store
@@ -260,7 +261,8 @@ class RemoteLogManager:
                 if not await self._propose(part, epoch, [self._change(part, seg, S.COPY_SEGMENT_STARTED)]):
                     return
                 pairs = [(segment_key(prefix, seg, ext), str(path))
-                         for ext, path in zip((*SEGMENT_FILES, *OPTIONAL_SEGMENT_FILES), info.files)]
+                         for ext, path in zip((*SEGMENT_FILES, *OPTIONAL_SEGMENT_FILES), info.files)
+                         if ext in SEGMENT_FILES or self.settings.upload_wire]
                 size = await self.io.put_files(pairs)
                 log.debug("remote tier: %s-%d: uploaded [%d, %d] (%d bytes)", part.topic, part.index,
                           seg.base_offset, seg.end_offset, size)
