@@ -1,4 +1,6 @@
-"""Validation and resolution of config changes for the controller (sans-IO).
+"""The controller's config commands, AlterConfigs and IncrementalAlterConfigs (Kafka's
+ConfigurationControlManager), and the validation and resolution of config changes they use
+(sans-IO).
 
 Names, types and defaults come from ``pylog.config`` (pylog's definitions, and every other
 Apache Kafka config name, which is accepted and stored but not acted on); this module adds
@@ -11,10 +13,13 @@ starting from the current value, the default when there is no override).
 from __future__ import annotations
 
 import enum
+from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
-from pylog.cluster.records import ConfigResourceType
+from pylog.cluster.image import MetadataImage
+from pylog.cluster.records import ConfigRecord, ConfigResourceType, MetadataRecord
 from pylog.cluster.resource_configs import (
     CLIENT_METRICS_CONFIGS,
     GROUP_CONFIGS,
@@ -283,3 +288,88 @@ def validate_topic_set(
                 f"property value: {tv}",
             )
 
+
+@dataclass(frozen=True)
+class AlterConfigsResource:
+    resource_type: int
+    resource_name: str
+    configs: Mapping[str, str | None]
+
+
+@dataclass(frozen=True)
+class IncrementalAlterConfigsResource:
+    resource_type: int
+    resource_name: str
+    ops: Sequence[AlterableConfig]
+
+
+@dataclass(frozen=True)
+class ConfigResult:
+    resource_type: int
+    resource_name: str
+    error_code: int = ErrorCode.NONE
+    error_message: str | None = None
+
+
+class ConfigControl:
+    """AlterConfigs and IncrementalAlterConfigs against the working image: each resource is
+    validated whole (its merged overrides) and its changes handed to ``collect``."""
+
+    def __init__(
+        self,
+        image: Callable[[], MetadataImage],
+        collect: Callable[[list[MetadataRecord]], None],
+        broker_settings: Callable[[str], str | None],
+    ) -> None:
+        self._image = image
+        self._collect = collect
+        self.broker_settings = broker_settings
+
+    def alter_configs(
+        self, resources: Sequence[AlterConfigsResource], validate_only: bool
+    ) -> list[ConfigResult]:
+        """AlterConfigs: each resource's overrides become exactly ``configs``."""
+        return self._alter(
+            [(r.resource_type, r.resource_name, r) for r in resources],
+            lambda rt, cur, r: replace_configs(rt, cur, r.configs),
+            validate_only,
+        )
+
+    def incremental_alter_configs(
+        self, resources: Sequence[IncrementalAlterConfigsResource], validate_only: bool
+    ) -> list[ConfigResult]:
+        return self._alter(
+            [(r.resource_type, r.resource_name, r) for r in resources],
+            lambda rt, cur, r: incremental_changes(rt, cur, r.ops),
+            validate_only,
+        )
+
+    def _alter(
+        self, items: list[tuple[int, str, Any]], changes_of: Any, validate_only: bool
+    ) -> list[ConfigResult]:
+        counts = Counter((rt, name) for rt, name, _ in items)
+        results = []
+        for rt, name, req in items:
+            try:
+                if counts[(rt, name)] > 1:
+                    raise ConfigValidationError(
+                        ErrorCode.INVALID_REQUEST, f"Duplicate resource {name!r} in request"
+                    )
+                validate_resource_name(rt, name)
+                if rt == ConfigResourceType.TOPIC and self._image().topic(name) is None:
+                    raise ConfigValidationError(
+                        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist."
+                    )
+                current = self._image().configs(rt, name)
+                changes = changes_of(rt, current, req)
+                merged = {k: v for k, v in {**current, **changes}.items() if v is not None}
+                validate_resource(rt, name, merged, self.broker_settings)
+                if rt == ConfigResourceType.TOPIC:
+                    validate_topic_set(merged, self.broker_settings, current)
+            except ConfigValidationError as e:
+                results.append(ConfigResult(rt, name, e.code, e.message))
+                continue
+            if not validate_only:
+                self._collect([ConfigRecord(int(rt), name, k, v) for k, v in changes.items()])
+            results.append(ConfigResult(rt, name))
+        return results

@@ -1,5 +1,12 @@
 """``QuorumController``: admin commands validated against the metadata, turned into records.
 
+It is the one entry point of the quorum shell; each request family's rules live in their own
+module, handed the working image and ``_collect``: topics (``topic_control``), configs
+(``config_control``), brokers (``broker_control``), partitions (``replica_control``), the remote
+tier (``remote_log_control``), producer ids (``producer_id_control``), features
+(``feature_control``), ACLs and SCRAM credentials (``acl_control``), client quotas
+(``quota_control``). What stays here is the working image, activation, and NOT_CONTROLLER.
+
 Theory of operation
 -------------------
 The controller is sans-IO and runs on the quorum leader. It owns a *working image*:
@@ -23,9 +30,8 @@ from __future__ import annotations
 import dataclasses
 import random
 import uuid
-from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
 from pylog.cluster.acl_control import (
@@ -46,28 +52,17 @@ from pylog.cluster.broker_control import (
 from pylog.cluster.config_control import (
     AlterableConfig,
     AlterConfigOp,
-    ConfigValidationError,
-    incremental_changes,
-    replace_configs,
-    validate_new_topic_configs,
-    validate_resource,
-    validate_resource_name,
-    validate_topic_set,
+    AlterConfigsResource,
+    ConfigControl,
+    ConfigResult,
+    IncrementalAlterConfigsResource,
 )
 from pylog.cluster.feature_control import FeatureUpdate, FeatureUpdateResult, update_features
 from pylog.cluster.image import MetadataImage
-from pylog.cluster.placement import assign_replicas, place_replicas
+from pylog.cluster.placement import assign_replicas
+from pylog.cluster.producer_id_control import ProducerIdControl, ProducerIdsResult
 from pylog.cluster.quota_control import QuotaAlteration, QuotaAlterationResult, QuotaControl
-from pylog.cluster.records import (
-    BrokerEndpoint,
-    ConfigRecord,
-    ConfigResourceType,
-    MetadataRecord,
-    PartitionRecord,
-    ProducerIdsRecord,
-    RemoveTopicRecord,
-    TopicRecord,
-)
+from pylog.cluster.records import BrokerEndpoint, MetadataRecord
 from pylog.cluster.remote_log_control import RemoteLogControl, RemoteLogProposal, RemoteLogProposalResult
 from pylog.cluster.replica_control import (
     ElectionResult,
@@ -78,12 +73,22 @@ from pylog.cluster.replica_control import (
     ReassignmentResult,
     ReplicaControl,
 )
+from pylog.cluster.topic_control import (
+    METADATA_TOPIC,
+    CreatePartitionsResult,
+    CreateTopicResult,
+    DeleteTopicResult,
+    NewPartitions,
+    NewTopic,
+    TopicControl,
+    validate_topic_name,
+)
 from pylog.config import BrokerConfig
-from pylog.model import LONG_MAX
 from pylog.protocol.errors import ErrorCode
 from pylog.security.acl import AclBinding, AclBindingFilter
 
 __all__ = [
+    "METADATA_TOPIC",
     "AlterConfigOp",
     "AlterConfigsResource",
     "AlterableConfig",
@@ -104,9 +109,6 @@ __all__ = [
 ]
 
 T = TypeVar("T")
-MAX_TOPIC_NAME_LENGTH = 249
-_LEGAL_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
-METADATA_TOPIC = "__cluster_metadata"
 
 
 # ---------------------------------------------------------------------- requests and results
@@ -130,109 +132,6 @@ class ControllerResult(Generic[T]):
         return fail(self.response)  # type: ignore[no-any-return]
 
 
-@dataclass(frozen=True)
-class NewTopic:
-    name: str
-    num_partitions: int = -1  # -1: num.partitions
-    replication_factor: int = -1  # -1: default.replication.factor
-    assignments: Mapping[int, Sequence[int]] | None = None  # partition -> replicas
-    configs: Mapping[str, str | None] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class CreateTopicResult:
-    name: str
-    error_code: int = ErrorCode.NONE
-    error_message: str | None = None
-    topic_id: uuid.UUID | None = None
-    num_partitions: int = -1
-    replication_factor: int = -1
-    configs: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class DeleteTopicResult:
-    name: str | None
-    topic_id: uuid.UUID | None
-    error_code: int = ErrorCode.NONE
-    error_message: str | None = None
-
-
-@dataclass(frozen=True)
-class NewPartitions:
-    name: str
-    count: int  # the new total
-    assignments: Sequence[Sequence[int]] | None = None  # replicas of each new partition
-
-
-@dataclass(frozen=True)
-class CreatePartitionsResult:
-    name: str
-    error_code: int = ErrorCode.NONE
-    error_message: str | None = None
-
-
-@dataclass(frozen=True)
-class AlterConfigsResource:
-    resource_type: int
-    resource_name: str
-    configs: Mapping[str, str | None]
-
-
-@dataclass(frozen=True)
-class IncrementalAlterConfigsResource:
-    resource_type: int
-    resource_name: str
-    ops: Sequence[AlterableConfig]
-
-
-@dataclass(frozen=True)
-class ConfigResult:
-    resource_type: int
-    resource_name: str
-    error_code: int = ErrorCode.NONE
-    error_message: str | None = None
-
-
-@dataclass(frozen=True)
-class ProducerIdsResult:
-    error_code: int = ErrorCode.NONE
-    error_message: str | None = None
-    first_producer_id: int = -1
-    count: int = 0
-
-
-class _Invalid(Exception):
-    def __init__(self, code: int, message: str) -> None:
-        super().__init__(message)
-        self.code = code
-        self.message = message
-
-
-# ---------------------------------------------------------------------- helpers
-
-
-def validate_topic_name(name: str) -> tuple[int, str | None]:
-    """Kafka's topic name rules: [a-zA-Z0-9._-], 1..249 chars, not "." or ".."."""
-    if not name:
-        return ErrorCode.INVALID_TOPIC_EXCEPTION, "Topic name is illegal, it can't be empty"
-    if name in (".", ".."):
-        return ErrorCode.INVALID_TOPIC_EXCEPTION, 'Topic name cannot be "." or ".."'
-    if len(name) > MAX_TOPIC_NAME_LENGTH:
-        return (
-            ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME_LENGTH} characters, "
-            f"topic name: {name}",
-        )
-    if not set(name) <= _LEGAL_CHARS:
-        return (
-            ErrorCode.INVALID_TOPIC_EXCEPTION,
-            f'Topic name "{name}" is illegal, it contains a character other than '
-            "ASCII alphanumerics, '.', '_' and '-'",
-        )
-    return ErrorCode.NONE, None
-
-
 # ---------------------------------------------------------------------- the controller
 
 
@@ -254,9 +153,6 @@ class QuorumController:
         # this node's broker settings (bounds of group configs); Kafka's defaults when not given
         self.broker_settings = broker_settings or BrokerConfig().raw
         self._rng = rng
-        self.default_num_partitions = default_num_partitions
-        self.default_replication_factor = default_replication_factor
-        self.delete_topic_enable = delete_topic_enable
         self.unclean_leader_election = unclean_leader_election
         self._active = active
         self._collected: list[MetadataRecord] = []
@@ -268,6 +164,29 @@ class QuorumController:
         self._remote = RemoteLogControl(lambda: self._image, self._collect)
         self._acls = AclControl(lambda: self._image, self._collect, random.Random(rng.getrandbits(64)))
         self._quotas = QuotaControl(lambda: self._image, self._collect)
+        self._topics = TopicControl(
+            lambda: self._image,
+            self._collect,
+            rng,
+            default_num_partitions=default_num_partitions,
+            default_replication_factor=default_replication_factor,
+            delete_topic_enable=delete_topic_enable,
+            broker_settings=self.broker_settings,
+        )
+        self._configs = ConfigControl(lambda: self._image, self._collect, self.broker_settings)
+        self._producer_ids = ProducerIdControl(lambda: self._image, self._collect)
+
+    @property
+    def default_num_partitions(self) -> int:
+        return self._topics.default_num_partitions
+
+    @property
+    def default_replication_factor(self) -> int:
+        return self._topics.default_replication_factor
+
+    @property
+    def delete_topic_enable(self) -> bool:
+        return self._topics.delete_topic_enable
 
     @property
     def image(self) -> MetadataImage:
@@ -312,269 +231,46 @@ class QuorumController:
         value = self._image.topic_configs(topic.name).get("unclean.leader.election.enable") if topic else None
         return self.unclean_leader_election if value is None else value.strip().lower() == "true"
 
-    def _new_topic_id(self) -> uuid.UUID:
-        while True:
-            tid = uuid.UUID(int=self._rng.getrandbits(128), version=4)
-            if tid not in self._image.topics_by_id:
-                return tid
-
-    # ------------------------------------------------------------------ topics
+    # ------------------------------------------------------------------ topics (topic_control)
 
     def create_topics(
         self, topics: Sequence[NewTopic], *, validate_only: bool = False
     ) -> ControllerResult[list[CreateTopicResult]]:
         if not self._active:
             return self._not_controller([CreateTopicResult(t.name) for t in topics])
-        counts = Counter(t.name for t in topics)
-        records: list[MetadataRecord] = []
-        results = []
-        for t in topics:
-            if counts[t.name] > 1:
-                results.append(
-                    CreateTopicResult(t.name, ErrorCode.INVALID_REQUEST, f"Duplicate topic name {t.name}")
-                )
-                continue
-            try:
-                new, result = self._create_topic(t)
-            except _Invalid as e:
-                results.append(CreateTopicResult(t.name, e.code, e.message))
-                continue
-            except ConfigValidationError as e:
-                results.append(CreateTopicResult(t.name, e.code, e.message))
-                continue
-            if not validate_only:
-                self._emit(records, new)
-            results.append(result)
-        return ControllerResult(tuple(records), results)
-
-    def _create_topic(self, t: NewTopic) -> tuple[list[MetadataRecord], CreateTopicResult]:
-        code, message = validate_topic_name(t.name)
-        if code:
-            raise _Invalid(code, message or "")
-        if t.name == METADATA_TOPIC:
-            raise _Invalid(ErrorCode.INVALID_REQUEST, f"Creation of internal topic {t.name} is prohibited.")
-        if self._image.topic(t.name) is not None:
-            raise _Invalid(ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{t.name}' already exists.")
-        normalized = t.name.replace(".", "_")
-        for other in self._image.topics:
-            if other.replace(".", "_") == normalized:
-                raise _Invalid(
-                    ErrorCode.INVALID_TOPIC_EXCEPTION,
-                    f"Topic '{t.name}' collides with existing topic: {other}",
-                )
-        live = self._image.live_brokers()
-        if t.assignments is not None:
-            if t.num_partitions != -1 or t.replication_factor != -1:
-                raise _Invalid(
-                    ErrorCode.INVALID_REQUEST,
-                    "Both numPartitions or replicationFactor and replicasAssignments were set. "
-                    "Both cannot be used at the same time.",
-                )
-            placement = self._manual_assignments(t.assignments, live)
-        else:
-            partitions = self.default_num_partitions if t.num_partitions == -1 else t.num_partitions
-            rf = self.default_replication_factor if t.replication_factor == -1 else t.replication_factor
-            if partitions <= 0:
-                raise _Invalid(ErrorCode.INVALID_PARTITIONS, "Number of partitions must be larger than 0.")
-            if rf <= 0:
-                raise _Invalid(
-                    ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be larger than 0."
-                )
-            placement = self._place(partitions, rf, live)
-        validate_new_topic_configs(t.configs)
-        validate_topic_set({k: v for k, v in t.configs.items() if v is not None}, self.broker_settings)
-        tid = self._new_topic_id()
-        configs = {k: v for k, v in t.configs.items() if v is not None}
-        records: list[MetadataRecord] = [TopicRecord(t.name, tid)]
-        records += [ConfigRecord(ConfigResourceType.TOPIC, t.name, k, v) for k, v in configs.items()]
-        records += [PartitionRecord(tid, p, r, r, r[0], 0, 0) for p, r in enumerate(placement)]
-        result = CreateTopicResult(
-            t.name,
-            topic_id=tid,
-            num_partitions=len(placement),
-            replication_factor=len(placement[0]),
-            configs=configs,
-        )
-        return records, result
-
-    def _place(self, partitions: int, rf: int, live: list[int], first: int = 0) -> list[tuple[int, ...]]:
-        if rf > len(live):
-            raise _Invalid(
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-                f"Unable to replicate the partition {rf} time(s): The target replication factor of {rf} "
-                f"cannot be reached because only {len(live)} broker(s) are registered.",
-            )
-        start, shift = self._rng.randrange(len(live)), self._rng.randrange(len(live))
-        racks = {b: self._image.brokers[b].rack for b in live}
-        return place_replicas(racks, partitions, rf, start, shift, first)
-
-    def _manual_assignments(
-        self, assignments: Mapping[int, Sequence[int]], live: list[int]
-    ) -> list[tuple[int, ...]]:
-        if not assignments:
-            raise _Invalid(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "No replica assignments given.")
-        if sorted(assignments) != list(range(len(assignments))):
-            raise _Invalid(
-                ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                "Partitions should be a consecutive 0-based integer sequence.",
-            )
-        out = [tuple(assignments[p]) for p in range(len(assignments))]
-        self._check_replica_lists(out, live, len(out[0]))
-        return out
-
-    @staticmethod
-    def _check_replica_lists(lists: Sequence[tuple[int, ...]], live: list[int], rf: int) -> None:
-        known = set(live)
-        for replicas in lists:
-            if not replicas:
-                raise _Invalid(ErrorCode.INVALID_REPLICA_ASSIGNMENT, "Replica list must not be empty.")
-            if len(set(replicas)) != len(replicas):
-                raise _Invalid(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT, f"Duplicate brokers in {list(replicas)}."
-                )
-            if len(replicas) != rf:
-                raise _Invalid(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    "All partitions should have the same number of replicas.",
-                )
-            missing = [b for b in replicas if b not in known]
-            if missing:
-                raise _Invalid(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"The brokers {missing} are not registered or are fenced.",
-                )
+        return self._run(lambda: self._topics.create_topics(topics, validate_only=validate_only))
 
     def delete_topics(
         self, names: Sequence[str] = (), topic_ids: Sequence[uuid.UUID] = ()
     ) -> ControllerResult[list[DeleteTopicResult]]:
-        items = [(n, None) for n in names] + [(None, i) for i in topic_ids]
         if not self._active:
+            items = [(n, None) for n in names] + [(None, i) for i in topic_ids]
             return self._not_controller([DeleteTopicResult(n, i) for n, i in items])
-        counts = Counter(items)
-        records: list[MetadataRecord] = []
-        results = []
-        for name, tid in items:
-            topic = self._image.topic(name if name is not None else tid)  # type: ignore[arg-type]
-            if counts[(name, tid)] > 1:
-                results.append(
-                    DeleteTopicResult(name, tid, ErrorCode.INVALID_REQUEST, "Duplicate topic in request")
-                )
-            elif not self.delete_topic_enable:
-                results.append(
-                    DeleteTopicResult(
-                        name, tid, ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."
-                    )
-                )
-            elif topic is None:
-                code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION if tid is None else ErrorCode.UNKNOWN_TOPIC_ID
-                msg = (
-                    "This server does not host this topic-partition." if tid is None else "Unknown topic id."
-                )
-                results.append(DeleteTopicResult(name, tid, code, msg))
-            else:
-                self._emit(records, [RemoveTopicRecord(topic.topic_id)])
-                results.append(DeleteTopicResult(topic.name, topic.topic_id))
-        return ControllerResult(tuple(records), results)
+        return self._run(lambda: self._topics.delete_topics(names, topic_ids))
 
     def create_partitions(
         self, topics: Sequence[NewPartitions], *, validate_only: bool = False
     ) -> ControllerResult[list[CreatePartitionsResult]]:
         if not self._active:
             return self._not_controller([CreatePartitionsResult(t.name) for t in topics])
-        counts = Counter(t.name for t in topics)
-        records: list[MetadataRecord] = []
-        results = []
-        for t in topics:
-            try:
-                if counts[t.name] > 1:
-                    raise _Invalid(ErrorCode.INVALID_REQUEST, f"Duplicate topic name {t.name}")
-                new = self._create_partitions(t)
-            except _Invalid as e:
-                results.append(CreatePartitionsResult(t.name, e.code, e.message))
-                continue
-            if not validate_only:
-                self._emit(records, new)
-            results.append(CreatePartitionsResult(t.name))
-        return ControllerResult(tuple(records), results)
+        return self._run(lambda: self._topics.create_partitions(topics, validate_only=validate_only))
 
-    def _create_partitions(self, t: NewPartitions) -> list[MetadataRecord]:
-        topic = self._image.topic(t.name)
-        if topic is None:
-            raise _Invalid(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{t.name}' does not exist.")
-        existing = self._image.partitions(topic.topic_id)
-        current = len(existing)
-        if t.count < current:
-            raise _Invalid(
-                ErrorCode.INVALID_PARTITIONS,
-                f"Topic currently has {current} partitions, which is higher than the requested {t.count}.",
-            )
-        if t.count == current:
-            raise _Invalid(ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions.")
-        rf = len(existing[0].replicas) if 0 in existing else 1
-        live = self._image.live_brokers()
-        added = t.count - current
-        if t.assignments is not None:
-            if len(t.assignments) != added:
-                raise _Invalid(
-                    ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                    f"Attempted to add {added} additional partition(s), but only "
-                    f"{len(t.assignments)} assignment(s) were specified.",
-                )
-            placement = [tuple(a) for a in t.assignments]
-            self._check_replica_lists(placement, live, rf)
-        else:
-            placement = self._place(added, rf, live, first=current)
-        return [
-            PartitionRecord(topic.topic_id, current + i, r, r, r[0], 0, 0) for i, r in enumerate(placement)
-        ]
-
-    # ------------------------------------------------------------------ configs
+    # ------------------------------------------------------------------ configs (config_control)
 
     def alter_configs(
         self, resources: Sequence[AlterConfigsResource], *, validate_only: bool = False
     ) -> ControllerResult[list[ConfigResult]]:
         """AlterConfigs: each resource's overrides become exactly ``configs``."""
-        return self._alter(
-            [(r.resource_type, r.resource_name, r) for r in resources],
-            lambda rt, cur, r: replace_configs(rt, cur, r.configs),
-            validate_only,
-        )
+        if not self._active:
+            return self._not_controller([ConfigResult(r.resource_type, r.resource_name) for r in resources])
+        return self._run(lambda: self._configs.alter_configs(resources, validate_only))
 
     def incremental_alter_configs(
         self, resources: Sequence[IncrementalAlterConfigsResource], *, validate_only: bool = False
     ) -> ControllerResult[list[ConfigResult]]:
-        return self._alter(
-            [(r.resource_type, r.resource_name, r) for r in resources],
-            lambda rt, cur, r: incremental_changes(rt, cur, r.ops),
-            validate_only,
-        )
-
-    def _alter(self, items: list[tuple[int, str, Any]], changes_of: Any, validate_only: bool) -> Any:
         if not self._active:
-            return self._not_controller([ConfigResult(rt, name) for rt, name, _ in items])
-        counts = Counter((rt, name) for rt, name, _ in items)
-        records: list[MetadataRecord] = []
-        results = []
-        for rt, name, req in items:
-            try:
-                if counts[(rt, name)] > 1:
-                    raise _Invalid(ErrorCode.INVALID_REQUEST, f"Duplicate resource {name!r} in request")
-                validate_resource_name(rt, name)
-                if rt == ConfigResourceType.TOPIC and self._image.topic(name) is None:
-                    raise _Invalid(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic '{name}' does not exist.")
-                current = self._image.configs(rt, name)
-                changes = changes_of(rt, current, req)
-                merged = {k: v for k, v in {**current, **changes}.items() if v is not None}
-                validate_resource(rt, name, merged, self.broker_settings)
-                if rt == ConfigResourceType.TOPIC:
-                    validate_topic_set(merged, self.broker_settings, current)
-            except (_Invalid, ConfigValidationError) as e:
-                results.append(ConfigResult(rt, name, e.code, e.message))
-                continue
-            if not validate_only:
-                self._emit(records, [ConfigRecord(int(rt), name, k, v) for k, v in changes.items()])
-            results.append(ConfigResult(rt, name))
-        return ControllerResult(tuple(records), results)
+            return self._not_controller([ConfigResult(r.resource_type, r.resource_name) for r in resources])
+        return self._run(lambda: self._configs.incremental_alter_configs(resources, validate_only))
 
     # ------------------------------------------------------------------ brokers and producer ids
 
@@ -686,24 +382,7 @@ class QuorumController:
         """
         if not self._active:
             return self._not_controller(ProducerIdsResult())
-        if broker_epoch != -1:
-            b = self._image.brokers.get(broker_id)
-            if b is None or b.broker_epoch != broker_epoch:
-                return ControllerResult(
-                    (), ProducerIdsResult(ErrorCode.STALE_BROKER_EPOCH, f"Stale broker epoch {broker_epoch}")
-                )
-        if count <= 0:
-            return ControllerResult(
-                (), ProducerIdsResult(ErrorCode.INVALID_REQUEST, "Count must be positive")
-            )
-        first = self._image.next_producer_id
-        if first + count > LONG_MAX:
-            return ControllerResult(
-                (), ProducerIdsResult(ErrorCode.UNKNOWN_SERVER_ERROR, "Exhausted all producerIds")
-            )
-        records: list[MetadataRecord] = []
-        self._emit(records, [ProducerIdsRecord(broker_id, broker_epoch, first + count)])
-        return ControllerResult(tuple(records), ProducerIdsResult(first_producer_id=first, count=count))
+        return self._run(lambda: self._producer_ids.allocate(broker_id, broker_epoch, count))
 
     # ------------------------------------------------------------------ feature versions
 
