@@ -42,8 +42,8 @@ from .ipc import body_codec
 from .partition_dir import PARTITION_RE, load_segments
 from .rewrite import Block, Written, coalesce, recover_swaps, write_segment
 from .schema import BATCH_DTYPE, BatchMeta, StoredBatch
-from .segment import SIDE_EXTS, Segment, SegmentSnapshot
-from .wire import WireEncoder
+from .segment import SIDE_EXTS, Segment, SegmentSnapshot, Stats
+from .wire import WIRE_EXT, WireEncoder, WireSource, active_wire_matches
 
 READ_CHUNK = 4096  # batch entries examined at a time by read()
 READONLY_LIST_ATTEMPTS = 5  # listings retried by open_readonly while a writer seals or deletes
@@ -193,12 +193,16 @@ class PartitionLog:
     # -- appending -----------------------------------------------------------------------------
 
     def append(self, records: pa.RecordBatch, meta: BatchMeta, *, now_ms: int,
-               base_offset: int | None = None, wire_size: int | None = None) -> BatchMeta:
+               base_offset: int | None = None, wire_size: int | None = None,
+               wire: WireSource | None = None) -> BatchMeta:
         """Append one Kafka batch. As leader (`base_offset` None) it is assigned the log end offset
         and, under LogAppendTime, the append time; a follower passes the leader's base offset
         (>= the log end offset; gaps allowed). The `offset` column is shifted by the same amount
         as the base offset. `wire_size` (the producer's batch size in bytes) is what fetch budgets
-        count for this batch; without it the Arrow size of the records is used. Returns the stored
+        count for this batch; without it the Arrow size of the records is used. `wire` gives the
+        batch's RecordBatch v2 bytes for its stored metadata (called once, under the log lock);
+        with `pylog.segment.wire` they go to the active segment's `.wire`, which sealing keeps
+        instead of encoding every batch again (wire.py). Returns the stored
         metadata. On return the bytes are in the kernel (fsync follows flush.messages / flush.ms)."""
         self._check_writable()
         n = records.num_rows
@@ -244,7 +248,12 @@ class PartitionLog:
             self._maybe_roll(buffer_size, now_ms)
             size = buffer_size if wire_size is None else wire_size
             codec = body_codec(self.config.segment_compression, attributes, buffer_size)
-            self._segments[-1].append(records, stored, now_ms, size, codec)
+            sent = wire(stored) if wire is not None else None
+            if sent is not None:
+                size = len(sent)  # exactly what a fetch sends
+            if not self.config.segment_wire:
+                sent = None
+            self._segments[-1].append(records, stored, now_ms, size, codec, sent)
             self._log_end_offset = stored.next_offset
             epoch = stored.partition_leader_epoch
             if epoch >= 0 and epoch != self._epochs.latest_epoch:
@@ -619,7 +628,7 @@ class PartitionLog:
                 if job is None:
                     return done
                 (seg,), (snap,) = job.segments, job.snapshots
-                done += job.replace(seg, coalesce(snap.blocks()))
+                done += job.replace(seg, coalesce(snap.blocks()), keep_wire=True)
         return done
 
     def _swap_in(self, seg: Segment, written: Written, *, cleaned: bool) -> bool:
@@ -714,13 +723,20 @@ class SegmentRewrite:
         self.end_offset = end_offset
         self.entries_after = entries_after
 
-    def replace(self, seg: Segment, blocks: list[Block], *, cleaned: bool = False) -> bool:
+    def replace(self, seg: Segment, blocks: list[Block], *, cleaned: bool = False,
+                keep_wire: bool = False) -> bool:
         """Write `blocks` as a sealed segment with `seg`'s base offset (no lock held) and swap it
-        in for `seg`; `cleaned` marks it as compacted."""
+        in for `seg`; `cleaned` marks it as compacted. With `keep_wire` (sealing: the same
+        batches in the same order) a `.wire` the segment kept while active stays as it is when it
+        matches every batch; otherwise the batches are encoded again."""
         log = self._log
+        on = log.config.segment_wire
+        kept = on and keep_wire and active_wire_matches(
+            seg.path(WIRE_EXT), self.snapshots[self.segments.index(seg)].batches)
         written = write_segment(log.dir, seg.base_offset, blocks, sealed=True,
                                 compression=log.config.segment_compression,
-                                wire=log.wire_encoder if log.config.segment_wire else None)
+                                wire=log.wire_encoder if on and not kept else None, keep_wire=kept)
+        Stats.wire_kept += kept
         return log._swap_in(seg, written, cleaned=cleaned)
 
     def remove(self, seg: Segment) -> bool:

@@ -22,8 +22,12 @@ import pyarrow as pa
 from .schema import BatchMeta
 
 WIRE_EXT = ".wire"
+WireBytes = bytes | bytearray | memoryview
 WireEncoder = Callable[[BatchMeta, pa.RecordBatch], bytes]
 """RecordBatch v2 bytes of one stored batch (its metadata and rows); given by the broker."""
+WireSource = Callable[[BatchMeta], WireBytes]
+"""RecordBatch v2 bytes of the batch being appended, given its stored metadata (offsets,
+epoch and append time as the log assigned them); the broker has them from the producer."""
 
 # byte positions in a RecordBatch v2 header (big-endian fields)
 _BATCH_LENGTH_AT = 8
@@ -88,3 +92,19 @@ def encode_block(
     out = [encode(meta, rb.slice(row, meta.record_count)) for meta, row in zip(metas, rows)]
     entries["size"] = [len(b) for b in out]
     return out
+
+
+def active_wire_matches(path: Path, entries: np.ndarray) -> bool:
+    """Whether the `.wire` at `path`, kept by a segment while it was active, holds exactly the
+    batches `entries` describe (then sealing keeps it and encodes nothing); it is fsynced then,
+    as the sealed files are."""
+    view = map_wire(path)
+    if view is None or check_wire(np.frombuffer(view, np.uint8), entries) is None:
+        return False
+    del view
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True

@@ -326,9 +326,19 @@ class Partition:
                 partition_leader_epoch=self.leader_epoch,
             )
             segments = self.log.segment_count
+            sent: list[WireBytes] = []
+
+            def patched(stored: BatchMeta) -> WireBytes:
+                # the producer's bytes with the stored offset, epoch (and append time): what the
+                # wire cache serves and the active segment's `.wire` keeps
+                at = stored.max_timestamp if stored.attributes & TIMESTAMP_TYPE_MASK else -1
+                sent.append(rewrite_for_wire_cache(view, stored.base_offset, self.leader_epoch, at))
+                return sent[0]
+
             try:
                 wire_size = len(view) if cacheable else None  # fetch budgets count the bytes sent
-                stored = self.log.append(table, meta, now_ms=now_ms, wire_size=wire_size)
+                stored = self.log.append(table, meta, now_ms=now_ms, wire_size=wire_size,
+                                         wire=patched if cacheable else None)
             except InvalidRecord as exc:
                 return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
             except InvalidAppend as exc:
@@ -340,7 +350,7 @@ class Partition:
             last = stored.last_offset
             append_time = stored.max_timestamp if stored.attributes & TIMESTAMP_TYPE_MASK else -1
             if cacheable:
-                self.wire.add(base, last, rewrite_for_wire_cache(view, base, self.leader_epoch, append_time))
+                self.wire.add(base, last, sent[0] if sent else patched(stored))
             else:
                 self.wire.clear()
             self.producers.replay(stored, marker_aborted=_marker_aborted(table) if control else None)
@@ -586,7 +596,8 @@ class Partition:
                     return appended
                 segments = self.log.segment_count
                 stored = self.log.append(
-                    table, meta, now_ms=now_ms, base_offset=header.base_offset, wire_size=header.size_in_bytes
+                    table, meta, now_ms=now_ms, base_offset=header.base_offset,
+                    wire_size=header.size_in_bytes, wire=lambda _stored, b=batch: b,
                 )
                 control = bool(stored.attributes & CONTROL_MASK)
                 self.producers.replay(stored, marker_aborted=_marker_aborted(table) if control else None)
