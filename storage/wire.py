@@ -1,12 +1,14 @@
-"""The `.wire` side file of a sealed segment: every Kafka batch's RecordBatch v2 bytes, ready to send.
+"""The `.wire` side file: every Kafka batch's RecordBatch v2 bytes, ready to send.
 
 A fetch of history that the broker's recent-batches cache no longer holds would otherwise encode
-each batch again from its Arrow rows. When a segment is sealed (or compacted) with an encoder, each
-batch is encoded once and the bytes are written, in `.batches` order and back to back, to
-`<base>.wire`, the layout of a Kafka `.log` segment; each batch's `.batches` `size` is its exact
-length there, so batch *i* starts at the sum of the sizes before it. A fetch maps the file and
-slices it. The file is optional: a segment without it (older segments, active segments, a file
-that does not match its `.batches`) is served by encoding from Arrow as before.
+each batch again from its Arrow rows. The bytes are written, in `.batches` order and back to back,
+to `<base>.wire`, the layout of a Kafka `.log` segment; each batch's `.batches` `size` is its exact
+length there, so batch *i* starts at the sum of the sizes before it. The active segment appends
+each batch's bytes as the broker has them (the producer's, patched; a follower's, the leader's),
+and sealing keeps that file when it matches every batch; otherwise (compaction, a file torn by a
+crash, a batch appended without its bytes) sealing encodes each batch once. A fetch of a sealed
+segment maps the file and slices it. The file is optional: a segment without it (older segments,
+a file that does not match its `.batches`) is served by encoding from Arrow as before.
 """
 
 from __future__ import annotations
