@@ -4,12 +4,13 @@ Theory of operation. The last segment is active (an appendable IPC stream); ever
 immutable. Appends write to the active segment only (data, then side files) and roll it by size,
 age or index size; a rolled stream stays readable as is until a background job (`seal_pending`)
 rewrites it as an IPC file. Background jobs (sealing, compaction) go through one segment-rewrite
-API, `rewrite`: they claim segments (marked busy, snapshotted under the log lock), build new files
-without any lock and swap them in under the log lock after checking that their segment is still
-current (`retired` tells them it was truncated or deleted meanwhile). Reads, appends and structural
-changes (roll, truncation, retention) take the same lock, so a reader sees each segment either
-before or after a swap, never in between. The log end offset lives in memory and is rebuilt from
-the data on open; the log start offset and the leader epoch cache are checkpointed.
+API, `rewrite` (log_jobs.py): they claim segments (marked busy, snapshotted under the log lock),
+build new files without any lock and swap them in under the log lock after checking that their
+segment is still current (`retired` tells them it was truncated or deleted meanwhile). Reads,
+appends and structural changes (roll, truncation, retention) take the same lock, so a reader sees
+each segment either before or after a swap, never in between. The log end offset lives in memory
+and is rebuilt from the data on open; the log start offset and the leader epoch cache are
+checkpointed.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import bisect
 import contextlib
 import os
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -34,16 +35,16 @@ from .checkpoint import (
     read_log_start_offset,
     write_log_start_offset,
 )
-from .compaction import CompactionResult, compact_log
 from .config import LogConfig
 from .errors import InvalidAppend, InvalidRecord, OffsetOutOfRange, ReadOnlyLog
 from .files import fsync_dir
 from .ipc import body_codec
+from .log_jobs import SegmentJobs
 from .partition_dir import PARTITION_RE, load_segments
-from .rewrite import Block, Written, coalesce, recover_swaps, write_segment
+from .rewrite import Block, recover_swaps, write_segment
 from .schema import BATCH_DTYPE, BatchMeta, StoredBatch
 from .segment import SIDE_EXTS, Segment, SegmentSnapshot
-from .wire import WireEncoder
+from .wire import WireEncoder, WireSource
 
 READ_CHUNK = 4096  # batch entries examined at a time by read()
 READONLY_LIST_ATTEMPTS = 5  # listings retried by open_readonly while a writer seals or deletes
@@ -62,7 +63,7 @@ class SegmentInfo:
     files: tuple[Path, ...]
 
 
-class PartitionLog:
+class PartitionLog(SegmentJobs):
     """The log of one partition; see the module docstring."""
 
     def __init__(self, directory: Path, config: LogConfig, *, readonly: bool) -> None:
@@ -193,12 +194,16 @@ class PartitionLog:
     # -- appending -----------------------------------------------------------------------------
 
     def append(self, records: pa.RecordBatch, meta: BatchMeta, *, now_ms: int,
-               base_offset: int | None = None, wire_size: int | None = None) -> BatchMeta:
+               base_offset: int | None = None, wire_size: int | None = None,
+               wire: WireSource | None = None) -> BatchMeta:
         """Append one Kafka batch. As leader (`base_offset` None) it is assigned the log end offset
         and, under LogAppendTime, the append time; a follower passes the leader's base offset
         (>= the log end offset; gaps allowed). The `offset` column is shifted by the same amount
         as the base offset. `wire_size` (the producer's batch size in bytes) is what fetch budgets
-        count for this batch; without it the Arrow size of the records is used. Returns the stored
+        count for this batch; without it the Arrow size of the records is used. `wire` gives the
+        batch's RecordBatch v2 bytes for its stored metadata (called once, under the log lock);
+        with `pylog.segment.wire` they go to the active segment's `.wire`, which sealing keeps
+        instead of encoding every batch again (wire.py). Returns the stored
         metadata. On return the bytes are in the kernel (fsync follows flush.messages / flush.ms)."""
         self._check_writable()
         n = records.num_rows
@@ -244,7 +249,12 @@ class PartitionLog:
             self._maybe_roll(buffer_size, now_ms)
             size = buffer_size if wire_size is None else wire_size
             codec = body_codec(self.config.segment_compression, attributes, buffer_size)
-            self._segments[-1].append(records, stored, now_ms, size, codec)
+            sent = wire(stored) if wire is not None else None
+            if sent is not None:
+                size = len(sent)  # exactly what a fetch sends
+            if not self.config.segment_wire:
+                sent = None
+            self._segments[-1].append(records, stored, now_ms, size, codec, sent)
             self._log_end_offset = stored.next_offset
             epoch = stored.partition_leader_epoch
             if epoch >= 0 and epoch != self._epochs.latest_epoch:
@@ -578,80 +588,6 @@ class PartitionLog:
                                 (s.data_path, *(s.path(ext) for ext in SIDE_EXTS), *s.wire_paths()))
                     for s in self._segments]
 
-    # -- background jobs: segment rewrites ----------------------------------------------------
-
-    @contextlib.contextmanager
-    def rewrite(self, choose: Callable[[tuple[Segment, ...]], list[Segment]], *,
-                entries_after: bool = False) -> Iterator[SegmentRewrite | None]:
-        """Claim segments for a background rewrite (sealing, compaction): `choose` gets every
-        segment, oldest first and the active one last, and returns those to rewrite (never the
-        active one); they are marked busy and snapshotted under the log lock, and released when the
-        block ends. Yields None when nothing was chosen. One rewrite runs at a time per log; appends
-        and reads go on meanwhile. With `entries_after`, the claim also holds the `.batches` entries
-        after the last chosen segment, read under the same lock."""
-        self._check_writable()
-        with self._job_lock:
-            with self._lock:
-                segments = self._segments
-                chosen = choose(segments) if not self._closed else []
-                if chosen:
-                    assert segments[-1] not in chosen, "the active segment is never rewritten"
-                    for seg in chosen:
-                        seg.busy = True
-                    snapshots = tuple(seg.snapshot() for seg in chosen)
-                    after = segments[segments.index(chosen[-1]) + 1].base_offset
-                    tail = self.batch_metadata(after) if entries_after else np.zeros(0, BATCH_DTYPE)
-            if not chosen:
-                yield None
-                return
-            try:
-                yield SegmentRewrite(self, tuple(chosen), snapshots, after, tail)
-            finally:
-                for seg in chosen:
-                    seg.busy = False
-
-    def seal_pending(self, limit: int | None = None) -> int:
-        """Rewrite rolled IPC-stream segments as IPC files (coalescing small batches). Safe to run
-        on a background thread while the owner appends and reads; returns segments sealed."""
-        done = 0
-        while limit is None or done < limit:
-            with self.rewrite(_first_unsealed) as job:
-                if job is None:
-                    return done
-                (seg,), (snap,) = job.segments, job.snapshots
-                done += job.replace(seg, coalesce(snap.blocks()))
-        return done
-
-    def _swap_in(self, seg: Segment, written: Written, *, cleaned: bool) -> bool:
-        """Replace `seg` by rewritten files unless it changed meanwhile (then discard them)."""
-        with self._lock:
-            if self._closed or seg.retired or seg not in self._segments:
-                written.discard()
-                return False
-            written.commit()
-            seg.close()
-            seg.retired = True
-            new = Segment(self.dir, seg.base_offset, sealed=written.sealed, data_size=written.data_size,
-                          readonly=False)
-            new.cleaned = cleaned or seg.cleaned
-            self._set_segments([new if s is seg else s for s in self._segments])
-            return True
-
-    def _remove_segment(self, seg: Segment) -> bool:
-        """Drop a segment a rewrite emptied (never the first or the active one)."""
-        with self._lock:
-            if self._closed or seg.retired or seg not in self._segments[1:-1]:
-                return False
-            seg.delete_files()
-            self._set_segments([s for s in self._segments if s is not seg])
-            return True
-
-    def compact(self, now_ms: int, *, max_offset: int | None = None, force: bool = False) -> CompactionResult:
-        """Log compaction of the segments before the active one (and below `max_offset`, e.g.
-        the last stable offset) when a run is due by Kafka's cleaner rules, or always with
-        `force`; see `compaction.py`. Safe on a background thread; cheap when nothing is due."""
-        return compact_log(self, now_ms, max_offset, force)
-
     # -- durability and lifetime ---------------------------------------------------------------
 
     def flush(self, now_ms: int | None = None) -> None:
@@ -698,42 +634,6 @@ class PartitionLog:
     def __repr__(self) -> str:
         return (f"PartitionLog({str(self.dir)!r}, start={self._log_start_offset}, "
                 f"end={self._log_end_offset}, segments={len(self._segments)})")
-
-
-class SegmentRewrite:
-    """Segments claimed by `PartitionLog.rewrite`: their snapshots (what to rewrite from), the base
-    offset of the segment after them, optionally the `.batches` entries from there on, and the
-    operations that put the result in place. Each operation swaps in under the log lock and is
-    refused (False) if the segment was truncated or deleted meanwhile."""
-
-    def __init__(self, log: PartitionLog, segments: tuple[Segment, ...],
-                 snapshots: tuple[SegmentSnapshot, ...], end_offset: int, entries_after: np.ndarray) -> None:
-        self._log = log
-        self.segments = segments
-        self.snapshots = snapshots
-        self.end_offset = end_offset
-        self.entries_after = entries_after
-
-    def replace(self, seg: Segment, blocks: list[Block], *, cleaned: bool = False) -> bool:
-        """Write `blocks` as a sealed segment with `seg`'s base offset (no lock held) and swap it
-        in for `seg`; `cleaned` marks it as compacted."""
-        log = self._log
-        written = write_segment(log.dir, seg.base_offset, blocks, sealed=True,
-                                compression=log.config.segment_compression,
-                                wire=log.wire_encoder if log.config.segment_wire else None)
-        return log._swap_in(seg, written, cleaned=cleaned)
-
-    def remove(self, seg: Segment) -> bool:
-        """Delete `seg`, which the rewrite emptied (not the log's first segment)."""
-        return self._log._remove_segment(seg)
-
-    def mark_cleaned(self, seg: Segment) -> None:
-        """`seg` was looked at by compaction and needs no rewrite."""
-        seg.cleaned = True
-
-
-def _first_unsealed(segments: tuple[Segment, ...]) -> list[Segment]:
-    return next(([s] for s in segments[:-1] if not s.sealed and not s.busy), [])
 
 
 def _int64_values(col: pa.Array) -> np.ndarray:

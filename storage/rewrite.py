@@ -4,10 +4,12 @@ New files are written under temporary names, fsynced, then swapped in by renames
 every `<base>.<ext>.swap` first (`.index`, `.timeindex`, `.batches`, `.wire` when written, data),
 then each `.swap` onto its final name in the same order, the replaced data file (other extension)
 being unlinked just before the new one lands. A rewrite without a `.wire` file unlinks the old one
-before any rename, so a `.wire` never outlives the batches it was written for. `recover_swaps`
-finishes or undoes an interrupted swap on open: if `<base>.index.swap` still exists the final
-renames had not begun and the `.swap` files are dropped, otherwise the remaining renames are
-completed.
+before any rename, so a `.wire` never outlives the batches it was written for, except sealing,
+which keeps the `.wire` the active segment wrote when it holds exactly the segment's batches
+(they match the old and the new `.batches` alike, so a swap interrupted anywhere leaves it
+valid). `recover_swaps` finishes or undoes an interrupted swap on open: if `<base>.index.swap`
+still exists the final renames had not begun and the `.swap` files are dropped, otherwise the
+remaining renames are completed.
 """
 
 from __future__ import annotations
@@ -81,8 +83,9 @@ class Written:
     """Temporary files of one rewritten segment, ready to be swapped in."""
 
     def __init__(self, directory: Path, base_offset: int, sealed: bool, data_size: int,
-                 tmp: dict[str, Path]) -> None:
+                 tmp: dict[str, Path], *, keep_wire: bool = False) -> None:
         self.directory = directory
+        self.keep_wire = keep_wire  # the segment's `.wire` already holds these batches
         self.base_offset = base_offset
         self.sealed = sealed
         self.data_size = data_size
@@ -107,7 +110,7 @@ class Written:
         """Swap the files in (the caller holds the log's lock)."""
         name = self.directory / segment_name(self.base_offset)
         order = self.order
-        if WIRE_EXT not in self.tmp:
+        if WIRE_EXT not in self.tmp and not self.keep_wire:
             try:
                 os.unlink(f"{name}{WIRE_EXT}")
             except FileNotFoundError:
@@ -169,12 +172,14 @@ def _write_raw(path: Path, data: bytes) -> None:
 
 
 def write_segment(directory: Path, base_offset: int, blocks: list[Block], *, sealed: bool,
-                  compression: str = "producer", wire: WireEncoder | None = None) -> Written:
+                  compression: str = "producer", wire: WireEncoder | None = None,
+                  keep_wire: bool = False) -> Written:
     """Write `blocks` as a new sealed (IPC file) or active (IPC stream) segment under temporary
     names; each block's entries get their message number, and are embedded in the message.
     Bodies are compressed per `compression` (`pylog.segment.compression`): a stream per block, a
     file (one codec throughout) by what most of its records were produced with. A sealed segment
-    written with a `wire` encoder also gets its `.wire` file (each batch's `size` its length)."""
+    written with a `wire` encoder also gets its `.wire` file (each batch's `size` its length);
+    with `keep_wire` the segment's present `.wire` (checked by the caller) stays in place."""
     ext = FILE_EXT if sealed else STREAM_EXT
     wire = wire if sealed else None
     exts = (*SWAP_ORDER, *((WIRE_EXT,) if wire is not None else ()), ext)
@@ -218,4 +223,4 @@ def write_segment(directory: Path, base_offset: int, blocks: list[Block], *, sea
     for e, raw in ((INDEX_EXT, index_raw), (TIME_EXT, times_raw), (BATCHES_EXT, batches_raw)):
         _write_raw(tmp[e], raw)
     assert len(batches_raw) % BATCH_DTYPE.itemsize == 0
-    return Written(directory, base_offset, sealed, size, tmp)
+    return Written(directory, base_offset, sealed, size, tmp, keep_wire=keep_wire and wire is None)

@@ -45,7 +45,7 @@ from .schema import (
     metas_from_entries,
     pack_entry,
 )
-from .wire import WIRE_EXT, check_wire, map_wire
+from .wire import WIRE_EXT, WireBytes, check_wire, map_wire
 
 _I32 = struct.Struct("<i")
 _I64 = struct.Struct("<q")
@@ -69,6 +69,7 @@ class Stats:
     index_rebuilds = 0  # side files rebuilt from data
     wire_maps = 0  # `.wire` files mapped and found to match their segment
     wire_rejected = 0  # `.wire` files found stale or torn (the segment is served from Arrow)
+    wire_kept = 0  # segments sealed with the `.wire` they kept while active (nothing encoded)
 
 
 class _MappedSegments:
@@ -173,6 +174,9 @@ class Segment:
         self._first_append: int | None = None
         self._wire: tuple[memoryview, np.ndarray] | None = None  # `.wire` mapped, batch positions
         self._wire_checked = False  # whether `_wire` is known (None then: no usable `.wire`)
+        # active segment: `.wire` kept in step with `.batches` (None: not decided since opened)
+        self._wire_live: bool | None = None
+        self._wire_fd: int | None = None
         self.dirty = False  # written since the last fsync
 
     # -- files ---------------------------------------------------------------------------------
@@ -404,11 +408,14 @@ class Segment:
     # -- writing (active segment) --------------------------------------------------------------
 
     def append(self, records: pa.RecordBatch, meta: BatchMeta, append_time: int, size: int,
-               codec: str | None = None) -> int:
+               codec: str | None = None, wire: WireBytes | None = None) -> int:
         """Write one Kafka batch as one message (body compressed with `codec`); data first, then
-        `.batches`, `.index`, `.timeindex`. `size` is the batch's size for fetch budgets. Returns
-        the message length."""
+        its `wire` bytes to `.wire` (see `_open_active_wire`), then `.batches`, `.index`,
+        `.timeindex`. `size` is the batch's size for fetch budgets (the length of `wire` when
+        given). Returns the message length."""
         batches, index, times = self.files()
+        if self._wire_live is None:
+            self._wire_live = wire is not None and self._open_active_wire(batches.entries())
         msg, batch_no, pos = len(index), len(batches), self.data_size
         entry = pack_entry(meta, append_time=append_time, message=msg, row=0, size=size)
         message = encode_message(records, entry, codec)
@@ -419,6 +426,11 @@ class Segment:
         if written != length:  # a short write: hand over the rest
             write_all(self._fd, [message.slice(written)])
         self.data_size += length
+        if self._wire_live:
+            if wire is not None and len(wire) == size:
+                write_all(self._wire_fd, [wire])  # type: ignore[arg-type]
+            else:  # a batch without its bytes: this segment's `.wire` is encoded when sealed
+                self._drop_active_wire()
         batches.append(entry)
         index.append(INDEX_STRUCT.pack(meta.base_offset, pos, length, batch_no))
         self._max_ts = max(self.max_timestamp, meta.max_timestamp)
@@ -426,6 +438,40 @@ class Segment:
         self._next_offset = meta.next_offset
         self.dirty = True
         return length
+
+    def _open_active_wire(self, entries: np.ndarray) -> bool:
+        """Open the active segment's `.wire` for appending: new (empty) for an empty segment,
+        else the file left by an earlier run if its first bytes hold exactly the batches of
+        `.batches` (a torn tail past them is cut). False, and no file, when it cannot be kept
+        in step (missing, stale or short: the batches it lacks are not known any more)."""
+        path = self.path(WIRE_EXT)
+        flags = os.O_WRONLY | getattr(os, "O_CLOEXEC", 0)
+        if not len(entries):
+            self._wire_fd = os.open(path, flags | os.O_CREAT | os.O_TRUNC, 0o644)
+            return True
+        total = int(entries["size"].sum(dtype=np.int64))
+        view = map_wire(path)
+        ok = view is not None and len(view) >= total and check_wire(
+            np.frombuffer(view, np.uint8, total), entries) is not None
+        del view
+        if not ok:
+            self._drop_active_wire()
+            return False
+        fd = os.open(path, flags)
+        os.ftruncate(fd, total)
+        os.lseek(fd, total, os.SEEK_SET)
+        self._wire_fd = fd
+        return True
+
+    def _drop_active_wire(self) -> None:
+        self._wire_live = False
+        if self._wire_fd is not None:
+            os.close(self._wire_fd)
+            self._wire_fd = None
+        try:
+            os.unlink(self.path(WIRE_EXT))
+        except FileNotFoundError:
+            pass
 
     def recover(self) -> None:
         """Validate the tail of a stream segment: drop side entries that point past the data, rebuild
@@ -485,6 +531,8 @@ class Segment:
         if self.dirty:
             if self._fd is not None:
                 os.fsync(self._fd)
+            if self._wire_fd is not None:
+                os.fsync(self._wire_fd)
             if self._files is not None:
                 for f in self._files:
                     f.fsync()
@@ -494,6 +542,10 @@ class Segment:
         if self._fd is not None:
             os.close(self._fd)
             self._fd = None
+        if self._wire_fd is not None:
+            os.close(self._wire_fd)
+            self._wire_fd = None
+        self._wire_live = None
         if self._files is not None:
             for f in self._files:
                 f.close()

@@ -1,12 +1,14 @@
-"""The `.wire` side file of a sealed segment: every Kafka batch's RecordBatch v2 bytes, ready to send.
+"""The `.wire` side file: every Kafka batch's RecordBatch v2 bytes, ready to send.
 
 A fetch of history that the broker's recent-batches cache no longer holds would otherwise encode
-each batch again from its Arrow rows. When a segment is sealed (or compacted) with an encoder, each
-batch is encoded once and the bytes are written, in `.batches` order and back to back, to
-`<base>.wire`, the layout of a Kafka `.log` segment; each batch's `.batches` `size` is its exact
-length there, so batch *i* starts at the sum of the sizes before it. A fetch maps the file and
-slices it. The file is optional: a segment without it (older segments, active segments, a file
-that does not match its `.batches`) is served by encoding from Arrow as before.
+each batch again from its Arrow rows. The bytes are written, in `.batches` order and back to back,
+to `<base>.wire`, the layout of a Kafka `.log` segment; each batch's `.batches` `size` is its exact
+length there, so batch *i* starts at the sum of the sizes before it. The active segment appends
+each batch's bytes as the broker has them (the producer's, patched; a follower's, the leader's),
+and sealing keeps that file when it matches every batch; otherwise (compaction, a file torn by a
+crash, a batch appended without its bytes) sealing encodes each batch once. A fetch of a sealed
+segment maps the file and slices it. The file is optional: a segment without it (older segments,
+a file that does not match its `.batches`) is served by encoding from Arrow as before.
 """
 
 from __future__ import annotations
@@ -22,8 +24,12 @@ import pyarrow as pa
 from .schema import BatchMeta
 
 WIRE_EXT = ".wire"
+WireBytes = bytes | bytearray | memoryview
 WireEncoder = Callable[[BatchMeta, pa.RecordBatch], bytes]
 """RecordBatch v2 bytes of one stored batch (its metadata and rows); given by the broker."""
+WireSource = Callable[[BatchMeta], WireBytes]
+"""RecordBatch v2 bytes of the batch being appended, given its stored metadata (offsets,
+epoch and append time as the log assigned them); the broker has them from the producer."""
 
 # byte positions in a RecordBatch v2 header (big-endian fields)
 _BATCH_LENGTH_AT = 8
@@ -88,3 +94,19 @@ def encode_block(
     out = [encode(meta, rb.slice(row, meta.record_count)) for meta, row in zip(metas, rows)]
     entries["size"] = [len(b) for b in out]
     return out
+
+
+def active_wire_matches(path: Path, entries: np.ndarray) -> bool:
+    """Whether the `.wire` at `path`, kept by a segment while it was active, holds exactly the
+    batches `entries` describe (then sealing keeps it and encodes nothing); it is fsynced then,
+    as the sealed files are."""
+    view = map_wire(path)
+    if view is None or check_wire(np.frombuffer(view, np.uint8), entries) is None:
+        return False
+    del view
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    return True
