@@ -19,7 +19,7 @@ import bisect
 import contextlib
 import os
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -35,11 +35,12 @@ from .checkpoint import (
     read_log_start_offset,
     write_log_start_offset,
 )
+from .compaction import CompactionResult
 from .config import LogConfig
 from .errors import InvalidAppend, InvalidRecord, OffsetOutOfRange, ReadOnlyLog
 from .files import fsync_dir
 from .ipc import body_codec
-from .log_jobs import SegmentJobs
+from .log_jobs import SegmentJobs, SegmentRewrite
 from .partition_dir import PARTITION_RE, load_segments
 from .rewrite import Block, recover_swaps, write_segment
 from .schema import BATCH_DTYPE, BatchMeta, StoredBatch
@@ -63,7 +64,7 @@ class SegmentInfo:
     files: tuple[Path, ...]
 
 
-class PartitionLog(SegmentJobs):
+class PartitionLog:
     """The log of one partition; see the module docstring."""
 
     def __init__(self, directory: Path, config: LogConfig, *, readonly: bool) -> None:
@@ -75,6 +76,7 @@ class PartitionLog(SegmentJobs):
         self.partition: int | None = int(m.group(2)) if m else None
         self._lock = threading.RLock()
         self._job_lock = threading.Lock()
+        self._jobs = SegmentJobs(self)
         self._segments: tuple[Segment, ...] = ()
         self._bases: list[int] = []
         self._log_start_offset = 0
@@ -587,6 +589,21 @@ class PartitionLog(SegmentJobs):
             return [SegmentInfo(s.base_offset, s.next_offset, s.data_size, s.max_timestamp, s.sealed,
                                 (s.data_path, *(s.path(ext) for ext in SIDE_EXTS), *s.wire_paths()))
                     for s in self._segments]
+
+    # -- background jobs (log_jobs.py): sealing and compaction ----------------------------------
+
+    def rewrite(self, choose: Callable[[tuple[Segment, ...]], list[Segment]], *,
+                entries_after: bool = False) -> contextlib.AbstractContextManager[SegmentRewrite | None]:
+        """Claim segments for a background rewrite; see `SegmentJobs.rewrite`."""
+        return self._jobs.rewrite(choose, entries_after=entries_after)
+
+    def seal_pending(self, limit: int | None = None) -> int:
+        """Rewrite rolled IPC-stream segments as IPC files; see `SegmentJobs.seal_pending`."""
+        return self._jobs.seal_pending(limit)
+
+    def compact(self, now_ms: int, *, max_offset: int | None = None, force: bool = False) -> CompactionResult:
+        """Log compaction by Kafka's cleaner rules; see `SegmentJobs.compact`."""
+        return self._jobs.compact(now_ms, max_offset=max_offset, force=force)
 
     # -- durability and lifetime ---------------------------------------------------------------
 

@@ -135,6 +135,13 @@ class RemoteSegment:
                     self._wire_checked = True
         return self._wire
 
+    def prefetch_wire(self) -> None:
+        """Learn whether this segment has a usable `.wire` and start fetching its head (read-ahead
+        for a reader that will come to this segment next)."""
+        wire = self.wire()
+        if wire is not None:
+            self.cache.prefetch(wire[0], 0, 1)
+
     def wire_batches(self, first: int, stop: int,
                      then: RemoteSegment | None = None) -> list[memoryview] | None:
         """RecordBatch v2 bytes of batches ``[first, stop)``: one byte range of the `.wire` object
@@ -145,8 +152,8 @@ class RemoteSegment:
             return None
         f, starts = wire
         if then is not None and not then._wire_requested:
-            then._wire_requested = True  # a sequential reader: learn the next segment's `.wire` early
-            self.cache.submit(then.wire)
+            then._wire_requested = True  # a sequential reader: the next segment's `.wire` head early
+            self.cache.submit(then.prefetch_wire)
         nxt = then._wire[0] if then is not None and then._wire is not None else None
         a, b = int(starts[first]), int(starts[stop])
         view = memoryview(self.cache.read(f, a, b, then=nxt))

@@ -57,7 +57,10 @@ class Role(enum.Enum):
     OFFLINE = "offline"  # a replica here with no leader (or none known yet)
 
 
-class Partition(PartitionAppends):
+class Partition:
+    """One replica of a partition on this broker: its log, role, high watermark and waiters; appends
+    go through its ``PartitionAppends`` (partition_append.py)."""
+
     def __init__(
         self,
         topic: str,
@@ -76,6 +79,7 @@ class Partition(PartitionAppends):
         self.topic_id = topic_id
         self.path = path
         self.lock = threading.RLock()
+        self._appends = PartitionAppends(self)
         self.role = Role.OFFLINE
         self.local_id = -1
         self.leader_id = -1
@@ -204,6 +208,18 @@ class Partition(PartitionAppends):
     def max_timestamp_and_offset(self) -> tuple[int, int] | None:
         """ListOffsets MAX_TIMESTAMP: (largest timestamp, offset of its first record), or None."""
         return self.log.max_timestamp_and_offset()
+
+    # --- appends (partition_append.py) --------------------------------------------------------
+
+    def append_as_leader(
+        self, records: memoryview | bytes | None, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT
+    ) -> AppendResult:
+        """Validate one batch and append it at the log end (Kafka's appendRecordsToLeader)."""
+        return self._appends.append_as_leader(records, now_ms, origin)
+
+    def append_as_follower(self, records: memoryview | bytes, now_ms: int) -> int:
+        """Append the leader's batches as they are; returns the new log end offset."""
+        return self._appends.append_as_follower(records, now_ms)
 
     # --- fetch ------------------------------------------------------------------------------
 

@@ -3,22 +3,21 @@
 with its AppendOrigin) and a follower's ``append_as_follower`` (the leader's batches as they are).
 
 Both keep the log, the producer state, the wire cache (and the active segment's `.wire`) and the
-waiters in step under the partition's lock. ``PartitionAppends`` is mixed into ``Partition``,
-whose state (log, producer table, wire cache, role, configs) it works on.
+waiters in step under the partition's lock. A ``Partition`` owns
+one ``PartitionAppends`` and delegates both to it.
 """
 
 from __future__ import annotations
 
 import enum
 import logging
-import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from pylog.protocol import records as rec
 from pylog.protocol.errors import CorruptRecordBatch, ErrorCode, RecordBatchTooLarge
-from pylog.storage import BatchMeta, InvalidAppend, InvalidRecord, PartitionLog, StorageError
+from pylog.storage import BatchMeta, InvalidAppend, InvalidRecord, StorageError
 
 from pylog.broker.batch_bytes import (
     InvalidRecordStructure,
@@ -26,10 +25,9 @@ from pylog.broker.batch_bytes import (
     rewrite_for_wire_cache,
     single_batch_header,
 )
-from pylog.broker.delayed import Watchers
-from pylog.broker.producer_state import ProducerStateTable, last_sequence
-from pylog.broker.record_validation import RecordRules, validate_records
-from pylog.broker.wire_cache import WireBytes, WireCache
+from pylog.broker.producer_state import last_sequence
+from pylog.broker.record_validation import validate_records
+from pylog.broker.wire_cache import WireBytes
 from pylog.model import COMPRESSION_MASK, CONTROL_MASK, TIMESTAMP_TYPE_MASK
 
 if TYPE_CHECKING:
@@ -59,29 +57,12 @@ class AppendResult:
 
 
 class PartitionAppends:
-    """The append half of ``Partition`` (see the module docstring)."""
+    """The append half of a ``Partition`` (see the module docstring): the partition owns one and
+    delegates ``append_as_leader`` / ``append_as_follower`` to it. It works on the partition's
+    log, producer table, wire cache and waiters under the partition's lock."""
 
-    topic: str
-    index: int
-    lock: threading.RLock
-    log: PartitionLog
-    wire: WireCache
-    producers: ProducerStateTable
-    watchers: Watchers
-    deleted: bool
-    leader_epoch: int
-    max_message_bytes: int
-    max_uncompressed_bytes: int
-    record_rules: RecordRules
-    target_codec: int | None
-    on_roll: Callable[[Partition], None] | None
-    txn_verifier: Callable[[Partition, int, int], int] | None
-
-    if TYPE_CHECKING:
-        @property
-        def is_leader(self) -> bool: ...
-        def leader_appended(self) -> None: ...
-        def wake(self) -> None: ...
+    def __init__(self, partition: Partition) -> None:
+        self.partition = partition
 
     # --- appends as leader --------------------------------------------------------------------
 
@@ -90,19 +71,20 @@ class PartitionAppends:
     ) -> AppendResult:
         """Validate one batch (a produce partition's records, a coordinator's batch, a marker) and
         append it at the log end; Kafka errors as data."""
+        p = self.partition
         if not records:
             return AppendResult(ErrorCode.CORRUPT_MESSAGE, message="no record batch")
-        if not self.is_leader:
+        if not p.is_leader:
             return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER, message="not the leader of this partition")
         header = single_batch_header(records)
         if header is None:
             return _classify_records(records)
         view = records if type(records) is memoryview else memoryview(records)
-        if header.size_in_bytes > self.max_message_bytes:
+        if header.size_in_bytes > p.max_message_bytes:
             return AppendResult(
                 ErrorCode.MESSAGE_TOO_LARGE,
                 message=f"batch of {header.size_in_bytes} bytes exceeds max.message.bytes "
-                f"{self.max_message_bytes}",
+                f"{p.max_message_bytes}",
             )
         control = header.is_control
         if control and origin is AppendOrigin.CLIENT:
@@ -110,30 +92,30 @@ class PartitionAppends:
         if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
             return AppendResult(ErrorCode.INVALID_RECORD, message="inconsistent record count")
         if header.is_transactional and not control:
-            verify = self.txn_verifier
+            verify = p.txn_verifier
             error: int = ErrorCode.INVALID_TXN_STATE
             if verify is not None:
-                error = verify(self, header.producer_id, header.producer_epoch)  # type: ignore[arg-type]
+                error = verify(p, header.producer_id, header.producer_epoch)
             if error:
                 return AppendResult(error, message=f"transactional batch refused: {ErrorCode(error).name}")
         pid = header.producer_id
         first_seq = header.base_sequence
-        with self.lock:
-            if self.deleted:
+        with p.lock:
+            if p.deleted:
                 return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             if pid >= 0:
                 last_seq = last_sequence(first_seq, header.last_offset_delta)
-                check = self.producers.check(pid, header.producer_epoch, first_seq, last_seq)
+                check = p.producers.check(pid, header.producer_epoch, first_seq, last_seq)
                 if check.error:
                     return AppendResult(check.error, message=check.message)
                 if check.duplicate is not None:
                     dup = check.duplicate
                     return AppendResult(
-                        0, dup.first_offset, -1, self.log.log_start_offset, last_offset=dup.last_offset
+                        0, dup.first_offset, -1, p.log.log_start_offset, last_offset=dup.last_offset
                     )
-            leo = self.log.log_end_offset
+            leo = p.log.log_end_offset
             try:
-                table = decode_at(view, header, leo, self.max_uncompressed_bytes)
+                table = decode_at(view, header, leo, p.max_uncompressed_bytes)
             except RecordBatchTooLarge as exc:
                 return AppendResult(ErrorCode.MESSAGE_TOO_LARGE, message=str(exc))
             except CorruptRecordBatch as exc:
@@ -143,20 +125,20 @@ class PartitionAppends:
             if not control:
                 refused = validate_records(
                     table,
-                    self.record_rules,
+                    p.record_rules,
                     now_ms=now_ms,
                     producer_log_append_time=bool(header.attributes & TIMESTAMP_TYPE_MASK),
                     max_timestamp=header.max_timestamp,
                     offset_shift=header.base_offset - leo,
-                    topic_partition=f"{self.topic}-{self.index}",
+                    topic_partition=f"{p.topic}-{p.index}",
                 )
                 if refused is not None:
                     return AppendResult(refused.error, message=refused.message, record_errors=refused.records)
             attributes = header.attributes & ~TIMESTAMP_TYPE_MASK
             cacheable = True
-            if not control and self.target_codec is not None and self.target_codec != header.compression:
+            if not control and p.target_codec is not None and p.target_codec != header.compression:
                 # compression.type other than "producer": fetches re-encode with the topic's codec
-                attributes = (attributes & ~COMPRESSION_MASK) | self.target_codec
+                attributes = (attributes & ~COMPRESSION_MASK) | p.target_codec
                 cacheable = False
             meta = BatchMeta(
                 base_offset=leo,
@@ -168,45 +150,45 @@ class PartitionAppends:
                 producer_epoch=header.producer_epoch,
                 base_sequence=first_seq,
                 attributes=attributes,
-                partition_leader_epoch=self.leader_epoch,
+                partition_leader_epoch=p.leader_epoch,
             )
-            segments = self.log.segment_count
+            segments = p.log.segment_count
             sent: list[WireBytes] = []
 
             def patched(stored: BatchMeta) -> WireBytes:
                 # the producer's bytes with the stored offset, epoch (and append time): what the
                 # wire cache serves and the active segment's `.wire` keeps
                 at = stored.max_timestamp if stored.attributes & TIMESTAMP_TYPE_MASK else -1
-                sent.append(rewrite_for_wire_cache(view, stored.base_offset, self.leader_epoch, at))
+                sent.append(rewrite_for_wire_cache(view, stored.base_offset, p.leader_epoch, at))
                 return sent[0]
 
             try:
                 wire_size = len(view) if cacheable else None  # fetch budgets count the bytes sent
-                stored = self.log.append(table, meta, now_ms=now_ms, wire_size=wire_size,
+                stored = p.log.append(table, meta, now_ms=now_ms, wire_size=wire_size,
                                          wire=patched if cacheable else None)
             except InvalidRecord as exc:
                 return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
             except InvalidAppend as exc:
                 return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
             except StorageError as exc:
-                log.error("append to %s-%d failed: %s", self.topic, self.index, exc)
+                log.error("append to %s-%d failed: %s", p.topic, p.index, exc)
                 return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
             base = stored.base_offset
             last = stored.last_offset
             append_time = stored.max_timestamp if stored.attributes & TIMESTAMP_TYPE_MASK else -1
             if cacheable:
-                self.wire.add(base, last, sent[0] if sent else patched(stored))
+                p.wire.add(base, last, sent[0] if sent else patched(stored))
             else:
-                self.wire.clear()
-            self.producers.replay(stored, marker_aborted=_marker_aborted(table) if control else None)
-            log_start = self.log.log_start_offset
-            rolled = self.log.segment_count != segments
-        if rolled and self.on_roll is not None:
-            self.on_roll(self)  # type: ignore[arg-type]
-        self.watchers.log_grew()  # followers fetch it; consumers wait for the high watermark
-        self.leader_appended()
+                p.wire.clear()
+            p.producers.replay(stored, marker_aborted=_marker_aborted(table) if control else None)
+            log_start = p.log.log_start_offset
+            rolled = p.log.segment_count != segments
+        if rolled and p.on_roll is not None:
+            p.on_roll(p)
+        p.watchers.log_grew()  # followers fetch it; consumers wait for the high watermark
+        p.leader_appended()
         if control:
-            self.wake()  # a marker moves the last stable offset: read_committed fetches look again
+            p.wake()  # a marker moves the last stable offset: read_committed fetches look again
         return AppendResult(0, base, append_time, log_start, last_offset=last)
 
     # --- as follower --------------------------------------------------------------------------
@@ -215,12 +197,13 @@ class PartitionAppends:
         """Append the leader's batches as they are (offsets, epochs, producer metadata); batches
         already held are skipped. Returns how many batches were appended; raises
         CorruptRecordBatch (nothing after the bad batch is appended)."""
+        p = self.partition
         view = records if type(records) is memoryview else memoryview(records)
         appended = 0
         for header, batch in rec.iter_batches(view):
-            if header.base_offset + header.last_offset_delta < self.log.log_end_offset:
+            if header.base_offset + header.last_offset_delta < p.log.log_end_offset:
                 continue
-            table = decode_at(batch, header, header.base_offset, self.max_uncompressed_bytes)
+            table = decode_at(batch, header, header.base_offset, p.max_uncompressed_bytes)
             meta = BatchMeta(
                 base_offset=header.base_offset,
                 last_offset_delta=header.last_offset_delta,
@@ -233,21 +216,26 @@ class PartitionAppends:
                 attributes=header.attributes,
                 partition_leader_epoch=header.partition_leader_epoch,
             )
-            with self.lock:
-                if self.deleted:
+            with p.lock:
+                if p.deleted:
                     return appended
-                segments = self.log.segment_count
-                stored = self.log.append(
+                segments = p.log.segment_count
+                stored = p.log.append(
                     table, meta, now_ms=now_ms, base_offset=header.base_offset,
-                    wire_size=header.size_in_bytes, wire=lambda _stored, b=batch: b,
+                    wire_size=header.size_in_bytes, wire=_as_is(batch),
                 )
                 control = bool(stored.attributes & CONTROL_MASK)
-                self.producers.replay(stored, marker_aborted=_marker_aborted(table) if control else None)
-                rolled = self.log.segment_count != segments
-            if rolled and self.on_roll is not None:
-                self.on_roll(self)  # type: ignore[arg-type]
+                p.producers.replay(stored, marker_aborted=_marker_aborted(table) if control else None)
+                rolled = p.log.segment_count != segments
+            if rolled and p.on_roll is not None:
+                p.on_roll(p)
             appended += 1
         return appended
+
+
+def _as_is(batch: memoryview) -> Callable[[Any], memoryview]:
+    """A follower keeps the leader's bytes in the active segment's `.wire` as they are."""
+    return lambda _stored: batch
 
 
 def _classify_records(records: memoryview | bytes) -> AppendResult:
