@@ -17,16 +17,20 @@ objects for the reader grace period).
 from __future__ import annotations
 
 import bisect
+import io
 import itertools
+import queue
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.ipc as paipc
 
 from pylog.model import RECORD_SCHEMA
 
-from .errors import OffsetOutOfRange
+from .errors import OffsetOutOfRange, StorageError
 from .ipc import read_batch, read_batches
 from .remote_cache import RemoteFile, RemoteReadCache
 from .remote_layout import RemoteLogSegment, RemoteManifest, segment_key
@@ -36,6 +40,8 @@ from .wire import WIRE_EXT, check_wire, wire_starts
 
 _SIDE_FILES = ((".batches", BATCH_DTYPE), (".index", INDEX_DTYPE), (".timeindex", TIME_DTYPE))
 READ_CHUNK = 1024  # batch entries looked at per step of a fetch's byte budget
+WHOLE_READ_BUFFER = 16 << 20  # bytes fetched per request by a whole-segment read
+IPC_FILE_HEAD = b"ARROW1\0\0"  # an Arrow IPC file's magic and padding, before its stream
 
 
 class RemoteSegment:
@@ -90,6 +96,29 @@ class RemoteSegment:
         ix = self.index
         end = int(ix["position"][-1] + ix["length"][-1]) if len(ix) else 0
         return RemoteFile(self.store, self.key(".arrow"), end)  # no byte past the last message is read
+
+    def whole(self, ahead: ObjectReadAhead | None = None) -> Iterator[pa.RecordBatch]:
+        """Every record of the segment (offsets ``[base_offset, next_offset)``), read front to back
+        in one pass over the data object, without its side files or the read cache: the way a scan
+        of whole segments (a Spark task, a full read) reads as fast as the store serves one object.
+        The object arrives on a background thread (``ahead``, started early by a scan that knows
+        this segment comes next) while the caller decodes. An IPC file is its magic, then an IPC
+        stream (schema, batches, end marker), then a footer."""
+        lo, hi = self.base_offset, self.next_offset
+        with ahead or self.read_ahead() as f:
+            if f.read(len(IPC_FILE_HEAD)) != IPC_FILE_HEAD:
+                raise StorageError(f"{self.store.uri}/{self.key('.arrow')} is not an Arrow IPC file")
+            for rb in paipc.open_stream(pa.PythonFile(f, mode="r")):
+                offsets = rb.column(0).to_numpy()
+                if len(offsets) and (offsets[0] < lo or offsets[-1] >= hi):
+                    a, b = np.searchsorted(offsets, [lo, hi])
+                    rb = rb.slice(int(a), int(b - a))
+                if rb.num_rows:
+                    yield rb
+
+    def read_ahead(self) -> ObjectReadAhead:
+        """Start fetching the data object in the background (see ``whole``)."""
+        return ObjectReadAhead(lambda: self.store.open_stream(self.key(".arrow"), WHOLE_READ_BUFFER))
 
     def find_batch(self, offset: int) -> int:
         """Index of the first batch whose last offset is >= ``offset`` (len(batches) if none)."""
@@ -290,8 +319,22 @@ class RemoteLog:
         """As ``PartitionLog.scan``: record batches with exactly the records start <= offset < end."""
         start = self.log_start_offset if start_offset is None else max(start_offset, self.log_start_offset)
         end = self.log_end_offset if end_offset is None else min(end_offset, self.log_end_offset)
+        pending: ObjectReadAhead | None = None
         for k, seg in enumerate(self.segments):
             if seg.next_offset <= start or seg.base_offset >= end:
+                continue
+            if start <= seg.base_offset and seg.next_offset <= end:
+                # every record of the segment: one sequential read, the next whole one started early
+                ahead, pending = pending, None
+                nxt = self._after(k)
+                if nxt is not None and nxt.next_offset <= end:
+                    pending = nxt.read_ahead()
+                try:
+                    yield from seg.whole(ahead)
+                except BaseException:
+                    if pending is not None:
+                        pending.close()
+                    raise
                 continue
             offs = seg.index["offset"]
             m0 = max(0, int(np.searchsorted(offs, start, "right")) - 1)
@@ -361,3 +404,82 @@ class WireStats:
 
     served = 0
     rejected = 0
+
+
+class ObjectReadAhead(io.RawIOBase):
+    """A sequential reader of one object whose bytes a background thread fetches ahead (at most
+    ``depth`` chunks of ``WHOLE_READ_BUFFER`` held), so the store's latency overlaps the reader's
+    work. Closing it stops the thread; a store error is raised to the reader."""
+
+    def __init__(self, open_stream: Callable[[], pa.NativeFile], depth: int = 4) -> None:
+        super().__init__()
+        self._queue: queue.Queue[bytes | BaseException | None] = queue.Queue(depth)
+        self._stop = threading.Event()
+        self._buf = memoryview(b"")
+        self._eof = False
+        self._thread = threading.Thread(target=self._fetch, args=(open_stream,), daemon=True,
+                                        name="remote-read-ahead")
+        self._thread.start()
+
+    def _fetch(self, open_stream: Callable[[], pa.NativeFile]) -> None:
+        item: bytes | BaseException | None
+        try:
+            with open_stream() as f:
+                while not self._stop.is_set():
+                    item = f.read(WHOLE_READ_BUFFER)
+                    if not item:
+                        break
+                    self._put(item)
+            item = None
+        except BaseException as exc:  # handed to the reader, raised there
+            item = exc
+        self._put(item)
+
+    def _put(self, item: bytes | BaseException | None) -> None:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(item, timeout=0.1)
+                return
+            except queue.Full:
+                continue
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, size: int | None = -1) -> bytes:
+        """``size`` bytes, fewer only at the end of the object (what Arrow's readers expect); one
+        copy out of the fetched chunks."""
+        need = -1 if size is None or size < 0 else size
+        parts: list[memoryview] = []
+        while need != 0 and self._fill():
+            take = self._buf if need < 0 else self._buf[:need]
+            parts.append(take)
+            self._buf = self._buf[len(take):]
+            if need > 0:
+                need -= len(take)
+        return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
+
+    def readinto(self, b: Any) -> int:
+        if not self._fill():
+            return 0
+        n = min(len(b), len(self._buf))
+        b[:n] = self._buf[:n]
+        self._buf = self._buf[n:]
+        return n
+
+    def _fill(self) -> bool:
+        """Whether bytes are buffered, waiting for the next chunk if needed; False at the end."""
+        while not self._buf and not self._eof:
+            item = self._queue.get()
+            if item is None:
+                self._eof = True
+            elif isinstance(item, BaseException):
+                self._eof = True
+                raise item
+            else:
+                self._buf = memoryview(item)
+        return bool(self._buf)
+
+    def close(self) -> None:
+        self._stop.set()
+        super().close()

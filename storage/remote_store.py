@@ -103,6 +103,17 @@ class RemoteStore:
                 raise RemoteObjectNotFound(f"{self.uri}/{key} does not exist") from exc
             raise RemoteStorageError(f"cannot read {self.uri}/{key}: {exc}") from exc
 
+    def open_stream(self, key: str, buffer_size: int = 16 << 20) -> pa.NativeFile:
+        """A sequential reader over the object, fetched ``buffer_size`` bytes at a time."""
+        try:
+            return self.fs.open_input_stream(self.path(key), compression=None, buffer_size=buffer_size)
+        except FileNotFoundError as exc:
+            raise RemoteObjectNotFound(f"{self.uri}/{key} does not exist") from exc
+        except OSError as exc:
+            if "NoSuchKey" in str(exc) or "not found" in str(exc).lower():
+                raise RemoteObjectNotFound(f"{self.uri}/{key} does not exist") from exc
+            raise RemoteStorageError(f"cannot read {self.uri}/{key}: {exc}") from exc
+
     def size(self, key: str) -> int:
         info = self._info(key)
         if info.type == pafs.FileType.NotFound:

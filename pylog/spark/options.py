@@ -5,7 +5,8 @@ Option names and meanings follow Spark's Kafka integration: ``subscribe`` (comma
 ``startingOffsets`` / ``endingOffsets`` (``earliest``, ``latest`` or JSON with -2 / -1),
 ``startingTimestamp`` / ``endingTimestamp`` (ms, all partitions) and ``startingOffsetsByTimestamp`` /
 ``endingOffsetsByTimestamp`` (JSON), ``includeHeaders``, ``maxOffsetsPerTrigger``, ``minPartitions``,
-``maxRecordsPerPartition``; for writes ``topic``. The remote tier, named like the SDK's arguments:
+``maxRecordsPerPartition``, ``maxBytesPerPartition`` (remote segments packed per task, like Spark's
+``spark.sql.files.maxPartitionBytes``); for writes ``topic``. The remote tier, named like the SDK's arguments:
 ``remoteStorage`` (``s3://bucket/prefix`` or ``file:///dir``; alone it reads the store without any
 broker) and ``storageOptions`` (JSON, e.g. ``{"endpoint_url": "http://..."}``; credentials otherwise
 from the AWS environment variables of the executors). With ``kafka.bootstrap.servers`` and no
@@ -29,6 +30,8 @@ from pylog.sdk.remote_source import RemoteStorageSpec
 from pylog.sdk.scan import SOURCE_COLUMNS, TopicSource, open_source
 
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
+# remote segments smaller than this are packed into one task (Spark's files.maxPartitionBytes default)
+DEFAULT_MAX_BYTES_PER_PARTITION = 128 << 20
 
 
 def _get(options: Mapping[str, str], name: str) -> str | None:
@@ -108,6 +111,7 @@ class ReadOptions:
     max_offsets_per_trigger: int | None
     min_partitions: int | None
     max_records_per_partition: int
+    max_bytes_per_partition: int = 128 << 20
     key_format: str = "binary"
     value_format: str = "binary"
     schema_registry_url: str | None = None
@@ -169,6 +173,8 @@ class ReadOptions:
             min_partitions=_int(options, "minPartitions"),
             max_records_per_partition=(_int(options, "maxRecordsPerPartition")
                                        or DEFAULT_MAX_RECORDS_PER_PARTITION),
+            max_bytes_per_partition=(_int(options, "maxBytesPerPartition")
+                                     or DEFAULT_MAX_BYTES_PER_PARTITION),
             key_format=_format(options, "keyFormat"), value_format=_format(options, "valueFormat"),
             schema_registry_url=_get(options, "schema.registry.url"),
             security=kafka_security(options),

@@ -3,8 +3,8 @@ writes of Kafka topics, with Spark's Kafka-source schema and options.
 
 Reads plan on the driver (offset ranges per topic partition, cut into input partitions) and read on
 the workers, each yielding ``pyarrow.RecordBatch`` es straight from the data directory or a Fetch.
-A topic's remote tier is planned as one input partition per remote segment, carrying the manifest
-version the driver planned with: executors read those objects from the store with pyarrow and
+A topic's remote tier is planned as input partitions of whole remote segments (small ones packed up
+to ``maxBytesPerPartition``), carrying the manifest version the driver planned with: executors read those objects from the store with pyarrow and
 never ask a broker for them.
 Streaming offsets are ``{"topic": {"partition": next offset}}``, like Spark's Kafka source.
 """
@@ -45,6 +45,7 @@ from pylog.sdk.offsets import PartitionRange
 from pylog.sdk.remote_source import RemoteTier, TieredKafkaSource
 from pylog.sdk.scan import TopicSource
 from pylog.spark.options import ReadOptions, source_columns, split_ranges, to_spark_batch
+from pylog.storage.remote_layout import RemoteLogSegment
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
@@ -152,8 +153,9 @@ def _read(options: ReadOptions, schema: StructType, part: OffsetRangePartition) 
 
 def _input_partitions(options: ReadOptions, ranges: list[PartitionRange],
                       source: TopicSource | None = None) -> list[OffsetRangePartition]:
-    """Remote parts: one input partition per remote segment (pinned to the planning manifest);
-    the rest cut by size as usual."""
+    """Remote parts: input partitions of whole remote segments (one each, or several small ones
+    packed up to ``maxBytesPerPartition``), pinned to the planning manifest; the rest cut by
+    size as usual."""
     tier = remote_tier(source)
     out: list[OffsetRangePartition] = []
     rest: list[PartitionRange] = []
@@ -165,14 +167,36 @@ def _input_partitions(options: ReadOptions, ranges: list[PartitionRange],
         manifest = tier.manifest(r.topic, r.partition)  # type: ignore[union-attr]
         assert manifest is not None
         pin = (manifest.topic_id.hex, manifest.version)
-        for seg in log.segments_in(r.start, min(r.end, log.log_end_offset)):
-            out.append(OffsetRangePartition(r.topic, r.partition, max(r.start, seg.base_offset),
-                                            min(r.end, seg.end_offset + 1), pin))
+        segments = log.segments_in(r.start, min(r.end, log.log_end_offset))
+        for first, last in pack_segments(segments, options.max_bytes_per_partition):
+            out.append(OffsetRangePartition(r.topic, r.partition, max(r.start, first.base_offset),
+                                            min(r.end, last.end_offset + 1), pin))
         if r.end > log.log_end_offset:
             rest.append(PartitionRange(r.topic, r.partition, log.log_end_offset, r.end))
     pieces = split_ranges(rest, max_records=options.max_records_per_partition,
                           min_partitions=options.min_partitions)
     return out + [OffsetRangePartition(r.topic, r.partition, r.start, r.end) for r in pieces]
+
+
+def pack_segments(segments: Sequence[RemoteLogSegment],
+                  max_bytes: int) -> list[tuple[RemoteLogSegment, RemoteLogSegment]]:
+    """Consecutive remote segments grouped into tasks of at most ``max_bytes`` (a segment is never
+    split; one larger than that is a task of its own): few large tasks cost Spark less than many
+    small ones, as its file sources pack files up to ``spark.sql.files.maxPartitionBytes``."""
+    groups: list[tuple[RemoteLogSegment, RemoteLogSegment]] = []
+    first: RemoteLogSegment | None = None
+    last: RemoteLogSegment | None = None
+    size = 0
+    for seg in segments:
+        if first is not None and last is not None and size + seg.size_bytes > max_bytes:
+            groups.append((first, last))
+            first, size = None, 0
+        if first is None:
+            first = seg
+        last, size = seg, size + seg.size_bytes
+    if first is not None and last is not None:
+        groups.append((first, last))
+    return groups
 
 
 def remote_tier(source: TopicSource | None) -> RemoteTier | None:

@@ -53,8 +53,12 @@ def _reader(spark, uri: str, s3: S3TestServer):  # type: ignore[no-untyped-def]
 
 def test_store_only_batch_read(spark, tmp_path: Path, s3: S3TestServer) -> None:  # type: ignore[no-untyped-def]
     _data, uri, manifests = _tiered(tmp_path, s3)
-    df = _reader(spark, uri, s3).load()
-    assert df.rdd.getNumPartitions() == sum(len(m.segments) for m in manifests.values())  # type: ignore[attr-defined]
+    segments = sum(len(m.segments) for m in manifests.values())  # type: ignore[attr-defined]
+    # small segments are packed into tasks (maxBytesPerPartition, 128 MiB): one per topic partition
+    assert _reader(spark, uri, s3).load().rdd.getNumPartitions() == len(manifests)
+    # a segment is never split: at one byte per task, one task per segment
+    df = _reader(spark, uri, s3).option("maxBytesPerPartition", "1").load()
+    assert df.rdd.getNumPartitions() == segments
     counts = {r.partition: (r.n, r.top) for r in df.groupBy("partition").agg(
         {"offset": "count", "timestamp": "max"}).selectExpr("partition", "`count(offset)` as n",
                                                             "`max(timestamp)` as top").collect()}
@@ -138,7 +142,7 @@ def test_with_a_broker_then_without(spark, tmp_path: Path) -> None:  # type: ign
                 assert time.monotonic() < deadline, "the broker did not tier the topic"
                 time.sleep(0.3)
         df = (spark.read.format("pylog").option("kafka.bootstrap.servers", b.bootstrap)
-              .option("subscribe", "live").load())
+              .option("subscribe", "live").option("maxBytesPerPartition", "1").load())
         assert df.rdd.getNumPartitions() >= 5  # remote segments planned one per input partition
         by_key = {r.key: r["count"] for r in df.groupBy("key").count().collect()}
         assert by_key == {b"k0": 1000, b"k1": 1000, b"k2": 1000}

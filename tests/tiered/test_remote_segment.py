@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 from pylog.storage import PartitionLog
 from pylog.storage.remote_cache import RemoteReadCache
-from pylog.storage.remote_layout import ManifestMetadata, read_manifest
+from pylog.storage.remote_layout import ManifestMetadata, read_manifest, segment_keys
 from pylog.storage.remote_segment import RemoteLog
 from pylog.storage.remote_store import RemoteObjectNotFound, RemoteStore, open_remote_store
 from pylog.storage.tiered_log import TieredLog
@@ -163,3 +163,28 @@ def test_tiered_log_merges_remote_and_local(tmp_path: Path, store: RemoteStore, 
     assert tiered.offset_for_timestamp(TS0 + 119_000) == reopened.offset_for_timestamp(TS0 + 119_000)
     assert tiered.max_timestamp_and_offset() == (TS0 + 119_039, everything.num_rows - 1)
     tiered.close()
+
+
+def test_whole_segment_scans_read_each_object_in_one_pass(tmp_path: Path, store: RemoteStore,
+                                                          cache: RemoteReadCache) -> None:
+    """A scan covering whole segments reads each data object front to back (no side files, no
+    cache); a segment whose object begins below its base offset (a new leader's first copy) gives
+    only its own offsets."""
+    import dataclasses
+
+    local = _partition(tmp_path)
+    manifest = upload(local.dir, store, TOPIC, TID, 0)
+    end = manifest.segments[-1].end_offset + 1
+    second = manifest.segments[1]
+    moved = dataclasses.replace(second, base_offset=second.base_offset + 7)
+    for key, old in zip(segment_keys(manifest.prefix, moved), segment_keys(manifest.prefix, second)):
+        if store.exists(old):
+            store.put_bytes(key, store.read_bytes(old))
+    shifted = dataclasses.replace(manifest, log_start_offset=moved.base_offset,
+                                  segments=(moved, *manifest.segments[2:]))
+    for m in (manifest, shifted):
+        remote = RemoteLog.from_manifest(store, m, cache)
+        before = cache.stats.misses
+        assert remote.read_table().equals(local.read_table(m.log_start_offset, end))
+        assert cache.stats.misses == before, "whole segments bypass the cache"
+    local.close()
