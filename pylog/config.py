@@ -156,7 +156,7 @@ class BrokerConfig:
         ]
         if synonyms:
             broker_name, raw, source = synonyms[0]
-            return _to_topic_units(broker_name, raw), source, tuple(synonyms)
+            return to_topic_units(broker_name, raw), source, tuple(synonyms)
         return ALL_TOPIC_CONFIGS[name].default, ConfigSource.DEFAULT_CONFIG, ()
 
     def topic_configs(self, overrides: Mapping[str, str]) -> dict[str, str]:
@@ -194,7 +194,9 @@ def _definition(name: str) -> ConfigDef:
     return d
 
 
-def _to_topic_units(broker_name: str, raw: str) -> str:
+def to_topic_units(broker_name: str, raw: str) -> str:
+    """A broker setting's value in the units of the topic config it is a synonym of
+    (``log.retention.hours`` 168 -> ``retention.ms`` 604800000)."""
     factor = _UNIT_MS.get(broker_name)
     if factor is None:
         return raw

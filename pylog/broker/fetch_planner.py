@@ -21,7 +21,7 @@ from pylog.protocol.errors import ErrorCode
 from pylog.broker.fetch_params import FetchIsolation, FetchParams, FetchPartitionData, PartitionFetch
 from pylog.broker.partition import Partition
 from pylog.broker.remote_reads import RemoteReads
-from pylog.quotas.replication import ReplicationQuota, should_throttle
+from pylog.quotas.replication import THROTTLED_PARTITION_MAX_BYTES, ReplicationQuota, should_throttle
 from pylog.replication import diverging_epoch
 from pylog.replication.replica_selector import NO_PREFERENCE, ReplicaView, preferred_read_replica
 
@@ -94,6 +94,15 @@ class FetchPlanner:
             if should_throttle(self.leader_quota, part.topic, part.index, in_sync, self._monotonic_ms()):
                 return FetchPartitionData(0, *part.fetch_offsets())
         return FetchIsolation.LOG_END
+
+    def throttled_limit(self, part: Partition, params: FetchParams, budget: int) -> int:
+        """A follower's budget for a partition under the leader replication throttle (KIP-73):
+        at most ``THROTTLED_PARTITION_MAX_BYTES`` per answer, so the rate holds however much a
+        catching-up follower asks for."""
+        if (params.replica_id >= 0 and params.replica_id not in part.isr
+                and self.leader_quota.is_throttled(part.topic, part.index)):
+            return min(budget, THROTTLED_PARTITION_MAX_BYTES)
+        return budget
 
     def plan_remote(
         self, part: Partition, w: PartitionFetch, isolation: FetchIsolation, budget: int, min_one: bool

@@ -185,7 +185,7 @@ class FetchReader:
                 # the local segment left disk between the plan and the read: the store has it now
                 return planner.plan_remote(part, w, plan, budget, min_one) or data
             return data
-        return self._read_local(part, w, plan, budget, min_one)
+        return self._read_local(part, w, plan, planner.throttled_limit(part, params, budget), min_one)
 
     def _read_local(
         self, part: Partition, w: PartitionFetch, isolation: FetchIsolation, budget: int, min_one: bool

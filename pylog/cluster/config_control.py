@@ -33,6 +33,7 @@ from pylog.config import (
     ConfigError,
     ConfigType,
     broker_config_def,
+    to_topic_units,
     topic_config_def,
     unknown_config_message,
 )
@@ -242,7 +243,7 @@ def _topic_value(name: str, overrides: Mapping[str, str], broker: Callable[[str]
     for synonym in TOPIC_SYNONYMS.get(name, ()):
         value = broker(synonym)
         if value is not None:
-            return value
+            return to_topic_units(synonym, value)
     return d.default if d is not None else None
 
 

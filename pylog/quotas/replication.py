@@ -39,6 +39,9 @@ FOLLOWER_REPLICAS = "follower.replication.throttled.replicas"
 WINDOW_NUM = "replication.quota.window.num"
 WINDOW_SIZE_SECONDS = "replication.quota.window.size.seconds"
 UNBOUNDED = 2**63 - 1  # Kafka's default rate: Long.MAX_VALUE, no throttle
+# the most one answer carries of a throttled partition (Kafka's replica.fetch.max.bytes default), so
+# the rate is held to within one such answer whatever a follower asks for
+THROTTLED_PARTITION_MAX_BYTES = 1 << 20
 
 ALL_REPLICAS = "*"
 Throttled = frozenset[int] | str  # throttled partition indexes of a topic, or ALL_REPLICAS

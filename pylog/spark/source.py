@@ -4,8 +4,8 @@ writes of Kafka topics, with Spark's Kafka-source schema and options.
 Reads plan on the driver (offset ranges per topic partition, cut into input partitions) and read on
 the workers, each yielding ``pyarrow.RecordBatch`` es straight from the data directory or a Fetch.
 A topic's remote tier is planned as input partitions of whole remote segments (small ones packed up
-to ``maxBytesPerPartition``), carrying the manifest version the driver planned with: executors read those objects from the store with pyarrow and
-never ask a broker for them.
+to ``maxBytesPerPartition``), carrying the manifest version the driver planned with: executors
+read those objects from the store with pyarrow and never ask a broker for them.
 Streaming offsets are ``{"topic": {"partition": next offset}}``, like Spark's Kafka source.
 """
 

@@ -111,3 +111,13 @@ def test_broker_settings_refuse_a_missing_or_bad_store_uri(tmp_path: object) -> 
     assert s is not None and s.uri == "s3://b/p" and s.grace_ms == 5
     assert s.store_options == {"endpoint_url": "http://127.0.0.1:1", "region": "eu-west-1",
                                "request_timeout_s": "30.0"}
+
+
+def test_local_retention_is_compared_with_retention_in_milliseconds() -> None:
+    """retention.ms falls back to log.retention.hours (168 by default): 7 days, not 168 ms."""
+    from pylog.cluster.config_control import ConfigValidationError, validate_topic_set
+
+    broker = {"log.retention.hours": "168"}.get
+    validate_topic_set({"local.retention.ms": "60000"}, broker)
+    with pytest.raises(ConfigValidationError, match="must not be more than retention.ms"):
+        validate_topic_set({"local.retention.ms": str(8 * 24 * 3_600_000)}, broker)
