@@ -119,5 +119,5 @@ def test_local_retention_is_compared_with_retention_in_milliseconds() -> None:
 
     broker = {"log.retention.hours": "168"}.get
     validate_topic_set({"local.retention.ms": "60000"}, broker)
-    with pytest.raises(ConfigValidationError, match="must not be more than retention.ms"):
+    with pytest.raises(ConfigValidationError, match=r"must not be more than retention\.ms"):
         validate_topic_set({"local.retention.ms": str(8 * 24 * 3_600_000)}, broker)
