@@ -372,6 +372,9 @@ def test_cluster_crashes_lose_nothing_and_leave_nothing_dangling(
             cluster.kill(first_leader)  # uploads of later segments are under way or due
         else:
             wait_for(marker.exists, 40, f"a broker crashing at {fault}")
+            # the marker is written just before the broker kills itself: wait for the exit
+            wait_for(lambda: any(not cluster.node(n).running for n in (1, 2, 3)), 10,
+                     "the crashed broker to exit")
         dead = [n for n in (1, 2, 3) if not cluster.node(n).running]
         assert dead, "a broker was killed"
         acked.update(produce_tracked(bootstrap, topic, 1000, 2000))
