@@ -109,10 +109,7 @@ class RemoteSegment:
             if f.read(len(IPC_FILE_HEAD)) != IPC_FILE_HEAD:
                 raise StorageError(f"{self.store.uri}/{self.key('.arrow')} is not an Arrow IPC file")
             for rb in paipc.open_stream(pa.PythonFile(f, mode="r")):
-                offsets = rb.column(0).to_numpy()
-                if len(offsets) and (offsets[0] < lo or offsets[-1] >= hi):
-                    a, b = np.searchsorted(offsets, [lo, hi])
-                    rb = rb.slice(int(a), int(b - a))
+                rb = _clip(rb, lo, hi)
                 if rb.num_rows:
                     yield rb
 
@@ -343,10 +340,7 @@ class RemoteLog:
             for a in range(m0, m1, SCAN_MESSAGES):
                 parts = seg.messages(a, min(m1, a + SCAN_MESSAGES), nxt)
                 for rb in parts:
-                    offsets = rb.column(0).to_numpy()
-                    if len(offsets) and (offsets[0] < start or offsets[-1] >= end):
-                        lo, hi = np.searchsorted(offsets, [start, end])
-                        rb = rb.slice(int(lo), int(hi - lo))
+                    rb = _clip(rb, start, end)
                     if rb.num_rows:
                         yield rb
 
@@ -404,6 +398,15 @@ class WireStats:
 
     served = 0
     rejected = 0
+
+
+def _clip(rb: pa.RecordBatch, lo: int, hi: int) -> pa.RecordBatch:
+    """The rows of ``rb`` with offsets in ``[lo, hi)`` (offsets ascend within a batch)."""
+    offsets = rb.column(0).to_numpy()
+    if len(offsets) and (offsets[0] < lo or offsets[-1] >= hi):
+        a, b = np.searchsorted(offsets, [lo, hi])
+        rb = rb.slice(int(a), int(b - a))
+    return rb
 
 
 class ObjectReadAhead(io.RawIOBase):

@@ -99,7 +99,7 @@ class RemoteStore:
         except FileNotFoundError as exc:
             raise RemoteObjectNotFound(f"{self.uri}/{key} does not exist") from exc
         except OSError as exc:
-            if "NoSuchKey" in str(exc) or "not found" in str(exc).lower():
+            if _not_found(exc):
                 raise RemoteObjectNotFound(f"{self.uri}/{key} does not exist") from exc
             raise RemoteStorageError(f"cannot read {self.uri}/{key}: {exc}") from exc
 
@@ -110,7 +110,7 @@ class RemoteStore:
         except FileNotFoundError as exc:
             raise RemoteObjectNotFound(f"{self.uri}/{key} does not exist") from exc
         except OSError as exc:
-            if "NoSuchKey" in str(exc) or "not found" in str(exc).lower():
+            if _not_found(exc):
                 raise RemoteObjectNotFound(f"{self.uri}/{key} does not exist") from exc
             raise RemoteStorageError(f"cannot read {self.uri}/{key}: {exc}") from exc
 
@@ -158,12 +158,17 @@ class RemoteStore:
             except FileNotFoundError:
                 pass
             except OSError as exc:
-                if "NoSuchKey" in str(exc) or "not found" in str(exc).lower():
+                if _not_found(exc):
                     continue
                 raise RemoteStorageError(f"cannot delete {self.uri}/{key}: {exc}") from exc
 
     def __repr__(self) -> str:
         return f"RemoteStore({self.uri!r})"
+
+
+def _not_found(exc: OSError) -> bool:
+    """pyarrow's S3 filesystem reports a missing key as a plain OSError naming it."""
+    return "NoSuchKey" in str(exc) or "not found" in str(exc).lower()
 
 
 def open_remote_store(uri: str, options: Mapping[str, str] | None = None) -> RemoteStore:

@@ -16,29 +16,14 @@ from pylog.storage import PartitionLog
 from pylog.storage.remote_cache import RemoteReadCache
 from pylog.storage.remote_layout import ManifestMetadata, read_manifest, segment_keys
 from pylog.storage.remote_segment import RemoteLog
-from pylog.storage.remote_store import RemoteObjectNotFound, RemoteStore, open_remote_store
+from pylog.storage.remote_store import RemoteObjectNotFound, RemoteStore
 from pylog.storage.tiered_log import TieredLog
 
 from pylog.broker.batch_bytes import encode_stored
-from pylog.testing_s3 import S3TestServer
 from tests.tiered.tiered_helpers import TS0, drop_local, sealed_segments, upload, write_partition
 
 TOPIC = "events"
 TID = uuid.UUID(int=0xABCDEF)
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3TestServer]:
-    with S3TestServer() as server:
-        yield server
-
-
-@pytest.fixture(params=["file", "s3"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> RemoteStore:
-    if request.param == "file":
-        return open_remote_store(f"file://{tmp_path}/tier")
-    server: S3TestServer = request.getfixturevalue("s3")
-    return open_remote_store(server.uri(f"t-{uuid.uuid4().hex[:8]}"), server.options)
 
 
 @pytest.fixture

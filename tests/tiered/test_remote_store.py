@@ -4,13 +4,10 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
-from pylog.testing_s3 import S3TestServer
-from storage.remote_layout import (
+from pylog.storage.remote_layout import (
     RemoteLogSegment,
     RemoteManifest,
     covering,
@@ -23,21 +20,14 @@ from storage.remote_layout import (
     segment_keys,
     topic_dirs,
 )
-from storage.remote_store import RemoteObjectNotFound, RemoteStorageError, RemoteStore, open_remote_store
+from pylog.storage.remote_store import (
+    RemoteObjectNotFound,
+    RemoteStorageError,
+    RemoteStore,
+    open_remote_store,
+)
 
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3TestServer]:
-    with S3TestServer() as server:
-        yield server
-
-
-@pytest.fixture(params=["file", "s3"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> RemoteStore:
-    if request.param == "file":
-        return open_remote_store(f"file://{tmp_path}/tier")
-    server: S3TestServer = request.getfixturevalue("s3")
-    return open_remote_store(server.uri(f"t-{uuid.uuid4().hex[:8]}"), server.options)
+from pylog.testing_s3 import S3TestServer
 
 
 def _segment(base: int, end: int, epoch: int = 0) -> RemoteLogSegment:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow.compute as pc
@@ -24,12 +23,6 @@ TOPIC = "clicks"
 TID = uuid.UUID(int=0x5EED)
 BATCHES, PER_BATCH = 100, 30
 TOTAL = BATCHES * PER_BATCH
-
-
-@pytest.fixture(scope="module")
-def s3() -> Iterator[S3TestServer]:
-    with S3TestServer() as server:
-        yield server
 
 
 @pytest.fixture(params=["file", "s3"])
