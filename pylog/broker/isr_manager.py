@@ -4,8 +4,9 @@ Leaders propose (``LeaderState.isr_expand`` after a follower's fetch, ``isr_shri
 every half ``replica.lag.time.max.ms``); proposals are batched into one AlterPartition with the
 leader and partition epochs each leader holds, one request in flight at a time. The answer is
 adopted at once (a shrink may let the high watermark move); a refused proposal is dropped and
-proposed again when still needed. The image brings the same change later, which is a no-op by
-then.
+proposed again when still needed, except one refused as stale (INVALID_UPDATE_VERSION,
+FENCED_LEADER_EPOCH), which waits for the newer partition state. The image brings the same change
+later, which is a no-op by then.
 """
 
 from __future__ import annotations
@@ -24,6 +25,9 @@ from pylog.broker.replica_manager import ReplicaManager
 from pylog.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
+
+# refusals saying the leader's partition state is outdated: wait for the newer one
+_STALE = frozenset({ErrorCode.INVALID_UPDATE_VERSION, ErrorCode.FENCED_LEADER_EPOCH})
 
 
 class IsrManager:
@@ -155,7 +159,7 @@ class IsrManager:
                         target.index,
                         ErrorCode.of(p.error_code).name,
                     )
-                    target.isr_change_failed()
+                    target.isr_change_failed(stale=p.error_code in _STALE)
         for key, part in sent.items():
             if key not in answered:
                 part.isr_change_failed()

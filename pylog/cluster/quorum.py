@@ -130,6 +130,7 @@ class MetadataQuorum:
         self._node: RaftNode | None = None
         self._timer: asyncio.Task[None] | None = None
         self._leader_start = 0  # first index of our current term as leader
+        self._leader_term = 0  # the term that index opened
         self._controller_ready: asyncio.Event | None = None
         self._processing = False
         self.snapshots_taken = 0
@@ -499,20 +500,31 @@ class MetadataQuorum:
         self._committed_changed()
 
     def _track_leadership(self, node: RaftNode) -> None:
+        if node.role is Role.LEADER and self._leader_start and self._leader_term != node.term:
+            self._resign_controller(node)  # leadership lost and won again unseen: start afresh
         if node.role is Role.LEADER:
             if self._leader_start == 0:
                 self._leader_start = node.last_index
+                self._leader_term = node.term
             if not self.controller.active and node.applied >= self._leader_start:
                 self.controller.activate(self.image.copy(), self.now_ms())
+                log.info("node %d is the active controller (term %d)", self.node_id, node.term)
                 self._commit_bootstrap()
                 if self._controller_ready is not None:
                     self._controller_ready.set()
         elif self._leader_start:
-            self._leader_start = 0
-            self.controller.deactivate()
-            if self._controller_ready is not None:
-                self._controller_ready.clear()
-            self._fail_pending(node.leader_id)
+            self._resign_controller(node)
+
+    def _resign_controller(self, node: RaftNode) -> None:
+        """Leadership is gone: the working image (with records that may never commit) goes too."""
+        if self.controller.active:
+            log.info("node %d is no longer the active controller (term %d, leader %s)",
+                     self.node_id, node.term, node.leader_id)
+        self._leader_start = 0
+        self.controller.deactivate()
+        if self._controller_ready is not None:
+            self._controller_ready.clear()
+        self._fail_pending(node.leader_id)
 
     def _commit_bootstrap(self) -> None:
         """A new cluster's bootstrap records (while the log is empty) and its finalized feature

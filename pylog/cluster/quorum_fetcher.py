@@ -40,6 +40,7 @@ def fetch_answer_message(resp: Any, node_id: int, directory_id: Any) -> Message 
         "commit": resp.high_watermark,
         "src_dir": uuid_or_none(resp.leader_directory_id),
         "dst_dir": directory_id,
+        "fetched": True,
     }
     if resp.snapshot is not None:
         snap = snapshot_from_wire(resp.snapshot)

@@ -243,7 +243,7 @@ class RaftNode(Membership):
             if m.type is _MT.PRE_VOTE or (m.type is _MT.PRE_VOTE_RESP and not m.reject):
                 pass  # a pre-vote never changes anyone's term
             elif m.type in _FROM_LEADER:
-                self._become_follower(m.term, m.src)
+                self._become_follower(m.term, None if self._pulled(m) else m.src)
             else:
                 self._become_follower(m.term, None)
         elif m.term < self.term:
@@ -461,9 +461,18 @@ class RaftNode(Membership):
         else:
             self._send(resp, m.src, reject=True, dst_dir=m.src_dir)
 
+    def _pulled(self, m: Message) -> bool:
+        """A fetched answer reaching a voter: entries and commit index only (see ``Message``)."""
+        return m.fetched and self.is_voter
+
     def _step_candidate(self, m: Message) -> None:
         pre_vote = self.role is Role.PRE_CANDIDATE
-        if m.type is _MT.APPEND:
+        if self._pulled(m):
+            if m.type is _MT.APPEND:
+                self._handle_append(m)
+            elif m.type is _MT.SNAPSHOT:
+                self._handle_snapshot(m)
+        elif m.type is _MT.APPEND:
             self._become_follower(m.term, m.src)
             self._handle_append(m)
         elif m.type is _MT.HEARTBEAT:
@@ -484,7 +493,12 @@ class RaftNode(Membership):
     # ------------------------------------------------------------------ followers
 
     def _step_follower(self, m: Message) -> None:
-        if m.type is _MT.APPEND:
+        if self._pulled(m):
+            if m.type is _MT.APPEND:
+                self._handle_append(m)
+            elif m.type is _MT.SNAPSHOT:
+                self._handle_snapshot(m)
+        elif m.type is _MT.APPEND:
             self._election_elapsed = 0
             self.leader_id = m.src
             self._handle_append(m)

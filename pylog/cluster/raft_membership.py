@@ -279,6 +279,7 @@ class Membership:
                 snapshot=snap,
                 src_dir=self.directory_id,
                 dst_dir=directory_id,
+                fetched=True,
             )
         prev_term = self.log.term(prev)
         if prev_term is None or prev > self.committed:
@@ -295,6 +296,7 @@ class Membership:
             commit=self.committed,
             src_dir=self.directory_id,
             dst_dir=directory_id,
+            fetched=True,
         )
 
     def observers(self) -> dict[int, ObserverState]:

@@ -31,6 +31,7 @@ MAX_QUEUED = 4096
 MAX_BATCH = 256
 BACKOFF_MIN_S = 0.05
 BACKOFF_MAX_S = 1.0
+FAILING_WARN_S = 10.0  # a peer unreachable this long is worth a warning (then one per interval)
 
 _TYPE_CODES: dict[MessageType, int] = {t: i for i, t in enumerate(MessageType)}
 _TYPES: dict[int, MessageType] = {i: t for t, i in _TYPE_CODES.items()}
@@ -178,23 +179,40 @@ class RaftTransport:
             wake.set()
 
     async def _sender(self, peer: int) -> None:
+        """Drain ``peer``'s outbox for as long as the peer is ours: no failure ends it (a sender
+        that died would leave the peer hearing nothing from us while we still hear it)."""
         box, wake, channel = self._outbox[peer], self._wake[peer], self._channels[peer]
         backoff = BACKOFF_MIN_S
+        loop = asyncio.get_running_loop()
+        failing_since: float | None = None
+        warned = 0.0
         while True:
             if not box:
                 wake.clear()
                 await wake.wait()
             batch = [box.popleft() for _ in range(min(len(box), MAX_BATCH))]
-            body = {"cluster_id": self.cluster_id, "messages": [message_to_wire(m) for m in batch]}
             try:
+                body = {"cluster_id": self.cluster_id, "messages": [message_to_wire(m) for m in batch]}
                 resp = await channel.request(PylogApiKey.RAFT, RAFT_VERSION, body, self.request_timeout_s)
-            except ChannelError as exc:
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
                 self.dropped += len(batch)
-                log.debug("raft messages to %d lost: %s", peer, exc)
+                if not isinstance(exc, ChannelError):
+                    log.exception("sending raft messages to voter %d failed", peer)
+                now = loop.time()
+                failing_since = now if failing_since is None else failing_since
+                if now - failing_since >= FAILING_WARN_S and now - warned >= FAILING_WARN_S:
+                    warned = now
+                    lost_s = now - failing_since
+                    log.warning("raft messages to voter %d lost for %.0fs: %s", peer, lost_s, exc)
+                else:
+                    log.debug("raft messages to %d lost: %s", peer, exc)
                 box.clear()  # stale by the time the peer is back; Raft resends what matters
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, BACKOFF_MAX_S)
                 continue
+            failing_since = None
             backoff = BACKOFF_MIN_S
             if resp.error_code:
                 log.warning("voter %d refused raft messages: error %d", peer, resp.error_code)

@@ -89,6 +89,10 @@ class Message:
     receiver's rank among the preferred successors (0 campaigns at once).
     ``src_dir`` / ``dst_dir``: the directory ids of sender and intended receiver (KIP-853's
     replica keys); a message for another directory id of the receiver's node id is dropped.
+    ``fetched``: the leader's answer to a fetch of committed entries (``observer_fetch``), not a
+    message the leader pushed. It brings entries and the commit index, but it is no sign that the
+    leader reaches this node, so a voter neither takes its sender as leader nor delays its
+    election timeout for it.
     """
 
     type: MessageType
@@ -104,6 +108,7 @@ class Message:
     snapshot: Snapshot | None = None
     src_dir: uuid.UUID | None = None
     dst_dir: uuid.UUID | None = None
+    fetched: bool = False
 
 
 @dataclass(frozen=True, slots=True)

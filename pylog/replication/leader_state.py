@@ -61,6 +61,7 @@ class LeaderState:
         self.epoch_start_offset = epoch_start_offset
         self.high_watermark = high_watermark
         self.pending_isr: tuple[int, ...] | None = None
+        self.refused_epoch = -1  # the partition epoch the controller called stale
         # a follower starts "caught up" now: a new leader gives everyone a full lag window
         self.followers = {
             r: FollowerState(r, last_caught_up_ms=now_ms if r in isr else -1)
@@ -95,9 +96,14 @@ class LeaderState:
             if r not in replicas:
                 del self.followers[r]
 
-    def isr_change_failed(self) -> None:
-        """The controller refused the pending ISR (or it did not arrive): propose again later."""
+    def isr_change_failed(self, *, stale: bool = False) -> None:
+        """The controller refused the pending ISR (or it did not arrive): propose again later.
+        ``stale``: refused because this state is outdated (INVALID_UPDATE_VERSION,
+        FENCED_LEADER_EPOCH): nothing is proposed again until a newer partition state arrives,
+        as Kafka's leaders wait for the metadata update instead of asking again and again."""
         self.pending_isr = None
+        if stale:
+            self.refused_epoch = self.partition_epoch
 
     def on_follower_fetch(
         self,
@@ -161,7 +167,7 @@ class LeaderState:
 
     def isr_shrink(self, now_ms: int, lag_time_max_ms: int) -> tuple[int, ...] | None:
         """The ISR without followers out of sync for too long, or None if nothing to drop."""
-        if self.pending_isr is not None:
+        if self.pending_isr is not None or self.refused_epoch == self.partition_epoch:
             return None
         out = tuple(
             r
@@ -175,6 +181,8 @@ class LeaderState:
         """The ISR plus ``replica_id`` (which just fetched) if it caught up, else None."""
         f = self.followers.get(replica_id)
         if self.pending_isr is not None or f is None or replica_id in self.isr:
+            return None
+        if self.refused_epoch == self.partition_epoch:
             return None
         if f.log_end_offset < self.high_watermark or f.log_end_offset < self.epoch_start_offset:
             return None

@@ -301,6 +301,7 @@ class SimCluster:
         self.nodes: dict[int, RaftNode] = {}
         self.down: set[int] = set()
         self.cut_links: set[frozenset[int]] = set()
+        self.cut_push: set[tuple[int, int]] = set()
         self.checker = SafetyChecker()
         self.stats: Counter[str] = Counter()
         self.now = 0
@@ -424,8 +425,14 @@ class SimCluster:
                     for b in h:
                         self.cut(a, b)
 
+    def cut_pushes(self, src: int, dst: int) -> None:
+        """Lose what ``src`` pushes to ``dst`` (its own messages), while ``dst`` still reaches
+        ``src`` and still gets answers to its fetches from it."""
+        self.cut_push.add((src, dst))
+
     def heal(self) -> None:
         self.cut_links.clear()
+        self.cut_push.clear()
 
     def _connected(self, a: int, b: int) -> bool:
         return frozenset((a, b)) not in self.cut_links
@@ -436,6 +443,8 @@ class SimCluster:
         copies = 2 if self.dup and self.rng.random() < self.dup else 1
         for _ in range(copies):
             if not self._connected(m.src, m.dst) or (self.drop and self.rng.random() < self.drop):
+                continue
+            if not m.fetched and (m.src, m.dst) in self.cut_push:
                 continue
             at = self.now + self.rng.randint(self.min_delay, self.max_delay)
             self._seq += 1

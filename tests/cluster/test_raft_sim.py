@@ -239,3 +239,32 @@ def test_five_nodes_progress_with_minority_down() -> None:
 def test_same_seed_same_schedule(tmp_path: Path) -> None:
     assert schedule("disk3", 5, tmp_path) == schedule("disk3", 5, tmp_path)
     assert schedule("crash5", 5, tmp_path) != schedule("crash5", 6, tmp_path)
+
+
+def test_voters_the_leader_cannot_push_to_elect_another_leader() -> None:
+    """The leader's own messages to both followers are lost while the followers still reach it
+    and still fetch committed entries from it (as a voter that knows no leader does). Fetched
+    answers must not pass for the leader's contact: the followers elect a leader they can hear,
+    and what is proposed then commits."""
+    for seed in range(20):
+        print(f"seed {3000 + seed}")
+        sim = SimCluster(3, seed=3000 + seed, max_delay=2, dynamic=True, fetch_every=1)
+        lead = _leader(sim)
+        before = sim.propose(b"before")
+        assert before is not None
+        assert sim.run_until(lambda: sim.all_applied(before), COMMIT_BOUND)  # noqa: B023
+        for f in sim.ids:
+            if f != lead:
+                sim.cut_pushes(lead, f)
+        stranded = sim.propose(b"stranded")  # only the old leader ever holds it
+        assert stranded is not None
+        new_leader = sim.run_until(
+            lambda: any(n.role.name == "LEADER" and n.id != lead for n in sim.live_nodes()),  # noqa: B023
+            60,  # six election timeouts: a timeout and a pre-vote and a vote, with room to spare
+        )
+        assert new_leader, f"seed {3000 + seed}: no follower took over from the leader it cannot hear"
+        sim.heal()
+        after = sim.propose(b"after")
+        assert after is not None
+        assert sim.run_until(lambda: sim.all_applied(after), COMMIT_BOUND)  # noqa: B023
+        sim.check_everything()

@@ -138,3 +138,16 @@ def test_a_proposal_naming_a_replica_the_committed_state_dropped_is_outdated() -
     s.on_follower_fetch(2, 10, 10, now_ms=2)
     s.on_follower_fetch(4, 10, 10, now_ms=2)
     assert s.maybe_advance_high_watermark(10) and s.high_watermark == 10
+
+
+def test_a_proposal_refused_as_stale_waits_for_the_newer_partition_state() -> None:
+    s = leader(isr=(1, 2), hw=10)
+    s.on_follower_fetch(3, 10, 12, now_ms=1)
+    s.propose((1, 2, 3))
+    s.isr_change_failed(stale=True)  # INVALID_UPDATE_VERSION: the controller holds a newer state
+    assert s.isr_expand(3) is None and s.isr_shrink(now_ms=10**9, lag_time_max_ms=1) is None
+    s.update_partition((1, 2, 3), (1, 2), 8)  # the newer state arrives with the metadata
+    assert s.isr_expand(3) == (1, 2, 3)
+    s.propose((1, 2, 3))
+    s.isr_change_failed()  # lost, or refused for another reason: proposed again at once
+    assert s.isr_expand(3) == (1, 2, 3)
