@@ -9,10 +9,11 @@
 
 The rows are measured by bench_clients.py (the first two, one broker each, same librdkafka
 client; the catch-up row) and bench_replication.py (the cluster row), called here with the same
-settings as their ``--only`` runs; every figure is the median of ``--repeat`` runs, and the last
-column lists each run's ratio.
+settings as their ``--only`` runs. The pylog and reference columns are medians of ``--repeat``
+runs; the ratio is the median of the runs' own ratios (each run's pair measured back to back),
+listed in the last column.
 
-    python bench/bench_throughput.py                        # about 5 minutes on 2 cores
+    python bench/bench_throughput.py                        # about 2 minutes on 2 idle cores
     python bench/bench_throughput.py --records 400000 --repl-records 200000 --repeat 3
 """
 
@@ -57,13 +58,16 @@ def _median(values: list[float | None]) -> float | None:
 
 
 def table(lines: list[tuple[str, str, list[float | None], list[float | None], str, float | None]]) -> str:
-    """One markdown table: row, metric, pylog, reference, ratio (of medians), goal, per-run ratios."""
+    """One markdown table: row, metric, pylog, reference (medians), the median of the runs' own
+    ratios (each run's pylog figure over the reference measured beside it: pairing keeps the
+    ratio meaningful when the machine's speed drifts), goal, and each run's ratio."""
     header = ["acceptance row", "metric", "pylog", "reference", "ratio", "goal", "met", "per run"]
     out = []
     for label, metric, ours, ref, ref_name, goal in lines:
         a, b = _median(ours), _median(ref)
-        ratio = a / b if a is not None and b else None
-        runs = " ".join(f"{x / y:.2f}" if x is not None and y else "-" for x, y in zip(ours, ref))
+        paired = [x / y if x is not None and y else None for x, y in zip(ours, ref)]
+        ratio = _median(paired)
+        runs = " ".join("-" if x is None else f"{x:.2f}" for x in paired)
         out.append(
             [
                 label,
