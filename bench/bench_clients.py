@@ -546,7 +546,8 @@ def table(rows: list[Row], kinds: list[str]) -> str:
     return "\n".join(out)
 
 
-def main() -> None:
+def parser() -> argparse.ArgumentParser:
+    """The command line of this benchmark (bench_throughput.py builds its runs from it too)."""
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument(
         "--records", type=int, default=DEFAULT_RECORDS, help="records per 100 B row (1 KB rows: half)"
@@ -575,7 +576,11 @@ def main() -> None:
         "--catchup-records", type=int, default=0, help="records of the catch-up row (default: 1 KB rows')"
     )
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
-    args = ap.parse_args()
+    return ap
+
+
+def main() -> None:
+    args = parser().parse_args()
     rows = run(args)
     print(table(rows, args.brokers))
     if args.json:

@@ -98,16 +98,18 @@ def cpu(cluster: LocalCluster) -> float:
     return sum(proc_stats(n.pid).cpu_s for n in cluster.nodes.values() if n.pid is not None)
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--records", type=int, default=500_000)
-    ap.add_argument("--repeat", type=int, default=1, help="run every row this many times, show medians")
-    ap.add_argument("--rate", type=int, default=10_000, help="latency row: records per second")
-    ap.add_argument("--seconds", type=float, default=10.0, help="latency row: how long (0: skip it)")
-    ap.add_argument("--only", default="", help="run only the throughput rows whose label contains this")
-    args = ap.parse_args()
-    rows: dict[str, list[tuple[float, float]]] = {}
-    lat: dict[str, dict[str, list[float]]] = {f"linger.ms={linger}": {} for linger in LINGERS_MS}
+Rows = dict[str, list[tuple[float, float]]]
+Latency = dict[str, dict[str, list[float]]]
+
+
+def run(
+    records: int, repeat: int = 1, only: str = "", rate: int = 10_000, seconds: float = 10.0
+) -> tuple[Rows, Latency]:
+    """Start a 3-node cluster, run the throughput rows whose label contains ``only`` (all with
+    "") ``repeat`` times and, unless ``seconds`` is 0, the latency rows; returns per row label its
+    (records/s, cluster CPU s / M records) samples, and per linger the latency samples."""
+    rows: Rows = {}
+    lat: Latency = {f"linger.ms={linger}": {} for linger in LINGERS_MS}
     with (
         tempfile.TemporaryDirectory(prefix="pylog-bench-repl-") as home,
         LocalCluster(3, data_dir=home, log_level="WARNING") as cluster,
@@ -122,41 +124,55 @@ def main() -> None:
             ("RF=1, acks=all, 1 MB batches", 1, "all", 1, BIG_BATCHES),
             ("RF=3, acks=all, 1 MB batches", 3, "all", 2, BIG_BATCHES),
         ]
-        if args.only:
-            cases = [c for c in cases if args.only in c[0]]
+        if only:
+            cases = [c for c in cases if only in c[0]]
         warm_up = f"warm-{uuid.uuid4().hex[:8]}"  # a fresh cluster's first writes run cold: not counted
         create(bs, warm_up, 3, leader, nodes, 2)
-        produce(bs, warm_up, Scenario(1000, acks="all"), args.records)
-        settle(bs, warm_up, args.records)
+        produce(bs, warm_up, Scenario(1000, acks="all"), records)
+        settle(bs, warm_up, records)
         delete(bs, warm_up)
-        for _ in range(args.repeat):
+        for _ in range(repeat):
             for label, rf, acks, min_isr, config in cases:
                 topic = f"repl-{uuid.uuid4().hex[:8]}"
                 create(bs, topic, rf, leader, nodes, min_isr)
                 before = cpu(cluster)
-                elapsed = produce(bs, topic, Scenario(1000, acks=acks), args.records, config)
-                settle(bs, topic, args.records)
+                elapsed = produce(bs, topic, Scenario(1000, acks=acks), records, config)
+                settle(bs, topic, records)
                 used = cpu(cluster) - before
-                rows.setdefault(label, []).append((args.records / elapsed, used / args.records * 1e6))
+                rows.setdefault(label, []).append((records / elapsed, used / records * 1e6))
                 delete(bs, topic)
-            if args.seconds <= 0:
+            if seconds <= 0:
                 continue
             warm_up = f"lat-{uuid.uuid4().hex[:8]}"
             create(bs, warm_up, 3, leader, nodes, 2)
-            latency(bs, warm_up, args.rate, WARM_UP_S, 100, acks="all")
+            latency(bs, warm_up, rate, WARM_UP_S, 100, acks="all")
             for linger in LINGERS_MS:
                 topic = f"lat-{uuid.uuid4().hex[:8]}"
                 create(bs, topic, 3, leader, nodes, 2)
-                samples, sent = latency(bs, topic, args.rate, args.seconds, 100, acks="all", linger_ms=linger)
+                samples, sent = latency(bs, topic, rate, seconds, 100, acks="all", linger_ms=linger)
                 samples.sort()
                 out = lat[f"linger.ms={linger}"]
                 for name, q in (("p50", 0.5), ("p99", 0.99), ("p99.9", 0.999)):
                     out.setdefault(name, []).append(quantile(samples, q))
                 out.setdefault("sent/s", []).append(sent)
-    def base(label: str) -> float:
-        ref = "RF=1, acks=all, 1 MB batches" if label.endswith("1 MB batches") else "RF=1, acks=all"
-        return statistics.median(r for r, _ in rows[ref]) if ref in rows else float("nan")
+    return rows, lat
 
+
+def baseline(rows: Rows, label: str) -> float:
+    """The median records/s of the RF=1 row ``label`` is compared with (same batches)."""
+    ref = "RF=1, acks=all, 1 MB batches" if label.endswith("1 MB batches") else "RF=1, acks=all"
+    return statistics.median(r for r, _ in rows[ref]) if ref in rows else float("nan")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=500_000)
+    ap.add_argument("--repeat", type=int, default=1, help="run every row this many times, show medians")
+    ap.add_argument("--rate", type=int, default=10_000, help="latency row: records per second")
+    ap.add_argument("--seconds", type=float, default=10.0, help="latency row: how long (0: skip it)")
+    ap.add_argument("--only", default="", help="run only the throughput rows whose label contains this")
+    args = ap.parse_args()
+    rows, lat = run(args.records, args.repeat, args.only, args.rate, args.seconds)
     print(f"\n3-node pylog cluster, 1 KB records, {args.records:,} per row, median of {args.repeat}\n")
     print(
         f"| {'row':<29} | {'records/s':>10} | {'MB/s':>7} | {'cluster CPU s / M records':>25} "
@@ -166,7 +182,7 @@ def main() -> None:
     for label, values in rows.items():
         rate = statistics.median(r for r, _ in values)
         cost = statistics.median(c for _, c in values)
-        ratio = rate / base(label)
+        ratio = rate / baseline(rows, label)
         print(f"| {label:<29} | {rate:>10,.0f} | {rate / 1000:>7.1f} | {cost:>25.2f} | {ratio:>7.2f} |")
     if args.seconds <= 0:
         return
