@@ -19,7 +19,9 @@ touching anyone's term. Only when a quorum says yes does it become a candidate,
 increment its term, vote for itself and request real votes. A node that heard from a
 leader within the last election timeout ignores (pre-)vote requests altogether (the
 leader lease), so a partitioned node rejoining with a high term cannot depose a
-healthy leader.
+healthy leader. Only the leader's own messages count as hearing from it: committed entries a
+voter fetched (``Message.fetched``) do not, or a leader that cannot reach its followers would
+keep them from electing one that can.
 
 A new leader appends an empty entry of its term: entries of earlier terms are only
 ever committed indirectly, by counting replicas of an entry of the current term
