@@ -71,6 +71,11 @@ def remote_spec(remote_storage: Any, storage_options: Any) -> RemoteStorageSpec 
     return RemoteStorageSpec(remote_storage, dict(storage_options or {}))
 
 
+def remote_cache_bytes() -> int:
+    """The read-ahead budget of one read (``DEFAULT_CACHE_BYTES``, or env PYLOG_REMOTE_CACHE_BYTES)."""
+    return int(os.environ.get("PYLOG_REMOTE_CACHE_BYTES", DEFAULT_CACHE_BYTES))
+
+
 class RemoteTier:
     """The store and the manifests one read planned with (pinned on first use)."""
 
@@ -79,8 +84,7 @@ class RemoteTier:
         self.spec = spec
         self.pins = dict(pins or {})  # (topic, partition) -> (topic id, manifest version) planned elsewhere
         self.store = open_remote_store(spec.uri, spec.options)
-        budget = cache_bytes or int(os.environ.get("PYLOG_REMOTE_CACHE_BYTES", DEFAULT_CACHE_BYTES))
-        self.cache = RemoteReadCache(budget)
+        self.cache = RemoteReadCache(cache_bytes or remote_cache_bytes())
         self._topic_ids: dict[str, uuid.UUID | None] = {}
         self._partitions: dict[str, list[int]] = {}
         self._manifests: dict[tuple[str, int], RemoteManifest | None] = {}
