@@ -219,7 +219,9 @@ def pack_segments(segments: Sequence[RemoteLogSegment],
                   max_bytes: int) -> list[list[RemoteLogSegment]]:
     """Consecutive remote segments grouped into tasks of at most ``max_bytes`` (a segment is never
     split; one larger than that is a task of its own): few large tasks cost Spark less than many
-    small ones, as its file sources pack files up to ``spark.sql.files.maxPartitionBytes``."""
+    small ones, as its file sources pack files up to ``spark.sql.files.maxPartitionBytes``. A last
+    group under a quarter of ``max_bytes`` joins the one before it: a task that small costs more
+    to schedule and start than to read."""
     groups: list[list[RemoteLogSegment]] = []
     size = 0
     for seg in segments:
@@ -229,6 +231,8 @@ def pack_segments(segments: Sequence[RemoteLogSegment],
         else:
             groups.append([seg])
             size = seg.size_bytes
+    if len(groups) > 1 and size < max_bytes // 4:
+        groups[-2].extend(groups.pop())
     return groups
 
 
