@@ -1,17 +1,17 @@
 """Reading a partition's remote segments as the local read path reads sealed segments.
 
 A remote segment is a sealed local segment copied byte for byte (FORMAT.md), so reading it needs
-the same three side files and the data file's messages. The side files are small and read whole
-(one GET each, on first use); the ``.arrow`` data file is read by byte range through a
-``RemoteReadCache`` (ranged GETs, read-ahead), and its messages decode with the same IPC readers
-a mapped local file uses. A segment uploaded with its ``.wire`` file (optional) serves
-``read_wire`` as slices of it, read through the same cache and checked against ``.batches`` as a
-local read checks its mapped file; without one, or when it does not match, batches come as rows
-for the caller to encode. ``RemoteLog`` offers a partition's remote part through the reading
-subset of ``PartitionLog``'s interface (read, scan, batch_metadata, offset_for_timestamp, ...)
-over the segments of one manifest version, which it pins: a reader that planned with that version
-keeps reading its objects even after a newer manifest supersedes it (the store keeps superseded
-objects for the reader grace period).
+the same three side files and the data file's messages. The side files are small and each is read
+whole on first use (one GET; batch metadata needs only ``.batches``); the ``.arrow`` data file is
+read by byte range through a ``RemoteReadCache`` (ranged GETs, read-ahead), and its messages
+decode with the same IPC readers a mapped local file uses. A segment uploaded with its ``.wire``
+file (optional) serves ``read_wire`` as slices of it, read through the same cache and checked
+against ``.batches`` as a local read checks its mapped file; without one, or when it does not
+match, batches come as rows for the caller to encode. ``RemoteLog`` offers a partition's remote
+part through the reading subset of ``PartitionLog``'s interface (read, scan, batch_metadata,
+offset_for_timestamp, ...) over the segments of one manifest version, which it pins: a reader that
+planned with that version keeps reading its objects even after a newer manifest supersedes it (the
+store keeps superseded objects for the reader grace period).
 """
 
 from __future__ import annotations
@@ -38,9 +38,10 @@ from .remote_store import RemoteObjectNotFound, RemoteStore
 from .schema import BATCH_DTYPE, INDEX_DTYPE, TIME_DTYPE, StoredBatch, metas_from_entries
 from .wire import WIRE_EXT, check_wire, wire_starts
 
-_SIDE_FILES = ((".batches", BATCH_DTYPE), (".index", INDEX_DTYPE), (".timeindex", TIME_DTYPE))
 READ_CHUNK = 1024  # batch entries looked at per step of a fetch's byte budget
-WHOLE_READ_BUFFER = 16 << 20  # bytes fetched per request by a whole-segment read
+# A whole-segment read fetches its object in equal parts of at most this many bytes, one GET each
+# (an object up to this size in one request: fewer requests cost the store and the client less).
+WHOLE_READ_PART = 32 << 20
 IPC_FILE_HEAD = b"ARROW1\0\0"  # an Arrow IPC file's magic and padding, before its stream
 
 
@@ -56,7 +57,7 @@ class RemoteSegment:
         self.base_offset = segment.base_offset
         self.next_offset = segment.end_offset + 1
         self.max_timestamp = segment.max_timestamp
-        self._side: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._side: dict[str, np.ndarray] = {}  # side file extension -> its entries, once read
         self._side_requested = False
         self._wire: tuple[RemoteFile, np.ndarray] | None = None  # `.wire` object, batch positions
         self._wire_checked = False
@@ -67,29 +68,30 @@ class RemoteSegment:
         return segment_key(self.prefix, self.segment, ext)
 
     def side(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(batches, index, timeindex) entries, read whole on first use."""
-        if self._side is None:
+        """(batches, index, timeindex) entries, each read whole on first use."""
+        return self.batches, self.index, self.times
+
+    def _side_file(self, ext: str, dt: np.dtype) -> np.ndarray:
+        got = self._side.get(ext)
+        if got is None:
             with self._lock:
-                if self._side is None:
-                    side = []
-                    for ext, dt in _SIDE_FILES:
-                        raw = self.store.read_bytes(self.key(ext))
-                        side.append(np.frombuffer(raw, dt, count=len(raw) // dt.itemsize))
-                    self._side = (side[0], side[1], side[2])
-        assert self._side is not None
-        return self._side
+                got = self._side.get(ext)
+                if got is None:
+                    raw = self.store.read_bytes(self.key(ext))
+                    got = self._side[ext] = np.frombuffer(raw, dt, count=len(raw) // dt.itemsize)
+        return got
 
     @property
     def batches(self) -> np.ndarray:
-        return self.side()[0]
+        return self._side_file(".batches", BATCH_DTYPE)
 
     @property
     def index(self) -> np.ndarray:
-        return self.side()[1]
+        return self._side_file(".index", INDEX_DTYPE)
 
     @property
     def times(self) -> np.ndarray:
-        return self.side()[2]
+        return self._side_file(".timeindex", TIME_DTYPE)
 
     @property
     def data(self) -> RemoteFile:
@@ -102,11 +104,12 @@ class RemoteSegment:
         in one pass over the data object, without its side files or the read cache: the way a scan
         of whole segments (a Spark task, a full read) reads as fast as the store serves one object.
         The object arrives on a background thread (``ahead``, started early by a scan that knows
-        this segment comes next) while the caller decodes. An IPC file is its magic, then an IPC
-        stream (schema, batches, end marker), then a footer."""
+        this segment comes next) in a few large parts while the caller decodes; the batches are
+        zero-copy slices of those parts. An IPC file is its magic, then an IPC stream (schema,
+        batches, end marker), then a footer."""
         lo, hi = self.base_offset, self.next_offset
         with ahead or self.read_ahead() as f:
-            if f.read(len(IPC_FILE_HEAD)) != IPC_FILE_HEAD:
+            if bytes(f.read(len(IPC_FILE_HEAD))) != IPC_FILE_HEAD:
                 raise StorageError(f"{self.store.uri}/{self.key('.arrow')} is not an Arrow IPC file")
             for rb in paipc.open_stream(pa.PythonFile(f, mode="r")):
                 rb = _clip(rb, lo, hi)
@@ -115,7 +118,7 @@ class RemoteSegment:
 
     def read_ahead(self) -> ObjectReadAhead:
         """Start fetching the data object in the background (see ``whole``)."""
-        return ObjectReadAhead(lambda: self.store.open_stream(self.key(".arrow"), WHOLE_READ_BUFFER))
+        return ObjectReadAhead(lambda: self.store.open(self.key(".arrow")))
 
     def find_batch(self, offset: int) -> int:
         """Index of the first batch whose last offset is >= ``offset`` (len(batches) if none)."""
@@ -132,7 +135,7 @@ class RemoteSegment:
             return []
         pos = int(ix["position"][0])
         end = int(ix["position"][-1] + ix["length"][-1])
-        if then is not None and then._side is None and not then._side_requested:
+        if then is not None and not then._side_requested:
             then._side_requested = True  # a sequential reader: the next segment's side files too
             self.cache.submit(then.side)
         buf = self.cache.read(self.data, pos, end, then=then.data if then is not None else None)
@@ -299,7 +302,7 @@ class RemoteLog:
         first = self._first_segment(start)
         wanted = [s for s in self.segments[first:] if s.base_offset < end] if start < end else []
         if len(wanted) > 1:
-            self.cache.map(RemoteSegment.side, wanted)  # side files of many segments: GETs in parallel
+            self.cache.map(_batches, wanted)  # `.batches` of many segments: GETs in parallel
         for seg in wanted:
             if seg.base_offset >= end:
                 break
@@ -409,50 +412,66 @@ def _clip(rb: pa.RecordBatch, lo: int, hi: int) -> pa.RecordBatch:
     return rb
 
 
-class ObjectReadAhead(io.RawIOBase):
-    """A sequential reader of one object whose bytes a background thread fetches ahead (at most
-    ``depth`` chunks of ``WHOLE_READ_BUFFER`` held), so the store's latency overlaps the reader's
-    work. Closing it stops the thread; a store error is raised to the reader."""
+def _batches(segment: RemoteSegment) -> np.ndarray:
+    return segment.batches
 
-    def __init__(self, open_stream: Callable[[], pa.NativeFile], depth: int = 4) -> None:
+
+class ObjectReadAhead(io.RawIOBase):
+    """A sequential reader of one object that a background thread fetches in equal parts of at
+    most ``part`` bytes (one GET each), at most ``depth`` parts ahead of the part being read, so
+    the store's latency overlaps the reader's work. Reads return zero-copy views of the fetched
+    parts (copied only where one spans two parts), so Arrow's readers decode straight out of them.
+    Closing it stops the thread; a store error is raised to the reader."""
+
+    def __init__(self, open_file: Callable[[], pa.NativeFile], *, part: int = WHOLE_READ_PART,
+                 depth: int = 1) -> None:
         super().__init__()
-        self._queue: queue.Queue[bytes | BaseException | None] = queue.Queue(depth)
+        self._queue: queue.Queue[pa.Buffer | BaseException | None] = queue.Queue()
+        self._room = threading.Semaphore(depth + 1)  # parts fetched (or being fetched) and not yet read
         self._stop = threading.Event()
         self._buf = memoryview(b"")
         self._eof = False
-        self._thread = threading.Thread(target=self._fetch, args=(open_stream,), daemon=True,
+        self._started = False  # whether a part was handed to the reader yet
+        self._thread = threading.Thread(target=self._fetch, args=(open_file, part), daemon=True,
                                         name="remote-read-ahead")
         self._thread.start()
 
-    def _fetch(self, open_stream: Callable[[], pa.NativeFile]) -> None:
-        item: bytes | BaseException | None
+    def _fetch(self, open_file: Callable[[], pa.NativeFile], part: int) -> None:
+        item: pa.Buffer | BaseException | None = None
         try:
-            with open_stream() as f:
-                while not self._stop.is_set():
-                    item = f.read(WHOLE_READ_BUFFER)
-                    if not item:
+            with open_file() as f:
+                size = f.size()
+                parts = max(1, -(-size // part))
+                step = (-(-size // parts) + 63) // 64 * 64  # part starts stay 64-byte aligned
+                pos = 0
+                while pos < size and self._wait_for_room():
+                    got = f.read_buffer(min(step, size - pos))
+                    if not got.size:
                         break
-                    self._put(item)
-            item = None
+                    pos += got.size
+                    self._queue.put(got)
         except BaseException as exc:  # handed to the reader, raised there
             item = exc
-        self._put(item)
+        self._queue.put(item)
 
-    def _put(self, item: bytes | BaseException | None) -> None:
+    def _wait_for_room(self) -> bool:
         while not self._stop.is_set():
-            try:
-                self._queue.put(item, timeout=0.1)
-                return
-            except queue.Full:
-                continue
+            if self._room.acquire(timeout=0.1):
+                return True
+        return False
 
     def readable(self) -> bool:
         return True
 
-    def read(self, size: int | None = -1) -> bytes:
-        """``size`` bytes, fewer only at the end of the object (what Arrow's readers expect); one
-        copy out of the fetched chunks."""
+    def read(self, size: int | None = -1) -> bytes | memoryview:  # type: ignore[override]
+        """``size`` bytes, fewer only at the end of the object (what Arrow's readers expect): a
+        view of the fetched part when it holds them all, else one copy."""
         need = -1 if size is None or size < 0 else size
+        if need == 0 or not self._fill():
+            return b""
+        if 0 < need <= len(self._buf):
+            take, self._buf = self._buf[:need], self._buf[need:]
+            return take
         parts: list[memoryview] = []
         while need != 0 and self._fill():
             take = self._buf if need < 0 else self._buf[:need]
@@ -460,7 +479,7 @@ class ObjectReadAhead(io.RawIOBase):
             self._buf = self._buf[len(take):]
             if need > 0:
                 need -= len(take)
-        return bytes(parts[0]) if len(parts) == 1 else b"".join(parts)
+        return b"".join(parts)
 
     def readinto(self, b: Any) -> int:
         if not self._fill():
@@ -471,7 +490,7 @@ class ObjectReadAhead(io.RawIOBase):
         return n
 
     def _fill(self) -> bool:
-        """Whether bytes are buffered, waiting for the next chunk if needed; False at the end."""
+        """Whether bytes are buffered, waiting for the next part if needed; False at the end."""
         while not self._buf and not self._eof:
             item = self._queue.get()
             if item is None:
@@ -480,6 +499,9 @@ class ObjectReadAhead(io.RawIOBase):
                 self._eof = True
                 raise item
             else:
+                if self._started:
+                    self._room.release()  # the part before this one is read: room to fetch another
+                self._started = True
                 self._buf = memoryview(item)
         return bool(self._buf)
 

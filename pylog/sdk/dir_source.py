@@ -146,6 +146,14 @@ class DirTopicSource:
             out[p] = None if found is None else found[0]
         return out
 
+    def reads_as_stored(self, r: PartitionRange) -> bool:
+        """Whether a committed read of ``r`` returns its records exactly as stored: no control
+        batch, aborted transaction or LogAppendTime batch lies in it (batch metadata only). A
+        planner that checked this lets a reader elsewhere use `stored_rows` without the metadata."""
+        part = self._partition(r.topic, r.partition)
+        drop_first, _, lat_first, _, _ = _special(part, r, ("timestamp",))
+        return not len(drop_first) and not len(lat_first)
+
     def read(self, ranges: list[PartitionRange], columns: Sequence[str]
              ) -> Iterator[tuple[PartitionRange, pa.RecordBatch]]:
         for r in ranges:
@@ -345,12 +353,28 @@ def _rows(part: _Partition, r: PartitionRange, columns: Sequence[str], *,
     return _coalesced((rows for rows, _last in _messages(part, r, columns)), small_rows)
 
 
+def stored_rows(log: ReadableLog, r: PartitionRange, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+    """The rows of [start, end) as stored (runs of small messages coalesced, as `read` does), for
+    a range the caller knows `reads_as_stored`: no batch metadata is read."""
+    zeros = ConstantPool()
+    rows = (_columns(rows, columns, zeros) for rows in log.scan(r.start, r.end) if rows.num_rows)
+    return _coalesced(rows, SMALL_BATCH_ROWS)
+
+
+def _columns(rows: pa.RecordBatch, columns: Sequence[str], zeros: ConstantPool,
+             ts_type: pa.Array | None = None) -> pa.RecordBatch:
+    """The requested columns of stored rows; timestampType is CreateTime (0) unless given."""
+    out = rows.select([c for c in columns if c != "timestampType"])
+    if "timestampType" in columns:
+        out = out.append_column("timestampType", zeros.take(0, rows.num_rows) if ts_type is None
+                                else ts_type)
+    return out
+
+
 def _messages(part: _Partition, r: PartitionRange, columns: Sequence[str]
               ) -> Iterator[tuple[pa.RecordBatch, int]]:
     """Each message's committed rows with the last offset the message covered."""
     drop_first, drop_last, lat_first, lat_last, lat_ts = _special(part, r, columns)
-    stored = [c for c in columns if c != "timestampType"]
-    with_type = "timestampType" in columns
     zeros = ConstantPool()
     special = len(drop_first) or len(lat_first)
     for rows in part.log.scan(r.start, r.end):
@@ -366,12 +390,8 @@ def _messages(part: _Partition, r: PartitionRange, columns: Sequence[str]
                 if not rows.num_rows:
                     continue
             if _overlaps(lat_first, lat_last, lo, hi):
-                rows, ts_type = _log_append_time(rows, lat_first, lat_last, lat_ts, "timestamp" in stored)
-        out = rows.select(stored)
-        if with_type:
-            out = out.append_column("timestampType", zeros.take(0, rows.num_rows) if ts_type is None
-                                    else ts_type)
-        yield out, last
+                rows, ts_type = _log_append_time(rows, lat_first, lat_last, lat_ts, "timestamp" in columns)
+        yield _columns(rows, columns, zeros, ts_type), last
 
 
 _NONE = np.zeros(0, np.int64)

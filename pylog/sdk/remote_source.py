@@ -71,6 +71,11 @@ def remote_spec(remote_storage: Any, storage_options: Any) -> RemoteStorageSpec 
     return RemoteStorageSpec(remote_storage, dict(storage_options or {}))
 
 
+def remote_cache_bytes() -> int:
+    """The read-ahead budget of one read (``DEFAULT_CACHE_BYTES``, or env PYLOG_REMOTE_CACHE_BYTES)."""
+    return int(os.environ.get("PYLOG_REMOTE_CACHE_BYTES", DEFAULT_CACHE_BYTES))
+
+
 class RemoteTier:
     """The store and the manifests one read planned with (pinned on first use)."""
 
@@ -79,11 +84,11 @@ class RemoteTier:
         self.spec = spec
         self.pins = dict(pins or {})  # (topic, partition) -> (topic id, manifest version) planned elsewhere
         self.store = open_remote_store(spec.uri, spec.options)
-        budget = cache_bytes or int(os.environ.get("PYLOG_REMOTE_CACHE_BYTES", DEFAULT_CACHE_BYTES))
-        self.cache = RemoteReadCache(budget)
+        self.cache = RemoteReadCache(cache_bytes or remote_cache_bytes())
         self._topic_ids: dict[str, uuid.UUID | None] = {}
         self._partitions: dict[str, list[int]] = {}
         self._manifests: dict[tuple[str, int], RemoteManifest | None] = {}
+        self._newest: dict[tuple[str, int], int] = {}  # newest manifest version seen by `topic_id`
         self._logs: dict[tuple[str, int], RemoteLog | None] = {}
 
     def close(self) -> None:
@@ -99,13 +104,19 @@ class RemoteTier:
             else:
                 found = topic_dirs(self.store, topic)
                 best: tuple[int, uuid.UUID] | None = None
+                versions: dict[tuple[uuid.UUID, int], int] = {}
                 for tid, parts in found.items():
-                    newest = max((max(manifest_versions(self.store, partition_prefix(topic, tid, p)),
-                                      default=-1) for p in parts), default=-1)
+                    for p in parts:
+                        listed = manifest_versions(self.store, partition_prefix(topic, tid, p))
+                        versions[(tid, p)] = max(listed, default=-1)
+                    newest = max((versions[(tid, p)] for p in parts), default=-1)
                     if best is None or newest > best[0]:
                         best = (newest, tid)
                 self._topic_ids[topic] = best[1] if best else None
                 self._partitions[topic] = found[best[1]] if best else []
+                if best:  # the newest manifest of each partition, as just listed (no second LIST)
+                    self._newest.update({(topic, p): v for (tid, p), v in versions.items()
+                                         if tid == best[1] and v >= 0})
         return self._topic_ids[topic]
 
     def partitions(self, topic: str) -> list[int]:
@@ -120,7 +131,7 @@ class RemoteTier:
         if key not in self._manifests:
             tid = self.topic_id(topic)
             self._manifests[key] = None if tid is None else \
-                read_manifest(self.store, partition_prefix(topic, tid, partition))
+                read_manifest(self.store, partition_prefix(topic, tid, partition), self._newest.get(key))
         return self._manifests[key]
 
     def remote_log(self, topic: str, partition: int) -> RemoteLog | None:

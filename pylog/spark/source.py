@@ -5,7 +5,10 @@ Reads plan on the driver (offset ranges per topic partition, cut into input part
 the workers, each yielding ``pyarrow.RecordBatch`` es straight from the data directory or a Fetch.
 A topic's remote tier is planned as input partitions of whole remote segments (small ones packed up
 to ``maxBytesPerPartition``), carrying the manifest version the driver planned with: executors
-read those objects from the store with pyarrow and never ask a broker for them.
+read those objects from the store with pyarrow and never ask a broker for them. When the driver's
+batch metadata shows that such a partition holds no batch a committed read skips or restamps (no
+transaction, control batch or LogAppendTime), it carries its segments too, and the executor reads
+their data objects at once, without the manifest or any side file.
 Streaming offsets are ``{"topic": {"partition": next offset}}``, like Spark's Kafka source.
 """
 
@@ -40,12 +43,15 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from pylog.sdk.dir_source import DirTopicSource
+from pylog.sdk.dir_source import DirTopicSource, stored_rows
 from pylog.sdk.offsets import PartitionRange
-from pylog.sdk.remote_source import RemoteTier, TieredKafkaSource
+from pylog.sdk.remote_source import RemoteTier, TieredKafkaSource, remote_cache_bytes
 from pylog.sdk.scan import TopicSource
 from pylog.spark.options import ReadOptions, source_columns, split_ranges, to_spark_batch
-from pylog.storage.remote_layout import RemoteLogSegment
+from pylog.storage.remote_cache import RemoteReadCache
+from pylog.storage.remote_layout import RemoteLogSegment, partition_prefix
+from pylog.storage.remote_segment import RemoteLog
+from pylog.storage.remote_store import open_remote_store
 
 HEADERS = ArrayType(StructType([StructField("key", StringType()), StructField("value", BinaryType())]))
 
@@ -68,13 +74,16 @@ def kafka_schema(include_headers: bool) -> StructType:
 
 class OffsetRangePartition(InputPartition):
     """Records [start, end) of one topic partition: one Spark task. ``pin``: (topic id hex, manifest
-    version) of the remote tier the driver planned with."""
+    version) of the remote tier the driver planned with; ``stored``: the remote segments holding
+    the range when the driver found that it reads as stored (see `_input_partitions`)."""
 
     def __init__(self, topic: str, partition: int, start: int, end: int,
-                 pin: tuple[str, int] | None = None) -> None:
+                 pin: tuple[str, int] | None = None,
+                 stored: tuple[RemoteLogSegment, ...] | None = None) -> None:
         super().__init__((topic, partition, start, end, pin))
         self.topic, self.partition, self.start, self.end = topic, partition, start, end
         self.pin = pin
+        self.stored = stored
 
     def pins(self) -> dict[tuple[str, int], tuple[uuid.UUID, int]] | None:
         if self.pin is None:
@@ -139,16 +148,42 @@ def _read(options: ReadOptions, schema: StructType, part: OffsetRangePartition) 
         from pylog.spark.registry import decoders_for
 
         decoders = decoders_for(options, r.topic)
+    columns = source_columns(target)
+    for got, batch in _stored(options, part, columns) if part.stored else _committed(options, part, columns):
+        for column, decode in decoders.items():
+            i = batch.schema.get_field_index(column)
+            if i >= 0:
+                batch = batch.set_column(i, column, decode(batch.column(i), got, batch))
+        yield to_spark_batch(got, batch, target)
+
+
+def _committed(options: ReadOptions, part: OffsetRangePartition, columns: list[str]
+               ) -> Iterator[tuple[PartitionRange, pa.RecordBatch]]:
+    """The committed rows of the partition's range, through the source its options name."""
     source = options.open(part.pins())
     try:
-        for got, batch in source.read([r], source_columns(target)):
-            for column, decode in decoders.items():
-                i = batch.schema.get_field_index(column)
-                if i >= 0:
-                    batch = batch.set_column(i, column, decode(batch.column(i), got, batch))
-            yield to_spark_batch(got, batch, target)
+        yield from source.read([part.range()], columns)
     finally:
         source.close()
+
+
+def _stored(options: ReadOptions, part: OffsetRangePartition, columns: list[str]
+            ) -> Iterator[tuple[PartitionRange, pa.RecordBatch]]:
+    """The rows of a range the driver found to read as stored, straight from its remote segments'
+    data objects: no manifest and no side file is read (whole segments need neither)."""
+    assert part.stored and part.pin is not None
+    spec = options.remote()
+    assert spec is not None
+    r = part.range()
+    prefix = partition_prefix(r.topic, uuid.UUID(hex=part.pin[0]), r.partition)
+    cache = RemoteReadCache(remote_cache_bytes())  # used only by a range starting inside a segment
+    try:
+        log = RemoteLog(open_remote_store(spec.uri, spec.options), prefix, part.stored, cache,
+                        log_start_offset=r.start)
+        for batch in stored_rows(log, r, columns):
+            yield r, batch
+    finally:
+        cache.close()
 
 
 def _input_partitions(options: ReadOptions, ranges: list[PartitionRange],
@@ -168,9 +203,11 @@ def _input_partitions(options: ReadOptions, ranges: list[PartitionRange],
         assert manifest is not None
         pin = (manifest.topic_id.hex, manifest.version)
         segments = log.segments_in(r.start, min(r.end, log.log_end_offset))
-        for first, last in pack_segments(segments, options.max_bytes_per_partition):
-            out.append(OffsetRangePartition(r.topic, r.partition, max(r.start, first.base_offset),
-                                            min(r.end, last.end_offset + 1), pin))
+        for group in pack_segments(segments, options.max_bytes_per_partition):
+            task = PartitionRange(r.topic, r.partition, max(r.start, group[0].base_offset),
+                                  min(r.end, group[-1].end_offset + 1))
+            stored = tuple(group) if store_reader(source).reads_as_stored(task) else None  # type: ignore[union-attr]
+            out.append(OffsetRangePartition(task.topic, task.partition, task.start, task.end, pin, stored))
         if r.end > log.log_end_offset:
             rest.append(PartitionRange(r.topic, r.partition, log.log_end_offset, r.end))
     pieces = split_ranges(rest, max_records=options.max_records_per_partition,
@@ -179,23 +216,23 @@ def _input_partitions(options: ReadOptions, ranges: list[PartitionRange],
 
 
 def pack_segments(segments: Sequence[RemoteLogSegment],
-                  max_bytes: int) -> list[tuple[RemoteLogSegment, RemoteLogSegment]]:
+                  max_bytes: int) -> list[list[RemoteLogSegment]]:
     """Consecutive remote segments grouped into tasks of at most ``max_bytes`` (a segment is never
     split; one larger than that is a task of its own): few large tasks cost Spark less than many
-    small ones, as its file sources pack files up to ``spark.sql.files.maxPartitionBytes``."""
-    groups: list[tuple[RemoteLogSegment, RemoteLogSegment]] = []
-    first: RemoteLogSegment | None = None
-    last: RemoteLogSegment | None = None
+    small ones, as its file sources pack files up to ``spark.sql.files.maxPartitionBytes``. A last
+    group under a quarter of ``max_bytes`` joins the one before it: a task that small costs more
+    to schedule and start than to read."""
+    groups: list[list[RemoteLogSegment]] = []
     size = 0
     for seg in segments:
-        if first is not None and last is not None and size + seg.size_bytes > max_bytes:
-            groups.append((first, last))
-            first, size = None, 0
-        if first is None:
-            first = seg
-        last, size = seg, size + seg.size_bytes
-    if first is not None and last is not None:
-        groups.append((first, last))
+        if groups and size + seg.size_bytes <= max_bytes:
+            groups[-1].append(seg)
+            size += seg.size_bytes
+        else:
+            groups.append([seg])
+            size = seg.size_bytes
+    if len(groups) > 1 and size < max_bytes // 4:
+        groups[-2].extend(groups.pop())
     return groups
 
 
@@ -204,6 +241,15 @@ def remote_tier(source: TopicSource | None) -> RemoteTier | None:
         return source.remote
     if isinstance(source, TieredKafkaSource):
         return source.tier
+    return None
+
+
+def store_reader(source: TopicSource | None) -> DirTopicSource | None:
+    """What reads the source's remote tier (and its data directory, if any)."""
+    if isinstance(source, DirTopicSource):
+        return source
+    if isinstance(source, TieredKafkaSource):
+        return source.store_reader
     return None
 
 

@@ -168,3 +168,45 @@ def test_with_a_broker_then_without(spark, tmp_path: Path) -> None:  # type: ign
     tiered = alone.count()
     assert n * 0.75 <= tiered <= n + 50
     assert sorted(r.offset for r in alone.select("offset").collect()) == list(range(tiered))
+
+
+def test_tasks_read_as_stored_only_where_nothing_is_skipped(tmp_path: Path, s3: S3TestServer) -> None:
+    """A remote input partition carries its segments, and its task reads their data objects with
+    neither manifest nor side files, only where the driver's batch metadata shows no transaction,
+    control or LogAppendTime batch; every task reads what read_topic reads (aborted records
+    dropped, the broker's timestamps set)."""
+    import pickle
+
+    import pyarrow as pa
+    from sdk_helpers import LogWriter
+
+    from pylog.spark.source import PylogDataSource
+
+    uri = s3.uri(f"spark-{uuid.uuid4().hex[:8]}")
+    w = LogWriter(tmp_path / "data", TOPIC, 0, segment_bytes=3_000)
+    for _ in range(8):
+        w.append(5)
+    special_first, _ = w.append(3, producer_id=7, transactional=True)
+    w.marker(7, commit=False)
+    _, special_end = w.append(2, attributes=0x08)  # LogAppendTime
+    for _ in range(8):
+        w.append(5)
+    w.log.roll()
+    w.log.seal_pending()
+    w.log.flush()
+    manifest = upload(w.log.dir, open_remote_store(uri, s3.options), TOPIC, TID, 0)
+    w.close()
+    ds = PylogDataSource({"remoteStorage": uri, "storageOptions": json.dumps(s3.options),
+                          "subscribe": TOPIC, "maxBytesPerPartition": "1"})
+    reader = ds.reader(ds.schema())
+    parts = [pickle.loads(pickle.dumps(p)) for p in reader.partitions()]  # as Spark ships them
+    assert len(parts) == len(manifest.segments) > 3
+    for p in parts:
+        special = p.start < special_end and special_first < p.end
+        assert (p.stored is None) == special, (p.start, p.end)
+    got = pa.Table.from_batches([b for p in parts for b in reader.read(p)])
+    expected = pylog.read_topic(TOPIC, remote_storage=uri, storage_options=s3.options)
+    for column in ("offset", "timestamp", "timestampType", "key", "value"):
+        assert got.column(column).to_pylist() == expected.column(column).to_pylist(), column
+    assert 1 in got.column("timestampType").to_pylist()
+    assert special_first not in got.column("offset").to_pylist()
