@@ -33,18 +33,23 @@ TOPIC_ID = uuid.UUID(int=0xBE7C)
 AGGREGATES = ("count(*) as n", "sum(length(value)) as b")
 
 
-def write_log(data: Path, records: int, value_size: int, segment_bytes: int, per_batch: int) -> None:
-    """One partition of ``records`` records in producer-sized batches, rolled and sealed."""
+def write_log(data: Path, records: int, value_size: int, segment_bytes: int, per_batch: int,
+              incompressible: bool = False) -> None:
+    """One partition of ``records`` records in producer-sized batches, rolled and sealed; values
+    repeat one byte (the segments' lz4 bodies shrink them) unless ``incompressible``."""
     from pylog.storage import RECORD_SCHEMA, BatchMeta, LogConfig, PartitionLog
 
     ts0 = 1_700_000_000_000
     log = PartitionLog.open(data / f"{TOPIC}-0", LogConfig(segment_bytes=segment_bytes), now_ms=ts0)
     body = np.frombuffer(b"x" * value_size, np.uint8)
+    rng = np.random.default_rng(7)
     headers = RECORD_SCHEMA.field("headers").type
     for first in range(0, records, per_batch):
         n = min(per_batch, records - first)
         values = pa.Array.from_buffers(pa.binary(), n, [None, pa.py_buffer(
-            np.arange(n + 1, dtype=np.int32) * value_size), pa.py_buffer(np.tile(body, n))])
+            np.arange(n + 1, dtype=np.int32) * value_size),
+            pa.py_buffer(rng.integers(0, 256, n * value_size, dtype=np.uint8) if incompressible
+                         else np.tile(body, n))])
         ts = ts0 + first
         rb = pa.RecordBatch.from_arrays(
             [pa.array(np.arange(n, dtype=np.int64)), pa.array(np.arange(ts, ts + n), pa.timestamp("ms")),
@@ -146,6 +151,8 @@ def main() -> None:
     ap.add_argument("--segment-bytes", type=int, default=32 << 20)
     ap.add_argument("--per-batch", type=int, default=1000, help="records per producer batch")
     ap.add_argument("--store", choices=("file", "s3"), default="s3")
+    ap.add_argument("--incompressible", action="store_true",
+                    help="random values (the store then carries every byte), not one repeated byte")
     ap.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value")
     args = ap.parse_args()
     from pylog.storage.remote_store import open_remote_store
@@ -162,7 +169,8 @@ def main() -> None:
     else:
         uri = f"file://{tmp / 'remote'}"
     try:
-        write_log(tmp / "data", args.records, args.value_size, args.segment_bytes, args.per_batch)
+        write_log(tmp / "data", args.records, args.value_size, args.segment_bytes, args.per_batch,
+                  args.incompressible)
         store = open_remote_store(uri, options)
         manifest = upload(tmp / "data" / f"{TOPIC}-0", store)
         pdt, pres = pyarrow_read(store, manifest)
