@@ -218,9 +218,10 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("remote.fetch.max.wait.ms", INT, 500,
            "How much longer than its max wait a fetch waits for records read from the store.",
            read_only=True),
-        _d("pylog.remote.log.storage.upload.wire", B, False,
+        _d("pylog.remote.log.storage.upload.wire", B, True,
            "Also copy sealed segments' .wire files to the remote tier, so remote fetches send slices of "
-           "them instead of encoding from Arrow (about doubles the bytes stored).", read_only=True),
+           "them instead of encoding from Arrow (about twice as fast for a consumer catching up from the "
+           "store; about doubles the bytes stored).", read_only=True),
         _d("pylog.remote.log.read.cache.bytes", L, 268435456,
            "Bytes of remote segment data kept in the read-ahead cache shared by remote fetches.",
            read_only=True),
