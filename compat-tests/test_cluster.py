@@ -221,11 +221,16 @@ def test_a_partition_isolating_the_controller(tmp_path: Path, cluster_factory: A
 
         wait_for(converged, 30, "every node sees the same topics")
         assert "minority-side" not in topics_through(cluster.node(isolated).bootstrap)
-        ids = {
-            describe_cluster(n.controller_bootstrap, controllers=True).controller_id
-            for n in cluster.nodes.values()
-        }
-        assert len(ids) == 1
+
+        def one_controller_named() -> bool:
+            ids = {
+                describe_cluster(n.controller_bootstrap, controllers=True).controller_id
+                for n in cluster.nodes.values()
+            }
+            return len(ids) == 1 and -1 not in ids
+
+        # the rejoined node knows the active controller as soon as it has fetched from it
+        wait_for(one_controller_named, 10, "every controller names the same active one")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -20,8 +20,8 @@ increment its term, vote for itself and request real votes. A node that heard fr
 leader within the last election timeout ignores (pre-)vote requests altogether (the
 leader lease), so a partitioned node rejoining with a high term cannot depose a
 healthy leader. Only the leader's own messages count as hearing from it: committed entries a
-voter fetched (``Message.fetched``) do not, or a leader that cannot reach its followers would
-keep them from electing one that can.
+voter fetched (``Message.fetched``) name the leader but do not reset the election timer, or a
+leader that cannot reach its followers would keep them from electing one that can.
 
 A new leader appends an empty entry of its term: entries of earlier terms are only
 ever committed indirectly, by counting replicas of an entry of the current term
@@ -496,6 +496,7 @@ class RaftNode(Membership):
 
     def _step_follower(self, m: Message) -> None:
         if self._pulled(m):
+            self.leader_id = m.src  # who leads, for routing; the election timer is not reset
             if m.type is _MT.APPEND:
                 self._handle_append(m)
             elif m.type is _MT.SNAPSHOT:

@@ -90,9 +90,8 @@ class Message:
     ``src_dir`` / ``dst_dir``: the directory ids of sender and intended receiver (KIP-853's
     replica keys); a message for another directory id of the receiver's node id is dropped.
     ``fetched``: the leader's answer to a fetch of committed entries (``observer_fetch``), not a
-    message the leader pushed. It brings entries and the commit index, but it is no sign that the
-    leader reaches this node, so a voter neither takes its sender as leader nor delays its
-    election timeout for it.
+    message the leader pushed. It brings entries, the commit index and who leads, but it is no
+    sign that the leader reaches this node, so a voter does not delay its election timeout for it.
     """
 
     type: MessageType

@@ -272,3 +272,33 @@ def test_figure_8_old_term_entry_is_not_committed_by_counting() -> None:
         c.deliver(between(3, 4, 5))
     assert c.nodes[5].role is Role.LEADER
     assert c.nodes[3].log.term(2) == 3
+
+
+def test_a_fetched_answer_names_the_leader_but_does_not_renew_its_lease() -> None:
+    """A voter that knows no leader fetches committed entries from it: the answer tells it who
+    leads (for routing and DescribeCluster), but only the leader's own pushes delay its election
+    timeout, so a leader that cannot push to it does not keep it from campaigning."""
+    storage = MemoryStorage([Entry(1, 1, b"")], HardState(term=1, vote=None, commit=1))
+    node = RaftNode(2, [1, 2, 3], storage, random.Random(5), election_timeout_ticks=10)
+    drain(node, storage)
+    assert node.leader_id is None
+    for _ in range(9):
+        node.tick()
+    fetched = Message(MessageType.APPEND, 1, 2, 1, log_term=1, index=1,
+                      entries=(Entry(1, 2, b"x"),), commit=2, fetched=True)
+    node.step(fetched)
+    applied, _ = drain(node, storage)
+    assert [e.data for e in applied] == [b"x"] and node.leader_id == 1
+    assert node.role is Role.FOLLOWER
+    for _ in range(11):  # an election timeout counted from before the fetch
+        node.tick()
+        drain(node, storage)
+    assert node.role is Role.PRE_CANDIDATE  # not held back by what it fetched
+    pushed = RaftNode(3, [1, 2, 3], MemoryStorage([Entry(1, 1, b"")], HardState(1, None, 1)),
+                      random.Random(5), election_timeout_ticks=10)
+    for _ in range(9):
+        pushed.tick()
+    pushed.step(Message(MessageType.HEARTBEAT, 1, 3, 1, commit=1))
+    for _ in range(9):
+        pushed.tick()
+    assert pushed.role is Role.FOLLOWER and pushed.leader_id == 1  # a push renews it
