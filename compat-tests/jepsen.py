@@ -159,6 +159,10 @@ class Workload:
         except BaseException as exc:  # recorded; the test fails on it
             self.errors.append(exc)
 
+    def cancel(self) -> None:
+        """Tell the producers to end, without waiting or checking (a failed test's clean-up)."""
+        self._stop.set()
+
     def stop(self, drain_s: float = 90.0) -> None:
         self._stop.set()
         for t in self._threads:

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -144,10 +145,22 @@ def committed_offsets_all(bootstrap: str) -> dict[int, int]:
         c.close()
 
 
+_loads: list[Workload | GroupConsumer] = []
+
+
+@pytest.fixture(autouse=True)
+def _cancel_loads() -> Iterator[None]:
+    """A test that fails midway leaves no producer or consumer running against its dead cluster."""
+    yield
+    while _loads:
+        _loads.pop().cancel()
+
+
 def load(cluster: LocalCluster, rate: float = 1000) -> tuple[History, Workload, GroupConsumer]:
     history = History()
     workload = Workload(cluster.bootstrap_servers, TOPIC, PARTITIONS, history, rate=rate).start()
     group = GroupConsumer(cluster.bootstrap_servers, TOPIC, history).start()
+    _loads.extend((workload, group))
     time.sleep(3)
     return history, workload, group
 

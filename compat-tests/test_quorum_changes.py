@@ -57,8 +57,12 @@ def test_a_controller_added_and_the_active_one_removed_under_load_loses_nothing(
     )
     q = describe_quorum(cluster.bootstrap_servers, timeout_s=2.0)
     assert q.leader_id == new_leader and removed not in {v.node_id for v in q.voters}
-    observers = {o.node_id: o.directory_id for o in q.observers}
-    assert observers.get(removed) == old_dir, observers  # it follows the log as an observer
+
+    def observers() -> dict[int, str]:
+        return {o.node_id: o.directory_id for o in describe_quorum(cluster.bootstrap_servers).observers}
+
+    # it follows the log as an observer: the new leader lists it once it has fetched from it
+    wait_for(lambda: observers().get(removed) == old_dir, 15, f"{removed} listed as an observer")
     time.sleep(3)
     group.stop()
     workload.stop()

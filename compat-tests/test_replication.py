@@ -129,6 +129,10 @@ class GroupConsumer:
         finally:
             c.close()
 
+    def cancel(self) -> None:
+        """Tell the consumer to end, without waiting (a failed test's clean-up)."""
+        self._stop.set()
+
     def stop(self) -> None:
         self._stop.set()
         self._thread.join(30)

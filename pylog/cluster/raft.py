@@ -48,21 +48,7 @@ answered with the commit index, which moves the leader on. After a restart the
 node starts from the storage's snapshot and the entries after it, with
 ``applied`` = the snapshot's index: the shell restores the snapshot first.
 
-Membership (KIP-853): the voters are a ``VoterSet`` of replica keys (node id and metadata
-directory id). With kraft.version 0 it is the static set the node is built with; with
-kraft.version 1 it lives in the log, as control entries (``voters.py``) and in snapshots, and
-the latest one in a node's log is in force at once, committed or not. The leader changes it one
-voter at a time (``add_voter`` / ``remove_voter`` / ``update_voter``) and only once its previous
-change and an entry of its own term are committed, so consecutive sets share a majority. A new
-voter is caught up first as an *observer*: a node outside the voter set never campaigns; it pulls
-committed entries from the leader (``observer_fetch`` builds the APPEND or SNAPSHOT that answers
-such a fetch; the shell carries it) and the leader counts it as caught up once a fetch of it
-starts at the commit index. Votes are counted, and acknowledgements of entries, only from
-replicas whose key is in the voter set; a message addressed to another directory id of this
-node id is dropped, so a controller on a replaced disk never stands in for the one that was
-lost. A leader keeps replicating to voters a pending change removes until the change commits;
-a leader that the committed set no longer holds resigns, telling the voters that remain
-(END_QUORUM_EPOCH) so the most caught-up of them campaigns at once.
+Membership (KIP-853) and observers: see ``raft_membership.py``.
 
 Left for later: leadership transfer on demand and read-index.
 """
@@ -91,20 +77,8 @@ from pylog.cluster.raft_types import (
 from pylog.cluster.voters import KRAFT_VERSION_DYNAMIC, VoterHistory, VoterSet, is_control
 
 __all__ = [
-    "Entry",
-    "HardState",
-    "LogInvariantError",
-    "MemoryStorage",
-    "Message",
-    "MessageType",
-    "NotLeader",
-    "ObserverState",
-    "RaftNode",
-    "RaftStorage",
-    "Ready",
-    "Role",
-    "Snapshot",
-    "VoterChangeRefused",
+    "Entry", "HardState", "LogInvariantError", "MemoryStorage", "Message", "MessageType", "NotLeader",
+    "ObserverState", "RaftNode", "RaftStorage", "Ready", "Role", "Snapshot", "VoterChangeRefused",
 ]
 
 _MT = MessageType
@@ -260,6 +234,8 @@ class RaftNode(Membership):
             self._handle_vote_request(m)
         elif self.role is Role.LEADER:
             self._step_leader(m)
+        elif self._pulled(m):
+            self._take_fetched(m)
         elif self.role in (Role.CANDIDATE, Role.PRE_CANDIDATE):
             self._step_candidate(m)
         else:
@@ -464,17 +440,21 @@ class RaftNode(Membership):
             self._send(resp, m.src, reject=True, dst_dir=m.src_dir)
 
     def _pulled(self, m: Message) -> bool:
-        """A fetched answer reaching a voter: entries and commit index only (see ``Message``)."""
+        """A fetched answer reaching a voter (see ``Message.fetched``)."""
         return m.fetched and self.is_voter
+
+    def _take_fetched(self, m: Message) -> None:
+        """Entries and the commit index; a follower learns who leads, but its election timer runs on."""
+        if self.role is Role.FOLLOWER:
+            self.leader_id = m.src
+        if m.type is _MT.APPEND:
+            self._handle_append(m)
+        elif m.type is _MT.SNAPSHOT:
+            self._handle_snapshot(m)
 
     def _step_candidate(self, m: Message) -> None:
         pre_vote = self.role is Role.PRE_CANDIDATE
-        if self._pulled(m):
-            if m.type is _MT.APPEND:
-                self._handle_append(m)
-            elif m.type is _MT.SNAPSHOT:
-                self._handle_snapshot(m)
-        elif m.type is _MT.APPEND:
+        if m.type is _MT.APPEND:
             self._become_follower(m.term, m.src)
             self._handle_append(m)
         elif m.type is _MT.HEARTBEAT:
@@ -495,13 +475,7 @@ class RaftNode(Membership):
     # ------------------------------------------------------------------ followers
 
     def _step_follower(self, m: Message) -> None:
-        if self._pulled(m):
-            self.leader_id = m.src  # who leads, for routing; the election timer is not reset
-            if m.type is _MT.APPEND:
-                self._handle_append(m)
-            elif m.type is _MT.SNAPSHOT:
-                self._handle_snapshot(m)
-        elif m.type is _MT.APPEND:
+        if m.type is _MT.APPEND:
             self._election_elapsed = 0
             self.leader_id = m.src
             self._handle_append(m)
