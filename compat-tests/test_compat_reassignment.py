@@ -67,6 +67,21 @@ def state(cluster: LocalCluster) -> ClusterState:
         return admin.state()
 
 
+def stuck(cluster: LocalCluster) -> str:
+    """What a stalled move is waiting for, shortest first: the controller, the moves in flight and
+    the partitions whose ISR is short (a failure message is read from its start)."""
+    try:
+        s = state(cluster)
+    except Exception as exc:  # the cluster does not answer: that is the news
+        return f"no cluster state: {exc!r}"
+    moving = [f"{p.topic}-{p.partition} r={p.replicas} isr={p.isr} +{p.adding} -{p.removing} "
+              f"leader={p.leader}" for p in s.partitions.values() if p.adding or p.removing]
+    short = [f"{p.topic}-{p.partition} r={p.replicas} isr={p.isr} leader={p.leader}"
+             for p in s.under_replicated if not (p.adding or p.removing)]
+    return (f"controller {s.controller_id}, brokers {sorted(s.brokers)}; moving {len(moving)}: "
+            f"{'; '.join(moving[:8])}; short ISR {len(short)}: {'; '.join(short[:8])}")
+
+
 def running(cluster: LocalCluster) -> str:
     return ",".join(n.bootstrap for n in cluster.nodes.values() if n.running and not n.removed)
 
@@ -402,8 +417,8 @@ def test_acceptance_add_a_node_rebalance_then_remove_broker_one(cluster_factory:
             line = lines.get(timeout=max(0.1, deadline - time.monotonic()))
         except queue.Empty:
             proc.kill()
-            raise AssertionError("remove-broker 1 did not finish in 300 s:\n" + "".join(out)
-                                 + f"\nstate: {state(cluster)}") from None
+            raise AssertionError(f"remove-broker 1 did not finish in 300 s; {stuck(cluster)}\n"
+                                 + "".join(out[-12:])) from None
         if line is None:
             break
         out.append(line)
