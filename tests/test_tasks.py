@@ -1,5 +1,5 @@
 """`cancel_and_wait`: stopping background tasks ends them, and never eats the stopper's own
-cancellation."""
+cancellation; `keep_running`: a long-running loop that fails starts again, and says why."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 
 import pytest
 
-from pylog.tasks import cancel_and_wait
+from pylog.tasks import cancel_and_wait, keep_running
 
 
 def test_a_stopped_task_is_done_and_its_failure_is_dropped() -> None:
@@ -75,3 +75,28 @@ def test_the_callers_own_cancellation_goes_through() -> None:
 def test_nothing_to_stop() -> None:
     asyncio.run(cancel_and_wait(None))
     asyncio.run(cancel_and_wait([]))
+
+
+def test_keep_running_starts_a_failed_loop_again_and_logs_why(caplog: pytest.LogCaptureFixture) -> None:
+    runs: list[int] = []
+
+    async def loop() -> None:
+        runs.append(len(runs))
+        if len(runs) < 3:
+            raise OSError(f"failure {len(runs)}")
+        await asyncio.sleep(3600)  # the third run keeps going until cancelled
+
+    async def main() -> None:
+        task = asyncio.create_task(keep_running("the test loop", loop, restart_s=0.01))
+        for _ in range(100):
+            await asyncio.sleep(0.01)
+            if len(runs) == 3:
+                break
+        assert not task.done()
+        await cancel_and_wait(task)
+        assert task.cancelled()
+
+    asyncio.run(main())
+    assert runs == [0, 1, 2]
+    assert caplog.text.count("the test loop failed; starting it again") == 2
+    assert "OSError: failure 2" in caplog.text

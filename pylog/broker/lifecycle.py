@@ -22,7 +22,7 @@ from pylog.protocol.errors import ErrorCode
 from pylog.broker.controller_channel import ControllerUnavailable
 from pylog.broker.controller_client import ControllerClient
 from pylog.cluster.node_config import Listener
-from pylog.tasks import cancel_and_wait
+from pylog.tasks import cancel_and_wait, keep_running
 
 log = logging.getLogger(__name__)
 
@@ -89,7 +89,9 @@ class BrokerLifecycle:
             await asyncio.sleep(RETRY_S)
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._heartbeats(), name=f"broker-heartbeat-{self.node_id}")
+        self._task = asyncio.create_task(
+            keep_running("broker heartbeats", self._heartbeats), name=f"broker-heartbeat-{self.node_id}"
+        )
 
     def set_ready(self) -> None:
         """The node has caught up and opened its logs: it may be unfenced now."""

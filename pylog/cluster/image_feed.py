@@ -104,7 +104,7 @@ class ImageFeed:
                 topic = self._topic_before(r)
                 try:
                     self.image.apply(r)
-                except ValueError:
+                except Exception:  # whatever the reason: logged and counted, the log goes on
                     log.exception("metadata record at offset %d does not apply: %r", index, r)
                     self.apply_errors += 1
                     continue

@@ -23,7 +23,7 @@ from pylog.cluster.raft_transport import snapshot_from_wire
 from pylog.protocol.api import PylogApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.security.client import PLAINTEXT, ClientSecurity
-from pylog.tasks import cancel_and_wait
+from pylog.tasks import cancel_and_wait, keep_running
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,9 @@ class MetadataObserver:
 
     async def start(self) -> None:
         """Start fetching; returns once the image caught up with the controller's high watermark."""
-        self._task = asyncio.create_task(self._run(), name=f"metadata-observer-{self.node_id}")
+        self._task = asyncio.create_task(
+            keep_running("the metadata observer", self._run), name=f"metadata-observer-{self.node_id}"
+        )
         await self._caught_up.wait()
 
     def _channel(self, address: tuple[str, int]) -> Channel:

@@ -55,6 +55,7 @@ from pylog.protocol.errors import ErrorCode
 from pylog.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
+TIMER_FAILURE_LOG_S = 10.0  # a tick that keeps failing is logged at most this often
 T = TypeVar("T")
 
 
@@ -401,11 +402,21 @@ class MetadataQuorum:
     # ------------------------------------------------------------------ the loop
 
     async def _run_timer(self) -> None:
+        """Tick for as long as the quorum runs: no failure ends it (a leader whose timer died
+        would stop heartbeating and never step down, a follower would never campaign)."""
         node = self._require_node()
+        failures, logged_at = 0, -TIMER_FAILURE_LOG_S
+        loop = asyncio.get_running_loop()
         while True:
             await asyncio.sleep(self._tick_s)
-            node.tick()
-            self._process_ready()
+            try:
+                node.tick()
+                self._process_ready()
+            except Exception:
+                failures += 1
+                if loop.time() - logged_at >= TIMER_FAILURE_LOG_S:
+                    logged_at = loop.time()
+                    log.exception("metadata quorum tick failed (%d so far); ticking on", failures)
 
     def _process_ready(self) -> None:
         if self._processing:  # a listener fed the node: the running pass picks it up

@@ -24,7 +24,7 @@ from pylog.cluster.raft_types import Entry, Message, MessageType
 from pylog.protocol.api import PylogApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.security.client import PLAINTEXT, ClientSecurity
-from pylog.tasks import cancel_and_wait
+from pylog.tasks import cancel_and_wait, keep_running
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +90,9 @@ class QuorumFetcher:
         self.fetches = 0
 
     def start(self) -> None:
-        self._task = asyncio.create_task(self._run(), name=f"quorum-fetcher-{self.quorum.node_id}")
+        self._task = asyncio.create_task(
+            keep_running("the quorum fetcher", self._run), name=f"quorum-fetcher-{self.quorum.node_id}"
+        )
 
     def _needs_fetch(self) -> bool:
         q = self.quorum

@@ -223,3 +223,33 @@ def test_non_leader_reports_not_controller(tmp_path: Path) -> None:
 
     run(go())
     assert {m.dst for m in sent} <= {2, 3} and sent[0].src == 1
+
+
+def test_the_quorum_ticks_on_after_a_failed_tick(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A tick that raises is logged and the timer goes on: a leader whose timer died would stop
+    heartbeating and never step down, a follower would never campaign."""
+
+    async def main() -> None:
+        q = MetadataQuorum(tmp_path, 1, seed=5, fsync=False, tick_ms=5)
+        await q.start()
+        node = q._require_node()
+        real_tick, failed = node.tick, []
+
+        def tick_failing_once() -> None:
+            if not failed:
+                failed.append(node._ticks)
+                raise OSError("injected: the tick failed")
+            real_tick()
+
+        node.tick = tick_failing_once  # type: ignore[method-assign]
+        for _ in range(200):
+            await asyncio.sleep(0.005)
+            if failed and node._ticks > failed[0] + 5:
+                break
+        assert failed and node._ticks > failed[0] + 5, "the timer stopped after the failed tick"
+        pids = await q.execute(lambda c: c.allocate_producer_ids(1, count=10))
+        assert pids.error_code == 0
+        await q.close()
+
+    run(main())
+    assert "metadata quorum tick failed (1 so far)" in caplog.text
