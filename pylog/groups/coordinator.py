@@ -9,6 +9,7 @@ timer queue), the `OffsetStore`, and loading a partition from its records. The s
 * `migration.Migration`: classic <-> consumer conversion and classic members of consumer groups;
 * `share.ShareProtocol`: ShareGroupHeartbeat (KIP-932);
 * `offsets.OffsetStore`: the offsets of every group type;
+* `retention.OffsetRetention`: which offsets expire, and the periodic cleanup;
 * `describe`: what the describe APIs say of each type.
 
 Durability: every change that must survive a restart is returned as `CoordinatorRecord`s in
@@ -46,12 +47,12 @@ from pylog.groups.consumer_group import ConsumerGroup
 from pylog.groups.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
 from pylog.groups.loading import LogEntry, replay
 from pylog.groups.migration import Migration
-from pylog.groups.offsets import ExpiryBasis, OffsetStore
+from pylog.groups.offsets import OffsetStore
 from pylog.groups.records import OffsetAndMetadata
 from pylog.groups.registry import GroupRegistry
+from pylog.groups.retention import OffsetRetention
 from pylog.groups.share import ShareGroupConfig, ShareHeartbeat, ShareProtocol
 from pylog.groups.share_group import ShareGroup
-from pylog.groups.timers import Timer, TimerKind
 from pylog.groups.types import (
     CoordinatorRecord,
     DescribedGroup,
@@ -113,8 +114,7 @@ class GroupCoordinator:
         self.consumer = ConsumerProtocol(self.registry, consumer or ConsumerGroupConfig())
         self.share = ShareProtocol(self.registry, share or ShareGroupConfig())
         self.migration = Migration(self.registry, self.classic, self.consumer)
-        self._retention_seq: int | None = None
-        self.registry.on_timer(TimerKind.OFFSETS_RETENTION, self._retention_live, self._on_retention_timer)
+        self.retention = OffsetRetention(self.registry, self.offsets, self.classic)
 
     # ------------------------------------------------------------------ queries
 
@@ -164,51 +164,8 @@ class GroupCoordinator:
         """Run the offsets-retention cleanup now (normally done by `tick` every check interval)."""
         out = Output()
         self.registry.run_timers(now_ms, out)
-        self._expire_offsets(now_ms, out)
+        self.retention.expire(now_ms, out)
         return out
-
-    def _retention_live(self, t: Timer) -> bool:
-        return t.seq == self._retention_seq
-
-    def _on_retention_timer(self, t: Timer, now_ms: int, out: Output) -> None:
-        self._expire_offsets(now_ms, out)
-        self._arm_retention(now_ms)
-
-    def _arm_retention(self, now_ms: int) -> None:
-        self._retention_seq = self.registry.push(
-            now_ms + self.config.offsets_retention_check_interval_ms, TimerKind.OFFSETS_RETENTION, ""
-        )
-
-    def _expire_offsets(self, now_ms: int, out: Output) -> None:
-        self.offsets.expire(self._expiry_basis, now_ms, out)
-        for group in list(self.registry.of_type(ClassicGroup)):
-            if (
-                group.is_(GroupState.EMPTY)
-                and not group.members
-                and not group.pending_members
-                and not self.offsets.has_offsets(group.group_id)
-                and not self.offsets.has_pending(group.group_id)
-            ):
-                self.classic.delete(group, out)
-
-    def _expiry_basis(self, group_id: str) -> ExpiryBasis | None:
-        g = self.group(group_id)
-        if isinstance(g, (ConsumerGroup, ShareGroup)):
-            return None if g.members else ExpiryBasis()
-        if g is None or g.protocol_type is None:
-            return ExpiryBasis()
-        # Kafka 2.1+: offsets of a group with members never expire (except for topics a Stable
-        # consumer group no longer subscribes to); an Empty group's expire one retention period
-        # after it became Empty.
-        if g.is_(GroupState.EMPTY):
-            return ExpiryBasis(g.state_timestamp_ms)
-        if (
-            g.protocol_type == CONSUMER_PROTOCOL_TYPE
-            and g.subscribed_topics is not None
-            and g.is_(GroupState.STABLE)
-        ):
-            return ExpiryBasis(None, g.subscribed_topics)
-        return None
 
     def _topics(self, topics: TopicsView | None) -> None:
         if topics is not None:
@@ -686,8 +643,7 @@ class GroupCoordinator:
             else:
                 self.share.loaded(g, now_ms)
         self.registry.loaded(partition)
-        if self._retention_seq is None:
-            self._arm_retention(now_ms)
+        self.retention.arm(now_ms)
 
     def unload_partition(self, partition: int) -> Output:
         """Stop coordinating `partition` (leadership lost / append failure): parked requests fail."""
