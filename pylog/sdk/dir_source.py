@@ -27,10 +27,11 @@ range rather than once per message; unrequested columns are never touched.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
+from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -59,6 +60,7 @@ SMALL_BATCH_ROWS = 4096
 COALESCED_ROWS = 65536
 # How often a read reopens a partition whose segment vanished under it before giving up.
 REOPEN_ATTEMPTS = 5
+T = TypeVar("T")
 
 
 def read_hw_checkpoint(data_dir: Path) -> dict[tuple[str, int], int]:
@@ -131,28 +133,39 @@ class DirTopicSource:
             part = self._open[(topic, partition)] = _Partition(log, hw)
         return part
 
+    def _reopening(self, topic: str, partition: int, fn: Callable[[_Partition], T]) -> T:
+        """``fn`` of the partition's view; when a file of the view vanished under it (the broker
+        sealed, compacted or deleted a segment after the view was opened), again on a fresh view."""
+        for attempt in range(REOPEN_ATTEMPTS):
+            try:
+                return fn(self._partition(topic, partition, reopen=attempt > 0))
+            except FileNotFoundError:
+                if attempt == REOPEN_ATTEMPTS - 1:
+                    raise
+        raise AssertionError("unreachable")
+
     def offset_bounds(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
-        out = {}
-        for p in partitions:
-            part = self._partition(topic, p)
-            out[p] = (part.log_start, part.last_stable)
-        return out
+        return {p: self._reopening(topic, p, lambda part: (part.log_start, part.last_stable))
+                for p in partitions}
 
     def offsets_for_times(self, topic: str, times: dict[int, int]) -> dict[int, int | None]:
-        out: dict[int, int | None] = {}
-        for p, ts in times.items():
-            part = self._partition(topic, p)
-            found = part.log.offset_for_timestamp(ts, max_offset=part.last_stable)
-            out[p] = None if found is None else found[0]
-        return out
+        def at(ts: int) -> Callable[[_Partition], int | None]:
+            def find(part: _Partition) -> int | None:
+                found = part.log.offset_for_timestamp(ts, max_offset=part.last_stable)
+                return None if found is None else found[0]
+            return find
+
+        return {p: self._reopening(topic, p, at(ts)) for p, ts in times.items()}
 
     def reads_as_stored(self, r: PartitionRange) -> bool:
         """Whether a committed read of ``r`` returns its records exactly as stored: no control
         batch, aborted transaction or LogAppendTime batch lies in it (batch metadata only). A
         planner that checked this lets a reader elsewhere use `stored_rows` without the metadata."""
-        part = self._partition(r.topic, r.partition)
-        drop_first, _, lat_first, _, _ = _special(part, r, ("timestamp",))
-        return not len(drop_first) and not len(lat_first)
+        def as_stored(part: _Partition) -> bool:
+            drop_first, _, lat_first, _, _ = _special(part, r, ("timestamp",))
+            return not len(drop_first) and not len(lat_first)
+
+        return self._reopening(r.topic, r.partition, as_stored)
 
     def read(self, ranges: list[PartitionRange], columns: Sequence[str]
              ) -> Iterator[tuple[PartitionRange, pa.RecordBatch]]:
@@ -167,18 +180,9 @@ class DirTopicSource:
         """One table of the requested source columns per non-empty range, in range order."""
         schema = source_schema(columns)
         for r in ranges:
-            if r.count <= 0:
-                continue
-            for attempt in range(REOPEN_ATTEMPTS):
-                try:
-                    part = self._partition(r.topic, r.partition, reopen=attempt > 0)
-                    table = _table(part, r, columns, schema)
-                except FileNotFoundError:
-                    if attempt == REOPEN_ATTEMPTS - 1:
-                        raise
-                    continue
-                yield r, table
-                break
+            if r.count > 0:
+                read = partial(_table, r=r, columns=columns, schema=schema)
+                yield r, self._reopening(r.topic, r.partition, read)
 
     def _resumed_messages(self, r: PartitionRange, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
         """`_messages` of ``r``; when a segment of the view vanished under the reader (the broker

@@ -91,3 +91,18 @@ def test_a_segment_compacted_under_the_view_is_read_again_from_its_new_file(tmp_
     assert offsets == sorted(set(offsets)) and len(offsets) < end  # the compacted log, once
     assert offsets == log.read_table().column("offset").to_pylist()
     log.close()
+
+
+def test_planning_after_segments_were_deleted_under_the_view(tmp_path: Path) -> None:
+    """The planner's questions on a view whose segments retention deleted after it was opened
+    (the last stable offset reads every segment's batch metadata): answered from a fresh view."""
+    w = _writer(tmp_path, 4)
+    w.log.seal_pending()
+    with DirTopicSource(tmp_path) as source:
+        last = PartitionRange("t", 0, 3 * ROWS, w.end)
+        assert source.reads_as_stored(last)  # the view is opened here; it read the last segment's metadata
+        w.log.delete_records_before(3 * ROWS)  # the first three segments go
+        assert source.offset_bounds("t", [0]) == {0: (3 * ROWS, w.end)}
+        [(_r, table)] = list(source.read_tables([last], ["offset"]))
+    assert table.column("offset").to_pylist() == list(range(3 * ROWS, w.end))
+    w.close()
