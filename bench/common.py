@@ -17,14 +17,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from pylog.local import free_port
+
 LISTEN_RE = re.compile(r"listening on (?P<host>[0-9A-Za-z.\-\[\]:]+?):(?P<port>\d+)\b")
 CLK_TCK = os.sysconf("SC_CLK_TCK")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def pylog_command() -> list[str]:

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import pytest
 
+from pylog.local import free_port
+
 LISTEN_RE = re.compile(r"listening on (?P<host>[0-9A-Za-z.\-\[\]:]+?):(?P<port>\d+)\b")
 START_TIMEOUT_S = 60.0
 
@@ -35,12 +37,6 @@ def pylog_command() -> list[str]:
     if found and Path(found).resolve().parent == Path(sys.executable).resolve().parent:
         return [found]
     return [sys.executable, "-m", "pylog"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def tansu_binary() -> str:

@@ -59,7 +59,7 @@ class LocalBroker:
         self._pid_path = self._tmp / "broker.pid"
         self._finalizer: weakref.finalize | None = None
         if registry_installed():
-            self.config.setdefault("schema.registry.listeners", f"http://{host}:{_free_port(host)}")
+            self.config.setdefault("schema.registry.listeners", f"http://{host}:{free_port(host)}")
         listeners = self.config.get("schema.registry.listeners")
         # None without the `registry` extra (pip install -e '.[registry]')
         self.schema_registry_url = listeners.split(",")[0].strip() if listeners else None
@@ -159,11 +159,34 @@ def registry_installed() -> bool:
     return all(importlib.util.find_spec(m) is not None for m in ("aiohttp", "fastavro"))
 
 
-def _free_port(host: str) -> int:
-    """A port the schema registry can listen on (the broker's own port is picked by the broker)."""
+EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+LOW_PORT = 10000  # the lowest port handed out below the kernel's ephemeral range
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A port nobody listens on, for a process started next to listen on.
+
+    Chosen below the kernel's ephemeral range where there is one: a port the kernel handed out by
+    ``bind(0)`` is also what it hands to the next outgoing connection, so between this call and the
+    listener's start a client connecting anywhere could take it (EADDRINUSE at the node's start).
+    """
+    import random
     import socket
 
-    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET) as s:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    try:
+        low = int(open(EPHEMERAL_RANGE_FILE).read().split()[0])  # noqa: SIM115 - one read
+    except (OSError, ValueError, IndexError):
+        low = 0
+    for _ in range(64 if low > LOW_PORT + 1000 else 0):
+        port = random.randrange(LOW_PORT, low)
+        with socket.socket(family) as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
+    with socket.socket(family) as s:
         s.bind((host, 0))
         return int(s.getsockname()[1])
 

@@ -18,7 +18,6 @@ import contextlib
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,15 +26,9 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from pylog.local import _PID_FILE_ENV, _READY, _free_port, _terminate, registry_installed
+from pylog.local import _PID_FILE_ENV, _READY, _terminate, free_port, registry_installed
 
 _FORMAT = [sys.executable, "-m", "pylog", "storage", "format", "--config-file"]
-
-
-def free_port(host: str = "127.0.0.1") -> int:
-    with socket.socket() as s:
-        s.bind((host, 0))
-        return int(s.getsockname()[1])
 
 
 def new_cluster_id() -> str:
@@ -165,7 +158,7 @@ class LocalCluster:
                 self.nodes[i].overrides["broker.rack"] = str(racks[i - 1])
             if self._registry:
                 self.nodes[i].registry_port = (
-                    bp + 2 * total if base_port else 8081 if hosts is not None else _free_port(h)
+                    bp + 2 * total if base_port else 8081 if hosts is not None else free_port(h)
                 )
 
     def _existing_cluster_id(self) -> str | None:
@@ -447,7 +440,7 @@ class LocalCluster:
         host = self.nodes[min(self.nodes)].host
         node = LocalNode(node_id, host, free_port(host), free_port(host), self.home)
         if self._registry:
-            node.registry_port = _free_port(host)
+            node.registry_port = free_port(host)
         if rack is not None:
             node.overrides["broker.rack"] = rack
         node.overrides.update({str(k): str(v) for k, v in (config or {}).items()})

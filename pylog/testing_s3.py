@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -24,15 +23,11 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
+from pylog.local import free_port
+
 ACCESS_KEY = "pylog-test"
 SECRET_KEY = "pylog-test-secret"
 REGION = "us-east-1"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class S3TestServer:
@@ -40,7 +35,7 @@ class S3TestServer:
 
     def __init__(self, bucket: str | None = None, *, start_timeout_s: float = 30.0) -> None:
         self.bucket = bucket or f"pylog-{uuid.uuid4().hex[:12]}"
-        self.port = _free_port()
+        self.port = free_port()
         self.endpoint_url = f"http://127.0.0.1:{self.port}"
         self._start_timeout_s = start_timeout_s
         self._proc: subprocess.Popen[bytes] | None = None

@@ -122,3 +122,18 @@ sys.stdin.read()
     t0 = time.monotonic()
     assert not wait_gone([broker], 20.0), "the broker outlived its parent"
     print(f"the broker stopped {time.monotonic() - t0:.1f}s after its parent was killed")
+
+
+def test_free_ports_lie_below_the_kernels_ephemeral_range() -> None:
+    """A port the kernel also hands to outgoing connections could be taken between the choice and
+    the node's listen; below the ephemeral range only another listener can take it."""
+    import socket
+
+    from pylog.local import EPHEMERAL_RANGE_FILE, LOW_PORT, free_port
+
+    low = int(Path(EPHEMERAL_RANGE_FILE).read_text().split()[0])
+    ports = {free_port() for _ in range(20)}
+    assert all(LOW_PORT <= p < low for p in ports), (low, sorted(ports))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", ports.pop()))
+        s.listen()

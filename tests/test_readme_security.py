@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -14,13 +13,9 @@ from pathlib import Path
 import pytest
 from test_readme import BLOCK, README, SECURED, section
 
+from pylog.local import free_port
+
 README_PORT = "9093"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.mark.timeout(300)

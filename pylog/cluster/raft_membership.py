@@ -6,21 +6,21 @@ appending a voter change (Kafka's AddVoterHandler, RemoveVoterHandler, UpdateVot
 their order and with their errors), and the answers to observers' fetches of committed entries,
 which tell the leader who is catching up and how far.
 
-The voters are a ``VoterSet`` of replica keys (node id and metadata
-directory id). With kraft.version 0 it is the static set the node is built with; with
-kraft.version 1 it lives in the log, as control entries (``voters.py``) and in snapshots, and
-the latest one in a node's log is in force at once, committed or not. The leader changes it one
-voter at a time (``add_voter`` / ``remove_voter`` / ``update_voter``) and only once its previous
-change and an entry of its own term are committed, so consecutive sets share a majority. A new
-voter is caught up first as an *observer*: a node outside the voter set never campaigns; it pulls
-committed entries from the leader (``observer_fetch`` builds the APPEND or SNAPSHOT that answers
-such a fetch; the shell carries it) and the leader counts it as caught up once a fetch of it
-starts at the commit index. Votes are counted, and acknowledgements of entries, only from
-replicas whose key is in the voter set; a message addressed to another directory id of this
-node id is dropped, so a controller on a replaced disk never stands in for the one that was
-lost. A leader keeps replicating to voters a pending change removes until the change commits;
-a leader that the committed set no longer holds resigns, telling the voters that remain
-(END_QUORUM_EPOCH) so the most caught-up of them campaigns at once.
+The voters are a ``VoterSet`` of replica keys (node id and metadata directory id). With
+kraft.version 0 it is the static set the node is built with; with kraft.version 1 it lives in the
+log, as control entries (``voters.py``) and in snapshots, and the latest one in a node's log is in
+force at once, committed or not. The leader changes it one voter at a time (``add_voter`` /
+``remove_voter`` / ``update_voter``) and only once its previous change and an entry of its own
+term are committed, so consecutive sets share a majority. A new voter is caught up first as an
+*observer*: a node outside the voter set never campaigns; it pulls committed entries from the
+leader (``observer_fetch`` builds the APPEND or SNAPSHOT that answers such a fetch; the shell
+carries it) and the leader counts it as caught up once a fetch of it starts at the commit index.
+Votes are counted, and acknowledgements of entries, only from replicas whose key is in the voter
+set; a message addressed to another directory id of this node id is dropped, so a controller on a
+replaced disk never stands in for the one that was lost. A leader keeps replicating to voters a
+pending change removes until the change commits; a leader that the committed set no longer holds
+resigns, telling the voters that remain (END_QUORUM_EPOCH) so the most caught-up of them campaigns
+at once.
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@ broker that never answers."""
 from __future__ import annotations
 
 import asyncio
-import socket
 import subprocess
 import sys
 import time
@@ -19,16 +18,10 @@ from sdk_helpers import Broker
 from pylog.client.cluster import KafkaClient
 from pylog.client.errors import ConnectFailed, ConnectionBroken, RequestTimedOut, TransportError
 from pylog.client.protocol import AuthenticationFailed, Channel, ConnectionSettings, KafkaConnection
-from pylog.local import LocalBroker
+from pylog.local import LocalBroker, free_port
 from pylog.security.client import ClientSecurity, SaslAuthenticationError
 
 PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @pytest.fixture(scope="module")
@@ -193,7 +186,7 @@ def test_scram_over_tls(secured: Broker) -> None:
 
 
 def test_a_channel_reconnects_after_the_broker_restarts(tmp_path: Path) -> None:
-    port = _free_port()
+    port = free_port()
     broker = LocalBroker(tmp_path / "data", port=port, keep_data=True).start()
 
     async def ask(ch: Channel) -> int:
