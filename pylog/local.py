@@ -175,7 +175,7 @@ def free_port(host: str = "127.0.0.1") -> int:
 
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     try:
-        low = int(open(EPHEMERAL_RANGE_FILE).read().split()[0])  # noqa: SIM115 - one read
+        low = int(Path(EPHEMERAL_RANGE_FILE).read_text().split()[0])
     except (OSError, ValueError, IndexError):
         low = 0
     for _ in range(64 if low > LOW_PORT + 1000 else 0):

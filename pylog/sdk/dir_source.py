@@ -136,26 +136,19 @@ class DirTopicSource:
     def _reopening(self, topic: str, partition: int, fn: Callable[[_Partition], T]) -> T:
         """``fn`` of the partition's view; when a file of the view vanished under it (the broker
         sealed, compacted or deleted a segment after the view was opened), again on a fresh view."""
-        for attempt in range(REOPEN_ATTEMPTS):
+        for attempt in range(REOPEN_ATTEMPTS - 1):
             try:
                 return fn(self._partition(topic, partition, reopen=attempt > 0))
             except FileNotFoundError:
-                if attempt == REOPEN_ATTEMPTS - 1:
-                    raise
-        raise AssertionError("unreachable")
+                continue
+        return fn(self._partition(topic, partition, reopen=True))  # the last try: its error is raised
 
     def offset_bounds(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
         return {p: self._reopening(topic, p, lambda part: (part.log_start, part.last_stable))
                 for p in partitions}
 
     def offsets_for_times(self, topic: str, times: dict[int, int]) -> dict[int, int | None]:
-        def at(ts: int) -> Callable[[_Partition], int | None]:
-            def find(part: _Partition) -> int | None:
-                found = part.log.offset_for_timestamp(ts, max_offset=part.last_stable)
-                return None if found is None else found[0]
-            return find
-
-        return {p: self._reopening(topic, p, at(ts)) for p, ts in times.items()}
+        return {p: self._reopening(topic, p, partial(_offset_at, ts=ts)) for p, ts in times.items()}
 
     def reads_as_stored(self, r: PartitionRange) -> bool:
         """Whether a committed read of ``r`` returns its records exactly as stored: no control
@@ -199,6 +192,12 @@ class DirTopicSource:
             except FileNotFoundError:
                 if attempt == REOPEN_ATTEMPTS - 1:
                     raise
+
+
+def _offset_at(part: _Partition, ts: int) -> int | None:
+    """The first offset with a timestamp at or after ``ts`` that a committed reader may see."""
+    found = part.log.offset_for_timestamp(ts, max_offset=part.last_stable)
+    return None if found is None else found[0]
 
 
 class _Partition:
