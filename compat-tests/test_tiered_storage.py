@@ -122,6 +122,17 @@ def local_offsets(partition_dir: Path) -> list[int]:
     raise AssertionError(f"{partition_dir} kept changing under the reader")
 
 
+def both_tiers(
+    store: RemoteStore, topic: str, partition_dir: Path
+) -> tuple[RemoteManifest | None, list[int]]:
+    """The committed manifest and the local offsets as one consistent view: local disk is read
+    first, because a segment leaves local disk only after the manifest that holds it committed, so
+    a manifest read afterwards covers every segment the local read missed (read in the other order,
+    a segment copied and dropped in between is in neither)."""
+    local = local_offsets(partition_dir)
+    return manifest_of(store, topic), local
+
+
 @pytest.fixture
 def tiered_broker(tmp_path: Path, request: pytest.FixtureRequest) -> Any:
     remote = tmp_path / "remote"
@@ -138,47 +149,45 @@ def test_single_broker_copies_commits_and_drops_local_segments(
 ) -> None:
     b = tiered_broker
     remote = tmp_path / "remote"
-    if True:
-        topic = f"tiered-{uuid.uuid4().hex[:8]}"
-        create_topic(b.bootstrap, topic)
-        assert produce(b.bootstrap, topic, RECORDS) == RECORDS
-        store = open_remote_store(f"file://{remote}")
-        part_dir = tmp_path / "data" / f"{topic}-0"
+    topic = f"tiered-{uuid.uuid4().hex[:8]}"
+    create_topic(b.bootstrap, topic)
+    assert produce(b.bootstrap, topic, RECORDS) == RECORDS
+    store = open_remote_store(f"file://{remote}")
+    part_dir = tmp_path / "data" / f"{topic}-0"
 
-        def settled() -> RemoteManifest | None:
-            m = manifest_of(store, topic)
-            if m is None or not m.segments:
-                return None
-            local = local_offsets(part_dir)
-            # local retention: the local part shrank to about local.retention.bytes, the rest is remote
-            return m if local and local[0] > 0 and local[0] <= m.end_offset else None
+    def settled() -> tuple[RemoteManifest, list[int]] | None:
+        m, local = both_tiers(store, topic, part_dir)
+        if m is None or not m.segments:
+            return None
+        # local retention: the local part shrank to about local.retention.bytes, the rest is remote
+        return (m, local) if local and local[0] > 0 and local[0] <= m.end_offset else None
 
-        m = wait_for(settled, 40, "segments copied and local segments deleted")
-        offsets = remote_offsets(store, m)
-        local = local_offsets(part_dir)
-        merged = sorted(set(offsets) | set(local))
-        assert merged == list(range(RECORDS)), "every acknowledged record is in the store or on disk"
-        assert len(offsets) == len(set(offsets)), "no offset is in two remote segments"
-        assert offsets[0] == 0 and m.log_start_offset == 0
-        # local segments deleted are covered by committed remote segments
-        assert local[0] <= m.end_offset + 1
-        # every segment has its four objects; the manifest's version is a metadata offset
-        for seg in m.segments:
-            # .wire: pylog.segment.wire and pylog.remote.log.storage.upload.wire
-            for ext in (".arrow", ".index", ".timeindex", ".batches", ".wire"):
-                assert store.exists(segment_key(m.prefix, seg, ext))
-        assert m.version > 0
-        # the broker restarts and recovers both starts: nothing is copied twice, the log start stays 0
-        b.restart()
-        assert produce(b.bootstrap, topic, 500, RECORDS) == 500
-        m2 = wait_for(lambda: (x := manifest_of(store, topic)) and x.version > m.version and x, 30,
-                      "a newer manifest after the restart")
-        again = remote_offsets(store, m2)
-        assert len(again) == len(set(again)) and again[0] == 0
-        merged = sorted(set(again) | set(local_offsets(part_dir)))
-        assert merged == list(range(RECORDS + 500))
-        # superseded manifests are collected after the grace period
-        wait_for(lambda: len(manifest_versions(store, m2.prefix)) <= 2, 20, "old manifests collected")
+    m, local = wait_for(settled, 40, "segments copied and local segments deleted")
+    offsets = remote_offsets(store, m)
+    merged = sorted(set(offsets) | set(local))
+    assert merged == list(range(RECORDS)), "every acknowledged record is in the store or on disk"
+    assert len(offsets) == len(set(offsets)), "no offset is in two remote segments"
+    assert offsets[0] == 0 and m.log_start_offset == 0
+    # local segments deleted are covered by committed remote segments
+    assert local[0] <= m.end_offset + 1
+    # every segment has its four objects; the manifest's version is a metadata offset
+    for seg in m.segments:
+        # .wire: pylog.segment.wire and pylog.remote.log.storage.upload.wire
+        for ext in (".arrow", ".index", ".timeindex", ".batches", ".wire"):
+            assert store.exists(segment_key(m.prefix, seg, ext))
+    assert m.version > 0
+    # the broker restarts and recovers both starts: nothing is copied twice, the log start stays 0
+    b.restart()
+    assert produce(b.bootstrap, topic, 500, RECORDS) == 500
+    wait_for(lambda: (x := manifest_of(store, topic)) and x.version > m.version, 30,
+             "a newer manifest after the restart")
+    m2, local2 = both_tiers(store, topic, part_dir)
+    assert m2 is not None
+    again = remote_offsets(store, m2)
+    assert len(again) == len(set(again)) and again[0] == 0
+    assert sorted(set(again) | set(local2)) == list(range(RECORDS + 500))
+    # superseded manifests are collected after the grace period
+    wait_for(lambda: len(manifest_versions(store, m2.prefix)) <= 2, 20, "old manifests collected")
 
 
 def low_watermark(bootstrap: str, topic: str) -> int:
@@ -270,9 +279,11 @@ def test_a_stalled_store_delays_copies_and_loses_nothing(
                     return None
                 return m if holds_exactly(store, m) else None
 
-            m = wait_for(settled, 45, "copies to resume once the store answers")
+            wait_for(settled, 45, "copies to resume once the store answers")
+            local = local_values(part_dir)  # before the manifest: see both_tiers
+            m = manifest_of(store, topic)
+            assert m is not None
             remote = remote_values(store, m)
-            local = local_values(part_dir)
             held = {**remote, **local}
             fault_row("store stalled (SIGSTOP)", {o: VALUE + str(o).encode() for o in range(RECORDS)}, held)
             assert sorted(held) == list(range(RECORDS))
@@ -389,10 +400,13 @@ def test_cluster_crashes_lose_nothing_and_leave_nothing_dangling(
                 return None
             return m if holds_exactly(store, m) else None  # unfinished copies and orphans are gone
 
-        m = wait_for(settled, 50, "the store to hold exactly the committed segments")
+        wait_for(settled, 50, "the store to hold exactly the committed segments")
         leader = leader_of(bootstrap, topic)
-        remote = remote_values(store, m)
+        # local disk before the manifest (see both_tiers)
         local = local_values(cluster.node(leader).data_dir / f"{topic}-0")
+        m = manifest_of(store, topic)
+        assert m is not None
+        remote = remote_values(store, m)
         assert min(local) <= m.end_offset + 1, "no gap between the store and the leader's disk"
         held = {**remote, **local}
         scenario = "kill -9 of the leader during uploads" if fault == "leader-kill" else f"kill -9 at {fault}"
@@ -490,10 +504,14 @@ def test_a_store_refusing_and_timing_out_a_share_of_requests(
                 return None
             return m if holds_exactly(store, m) else None
 
-        m = wait_for(settled, 60, f"the store to hold exactly the committed segments (seed {seed})")
+        wait_for(settled, 60, f"the store to hold exactly the committed segments (seed {seed})")
         assert proxy.counts["refused"] > 0, f"faults were injected (seed {seed}): {proxy.counts}"
         leader = leader_of(bootstrap, topic)
-        held = {**remote_values(store, m), **local_values(cluster.node(leader).data_dir / f"{topic}-0")}
+        # local disk before the manifest (see both_tiers)
+        local = local_values(cluster.node(leader).data_dir / f"{topic}-0")
+        m = manifest_of(store, topic)
+        assert m is not None
+        held = {**remote_values(store, m), **local}
         fault_row(f"store refuses 15% / stalls 5% + leader kill (seed {seed})", acked, held)
         lost = [o for o, v in acked.items() if held.get(o) != v]
         assert not lost, f"acknowledged records missing (seed {seed}): {lost[:10]}"

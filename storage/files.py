@@ -41,6 +41,11 @@ def write_file(path: Path, data: bytes, *, sync: bool = True) -> None:
     os.replace(tmp, path)
 
 
+class FileReplaced(FileNotFoundError):
+    """A file a reader sized was replaced under it by a shorter one (a rewrite swapped in, as
+    sealing does): to the reader the file it opened is gone, as if unlinked, so it reopens."""
+
+
 class RecordFile:
     """A file of `dtype` entries; see the module docstring."""
 
@@ -75,10 +80,16 @@ class RecordFile:
             elif self._copy:
                 self._mapped = np.fromfile(self.path, self.dtype, count=n)
                 if len(self._mapped) < n:
-                    raise EOFError(f"{self.path} holds fewer than {n} entries")
+                    raise self._replaced(n)
             else:
-                self._mapped = np.memmap(self.path, self.dtype, mode="r", shape=(n,))
+                try:
+                    self._mapped = np.memmap(self.path, self.dtype, mode="r", shape=(n,))
+                except ValueError as exc:  # numpy's answer to a map past the end of the file
+                    raise self._replaced(n) from exc
         return self._mapped
+
+    def _replaced(self, n: int) -> FileReplaced:
+        return FileReplaced(f"{self.path} holds fewer than the {n} entries it held when opened")
 
     def entries(self, start: int = 0, stop: int | None = None) -> np.ndarray:
         """Entries [start, stop) as a structured array (a view where possible)."""

@@ -132,3 +132,19 @@ def test_scan_clips_to_the_range(tmp_path: Path) -> None:
         assert rows == list(range(max(start, 3), min(stop, end))), (start, stop)
         assert all(rb.num_rows for rb in log.scan(start, stop))
     log.close()
+
+
+def test_a_side_file_replaced_by_a_shorter_one_reads_as_vanished(tmp_path: Path) -> None:
+    """Sealing swaps in side files with fewer entries; a reader that sized the old file must see
+    it as gone (FileNotFoundError, which readers answer by reopening), not a short read."""
+    log = _log(tmp_path / "t-0", segment_bytes=1 << 30)
+    log.close()
+    path = tmp_path / "t-0" / f"{0:020d}.batches"
+    entries = np.fromfile(path, BATCH_DTYPE)
+    readers = [RecordFile(path, BATCH_DTYPE, copy=copy, readonly=True) for copy in (True, False)]
+    RecordFile(path, BATCH_DTYPE).replace(entries[:2].tobytes())
+    for reader in readers:  # read whole (an active segment) and mapped (a sealed one)
+        with pytest.raises(FileNotFoundError, match="fewer than the 30 entries"):
+            reader.entries()
+    reopened = RecordFile(path, BATCH_DTYPE, copy=True, readonly=True)
+    assert reopened.entries().tobytes() == entries[:2].tobytes()
