@@ -427,7 +427,9 @@ def delete_topic(bootstrap: str, topic: str) -> None:
 
 
 def run(args: argparse.Namespace) -> list[Row]:
-    brokers = {kind: BenchBroker(kind).start() for kind in args.brokers}
+    pylog_config = dict(kv.split("=", 1) for kv in args.pylog_config)
+    brokers = {kind: BenchBroker(kind, config=pylog_config if kind == "pylog" else None).start()
+               for kind in args.brokers}
     rows: list[Row] = []
 
     def record(label: str, metric: str, kind: str, value: float | None, higher: bool = True) -> None:
@@ -574,6 +576,10 @@ def parser() -> argparse.ArgumentParser:
     )
     ap.add_argument(
         "--catchup-records", type=int, default=0, help="records of the catch-up row (default: 1 KB rows')"
+    )
+    ap.add_argument(
+        "--pylog-config", action="append", default=[], metavar="KEY=VALUE",
+        help="a broker setting for pylog (repeatable), e.g. pylog.segment.compression=none"
     )
     ap.add_argument("--json", type=Path, help="also write the rows as JSON here")
     return ap
