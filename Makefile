@@ -4,7 +4,7 @@
 #                       kafkajs (package-lock.json) + chromium, then ruff and the whole test suite
 #   make test-latest  - the same suite in .venv-latest, with the newest releases pyproject.toml allows
 #   make lock         - write the versions installed in $(VENV) to requirements/test.lock
-#   make typecheck    - mypy over pylog/broker and the message classes' stub (also part of make test)
+#   make typecheck    - mypy over pylog/broker, pylog/cluster, pylog/groups and the message classes' stub (also part of make test)
 #   make messages     - regenerate protocol/messages/__init__.pyi, the static types of the message classes
 
 SHELL := /bin/bash
@@ -52,7 +52,7 @@ typecheck-run:
 	@rm -rf $(TYPECHECK_TREE) && mkdir -p $(TYPECHECK_TREE)/pylog
 	@for f in pylog/*; do ln -s "$(CURDIR)/$$f" $(TYPECHECK_TREE)/pylog/; done
 	@for d in protocol storage widgets; do ln -s "$(CURDIR)/$$d" $(TYPECHECK_TREE)/pylog/$$d; done
-	MYPYPATH=$(TYPECHECK_TREE) $(VENV)/bin/mypy -p pylog.broker -p pylog.protocol.messages
+	MYPYPATH=$(TYPECHECK_TREE) $(VENV)/bin/mypy -p pylog.broker -p pylog.cluster -p pylog.groups -p pylog.protocol.messages
 
 # Debian's Python needs python3-venv (ensurepip) before `python3 -m venv` works.
 $(VPY):

@@ -119,7 +119,8 @@ class AclControl:
         errors: dict[str, tuple[int, str]] = {}
         chosen: dict[str, ScramDeletion | ScramUpsertion] = {}
         order: list[str] = []
-        for item in [*deletions, *upsertions]:
+        items: list[ScramDeletion | ScramUpsertion] = [*deletions, *upsertions]
+        for item in items:
             if item.name not in order:
                 order.append(item.name)
             if item.name in errors:

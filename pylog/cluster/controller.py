@@ -129,7 +129,7 @@ class ControllerResult(Generic[T]):
 
         if isinstance(self.response, list):
             return [fail(i) for i in self.response]  # type: ignore[return-value]
-        return fail(self.response)  # type: ignore[no-any-return]
+        return fail(self.response)
 
 
 # ---------------------------------------------------------------------- the controller
@@ -414,7 +414,8 @@ class QuorumController:
         self, deletions: Sequence[ScramDeletion], upsertions: Sequence[ScramUpsertion]
     ) -> ControllerResult[list[ScramAlterResult]]:
         if not self._active:
-            users = list(dict.fromkeys(i.name for i in [*deletions, *upsertions]))
+            items: list[ScramDeletion | ScramUpsertion] = [*deletions, *upsertions]
+            users = list(dict.fromkeys(i.name for i in items))
             return self._not_controller([ScramAlterResult(u) for u in users])
         return self._run(lambda: self._acls.alter_scram(deletions, upsertions))
 

@@ -26,7 +26,7 @@ def rack_alternated(brokers: Racks) -> list[int]:
     for b in sorted(brokers):
         by_rack.setdefault(brokers[b] or "", []).append(b)
     racks = [by_rack[r] for r in sorted(by_rack)]
-    out = []
+    out: list[int] = []
     for i in range(max((len(r) for r in racks), default=0)):
         out.extend(r[i] for r in racks if i < len(r))
     return out

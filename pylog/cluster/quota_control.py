@@ -61,7 +61,7 @@ class QuotaControl:
         named: dict[QuotaEntity, list[QuotaAlteration]] = {}
         for alt in alterations:
             named.setdefault(canonical(alt.entity), []).append(alt)
-        records: list[ClientQuotaRecord] = []
+        records: list[MetadataRecord] = []
         results = []
         for entity, alts in named.items():
             if len(alts) > 1:

@@ -89,7 +89,8 @@ class Membership:
 
     def _sync_progress(self) -> None: ...
 
-    def _maybe_commit(self) -> bool: ...
+    def _maybe_commit(self) -> bool:
+        raise NotImplementedError  # RaftNode's
 
     def _after_commit(self) -> None: ...
 

@@ -376,7 +376,7 @@ def record_from_dict(d: dict[str, Any]) -> MetadataRecord:
             if k in names:
                 dec = _DECODERS.get(k)
                 kwargs[k] = dec(v) if dec is not None and v is not None else v
-        return cls(**kwargs)  # type: ignore[no-any-return]
+        return cls(**kwargs)
     except (KeyError, TypeError, ValueError) as e:
         raise RecordDecodeError(f"bad metadata record {d!r}: {e}") from e
 

@@ -110,7 +110,7 @@ class RemoteLogImage:
     def remove_topic(self, topic_id: uuid.UUID) -> None:
         for d in (self._segments, self._start, self._version):
             for key in [k for k in d if k[0] == topic_id]:
-                del d[key]  # type: ignore[attr-defined]
+                del d[key]
         self._dirty = {k for k in self._dirty if k[0] != topic_id}
 
     # -- queries -----------------------------------------------------------------------------

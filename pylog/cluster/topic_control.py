@@ -254,7 +254,8 @@ class TopicControl:
     def delete_topics(
         self, names: Sequence[str] = (), topic_ids: Sequence[uuid.UUID] = ()
     ) -> list[DeleteTopicResult]:
-        items = [(n, None) for n in names] + [(None, i) for i in topic_ids]
+        items: list[tuple[str | None, uuid.UUID | None]] = [(n, None) for n in names]
+        items += [(None, i) for i in topic_ids]
         counts = Counter(items)
         results = []
         for name, tid in items:

@@ -67,8 +67,6 @@ from pylog.protocol.errors import ErrorCode
 
 TopicsView = Mapping[str, tuple[uuid.UUID, int]]
 """Every topic of the cluster: name -> (topic id, partition count)."""
-SESSION_TIMEOUT = "consumer.session.timeout.ms"  # the GROUP configs a group may override
-HEARTBEAT_INTERVAL = "consumer.heartbeat.interval.ms"
 
 __all__ = [
     "ConsumerGroupConfig",
@@ -92,15 +90,6 @@ class ConsumerProtocol:
         self.downgrade: Callable[[ConsumerGroup, ConsumerMember, int, Output], bool] = lambda *_: False
         registry.on_timer(TimerKind.CONSUMER_SESSION, self._session_live, self._on_session_timer)
         registry.on_timer(TimerKind.CONSUMER_REVOCATION, self._revocation_live, self._on_revocation_timer)
-
-    def _timeout_ms(self, group_id: str, name: str) -> int:
-        """``consumer.session.timeout.ms`` / ``consumer.heartbeat.interval.ms`` of a group: its
-        GROUP config override, else the broker-wide setting."""
-        value = self._group_configs(group_id).get(name)
-        if value is not None:
-            return int(value)
-        c = self.config
-        return c.session_timeout_ms if name == SESSION_TIMEOUT else c.heartbeat_interval_ms
 
     # ------------------------------------------------------------------ queries
 
@@ -557,6 +546,8 @@ class ConsumerProtocol:
             group = ConsumerGroup(k.group_id, partition)
             self.reg.put(group)  # replaces a group of another type: its tombstone came before
         v = decode_value(k.record_type, bytes(value))
+        if v is None:  # a record type this version does not read
+            return
         mid = k.member_id or ""
         if k.record_type == CONSUMER_GROUP_METADATA:
             group.group_epoch = v.epoch

@@ -49,7 +49,7 @@ def replay(
                 )
             continue
         key, value = bytes(entry[0]), entry[1]
-        at = entry[2] if len(entry) > 2 and entry[2] >= 0 else at + 1  # type: ignore[misc]
+        at = entry[2] if len(entry) > 2 and entry[2] >= 0 else at + 1
         if len(key) >= 2 and int.from_bytes(key[:2], "big", signed=True) in _GROUP_RECORD_TYPES:
             rk = decode_group_record_key(key)
             if rk is None:

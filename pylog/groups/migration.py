@@ -202,8 +202,8 @@ class Migration:
         self.consumer.tombstone_group(group, out)
         self.reg.put(cg)
         self.classic.store_group(cg, out)
-        for m in cg.members.values():
-            self.classic.schedule_heartbeat(cg, m, now_ms)
+        for member in cg.members.values():
+            self.classic.schedule_heartbeat(cg, member, now_ms)
         self.classic.prepare_rebalance(cg, now_ms, out)
         return True
 

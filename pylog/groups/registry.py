@@ -18,7 +18,7 @@ import random
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
 
 from pylog.groups.records import partition_for
 from pylog.groups.timers import Timer, TimerKind, TimerQueue
@@ -30,7 +30,7 @@ if TYPE_CHECKING:
     from pylog.groups.group import ClassicGroup
     from pylog.groups.share_group import ShareGroup
 
-    AnyGroup = ClassicGroup | ConsumerGroup | ShareGroup
+    AnyGroup: TypeAlias = "ClassicGroup | ConsumerGroup | ShareGroup"
 
 G = TypeVar("G")
 

@@ -266,6 +266,8 @@ class ShareProtocol:
             group = ShareGroup(k.group_id, partition)
             self.reg.put(group)
         v = decode_value(k.record_type, bytes(value))
+        if v is None:  # a record type this version does not read
+            return
         if k.record_type == SHARE_GROUP_METADATA:
             group.group_epoch = v.epoch
             return
