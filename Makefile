@@ -4,7 +4,7 @@
 #                       kafkajs (package-lock.json) + chromium, then ruff and the whole test suite
 #   make test-latest  - the same suite in .venv-latest, with the newest releases pyproject.toml allows
 #   make lock         - write the versions installed in $(VENV) to requirements/test.lock
-#   make typecheck    - mypy over pylog/broker, pylog/cluster, pylog/groups and the message classes' stub (also part of make test)
+#   make typecheck    - mypy over the whole pylog package and the message classes' stub (also part of make test)
 #   make messages     - regenerate protocol/messages/__init__.pyi, the static types of the message classes
 
 SHELL := /bin/bash
@@ -44,7 +44,8 @@ messages: install
 	$(VPY) -m pylog.protocol.stubgen
 
 # mypy cannot follow the editable install's import hook, so it reads pylog through a tree of links
-# laid out as installed (pyproject.toml's package-dir); its settings are in pyproject.toml.
+# laid out as installed (pyproject.toml's package-dir); its settings are in pyproject.toml. -p pylog
+# takes in the message classes' stub (pylog.protocol.messages): naming it again is a duplicate module.
 TYPECHECK_TREE := build/typecheck
 typecheck: install-test typecheck-run
 
@@ -52,7 +53,7 @@ typecheck-run:
 	@rm -rf $(TYPECHECK_TREE) && mkdir -p $(TYPECHECK_TREE)/pylog
 	@for f in pylog/*; do ln -s "$(CURDIR)/$$f" $(TYPECHECK_TREE)/pylog/; done
 	@for d in protocol storage widgets; do ln -s "$(CURDIR)/$$d" $(TYPECHECK_TREE)/pylog/$$d; done
-	MYPYPATH=$(TYPECHECK_TREE) $(VENV)/bin/mypy -p pylog.broker -p pylog.cluster -p pylog.groups -p pylog.protocol.messages
+	MYPYPATH=$(TYPECHECK_TREE) $(VENV)/bin/mypy -p pylog
 
 # Debian's Python needs python3-venv (ensurepip) before `python3 -m venv` works.
 $(VPY):

@@ -147,8 +147,11 @@ MESSAGES: dict[str, MessageSpec] = load_all()
 """Every JSON definition by name (requests, responses, headers, and data such as
 ConsumerProtocolSubscription / ConsumerProtocolAssignment)."""
 
-_REQUESTS: dict[int, MessageSpec] = {m.api_key: m for m in MESSAGES.values() if m.kind == "request"}
-_RESPONSES: dict[int, MessageSpec] = {m.api_key: m for m in MESSAGES.values() if m.kind == "response"}
+# (requests and responses all have an apiKey: the check is for the type checker)
+_REQUESTS: dict[int, MessageSpec] = {
+    m.api_key: m for m in MESSAGES.values() if m.kind == "request" and m.api_key is not None}
+_RESPONSES: dict[int, MessageSpec] = {
+    m.api_key: m for m in MESSAGES.values() if m.kind == "response" and m.api_key is not None}
 _FLEX_FROM: dict[int, int | None] = {k: m.first_flexible for k, m in _REQUESTS.items()}
 _I16 = struct.Struct(">h")
 

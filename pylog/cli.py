@@ -14,7 +14,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Coroutine, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -283,8 +283,9 @@ def _run_broker(args: argparse.Namespace) -> int:
     from pylog.broker.memory import keep_freed_memory_for_reuse
 
     keep_freed_memory_for_reuse()  # this process serves: megabyte buffers come and go per request
+    runner: Callable[[Coroutine[Any, Any, int]], int]
     try:
-        import uvloop  # type: ignore[import-not-found]
+        import uvloop
 
         runner = uvloop.run
     except ImportError:
@@ -365,11 +366,11 @@ def _skip_pyarrow_pandas_probe() -> None:
 
     import pyarrow as pa
 
-    sys.meta_path.insert(0, _PandasOutOfSight)  # type: ignore[arg-type]
+    sys.meta_path.insert(0, _PandasOutOfSight)
     try:
         pa.array([0])
     finally:
-        sys.meta_path.remove(_PandasOutOfSight)  # type: ignore[arg-type]
+        sys.meta_path.remove(_PandasOutOfSight)
 
 
 def _fmt(host: str) -> str:

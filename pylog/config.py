@@ -9,6 +9,7 @@ definitions themselves are in ``pylog.config_defs``.
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
@@ -123,7 +124,7 @@ class BrokerConfig:
         return bool(self.get(name))
 
     @property
-    def node_id(self) -> int:
+    def node_id(self) -> builtins.int:  # the class scope's `int` is the method
         if "node.id" not in self._static and "broker.id" in self._static:
             return self.int("broker.id")
         return self.int("node.id")
@@ -150,9 +151,9 @@ class BrokerConfig:
         for layer, source in self._layers():
             synonyms += [(b, layer[b], source) for b in broker_names if b in layer]
         synonyms += [
-            (b, ALL_BROKER_CONFIGS[b].default, ConfigSource.DEFAULT_CONFIG)
+            (b, default, ConfigSource.DEFAULT_CONFIG)
             for b in broker_names
-            if ALL_BROKER_CONFIGS[b].default is not None
+            if (default := ALL_BROKER_CONFIGS[b].default) is not None
         ]
         if synonyms:
             broker_name, raw, source = synonyms[0]

@@ -581,7 +581,7 @@ ALL_TOPIC_CONFIGS: dict[str, ConfigDef] = {
     **{name: _kafka_only(name, t, default, False) for name, (t, default, _) in kafka.TOPIC_CONFIGS.items()},
     **TOPIC_CONFIGS,
 }
-for _name, (_t, _d, _server_default) in kafka.TOPIC_CONFIGS.items():
+for _name, (_t, _default, _server_default) in kafka.TOPIC_CONFIGS.items():
     if _server_default is not None:
         TOPIC_SYNONYMS.setdefault(_name, (_server_default,))
 

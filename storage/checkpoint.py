@@ -7,6 +7,7 @@ and are replaced atomically (temporary file, fsync, rename) on every change.
 from __future__ import annotations
 
 import bisect
+from collections.abc import Sequence
 from pathlib import Path
 
 from .files import write_file
@@ -32,7 +33,7 @@ def read_checkpoint(path: Path) -> list[list[int]]:
     return entries
 
 
-def write_checkpoint(path: Path, entries: list[tuple[int, ...]]) -> None:
+def write_checkpoint(path: Path, entries: Sequence[tuple[int, ...]]) -> None:
     body = "".join(" ".join(str(x) for x in e) + "\n" for e in entries)
     write_file(path, f"0\n{len(entries)}\n{body}".encode())
 

@@ -157,7 +157,7 @@ class RecordFile:
                 grown[:self._tail_len] = self._tail[:self._tail_len]
             self._map()  # the map must cover everything before the tail
             self._tail = grown
-            self._tail_bytes = memoryview(grown.view(np.uint8))
+            self._tail_bytes = grown.view(np.uint8).data  # a memoryview of its bytes
         size = self.dtype.itemsize
         self._tail_bytes[self._tail_len * size:end * size] = raw
         self._tail_len = end

@@ -13,7 +13,8 @@ import itertools
 import os
 import struct
 import threading
-from typing import NamedTuple
+from collections.abc import Sequence
+from typing import NamedTuple, TypeAlias
 
 import numpy as np
 import pyarrow as pa
@@ -80,17 +81,21 @@ class MessageInfo(NamedTuple):
     batches: bytes | None  # packed BATCH_DTYPE entries from custom metadata, if present
 
 
+# What is written out: Arrow buffers (the writer's bodies, zero-copy) and bytes-like objects
+Chunk: TypeAlias = "bytes | bytearray | memoryview | pa.Buffer"
+
+
 class _Collect:
     """File-like sink that keeps the writer's output chunks (pyarrow passes body buffers zero-copy)."""
 
     closed = False
 
     def __init__(self) -> None:
-        self.chunks: list[object] = []
+        self.chunks: list[Chunk] = []
 
-    def write(self, data: object) -> int:
+    def write(self, data: Chunk) -> int:
         self.chunks.append(data)
-        return len(data)  # type: ignore[arg-type]
+        return len(data)
 
     def flush(self) -> None:
         pass
@@ -179,9 +184,9 @@ def decode_entries(text: bytes) -> bytes:
     return raw
 
 
-def write_all(fd: int, chunks: list[object]) -> None:
+def write_all(fd: int, chunks: Sequence[Chunk]) -> None:
     """Hand every chunk to the kernel (os.writev, retried on short writes)."""
-    views = [v for v in (memoryview(c).cast("B") for c in chunks) if len(v)]  # type: ignore[arg-type]
+    views = [v for v in (memoryview(c).cast("B") for c in chunks) if len(v)]
     while views:
         n = os.writev(fd, views[:1024])
         while n and views:
@@ -296,7 +301,7 @@ class FileBlockWriter:
     def _drain(self) -> int:
         chunks, self._sink.chunks = self._sink.chunks, []
         write_all(self._fd, chunks)
-        n = sum(len(c) for c in chunks)  # type: ignore[arg-type]
+        n = sum(len(c) for c in chunks)
         self._written += n
         return n
 

@@ -555,7 +555,7 @@ class PartitionLog:
 
             return self._delete_prefix(expired)
 
-    def _delete_prefix(self, should_delete, *,  # type: ignore[no-untyped-def]
+    def _delete_prefix(self, should_delete: Callable[[Segment, int], bool], *,
                        keep_start: bool = False) -> int:
         segs = self._segments
         n = 0

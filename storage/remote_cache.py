@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Iterable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TypeVar
 
 import pyarrow as pa
 
@@ -27,6 +29,9 @@ DEFAULT_CHUNK_BYTES = 8 << 20  # S3 GETs of 8 MiB reach most of a store's single
 DEFAULT_BUDGET_BYTES = 256 << 20
 DEFAULT_READAHEAD_CHUNKS = 4
 DEFAULT_THREADS = 4
+
+_T = TypeVar("_T")
+_R = TypeVar("_R")
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,12 +94,12 @@ class RemoteReadCache:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-    def submit(self, fn) -> None:  # type: ignore[no-untyped-def]
+    def submit(self, fn: Callable[[], object]) -> None:
         """Run ``fn`` on the cache's threads in the background (errors surface when it is used)."""
         if not self._closed:
             self._pool.submit(fn)
 
-    def map(self, fn, items):  # type: ignore[no-untyped-def]
+    def map(self, fn: Callable[[_T], _R], items: Iterable[_T]) -> list[_R]:
         """``fn`` over ``items`` on the cache's threads (small whole-object reads in parallel)."""
         return list(self._pool.map(fn, items))
 

@@ -55,7 +55,7 @@ class RemoteLogSegment:
 
     @classmethod
     def from_dict(cls, d: dict[str, object]) -> RemoteLogSegment:
-        epochs = tuple((int(e[0]), int(e[1])) for e in d.get("epochs", ()))  # type: ignore[attr-defined, index]
+        epochs = tuple((int(e[0]), int(e[1])) for e in d.get("epochs", ()))  # type: ignore[attr-defined]
         return cls(str(d["segment_id"]), int(d["base_offset"]), int(d["end_offset"]),  # type: ignore[call-overload]
                    int(d["max_timestamp"]), int(d["size_bytes"]), int(d["leader_epoch"]),  # type: ignore[call-overload]
                    epochs)

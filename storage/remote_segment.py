@@ -463,7 +463,7 @@ class ObjectReadAhead(io.RawIOBase):
     def readable(self) -> bool:
         return True
 
-    def read(self, size: int | None = -1) -> bytes | memoryview:  # type: ignore[override]
+    def read(self, size: int | None = -1) -> bytes | memoryview:
         """``size`` bytes, fewer only at the end of the object (what Arrow's readers expect): a
         view of the fetched part when it holds them all, else one copy."""
         need = -1 if size is None or size < 0 else size

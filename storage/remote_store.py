@@ -9,9 +9,10 @@ nothing else. A local directory (``file:///path``) is the embedded default for t
 
 from __future__ import annotations
 
+import builtins
 import os
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -71,7 +72,7 @@ class RemoteStore:
                     out.write(chunk)
         self._put(key, copy)
 
-    def _put(self, key: str, write) -> None:  # type: ignore[no-untyped-def]
+    def _put(self, key: str, write: Callable[[pa.NativeFile], object]) -> None:
         target = self.path(key)
         try:
             if self._local:
@@ -141,7 +142,7 @@ class RemoteStore:
                if i.type == pafs.FileType.File and not i.path.endswith(".tmp")]
         return sorted(out, key=lambda o: o.key)
 
-    def children(self, prefix: str) -> list[str]:
+    def children(self, prefix: str) -> builtins.list[str]:  # the class scope's `list` is the method
         """Names directly under the folder ``prefix`` (one level, files and folders)."""
         base = self.path(prefix.rstrip("/")) if prefix else self.root
         try:
@@ -227,4 +228,4 @@ def _s3(options: Mapping[str, str]) -> pafs.S3FileSystem:
         kwargs["secret_key"] = secret
         if token := opt("session_token"):
             kwargs["session_token"] = token
-    return pafs.S3FileSystem(**kwargs)  # type: ignore[arg-type]
+    return pafs.S3FileSystem(**kwargs)

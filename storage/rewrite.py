@@ -196,7 +196,7 @@ def write_segment(directory: Path, base_offset: int, blocks: list[Block], *, sea
                 e = e.copy()
                 e["message"] = m
                 if wire is not None and wire_fd is not None:
-                    write_all(wire_fd, encode_block(wire, rb, e, metas_from_entries(e)))  # type: ignore[arg-type]
+                    write_all(wire_fd, encode_block(wire, rb, e, metas_from_entries(e)))
                 pos, length = writer.write(rb, e.tobytes())
                 placed.append((pos, length, e))
             size = writer.close()
@@ -220,7 +220,7 @@ def write_segment(directory: Path, base_offset: int, blocks: list[Block], *, sea
             os.close(wire_fd)
     index_raw, times_raw = side_entries(placed)
     batches_raw = b"".join(e.tobytes() for _, _, e in placed) if placed else b""
-    for e, raw in ((INDEX_EXT, index_raw), (TIME_EXT, times_raw), (BATCHES_EXT, batches_raw)):
-        _write_raw(tmp[e], raw)
+    for side_ext, raw in ((INDEX_EXT, index_raw), (TIME_EXT, times_raw), (BATCHES_EXT, batches_raw)):
+        _write_raw(tmp[side_ext], raw)
     assert len(batches_raw) % BATCH_DTYPE.itemsize == 0
     return Written(directory, base_offset, sealed, size, tmp, keep_wire=keep_wire and wire is None)

@@ -249,7 +249,8 @@ class Segment:
                 and int(last["batch"]) < len(batches)
                 and (not self.readonly or self._matches_data(last)))
 
-    def _rebuild(self, files: tuple[RecordFile, RecordFile, RecordFile]) -> tuple[RecordFile, ...]:
+    def _rebuild(self, files: tuple[RecordFile, RecordFile, RecordFile]
+                 ) -> tuple[RecordFile, RecordFile, RecordFile]:
         """Side files of a sealed segment from its data (custom metadata of every block)."""
         Stats.index_rebuilds += 1
         buf = self.buffer(self.data_size)
@@ -262,8 +263,8 @@ class Segment:
         batches_raw = b"".join(e.tobytes() for _, _, e in blocks)
         batches, index, times = files
         if self.readonly:
-            return tuple(_memory_file(f, raw) for f, raw in
-                         ((batches, batches_raw), (index, index_raw), (times, times_raw)))  # type: ignore[return-value]
+            return (_memory_file(batches, batches_raw), _memory_file(index, index_raw),
+                    _memory_file(times, times_raw))
         for f, raw in ((batches, batches_raw), (index, index_raw), (times, times_raw)):
             f.replace(raw)
         return files

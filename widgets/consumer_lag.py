@@ -17,7 +17,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from pylog.widgets.admin import LATEST, Admin, AsyncAdmin, GroupDescription
+from pylog.widgets.admin import LATEST, Admin, AsyncAdmin, GroupDescription, GroupMember
 from pylog.widgets.burrow import LagWindow, Status, evaluate_group, evaluate_partition
 
 from pylog._extras import require
@@ -86,13 +86,13 @@ def build_snapshot(raws: list[_GroupRaw], ends: dict[tuple[str, int], int | None
     seen: list[tuple[str, str, int]] = []
     for raw in raws:
         desc = raw.description
-        owners = {}
+        owners: dict[tuple[str, int], GroupMember] = {}
         share = raw.share
         for m in desc.members:
             for topic, parts in m.assignment.items():
                 for p in parts:
                     owners.setdefault((topic, p), m)  # share partitions have several readers
-        rows = []
+        rows: list[dict[str, Any]] = []
         for (topic, p) in sorted(set(raw.committed) | set(owners)):
             committed = raw.committed.get((topic, p))
             end = ends.get((topic, p))

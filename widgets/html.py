@@ -59,7 +59,7 @@ def _table(cls: str, head: Sequence[str], rows: Sequence[Sequence[tuple[str, str
     return "".join(out)
 
 
-def sparkline(points: Sequence[Sequence[int]], width: int = 320, height: int = 60) -> str:
+def sparkline(points: Sequence[Sequence[float]], width: int = 320, height: int = 60) -> str:
     """An SVG polyline of [(t_ms, value)]."""
     if not points:
         return ""

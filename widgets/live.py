@@ -27,8 +27,8 @@ class LiveTable(_LiveWidget):
     topic = traitlets.Unicode("").tag(sync=True)
     n = traitlets.Int(20).tag(sync=True)
     decode = traitlets.Unicode("auto").tag(sync=True)
-    records = traitlets.List().tag(sync=True)
-    rates = traitlets.List().tag(sync=True)  # [[epoch ms, records per second], ...]
+    records: traitlets.List[Any] = traitlets.List().tag(sync=True)
+    rates: traitlets.List[Any] = traitlets.List().tag(sync=True)  # [[epoch ms, records per second], ...]
     total = traitlets.Int(0).tag(sync=True)
 
     def __init__(self, topic: str, n: int = 20, *, bootstrap_servers: Any, group: str | None = None,

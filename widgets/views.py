@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import threading
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import traitlets
 from pylog.widgets import browse, export, html
@@ -24,11 +24,14 @@ from pylog.widgets.consumer_lag import LagMonitor
 
 from pylog._extras import require
 
-anywidget = require("anywidget", "pylog.widgets")
+if TYPE_CHECKING:
+    import anywidget
+else:
+    anywidget = require("anywidget", "pylog.widgets")
 _HERE = Path(__file__).parent
 
 
-class _LiveWidget(anywidget.AnyWidget):  # type: ignore[misc]
+class _LiveWidget(anywidget.AnyWidget):
     """Shared plumbing: refresh under a lock, a stoppable refresh thread, HTML fallbacks."""
 
     _esm = _HERE / "widget.js"
@@ -219,7 +222,7 @@ class TopicBrowser(_LiveWidget):
     topic = traitlets.Unicode("").tag(sync=True)
     n = traitlets.Int(20).tag(sync=True)
     decode = traitlets.Unicode("auto").tag(sync=True)
-    records = traitlets.List().tag(sync=True)
+    records: traitlets.List[Any] = traitlets.List().tag(sync=True)
 
     def __init__(self, topic: str, n: int = 20, *, bootstrap_servers: Any = None, data_dir: Any = None,
                  decode: str = "auto", partitions: list[int] | None = None, interval_s: float = 5.0,

@@ -51,7 +51,7 @@ DEFAULT_MAX_UNCOMPRESSED_BYTES = 64 * 1024 * 1024
 MAX_CODEC = 4  # zstd
 
 try:
-    from . import _crecords as _c_impl
+    from . import _crecords as _c_impl  # type: ignore[attr-defined]
 except ImportError:  # no compiler at install time
     _c_impl = None
 
@@ -126,7 +126,7 @@ def decode_batch(
     batch = mv[:end]
     if verify_crc:
         _check_crc(header, batch)
-    body = batch[HEADER_SIZE:]
+    body: bytes | bytearray | memoryview = batch[HEADER_SIZE:]
     if header.compression > MAX_CODEC:
         raise CorruptRecordBatch(f"unknown compression codec {header.compression}")
     if header.compression:

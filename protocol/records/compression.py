@@ -33,7 +33,7 @@ import zstandard
 from ..errors import CorruptRecordBatch, RecordBatchTooLarge
 
 try:
-    from . import _crecords as _c_impl
+    from . import _crecords as _c_impl  # type: ignore[attr-defined]
 except ImportError:  # no compiler at install time
     _c_impl = None
 
@@ -149,7 +149,7 @@ def _c_lz4_frames() -> Callable[[Bytes, int], Any] | None:
     if not address:
         return None
     _c_impl.set_lz4_block_decoder(address)
-    return decode  # type: ignore[no-any-return]
+    return decode
 
 
 _c_lz4_frame = _c_lz4_frames()
@@ -165,7 +165,7 @@ def decompress_records(codec: int, data: Bytes, max_bytes: int, *, accelerated: 
         except ValueError as exc:
             raise CorruptRecordBatch(f"lz4 decompression failed: {exc}") from None
         if out is not None:
-            return out  # type: ignore[no-any-return]
+            return out
     return decompress(codec, data, max_bytes)
 
 

@@ -196,7 +196,7 @@ def _upload_lag(args: argparse.Namespace) -> dict[str, int] | None:
                 "upload_lag": sum(lags), "max_partition_upload_lag": max(lags, default=0)}
 
     with admin_client(args) as admin:
-        return admin.run(go)  # type: ignore[no-any-return]
+        return admin.run(go)
 
 
 def describe(args: argparse.Namespace) -> int:

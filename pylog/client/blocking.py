@@ -12,7 +12,7 @@ import asyncio
 import os
 import threading
 from collections.abc import AsyncIterator, Coroutine, Iterator, Mapping, Sequence
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 from pylog.client.cluster import KafkaClient
 from pylog.client.metadata import ClusterMetadata, TopicMetadata
@@ -59,7 +59,10 @@ def iterate(agen: AsyncIterator[T]) -> Iterator[T]:
     loop = io_loop()
     try:
         while True:
-            future = asyncio.run_coroutine_threadsafe(agen.__anext__(), loop)  # type: ignore[arg-type]
+            # __anext__ is typed as returning an Awaitable; an async generator's (what callers pass)
+            # returns a coroutine
+            step = cast("Coroutine[Any, Any, T]", agen.__anext__())
+            future = asyncio.run_coroutine_threadsafe(step, loop)
             try:
                 item = future.result()
             except StopAsyncIteration:

@@ -18,6 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pylog.schema_registry.core import Schema
 from pylog.schema_registry.errors import RegistryError
 from pylog.sdk.registry import LogSchemas, RecordDecodeError, RegistryDecoder
 
@@ -43,7 +44,7 @@ class RefreshingSchemas(LogSchemas):
         self._missed = {what}
         return True
 
-    def schema(self, schema_id: int):  # type: ignore[no-untyped-def]
+    def schema(self, schema_id: int) -> Schema:
         try:
             return super().schema(schema_id)
         except RegistryError:
@@ -51,7 +52,7 @@ class RefreshingSchemas(LogSchemas):
                 raise
             return super().schema(schema_id)
 
-    def latest(self, subject: str):  # type: ignore[no-untyped-def]
+    def latest(self, subject: str) -> tuple[int, Schema] | None:
         found = super().latest(subject)
         if found is None and self._refresh(subject):
             found = super().latest(subject)

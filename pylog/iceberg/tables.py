@@ -184,7 +184,10 @@ class TopicTables:
                 keys = [k for k in upsert_keys.to_pylist() if k is not None]
                 with table.transaction() as tx, warnings.catch_warnings():
                     warnings.filterwarnings("ignore", "Delete operation did not match any records")
-                    tx.delete(In(L.column(self.layout or L.KAFKA, "key"), keys), snapshot_properties=props)
+                    # pyiceberg's In(term, literals): mypy reads its pydantic fields as the signature
+                    key_column = L.column(self.layout or L.KAFKA, "key")
+                    key_in = In(key_column, keys)  # type: ignore[call-arg, arg-type]
+                    tx.delete(key_in, snapshot_properties=props)
                     tx.append(data, snapshot_properties=props)
             else:
                 table.append(data, snapshot_properties=props)

@@ -33,7 +33,7 @@ try:
         raise ImportError("pure Python requested")
     from pylog.schema_registry import _cavro as _impl  # type: ignore[attr-defined]
 except ImportError:  # no compiler at install time
-    _impl = _pyavro  # type: ignore[assignment]
+    _impl = _pyavro
 C_IMPL = _impl if _impl is not _pyavro else None
 PYTHON_IMPL = _pyavro
 

@@ -226,7 +226,7 @@ class AsyncAdmin:
     async def list_groups(self) -> list[GroupListing]:
         """Every group, from every broker (each lists the groups it coordinates), by id."""
         info = await self.cluster([])
-        nodes = sorted(info.brokers) or [None]
+        nodes: Sequence[int | None] = sorted(info.brokers) or [None]
 
         async def one(node: int | None) -> list[GroupListing]:
             resp = await self.client.request(ApiKey.LIST_GROUPS, {}, node=node)

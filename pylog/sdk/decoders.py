@@ -12,7 +12,7 @@ from __future__ import annotations
 import functools
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, Union
+from typing import Any, Union, cast
 
 import numpy as np
 import pyarrow as pa
@@ -123,7 +123,11 @@ def register_decoder(name: str, fn: Decoder | Callable[[], Decoder], *, factory:
     a fresh (possibly stateful) decoder for each read."""
     if not isinstance(name, str) or not name:
         raise ValueError("decoder name must be a non-empty string")
-    _REGISTRY[name] = fn if factory else (lambda: fn)
+    if factory:
+        _REGISTRY[name] = cast("Callable[[], Decoder]", fn)
+    else:
+        decoder = cast(Decoder, fn)
+        _REGISTRY[name] = lambda: decoder
 
 
 def decoder_names() -> list[str]:

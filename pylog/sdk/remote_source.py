@@ -129,9 +129,9 @@ class RemoteTier:
             tid, version = self.pins[key]
             self._manifests[key] = read_manifest(self.store, partition_prefix(topic, tid, partition), version)
         if key not in self._manifests:
-            tid = self.topic_id(topic)
-            self._manifests[key] = None if tid is None else \
-                read_manifest(self.store, partition_prefix(topic, tid, partition), self._newest.get(key))
+            tid_now = self.topic_id(topic)
+            self._manifests[key] = None if tid_now is None else \
+                read_manifest(self.store, partition_prefix(topic, tid_now, partition), self._newest.get(key))
         return self._manifests[key]
 
     def remote_log(self, topic: str, partition: int) -> RemoteLog | None:
@@ -158,7 +158,7 @@ class TieredKafkaSource:
         self.store_reader.close()
 
     def partitions(self, topic: str) -> list[int]:
-        return self.kafka.partitions(topic)  # type: ignore[no-any-return]
+        return self.kafka.partitions(topic)
 
     def _store_end(self, topic: str, partition: int) -> int:
         """The first offset a read through the store cannot decide alone: the remote end, or an
@@ -262,4 +262,4 @@ def discover_remote_storage(bootstrap_servers: Any, topic: str, security: Any = 
         return None
 
     with Admin(bootstrap_servers, security=security) as admin:
-        return admin.run(ask)  # type: ignore[no-any-return]
+        return admin.run(ask)

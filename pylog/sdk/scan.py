@@ -8,7 +8,7 @@ pandas and DuckDB are imported only by their adapters.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict
 
 import pyarrow as pa
 
@@ -73,6 +73,15 @@ def with_security(fetch_options: Any, security: Any) -> Any:
     return dataclasses.replace(fetch_options or FetchOptions(), security=client_security(security))
 
 
+class _Bounds(TypedDict):
+    """The read bounds, as `resolve_ranges` takes them."""
+
+    starting_offsets: OffsetSpec
+    ending_offsets: OffsetSpec
+    starting_timestamp: TimestampSpec
+    ending_timestamp: TimestampSpec
+
+
 class TopicScan:
     """What `pylog.scan_topic` returns. Reusable: every ``to_*`` call reads afresh up to the bounds
     resolved at that moment (``"latest"`` is re-evaluated)."""
@@ -115,8 +124,8 @@ class TopicScan:
         self.data_dir = data_dir
         self.bootstrap_servers = bootstrap_servers
         self.partitions = None if partitions is None else [int(p) for p in partitions]
-        self.bounds = dict(starting_offsets=starting_offsets, ending_offsets=ending_offsets,
-                           starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp)
+        self.bounds: _Bounds = dict(starting_offsets=starting_offsets, ending_offsets=ending_offsets,
+                                    starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp)
         self.columns = output_columns(columns, include_headers)
         self._schema: pa.Schema | None = None
         self.decode = decode
@@ -261,7 +270,7 @@ class TopicScan:
 
     def to_polars(self) -> polars.DataFrame:
         pl = require("polars", "to_polars()")
-        return pl.from_arrow(self.to_arrow())  # type: ignore[no-any-return]
+        return pl.from_arrow(self.to_arrow())
 
     def to_duckdb(self, table_name: str, connection: duckdb.DuckDBPyConnection | None = None
                   ) -> duckdb.DuckDBPyConnection:

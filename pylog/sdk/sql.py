@@ -125,7 +125,7 @@ class TopicDataset(ds.Dataset):
         self._schema = self._decoded_schema()
 
     @property
-    def schema(self) -> pa.Schema:  # type: ignore[override]
+    def schema(self) -> pa.Schema:
         return self._schema
 
     def __repr__(self) -> str:
@@ -258,7 +258,7 @@ def _decode_for(decode: Any, topic: str, names: Sequence[str]) -> DecodeSpec:
         if unknown:
             raise ValueError(f"decode names topic(s) {unknown} the query does not read ({sorted(names)})")
         return decode.get(topic)
-    return decode  # type: ignore[no-any-return]
+    return decode
 
 
 def sql(

@@ -212,7 +212,9 @@ def parse_add_scram(spec: str) -> tuple[str, ScramCredential]:
 
 
 def _split_fields(text: str) -> list[str]:
-    out, buf, quoted = [], [], False
+    out: list[str] = []
+    buf: list[str] = []
+    quoted = False
     for ch in text:
         if ch == '"':
             quoted = not quoted

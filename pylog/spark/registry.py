@@ -80,7 +80,7 @@ def decoders_for(
     options: ReadOptions, topic: str
 ) -> dict[str, Callable[[pa.Array, Any, pa.RecordBatch], pa.Array]]:
     schemas = _schemas(options)
-    out = {}
+    out: dict[str, Callable[[pa.Array, Any, pa.RecordBatch], pa.Array]] = {}
     for column in options.registry_columns():
         decoder = RegistryDecoder(topic, column, schemas)
         decoder.reader = _reader(schemas, f"{topic}-{column}")

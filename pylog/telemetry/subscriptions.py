@@ -92,7 +92,8 @@ def subscriptions_of(image: MetadataImage) -> tuple[Subscription, ...]:
 
 
 def assign(client: ClientIdentity, subscriptions: tuple[Subscription, ...]) -> Assignment:
-    interval, metrics, everything = DEFAULT_INTERVAL_MS, set(), False
+    interval, everything = DEFAULT_INTERVAL_MS, False
+    metrics: set[str] = set()
     for sub in subscriptions:
         if sub.matches(client):
             everything = everything or ALL_METRICS in sub.metrics

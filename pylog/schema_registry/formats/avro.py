@@ -55,7 +55,8 @@ def parse(text: str, references: Sequence[tuple[str, str]] = ()) -> ParsedSchema
     return ParsedSchema(AVRO, json.dumps(obj, separators=(",", ":")), AvroSchema(parsed, named))
 
 
-_REQUIRED = {
+# keyed by a schema object's "type", which may be any JSON value
+_REQUIRED: dict[object, tuple[str, ...]] = {
     "record": ("name", "fields"),
     "error": ("name", "fields"),
     "enum": ("name", "symbols"),

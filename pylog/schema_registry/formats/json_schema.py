@@ -46,7 +46,7 @@ def parse(text: str, references: Sequence[tuple[str, str]] = ()) -> ParsedSchema
             cls.META_SCHEMA.get("$schema", "https://json-schema.org/draft/2020-12/schema")
         )
         registry = referencing.Registry().with_resources(
-            (name, referencing.Resource(contents=s, specification=spec)) for name, s in refs
+            (name, spec.create_resource(s)) for name, s in refs
         )
     except jsonschema.SchemaError as exc:
         raise SchemaParseError(f"Invalid JSON schema: {exc.message}") from None
