@@ -112,11 +112,12 @@ def fault_row(scenario: str, acked: dict[int, bytes], held: dict[int, bytes]) ->
           f"duplicated {len(values) - len(set(values))}")
 
 
-def local_offsets(partition_dir: Path) -> list[int]:
-    """The offsets on local disk (read again when the broker deletes a segment meanwhile)."""
+def local_values(partition_dir: Path) -> dict[int, bytes]:
+    """Offset -> value on local disk (read again when the broker deletes a segment meanwhile)."""
     for _ in range(20):
         try:
-            return read_segments(partition_dir).column("offset").to_pylist()
+            t = read_segments(partition_dir)
+            return dict(zip(t.column("offset").to_pylist(), t.column("value").to_pylist(), strict=True))
         except FileNotFoundError:
             time.sleep(0.05)
     raise AssertionError(f"{partition_dir} kept changing under the reader")
@@ -124,12 +125,12 @@ def local_offsets(partition_dir: Path) -> list[int]:
 
 def both_tiers(
     store: RemoteStore, topic: str, partition_dir: Path
-) -> tuple[RemoteManifest | None, list[int]]:
-    """The committed manifest and the local offsets as one consistent view: local disk is read
+) -> tuple[RemoteManifest | None, dict[int, bytes]]:
+    """The committed manifest and the local records as one consistent view: local disk is read
     first, because a segment leaves local disk only after the manifest that holds it committed, so
     a manifest read afterwards covers every segment the local read missed (read in the other order,
     a segment copied and dropped in between is in neither)."""
-    local = local_offsets(partition_dir)
+    local = local_values(partition_dir)
     return manifest_of(store, topic), local
 
 
@@ -155,12 +156,12 @@ def test_single_broker_copies_commits_and_drops_local_segments(
     store = open_remote_store(f"file://{remote}")
     part_dir = tmp_path / "data" / f"{topic}-0"
 
-    def settled() -> tuple[RemoteManifest, list[int]] | None:
+    def settled() -> tuple[RemoteManifest, dict[int, bytes]] | None:
         m, local = both_tiers(store, topic, part_dir)
         if m is None or not m.segments:
             return None
         # local retention: the local part shrank to about local.retention.bytes, the rest is remote
-        return (m, local) if local and local[0] > 0 and local[0] <= m.end_offset else None
+        return (m, local) if local and 0 < min(local) <= m.end_offset else None
 
     m, local = wait_for(settled, 40, "segments copied and local segments deleted")
     offsets = remote_offsets(store, m)
@@ -169,7 +170,7 @@ def test_single_broker_copies_commits_and_drops_local_segments(
     assert len(offsets) == len(set(offsets)), "no offset is in two remote segments"
     assert offsets[0] == 0 and m.log_start_offset == 0
     # local segments deleted are covered by committed remote segments
-    assert local[0] <= m.end_offset + 1
+    assert min(local) <= m.end_offset + 1
     # every segment has its four objects; the manifest's version is a metadata offset
     for seg in m.segments:
         # .wire: pylog.segment.wire and pylog.remote.log.storage.upload.wire
@@ -280,8 +281,7 @@ def test_a_stalled_store_delays_copies_and_loses_nothing(
                 return m if holds_exactly(store, m) else None
 
             wait_for(settled, 45, "copies to resume once the store answers")
-            local = local_values(part_dir)  # before the manifest: see both_tiers
-            m = manifest_of(store, topic)
+            m, local = both_tiers(store, topic, part_dir)
             assert m is not None
             remote = remote_values(store, m)
             held = {**remote, **local}
@@ -326,16 +326,6 @@ def remote_values(store: RemoteStore, manifest: RemoteManifest) -> dict[int, byt
                 assert o not in out, f"offset {o} is in two remote segments"
                 out[o] = v
     return out
-
-
-def local_values(partition_dir: Path) -> dict[int, bytes]:
-    for _ in range(20):
-        try:
-            t = read_segments(partition_dir)
-            return dict(zip(t.column("offset").to_pylist(), t.column("value").to_pylist(), strict=True))
-        except FileNotFoundError:
-            time.sleep(0.05)
-    raise AssertionError(f"{partition_dir} kept changing under the reader")
 
 
 def remote_states(node_dir: Path) -> dict[str, int]:
@@ -402,9 +392,7 @@ def test_cluster_crashes_lose_nothing_and_leave_nothing_dangling(
 
         wait_for(settled, 50, "the store to hold exactly the committed segments")
         leader = leader_of(bootstrap, topic)
-        # local disk before the manifest (see both_tiers)
-        local = local_values(cluster.node(leader).data_dir / f"{topic}-0")
-        m = manifest_of(store, topic)
+        m, local = both_tiers(store, topic, cluster.node(leader).data_dir / f"{topic}-0")
         assert m is not None
         remote = remote_values(store, m)
         assert min(local) <= m.end_offset + 1, "no gap between the store and the leader's disk"
@@ -507,9 +495,7 @@ def test_a_store_refusing_and_timing_out_a_share_of_requests(
         wait_for(settled, 60, f"the store to hold exactly the committed segments (seed {seed})")
         assert proxy.counts["refused"] > 0, f"faults were injected (seed {seed}): {proxy.counts}"
         leader = leader_of(bootstrap, topic)
-        # local disk before the manifest (see both_tiers)
-        local = local_values(cluster.node(leader).data_dir / f"{topic}-0")
-        m = manifest_of(store, topic)
+        m, local = both_tiers(store, topic, cluster.node(leader).data_dir / f"{topic}-0")
         assert m is not None
         held = {**remote_values(store, m), **local}
         fault_row(f"store refuses 15% / stalls 5% + leader kill (seed {seed})", acked, held)

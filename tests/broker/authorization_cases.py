@@ -4,6 +4,7 @@ authorization error Kafka answers it with (the table ``test_authorization.py`` d
 from __future__ import annotations
 
 import uuid
+from typing import Any
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
@@ -19,6 +20,21 @@ ZERO = uuid.UUID(int=0)
 
 T = "orders"
 PARTS = [{"partition_index": 0}]
+
+
+def _fetch(*, replica_id: int) -> dict[str, Any]:
+    """A Fetch of partition 0 of T (replica_id -1: a consumer; a broker id: a follower)."""
+    return {
+        "replica_id": replica_id,
+        "max_wait_ms": 0,
+        "min_bytes": 1,
+        "max_bytes": 1000,
+        "topics": [
+            {"topic": T, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 100}]}
+        ],
+    }
+
+
 CASES: list[tuple[str, int, int, dict, int]] = [
     (
         "Produce",
@@ -47,30 +63,14 @@ CASES: list[tuple[str, int, int, dict, int]] = [
         "Fetch",
         ApiKey.FETCH,
         11,
-        {
-            "replica_id": -1,
-            "max_wait_ms": 0,
-            "min_bytes": 1,
-            "max_bytes": 1000,
-            "topics": [
-                {"topic": T, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 100}]}
-            ],
-        },
+        _fetch(replica_id=-1),
         TOPIC,
     ),
     (
         "Fetch as a follower",
         ApiKey.FETCH,
         11,
-        {
-            "replica_id": 7,
-            "max_wait_ms": 0,
-            "min_bytes": 1,
-            "max_bytes": 1000,
-            "topics": [
-                {"topic": T, "partitions": [{"partition": 0, "fetch_offset": 0, "partition_max_bytes": 100}]}
-            ],
-        },
+        _fetch(replica_id=7),
         TOPIC,
     ),
     (
