@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 from typing import NamedTuple
 
+from .files import FileReplaced
+from .rewrite import SWAP_RE
 from .segment import FILE_EXT, SIDE_EXTS, STREAM_EXT, Segment
 from .wire import WIRE_EXT
 
@@ -35,13 +37,18 @@ def list_partitions(data_dir: str | os.PathLike[str]) -> list[PartitionDir]:
 def load_segments(directory: Path, readonly: bool) -> list[Segment]:
     """The segments of a partition directory, by base offset. A writer (`readonly` False) removes
     the stream file of a segment already sealed and side files without data; a read-only view
-    notes each data file's inode, so it can tell when a writer replaced the file under it."""
+    notes each data file's inode, so it can tell when a writer replaced the file under it, and
+    refuses a listing taken in the middle of a segment swap (`FileReplaced`: list again)."""
     data: dict[int, dict[str, int]] = {}
     inodes: dict[tuple[int, str], int] = {}
     side: set[int] = set()
+    swapping: set[int] = set()  # segments whose new data file is still named `.swap`
     for entry in os.scandir(directory):
         m = _NAME_RE.match(entry.name)
         if not m:
+            swap = SWAP_RE.match(entry.name)
+            if swap and swap.group(2) in (FILE_EXT, STREAM_EXT):
+                swapping.add(int(swap.group(1)))
             continue
         base, ext = int(m.group(1)), m.group(2)
         if ext in (FILE_EXT, STREAM_EXT):
@@ -49,6 +56,11 @@ def load_segments(directory: Path, readonly: bool) -> list[Segment]:
             inodes[(base, ext)] = entry.inode()
         elif ext in SIDE_EXTS or ext == WIRE_EXT:
             side.add(base)
+    if readonly and swapping - data.keys():
+        # A writer is between unlinking a segment's old data file and renaming the new one in: the
+        # listing lacks that segment, so a view of it would have a hole (the caller lists again).
+        raise FileReplaced(f"{directory}: a segment is being rewritten (base offsets "
+                           f"{sorted(swapping - data.keys())})")
     segments = []
     for base in sorted(data):
         exts = data[base]

@@ -40,7 +40,7 @@ TARGET_BLOCK_ROWS = 1 << 20
 TARGET_BLOCK_BYTES = 16 << 20
 SWAP_ORDER = (INDEX_EXT, TIME_EXT, BATCHES_EXT)
 _counter = itertools.count()
-_SWAP_RE = re.compile(r"^(\d{20})(\.[a-z]+)\.swap$")
+SWAP_RE = re.compile(r"^(\d{20})(\.[a-z]+)\.swap$")  # <base>.<ext>.swap
 
 Block = tuple[pa.RecordBatch, np.ndarray]  # rows and their BATCH_DTYPE entries (row relative to rows)
 
@@ -144,7 +144,7 @@ def recover_swaps(directory: Path) -> None:
         if entry.name.endswith(".tmp"):
             os.unlink(entry.path)
             continue
-        m = _SWAP_RE.match(entry.name)
+        m = SWAP_RE.match(entry.name)
         if m:
             pending.setdefault(int(m.group(1)), set()).add(m.group(2))
     for base, exts in pending.items():

@@ -148,3 +148,22 @@ def test_a_side_file_replaced_by_a_shorter_one_reads_as_vanished(tmp_path: Path)
             reader.entries()
     reopened = RecordFile(path, BATCH_DTYPE, copy=True, readonly=True)
     assert reopened.entries().tobytes() == entries[:2].tobytes()
+
+
+def test_a_listing_taken_mid_swap_is_refused_not_read_with_a_hole(tmp_path: Path) -> None:
+    """Between a swap's unlink of a segment's old data file and the rename of its new one, the
+    directory lists no data for that segment; a read-only view must not open without it."""
+    log = _log(tmp_path / "t-0", 60)
+    assert log.seal_pending() >= 2
+    log.close()
+    def offsets() -> list[int]:
+        return PartitionLog.open_readonly(tmp_path / "t-0").read_table().column("offset").to_pylist()
+
+    everything = offsets()
+    sealed = sorted((tmp_path / "t-0").glob("*.arrow"))[1]
+    swap = sealed.with_name(sealed.name + ".swap")
+    sealed.rename(swap)  # the old data file gone, the new one not yet in place
+    with pytest.raises(FileNotFoundError, match="being rewritten"):
+        offsets()
+    swap.rename(sealed)
+    assert offsets() == everything
