@@ -161,6 +161,8 @@ def registry_installed() -> bool:
 
 EPHEMERAL_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
 LOW_PORT = 10000  # the lowest port handed out below the kernel's ephemeral range
+RECENT_PORTS_KEPT = 4096  # ports this process handed out that free_port will not hand out again
+_recent_ports: dict[int, None] = {}  # insertion-ordered: the oldest is forgotten first
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -169,6 +171,8 @@ def free_port(host: str = "127.0.0.1") -> int:
     Chosen below the kernel's ephemeral range where there is one: a port the kernel handed out by
     ``bind(0)`` is also what it hands to the next outgoing connection, so between this call and the
     listener's start a client connecting anywhere could take it (EADDRINUSE at the node's start).
+    A port this process handed out lately is never handed out again: it is free until its listener
+    starts, so a cluster's nodes picked one after another could otherwise get the same port.
     """
     import random
     import socket
@@ -180,15 +184,24 @@ def free_port(host: str = "127.0.0.1") -> int:
         low = 0
     for _ in range(64 if low > LOW_PORT + 1000 else 0):
         port = random.randrange(LOW_PORT, low)
+        if port in _recent_ports:
+            continue
         with socket.socket(family) as s:
             try:
                 s.bind((host, port))
             except OSError:
                 continue
-            return port
+        return _handed_out(port)
     with socket.socket(family) as s:
         s.bind((host, 0))
-        return int(s.getsockname()[1])
+        return _handed_out(int(s.getsockname()[1]))
+
+
+def _handed_out(port: int) -> int:
+    _recent_ports[port] = None
+    while len(_recent_ports) > RECENT_PORTS_KEPT:
+        del _recent_ports[next(iter(_recent_ports))]
+    return port
 
 
 def _terminate(proc: subprocess.Popen[bytes], timeout_s: float | None) -> None:

@@ -124,6 +124,16 @@ sys.stdin.read()
     print(f"the broker stopped {time.monotonic() - t0:.1f}s after its parent was killed")
 
 
+def test_free_ports_are_not_handed_out_twice() -> None:
+    """A port stays free until its listener starts, so the ports a cluster's nodes are given one
+    after another must differ although each was free when chosen (2,000 random picks below the
+    ephemeral range would repeat about 90 times)."""
+    from pylog.local import free_port
+
+    ports = [free_port() for _ in range(2000)]
+    assert len(set(ports)) == len(ports)
+
+
 def test_free_ports_lie_below_the_kernels_ephemeral_range() -> None:
     """A port the kernel also hands to outgoing connections could be taken between the choice and
     the node's listen; below the ephemeral range only another listener can take it."""
