@@ -52,7 +52,8 @@ setup(
     ext_modules=[
         Extension(
             "pylog.protocol.records._crecords",
-            sources=["protocol/records/_crecords.c"],
+            sources=["protocol/records/_crecords.c", "protocol/records/_lz4records.c"],
+            depends=["protocol/records/_crecords.h"],
             extra_compile_args=["-O3"],
             optional=True,
         ),

@@ -184,6 +184,11 @@ class CorruptRecordBatch(ProtocolError):
     """A record batch with a bad CRC or an inconsistent structure."""
 
 
+class MalformedRecords(CorruptRecordBatch):
+    """Records that do not parse inside a batch whose CRC and compression hold (Kafka answers
+    INVALID_RECORD where a corrupt batch gets CORRUPT_MESSAGE)."""
+
+
 class RecordBatchTooLarge(ProtocolError):
     """A record batch that would decompress beyond the allowed bound."""
 
@@ -215,6 +220,7 @@ __all__ = [
     "ErrorCode",
     "FrameTooLarge",
     "MalformedMessage",
+    "MalformedRecords",
     "ProtocolError",
     "RecordBatchTooLarge",
     "UnsupportedApi",

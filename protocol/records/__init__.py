@@ -19,6 +19,7 @@ from .batch import (
     DecodedBatch,
     decode_batch,
     decode_records,
+    decode_section,
     encode_batch,
 )
 from .control import ControlRecord, ControlType, encode_control_batch, parse_control_record
@@ -46,6 +47,7 @@ __all__ = [
     "compute_crc",
     "decode_batch",
     "decode_records",
+    "decode_section",
     "encode_batch",
     "encode_control_batch",
     "iter_batches",

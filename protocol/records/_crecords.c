@@ -11,19 +11,11 @@
  * used to size an allocation beyond what the remaining bytes can hold.
  * Malformed input raises ValueError (the Python layer maps it to
  * CorruptRecordBatch). The GIL is released while walking the bytes.
+ * lz4 frames are read in _lz4records.c, which shares the walk (_crecords.h).
  *
  * Must behave exactly like protocol/records/_pyrecords.py.
  */
-#define PY_SSIZE_T_CLEAN
-#include <Python.h>
-#include <stdint.h>
-#include <stdlib.h>
-#include <string.h>
-
-/* Smallest encoded record: length, attributes, timestamp delta, offset delta,
- * key length, value length, header count -- one byte each. */
-#define MIN_RECORD_BYTES 7
-#define MIN_HEADER_BYTES 2
+#include "_crecords.h"
 
 /* ------------------------------------------------------------------ */
 /* A read-only buffer that owns malloc'd memory, handed to Arrow.      */
@@ -62,11 +54,6 @@ static PyTypeObject BufType = {
 /* ------------------------------------------------------------------ */
 /* Growable byte buffer.                                               */
 
-typedef struct {
-    char *p;
-    size_t len;
-    size_t cap;
-} GBuf;
 
 static int gb_init(GBuf *b, size_t cap) {
     if (cap < 64) cap = 64;
@@ -116,6 +103,17 @@ static inline int gb_set_bit(GBuf *b, size_t idx, int valid) {
     return 0;
 }
 
+PyObject *crec_buffer_new(char *data, size_t size) {
+    BufObject *o = PyObject_New(BufObject, &BufType);
+    if (!o) {
+        free(data);
+        return NULL;
+    }
+    o->data = data;
+    o->size = (Py_ssize_t)size;
+    return (PyObject *)o;
+}
+
 /* Wraps the buffer's memory in a BufObject (takes ownership; frees on failure). */
 static PyObject *gb_finish(GBuf *b) {
     size_t keep = b->len ? b->len : 1;
@@ -137,22 +135,6 @@ static PyObject *gb_finish(GBuf *b) {
 
 /* ------------------------------------------------------------------ */
 /* Varints (Kafka's ByteUtils: zig-zag, at most 5 / 10 bytes).         */
-
-static inline int rd_varint(const uint8_t **pp, const uint8_t *end, int32_t *out) {
-    const uint8_t *p = *pp;
-    uint32_t raw = 0;
-    for (int i = 0; i < 5; i++) {
-        if (p >= end) return -1;
-        uint8_t b = *p++;
-        raw |= (uint32_t)(b & 0x7f) << (7 * i);
-        if (!(b & 0x80)) {
-            *pp = p;
-            *out = (int32_t)((raw >> 1) ^ (0u - (raw & 1u)));
-            return 0;
-        }
-    }
-    return -1;
-}
 
 static inline int rd_varlong(const uint8_t **pp, const uint8_t *end, int64_t *out) {
     const uint8_t *p = *pp;
@@ -227,14 +209,6 @@ static int utf8_valid(const uint8_t *s, size_t n) {
 /* ------------------------------------------------------------------ */
 /* decode_records                                                      */
 
-typedef struct {
-    GBuf offsets, timestamps;
-    GBuf kvalid, koff, kdata;
-    GBuf vvalid, voff, vdata;
-    GBuf hoff;
-    GBuf hkoff, hkdata, hvvalid, hvoff, hvdata;
-    int64_t knull, vnull, hvnull, nh;
-} DecodeOut;
 
 #define N_GBUFS 14
 
@@ -245,7 +219,7 @@ static GBuf *dec_bufs(DecodeOut *o, int i) {
     return all[i];
 }
 
-static void dec_free(DecodeOut *o) {
+void crec_decode_free(DecodeOut *o) {
     for (int i = 0; i < N_GBUFS; i++) gb_free(dec_bufs(o, i));
 }
 
@@ -270,14 +244,11 @@ mem:
     return "out of memory";
 }
 
-/* Walks `count` records of an uncompressed records section into `o` (call without the GIL).
- * Returns NULL, or an error message (with *oom set when it is an allocation failure). */
-static const char *decode_walk(const uint8_t *p, const uint8_t *end, size_t n, long long base_offset,
-                               long long base_ts, DecodeOut *o, int *oom) {
-    const char *err = NULL;
+const char *crec_decode_begin(DecodeOut *o, size_t n, size_t data_hint, int *oom) {
+    memset(o, 0, sizeof *o);
     if (gb_init(&o->offsets, n * 8) || gb_init(&o->timestamps, n * 8) || gb_init(&o->kvalid, n / 8 + 1) ||
         gb_init(&o->koff, (n + 1) * 4) || gb_init(&o->kdata, 256) || gb_init(&o->vvalid, n / 8 + 1) ||
-        gb_init(&o->voff, (n + 1) * 4) || gb_init(&o->vdata, (size_t)(end - p)) ||
+        gb_init(&o->voff, (n + 1) * 4) || gb_init(&o->vdata, data_hint) ||
         gb_init(&o->hoff, (n + 1) * 4) || gb_init(&o->hkoff, 64) || gb_init(&o->hkdata, 64) ||
         gb_init(&o->hvvalid, 64) || gb_init(&o->hvoff, 64) || gb_init(&o->hvdata, 64)) {
         *oom = 1;
@@ -288,57 +259,74 @@ static const char *decode_walk(const uint8_t *p, const uint8_t *end, size_t n, l
     gb_append_i32(&o->hoff, 0);
     gb_append_i32(&o->hkoff, 0);
     gb_append_i32(&o->hvoff, 0);
-    int64_t *offs = (int64_t *)o->offsets.p;
-    int64_t *tss = (int64_t *)o->timestamps.p;
-    for (size_t i = 0; i < n; i++) {
-        int32_t rlen;
-        if (rd_varint(&p, end, &rlen)) return "truncated record length";
-        if (rlen < 0) return "negative record length";
-        if ((size_t)rlen > (size_t)(end - p)) return "record length past end of batch";
-        const uint8_t *rend = p + rlen;
-        if (p >= rend) return "truncated record attributes";
-        p++; /* record attributes: unused by Kafka */
-        int64_t tsd;
-        int32_t od;
-        if (rd_varlong(&p, rend, &tsd)) return "bad timestamp delta";
-        if (rd_varint(&p, rend, &od)) return "bad offset delta";
-        offs[i] = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)od);
-        tss[i] = (int64_t)((uint64_t)base_ts + (uint64_t)tsd);
-        err = read_bytes_field(&p, rend, &o->kdata, &o->koff, &o->kvalid, i, &o->knull, oom);
+    return NULL;
+}
+
+const char *crec_decode_record(const uint8_t **pp, const uint8_t *end, size_t i, long long base_offset,
+                               long long base_ts, DecodeOut *o, int *oom) {
+    const uint8_t *p = *pp;
+    const char *err;
+    int32_t rlen;
+    if (rd_varint(&p, end, &rlen)) return "truncated record length";
+    if (rlen < 0) return "negative record length";
+    if ((size_t)rlen > (size_t)(end - p)) return "record length past end of batch";
+    const uint8_t *rend = p + rlen;
+    if (p >= rend) return "truncated record attributes";
+    p++; /* record attributes: unused by Kafka */
+    int64_t tsd;
+    int32_t od;
+    if (rd_varlong(&p, rend, &tsd)) return "bad timestamp delta";
+    if (rd_varint(&p, rend, &od)) return "bad offset delta";
+    ((int64_t *)o->offsets.p)[i] = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)od);
+    ((int64_t *)o->timestamps.p)[i] = (int64_t)((uint64_t)base_ts + (uint64_t)tsd);
+    err = read_bytes_field(&p, rend, &o->kdata, &o->koff, &o->kvalid, i, &o->knull, oom);
+    if (err) return err;
+    err = read_bytes_field(&p, rend, &o->vdata, &o->voff, &o->vvalid, i, &o->vnull, oom);
+    if (err) return err;
+    int32_t hc;
+    if (rd_varint(&p, rend, &hc)) return "bad header count";
+    if (hc < 0) return "negative header count";
+    if ((size_t)hc > (size_t)(rend - p) / MIN_HEADER_BYTES) return "header count past end of record";
+    for (int32_t h = 0; h < hc; h++) {
+        int32_t hkl;
+        if (rd_varint(&p, rend, &hkl)) return "bad header key length";
+        if (hkl < 0) return "null header key";
+        if ((size_t)hkl > (size_t)(rend - p)) return "header key past end of record";
+        if (!utf8_valid(p, (size_t)hkl)) return "header key is not valid UTF-8";
+        if (gb_append(&o->hkdata, p, (size_t)hkl)) goto mem;
+        p += hkl;
+        if (gb_append_i32(&o->hkoff, (int32_t)o->hkdata.len)) goto mem;
+        err = read_bytes_field(&p, rend, &o->hvdata, &o->hvoff, &o->hvvalid, (size_t)o->nh, &o->hvnull, oom);
         if (err) return err;
-        err = read_bytes_field(&p, rend, &o->vdata, &o->voff, &o->vvalid, i, &o->vnull, oom);
-        if (err) return err;
-        int32_t hc;
-        if (rd_varint(&p, rend, &hc)) return "bad header count";
-        if (hc < 0) return "negative header count";
-        if ((size_t)hc > (size_t)(rend - p) / MIN_HEADER_BYTES) return "header count past end of record";
-        for (int32_t h = 0; h < hc; h++) {
-            int32_t hkl;
-            if (rd_varint(&p, rend, &hkl)) return "bad header key length";
-            if (hkl < 0) return "null header key";
-            if ((size_t)hkl > (size_t)(rend - p)) return "header key past end of record";
-            if (!utf8_valid(p, (size_t)hkl)) return "header key is not valid UTF-8";
-            if (gb_append(&o->hkdata, p, (size_t)hkl)) goto mem;
-            p += hkl;
-            if (gb_append_i32(&o->hkoff, (int32_t)o->hkdata.len)) goto mem;
-            err = read_bytes_field(&p, rend, &o->hvdata, &o->hvoff, &o->hvvalid, (size_t)o->nh, &o->hvnull, oom);
-            if (err) return err;
-            o->nh++;
-        }
-        if (gb_append_i32(&o->hoff, (int32_t)o->nh)) goto mem;
-        if (p != rend) return "record length does not match its fields";
+        o->nh++;
     }
-    o->offsets.len = n * 8;
-    o->timestamps.len = n * 8;
-    if (p != end) return "bytes left after the last record";
-    /* Validity bitmaps cover every element; drop them when nothing is null. */
-    if (o->knull == 0) gb_free(&o->kvalid);
-    if (o->vnull == 0) gb_free(&o->vvalid);
-    if (o->hvnull == 0) gb_free(&o->hvvalid);
+    if (gb_append_i32(&o->hoff, (int32_t)o->nh)) goto mem;
+    if (p != rend) return "record length does not match its fields";
+    *pp = p;
     return NULL;
 mem:
     *oom = 1;
     return "out of memory";
+}
+
+void crec_decode_end(DecodeOut *o, size_t n) {
+    o->offsets.len = n * 8;
+    o->timestamps.len = n * 8;
+    /* Validity bitmaps cover every element; drop them when nothing is null. */
+    if (o->knull == 0) gb_free(&o->kvalid);
+    if (o->vnull == 0) gb_free(&o->vvalid);
+    if (o->hvnull == 0) gb_free(&o->hvvalid);
+}
+
+/* Walks `n` records of an uncompressed records section into `o` (call without the GIL). */
+static const char *decode_walk(const uint8_t *p, const uint8_t *end, size_t n, long long base_offset,
+                               long long base_ts, DecodeOut *o, int *oom) {
+    const char *err = crec_decode_begin(o, n, (size_t)(end - p), oom);
+    for (size_t i = 0; !err && i < n; i++) err = crec_decode_record(&p, end, i, base_offset, base_ts, o, oom);
+    if (err) return err;
+    if (p != end) return "bytes left after the last record";
+    crec_decode_end(o, n);
+    return NULL;
 }
 
 /* Checks the arguments shared by both decoders; sets a Python error and returns -1 when they are bad. */
@@ -368,7 +356,7 @@ static int decode_run(Py_buffer *in, long long count, long long base_offset, lon
     err = decode_walk(p, p + in->len, (size_t)count, base_offset, base_ts, o, &oom);
     Py_END_ALLOW_THREADS
     if (err) {
-        dec_free(o);
+        crec_decode_free(o);
         if (oom)
             PyErr_NoMemory();
         else
@@ -398,7 +386,7 @@ static PyObject *decode_records(PyObject *self, PyObject *args) {
         }
         if (!objs[i]) {
             for (int j = 0; j < i; j++) Py_DECREF(objs[j]);
-            dec_free(&o);
+            crec_decode_free(&o);
             return NULL;
         }
     }
@@ -432,14 +420,14 @@ struct ArrowArray {
  * 6 header struct, 7 header key, 8 header value. */
 #define N_ARRAYS 9
 
-typedef struct {
+struct ArrowHolder {
     DecodeOut o;
     struct ArrowArray arrays[N_ARRAYS];
     struct ArrowArray *top_children[5];
     struct ArrowArray *list_children[1];
     struct ArrowArray *struct_children[2];
     const void *bufs[20];
-} ArrowHolder;
+};
 
 static void child_release(struct ArrowArray *a) { a->release = NULL; }
 
@@ -447,7 +435,7 @@ static void holder_release(struct ArrowArray *a) {
     ArrowHolder *h = (ArrowHolder *)a->private_data;
     for (int i = 1; i < N_ARRAYS; i++)
         if (h->arrays[i].release) h->arrays[i].release(&h->arrays[i]);
-    dec_free(&h->o);
+    crec_decode_free(&h->o);
     free(h);
     a->release = NULL;
 }
@@ -495,12 +483,31 @@ static void holder_build(ArrowHolder *h, int64_t n) {
     set_array(&h->arrays[8], o->nh, o->hvnull, 3, &b[17], 0, NULL, h, 0);
 }
 
+ArrowHolder *crec_holder_new(void) { return (ArrowHolder *)calloc(1, sizeof(ArrowHolder)); }
+
+DecodeOut *crec_holder_out(ArrowHolder *h) { return &h->o; }
+
+void crec_holder_free(ArrowHolder *h) {
+    crec_decode_free(&h->o);
+    free(h);
+}
+
+PyObject *crec_holder_import(ArrowHolder *h, int64_t n, PyObject *importer, PyObject *schema) {
+    holder_build(h, n);
+    /* The array lives on the stack: the importer moves it out (marking it released) or fails. */
+    struct ArrowArray top = h->arrays[0];
+    h->arrays[0].release = NULL;
+    PyObject *result = PyObject_CallFunction(importer, "KO", (unsigned long long)(uintptr_t)&top, schema);
+    if (top.release) top.release(&top);
+    return result;
+}
+
 static PyObject *decode_records_arrow(PyObject *self, PyObject *args) {
     Py_buffer in;
     long long count, base_offset, base_ts;
     PyObject *importer, *schema;
     if (!PyArg_ParseTuple(args, "y*LLLOO", &in, &count, &base_offset, &base_ts, &importer, &schema)) return NULL;
-    ArrowHolder *h = (ArrowHolder *)calloc(1, sizeof(ArrowHolder));
+    ArrowHolder *h = crec_holder_new();
     if (!h) {
         PyBuffer_Release(&in);
         return PyErr_NoMemory();
@@ -511,13 +518,7 @@ static PyObject *decode_records_arrow(PyObject *self, PyObject *args) {
         free(h);
         return NULL;
     }
-    holder_build(h, (int64_t)count);
-    /* The array lives on the stack: the importer moves it out (marking it released) or fails. */
-    struct ArrowArray top = h->arrays[0];
-    h->arrays[0].release = NULL;
-    PyObject *result = PyObject_CallFunction(importer, "KO", (unsigned long long)(uintptr_t)&top, schema);
-    if (top.release) top.release(&top);
-    return result;
+    return crec_holder_import(h, (int64_t)count, importer, schema);
 }
 
 /* ------------------------------------------------------------------ */
@@ -800,167 +801,6 @@ out:
 }
 
 /* ------------------------------------------------------------------ */
-/* lz4_frame_decompress: one LZ4 frame (as Kafka's clients write it:   */
-/* independent blocks, no checksums) straight into a Buffer the        */
-/* decoder reads, without the bytes object and the copies the lz4      */
-/* package's frame API makes. Blocks are decoded by the lz4 package's  */
-/* own LZ4_decompress_safe, whose address Python hands over            */
-/* (set_lz4_block_decoder): no lz4 headers or library at build time.   */
-/* Frames using anything else (block or content checksums, a           */
-/* dictionary, linked blocks, several frames, a bound past max_bytes)  */
-/* return None and are left to the lz4 package.                        */
-
-typedef int (*lz4_block_fn)(const char *src, char *dst, int compressed_size, int dst_capacity);
-static lz4_block_fn lz4_block_decompress = NULL;
-
-static PyObject *set_lz4_block_decoder(PyObject *self, PyObject *arg) {
-    unsigned long long address = PyLong_AsUnsignedLongLong(arg);
-    if (PyErr_Occurred()) return NULL;
-    lz4_block_decompress = (lz4_block_fn)(uintptr_t)address;
-    Py_RETURN_NONE;
-}
-
-#define LZ4_MAGIC 0x184D2204u
-#define XXH_P1 2654435761u
-#define XXH_P2 2246822519u
-#define XXH_P3 3266489917u
-#define XXH_P4 668265263u
-#define XXH_P5 374761393u
-
-static inline uint32_t rd32le(const uint8_t *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
-}
-
-static inline uint32_t rotl32(uint32_t x, int r) { return (x << r) | (x >> (32 - r)); }
-
-/* XXH32 with seed 0 of fewer than 16 bytes (a frame descriptor is 2 to 14). */
-static uint32_t xxh32_short(const uint8_t *p, size_t len) {
-    uint32_t h = XXH_P5 + (uint32_t)len;
-    size_t i = 0;
-    for (; i + 4 <= len; i += 4) h = rotl32(h + rd32le(p + i) * XXH_P3, 17) * XXH_P4;
-    for (; i < len; i++) h = rotl32(h + p[i] * XXH_P5, 11) * XXH_P1;
-    h ^= h >> 15;
-    h *= XXH_P2;
-    h ^= h >> 13;
-    h *= XXH_P3;
-    h ^= h >> 16;
-    return h;
-}
-
-/* 0: decoded into *out (malloc'd, *out_len bytes); 1: not for this path; -1: corrupt (*err set). */
-static int lz4_frame_run(const uint8_t *p, size_t n, size_t max_bytes, char **out, size_t *out_len,
-                         const char **err) {
-    static const size_t block_max_by_id[8] = {0, 0, 0, 0, 64 << 10, 256 << 10, 1 << 20, 4 << 20};
-    if (n < 7 || rd32le(p) != LZ4_MAGIC) return 1;
-    uint8_t flg = p[4], bd = p[5];
-    if ((flg >> 6) != 1 || (flg & 0x02) || (bd & 0x8F)) return 1; /* version, reserved bits */
-    if (!(flg & 0x20) || (flg & 0x10) || (flg & 0x04) || (flg & 0x01)) return 1;
-    size_t block_max = block_max_by_id[(bd >> 4) & 7];
-    if (!block_max) return 1;
-    size_t pos = 6, content_size = SIZE_MAX;
-    if (flg & 0x08) {
-        if (n < 15) return 1;
-        uint64_t cs = (uint64_t)rd32le(p + 6) | ((uint64_t)rd32le(p + 10) << 32);
-        content_size = cs > (uint64_t)SIZE_MAX ? SIZE_MAX : (size_t)cs;
-        pos += 8;
-    }
-    if (((xxh32_short(p + 4, pos - 4) >> 8) & 0xFF) != p[pos]) {
-        *err = "lz4 frame header checksum mismatch";
-        return -1;
-    }
-    pos += 1;
-    size_t start = pos, blocks = 0;
-    for (;;) { /* the bound, and that the frame spans the input exactly */
-        if (pos + 4 > n) return 1;
-        uint32_t size = rd32le(p + pos);
-        pos += 4;
-        if (size == 0) break;
-        size &= 0x7FFFFFFFu;
-        if (size > block_max || size > n - pos) return 1;
-        pos += size;
-        blocks++;
-    }
-    if (pos != n) return 1;
-    size_t bound = blocks * block_max;
-    if (content_size < bound) bound = content_size;
-    if (bound > max_bytes || bound > INT32_MAX) return 1;
-    char *dst = (char *)malloc(bound ? bound : 1);
-    if (!dst) {
-        *err = NULL;
-        return -1;
-    }
-    size_t w = 0;
-    pos = start;
-    for (;;) {
-        uint32_t size = rd32le(p + pos);
-        pos += 4;
-        if (size == 0) break;
-        int raw = (size & 0x80000000u) != 0;
-        size &= 0x7FFFFFFFu;
-        size_t room = bound - w;
-        if (raw) {
-            if (size > room) {
-                free(dst);
-                *err = "lz4 frame decompresses past its bound";
-                return -1;
-            }
-            memcpy(dst + w, p + pos, size);
-            w += size;
-        } else {
-            int got = lz4_block_decompress((const char *)p + pos, dst + w, (int)size,
-                                           (int)(room < block_max ? room : block_max));
-            if (got < 0) {
-                free(dst);
-                *err = "corrupt lz4 block";
-                return -1;
-            }
-            w += (size_t)got;
-        }
-        pos += size;
-    }
-    if (content_size != SIZE_MAX && w != content_size) {
-        free(dst);
-        *err = "lz4 frame content size mismatch";
-        return -1;
-    }
-    *out = dst;
-    *out_len = w;
-    return 0;
-}
-
-static PyObject *lz4_frame_decompress(PyObject *self, PyObject *args) {
-    Py_buffer in;
-    long long max_bytes;
-    if (!PyArg_ParseTuple(args, "y*L", &in, &max_bytes)) return NULL;
-    if (lz4_block_decompress == NULL || max_bytes < 0) {
-        PyBuffer_Release(&in);
-        Py_RETURN_NONE;
-    }
-    char *out = NULL;
-    size_t out_len = 0;
-    const char *err = "";
-    int rc;
-    Py_BEGIN_ALLOW_THREADS
-    rc = lz4_frame_run((const uint8_t *)in.buf, (size_t)in.len, (size_t)max_bytes, &out, &out_len, &err);
-    Py_END_ALLOW_THREADS
-    PyBuffer_Release(&in);
-    if (rc == 1) Py_RETURN_NONE;
-    if (rc < 0) {
-        if (err == NULL) return PyErr_NoMemory();
-        PyErr_SetString(PyExc_ValueError, err);
-        return NULL;
-    }
-    BufObject *o = PyObject_New(BufObject, &BufType);
-    if (!o) {
-        free(out);
-        return NULL;
-    }
-    o->data = out;
-    o->size = (Py_ssize_t)out_len;
-    return (PyObject *)o;
-}
-
-/* ------------------------------------------------------------------ */
 
 static PyMethodDef methods[] = {
     {"decode_records", decode_records, METH_VARARGS,
@@ -971,11 +811,16 @@ static PyMethodDef methods[] = {
     {"encode_records", encode_records, METH_VARARGS,
      "encode_records(base_offset, base_timestamp, n, reserve, offsets, timestamps, key, value, headers)"
      " -> (bytearray, max_timestamp)"},
-    {"lz4_frame_decompress", lz4_frame_decompress, METH_VARARGS,
+    {"lz4_frame_decompress", crec_lz4_frame_decompress, METH_VARARGS,
      "lz4_frame_decompress(data, max_bytes) -> Buffer of the frame's content, or None when the frame is"
      " left to the lz4 package (ValueError: corrupt)"},
-    {"set_lz4_block_decoder", set_lz4_block_decoder, METH_O,
-     "set_lz4_block_decoder(address): the LZ4_decompress_safe lz4_frame_decompress calls (0: none)"},
+    {"set_lz4_block_decoder", crec_set_lz4_block_decoder, METH_O,
+     "set_lz4_block_decoder(address): the LZ4_decompress_safe the lz4 functions call (0: none)"},
+    {"decode_lz4_records_arrow", crec_decode_lz4_records_arrow, METH_VARARGS,
+     "decode_lz4_records_arrow(frame, count, base_offset, base_timestamp, max_bytes, importer, schema) ->"
+     " decode_records_arrow of the frame's content, decoded block by block without the whole content in"
+     " memory; None when the frame is left to the lz4 package (LZ4FrameError: corrupt frame, ValueError:"
+     " bad records)"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -990,6 +835,12 @@ PyMODINIT_FUNC PyInit__crecords(void) {
     Py_INCREF(&BufType);
     if (PyModule_AddObject(m, "Buffer", (PyObject *)&BufType) < 0) {
         Py_DECREF(&BufType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    crec_LZ4FrameError = PyErr_NewExceptionWithDoc(
+        "pylog.protocol.records._crecords.LZ4FrameError", "A corrupt lz4 frame.", PyExc_ValueError, NULL);
+    if (!crec_LZ4FrameError || PyModule_AddObjectRef(m, "LZ4FrameError", crec_LZ4FrameError) < 0) {
         Py_DECREF(m);
         return NULL;
     }

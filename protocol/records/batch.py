@@ -26,9 +26,9 @@ from pylog.model import (
     TRANSACTIONAL_MASK,
 )
 
-from ..errors import CorruptRecordBatch
+from ..errors import CorruptRecordBatch, MalformedRecords
 from . import _pyrecords
-from .compression import codec_id, compress, decompress_records
+from .compression import C_LZ4_FRAMES, LZ4, codec_id, compress, decompress_records
 from .header import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
@@ -63,6 +63,8 @@ _impl: ModuleType = (
 IMPLEMENTATION = "c" if _impl is _c_impl else "python"
 _import_batch = pa.RecordBatch._import_from_c
 _c_arrow = getattr(_c_impl, "decode_records_arrow", None)  # absent from an accelerator built before it
+_c_lz4_arrow = getattr(_c_impl, "decode_lz4_records_arrow", None) if C_LZ4_FRAMES else None
+_LZ4FrameError: type[Exception] = getattr(_c_impl, "LZ4FrameError", ValueError)
 
 
 class DecodedBatch(NamedTuple):
@@ -94,15 +96,46 @@ def records_from_buffers(parts: tuple[Any, ...], n: int) -> pa.RecordBatch:
 def decode_records(
     data: Any, count: int, base_offset: int, base_timestamp: int, *, impl: ModuleType | None = None
 ) -> pa.RecordBatch:
-    """Decode an uncompressed records section (the bytes after the 61-byte header)."""
+    """Decode an uncompressed records section (the bytes after the 61-byte header); records that
+    do not parse raise MalformedRecords."""
     mod = impl or _impl
     try:
         if mod is _c_impl and _c_arrow is not None:  # one C data interface import, not a dozen from_buffers
             return _c_arrow(data, count, base_offset, base_timestamp, _import_batch, RECORD_SCHEMA)
         parts = mod.decode_records(data, count, base_offset, base_timestamp)
     except ValueError as exc:
-        raise CorruptRecordBatch(str(exc)) from None
+        raise MalformedRecords(str(exc)) from None
     return records_from_buffers(parts, count)
+
+
+def decode_section(
+    codec: int,
+    data: Any,
+    count: int,
+    base_offset: int,
+    base_timestamp: int,
+    max_uncompressed_bytes: int = DEFAULT_MAX_UNCOMPRESSED_BYTES,
+    *,
+    impl: ModuleType | None = None,
+) -> pa.RecordBatch:
+    """Decode a records section as the batch's `codec` (attribute bits) compressed it: a section
+    that does not decompress raises CorruptRecordBatch (RecordBatchTooLarge past the bound),
+    records that do not parse MalformedRecords. An lz4 frame from Kafka's clients goes through
+    the C accelerator's streamed walk (no whole decompressed copy); same results and errors."""
+    mod = impl or _impl
+    if codec == LZ4 and mod is _c_impl and _c_lz4_arrow is not None:
+        try:
+            got = _c_lz4_arrow(data, count, base_offset, base_timestamp, max_uncompressed_bytes,
+                               _import_batch, RECORD_SCHEMA)
+        except _LZ4FrameError as exc:
+            raise CorruptRecordBatch(f"lz4 decompression failed: {exc}") from None
+        except ValueError as exc:
+            raise MalformedRecords(str(exc)) from None
+        if got is not None:
+            return got
+    if codec:
+        data = decompress_records(codec, data, max_uncompressed_bytes, accelerated=mod is _c_impl)
+    return decode_records(data, count, base_offset, base_timestamp, impl=mod)
 
 
 def decode_batch(
@@ -126,14 +159,10 @@ def decode_batch(
     batch = mv[:end]
     if verify_crc:
         _check_crc(header, batch)
-    body: bytes | bytearray | memoryview = batch[HEADER_SIZE:]
     if header.compression > MAX_CODEC:
         raise CorruptRecordBatch(f"unknown compression codec {header.compression}")
-    if header.compression:
-        body = decompress_records(
-            header.compression, body, max_uncompressed_bytes, accelerated=impl is None or impl is _c_impl
-        )
-    records = decode_records(body, header.record_count, header.base_offset, header.base_timestamp, impl=impl)
+    records = decode_section(header.compression, batch[HEADER_SIZE:], header.record_count, header.base_offset,
+                             header.base_timestamp, max_uncompressed_bytes, impl=impl)
     return DecodedBatch(header, records)
 
 
@@ -305,6 +334,7 @@ __all__ = [
     "DecodedBatch",
     "decode_batch",
     "decode_records",
+    "decode_section",
     "encode_batch",
     "records_from_buffers",
 ]

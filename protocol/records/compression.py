@@ -153,6 +153,7 @@ def _c_lz4_frames() -> Callable[[Bytes, int], Any] | None:
 
 
 _c_lz4_frame = _c_lz4_frames()
+C_LZ4_FRAMES = _c_lz4_frame is not None  # the accelerator reads Kafka's lz4 frames itself
 
 
 def decompress_records(codec: int, data: Bytes, max_bytes: int, *, accelerated: bool = True) -> Bytes:

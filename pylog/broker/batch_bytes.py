@@ -8,8 +8,7 @@ from typing import Any
 
 from crc32c import crc32c
 from pylog.protocol import records as rec
-from pylog.protocol.errors import CorruptRecordBatch
-from pylog.protocol.records.compression import decompress_records
+from pylog.protocol.errors import CorruptRecordBatch, MalformedRecords
 
 from pylog.broker.wire_cache import WireBytes
 from pylog.model import TIMESTAMP_TYPE_MASK
@@ -45,12 +44,10 @@ def decode_at(view: memoryview, header: Any, base_offset: int, max_uncompressed_
     stores the rows as they are instead of shifting the offset column on every append."""
     if rec.compute_crc(view) != header.crc:
         raise CorruptRecordBatch(f"record batch CRC mismatch (stored {header.crc:#010x})")
-    body: Any = view[rec.HEADER_SIZE :]
-    if header.compression:
-        body = decompress_records(header.compression, body, max_uncompressed_bytes)
     try:
-        return rec.decode_records(body, header.record_count, base_offset, header.base_timestamp)
-    except CorruptRecordBatch as exc:  # the CRC held: the producer wrote malformed records
+        return rec.decode_section(header.compression, view[rec.HEADER_SIZE :], header.record_count,
+                                  base_offset, header.base_timestamp, max_uncompressed_bytes)
+    except MalformedRecords as exc:  # the CRC held: the producer wrote malformed records
         raise InvalidRecordStructure(f"Found invalid record structure: {exc}") from None
 
 
