@@ -83,6 +83,8 @@ class BenchBroker:
             self.port = free_port()
             url = f"tcp://127.0.0.1:{self.port}"
             cmd = [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url]
+        elif self.kind == "null":  # null_broker.py: acknowledges everything, stores nothing
+            cmd = [sys.executable, str(Path(__file__).with_name("null_broker.py"))]
         elif self.kind == "pylog":
             cmd = [
                 *pylog_command(),
@@ -111,7 +113,7 @@ class BenchBroker:
                 log.write(line)
                 log.flush()
                 m = LISTEN_RE.search(line.decode("utf-8", "replace"))
-                if m and self.kind == "pylog" and not ready.is_set():
+                if m and self.kind != "tansu" and not ready.is_set():
                     self.port = int(m.group("port"))
                     ready.set()
             log.close()
@@ -119,7 +121,7 @@ class BenchBroker:
 
         threading.Thread(target=pump, daemon=True).start()
         deadline = time.monotonic() + timeout
-        if self.kind == "pylog":
+        if self.kind != "tansu":
             ready.wait(timeout)
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:

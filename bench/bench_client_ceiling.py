@@ -1,0 +1,88 @@
+"""How much a broker can change a produce row: the same librdkafka producer against pylog, Tansu
+and a broker that stores nothing (null_broker.py, the client's own ceiling on this machine), the
+brokers alternating within each run.
+
+A row whose null-broker figure is close to both real brokers is bound by the client: the broker
+only decides how much of the machine it leaves the client, and the broker CPU column is the
+figure that separates the brokers.
+
+    python bench/bench_client_ceiling.py                       # lz4 produce of 1 KB records, 5 runs
+    python bench/bench_client_ceiling.py --codec none --size 100 --repeat 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+from bench_clients import Scenario, fmt, produce
+from common import BenchBroker, create_topic
+
+BROKERS = ("pylog", "tansu", "null")
+
+
+def run(args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:
+    """(records/s, broker CPU s per million records) of every run, by broker."""
+    sc = Scenario(args.size, compression=args.codec)
+    brokers = {kind: BenchBroker(kind).start() for kind in BROKERS}
+    samples: dict[str, list[tuple[float, float]]] = {kind: [] for kind in BROKERS}
+    try:
+        for b in brokers.values():
+            create_topic(b.bootstrap, "ceiling", 1)
+            produce(b.bootstrap, "ceiling", sc, args.records // 10)  # connections, caches, first segment
+        for rep in range(args.repeat):
+            order = BROKERS[rep % len(BROKERS):] + BROKERS[: rep % len(BROKERS)]  # each goes first in turn
+            for kind in order:
+                b = brokers[kind]
+                before = b.stats().cpu_s
+                seconds = produce(b.bootstrap, "ceiling", sc, args.records)
+                cpu = b.stats().cpu_s - before
+                samples[kind].append((args.records / seconds, cpu / args.records * 1e6))
+                print(f"[{kind}] run {rep + 1}: {args.records / seconds:,.0f} records/s", file=sys.stderr)
+    finally:
+        for b in brokers.values():
+            b.stop()
+    return samples
+
+
+def table(samples: dict[str, list[tuple[float, float]]], label: str) -> str:
+    rate = {k: [s[0] for s in v] for k, v in samples.items()}
+    cpu = {k: [s[1] for s in v] for k, v in samples.items()}
+
+    def ratios(a: str, b: str) -> list[float]:
+        return [x / y for x, y in zip(rate[a], rate[b])]
+
+    lines = [
+        f"{label}: median of {len(rate['pylog'])} runs, brokers alternating",
+        "",
+        "| broker | records/s | broker CPU s / M records | records/s per run |",
+        "|---|---:|---:|---|",
+    ]
+    for kind in BROKERS:
+        runs = " ".join(f"{x / 1e3:,.0f}k" for x in rate[kind])
+        lines.append(f"| {kind} | {fmt(statistics.median(rate[kind]))} | "
+                     f"{fmt(statistics.median(cpu[kind]))} | {runs} |")
+    lines += ["", "| ratio | median | per run |", "|---|---:|---|"]
+    for a, b in (("pylog", "tansu"), ("pylog", "null"), ("tansu", "null")):
+        r = ratios(a, b)
+        lines.append(f"| {a} / {b} | {statistics.median(r):.2f} | {' '.join(f'{x:.2f}' for x in r)} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--records", type=int, default=500_000, help="records per run")
+    ap.add_argument("--size", type=int, default=1000, help="record size in bytes")
+    ap.add_argument("--codec", default="lz4", help="the producer's compression.type")
+    ap.add_argument("--repeat", type=int, default=5, help="runs per broker")
+    args = ap.parse_args()
+    label = f"produce {args.size} B, acks=1, {args.codec}, 1 partition"
+    print("\n" + table(run(args), label))
+
+
+if __name__ == "__main__":
+    main()
