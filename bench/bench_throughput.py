@@ -7,11 +7,12 @@
 - catch-up consume of 1 KB records whose recent-batches cache is cold, as a fraction of the
   loopback limit (goal: >= 0.4).
 
-The rows are measured by bench_clients.py (the first two, one broker each, same librdkafka
-client; the catch-up row) and bench_replication.py (the cluster row), called here with the same
-settings as their ``--only`` runs. The pylog and reference columns are medians of ``--repeat``
-runs; the ratio is the median of the runs' own ratios (each run's pair measured back to back),
-listed in the last column.
+The rows are measured by bench_clients.py (4-partition consume, one broker each, same librdkafka
+client; the catch-up row), bench_client_ceiling.py (lz4 produce, beside the same producer against
+a broker that stores nothing: the client's ceiling, which no broker can pass) and
+bench_replication.py (the cluster row), called here with the same settings as their own runs.
+The pylog and reference columns are medians of ``--repeat`` runs; the ratio is the median of the
+runs' own ratios (each run's pair measured back to back), listed in the last column.
 
     python bench/bench_throughput.py                        # about 2 minutes on 2 idle cores
     python bench/bench_throughput.py --records 400000 --repl-records 200000 --repeat 3
@@ -27,10 +28,10 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 
+import bench_client_ceiling
 import bench_clients
 import bench_replication
 
-PRODUCE_LZ4 = "produce 1 KB, acks=1, lz4, 1p"
 CONSUME_4P = "consume 1 KB, acks=1, none, 4p"
 CATCH_UP = "catch-up consume 1 KB, acks=1, none, 1p, cold cache"
 RF3_BIG = "RF=3, acks=all, 1 MB batches"
@@ -38,13 +39,12 @@ RF1_BIG = "RF=1, acks=all, 1 MB batches"
 
 
 def client_rows(args: argparse.Namespace) -> dict[tuple[str, str], dict[str, list[float | None]]]:
-    """bench_clients' lz4 and 4-partition rows and its catch-up row, pylog and Tansu."""
+    """bench_clients' 4-partition rows and its catch-up row, pylog and Tansu."""
     cli = bench_clients.parser().parse_args(
         [
             "--records", str(args.records),
             "--repeat", str(args.repeat),
             "--latency-rate", "0",
-            "--only", "lz4",
             "--only", "4p",
             *(["--catchup-records", str(args.catchup_records)] if args.catchup_records else []),
         ]
@@ -109,10 +109,16 @@ def main() -> None:
     args = ap.parse_args()
 
     clients = client_rows(args)
+    ceiling = bench_client_ceiling.run(
+        argparse.Namespace(records=args.records // 2, size=1000, codec="lz4", repeat=args.repeat)
+    )
     repl, _ = bench_replication.run(args.repl_records, args.repeat, "1 MB", seconds=0)
 
     def c(label: str, metric: str, kind: str) -> list[float | None]:
         return list(clients.get((label, metric), {}).get(kind, [None]))
+
+    def z(kind: str, i: int) -> list[float | None]:
+        return [s[i] for s in ceiling[kind]] or [None]
 
     def r(label: str, i: int) -> list[float | None]:
         return [s[i] for s in repl.get(label, [])] or [None]
@@ -123,10 +129,12 @@ def main() -> None:
         ("4-partition consume, 1 KB", "broker CPU s / M records",
          c(CONSUME_4P, "broker CPU s / M records", "pylog"),
          c(CONSUME_4P, "broker CPU s / M records", "tansu"), "Tansu", None),
-        ("lz4 produce, 1 KB", "records/s", c(PRODUCE_LZ4, "records/s", "pylog"),
-         c(PRODUCE_LZ4, "records/s", "tansu"), "Tansu", 1.0),
-        ("lz4 produce, 1 KB", "broker CPU s / M records", c(PRODUCE_LZ4, "broker CPU s / M records", "pylog"),
-         c(PRODUCE_LZ4, "broker CPU s / M records", "tansu"), "Tansu", None),
+        ("lz4 produce, 1 KB", "records/s", z("pylog", 0), z("tansu", 0), "Tansu", 1.0),
+        ("lz4 produce, 1 KB", "broker CPU s / M records", z("pylog", 1), z("tansu", 1), "Tansu", None),
+        ("lz4 produce, 1 KB", "records/s, of the client's ceiling", z("pylog", 0), z("null", 0), "null",
+         None),
+        ("lz4 produce, 1 KB", "Tansu's records/s, of the ceiling", z("tansu", 0), z("null", 0), "null",
+         None),
         ("RF=3 acks=all, 1 MB batches, 3 nodes", "records/s", r(RF3_BIG, 0), r(RF1_BIG, 0), "RF=1", 0.4),
         ("RF=3 acks=all, 1 MB batches, 3 nodes", "cluster CPU s / M records", r(RF3_BIG, 1), r(RF1_BIG, 1),
          "RF=1", None),
