@@ -122,6 +122,8 @@ def decode_section(
     that does not decompress raises CorruptRecordBatch (RecordBatchTooLarge past the bound),
     records that do not parse MalformedRecords. An lz4 frame from Kafka's clients goes through
     the C accelerator's streamed walk (no whole decompressed copy); same results and errors."""
+    if not 0 <= codec <= MAX_CODEC:
+        raise CorruptRecordBatch(f"unknown compression codec {codec}")
     mod = impl or _impl
     if codec == LZ4 and mod is _c_impl and _c_lz4_arrow is not None:
         try:
@@ -159,8 +161,6 @@ def decode_batch(
     batch = mv[:end]
     if verify_crc:
         _check_crc(header, batch)
-    if header.compression > MAX_CODEC:
-        raise CorruptRecordBatch(f"unknown compression codec {header.compression}")
     records = decode_section(header.compression, batch[HEADER_SIZE:], header.record_count, header.base_offset,
                              header.base_timestamp, max_uncompressed_bytes, impl=impl)
     return DecodedBatch(header, records)
