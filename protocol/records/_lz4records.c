@@ -190,8 +190,8 @@ typedef struct {
     int oom;
 } WalkErrors;
 
-/* True when the window holds record `i` whole (or bytes no more data can make a record of:
- * the walk then reports them). */
+/* True when the window holds the next record whole (or bytes that more data cannot make a
+ * record of: the walk then reports them). */
 static int record_ready(const char *win, size_t wpos, size_t wlen) {
     const uint8_t *q = (const uint8_t *)win + wpos, *end = (const uint8_t *)win + wlen;
     int32_t rlen;
