@@ -52,8 +52,7 @@ static PyTypeObject BufType = {
 };
 
 /* ------------------------------------------------------------------ */
-/* Growable byte buffer.                                               */
-
+/* Growable byte buffer (GBuf, _crecords.h).                          */
 
 static int gb_init(GBuf *b, size_t cap) {
     if (cap < 64) cap = 64;
@@ -121,16 +120,11 @@ static PyObject *gb_finish(GBuf *b) {
         char *np = (char *)realloc(b->p, keep);
         if (np) b->p = np;
     }
-    BufObject *o = PyObject_New(BufObject, &BufType);
-    if (!o) {
-        gb_free(b);
-        return NULL;
-    }
-    o->data = b->p;
-    o->size = (Py_ssize_t)b->len;
+    char *data = b->p;
+    size_t len = b->len;
     b->p = NULL;
     b->len = b->cap = 0;
-    return (PyObject *)o;
+    return crec_buffer_new(data, len);
 }
 
 /* ------------------------------------------------------------------ */
@@ -208,7 +202,6 @@ static int utf8_valid(const uint8_t *s, size_t n) {
 
 /* ------------------------------------------------------------------ */
 /* decode_records                                                      */
-
 
 #define N_GBUFS 14
 
@@ -351,7 +344,6 @@ static int decode_run(Py_buffer *in, long long count, long long base_offset, lon
     const char *err;
     int oom = 0;
     const uint8_t *p = (const uint8_t *)in->buf;
-    memset(o, 0, sizeof *o);
     Py_BEGIN_ALLOW_THREADS
     err = decode_walk(p, p + in->len, (size_t)count, base_offset, base_ts, o, &oom);
     Py_END_ALLOW_THREADS
