@@ -1,7 +1,7 @@
 # pylog: set-up, run and test from a fresh clone.
 #   make run          - virtualenv + pylog, then a single-node broker on 127.0.0.1:9092 (data in ./pylog-data)
 #   make test         - virtualenv with the locked test environment (requirements/test.lock) + kcat +
-#                       kafkajs (package-lock.json) + chromium, then ruff and the whole test suite
+#                       kafkajs and oidc-provider (package-lock.json) + chromium, then ruff and the whole test suite
 #   make test-latest  - the same suite in .venv-latest, with the newest releases pyproject.toml allows
 #   make lock         - write the versions installed in $(VENV) to requirements/test.lock
 #   make typecheck    - mypy over the whole pylog package and the message classes' stub (also part of make test)
@@ -14,6 +14,7 @@ VPY := $(VENV)/bin/python
 DATA_DIR ?= ./pylog-data
 LISTEN ?= 127.0.0.1:9092
 JS_DIR := compat-tests/js
+OIDC_DIR := compat-tests/oidc
 PYTEST_ARGS ?=
 LOCK := requirements/test.lock
 # how install-test picks versions: the lock's (make test) or the newest allowed (make test-latest)
@@ -24,14 +25,14 @@ LATEST_VENV ?= .venv-latest
 LOCK_HOLD := 'duckdb<2' 'polars<2'
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test test-latest lock venv install install-test kcat kafkajs chromium iproute2 lint pytest bench clean \
+.PHONY: run test test-latest lock venv install install-test kcat kafkajs oidc chromium iproute2 lint pytest bench clean \
 	messages typecheck typecheck-run
 
 run: install
 	exec $(VENV)/bin/pylog broker --data-dir $(DATA_DIR) --listen $(LISTEN)
 
 # Lint and tests both run; the target fails if either fails (pytest's 5, "no tests", included).
-test: install-test kcat kafkajs chromium iproute2
+test: install-test kcat kafkajs oidc chromium iproute2
 	@rc=0; \
 	$(VENV)/bin/ruff check . || rc=1; \
 	$(MAKE) --no-print-directory typecheck-run || rc=1; \
@@ -118,6 +119,13 @@ kafkajs: $(JS_DIR)/node_modules/.installed
 
 $(JS_DIR)/node_modules/.installed: $(JS_DIR)/package.json $(JS_DIR)/package-lock.json
 	cd $(JS_DIR) && (npm ci --no-audit --no-fund || npm install --no-audit --no-fund)
+	touch $@
+
+# the OpenID Connect provider (oidc-provider) the OAUTHBEARER tests take tokens from
+oidc: $(OIDC_DIR)/node_modules/.installed
+
+$(OIDC_DIR)/node_modules/.installed: $(OIDC_DIR)/package.json $(OIDC_DIR)/package-lock.json
+	cd $(OIDC_DIR) && (npm ci --no-audit --no-fund || npm install --no-audit --no-fund)
 	touch $@
 
 lint: $(VPY)
