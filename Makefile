@@ -1,5 +1,6 @@
 # pylog: set-up, run and test from a fresh clone.
-#   make run          - virtualenv + pylog, then a single-node broker on 127.0.0.1:9092 (data in ./pylog-data)
+#   make run          - virtualenv + pylog with its notebook and registry extras (what the README's examples
+#                       use), then a single-node broker on 127.0.0.1:9092 (data in ./pylog-data)
 #   make test         - virtualenv with the locked test environment (requirements/test.lock) + kcat +
 #                       kafkajs and oidc-provider (package-lock.json) + chromium, then ruff and the whole test suite
 #   make test-latest  - the same suite in .venv-latest, with the newest releases pyproject.toml allows
@@ -70,8 +71,9 @@ $(VPY):
 
 venv: $(VPY)
 
+# the extras the README's sections use: pandas, Polars, DuckDB, the widgets (notebook), the schema registry
 install: $(VPY)
-	$(VPY) -m pip install -e .
+	$(VPY) -m pip install -e '.[notebook,registry]'
 
 install-test: $(VPY)
 	$(VPY) -m pip install $(TEST_PIN) -e '.[test]'
