@@ -32,6 +32,7 @@ from typing import Any
 
 from pylog.protocol.errors import ErrorCode
 from pylog.storage import CompactionResult, LogConfig, PartitionLog
+from pylog.storage.published_hw import PublishedHighWatermark
 from pylog.storage.schema import metas_from_entries
 
 from pylog.broker.batch_bytes import encode_stored
@@ -101,6 +102,7 @@ class Partition:
         self.apply_configs(configs)
         self.log = PartitionLog.open(path, self.log_config, now_ms=now_ms)
         self.log.wire_encoder = encode_stored  # sealed segments keep their batches' wire bytes
+        self._published_hw = PublishedHighWatermark(path)  # for readers of the data directory
         self._rebuild_producer_state()
 
     # --- configuration ----------------------------------------------------------------------
@@ -163,6 +165,7 @@ class Partition:
     def restore_high_watermark(self, offset: int) -> None:
         """The checkpointed high watermark (replication-offset-checkpoint), on start."""
         self._hw = min(offset, self.log.log_end_offset)
+        self._publish_high_watermark()
 
     def enough_replicas(self) -> bool:
         """acks=all may be accepted: the committed ISR has at least min.insync.replicas."""
@@ -423,7 +426,12 @@ class Partition:
 
     def _hw_advanced(self, advanced: bool) -> None:
         if advanced:  # acks=all produces may be done, consumers long-polling may see more
+            self._publish_high_watermark()
             self.watchers.high_watermark_moved(self.high_watermark)
+
+    def _publish_high_watermark(self) -> None:
+        """Readers of the data directory see the high watermark before anyone is told of it."""
+        self._published_hw.publish(self.high_watermark)
 
     # --- as follower --------------------------------------------------------------------------
 
@@ -432,6 +440,7 @@ class Partition:
         hw = min(leader_high_watermark, self.log.log_end_offset)
         if hw != self._hw:
             self._hw = hw
+            self._publish_high_watermark()
             self.watchers.high_watermark_moved(hw)
 
     def truncate_to(self, offset: int) -> None:
@@ -445,6 +454,7 @@ class Partition:
             self.wire.clear()
             self._rebuild_producer_state()
             self._hw = min(self._hw, offset)
+            self._publish_high_watermark()
         log.info("truncated %s-%d to offset %d", self.topic, self.index, offset)
         self.wake()
 
@@ -456,6 +466,7 @@ class Partition:
             self.wire.clear()
             self.producers = ProducerStateTable()
             self._hw = offset
+            self._publish_high_watermark()
         log.info("%s-%d starts over at the leader's log start offset %d", self.topic, self.index, offset)
         self.wake()
 
@@ -541,9 +552,13 @@ class Partition:
             self.log = PartitionLog.open(path, self.log_config, now_ms=now_ms)
             self.log.wire_encoder = encode_stored
             self.path = path
+            self._published_hw.close()
+            self._published_hw = PublishedHighWatermark(path)
+            self._publish_high_watermark()
 
     def close(self, *, flush: bool = True) -> None:
         self.wire.clear()  # give its share of the broker's wire budget back
         if flush:
             self.log.flush()
         self.log.close()
+        self._published_hw.close()

@@ -6,9 +6,10 @@ Partitions are ``<data_dir>/<topic>-<partition>`` directories opened with
 ``PartitionLog.open_readonly``, which is safe while a broker appends, rolls or seals them (a torn tail
 is ignored; the view is fixed at open). What a reader may see matches a read_committed Kafka fetch:
 
-- The high watermark is the log end offset of complete batches (a single-replica broker's high
-  watermark), capped by Kafka's ``replication-offset-checkpoint`` in the data directory when a
-  replicating broker writes one.
+- The high watermark is the one the broker published beside the partition's segments
+  (``high-watermark``, updated before each acknowledgement, see storage/published_hw.py), else
+  the one in Kafka's ``replication-offset-checkpoint``, else the log end offset of complete
+  batches; never above that log end.
 - The last stable offset is the first offset of the earliest transaction without a marker below the
   high watermark; ``latest`` means that offset.
 - Control batches never become rows, and a transactional batch is dropped when its producer's next
@@ -44,6 +45,7 @@ from pylog.sdk.offsets import PartitionRange, UnknownTopicError
 from pylog.sdk.schema import source_schema
 from pylog.storage import PartitionLog, list_partitions
 from pylog.storage.checkpoint import HIGH_WATERMARK_FILE, read_offset_checkpoint
+from pylog.storage.published_hw import read_published_high_watermark
 from pylog.storage.tiered_log import ReadableLog, TieredLog
 
 if TYPE_CHECKING:
@@ -129,7 +131,11 @@ class DirTopicSource:
                 raise UnknownTopicError(f"topic {topic!r} has no partition {partition} in {self._where}")
             local = PartitionLog.open_readonly(path) if path is not None else None
             log: ReadableLog = local if remote is None else TieredLog(remote, local)  # type: ignore[assignment]
-            hw = self._hw.get((topic, partition)) if local is not None else None
+            hw = None
+            if path is not None:  # what the broker published lately, else its last checkpoint
+                hw = read_published_high_watermark(path)
+                if hw is None:
+                    hw = self._hw.get((topic, partition))
             part = self._open[(topic, partition)] = _Partition(log, hw)
         return part
 
