@@ -33,6 +33,7 @@ from pathlib import Path
 _REMOVE_ENV = "PYLOG_LOCAL_BROKER_REMOVE"
 _PID_FILE_ENV = "PYLOG_LOCAL_BROKER_PID_FILE"
 _READY = re.compile(r"pylog broker listening on (\[?[^\s\]]+\]?):(\d+), data in (.+)$")
+_REGISTRY = re.compile(r"^pylog schema registry on (\S+)$", re.MULTILINE)
 
 
 class LocalBroker:
@@ -101,9 +102,13 @@ class LocalBroker:
         self._finalizer = weakref.finalize(self, _terminate, self.process, None)
         deadline = time.monotonic() + self.startup_timeout_s
         while True:
-            match = _READY.search(out_path.read_text(errors="replace"))
+            printed = out_path.read_text(errors="replace")
+            match = _READY.search(printed)
             if match:
                 self.host, self.port = match.group(1).strip("[]"), int(match.group(2))
+                registry = _REGISTRY.search(printed)
+                if registry:  # https when the broker's listeners use TLS
+                    self.schema_registry_url = registry.group(1)
                 return self
             if self.process.poll() is not None:
                 code = self.process.returncode

@@ -465,12 +465,20 @@ class Broker:
     async def _start_schema_registry(self) -> None:
         listener = self.config.raw("schema.registry.listeners")
         if listener:
+            from pylog.schema_registry.auth import registry_security
             from pylog.schema_registry.http import RegistryServer
             from pylog.schema_registry.validation import known_ids_of
+            from pylog.security.tls import node_client_context
 
             server, security = self._own_client_listener()
+            access = registry_security(
+                [self.security.listener(s.listener) for s in self.servers],
+                self.authorization,
+                lambda name: node_client_context(lambda key: self.config.listener_raw(name, key)),
+            )
             self.schema_registry = RegistryServer(
-                listener, f"{_local(server.host)}:{server.port}", node_id=self.node_id, security=security
+                listener, f"{_local(server.host)}:{server.port}", node_id=self.node_id, security=security,
+                access=access,
             )
             await self.schema_registry.start()
             self.schema_validation.known_ids = known_ids_of(self.schema_registry.registry.state.by_id)

@@ -2,7 +2,11 @@
 
 Handlers translate HTTP to `RegistryState` queries and `SchemaRegistry.write` commands; errors are
 `RegistryError` bodies (``{"error_code": ..., "message": ...}``). Writes that reach an instance
-which is not the writer are forwarded to the writer unchanged.
+which is not the writer are forwarded to the writer unchanged (with the caller's credentials).
+
+Behind a secured broker (`pylog.schema_registry.auth`) every request is authenticated first (401
+with ``WWW-Authenticate`` without valid credentials) and each handler asks the caller's
+`SubjectAccess` for what it touches (403, error code 40301, when the ACLs refuse).
 """
 
 from __future__ import annotations
@@ -15,7 +19,17 @@ from urllib.parse import urlsplit
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
 
+from pylog.broker.acl_operations import AclOperation
 from pylog.schema_registry import errors as e
+from pylog.schema_registry.auth import (
+    ALLOW_ALL,
+    FORBIDDEN,
+    OPEN,
+    Forbidden,
+    RegistrySecurity,
+    SubjectAccess,
+    Unauthenticated,
+)
 from pylog.schema_registry.core import Plan, RegistryState, parse_version, schema_from_request
 from pylog.schema_registry.errors import RegistryError
 from pylog.schema_registry.formats import SCHEMA_TYPES
@@ -25,6 +39,7 @@ log = logging.getLogger(__name__)
 
 CONTENT_TYPE = "application/vnd.schemaregistry.v1+json"
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+_READ, _WRITE, _ALTER = AclOperation.READ, AclOperation.WRITE, AclOperation.ALTER
 
 
 def _json(body: Any, status: int = 200) -> web.Response:
@@ -50,6 +65,18 @@ def _schema_id(request: web.Request) -> int:
         raise e.not_found(e.SCHEMA_NOT_FOUND, f"Schema {request.match_info['id']} not found") from None
 
 
+def _access(request: web.Request) -> SubjectAccess:
+    access: SubjectAccess = request.get("access", ALLOW_ALL)
+    return access
+
+
+def _subject(request: web.Request, operation: int) -> str:
+    """The path's subject, once the caller may ``operation`` on it."""
+    subject = request.match_info["subject"]
+    _access(request).require(operation, subject)
+    return subject
+
+
 def _version_arg(request: web.Request) -> str | int:
     v = request.match_info["version"]
     if v != "latest":
@@ -58,12 +85,16 @@ def _version_arg(request: web.Request) -> str | int:
 
 
 class RegistryApp:
-    def __init__(self, registry: SchemaRegistry) -> None:
+    def __init__(self, registry: SchemaRegistry, security: RegistrySecurity = OPEN) -> None:
         self.registry = registry
+        self.security = security
         self._forward_session: ClientSession | None = None
 
     def app(self) -> web.Application:
-        app = web.Application(middlewares=[self._errors], client_max_size=16 << 20)
+        middlewares = [self._errors]
+        if self.security.authenticator is not None:
+            middlewares.append(self._authenticate)
+        app = web.Application(middlewares=middlewares, client_max_size=16 << 20)
         r = app.router
         r.add_get("/", self.root)
         r.add_get("/schemas/types", self.types)
@@ -116,6 +147,26 @@ class RegistryApp:
             log.exception("schema registry: %s %s failed", request.method, request.path)
             return _json({"error_code": 50001, "message": f"Error in the backend data store: {exc}"}, 500)
 
+    @web.middleware
+    async def _authenticate(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        authenticator = self.security.authenticator
+        assert authenticator is not None
+        transport = request.transport
+        peercert = transport.get_extra_info("peercert") if transport is not None else None
+        try:
+            principal = authenticator.authenticate(request.headers.get("Authorization"), peercert)
+        except Unauthenticated as exc:
+            log.info("schema registry: %s %s from %s refused: %s", request.method, request.path,
+                     request.remote, exc)
+            response = _json({"error_code": 401, "message": f"Unauthorized: {exc}"}, 401)
+            response.headers["WWW-Authenticate"] = authenticator.challenge
+            return response
+        request["access"] = self.security.access(principal, request.remote or "")
+        try:
+            return await handler(request)
+        except Forbidden as exc:
+            return _json({"error_code": FORBIDDEN, "message": str(exc)}, 403)
+
     async def _state(self) -> RegistryState:
         return await self.registry.ready()
 
@@ -130,16 +181,24 @@ class RegistryApp:
             self._forward_session = ClientSession(timeout=ClientTimeout(total=30))
         base = urlsplit(target)
         url = f"{base.scheme}://{base.netloc}{request.rel_url}"
+        headers = {"Content-Type": request.headers.get("Content-Type", CONTENT_TYPE)}
+        if "Authorization" in request.headers:  # the writer authenticates and authorizes the caller again
+            headers["Authorization"] = request.headers["Authorization"]
+        ctx = self.security.client_ssl_context
         try:
             async with self._forward_session.request(
                 request.method,
                 url,
                 data=await request.read(),
-                headers={"Content-Type": request.headers.get("Content-Type", CONTENT_TYPE)},
+                headers=headers,
+                ssl=ctx if ctx is not None and base.scheme == "https" else True,
             ) as resp:
-                return web.Response(
+                out = web.Response(
                     body=await resp.read(), status=resp.status, headers={"Content-Type": CONTENT_TYPE}
                 )
+                if "WWW-Authenticate" in resp.headers:
+                    out.headers["WWW-Authenticate"] = resp.headers["WWW-Authenticate"]
+                return out
         except ClientError as exc:
             raise RegistryError(
                 500, e.FORWARDING_ERROR, f"forwarding to the writer at {target} failed: {exc}"
@@ -162,7 +221,7 @@ class RegistryApp:
         deleted = _flag(request, "deleted")
         out = [
             v.to_json()
-            for s in st.subject_names(deleted=deleted, prefix=prefix)
+            for s in _access(request).readable(st.subject_names(deleted=deleted, prefix=prefix))
             for v in st.versions(s, deleted=deleted)
         ]
         if _flag(request, "latestOnly"):
@@ -172,81 +231,94 @@ class RegistryApp:
             out = list(latest.values())
         return _json(out)
 
+    @staticmethod
+    def _readable_id(request: web.Request, st: RegistryState) -> int:
+        """The path's schema id, once the caller may READ some subject that holds it (soft-deleted
+        versions included); an unknown id is left to the handler's 404."""
+        sid = _schema_id(request)
+        access = _access(request)
+        if access is not ALLOW_ALL and sid in st.by_id:
+            subjects = {v.subject for v in st.id_usages(sid, deleted=True)}
+            if not access.readable(sorted(subjects)):
+                raise Forbidden(
+                    f"User {access.principal} is not authorized to READ any subject of schema {sid}"
+                )
+        return sid
+
     async def schema_by_id(self, request: web.Request) -> web.Response:
         st = await self._state()
-        return _json(st.schema(_schema_id(request)).to_json())
+        return _json(st.schema(self._readable_id(request, st)).to_json())
 
     async def schema_text_by_id(self, request: web.Request) -> web.Response:
         st = await self._state()
-        return web.Response(text=st.schema(_schema_id(request)).text, content_type="application/json")
+        text = st.schema(self._readable_id(request, st)).text
+        return web.Response(text=text, content_type="application/json")
 
     async def id_subjects(self, request: web.Request) -> web.Response:
         st = await self._state()
-        usages = st.id_usages(_schema_id(request), deleted=_flag(request, "deleted"))
-        return _json(sorted({v.subject for v in usages}))
+        usages = st.id_usages(self._readable_id(request, st), deleted=_flag(request, "deleted"))
+        return _json(_access(request).readable(sorted({v.subject for v in usages})))
 
     async def id_versions(self, request: web.Request) -> web.Response:
         st = await self._state()
-        usages = st.id_usages(_schema_id(request), deleted=_flag(request, "deleted"))
-        return _json([{"subject": v.subject, "version": v.version} for v in usages])
+        usages = st.id_usages(self._readable_id(request, st), deleted=_flag(request, "deleted"))
+        may = _access(request).may
+        return _json([{"subject": v.subject, "version": v.version} for v in usages if may(_READ, v.subject)])
 
     # --- subjects --------------------------------------------------------------------------
 
     async def subjects(self, request: web.Request) -> web.Response:
         st = await self._state()
-        return _json(
-            st.subject_names(deleted=_flag(request, "deleted"), prefix=request.query.get("subjectPrefix", ""))
-        )
+        prefix = request.query.get("subjectPrefix", "")
+        names = st.subject_names(deleted=_flag(request, "deleted"), prefix=prefix)
+        return _json(_access(request).readable(names))
 
     async def subject_versions(self, request: web.Request) -> web.Response:
         st = await self._state()
-        vs = st.versions(request.match_info["subject"], deleted=_flag(request, "deleted"))
+        vs = st.versions(_subject(request, _READ), deleted=_flag(request, "deleted"))
         return _json([v.version for v in vs])
 
     async def get_version(self, request: web.Request) -> web.Response:
         st = await self._state()
-        v = st.version(
-            request.match_info["subject"], _version_arg(request), deleted=_flag(request, "deleted")
-        )
+        v = st.version(_subject(request, _READ), _version_arg(request), deleted=_flag(request, "deleted"))
         return _json(v.to_json())
 
     async def get_version_schema(self, request: web.Request) -> web.Response:
         st = await self._state()
-        v = st.version(
-            request.match_info["subject"], _version_arg(request), deleted=_flag(request, "deleted")
-        )
+        v = st.version(_subject(request, _READ), _version_arg(request), deleted=_flag(request, "deleted"))
         return web.Response(text=v.schema.text, content_type="application/json")
 
     async def referenced_by(self, request: web.Request) -> web.Response:
         st = await self._state()
-        return _json(st.referenced_by(request.match_info["subject"], _version_arg(request)))
+        return _json(st.referenced_by(_subject(request, _READ), _version_arg(request)))
 
     async def register(self, request: web.Request) -> web.Response:
+        subject = _subject(request, _WRITE)
         body = await _body(request)
         schema = schema_from_request(body)
-        subject = request.match_info["subject"]
         sid = body.get("id") if isinstance(body.get("id"), int) else None
         ver = body.get("version") if isinstance(body.get("version"), int) else None
         return await self._write(request, lambda st: st.register(subject, schema, schema_id=sid, version=ver))
 
     async def lookup(self, request: web.Request) -> web.Response:
+        subject = _subject(request, _READ)
         st = await self._state()
         schema = schema_from_request(await _body(request))
-        v = st.lookup(request.match_info["subject"], schema, deleted=_flag(request, "deleted"))
+        v = st.lookup(subject, schema, deleted=_flag(request, "deleted"))
         return _json(v.to_json())
 
     async def delete_subject(self, request: web.Request) -> web.Response:
-        subject, permanent = request.match_info["subject"], _flag(request, "permanent")
+        subject, permanent = _subject(request, _ALTER), _flag(request, "permanent")
         return await self._write(request, lambda st: st.delete_subject(subject, permanent=permanent))
 
     async def delete_version(self, request: web.Request) -> web.Response:
-        subject, permanent = request.match_info["subject"], _flag(request, "permanent")
+        subject, permanent = _subject(request, _ALTER), _flag(request, "permanent")
         version = _version_arg(request)
         return await self._write(request, lambda st: st.delete_version(subject, version, permanent=permanent))
 
     async def compatibility(self, request: web.Request) -> web.Response:
+        subject = _subject(request, _READ)
         st = await self._state()
-        subject = request.match_info["subject"]
         schema = schema_from_request(await _body(request))
         version = request.match_info.get("version")
         if version is None:
@@ -268,9 +340,20 @@ class RegistryApp:
 
     # --- config and mode -------------------------------------------------------------------
 
-    async def get_config(self, request: web.Request) -> web.Response:
-        st = await self._state()
+    @staticmethod
+    def _config_target(request: web.Request, operation: int) -> str | None:
+        """The path's subject (None: the global level) once the caller may change / read it:
+        a subject's level needs ``operation`` on it, changing the global one CLUSTER ALTER."""
         subject = request.match_info.get("subject")
+        if subject is not None:
+            _access(request).require(operation, subject)
+        elif operation == _ALTER:
+            _access(request).require_cluster_alter()
+        return subject
+
+    async def get_config(self, request: web.Request) -> web.Response:
+        subject = self._config_target(request, _READ)
+        st = await self._state()
         if subject is not None and subject not in st.configs and not _flag(request, "defaultToGlobal"):
             raise e.not_found(
                 e.SUBJECT_LEVEL_COMPATIBILITY_NOT_CONFIGURED,
@@ -279,18 +362,18 @@ class RegistryApp:
         return _json({"compatibilityLevel": st.compatibility(subject)})
 
     async def put_config(self, request: web.Request) -> web.Response:
+        subject = self._config_target(request, _ALTER)
         body = await _body(request)
-        subject = request.match_info.get("subject")
         level = body.get("compatibility", body.get("compatibilityLevel")) if isinstance(body, dict) else None
         return await self._write(request, lambda st: st.set_compatibility(subject, level))
 
     async def delete_config(self, request: web.Request) -> web.Response:
-        subject = request.match_info.get("subject")
+        subject = self._config_target(request, _ALTER)
         return await self._write(request, lambda st: st.delete_compatibility(subject))
 
     async def get_mode(self, request: web.Request) -> web.Response:
+        subject = self._config_target(request, _READ)
         st = await self._state()
-        subject = request.match_info.get("subject")
         if subject is not None and subject not in st.modes and not _flag(request, "defaultToGlobal"):
             raise e.not_found(
                 e.SUBJECT_LEVEL_MODE_NOT_CONFIGURED,
@@ -299,24 +382,34 @@ class RegistryApp:
         return _json({"mode": st.mode(subject)})
 
     async def put_mode(self, request: web.Request) -> web.Response:
+        subject = self._config_target(request, _ALTER)
         body = await _body(request)
-        subject = request.match_info.get("subject")
         mode = body.get("mode") if isinstance(body, dict) else None
         force = _flag(request, "force")
         return await self._write(request, lambda st: st.set_mode(subject, mode, force=force))
 
     async def delete_mode(self, request: web.Request) -> web.Response:
-        subject = request.match_info["subject"]
+        subject = self._config_target(request, _ALTER)
+        assert subject is not None
         return await self._write(request, lambda st: st.delete_mode(subject))
 
 
 class RegistryServer:
     """The HTTP listener of one broker's registry (``schema.registry.listeners=http://HOST:PORT``)."""
 
-    def __init__(self, listener: str, bootstrap_servers: str, *, node_id: int, security: Any = None) -> None:
+    def __init__(
+        self,
+        listener: str,
+        bootstrap_servers: str,
+        *,
+        node_id: int,
+        security: Any = None,
+        access: RegistrySecurity = OPEN,
+    ) -> None:
         self.host, self.port = parse_listener(listener)
         self.bootstrap_servers = bootstrap_servers
         self.security = security  # how this node reaches its own (possibly secured) listener
+        self.access = access  # how callers of the registry are authenticated and authorized
         self.node_id = node_id
         self.registry: SchemaRegistry | None = None
         self._runner: web.AppRunner | None = None
@@ -324,13 +417,15 @@ class RegistryServer:
     @property
     def url(self) -> str:
         host = "127.0.0.1" if self.host in ("0.0.0.0", "", "::") else self.host
-        return f"http://{host}:{self.port}"
+        return f"{self.access.scheme}://{host}:{self.port}"
 
     async def start(self) -> str:
         self.registry = SchemaRegistry(self.bootstrap_servers, node_id=self.node_id, security=self.security)
-        self._runner = web.AppRunner(RegistryApp(self.registry).app(), access_log=None)
+        self._runner = web.AppRunner(RegistryApp(self.registry, self.access).app(), access_log=None)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.host, self.port, reuse_address=True)
+        site = web.TCPSite(
+            self._runner, self.host, self.port, reuse_address=True, ssl_context=self.access.ssl_context
+        )
         await site.start()
         server = getattr(site, "_server", None)
         if server is not None and server.sockets:
@@ -348,9 +443,10 @@ class RegistryServer:
 
 
 def parse_listener(listener: str) -> tuple[str, int]:
-    """``http://HOST:PORT`` (the first of a comma-separated list) -> (host, port)."""
+    """``http://HOST:PORT`` (the first of a comma-separated list) -> (host, port). ``https://`` is
+    accepted too: whether TLS is served follows the broker's listeners, not the scheme written."""
     first = listener.split(",")[0].strip()
     parts = urlsplit(first)
-    if parts.scheme != "http" or parts.port is None or not parts.hostname:
+    if parts.scheme not in ("http", "https") or parts.port is None or not parts.hostname:
         raise ValueError(f"schema.registry.listeners must be http://HOST:PORT, got {listener!r}")
     return parts.hostname, parts.port

@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import urllib.error
 import urllib.parse
-import urllib.request
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +25,7 @@ from pylog.schema_registry.core import Reference, RegistryState, Schema
 from pylog.schema_registry.errors import RegistryError
 from pylog.schema_registry.formats import AVRO, JSON, PROTOBUF, ParsedSchema
 from pylog.schema_registry.wire import HEADER_SIZE, schema_ids
+from pylog.security.registry_client import RegistryCredentials
 
 ON_DECODE_ERROR = ("raise", "null")
 
@@ -42,15 +42,18 @@ class RecordDecodeError(ValueError):
 class HttpSchemas:
     """Schemas by id from a registry's REST API (cached)."""
 
-    def __init__(self, url: str, timeout_s: float = 30.0) -> None:
+    def __init__(self, url: str, timeout_s: float = 30.0, security: Any = None) -> None:
+        """``security``: the Kafka client security settings (or ``ClientSecurity``) whose SASL user
+        and TLS context reach a secured broker's registry."""
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
+        self.credentials = RegistryCredentials.of(security)
         self._by_id: dict[int, Schema] = {}
         self._versions: dict[tuple[str, int], Schema] = {}
 
     def _get(self, path: str) -> Any:
         try:
-            with urllib.request.urlopen(self.url + path, timeout=self.timeout_s) as resp:
+            with self.credentials.open(self.url + path, timeout_s=self.timeout_s) as resp:
                 return json.loads(resp.read())
         except urllib.error.HTTPError as exc:
             try:
@@ -329,7 +332,7 @@ def registry_decoder(
     **_: Any,
 ) -> RegistryDecoder:
     if schema_registry_url:
-        schemas: Any = HttpSchemas(schema_registry_url)
+        schemas: Any = HttpSchemas(schema_registry_url, security=getattr(fetch_options, "security", None))
     else:
         from pylog.sdk.api import read_topic
 

@@ -17,10 +17,11 @@ import json
 import re
 import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
 
 import pyarrow as pa
+
+from pylog.security.registry_client import RegistryCredentials
 
 _NAME = re.compile(r"[^A-Za-z0-9_]")
 
@@ -83,18 +84,21 @@ def record_schema(t: pa.StructType, name: str) -> dict[str, Any]:
     return {"type": "record", "name": _name(name), "namespace": "pylog", "fields": fields}
 
 
-def register(url: str, subject: str, schema: dict[str, Any], timeout_s: float = 30.0) -> int:
-    """POST the schema under `subject` (the registry returns the existing id for a known schema)."""
+def register(
+    url: str, subject: str, schema: dict[str, Any], timeout_s: float = 30.0, security: Any = None
+) -> int:
+    """POST the schema under `subject` (the registry returns the existing id for a known schema).
+    ``security``: Kafka client security settings, whose SASL user and TLS reach a secured registry."""
     q = urllib.parse.quote(subject, safe="")
     body = json.dumps({"schema": json.dumps(schema)}).encode()
-    req = urllib.request.Request(
-        f"{url.rstrip('/')}/subjects/{q}/versions",
-        data=body,
-        method="POST",
-        headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
-    )
     try:
-        with urllib.request.urlopen(req, timeout=timeout_s) as resp:
+        with RegistryCredentials.of(security).open(
+            f"{url.rstrip('/')}/subjects/{q}/versions",
+            data=body,
+            method="POST",
+            headers={"Content-Type": "application/vnd.schemaregistry.v1+json"},
+            timeout_s=timeout_s,
+        ) as resp:
             return int(json.loads(resp.read())["id"])
     except urllib.error.HTTPError as exc:
         try:
@@ -162,8 +166,8 @@ def encode(values: pa.Array, schema: dict[str, Any], schema_id: int) -> pa.Array
     return pa.array(out, pa.binary())
 
 
-def framed(values: pa.Array, *, url: str, subject: str, name: str) -> pa.Array:
-    """Register the schema of `values` and encode them."""
+def framed(values: pa.Array, *, url: str, subject: str, name: str, security: Any = None) -> pa.Array:
+    """Register the schema of `values` (with ``security``'s credentials, see `register`) and encode them."""
     if isinstance(values, pa.ChunkedArray):
         values = values.combine_chunks()
     t = values.type
@@ -173,4 +177,4 @@ def framed(values: pa.Array, *, url: str, subject: str, name: str) -> pa.Array:
     schema = record_schema(t, name) if pa.types.is_struct(t) else avro_type(t, name)
     if isinstance(schema, str):
         schema = {"type": schema}
-    return encode(values, schema, register(url, subject, schema))
+    return encode(values, schema, register(url, subject, schema, security=security))

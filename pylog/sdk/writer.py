@@ -107,7 +107,7 @@ def write_topic(
     if value_schema or key_schema:
         data = _registry_framed(data, topic, key=key, value=value, headers=headers, partition=partition,
                                 timestamp=timestamp, value_schema=value_schema, key_schema=key_schema,
-                                url=str(schema_registry_url))
+                                url=str(schema_registry_url), security=security)
         key = "key" if key is not None or key_schema else key
         value = "value"
     with progress_bar(progress, total=total, desc=f"writing {topic}") as bar, \
@@ -123,9 +123,13 @@ def write_topic(
 
 def _registry_framed(data: Any, topic: str, *, key: str | None, value: Any, headers: str | None,
                      partition: Any, timestamp: str | None, value_schema: str | None, key_schema: str | None,
-                     url: str) -> Iterator[pa.RecordBatch]:
-    """Batches whose ``value`` (``key``) column holds the wire-format Avro of the frame's value (key)."""
+                     url: str, security: Any = None) -> Iterator[pa.RecordBatch]:
+    """Batches whose ``value`` (``key``) column holds the wire-format Avro of the frame's value (key),
+    registered with the credentials of the Kafka ``security`` settings."""
     from pylog.sdk.registry_write import framed
+    from pylog.security.registry_client import RegistryCredentials
+
+    credentials = RegistryCredentials.of(security)  # once: TLS files are read here
 
     for batch in _record_batches(data):
         names = batch.schema.names
@@ -139,12 +143,14 @@ def _registry_framed(data: Any, topic: str, *, key: str | None, value: Any, head
             cols = list(value) if value is not None else [c for c in names if c not in roles | {"topic"}]
             v = pa.StructArray.from_arrays([_column(batch, c, "value") for c in cols], names=cols)
         if value_schema:
-            v = framed(v, url=url, subject=f"{topic}-value", name=f"{topic}_value")
+            v = framed(v, url=url, subject=f"{topic}-value", name=f"{topic}_value", security=credentials)
         out = {c: batch.column(c) for c in names if c in roles}
         if key_name is not None:
             k = _column(batch, key_name, "key")
             out.pop(key_name, None)
-            out["key"] = framed(k, url=url, subject=f"{topic}-key", name=f"{topic}_key") if key_schema else k
+            if key_schema:
+                k = framed(k, url=url, subject=f"{topic}-key", name=f"{topic}_key", security=credentials)
+            out["key"] = k
         out["value"] = v
         yield pa.RecordBatch.from_arrays(list(out.values()), names=list(out))
 

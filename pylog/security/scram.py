@@ -86,6 +86,20 @@ def make_credential(
     )
 
 
+def verify_password(cred: ScramCredential, password: str) -> bool:
+    """Whether ``password`` is the one ``cred`` was made from: the salted password derived with the
+    stored salt and iterations gives the stored StoredKey and ServerKey (compared in constant time).
+    For checks outside a SCRAM exchange, such as HTTP Basic on the schema registry."""
+    if cred.mechanism not in _HASHES:
+        return False
+    derived = credential_from_salted_password(
+        cred.mechanism, cred.salt, salted_password(cred.mechanism, password, cred.salt, cred.iterations),
+        cred.iterations,
+    )
+    stored_ok = hmac.compare_digest(derived.stored_key, cred.stored_key)
+    return hmac.compare_digest(derived.server_key, cred.server_key) and stored_ok
+
+
 def check_iterations(iterations: int) -> str | None:
     """Kafka's bounds for a stored credential; the message when out of them."""
     if iterations < MIN_ITERATIONS:

@@ -21,7 +21,7 @@ from pylog.spark.options import ReadOptions
 
 def _schemas(options: ReadOptions) -> Any:
     if options.schema_registry_url:
-        return HttpSchemas(options.schema_registry_url)
+        return HttpSchemas(options.schema_registry_url, security=dict(options.security) or None)
     from pylog.sdk.api import read_topic
 
     return LogSchemas(

@@ -66,7 +66,7 @@ def _framed(options: WriteOptions, batch: pa.RecordBatch, topic: str) -> pa.Reco
         if fmt == "registry" and i >= 0:
             assert options.schema_registry_url is not None
             values = framed(batch.column(i), url=options.schema_registry_url, subject=f"{topic}-{column}",
-                            name=f"{topic}_{column}")
+                            name=f"{topic}_{column}", security=dict(options.security) or None)
             batch = batch.set_column(i, column, values)
     return batch
 
