@@ -72,6 +72,7 @@ class LogDirMover:
         self._lookup = lookup
         self._now_ms = now_ms
         self.moves: dict[TopicPartition, Move] = {}
+        self.relocations = 0  # partitions that changed log dir (their directory counts changed)
 
     def start(self, part: Partition, dest: Path) -> int:
         """Move ``part`` to ``dest`` in the background; the error code for the request's answer.
@@ -166,8 +167,10 @@ class LogDirMover:
             recover_moves([source.parent, move.dest])  # whichever copy is complete stays
             final = source if source.is_dir() else move.dest / source.name
             part.relocate(final, self._now_ms())
+            self.relocations += 1
             raise
         part.relocate(final, self._now_ms())
+        self.relocations += 1
         move.paused_ms = self._now_ms() - started_ms
 
 

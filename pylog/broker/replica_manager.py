@@ -110,6 +110,9 @@ class ReplicaManager:
         self.live_racks: Mapping[int, str | None] = {}  # live broker -> broker.rack (the image's)
         self.partitions: dict[TopicPartition, Partition] = {}
         self._by_topic: dict[str, dict[int, Partition]] = {}
+        # partitions per log dir, kept up to date between placements (None: count again)
+        self._dir_counts: dict[Path, int] | None = None
+        self._counted_relocations = 0
         self.wire_cache_bytes = config.int("pylog.wire.cache.bytes")
         self.wire_budget = WireBudget(config.int("pylog.wire.cache.total.bytes"))
         self.max_uncompressed_bytes = max(
@@ -244,6 +247,8 @@ class ReplicaManager:
         with self._lock:
             self.partitions[tp] = part
             self._by_topic.setdefault(topic, {})[index] = part
+            if self._dir_counts is not None:
+                self._dir_counts[path.parent] = self._dir_counts.get(path.parent, 0) + 1
         log.info("opened partition %s-%d (log end offset %d)", topic, index, part.log_end_offset)
         return part
 
@@ -262,10 +267,19 @@ class ReplicaManager:
 
     def _place(self, tp: TopicPartition) -> Path:
         """The log dir of a partition opening here (log_dirs.LogDirs.place)."""
-        counts = count_by_dir(p.path for p in self.snapshot())
+        counts = dict(self._partitions_by_dir())
         for move in self.mover.moves.values():
             counts[move.dest] = counts.get(move.dest, 0) + 1
         return self.log_dirs.place(tp, counts)
+
+    def _partitions_by_dir(self) -> dict[Path, int]:
+        """How many partitions each log dir holds: counted once, then kept by every opening and
+        removal (a finished move between dirs counts again), so that opening n partitions is O(n)."""
+        with self._lock:
+            if self._dir_counts is None or self._counted_relocations != self.mover.relocations:
+                self._dir_counts = count_by_dir(p.path for p in self.partitions.values())
+                self._counted_relocations = self.mover.relocations
+            return self._dir_counts
 
     def update_configs(self, topic: str, configs: dict[str, str]) -> None:
         self._mark_throttled(topic, configs)
@@ -300,6 +314,8 @@ class ReplicaManager:
                 parts.pop(index, None)
                 if not parts:
                     del self._by_topic[topic]
+            if part is not None and self._dir_counts is not None:
+                self._dir_counts[part.path.parent] = self._dir_counts.get(part.path.parent, 1) - 1
         if part is None:
             return
         part.delete()
@@ -346,6 +362,7 @@ class ReplicaManager:
         with self._lock:
             self.partitions.clear()
             self._by_topic.clear()
+            self._dir_counts = None
 
 
 def _claim_directory(path: Path, topic_id: Any) -> None:
