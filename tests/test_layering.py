@@ -1,5 +1,7 @@
-"""The dependency rule of DESIGN.md, checked on the source: protocol/ and storage/ import nothing
-from the rest of pylog but the kernel (``pylog.model``), which imports nothing from pylog at all."""
+"""The dependency rules of ARCHITECTURE.md ("Layers and what each may import"), checked on the
+source: protocol/ and storage/ import nothing from the rest of pylog but the kernel
+(``pylog.model``), which imports nothing from pylog at all; and no import circle closes while
+modules load (imports inside functions and under ``if TYPE_CHECKING`` do not run then)."""
 
 from __future__ import annotations
 
@@ -12,6 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 KERNEL = "pylog.model"
 # directory -> the package it is installed as (pyproject.toml's package-dir)
 LAYERS = {"protocol": "pylog.protocol", "storage": "pylog.storage"}
+PACKAGES = {"pylog": "pylog", **LAYERS, "widgets": "pylog.widgets"}
 
 
 def imported_modules(path: Path, package: str) -> set[str]:
@@ -54,3 +57,126 @@ def test_the_kernel_is_a_leaf() -> None:
     names = imported_modules(ROOT / "pylog" / "model.py", "pylog")
     assert {n for n in names if n.startswith("pylog")} == set()
     assert names <= {"__future__", "pyarrow"}
+
+
+def all_modules() -> dict[str, Path]:
+    """Every module of the installed package, by name (an ``__init__`` by its package's name)."""
+    out = {}
+    for directory, package in PACKAGES.items():
+        for path in (ROOT / directory).rglob("*.py"):
+            parts = path.relative_to(ROOT / directory).with_suffix("").parts
+            if directory == "pylog" and parts[0] in PACKAGES:
+                continue  # links of the type-check tree, if any
+            out[".".join([package, *parts[: -1 if parts[-1] == "__init__" else None]])] = path
+    return out
+
+
+def import_time_statements(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """The imports that run when the module loads: its body's, not those in functions or under
+    ``if TYPE_CHECKING``."""
+    out: list[ast.Import | ast.ImportFrom] = []
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                out.append(node)
+            elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
+                visit(node.body)
+                visit(node.orelse)
+            elif isinstance(node, ast.Try):
+                visit(node.body)
+                for handler in node.handlers:
+                    visit(handler.body)
+                visit(node.orelse)
+                visit(node.finalbody)
+            elif isinstance(node, ast.ClassDef):
+                visit(node.body)
+
+    visit(tree.body)
+    return out
+
+
+def import_time_graph() -> dict[str, set[str]]:
+    """module -> the pylog modules it imports while loading (``from P import m`` names module P.m
+    when there is one; a module's own parent packages, loaded before it anyway, are left out)."""
+    modules = all_modules()
+
+    def known(name: str) -> str | None:
+        while name and name not in modules:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        targets: set[str] = set()
+        for node in import_time_statements(ast.parse(path.read_text("utf-8"), str(path))):
+            if isinstance(node, ast.Import):
+                targets.update(alias.name for alias in node.names)
+                continue
+            base = node.module or ""
+            if node.level:
+                here = package.split(".")
+                base = ".".join([*here[: len(here) - node.level + 1], *([base] if base else [])])
+            for alias in node.names:
+                targets.add(f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base)
+        graph[name] = {
+            m for t in targets if t.startswith("pylog") and (m := known(t)) is not None
+            and m != name and not name.startswith(m + ".")
+        }
+    return graph
+
+
+def circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan, iteratively)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, edges = work[-1]
+            nxt = next(edges, None)
+            if nxt is not None:
+                if nxt not in index:
+                    index[nxt] = low[nxt] = len(index)
+                    stack.append(nxt)
+                    on_stack.add(nxt)
+                    work.append((nxt, iter(sorted(graph[nxt]))))
+                elif nxt in on_stack:
+                    low[node] = min(low[node], index[nxt])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    found.append(sorted(component))
+    return found
+
+
+def test_the_import_time_graph_sees_the_package() -> None:
+    graph = import_time_graph()
+    appends = graph["pylog.broker.partition_append"]
+    assert "pylog.protocol.records" in appends  # from pylog.protocol import records (a package)
+    assert "pylog.broker.partition" not in appends  # under if TYPE_CHECKING
+    assert "pylog.storage.compaction" in graph["pylog.storage.log"]  # a relative import
+    assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_circle_closes_while_modules_load() -> None:
+    assert circles(import_time_graph()) == []
