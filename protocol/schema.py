@@ -215,6 +215,22 @@ def _default_for(fd: dict[str, Any], spec: FieldSpec) -> None:
         spec.default = ZERO_UUID
 
 
+FILLED_BY_BROKERS: dict[str, frozenset[str]] = {
+    # KRaftMetadataCache sets both from the partition's ELR (empty lists when it has none); Kafka's
+    # Admin client reads them without a null check (partitionToTopicPartitionInfo)
+    "DescribeTopicPartitionsResponse": frozenset({"EligibleLeaderReplicas", "LastKnownElr"}),
+}
+"""Fields whose JSON default is null but which Kafka's brokers always fill, by message: their
+generated default here is the empty value instead, so an answer that leaves them unset is sent
+as Kafka's brokers send it. Every other field defaults as Kafka's generated classes default it
+(``_default_for``)."""
+
+
+def kafka_sends_null_by_default(spec: FieldSpec) -> bool:
+    """An unset nullable array or struct field goes out null (its default is null)."""
+    return spec.type in ("array", "struct") and spec.default_kind == "value" and spec.default is None
+
+
 def _collect_struct_defs(fields: list[dict[str, Any]], out: dict[str, list[dict[str, Any]]]) -> None:
     for fd in fields:
         if "fields" in fd:
@@ -227,6 +243,7 @@ def _build_struct(
     fields: list[dict[str, Any]],
     defs: dict[str, list[dict[str, Any]]],
     structs: dict[str, StructSpec],
+    filled: frozenset[str] = frozenset(),
 ) -> StructSpec:
     if name in structs:
         return structs[name]
@@ -257,13 +274,13 @@ def _build_struct(
                 fs.element = inner
             else:
                 fs.element = "struct"
-                fs.struct = _build_struct(inner, fd.get("fields") or defs[inner], defs, structs)
+                fs.struct = _build_struct(inner, fd.get("fields") or defs[inner], defs, structs, filled)
         elif t in PRIMITIVES:
             fs.type = t
         else:
             fs.type = "struct"
-            fs.struct = _build_struct(t, fd.get("fields") or defs[t], defs, structs)
-        _default_for(fd, fs)
+            fs.struct = _build_struct(t, fd.get("fields") or defs[t], defs, structs, filled)
+        _default_for(fd if fd["name"] not in filled else {**fd, "default": ""}, fs)
         spec.fields.append(fs)
     return spec
 
@@ -339,7 +356,8 @@ def parse_message(data: dict[str, Any]) -> MessageSpec:
     _collect_struct_defs(data.get("fields", []), defs)
     structs: dict[str, StructSpec] = {}
     name = data["name"]
-    root = _build_struct(name, data.get("fields", []), defs, structs)
+    filled = FILLED_BY_BROKERS.get(name, frozenset())
+    root = _build_struct(name, data.get("fields", []), defs, structs, filled)
     msg = MessageSpec(
         name=name,
         kind=data["type"],

@@ -78,8 +78,7 @@ async def create_topics(
             error_message=r.error_message,
             num_partitions=r.num_partitions,
             replication_factor=r.replication_factor,
-            configs=None,
-        )
+        )  # configs stay empty unless described below, as Kafka's controller leaves them
         if r.topic_id is not None and not validate_only:
             entry.topic_id = r.topic_id
         if r.error_code == 0 and r.name not in describable:

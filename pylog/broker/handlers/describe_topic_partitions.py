@@ -104,8 +104,9 @@ def _describe(
                         leader_epoch=p.leader_epoch,
                         replica_nodes=list(p.replicas),
                         isr_nodes=list(p.isr),
-                        eligible_leader_replicas=None,
-                        last_known_elr=None,
+                        # no ELR in pylog: empty lists, as a Kafka broker sends them then
+                        eligible_leader_replicas=[],
+                        last_known_elr=[],
                         offline_replicas=[r for r in p.replicas if r not in live],
                     )
                     for p in page
