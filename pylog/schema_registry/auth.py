@@ -16,7 +16,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import hmac
+import os
 import ssl
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -24,9 +26,9 @@ from typing import Any, Protocol
 
 from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.security.acl import CLUSTER_NAME
-from pylog.security.principal import KafkaPrincipal, ssl_principal, user
+from pylog.security.principal import KafkaPrincipal, parse_mapping_rules, ssl_principal, user
 from pylog.security.sasl_server import PLAIN, SaslServerSettings
-from pylog.security.scram import SCRAM_MECHANISMS, ScramMechanismType, verify_password
+from pylog.security.scram import SCRAM_MECHANISMS, ScramCredential, ScramMechanismType, verify_password
 
 REALM = "pylog schema registry"
 FORBIDDEN = 40301
@@ -60,12 +62,21 @@ def parse_basic(credentials: str) -> tuple[str, str]:
     return name, password
 
 
+_VERIFIED_MAX = 1024
+
+
 @dataclass(frozen=True)
 class BasicValidator:
     """HTTP Basic against the users of a SASL listener: PLAIN's JAAS users, then the SCRAM
-    credentials of the metadata log (each enabled SCRAM mechanism)."""
+    credentials of the metadata log (each enabled SCRAM mechanism).
+
+    Clients send their password with every request, and checking it against a SCRAM credential
+    costs thousands of HMAC rounds, so a password that verified is remembered (as a keyed digest,
+    never in clear) for as long as the user's credential stays the same."""
 
     sasl: SaslServerSettings
+    _key: bytes = field(default_factory=lambda: os.urandom(32))
+    _verified: dict[tuple[str, int, bytes], ScramCredential] = field(default_factory=dict)
 
     def __call__(self, credentials: str) -> KafkaPrincipal:
         name, password = parse_basic(credentials)
@@ -73,11 +84,21 @@ class BasicValidator:
             expected = self.sasl.plain_users.get(name)
             if expected is not None and hmac.compare_digest(expected.encode(), password.encode()):
                 return user(name)
+        digest = hmac.new(self._key, password.encode(), hashlib.sha256).digest()
         for mechanism in self.sasl.mechanisms:
             if mechanism not in SCRAM_MECHANISMS:
                 continue
-            cred = self.sasl.scram_credentials(name, ScramMechanismType.from_name(mechanism))
-            if cred is not None and verify_password(cred, password):
+            kind = ScramMechanismType.from_name(mechanism)
+            cred = self.sasl.scram_credentials(name, kind)
+            if cred is None:
+                continue
+            key = (name, int(kind), digest)
+            if self._verified.get(key) == cred:
+                return user(name)
+            if verify_password(cred, password):
+                if len(self._verified) >= _VERIFIED_MAX:
+                    self._verified.clear()
+                self._verified[key] = cred
                 return user(name)
         raise Unauthenticated(f"invalid credentials for user {name!r}")
 
@@ -91,7 +112,7 @@ class Authenticator:
 
     validators: Mapping[str, TokenValidator] = field(default_factory=dict)
     certificates: bool = False
-    principal_rules: tuple = ()
+    principal_rules: tuple = field(default_factory=lambda: parse_mapping_rules(None))  # DEFAULT
 
     @property
     def challenge(self) -> str:
@@ -116,11 +137,16 @@ class Authenticator:
 class ListenerView(Protocol):
     """What the registry reads of a listener's security (``pylog.security.listener.ListenerSecurity``)."""
 
-    name: str
-    protocol: str
-    ssl_context: ssl.SSLContext | None
-    principal_rules: tuple
-    sasl: SaslServerSettings | None
+    @property
+    def name(self) -> str: ...
+    @property
+    def protocol(self) -> str: ...
+    @property
+    def ssl_context(self) -> ssl.SSLContext | None: ...
+    @property
+    def principal_rules(self) -> tuple: ...
+    @property
+    def sasl(self) -> SaslServerSettings | None: ...
 
 
 class AuthorizerSource(Protocol):
