@@ -106,6 +106,14 @@ class ShareShell(CoordinatorShell[ShareKey]):
             int(o.get("share.partition.max.record.locks", base.max_in_flight)),
         )
 
+    def read_committed(self, group_id: str) -> bool:
+        """The group's ``share.isolation.level`` is read_committed: its members see neither aborted
+        transactions nor records past the last stable offset."""
+        level = self.metadata.image.configs(ConfigResourceType.GROUP, group_id).get(
+            "share.isolation.level", "read_uncommitted"
+        )
+        return str(level).strip().lower() == "read_committed"
+
     def initial_offset(self, group_id: str, part: Partition, now_ms: int) -> int:
         """Where a group starts on a partition it has no state for: its ``share.auto.offset.reset``
         (earliest, latest, or by_duration:<ISO-8601 duration> back from now)."""

@@ -69,7 +69,6 @@ GROUP_CONFIGS: dict[str, ResourceConfigDef] = {
             _STR,
             "read_uncommitted",
             choices=("read_committed", "read_uncommitted"),
-            acted_on=False,
         ),
         ResourceConfigDef("share.renew.acknowledge.enable", _BOOL, "true", acted_on=False),
         ResourceConfigDef(

@@ -78,13 +78,18 @@ class ShareManager:
         return self.store.delete(key)
 
     def acknowledge(
-        self, key: ShareKey, member_id: str, batches: list[tuple[int, int, list[int]]]
+        self,
+        key: ShareKey,
+        member_id: str,
+        batches: list[tuple[int, int, list[int]]],
+        now_ms: int | None = None,
     ) -> ErrorCode:
+        """Apply a partition's AcknowledgementBatches; `now_ms` only when RENEW is allowed."""
         sp = self.partitions.get(key)
         if sp is None:
             return ErrorCode.INVALID_RECORD_STATE
         for first, last, types in batches:
-            error = sp.acknowledge(member_id, first, last, types)
+            error = sp.acknowledge(member_id, first, last, types, now_ms)
             if error is not ErrorCode.NONE:
                 return error
         self.dirty.add(key)

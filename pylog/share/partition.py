@@ -10,6 +10,8 @@ Records in between are *in flight*, each in one state:
     ACQUIRED ──REJECT / GAP──► ARCHIVED
     ACQUIRED ──RELEASE, lock expiry, member gone──► AVAILABLE, or ARCHIVED once the delivery
                                                      count reached `delivery_count_limit`
+    ACQUIRED ──RENEW──► ACQUIRED with a fresh lock deadline
+    control batches, aborted transactions (read_committed) ──► ARCHIVED, never acquired
 
 New records are acquired from the end offset, but never more than `max_in_flight` records past
 the start offset (`group.share.partition.max.record.locks`), which is what lets several members
@@ -45,6 +47,7 @@ class AckType(IntEnum):
     ACCEPT = 1
     RELEASE = 2
     REJECT = 3
+    RENEW = 4  # KIP-1222: extends the acquisition lock (ShareFetch / ShareAcknowledge v2)
 
 
 @dataclass
@@ -141,10 +144,19 @@ class SharePartition:
         max_records: int,
         now_ms: int,
         skipped: Sequence[tuple[int, int]] = (),
+        *,
+        whole_batches: bool = False,
+        batch_size: int = 0,
     ) -> list[Acquired]:
         """Acquire for `member_id` up to `max_records` offsets that lie in `batches` (the (first, last)
         offsets of the record batches just read from the log, in order). `skipped` ranges (control
-        batches) past the end offset are archived, since no consumer acknowledges them."""
+        batches, a read_committed group's aborted transactions) are archived, since no consumer
+        may receive or acknowledge them.
+
+        `whole_batches` is Kafka's batch-optimized acquire mode: new records are taken by whole log
+        batches, so the last one may carry the count past `max_records`; otherwise (record-limit
+        mode) the count stops exactly at `max_records`. With `batch_size` the acquired ranges are
+        cut at log-batch boundaries into pieces of about that many records."""
         deadline = now_ms + self.config.lock_duration_ms
         left = max_records
         got: list[Acquired] = []
@@ -153,7 +165,11 @@ class SharePartition:
             first = max(first, self.start_offset)
             if last < first:
                 continue
-            if data and first < self.end_offset and left > 0:  # in flight: re-acquire available runs
+            if not data and first < self.end_offset:  # in flight (delivered before): never again
+                for r in self._slice(first, min(last, self.end_offset - 1)):
+                    if r.state is RecordState.AVAILABLE:
+                        _set(r, RecordState.ARCHIVED)
+            elif first < self.end_offset and left > 0:  # in flight: re-acquire available runs
                 stop = min(last, self.end_offset - 1)
                 for r in self._slice(first, stop):
                     if left <= 0:
@@ -176,8 +192,10 @@ class SharePartition:
                 self.runs.append(Run(first, last, RecordState.ARCHIVED))
                 self.end_offset = last + 1
                 continue
+            if left <= 0:
+                break
             cap = self.start_offset + self.config.max_in_flight - 1
-            stop = min(last, cap, first + left - 1)
+            stop = min(last, cap) if whole_batches else min(last, cap, first + left - 1)
             if stop < first:
                 break
             self.runs.append(Run(first, stop, RecordState.ACQUIRED, 1, member_id, deadline))
@@ -187,13 +205,20 @@ class SharePartition:
             if stop < last:
                 break
         self._tidy()
-        return _merge(got)
+        merged = _merge(got)
+        if batch_size > 0 and whole_batches:
+            merged = _cut(merged, sorted(f for f, _l in batches), batch_size)
+        return merged
 
-    def acknowledge(self, member_id: str, first: int, last: int, types: Sequence[int]) -> ErrorCode:
-        """Apply one AcknowledgementBatch: one type for the whole range, or one per offset."""
+    def acknowledge(
+        self, member_id: str, first: int, last: int, types: Sequence[int], now_ms: int | None = None
+    ) -> ErrorCode:
+        """Apply one AcknowledgementBatch: one type for the whole range, or one per offset. RENEW
+        (4) needs `now_ms`, the moment its lock starts again."""
         if last < first or not types or (len(types) != 1 and len(types) != last - first + 1):
             return ErrorCode.INVALID_REQUEST
-        if any(t not in (0, 1, 2, 3) for t in types):
+        allowed = (0, 1, 2, 3) if now_ms is None else (0, 1, 2, 3, 4)
+        if any(t not in allowed for t in types):
             return ErrorCode.INVALID_REQUEST
         pieces = [(first, last, types[0])] if len(types) == 1 else _type_runs(first, types)
         for f, l_, t in pieces:
@@ -211,7 +236,9 @@ class SharePartition:
             for r in self._slice(f, l_):
                 if r.state is not RecordState.ACQUIRED:
                     continue
-                if t == AckType.ACCEPT:
+                if t == AckType.RENEW and now_ms is not None:
+                    r.deadline_ms = now_ms + self.config.lock_duration_ms
+                elif t == AckType.ACCEPT:
                     _set(r, RecordState.ACKNOWLEDGED)
                 elif t == AckType.RELEASE:
                     self._release(r)
@@ -324,6 +351,22 @@ def _type_runs(first: int, types: Sequence[int]) -> list[tuple[int, int, int]]:
             out[-1] = (out[-1][0], o, t)
         else:
             out.append((o, o, t))
+    return out
+
+
+def _cut(got: list[Acquired], bases: Sequence[int], batch_size: int) -> list[Acquired]:
+    """Cut acquired ranges at the first log batch that starts `batch_size` or more records after
+    the piece's first offset (Kafka's createBatches), so a client acknowledges in such pieces."""
+    out: list[Acquired] = []
+    for a in got:
+        start = a.first_offset
+        for base in bases:
+            if base > a.last_offset:
+                break
+            if base > start and base - start >= batch_size:
+                out.append(Acquired(start, base - 1, a.delivery_count))
+                start = base
+        out.append(Acquired(start, a.last_offset, a.delivery_count))
     return out
 
 

@@ -127,3 +127,33 @@ def test_state_is_runs_not_records() -> None:
     assert len(sp.runs) == 1 and sp.acquired_count() == 50_000
     sp.acknowledge("a", 0, 49_999, [AckType.ACCEPT])
     assert sp.runs == [] and sp.start_offset == 50_000
+
+
+def test_batch_optimized_mode_takes_whole_log_batches_and_cuts_at_batch_size() -> None:
+    sp = SharePartition(ShareConfig(1000, 5, 100), 0)
+    # MaxRecords 6 ends inside the batch 5-9: the whole batch is acquired (Kafka's batch-optimized)
+    assert ranges(sp.acquire("a", BATCHES, 6, now_ms=0, whole_batches=True)) == [(0, 9, 1)]
+    sp = SharePartition(ShareConfig(1000, 5, 100), 0)
+    got = sp.acquire("a", BATCHES, 100, now_ms=0, whole_batches=True, batch_size=5)
+    assert ranges(got) == [(0, 4, 1), (5, 9, 1), (10, 19, 1)]  # cut only at log-batch starts
+    sp = SharePartition(ShareConfig(1000, 5, 100), 0)
+    assert ranges(sp.acquire("a", BATCHES, 6, now_ms=0)) == [(0, 5, 1)]  # record-limit mode
+
+
+def test_skipped_batches_are_archived_even_when_in_flight() -> None:
+    sp = SharePartition(CFG, 0)
+    sp.acquire("a", [(0, 4)], 5, now_ms=0)
+    assert sp.acknowledge("a", 0, 4, [AckType.RELEASE]) is ErrorCode.NONE  # available again
+    # read again, now known as an aborted transaction's batch: archived, never acquired
+    assert ranges(sp.acquire("b", [(5, 9)], 100, now_ms=0, skipped=[(0, 4)])) == [(5, 9, 1)]
+    assert sp.state_of(0) is None and sp.start_offset == 5
+
+
+def test_renew_restarts_the_lock_of_the_members_own_records() -> None:
+    sp = SharePartition(CFG, 0)
+    sp.acquire("a", BATCHES, 5, now_ms=0)
+    assert sp.acknowledge("a", 0, 4, [AckType.RENEW]) is ErrorCode.INVALID_REQUEST  # no RENEW allowed
+    assert sp.acknowledge("b", 0, 4, [AckType.RENEW], now_ms=500) is ErrorCode.INVALID_RECORD_STATE
+    assert sp.acknowledge("a", 0, 4, [AckType.RENEW], now_ms=500) is ErrorCode.NONE
+    assert sp.next_deadline_ms() == 1500 and sp.expire(1000) == (False, False)
+    assert sp.state_of(0) == (RecordState.ACQUIRED, 1)

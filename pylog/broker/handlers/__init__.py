@@ -352,7 +352,10 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             az.requires(
                 az.per_topic(
                     route(
-                        acked(share_acknowledge.share_acknowledge_handler), share=s.share, node_id=s.node_id
+                        acked(share_acknowledge.share_acknowledge_handler),
+                        share=s.share,
+                        metadata=s.metadata,
+                        node_id=s.node_id,
                     ),
                     authz,
                     az.TopicRule(

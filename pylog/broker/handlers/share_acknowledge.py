@@ -6,6 +6,8 @@ what the member still holds). Changed share partitions are persisted before the 
 
 from __future__ import annotations
 
+from typing import Any
+
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import ShareAcknowledgeRequest, ShareAcknowledgeResponse
@@ -13,6 +15,7 @@ from pylog.protocol.messages import ShareAcknowledgeRequest, ShareAcknowledgeRes
 from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
 from pylog.broker.handlers.share_fetch import acknowledge
+from pylog.broker.metadata import MetadataView
 from pylog.broker.share_shell import ShareShell
 
 
@@ -41,13 +44,18 @@ def error_response(req: ShareAcknowledgeRequest, code: int) -> ShareAcknowledgeR
 
 @serves(ApiKey.SHARE_ACKNOWLEDGE, versions=(1, 1), error_response=error_response)
 def share_acknowledge_handler(
-    ctx: RequestContext, req: ShareAcknowledgeRequest, *, share: ShareShell, node_id: int
+    ctx: RequestContext,
+    req: ShareAcknowledgeRequest,
+    *,
+    share: ShareShell,
+    metadata: MetadataView,
+    node_id: int,
 ) -> ShareAcknowledgeResponse:
-    return share_acknowledge(share, req, node_id)
+    return share_acknowledge(share, metadata.image, req, node_id)
 
 
 def share_acknowledge(
-    shell: ShareShell | None, req: ShareAcknowledgeRequest, node_id: int
+    shell: ShareShell | None, image: Any, req: ShareAcknowledgeRequest, node_id: int
 ) -> ShareAcknowledgeResponse:
     R = ShareAcknowledgeResponse
     if shell is None or shell.manager is None:
@@ -62,7 +70,13 @@ def share_acknowledge(
         parts = []
         for p in t.partitions:
             e = acknowledge(
-                shell, req.group_id, req.member_id, t.topic_id, p.partition_index, p.acknowledgement_batches
+                shell,
+                image,
+                req.group_id,
+                req.member_id,
+                t.topic_id,
+                p.partition_index,
+                p.acknowledgement_batches,
             )
             parts.append(
                 R.PartitionData(

@@ -4,8 +4,12 @@ Order of work, as in Kafka: advance the share session (epoch 0 opens, -1 closes,
 expected epoch), apply the piggy-backed acknowledgements, persist the share partitions they
 changed, then (unless closing) read each session partition from its first available offset
 through the partition read path (`Partition.read_wire`, the same bytes a Fetch returns) and
-acquire the records of the batches read, up to `MaxRecords` and the in-flight cap. With nothing
-to hand out the request waits, up to `MaxWaitMs`, for an append or a release, woken by events,
+acquire the records of the batches read, up to `MaxRecords` (by whole log batches, Kafka's
+batch-optimized mode) and the in-flight cap, handed out in `BatchSize` pieces; `MaxBytes` is a
+soft limit (the first batch comes even if larger, 0 fetches nothing). A group whose
+`share.isolation.level` is read_committed reads up to the last stable offset, and the batches
+of aborted transactions are archived, never acquired, as control batches are. With nothing to
+hand out the request waits, up to `MaxWaitMs`, for an append or a release, woken by events,
 never by polling.
 
 `share_fetch` takes its collaborators explicitly (share shell, metadata image, replicas).
@@ -18,6 +22,7 @@ import functools
 import struct
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from pylog.protocol.api import ApiKey
@@ -29,15 +34,20 @@ from pylog.broker.context import RequestContext
 from pylog.broker.handler_table import serves
 from pylog.broker.metadata import MetadataView
 from pylog.broker.partition import Partition
+from pylog.broker.producer_state import AbortedTxn
 from pylog.broker.replica_manager import ReplicaManager
 from pylog.broker.share_shell import ShareShell
 from pylog.model import CONTROL_MASK
 from pylog.share.partition import Acquired
 
 _BATCH_HEAD = struct.Struct(
-    ">qiibIhi"
-)  # base offset, length, leader epoch, magic, crc, attributes, last delta
+    ">qiibIhiqqq"
+)  # base offset, length, leader epoch, magic, crc, attributes, last delta, timestamps, producer id
+_TRANSACTIONAL = 0x10
 
+
+DEFAULT_MAX_RECORDS = 500
+"""MaxRecords when a request names none (the consumers' max.poll.records default)."""
 
 Results = dict[tuple[uuid.UUID, int], ShareFetchResponse.PartitionData]
 """Each answered share partition's entry, by (topic id, partition)."""
@@ -110,7 +120,8 @@ async def share_fetch(
         return _top_error(error)
     results: Results = {}
     for tid, p, batches in acks:
-        results[(tid, p)] = _entry(p, node_id, ack_error=acknowledge(shell, group, member, tid, p, batches))
+        error = acknowledge(shell, image, group, member, tid, p, batches)
+        results[(tid, p)] = _entry(p, node_id, ack_error=error)
     if shell.persist() is not ErrorCode.NONE:
         for e in results.values():
             e.acknowledge_error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -120,24 +131,13 @@ async def share_fetch(
         shell.notify()
         return _response(shell, results, group)
     targets = list(session.partitions) if epoch != 0 else requested
-    max_records = req.max_records if req.max_records > 0 else 500
-    budget = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
-    got = _acquire_all(shell, image, replicas, group, member, targets, max_records, budget, results, node_id)
+    max_records = req.max_records if req.max_records > 0 else DEFAULT_MAX_RECORDS
+    batch_size = req.batch_size if req.batch_size > 0 else max_records
+    limits = FetchLimits(max_records, batch_size, max(req.max_bytes, 0))
+    got = _acquire_all(shell, image, replicas, group, member, targets, limits, results, node_id)
     if not got and req.max_wait_ms > 0 and targets:
-        await _wait(
-            shell,
-            image,
-            replicas,
-            group,
-            member,
-            targets,
-            max_records,
-            budget,
-            results,
-            node_id,
-            req.max_wait_ms,
-            stopping,
-        )
+        wait = req.max_wait_ms
+        await _wait(shell, image, replicas, group, member, targets, limits, results, node_id, wait, stopping)
     shell.persist()  # first start offsets of new share partitions
     if epoch == 0:
         for tid, p in requested:
@@ -146,15 +146,43 @@ async def share_fetch(
 
 
 def acknowledge(
-    shell: ShareShell, group: str, member: str, tid: uuid.UUID, p: int, batches: Any
+    shell: ShareShell,
+    image: Any,
+    group: str,
+    member: str,
+    tid: uuid.UUID,
+    p: int,
+    batches: Any,
+    *,
+    renew: bool = False,
 ) -> ErrorCode:
+    """Apply one partition's acknowledgements. A partition no longer in the metadata (its topic
+    was deleted) answers UNKNOWN_TOPIC_OR_PARTITION, as Kafka's does; RENEW needs `renew`
+    (the request's IsRenewAck)."""
+    if image.partition(tid, p) is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     key = (group, tid, p)
     if (e := shell.key_error(key)) is not ErrorCode.NONE:
         return e
     assert shell.manager is not None
     return shell.manager.acknowledge(
-        key, member, [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in batches]
+        key,
+        member,
+        [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in batches],
+        shell.clock() if renew else None,
     )
+
+
+@dataclass(frozen=True)
+class FetchLimits:
+    """What one ShareFetch may acquire: `max_records` (whole log batches in batch-optimized mode,
+    exactly in record-limit mode), `batch_size` (the AcquiredRecords piece size) and `max_bytes`
+    (a soft limit: the first batch comes even if larger; 0 fetches nothing)."""
+
+    max_records: int
+    batch_size: int
+    max_bytes: int
+    record_limit: bool = False
 
 
 def _acquire_all(
@@ -164,16 +192,17 @@ def _acquire_all(
     group: str,
     member: str,
     targets: list,
-    max_records: int,
-    budget: int,
+    limits: FetchLimits,
     results: Results,
     node_id: int,
 ) -> int:
     total = 0
+    budget = limits.max_bytes
     names = image.topics_by_id
     now = shell.clock()
+    committed = shell.read_committed(group)
     for tid, p in targets:
-        if total >= max_records or budget <= 0:
+        if total >= limits.max_records or budget <= 0:
             break
         topic = names.get(tid)
         part = replicas.get(topic.name, p) if topic is not None else None
@@ -188,20 +217,32 @@ def _acquire_all(
         sp = shell.manager.partition(key, functools.partial(_initial_offset, shell, group, part))
         sp.move_start(part.log_start_offset)
         offset = sp.next_fetch_offset()
-        if offset is None or offset >= part.high_watermark:
+        limit = part.last_stable_offset if committed else part.high_watermark
+        if offset is None or offset >= limit:
             continue
         try:
-            batches = part.read_wire(offset, budget, part.high_watermark)
+            batches = part.read_wire(offset, budget, limit)
         except (OffsetOutOfRange, StorageError):
             continue
         spans = [_span(b) for b in batches]
-        data = [(first, last) for first, last, control in spans if not control]
-        control = [(first, last) for first, last, is_control in spans if is_control]
-        acquired = sp.acquire(member, data, max_records - total, now, control)
+        aborted = _aborted_batches(spans, part.aborted_transactions(offset, batches)) if committed else set()
+        data = [(first, last) for first, last, control, _pid in spans if not control and first not in aborted]
+        skipped = [(first, last) for first, last, control, _pid in spans if control or first in aborted]
+        acquired = sp.acquire(
+            member,
+            data,
+            limits.max_records - total,
+            now,
+            skipped,
+            whole_batches=not limits.record_limit,
+            batch_size=limits.batch_size,
+        )
+        if skipped:
+            shell.manager.dirty.add(key)  # archived offsets: the start offset may have moved
         if not acquired:
             continue
         last_acquired = acquired[-1].last_offset
-        wire = [b for b, (first, _last, _c) in zip(batches, spans) if first <= last_acquired]
+        wire = [b for b, sp_ in zip(batches, spans) if sp_[0] <= last_acquired and sp_[0] not in aborted]
         entry = results.setdefault((tid, p), _entry(p, node_id))
         entry.records = wire
         entry.acquired_records = [_acquired(a) for a in acquired]
@@ -212,6 +253,32 @@ def _acquire_all(
     return total
 
 
+Span = tuple[int, int, bool, int]
+"""(first offset, last offset, is a control batch, producer id if transactional else -1)."""
+
+
+def _span(batch: bytes) -> Span:
+    base, _len, _epoch, _magic, _crc, attrs, last_delta, _t0, _t1, pid = _BATCH_HEAD.unpack_from(batch, 0)
+    return base, base + last_delta, bool(attrs & CONTROL_MASK), pid if attrs & _TRANSACTIONAL else -1
+
+
+def _aborted_batches(spans: list[Span], aborted: list[AbortedTxn]) -> set[int]:
+    """First offsets of the data batches that belong to aborted transactions (Kafka's SharePartition
+    archives them for a read_committed group): a transactional batch of producer P lying between
+    an aborted transaction of P's first offset and its ABORT marker. Per batch, not per record."""
+    if not aborted:
+        return set()
+    by_producer: dict[int, list[AbortedTxn]] = {}
+    for a in aborted:
+        by_producer.setdefault(a.producer_id, []).append(a)
+    return {
+        first
+        for first, _last, control, pid in spans
+        if not control and pid >= 0
+        and any(a.first_offset <= first < a.last_offset for a in by_producer.get(pid, ()))
+    }
+
+
 async def _wait(
     shell: ShareShell,
     image: Any,
@@ -219,8 +286,7 @@ async def _wait(
     group: str,
     member: str,
     targets: list,
-    max_records: int,
-    budget: int,
+    limits: FetchLimits,
     results: Results,
     node_id: int,
     max_wait_ms: int,
@@ -260,16 +326,11 @@ async def _wait(
                     part.watchers.remove_fetch(wake)
                 shell.remove_waiter(wake)
             if _acquire_all(
-                shell, image, replicas, group, member, targets, max_records, budget, results, node_id
+                shell, image, replicas, group, member, targets, limits, results, node_id
             ):
                 return
     finally:
         timer.cancel()
-
-
-def _span(batch: bytes) -> tuple[int, int, bool]:
-    base, _len, _epoch, _magic, _crc, attributes, last_delta = _BATCH_HEAD.unpack_from(batch, 0)
-    return base, base + last_delta, bool(attributes & CONTROL_MASK)
 
 
 def _acquired(a: Acquired) -> ShareFetchResponse.AcquiredRecords:
