@@ -25,6 +25,7 @@ from pylog.broker.controller_channel import ControllerChannel
 from pylog.broker.controller_client import ControllerClient
 from pylog.broker.controller_duties import ControllerDuties
 from pylog.broker.dir_lock import DataDirLock, lock_data_dir
+from pylog.broker.fetch_session import FetchSessionCache
 from pylog.broker.group_shell import GroupShell
 from pylog.broker.handler_table import HandlerTable
 from pylog.broker.handlers import BrokerServices, ControllerServices, client_handlers, controller_handlers
@@ -417,6 +418,8 @@ class Broker:
             schema_validation=self.schema_validation,
             authz=self.authorization,
             telemetry=TelemetryShell(cfg, lambda: source.image, self.clock),
+            fetch_sessions=FetchSessionCache(cfg.int("max.incremental.fetch.session.cache.slots")),
+            monotonic_ms=self.clock.monotonic_ms,
         )
         table = client_handlers(services)
         for li in s.broker_listeners:

@@ -3,8 +3,11 @@
 read_committed fetches (isolation level 1) stop at the last stable offset and list the aborted
 transactions overlapping the returned batches, so the consumer skips their records.
 
-Fetch sessions are declined (session id 0), so every requested partition is in
-every answer. Each partition returns whole batches starting with the one that
+A fetch may hold a session (KIP-227, ``pylog.broker.fetch_session``): a full fetch
+names every partition and is answered every one; an incremental one names only
+what changed since and is answered only the session's partitions that have
+something new, though all of them are read (and waited on) from their remembered
+positions. Each partition returns whole batches starting with the one that
 holds the fetch offset. Sizes follow Kafka's ReplicaManager: the response is
 filled up to the request's ``max_bytes`` across partitions, each partition also
 bounded by its ``partition_max_bytes``; only the first batch of the first
@@ -30,13 +33,16 @@ follower whose last fetched epoch ends earlier in the leader's log is told where
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import functools
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, cast
 
 from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import FetchRequest, FetchResponse, Records
 
 from pylog.broker.context import RequestContext
+from pylog.broker.fetch_session import FetchContext, FetchKind, FetchSessionCache
 from pylog.broker.handler_table import serves
 from pylog.broker.isr_manager import IsrManager
 from pylog.broker.replica_manager import (
@@ -48,6 +54,7 @@ from pylog.broker.replica_manager import (
 )
 
 READ_COMMITTED = 1
+SESSION_VERSION = 7  # the first Fetch version with session_id / session_epoch (KIP-227)
 RACK_VERSION = 11  # the first Fetch version with rack_id and preferred_read_replica (KIP-392)
 
 
@@ -78,6 +85,8 @@ def fetch(
     replicas: ReplicaManager,
     isr: IsrManager,
     stopping: Callable[[], bool],
+    sessions: FetchSessionCache,
+    monotonic_ms: Callable[[], int],
 ) -> Any:
     replica_id = _replica_id(req)
     if replica_id >= 0:
@@ -90,17 +99,27 @@ def fetch(
     client_rack = (getattr(req, "rack_id", "") or "") if ctx.api_version >= RACK_VERSION else None
     params = FetchParams(replica_id, req.max_wait_ms, req.min_bytes, req.max_bytes, isolation, client_rack)
     wanted = [(t.topic, p) for t in req.topics for p in t.partitions]
-    answer = replicas.fetch_messages(params, wanted, expand_isr=isr.maybe_expand, stopping=stopping)
-    committed = isolation is FetchIsolation.TXN_COMMITTED
+    if ctx.api_version >= SESSION_VERSION:
+        forgotten = [(f.topic, i) for f in req.forgotten_topics_data or () for i in f.partitions]
+        context = sessions.new_context(
+            req.session_id, req.session_epoch, replica_id, wanted, forgotten, monotonic_ms()
+        )
+    else:
+        context = FetchContext(FetchKind.SESSIONLESS, wanted)
+    if context.kind == FetchKind.ERROR:
+        return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
+    answer = replicas.fetch_messages(params, context.wanted, expand_isr=isr.maybe_expand, stopping=stopping)
+    respond = functools.partial(_answer, context, sessions, monotonic_ms, replica_id,
+                                isolation is FetchIsolation.TXN_COMMITTED)
     if isinstance(answer, list):
-        return _response(req, answer, committed)
-    return _respond_later(req, answer, committed)
+        return respond(answer)
+    return _respond_later(answer, respond)
 
 
 async def _respond_later(
-    req: FetchRequest, answer: Awaitable[list[FetchPartitionData]], committed: bool
+    answer: Awaitable[list[FetchPartitionData]], respond: Callable[[list[FetchPartitionData]], FetchResponse]
 ) -> FetchResponse:
-    return _response(req, await answer, committed)
+    return respond(await answer)
 
 
 def _replica_id(req: FetchRequest) -> int:
@@ -112,16 +131,42 @@ def _replica_id(req: FetchRequest) -> int:
     return replica_id
 
 
-def _response(req: FetchRequest, answer: Sequence[FetchPartitionData], committed: bool) -> FetchResponse:
-    topics = []
-    i = 0
-    for t in req.topics:
-        partitions = []
-        for p in t.partitions:
-            partitions.append(_partition(p.partition, answer[i], committed))
-            i += 1
-        topics.append(FetchResponse.FetchableTopicResponse(topic=t.topic, partitions=partitions))
-    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=0, responses=topics)
+def _answer(
+    context: FetchContext,
+    sessions: FetchSessionCache,
+    monotonic_ms: Callable[[], int],
+    replica_id: int,
+    committed: bool,
+    answer: list[FetchPartitionData],
+) -> FetchResponse:
+    """The response of a context: every partition read (a full fetch, creating its session if it
+    asked for one), or only those that changed (an incremental fetch)."""
+    if context.kind == FetchKind.INCREMENTAL:
+        changed = sessions.incremental_answer(context, answer)
+        assert context.session is not None
+        if changed is None:
+            return FetchResponse(throttle_time_ms=0, error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH,
+                                 session_id=context.session.id, responses=[])
+        return _response(((t, i, d) for t, i, d in changed), committed, context.session.id)
+    session_id = 0
+    if context.kind == FetchKind.FULL:
+        session_id = sessions.create(replica_id, context.wanted, answer, monotonic_ms())
+    entries = ((t, w.partition, d) for (t, w), d in zip(context.wanted, answer, strict=True))
+    return _response(entries, committed, session_id)
+
+
+def _response(
+    entries: Iterable[tuple[str, int, FetchPartitionData]], committed: bool, session_id: int
+) -> FetchResponse:
+    """Partitions grouped by topic, topics in the order they first appear."""
+    by_topic: dict[str, list[FetchResponse.PartitionData]] = {}
+    for topic, index, d in entries:
+        partitions = by_topic.get(topic)
+        if partitions is None:
+            partitions = by_topic[topic] = []
+        partitions.append(_partition(index, d, committed))
+    topics = [FetchResponse.FetchableTopicResponse(topic=t, partitions=ps) for t, ps in by_topic.items()]
+    return FetchResponse(throttle_time_ms=0, error_code=0, session_id=session_id, responses=topics)
 
 
 def _partition(index: int, d: FetchPartitionData, committed: bool) -> FetchResponse.PartitionData:
