@@ -1,7 +1,10 @@
 """Small durable checkpoints of a partition: the leader epoch cache and the log start offset.
 
 Both use Kafka's checkpoint text layout (a version line, an entry count line, one entry per line)
-and are replaced atomically (temporary file, fsync, rename) on every change.
+and are replaced atomically (temporary file, fsync, rename) on every change. A truncation of the
+leader epoch cache is written without the fsync, as Kafka does: opening the log truncates the cache
+to the log again, so a truncation lost in a crash is redone, and opening thousands of partitions
+does not wait for thousands of disk flushes.
 """
 
 from __future__ import annotations
@@ -33,9 +36,9 @@ def read_checkpoint(path: Path) -> list[list[int]]:
     return entries
 
 
-def write_checkpoint(path: Path, entries: Sequence[tuple[int, ...]]) -> None:
+def write_checkpoint(path: Path, entries: Sequence[tuple[int, ...]], *, sync: bool = True) -> None:
     body = "".join(" ".join(str(x) for x in e) + "\n" for e in entries)
-    write_file(path, f"0\n{len(entries)}\n{body}".encode())
+    write_file(path, f"0\n{len(entries)}\n{body}".encode(), sync=sync)
 
 
 class LeaderEpochCache:
@@ -61,9 +64,10 @@ class LeaderEpochCache:
     def latest_epoch(self) -> int:
         return self.epochs[-1] if self.epochs else UNDEFINED_EPOCH
 
-    def _flush(self) -> None:
+    def _flush(self, *, sync: bool = True) -> None:
+        """Write the cache; ``sync=False`` for a truncation (redone when the log opens)."""
         if not self.readonly:
-            write_checkpoint(self.path, self.entries())
+            write_checkpoint(self.path, self.entries(), sync=sync)
 
     def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that `epoch` starts at `start_offset`; returns whether the cache changed."""
@@ -97,7 +101,7 @@ class LeaderEpochCache:
         n = bisect.bisect_left(self.offsets, end_offset)
         if n < len(self.offsets):
             del self.epochs[n:], self.offsets[n:]
-            self._flush()
+            self._flush(sync=False)
 
     def truncate_from_start(self, start_offset: int) -> None:
         """Forget epochs wholly below `start_offset`; the one spanning it now starts there."""
@@ -106,7 +110,7 @@ class LeaderEpochCache:
             return
         del self.epochs[:n - 1], self.offsets[:n - 1]
         self.offsets[0] = start_offset
-        self._flush()
+        self._flush(sync=False)
 
     def clear(self) -> None:
         if self.epochs:
