@@ -19,6 +19,7 @@ from pylog.broker.controller_channel import ControllerChannel, forwarded
 from pylog.broker.controller_client import ControllerClient
 from pylog.broker.coordinator_shell import durable
 from pylog.broker.feature_gate import GATED, gated
+from pylog.broker.fetch_session import FetchSessionCache
 from pylog.broker.group_shell import GroupShell
 from pylog.broker.handler_table import ErrorResponse, HandlerSpec, HandlerTable, route
 from pylog.broker.handlers import (
@@ -122,6 +123,8 @@ class BrokerServices:
     schema_validation: SchemaValidation
     authz: Authorization
     telemetry: TelemetryShell
+    fetch_sessions: FetchSessionCache
+    monotonic_ms: Callable[[], int]
 
 
 @dataclass(frozen=True)
@@ -187,7 +190,14 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                 topics("topic_data", "name", "responses", Op.WRITE, produce.error_response, pre=produce_txn),
             ),
             az.per_topic(
-                route(fetch.fetch, replicas=s.replicas, isr=s.isr, stopping=s.stopping),
+                route(
+                    fetch.fetch,
+                    replicas=s.replicas,
+                    isr=s.isr,
+                    stopping=s.stopping,
+                    sessions=s.fetch_sessions,
+                    monotonic_ms=s.monotonic_ms,
+                ),
                 authz,
                 topics(
                     "topics",
@@ -371,6 +381,13 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             ),
             route(
                 describe_share_group_offsets.describe_share_group_offsets,
+                groups=s.groups,
+                share=s.share,
+                metadata=s.metadata,
+                authz=authz,
+            ),
+            route(
+                describe_share_group_offsets.share_group_state,
                 groups=s.groups,
                 share=s.share,
                 metadata=s.metadata,
