@@ -286,19 +286,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if key == ApiKey.SASL_HANDSHAKE:
             answer, close = sasl.handshake(body.mechanism)
         elif key == ApiKey.SASL_AUTHENTICATE and not sasl.authenticated:
-            answer, close = sasl.authenticate(version, body.auth_bytes, now_ms)
-            if sasl.authenticated:
-                assert sasl.principal is not None
-                if sasl.reauthentications:
-                    log.info("%s re-authenticated as %s", self.peer, sasl.principal)
-                self.principal = sasl.principal
-                self.decoder.max_frame_bytes = self.server.max_request_bytes
-            elif close:
-                log.warning(
-                    "authentication failed for %s: %s",
-                    self.peer,
-                    sasl.failure_reason or answer["error_message"],
+            wait = sasl.wait_before(body.auth_bytes)
+            if wait is None:
+                self._sasl_authenticate(version, header.correlation_id, body.auth_bytes)
+            else:  # an OAUTHBEARER key being fetched: answer in this request's place once it is
+                slot = _Slot()
+                self._queue.append(slot)
+                task = asyncio.ensure_future(wait)
+                self._tasks.add(task)
+                auth_bytes = bytes(body.auth_bytes)
+                task.add_done_callback(
+                    lambda t: self._sasl_resumed(t, slot, version, header.correlation_id, auth_bytes)
                 )
+            return False
         elif not sasl.authenticated and not (key == ApiKey.API_VERSIONS and not sasl.in_exchange):
             log.warning("closing connection from %s: api %s before SASL authentication", self.peer, key)
             self._close_after_pending()
@@ -315,6 +315,39 @@ class KafkaConnection(asyncio.BufferedProtocol):
         else:
             self._push(parts)
         return False
+
+    def _sasl_authenticate(self, version: int, correlation_id: int, auth_bytes: bytes) -> None:
+        sasl = self.sasl
+        assert sasl is not None
+        clock = self.server.clock
+        answer, close = sasl.authenticate(version, auth_bytes, clock.monotonic_ms(), clock.wall_ms())
+        if sasl.authenticated:
+            assert sasl.principal is not None
+            if sasl.reauthentications:
+                log.info("%s re-authenticated as %s", self.peer, sasl.principal)
+            self.principal = sasl.principal
+            self.decoder.max_frame_bytes = self.server.max_request_bytes
+        elif close:
+            log.warning(
+                "authentication failed for %s: %s", self.peer, sasl.failure_reason or answer["error_message"]
+            )
+        parts = api.encode_response_parts(ApiKey.SASL_AUTHENTICATE, version, correlation_id, answer)
+        if close:
+            self._answer_then_close(parts, self.security.failed_auth_delay_ms / 1000)
+        else:
+            self._push(parts)
+
+    def _sasl_resumed(
+        self, task: asyncio.Task, slot: _Slot, version: int, correlation_id: int, auth_bytes: bytes
+    ) -> None:
+        """The wait before a SaslAuthenticate ended: the placeholder goes, the answer takes its place."""
+        self._tasks.discard(task)
+        if self._closing or task.cancelled():
+            return
+        slot.done = True
+        self._flush()
+        self._sasl_authenticate(version, correlation_id, auth_bytes)
+        self._flush()
 
     def _answer_then_close(self, parts: Parts, delay_s: float) -> None:
         """Read nothing more; after ``delay_s`` write ``parts`` (behind what is owed), then let the

@@ -66,6 +66,9 @@ class KafkaServer:
         addr = sock.getsockname()
         self.host, self.port = addr[0], addr[1]
         self._schedule_reaper()
+        oauth = self.security.sasl.oauth if self.security.sasl is not None else None
+        if oauth is not None and oauth.keys is not None:
+            oauth.keys.start()  # the OAUTHBEARER validator's JWKS, fetched from now on
         return self.host, self.port
 
     async def serve(self) -> None:
@@ -118,3 +121,6 @@ class KafkaServer:
                 await asyncio.wait_for(self._server.wait_closed(), 5)
             except Exception:  # a timeout or a connection that would not close: we are stopping anyway
                 pass
+        oauth = self.security.sasl.oauth if self.security.sasl is not None else None
+        if oauth is not None and oauth.keys is not None:
+            await oauth.keys.stop()

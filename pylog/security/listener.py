@@ -2,12 +2,14 @@
 
 Every value is looked up as the listener sees it (``listener.name.<listener>.<config>`` before
 ``<config>``), and everything is checked when the node starts: a PEM file that does not load, a
-mechanism pylog does not serve, a PLAIN listener without users, a SASL inter-node listener without
-credentials for this node, each stops the start with one sentence naming the setting.
+mechanism pylog does not serve, a PLAIN listener without users, an OAUTHBEARER listener without a
+JWKS endpoint, a SASL inter-node listener without credentials for this node, each stops the start
+with one sentence naming the setting.
 """
 
 from __future__ import annotations
 
+import logging
 import ssl
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -15,10 +17,21 @@ from dataclasses import dataclass
 from pylog.config import BrokerConfig, ConfigError
 from pylog.security.client import ClientSecurity
 from pylog.security.jaas import PLAIN_LOGIN_MODULE, JaasEntry, parse_jaas
+from pylog.security.jwks import JwksKeys
+from pylog.security.oauthbearer import (
+    OAUTHBEARER,
+    UNSECURED_VALIDATOR_CALLBACK_HANDLERS,
+    VALIDATOR_CALLBACK_HANDLER,
+    VALIDATOR_CALLBACK_HANDLERS,
+    JwtRules,
+    OAuthBearerValidation,
+)
 from pylog.security.principal import parse_mapping_rules
 from pylog.security.sasl_server import PLAIN, SERVED_MECHANISMS, SaslServerSettings
 from pylog.security.scram import CredentialLookup
 from pylog.security.tls import node_client_context, server_context
+
+log = logging.getLogger(__name__)
 
 SSL_PROTOCOLS = ("SSL", "SASL_SSL")
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
@@ -62,6 +75,64 @@ def enabled_mechanisms(config: BrokerConfig, listener: str) -> tuple[str, ...]:
     return mechanisms
 
 
+def oauth_validation(config: BrokerConfig, listener: str) -> OAuthBearerValidation:
+    """How ``listener`` checks OAUTHBEARER tokens (settings as Kafka's, each also under
+    ``listener.name.<listener>.oauthbearer.``)."""
+
+    def get(name: str) -> str | None:
+        return config.listener_raw(listener, name, OAUTHBEARER)
+
+    prefix = f"listener.name.{listener.lower()}.oauthbearer."
+    handler = (get("sasl.server.callback.handler.class") or "").strip()
+    audience = tuple(
+        a.strip() for a in (get("sasl.oauthbearer.expected.audience") or "").split(",") if a.strip()
+    )
+    try:
+        rules = JwtRules(
+            audience,
+            get("sasl.oauthbearer.expected.issuer") or None,
+            get("sasl.oauthbearer.sub.claim.name") or "sub",
+            get("sasl.oauthbearer.scope.claim.name") or "scope",
+            int(get("sasl.oauthbearer.clock.skew.seconds") or 30),
+        )
+    except ValueError as exc:
+        raise ConfigError(f"listener {listener}: sasl.oauthbearer.clock.skew.seconds: {exc}") from None
+    if handler in UNSECURED_VALIDATOR_CALLBACK_HANDLERS:  # unsigned tokens, for tests only
+        log.warning("listener %s accepts unsigned OAUTHBEARER tokens (%s)", listener, handler)
+        entry = jaas_entry(config, listener, OAUTHBEARER)
+        options = entry.options if entry is not None else {}
+        skew_ms = int(options.get("unsecuredValidatorAllowableClockSkewMs") or 0)
+        return OAuthBearerValidation(
+            JwtRules(
+                sub_claim=options.get("unsecuredValidatorPrincipalClaimName") or "sub",
+                scope_claim=options.get("unsecuredValidatorScopeClaimName") or "scope",
+                clock_skew_s=skew_ms // 1000,
+            ),
+            None,
+        )
+    if handler and handler not in VALIDATOR_CALLBACK_HANDLERS:
+        raise ConfigError(
+            f"{prefix}sasl.server.callback.handler.class={handler}: pylog validates OAUTHBEARER tokens "
+            f"with {VALIDATOR_CALLBACK_HANDLER} (signed, against a JWKS endpoint) only"
+        )
+    url = get("sasl.oauthbearer.jwks.endpoint.url")
+    if not url:
+        raise ConfigError(
+            f"listener {listener}: OAUTHBEARER needs sasl.oauthbearer.jwks.endpoint.url (the identity "
+            f"provider's keys) and {prefix}sasl.server.callback.handler.class={VALIDATOR_CALLBACK_HANDLER}"
+        )
+    try:
+        keys = JwksKeys(
+            url,
+            int(get("sasl.oauthbearer.jwks.endpoint.refresh.ms") or 3600000),
+            int(get("sasl.oauthbearer.jwks.endpoint.retry.backoff.ms") or 100),
+            int(get("sasl.oauthbearer.jwks.endpoint.retry.backoff.max.ms") or 10000),
+        )
+    except ValueError as exc:
+        raise ConfigError(f"listener {listener}: sasl.oauthbearer.jwks.endpoint.*: {exc}") from None
+    return OAuthBearerValidation(rules, keys)
+
+
 def listener_security(
     config: BrokerConfig, name: str, protocol: str, scram_credentials: CredentialLookup
 ) -> ListenerSecurity:
@@ -86,6 +157,7 @@ def listener_security(
             users,
             scram_credentials,
             int(config.listener_raw(name, "connections.max.reauth.ms") or 0),
+            oauth_validation(config, name) if OAUTHBEARER in mechanisms else None,
         )
     return ListenerSecurity(
         name,

@@ -13,19 +13,22 @@ before COMPLETE closes the connection (Kafka: "Unexpected Kafka request during S
 Re-authentication (KIP-368): with ``connections.max.reauth.ms`` set, the final SaslAuthenticate
 (v1+) tells the client its session lifetime. Before it ends the client sends SaslHandshake and
 SaslAuthenticate again on the same connection, with the same mechanism, and must come back as the
-same principal. A request other than those after the session expired closes the connection. The
-caller passes the clock in (``now_ms``); nothing here reads one.
+same principal. A request other than those after the session expired closes the connection. An
+OAUTHBEARER session also ends when its token expires (KIP-368: the lifetime is the shorter of the
+two). The caller passes the clocks in (``now_ms``, and ``wall_ms`` for token times); nothing here
+reads one.
 """
 
 from __future__ import annotations
 
 import enum
 import hmac
-from collections.abc import Mapping
+from collections.abc import Awaitable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from pylog.protocol.errors import ErrorCode
+from pylog.security.oauthbearer import OAUTHBEARER, OAuthBearerServerExchange, OAuthBearerValidation
 from pylog.security.principal import KafkaPrincipal, user
 from pylog.security.scram import (
     SCRAM_MECHANISMS,
@@ -35,7 +38,7 @@ from pylog.security.scram import (
 )
 
 PLAIN = "PLAIN"
-SERVED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS)
+SERVED_MECHANISMS = (PLAIN, *SCRAM_MECHANISMS, OAUTHBEARER)
 
 
 class SaslState(enum.Enum):
@@ -51,6 +54,7 @@ class SaslServerSettings:
     plain_users: Mapping[str, str]
     scram_credentials: CredentialLookup
     reauth_ms: int = 0
+    oauth: OAuthBearerValidation | None = None  # set when OAUTHBEARER is enabled
 
 
 class PlainServerExchange:
@@ -98,7 +102,7 @@ class SaslAuthenticator:
         self.session_expiry_ms: int | None = None  # None: the session does not expire
         self.reauthentications = 0
         self.failure_reason = ""  # why the last exchange failed, for the log
-        self._exchange: PlainServerExchange | ScramServerExchange | None = None
+        self._exchange: PlainServerExchange | ScramServerExchange | OAuthBearerServerExchange | None = None
         self._reauth = False
 
     @property
@@ -130,19 +134,34 @@ class SaslAuthenticator:
         self.mechanism = mechanism
         if mechanism == PLAIN:
             self._exchange = PlainServerExchange(self.settings.plain_users)
+        elif mechanism == OAUTHBEARER:
+            assert self.settings.oauth is not None, "OAUTHBEARER is enabled without its validation"
+            self._exchange = OAuthBearerServerExchange(self.settings.oauth.validate)
         else:
             self._exchange = ScramServerExchange(mechanism, self.settings.scram_credentials)
         self.state = SaslState.AUTHENTICATE
         return {"error_code": ErrorCode.NONE, "mechanisms": enabled}, False
 
-    def authenticate(self, version: int, auth_bytes: bytes, now_ms: int) -> tuple[dict[str, Any], bool]:
+    def wait_before(self, auth_bytes: bytes) -> Awaitable[None] | None:
+        """What the shell must wait for before ``authenticate`` can check ``auth_bytes`` (the
+        OAUTHBEARER token's signing key being fetched), or None."""
+        if isinstance(self._exchange, OAuthBearerServerExchange) and self.settings.oauth is not None:
+            return self.settings.oauth.wait_before(bytes(auth_bytes))
+        return None
+
+    def authenticate(
+        self, version: int, auth_bytes: bytes, now_ms: int, wall_ms: int = 0
+    ) -> tuple[dict[str, Any], bool]:
         """SaslAuthenticate: (response body, close the connection after answering)."""
         if self.state is not SaslState.AUTHENTICATE or self._exchange is None:
             self.state = SaslState.FAILED
             return _auth_error(ErrorCode.ILLEGAL_SASL_STATE, "SaslAuthenticate is not expected now"), True
         exchange = self._exchange
         try:
-            answer = exchange.step(bytes(auth_bytes))
+            if isinstance(exchange, OAuthBearerServerExchange):
+                answer = exchange.step(bytes(auth_bytes), wall_ms)
+            else:
+                answer = exchange.step(bytes(auth_bytes))
         except AuthenticationFailed as exc:
             self.state = SaslState.FAILED
             self.failure_reason = exc.reason or str(exc)
@@ -171,6 +190,9 @@ class SaslAuthenticator:
         self._reauth = False
         reauth_ms = self.settings.reauth_ms
         if reauth_ms > 0 and version >= 1:
+            expiry = getattr(exchange, "credential_expiry_ms", None)
+            if expiry is not None:  # the token's end, if sooner (at least 1 ms: 0 would mean never)
+                reauth_ms = max(1, min(reauth_ms, expiry - wall_ms))
             body["session_lifetime_ms"] = reauth_ms
             self.session_expiry_ms = now_ms + reauth_ms
         else:

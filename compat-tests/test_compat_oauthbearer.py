@@ -1,0 +1,257 @@
+"""SASL/OAUTHBEARER with OpenID Connect (KIP-768) against a real provider (oidc-provider, see
+compat_oidc): confluent-kafka fetching its own tokens (``sasl.oauthbearer.method=oidc``),
+kafka-python with a token provider, tokens the broker must refuse, key rotation at the provider,
+ACLs on the token's principal, and the session lifetime a token bounds.
+
+The module's broker serves PLAINTEXT (ANONYMOUS, a super user, for set-up) and SASL_PLAINTEXT
+with OAUTHBEARER validated as Kafka's OAuthBearerValidatorCallbackHandler does, with the standard
+authorizer.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import pytest
+from compat_broker import BrokerProcess, used_brokers
+from compat_clients import Rec, consume, produce
+from compat_oidc import AUDIENCE, OidcProvider, new_key, sign, unsigned
+from compat_security import listener_ports
+from kafka.net.sasl.oauth import AbstractTokenProvider
+from pylog.protocol import api
+from test_compat_security import admin, allow, new_topic
+
+from pylog.security.oauthbearer import LOGIN_MODULE, VALIDATOR_CALLBACK_HANDLER, client_first
+
+STANDARD_AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
+CLIENTS = {"alice": "alice-secret", "bob": "bob-secret"}
+REAUTH_MS = 600_000
+LISTENER = "listener.name.sasl_plaintext.oauthbearer."
+
+
+@dataclass
+class OAuthBroker:
+    broker: BrokerProcess
+    oidc: OidcProvider
+    ports: dict[str, int]
+
+    @property
+    def plaintext(self) -> str:
+        return self.broker.bootstrap
+
+    @property
+    def sasl(self) -> str:
+        return f"127.0.0.1:{self.ports['SASL_PLAINTEXT']}"
+
+
+@pytest.fixture(scope="module")
+def oauth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthBroker]:
+    tmp = tmp_path_factory.mktemp("oauthbearer")
+    oidc = OidcProvider(tmp, CLIENTS).start()
+    config = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "OAUTHBEARER",
+        f"{LISTENER}sasl.server.callback.handler.class": VALIDATOR_CALLBACK_HANDLER,
+        f"{LISTENER}sasl.jaas.config": f"{LOGIN_MODULE} required ;",
+        "sasl.oauthbearer.jwks.endpoint.url": oidc.jwks_url,
+        "sasl.oauthbearer.expected.audience": AUDIENCE,
+        "sasl.oauthbearer.expected.issuer": oidc.issuer,
+        "connections.max.reauth.ms": str(REAUTH_MS),
+        "authorizer.class.name": STANDARD_AUTHORIZER,
+        "super.users": "User:ANONYMOUS",
+        "auto.create.topics.enable": "false",
+    }
+    b = BrokerProcess(tmp / "data", tmp / "broker.log", config=config)
+    try:
+        b.start()
+    except Exception:
+        print(b.log_text())
+        oidc.stop()
+        raise
+    a = admin(b.bootstrap)
+    allow(a, "User:alice", "TOPIC", "oauth-", prefixed=True)
+    allow(a, "User:alice", "GROUP", "*")
+    yield OAuthBroker(b, oidc, listener_ports(b.log_text()))
+    b.close()
+    oidc.stop()
+
+
+@pytest.fixture
+def broker(oauth: OAuthBroker, request: pytest.FixtureRequest) -> OAuthBroker:
+    used_brokers(request.node).append(oauth.broker)
+    return oauth
+
+
+def confluent_config(oidc: OidcProvider, client_id: str, secret: str | None = None) -> dict[str, Any]:
+    return {
+        "security.protocol": "SASL_PLAINTEXT",
+        "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": client_id,
+        "sasl.oauthbearer.client.secret": secret or CLIENTS[client_id],
+        "sasl.oauthbearer.token.endpoint.url": oidc.token_url,
+        "sasl.oauthbearer.scope": "kafka",
+    }
+
+
+class TokenProvider(AbstractTokenProvider):
+    """kafka-python's ``sasl_oauth_token_provider``: a fresh token from the provider each time."""
+
+    def __init__(self, oidc: OidcProvider, client_id: str) -> None:
+        super().__init__()
+        self.oidc, self.client_id = oidc, client_id
+
+    def token(self) -> str:
+        return self.oidc.token(self.client_id)
+
+
+RECS = [Rec(f"v{i}".encode(), f"k{i}".encode()) for i in range(20)]
+
+
+def test_confluent_kafka_produces_and_consumes_with_oidc_tokens(broker: OAuthBroker) -> None:
+    topic = new_topic(admin(broker.plaintext), "oauth-ck")
+    cfg = confluent_config(broker.oidc, "alice")
+    produce("confluent-kafka", broker.sasl, topic, RECS, config=cfg)
+    got = consume("confluent-kafka", broker.sasl, topic, len(RECS), config=cfg)
+    assert [r.value for r in got] == [r.value for r in RECS]
+
+
+def test_kafka_python_with_a_token_provider(broker: OAuthBroker) -> None:
+    topic = new_topic(admin(broker.plaintext), "oauth-kp")
+    cfg = {
+        "security_protocol": "SASL_PLAINTEXT",
+        "sasl_mechanism": "OAUTHBEARER",
+        "sasl_oauth_token_provider": TokenProvider(broker.oidc, "alice"),
+    }
+    produce("kafka-python", broker.sasl, topic, RECS, config=cfg)
+    got = consume("kafka-python", broker.sasl, topic, len(RECS), config=cfg)
+    assert [r.value for r in got] == [r.value for r in RECS]
+
+
+def read_frame(s: socket.socket) -> bytes:
+    size = struct.unpack(">i", s.recv(4, socket.MSG_WAITALL))[0]
+    return s.recv(size, socket.MSG_WAITALL)
+
+
+def authenticate(port: int, token: str) -> tuple[Any, Any | None]:
+    """SaslHandshake + SaslAuthenticate v1 with ``token`` on a raw socket: (the answer to the
+    client's first message, the answer to its ``\\x01`` after an error message, else None)."""
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as s:
+        s.sendall(api.encode_request(17, 1, 1, "raw", {"mechanism": "OAUTHBEARER"}))
+        _, hs = api.decode_response(17, 1, read_frame(s))
+        assert hs.error_code == 0 and "OAUTHBEARER" in hs.mechanisms
+        s.sendall(api.encode_request(36, 1, 2, "raw", {"auth_bytes": client_first(token)}))
+        _, first = api.decode_response(36, 1, read_frame(s))
+        if first.error_code or not first.auth_bytes:
+            return first, None
+        s.sendall(api.encode_request(36, 1, 3, "raw", {"auth_bytes": b"\x01"}))
+        _, second = api.decode_response(36, 1, read_frame(s))
+        return first, second
+
+
+def test_a_provider_token_authenticates_with_a_session_bounded_by_its_expiry(broker: OAuthBroker) -> None:
+    first, second = authenticate(broker.ports["SASL_PLAINTEXT"], broker.oidc.token("alice"))
+    assert first.error_code == 0 and bytes(first.auth_bytes) == b"" and second is None
+    # the token lives 300 s, less than connections.max.reauth.ms: the session ends with the token
+    assert 0 < first.session_lifetime_ms <= broker.oidc.ttl_s * 1000
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["expired", "not yet valid", "wrong audience", "wrong issuer", "wrong key", "unsigned", "no sub",
+     "not a jwt"],
+)
+def test_bad_tokens_are_refused(broker: OAuthBroker, case: str) -> None:
+    oidc = broker.oidc
+    now = int(time.time())
+    key = oidc.key
+    token = {
+        "expired": lambda: sign(key, oidc.claims("alice", iat=now - 600, exp=now - 300)),
+        "not yet valid": lambda: sign(key, oidc.claims("alice", nbf=now + 600)),
+        "wrong audience": lambda: sign(key, oidc.claims("alice", aud="urn:another:cluster")),
+        "wrong issuer": lambda: sign(key, oidc.claims("alice", iss="http://127.0.0.1:1")),
+        # a key the provider never had, under the provider's key id
+        "wrong key": lambda: sign(new_key("x"), oidc.claims("alice"), kid=key.kid),
+        "unsigned": lambda: unsigned(oidc.claims("alice")),
+        "no sub": lambda: sign(key, {k: v for k, v in oidc.claims("alice").items() if k != "sub"}),
+        "not a jwt": lambda: "bm90LmEuand0",
+    }[case]()
+    first, second = authenticate(broker.ports["SASL_PLAINTEXT"], token)
+    assert first.error_code == 0 and bytes(first.auth_bytes) == b'{"status":"invalid_token"}'
+    assert second is not None and second.error_code == 58  # SASL_AUTHENTICATION_FAILED
+    assert second.error_message.startswith("Authentication failed: ")
+    reason = {
+        "expired": "expired",
+        "not yet valid": "not valid before",
+        "wrong audience": "audience",
+        "wrong issuer": "issuer",
+        "wrong key": "does not verify",
+        "unsigned": "unsupported_algorithm",
+        "no sub": "no sub claim",
+        "not a jwt": "",
+    }[case]
+    assert reason in second.error_message
+
+
+def test_a_refused_token_fails_the_client(broker: OAuthBroker) -> None:
+    """kafka-python handing over a token for another cluster does not get through: the broker
+    refuses each of its attempts, naming the audience."""
+    from kafka import KafkaProducer
+    from kafka.errors import KafkaError
+
+    class Foreign(TokenProvider):
+        def token(self) -> str:
+            return sign(self.oidc.key, self.oidc.claims("alice", aud="urn:another:foreign"))
+
+    def refusals() -> int:
+        return broker.broker.log_text(10**8).count("audience 'urn:another:foreign'")
+
+    before = refusals()
+    with pytest.raises(KafkaError):
+        KafkaProducer(
+            bootstrap_servers=broker.sasl,
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="OAUTHBEARER",
+            sasl_oauth_token_provider=Foreign(broker.oidc, "alice"),
+            bootstrap_timeout_ms=5000,
+        )
+    assert refusals() > before
+
+
+def test_acls_apply_to_the_tokens_principal(broker: OAuthBroker) -> None:
+    """bob's token is valid but User:bob has no ACLs; alice's topic is hers alone."""
+    from confluent_kafka import KafkaException, Producer
+
+    topic = new_topic(admin(broker.plaintext), "oauth-acl")
+    p = Producer({"bootstrap.servers": broker.sasl, **confluent_config(broker.oidc, "bob")})
+    errors: list[Any] = []
+    p.produce(topic, b"x", on_delivery=lambda err, msg: errors.append(err))
+    p.flush(20)
+    assert errors and errors[0] is not None and errors[0].name() == "TOPIC_AUTHORIZATION_FAILED"
+    oidc = broker.oidc
+    produce("confluent-kafka", broker.sasl, topic, RECS[:1], config=confluent_config(oidc, "alice"))
+    with pytest.raises(KafkaException):
+        consume("confluent-kafka", broker.sasl, topic, 1, config=confluent_config(oidc, "bob"), timeout=5)
+
+
+def test_a_key_rotated_at_the_provider_is_picked_up(broker: OAuthBroker) -> None:
+    """The provider restarts signing with a key the broker has not seen: the first token naming it
+    makes the broker fetch the JWKS again, and the clients go on."""
+    oidc = broker.oidc
+    old = oidc.key
+    oidc.rotate(f"k-rotated-{int(time.time())}")
+    topic = new_topic(admin(broker.plaintext), "oauth-rot")
+    cfg = confluent_config(oidc, "alice")
+    produce("confluent-kafka", broker.sasl, topic, RECS, config=cfg)
+    got = consume("confluent-kafka", broker.sasl, topic, len(RECS), config=cfg)
+    assert [r.value for r in got] == [r.value for r in RECS]
+    assert f"a token names key id {oidc.key.kid!r}" in broker.broker.log_text(10**8)
+    # the old key is gone from the provider's JWKS, and so from the broker's
+    _, second = authenticate(broker.ports["SASL_PLAINTEXT"], sign(old, oidc.claims("alice")))
+    assert second is not None and second.error_code == 58
+
