@@ -365,6 +365,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "port 0 picks a free one).",
             read_only=True,
         ),
+        _d(
+            "pylog.metrics.listeners",
+            S,
+            None,
+            "http://HOST:PORT (or https://, with the first client listener's ssl.* settings), comma "
+            "separated, where the node serves Prometheus metrics (/metrics) and its health "
+            "(/v1/status/live, /v1/status/ready); off when unset, port 0 picks a free one.",
+            read_only=True,
+        ),
         # --- security (listener-scoped: listener.name.<listener>.<name> overrides <name>) ---
         _d("ssl.keystore.type", S, "JKS", "Only PEM is read.", read_only=True),
         _d("ssl.keystore.location", S, None, "PEM file with the private key and its certificate chain.",
