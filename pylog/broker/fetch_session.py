@@ -17,9 +17,9 @@ Theory of operation. A Fetch carries ``(session_id, session_epoch)``:
   an error, a moved high watermark / last stable offset / log start offset, a preferred read
   replica or a diverging epoch. A partition answered with records moves to the end of the
   session's order, so a busy partition does not starve the others of the byte budget. The epoch
-  advances once per accepted request (``next_epoch``, wrapping to 1 past 2**31-1); if it moved
-  again before the answer was built (a duplicate request), the answer is
-  INVALID_FETCH_SESSION_EPOCH.
+  advances once per accepted request (``pylog.client.fetch_session.next_epoch``, wrapping to 1
+  past 2**31-1); if it moved again before the answer was built (a duplicate request), the
+  answer is INVALID_FETCH_SESSION_EPOCH.
 
 A session belongs to its fetcher: a follower's (``privileged``) is used and closed only by the
 same replica id, a consumer's by any consumer that holds the id.
@@ -45,24 +45,13 @@ from dataclasses import dataclass, field
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.fetch_params import CONSUMER, FetchPartitionData, PartitionFetch
+from pylog.client.fetch_session import FINAL_EPOCH, INITIAL_EPOCH, INVALID_SESSION_ID, MAX_EPOCH, next_epoch
 from pylog.replication.replica_selector import NO_PREFERENCE
 
-INVALID_SESSION_ID = 0
-INITIAL_EPOCH = 0  # a full fetch that asks for a session
-FINAL_EPOCH = -1  # a full fetch that wants none
-MAX_EPOCH = 2**31 - 1
 # Kafka's KafkaServer.MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS (not a broker config there either)
 MIN_INCREMENTAL_FETCH_SESSION_EVICTION_MS = 120_000
 
 TopicPartition = tuple[str, int]
-
-
-def next_epoch(epoch: int) -> int:
-    """The epoch after ``epoch`` (Kafka's FetchMetadata.nextEpoch): FINAL stays FINAL, the largest
-    int32 wraps to 1 (0 is the initial epoch)."""
-    if epoch < 0:
-        return FINAL_EPOCH
-    return 1 if epoch == MAX_EPOCH else epoch + 1
 
 
 @dataclass(slots=True, eq=False)

@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from pylog.client.fetch_session import SESSION_ERRORS, FetchSessionHandler
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.records import decode_batch, iter_batches, parse_control_record
 from pylog.sdk import aio
@@ -169,31 +170,43 @@ async def _fetch_lane(client: KafkaClient, leader: int, lane: int, ranges: list[
         conn = await client.connection(leader, lane)
         version = client.version(FETCH)
         cursors = {(r.topic, r.partition): _PartitionCursor(r) for r in ranges}
+        session = FetchSessionHandler()  # KIP-227: after the first, fetches name only what moved
         while True:
-            active = [c for c in cursors.values() if not c.done]
+            active = {key: c for key, c in cursors.items() if not c.done}
             if not active:
                 break
-            topics: dict[str, list[dict[str, int]]] = {}
-            for c in active:
-                topics.setdefault(c.range.topic, []).append({
-                    "partition": c.range.partition, "fetch_offset": c.position,
-                    "partition_max_bytes": options.max_partition_fetch_bytes})
+            request = session.build({
+                key: {"partition": key[1], "fetch_offset": c.position,
+                      "partition_max_bytes": options.max_partition_fetch_bytes}
+                for key, c in active.items()})
             body = {
                 "replica_id": -1, "max_wait_ms": 100, "min_bytes": 1, "max_bytes": options.fetch_max_bytes,
-                "isolation_level": READ_COMMITTED, "session_id": 0, "session_epoch": -1,
-                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()],
-                "forgotten_topics_data": [],
+                "isolation_level": READ_COMMITTED, **request.body(),
             }
             resp = await conn.request(FETCH, version, body)
-            if getattr(resp, "error_code", 0):
-                raise KafkaError(resp.error_code, "Fetch")
-            for tr in resp.responses:
-                for pr in tr.partitions:
-                    cursor = cursors.get((tr.topic, pr.partition_index))
-                    if cursor is None or cursor.done:
-                        continue
-                    for batch in _consume_partition(cursor, pr, columns, options):
-                        await queue.put((cursor.range, batch))
+            error = getattr(resp, "error_code", 0)
+            answered = [(tr.topic, pr) for tr in resp.responses for pr in tr.partitions]
+            if not session.handle_response(error, getattr(resp, "session_id", 0),
+                                           ((t, pr.partition_index) for t, pr in answered)):
+                if error and error not in SESSION_ERRORS:
+                    raise KafkaError(error, "Fetch")
+                continue  # a session error: the next fetch is full
+            for topic, pr in answered:
+                cursor = cursors.get((topic, pr.partition_index))
+                if cursor is None or cursor.done:
+                    continue
+                for batch in _consume_partition(cursor, pr, columns, options):
+                    await queue.put((cursor.range, batch))
+            if not request.is_full:  # an incremental answer leaves out partitions with nothing new
+                seen = {(t, pr.partition_index) for t, pr in answered}
+                for key, cursor in active.items():
+                    if key not in seen:
+                        _no_progress(cursor, -1, -1)
+        closing = session.close()
+        if closing is not None:
+            await conn.request(FETCH, version, {
+                "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 0,
+                "isolation_level": READ_COMMITTED, **closing.body()})
     except asyncio.CancelledError:
         raise  # the reader is gone: nobody waits for this lane
     except Exception as exc:
@@ -240,14 +253,20 @@ def _consume_partition(cursor: _PartitionCursor, pr: Any, columns: tuple[str, ..
         if cursor.position >= r.end:
             break
     if not progressed:
-        cursor.empty_fetches += 1
-        if cursor.empty_fetches > 50:
-            raise OffsetOutOfRangeError(
-                f"{r.topic}-{r.partition}: no data at offset {cursor.position} below the requested end "
-                f"{r.end} (high watermark {pr.high_watermark}, last stable offset {pr.last_stable_offset})")
+        _no_progress(cursor, pr.high_watermark, pr.last_stable_offset)
         return []
     cursor.empty_fetches = 0
     return _coalesce(pieces, options.coalesce_below_rows)
+
+
+def _no_progress(cursor: _PartitionCursor, high_watermark: int, last_stable_offset: int) -> None:
+    """A fetch that brought a partition nothing: after 50 in a row, its range cannot be read."""
+    cursor.empty_fetches += 1
+    if cursor.empty_fetches > 50:
+        r = cursor.range
+        raise OffsetOutOfRangeError(
+            f"{r.topic}-{r.partition}: no data at offset {cursor.position} below the requested end "
+            f"{r.end} (high watermark {high_watermark}, last stable offset {last_stable_offset})")
 
 
 def _clip(batch: pa.RecordBatch, start: int, end: int, first: int, last: int) -> pa.RecordBatch:

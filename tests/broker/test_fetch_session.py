@@ -10,13 +10,8 @@ import pytest
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.fetch_params import CONSUMER, FetchPartitionData, FetchPosition
-from pylog.broker.fetch_session import (
-    MAX_EPOCH,
-    CachedPartition,
-    FetchKind,
-    FetchSessionCache,
-    next_epoch,
-)
+from pylog.broker.fetch_session import CachedPartition, FetchKind, FetchSessionCache
+from pylog.client.fetch_session import MAX_EPOCH, next_epoch
 
 
 def pos(partition: int, offset: int, max_bytes: int = 1024) -> FetchPosition:
