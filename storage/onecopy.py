@@ -1,0 +1,678 @@
+"""Format 2 segments ("one copy"): Arrow record batches whose byte columns are views into the
+Kafka records sections as the producers sent them.
+
+A Kafka records section is a run of records whose keys, values and header keys/values are
+contiguous byte ranges. Arrow's `binary_view` layout describes each value as a 16-byte view
+(length, 4-byte prefix, buffer index, offset) into "variadic" data buffers, and Arrow IPC
+compresses each buffer on its own as an int64 uncompressed length followed by an LZ4 frame or a
+ZSTD frame: the frames Kafka's lz4 and zstd batches carry. So the records section itself, as the
+producer compressed it, is the variadic data buffer of the `key`, `value` and header columns, and
+one stored copy serves both Arrow readers (pyarrow, Polars, DuckDB) and Kafka fetches (a rebuilt
+61-byte header, then the stored section). FORMAT.md, "Format version 2", is the byte layout.
+
+pyarrow cannot write buffers that are already compressed, so this module writes the IPC
+`Message` flatbuffers itself (a few fixed tables, no dependency); bodies are lists of chunks, the
+sections among them zero-copy. Views are computed with numpy from the decoded records' lengths
+(the varint layout's sizes), never per record in Python. This module does no I/O and knows no
+Kafka codec: the caller decompresses and decodes each section once (`rows_from_section`).
+"""
+
+from __future__ import annotations
+
+import base64
+import struct
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+from crc32c import crc32c
+
+from pylog.model import COMPRESSION_MASK, HEADERS_TYPE, RECORD_SCHEMA
+
+from .ipc import BATCHES_KEY, CONTINUATION, FILE_MAGIC, Chunk, _field, _indirect, decode_entries, encode_entries
+from .schema import BATCH_DTYPE, BatchMeta
+
+FORMAT_KEY = b"pylog.format"
+CRCS_KEY = "pylog.crcs"
+HEADER_KEY_TYPE = pa.string_view()
+HEADER_VIEW_STRUCT = pa.struct([("key", HEADER_KEY_TYPE), ("value", pa.binary_view())])
+SCHEMA_V2 = pa.schema(
+    [
+        ("offset", pa.int64()),
+        ("timestamp", pa.timestamp("ms")),
+        ("key", pa.binary_view()),
+        ("value", pa.binary_view()),
+        ("headers", pa.list_(HEADER_VIEW_STRUCT)),
+    ],
+    metadata={FORMAT_KEY: b"2"},
+)
+SCHEMA_V2_MESSAGE: bytes = SCHEMA_V2.serialize().to_pybytes()
+EOS = CONTINUATION + b"\x00\x00\x00\x00"
+
+KAFKA_HEADER = struct.Struct(">qiibIhiqqqhii")  # RecordBatch v2 header (61 bytes)
+KAFKA_HEADER_SIZE = KAFKA_HEADER.size
+_CRC_FROM = 21  # the CRC covers attributes .. end of batch
+KAFKA_LZ4, KAFKA_ZSTD = 3, 4
+ARROW_CODEC = {KAFKA_LZ4: 0, KAFKA_ZSTD: 1}  # Kafka codec -> BodyCompression.codec (LZ4_FRAME, ZSTD)
+INLINE = 12  # a binary_view value of at most 12 bytes lives in its view
+_NO_COMPRESSION = -1
+
+_Q = struct.Struct("<q")
+_I32 = struct.Struct("<i")
+_U32 = struct.Struct("<I")
+
+
+class NonCanonicalRecords(ValueError):
+    """The records section's varints are not all minimal (legal Kafka, but its byte positions
+    cannot be derived from the field lengths); the caller re-encodes the batch canonically."""
+
+
+# --------------------------------------------------------------------------------------------
+# Rows: one or more Kafka batches ready to be one Arrow record batch
+
+
+@dataclass
+class Rows:
+    """The columns of one Arrow record batch and the Kafka batches (records sections) behind it.
+
+    Views are int32 quadruples (length, prefix, buffer index, offset); a view longer than
+    `INLINE` names the ordinal of its section in `sections` as its buffer index."""
+
+    entries: np.ndarray  # BATCH_DTYPE, `row` relative to these rows, `size` = 61 + section length
+    crcs: np.ndarray  # uint32, each batch's CRC-32C with its stored section
+    sections: list[memoryview]  # the stored records sections (the variadic buffers)
+    raw_sizes: np.ndarray  # int64: uncompressed length of a compressed section, -1 for a plain one
+    offset: np.ndarray  # int64
+    timestamp: np.ndarray  # int64 (ms)
+    key: np.ndarray  # (n, 4) int32 views
+    key_valid: np.ndarray | None  # bool, None when no key is null
+    value: np.ndarray
+    value_valid: np.ndarray | None
+    header_offsets: np.ndarray  # int32, n + 1, from 0
+    header_key: np.ndarray
+    header_value: np.ndarray
+    header_value_valid: np.ndarray | None
+
+    @property
+    def num_rows(self) -> int:
+        return len(self.offset)
+
+    @property
+    def kafka_codec(self) -> int:
+        """The one compressed Kafka codec among the sections (0 if all are plain)."""
+        codecs = set((self.entries["attributes"] & COMPRESSION_MASK).tolist()) - {0}
+        if len(codecs) > 1:
+            raise ValueError(f"sections of one message mix codecs {sorted(codecs)}")
+        return codecs.pop() if codecs else 0
+
+
+def _zigzag_size(x: np.ndarray, max_bytes: int) -> np.ndarray:
+    """Bytes of each value as a minimal zigzag varint (vectorised)."""
+    z = ((x.astype(np.int64) << 1) ^ (x.astype(np.int64) >> 63)).view(np.uint64)
+    size = np.ones(len(z), np.int64)
+    for k in range(1, max_bytes):
+        size += z >= np.uint64(1 << (7 * k))
+    return size
+
+
+def _lengths(arr: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
+    """Byte length of each value of a binary/string array (-1 for null) and its validity."""
+    n = len(arr)
+    bufs = arr.buffers()
+    offsets = np.frombuffer(bufs[1], np.int32, n + 1, arr.offset * 4) if n else np.zeros(1, np.int32)
+    lengths = np.diff(offsets).astype(np.int64)
+    if arr.null_count == 0:
+        return lengths, None
+    valid = np.unpackbits(np.frombuffer(bufs[0], np.uint8), bitorder="little")[arr.offset:arr.offset + n]
+    valid = valid.astype(bool)
+    return np.where(valid, lengths, -1), valid
+
+
+def _views(raw: np.ndarray, at: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """binary_view views for values of `lengths` (-1: null) at byte positions `at` of `raw`;
+    long values point into buffer 0 at their position."""
+    n = len(at)
+    out = np.zeros((n, 16), np.uint8)
+    if n == 0:
+        return out.view(np.int32)
+    size = np.maximum(lengths, 0)
+    cols = np.arange(INLINE, dtype=np.int64)
+    idx = np.minimum(at[:, None] + cols, max(len(raw) - 1, 0))
+    take = cols < np.minimum(size, INLINE)[:, None]
+    if len(raw):
+        out[:, 4:] = np.where(take, raw[idx], 0)
+    words = out.view(np.int32)
+    words[:, 0] = size
+    long = size > INLINE
+    words[long, 2] = 0
+    words[long, 3] = at[long]
+    return words
+
+
+def rows_from_section(meta: BatchMeta, crc: int, section: memoryview | bytes, raw: memoryview | bytes,
+                      records: pa.RecordBatch, *, log_append_time: int | None = None) -> Rows:
+    """Rows for one Kafka batch: `section` is its records section as stored (the producer's bytes,
+    compressed with `meta`'s codec or plain), `raw` the same records uncompressed (`section`
+    itself when plain), `records` their decoded RECORD_SCHEMA rows (offsets already reassigned to
+    `meta.base_offset`) and `crc` the batch's CRC-32C. Under `log_append_time` the `timestamp`
+    column holds that time (the records keep their own deltas, as Kafka's leader leaves them). Raises NonCanonicalRecords when the byte
+    positions implied by the decoded lengths do not add up to `raw`."""
+    n = records.num_rows
+    raw_np = np.frombuffer(raw, np.uint8)
+    offset = np.frombuffer(records.column(0).buffers()[1], np.int64, n, records.column(0).offset * 8)
+    timestamp = np.frombuffer(records.column(1).buffers()[1], np.int64, n, records.column(1).offset * 8)
+    klen, kvalid = _lengths(records.column(2))
+    vlen, vvalid = _lengths(records.column(3))
+    headers = records.column(4)
+    hoff = np.frombuffer(headers.buffers()[1], np.int32, n + 1, headers.offset * 4) if n else np.zeros(1, np.int32)
+    first_h = int(hoff[0])
+    hstruct = headers.values
+    hkeys, hvals = hstruct.field(0), hstruct.field(1)
+    hcount = np.diff(hoff).astype(np.int64)
+    nh = int(hoff[-1]) - first_h
+    hklen, _ = _lengths(hkeys.slice(first_h, nh))
+    hvlen, hvvalid = _lengths(hvals.slice(first_h, nh))
+
+    # Sizes of each field as a minimal varint layout (Kafka's DefaultRecord)
+    hsize = _zigzag_size(hklen, 5) + hklen + _zigzag_size(hvlen, 5) + np.maximum(hvlen, 0)
+    hcum = np.zeros(nh + 1, np.int64)
+    np.cumsum(hsize, out=hcum[1:])
+    rel = (hoff - first_h).astype(np.int64)
+    head = (1 + _zigzag_size(timestamp - meta.base_timestamp, 10)
+            + _zigzag_size(offset - meta.base_offset, 5))
+    kfield = _zigzag_size(klen, 5)
+    vfield = _zigzag_size(vlen, 5)
+    body = (head + kfield + np.maximum(klen, 0) + vfield + np.maximum(vlen, 0)
+            + _zigzag_size(hcount, 5) + hcum[rel[1:]] - hcum[rel[:-1]])
+    size = _zigzag_size(body, 5) + body
+    start = np.zeros(n, np.int64)
+    if n:
+        np.cumsum(size[:-1], out=start[1:])
+    if int(size.sum()) != len(raw_np):
+        raise NonCanonicalRecords(
+            f"records section holds {len(raw_np)} bytes, its fields' minimal encoding {int(size.sum())}")
+    key_at = start + (size - body) + head + kfield
+    value_at = key_at + np.maximum(klen, 0) + vfield
+    hstart = value_at + np.maximum(vlen, 0) + _zigzag_size(hcount, 5)
+    rec = np.repeat(np.arange(n), hcount)
+    hat = hstart[rec] + hcum[:-1] - hcum[rel[:-1]][rec]
+    hk_at = hat + _zigzag_size(hklen, 5)
+    hv_at = hk_at + hklen + _zigzag_size(hvlen, 5)
+
+    entry = np.zeros(1, BATCH_DTYPE)
+    for name in BatchMeta._fields:
+        entry[name] = getattr(meta, name)
+    entry["record_count"] = n
+    entry["size"] = KAFKA_HEADER_SIZE + len(section)
+    entry["append_time"] = entry["delete_horizon"] = -1
+    compressed = bool(meta.attributes & COMPRESSION_MASK)
+    return Rows(
+        entries=entry,
+        crcs=np.array([crc], np.uint32),
+        sections=[memoryview(section).cast("B")],
+        raw_sizes=np.array([len(raw_np) if compressed else _NO_COMPRESSION], np.int64),
+        offset=offset,
+        timestamp=timestamp if log_append_time is None else np.full(n, log_append_time, np.int64),
+        key=_views(raw_np, key_at, klen),
+        key_valid=kvalid,
+        value=_views(raw_np, value_at, vlen),
+        value_valid=vvalid,
+        header_offsets=(hoff - first_h).astype(np.int32),
+        header_key=_views(raw_np, hk_at, hklen),
+        header_value=_views(raw_np, hv_at, hvlen),
+        header_value_valid=hvvalid,
+    )
+
+
+def batch_crc(meta: BatchMeta, section: memoryview | bytes) -> int:
+    """CRC-32C of the Kafka batch `meta` describes with `section` as its records (for a batch
+    whose header changed under the CRC: LogAppendTime, or a section recompressed from gzip)."""
+    header = _kafka_header(meta, 0, len(section))
+    return crc32c(section, crc32c(memoryview(header)[_CRC_FROM:]))
+
+
+def _kafka_header(meta: BatchMeta, crc: int, section_len: int) -> bytes:
+    return KAFKA_HEADER.pack(
+        meta.base_offset, KAFKA_HEADER_SIZE - 12 + section_len, meta.partition_leader_epoch, 2, crc,
+        meta.attributes, meta.last_offset_delta, meta.base_timestamp, meta.max_timestamp,
+        meta.producer_id, meta.producer_epoch, meta.base_sequence, meta.record_count)
+
+
+def _concat_valid(parts: list[tuple[np.ndarray | None, int]]) -> np.ndarray | None:
+    if all(v is None for v, _ in parts):
+        return None
+    return np.concatenate([np.ones(n, bool) if v is None else v for v, n in parts])
+
+
+def concat_rows(groups: Sequence[Rows]) -> Rows:
+    """One Rows of several (sealing merges small batches): small columns are concatenated, the
+    sections are not touched; long views are renumbered to their section's new ordinal."""
+    if len(groups) == 1:
+        return groups[0]
+    counts = [g.num_rows for g in groups]
+    hcounts = [len(g.header_key) for g in groups]
+    section_base = np.cumsum([0] + [len(g.sections) for g in groups[:-1]])
+    row_base = np.cumsum([0] + counts[:-1])
+
+    def views(name: str, sizes: list[int]) -> np.ndarray:
+        out = np.concatenate([getattr(g, name) for g in groups])
+        shift = np.repeat(section_base, sizes).astype(np.int32)
+        long = out[:, 0] > INLINE
+        out[long, 2] += shift[long]
+        return out
+
+    entries = np.concatenate([g.entries for g in groups])
+    entries["row"] += np.repeat(row_base, [len(g.entries) for g in groups]).astype(np.int32)
+    hbase = np.cumsum([0] + hcounts[:-1])
+    header_offsets = np.concatenate(
+        [np.zeros(1, np.int32)] + [(g.header_offsets[1:] + b).astype(np.int32) for g, b in zip(groups, hbase)])
+    return Rows(
+        entries=entries,
+        crcs=np.concatenate([g.crcs for g in groups]),
+        sections=[s for g in groups for s in g.sections],
+        raw_sizes=np.concatenate([g.raw_sizes for g in groups]),
+        offset=np.concatenate([g.offset for g in groups]),
+        timestamp=np.concatenate([g.timestamp for g in groups]),
+        key=views("key", counts),
+        key_valid=_concat_valid([(g.key_valid, g.num_rows) for g in groups]),
+        value=views("value", counts),
+        value_valid=_concat_valid([(g.value_valid, g.num_rows) for g in groups]),
+        header_offsets=header_offsets,
+        header_key=views("header_key", hcounts),
+        header_value=views("header_value", hcounts),
+        header_value_valid=_concat_valid([(g.header_value_valid, h) for g, h in zip(groups, hcounts)]),
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# A minimal flatbuffer writer for the few Arrow tables written here (Message.fbs, File.fbs)
+
+
+class _Fb:
+    """Builds a flatbuffer front to back: every table's vtable just before it, every object a
+    table refers to after it (flatbuffer offsets are unsigned, pointing forward)."""
+
+    def __init__(self) -> None:
+        self.buf = bytearray(4)  # the root offset, set by `root`
+        self.fixups: list[tuple[int, str]] = []
+
+    def align(self, n: int, extra: int = 0) -> None:
+        """Pad so that `extra` bytes from now the position is a multiple of `n`."""
+        self.buf += bytes(-(len(self.buf) + extra) % n)
+
+    def table(self, fields: Sequence[tuple[str, int] | None]) -> tuple[int, dict[int, int]]:
+        """Write a table of `fields` ("h" int16, "b" int8, "q" int64, "o" an offset to fill with
+        `point`, None absent): its position and each offset field's position."""
+        layout: list[tuple[int, str, int, int]] = []  # (index, struct code, value, position in table)
+        pos = 4  # after the soffset to the vtable; fields largest first, each naturally aligned
+        present = [(i, "I" if f[0] == "o" else f[0], f[1]) for i, f in enumerate(fields) if f is not None]
+        for i, code, value in sorted(present, key=lambda p: -struct.calcsize(p[1])):
+            width = struct.calcsize(code)
+            pos += -pos % width
+            layout.append((i, code, value, pos))
+            pos += width
+        table_size = pos + (-pos % 4)
+        vt_len = 4 + 2 * len(fields)
+        self.buf += bytes(-(len(self.buf) + vt_len) % 8)  # the table starts 8-aligned
+        vt_at = len(self.buf)
+        slots = [0] * len(fields)
+        for i, _code, _value, p in layout:
+            slots[i] = p
+        self.buf += struct.pack(f"<HH{len(fields)}H", vt_len, table_size, *slots)
+        table_at = len(self.buf)
+        body = bytearray(table_size)
+        _I32.pack_into(body, 0, table_at - vt_at)
+        refs: dict[int, int] = {}
+        for i, code, value, p in layout:
+            if code == "I":
+                refs[i] = table_at + p
+            else:
+                struct.pack_into("<" + code, body, p, value)
+        self.buf += body
+        return table_at, refs
+
+    def point(self, field_at: int, target: int) -> None:
+        _U32.pack_into(self.buf, field_at, target - field_at)
+
+    def vector(self, count: int, payload: bytes, align: int) -> int:
+        """A vector of `count` elements (`payload` their bytes), aligned for them; its position."""
+        self.align(max(align, 4), 4)
+        at = len(self.buf)
+        self.buf += _U32.pack(count) + payload
+        return at
+
+    def offsets_vector(self, count: int) -> tuple[int, list[int]]:
+        """A vector of `count` offsets to fill with `point`; its position and the slots."""
+        self.align(4)
+        at = len(self.buf)
+        self.buf += _U32.pack(count) + bytes(4 * count)
+        return at, [at + 4 + 4 * i for i in range(count)]
+
+    def string(self, text: bytes) -> int:
+        self.align(4)
+        at = len(self.buf)
+        self.buf += _U32.pack(len(text)) + text + b"\x00"
+        return at
+
+    def root(self, table_at: int) -> None:
+        _U32.pack_into(self.buf, 0, table_at)
+
+    def finish(self) -> bytes:
+        self.align(8)
+        return bytes(self.buf)
+
+
+def _key_values(fb: _Fb, field_at: int, pairs: Sequence[tuple[bytes, bytes]]) -> None:
+    vec, slots = fb.offsets_vector(len(pairs))
+    fb.point(field_at, vec)
+    for slot, (key, value) in zip(slots, pairs):
+        at, refs = fb.table([("o", 0), ("o", 0)])
+        fb.point(slot, at)
+        fb.point(refs[0], fb.string(key))
+        fb.point(refs[1], fb.string(value))
+
+
+_MESSAGE_VERSION_V5 = 4
+_HEADER_RECORD_BATCH = 3
+_BUFFER = struct.Struct("<qq")
+
+
+def _record_batch_metadata(length: int, nodes: list[tuple[int, int]], buffers: list[tuple[int, int]],
+                           codec: int | None, variadic: list[int], body_length: int,
+                           custom: Sequence[tuple[bytes, bytes]]) -> bytes:
+    """The flatbuffer `Message` of a RecordBatch (Message.fbs, metadata version V5)."""
+    fb = _Fb()
+    msg_at, msg = fb.table([("h", _MESSAGE_VERSION_V5), ("b", _HEADER_RECORD_BATCH), ("o", 0),
+                            ("q", body_length), ("o", 0)])
+    fb.root(msg_at)
+    rb_at, rb = fb.table([("q", length), ("o", 0), ("o", 0), ("o", 0) if codec is not None else None, ("o", 0)])
+    fb.point(msg[2], rb_at)
+    if codec is not None:
+        fb.point(rb[3], fb.table([("b", codec), ("b", 0)])[0])  # method BUFFER
+    fb.point(rb[1], fb.vector(len(nodes), b"".join(_BUFFER.pack(*n) for n in nodes), 8))
+    fb.point(rb[2], fb.vector(len(buffers), b"".join(_BUFFER.pack(*b) for b in buffers), 8))
+    fb.point(rb[4], fb.vector(len(variadic), struct.pack(f"<{len(variadic)}q", *variadic), 8))
+    _key_values(fb, msg[4], custom)
+    return fb.finish()
+
+
+# --------------------------------------------------------------------------------------------
+# Encoding a message, a stream, a file
+
+
+@dataclass
+class Message:
+    """One encapsulated IPC record batch message: its chunks (sections zero-copy) and length."""
+
+    chunks: list[Chunk]
+    length: int
+    metadata_length: int  # prefix + flatbuffer (what a file footer's Block records)
+    body_length: int
+    rows: int
+
+
+def _bitmap(valid: np.ndarray | None) -> tuple[bytes, int]:
+    if valid is None:
+        return b"", 0
+    return np.packbits(valid, bitorder="little").tobytes(), int(len(valid) - np.count_nonzero(valid))
+
+
+def encode_message(rows: Rows) -> Message:
+    """The IPC message of `rows`: small buffers first, then each section once. The `value`
+    column names every section as its variadic buffers (so each batch's bytes are reachable
+    from the metadata alone); `key` and the header columns name them too when one of their
+    values is longer than 12 bytes, as aliases of the same body ranges (none otherwise)."""
+    kafka_codec = rows.kafka_codec
+    codec = ARROW_CODEC.get(kafka_codec) if kafka_codec else None
+    if kafka_codec and codec is None:
+        raise ValueError(f"Kafka codec {kafka_codec} cannot be an Arrow IPC buffer codec")
+    prefix = codec is not None
+    n, nh = rows.num_rows, len(rows.header_key)
+    small = bytearray()
+    buffers: list[tuple[int, int] | str] = []  # (offset, length) or a column name (its sections)
+
+    def add(data: bytes | np.ndarray) -> None:
+        raw = data.tobytes() if isinstance(data, np.ndarray) else data
+        if not raw:
+            buffers.append((len(small), 0))
+            return
+        at = len(small)
+        if prefix:
+            small.extend(_Q.pack(_NO_COMPRESSION))
+        small.extend(raw)
+        buffers.append((at, len(small) - at))
+        small.extend(bytes(-len(small) % 8))
+
+    nodes: list[tuple[int, int]] = []
+    variadic: list[int] = []
+    k = len(rows.sections)
+
+    def view_column(name: str, views: np.ndarray, valid: np.ndarray | None, length: int, force: bool) -> None:
+        bitmap, nulls = _bitmap(valid)
+        nodes.append((length, nulls))
+        add(bitmap)
+        add(views)
+        refer = force or bool(length and (views[:, 0] > INLINE).any())
+        variadic.append(k if refer else 0)
+        if refer:
+            buffers.extend([name] * k)
+
+    nodes.append((n, 0))
+    add(b"")
+    add(rows.offset)
+    nodes.append((n, 0))
+    add(b"")
+    add(rows.timestamp)
+    view_column("key", rows.key, rows.key_valid, n, False)
+    view_column("value", rows.value, rows.value_valid, n, True)
+    nodes.append((n, 0))  # headers: list
+    add(b"")
+    add(rows.header_offsets)
+    nodes.append((nh, 0))  # its struct
+    add(b"")
+    view_column("header_key", rows.header_key, None, nh, False)
+    view_column("header_value", rows.header_value, rows.header_value_valid, nh, False)
+
+    # the sections after the small buffers, each once, every column's references aliasing them
+    body_chunks: list[Chunk] = [bytes(small)]
+    pos = len(small)
+    where: list[tuple[int, int]] = []
+    for section, raw_size in zip(rows.sections, rows.raw_sizes.tolist()):
+        at = pos
+        if prefix:
+            body_chunks.append(_Q.pack(raw_size))
+            pos += 8
+        body_chunks.append(section)
+        pos += len(section)
+        where.append((at, pos - at))
+        pad = -pos % 8
+        if pad:
+            body_chunks.append(bytes(pad))
+            pos += pad
+    resolved: list[tuple[int, int]] = []
+    counters: dict[str, int] = {}
+    for b in buffers:
+        if isinstance(b, str):
+            i = counters.get(b, 0)
+            counters[b] = i + 1
+            resolved.append(where[i])
+        else:
+            resolved.append(b)
+    custom = [(BATCHES_KEY.encode(), encode_entries(rows.entries.tobytes()).encode()),
+              (CRCS_KEY.encode(), base64.b64encode(rows.crcs.astype("<u4").tobytes()))]
+    fb = _record_batch_metadata(n, nodes, resolved, codec, variadic, pos, custom)
+    head = CONTINUATION + _I32.pack(len(fb))
+    return Message([head, fb, *body_chunks], 8 + len(fb) + pos, 8 + len(fb), pos, n)
+
+
+def stream_chunks(messages: Sequence[Message]) -> list[Chunk]:
+    """An IPC stream (the active segment's `.arrows`): the schema message, then the messages."""
+    return [SCHEMA_V2_MESSAGE, *(c for m in messages for c in m.chunks)]
+
+
+_BLOCK = struct.Struct("<qi4xq")
+
+
+def file_chunks(messages: Sequence[Message]) -> list[Chunk]:
+    """An IPC file (a sealed `.arrow`): magic, schema, the messages, end of stream, footer."""
+    out: list[Chunk] = [FILE_MAGIC + b"\x00\x00", SCHEMA_V2_MESSAGE]
+    pos = 8 + len(SCHEMA_V2_MESSAGE)
+    blocks = []
+    for m in messages:
+        blocks.append(_BLOCK.pack(pos, m.metadata_length, m.body_length))
+        out.extend(m.chunks)
+        pos += m.length
+    out.append(EOS)
+    footer = _footer(blocks)
+    out += [footer, _I32.pack(len(footer)), FILE_MAGIC]
+    return out
+
+
+def _footer(blocks: list[bytes]) -> bytes:
+    """File.fbs `Footer`; its `schema` points into a verbatim copy of the schema message's
+    flatbuffer (offsets inside a flatbuffer are relative, so the copy stays valid)."""
+    fb = _Fb()
+    footer_at, footer = fb.table([("h", _MESSAGE_VERSION_V5), ("o", 0), None, ("o", 0)])
+    fb.root(footer_at)
+    fb.point(footer[3], fb.vector(len(blocks), b"".join(blocks), 8))
+    fb.align(8)
+    base = len(fb.buf)
+    schema_fb = memoryview(SCHEMA_V2_MESSAGE)[8:]
+    fb.buf += schema_fb
+    message = _indirect(schema_fb, 0)
+    header_at = _field(schema_fb, message, 2)
+    assert header_at is not None
+    fb.point(footer[1], base + _indirect(schema_fb, header_at))
+    return fb.finish()
+
+
+# --------------------------------------------------------------------------------------------
+# Reading a stored message back as Kafka batches (fetch) or as Rows (sealing)
+
+
+@dataclass
+class ParsedMessage:
+    """What a stored format 2 message holds, found from its metadata alone (nothing decompressed)."""
+
+    entries: np.ndarray
+    crcs: np.ndarray
+    compressed: bool
+    buffers: list[memoryview]  # every body buffer as written (with its 8-byte prefix if compressed)
+    variadic: list[int]  # per view column: key, value, header key, header value
+
+
+def _vector(fb: memoryview, table: int, index: int) -> tuple[int, int]:
+    at = _field(fb, table, index)
+    if at is None:
+        return 0, 0
+    vec = _indirect(fb, at)
+    return vec + 4, _U32.unpack_from(fb, vec)[0]
+
+
+def parse_message(message: memoryview | bytes) -> ParsedMessage:
+    """The batches, CRCs and body buffers of one encapsulated format 2 record batch message."""
+    mv = memoryview(message).cast("B")
+    if bytes(mv[:4]) != CONTINUATION:
+        raise ValueError("not an encapsulated IPC message")
+    meta_len = _I32.unpack_from(mv, 4)[0]
+    fb = mv[8:8 + meta_len]
+    body = mv[8 + meta_len:]
+    root = _indirect(fb, 0)
+    header_at = _field(fb, root, 2)
+    if header_at is None:
+        raise ValueError("message has no header")
+    rb = _indirect(fb, header_at)
+    custom: dict[bytes, bytes] = {}
+    vec, count = _vector(fb, root, 4)
+    for i in range(count):
+        kv = _indirect(fb, vec + 4 * i)
+        k_at, v_at = _field(fb, kv, 0), _field(fb, kv, 1)
+        if k_at is not None and v_at is not None:
+            ks, vs = _indirect(fb, k_at), _indirect(fb, v_at)
+            custom[bytes(fb[ks + 4:ks + 4 + _U32.unpack_from(fb, ks)[0]])] = bytes(
+                fb[vs + 4:vs + 4 + _U32.unpack_from(fb, vs)[0]])
+    entries = np.frombuffer(decode_entries(custom[BATCHES_KEY.encode()]), BATCH_DTYPE).copy()
+    crcs = np.frombuffer(base64.b64decode(custom[CRCS_KEY.encode()]), "<u4")
+    bvec, nbuf = _vector(fb, rb, 2)
+    spans = np.frombuffer(fb, "<i8", 2 * nbuf, bvec).reshape(-1, 2)
+    buffers = [body[o:o + n] for o, n in spans.tolist()]
+    vvec, nvar = _vector(fb, rb, 4)
+    variadic = np.frombuffer(fb, "<i8", nvar, vvec).tolist() if nvar else []
+    return ParsedMessage(entries, crcs, _field(fb, rb, 3) is not None, buffers, variadic)
+
+
+# buffer ordinals: offset (2), timestamp (2), key (2 + variadic[0]), value (2 + variadic[1]), ...
+def _value_sections(p: ParsedMessage) -> list[memoryview]:
+    first = 4 + 2 + p.variadic[0] + 2
+    return p.buffers[first:first + p.variadic[1]]
+
+
+def kafka_batches(message: memoryview | bytes) -> list[list[Chunk]]:
+    """For each Kafka batch of a stored message, what a fetch sends: the 61-byte header rebuilt
+    from its `.batches` entry and CRC, then its stored records section (zero-copy)."""
+    p = parse_message(message)
+    sections = _value_sections(p)
+    if len(sections) != len(p.entries):
+        raise ValueError(f"{len(p.entries)} batches but {len(sections)} sections")
+    out: list[list[Chunk]] = []
+    for e, crc, region in zip(p.entries.tolist(), p.crcs.tolist(), sections):
+        section = region[8:] if p.compressed else region
+        # e: base_offset, base_ts, max_ts, pid, append_time, horizon, lod, count, seq, epoch, pepoch, attrs, ...
+        header = KAFKA_HEADER.pack(e[0], KAFKA_HEADER_SIZE - 12 + len(section), e[9], 2, crc, e[11], e[6],
+                                   e[1], e[2], e[3], e[10], e[8], e[7])
+        out.append([header, section])
+    return out
+
+
+def _buffer(p: ParsedMessage, i: int) -> memoryview:
+    b = p.buffers[i]
+    return b[8:] if p.compressed and len(b) else b
+
+
+def rows_from_message(message: memoryview | bytes) -> Rows:
+    """The Rows of a stored message (for sealing), read from its metadata and small buffers; no
+    section is decompressed or copied."""
+    p = parse_message(message)
+    n = int(p.entries["record_count"].sum())
+    kv, vv, hkv, _ = p.variadic
+
+    def valid(i: int, length: int) -> np.ndarray | None:
+        b = _buffer(p, i)
+        if not len(b):
+            return None
+        return np.unpackbits(np.frombuffer(b, np.uint8), bitorder="little")[:length].astype(bool)
+
+    def views(i: int, length: int) -> np.ndarray:
+        return np.frombuffer(_buffer(p, i), np.int32, 4 * length).reshape(-1, 4).copy()
+
+    header_offsets = np.frombuffer(_buffer(p, 9 + kv + vv), np.int32, n + 1) if n else np.zeros(1, np.int32)
+    nh = int(header_offsets[-1])
+    hk = 11 + kv + vv
+    hv = hk + 2 + hkv
+    sections = _value_sections(p)
+    prefixes = [_Q.unpack_from(s, 0)[0] if p.compressed else _NO_COMPRESSION for s in sections]
+    return Rows(
+        entries=p.entries,
+        crcs=p.crcs.astype(np.uint32),
+        sections=[s[8:] if p.compressed else s for s in sections],
+        raw_sizes=np.array(prefixes, np.int64),
+        offset=np.frombuffer(_buffer(p, 1), np.int64, n),
+        timestamp=np.frombuffer(_buffer(p, 3), np.int64, n),
+        key=views(5, n),
+        key_valid=valid(4, n),
+        value=views(7 + kv, n),
+        value_valid=valid(6 + kv, n),
+        header_offsets=header_offsets.copy(),
+        header_key=views(hk + 1, nh),
+        header_value=views(hv + 1, nh),
+        header_value_valid=valid(hv, nh),
+    )
+
+
+def to_record_schema(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """A format 2 record batch as RECORD_SCHEMA (format 1 types), for code written against it."""
+    headers = batch.column(4).cast(HEADERS_TYPE)
+    cols = [batch.column(0), batch.column(1), batch.column(2).cast(pa.binary()),
+            batch.column(3).cast(pa.binary()), headers]
+    return pa.RecordBatch.from_arrays(cols, schema=RECORD_SCHEMA)
