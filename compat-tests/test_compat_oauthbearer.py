@@ -15,11 +15,12 @@ import struct
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import pytest
 from compat_broker import BrokerProcess, used_brokers
-from compat_clients import Rec, consume, produce
+from compat_clients import Rec, consume, produce, unique
 from compat_oidc import AUDIENCE, OidcProvider, new_key, sign, unsigned
 from compat_security import listener_ports
 from kafka.net.sasl.oauth import AbstractTokenProvider
@@ -131,6 +132,27 @@ def test_kafka_python_with_a_token_provider(broker: OAuthBroker) -> None:
     produce("kafka-python", broker.sasl, topic, RECS, config=cfg)
     got = consume("kafka-python", broker.sasl, topic, len(RECS), config=cfg)
     assert [r.value for r in got] == [r.value for r in RECS]
+
+
+def test_the_sdk_takes_tokens_from_the_token_endpoint(broker: OAuthBroker) -> None:
+    """pylog's own client (the SDK) with librdkafka's OAUTHBEARER settings: alice writes and reads
+    her topic; bob's valid token does not open it; a wrong secret is a plain error."""
+    import pyarrow as pa
+
+    import pylog
+
+    topic = new_topic(admin(broker.plaintext), "oauth-sdk")
+    alice = confluent_config(broker.oidc, "alice")
+    data = pa.table({"key": [f"k{i}".encode() for i in range(50)], "value": [b"v" * 10] * 50})
+    written = pylog.write_topic(data, topic, bootstrap_servers=broker.sasl, key="key", security=alice)
+    assert written.records == 50
+    assert pylog.read_topic(topic, bootstrap_servers=broker.sasl, security=alice).num_rows == 50
+    with pytest.raises(Exception, match=r"(?i)authoriz"):
+        pylog.read_topic(topic, bootstrap_servers=broker.sasl, security=confluent_config(broker.oidc, "bob"))
+    with pytest.raises(Exception, match="token endpoint"):
+        pylog.read_topic(
+            topic, bootstrap_servers=broker.sasl, security=confluent_config(broker.oidc, "alice", "wrong")
+        )
 
 
 def read_frame(s: socket.socket) -> bytes:
@@ -255,3 +277,58 @@ def test_a_key_rotated_at_the_provider_is_picked_up(broker: OAuthBroker) -> None
     _, second = authenticate(broker.ports["SASL_PLAINTEXT"], sign(old, oidc.claims("alice")))
     assert second is not None and second.error_code == 58
 
+
+
+@pytest.mark.timeout(240)
+def test_nodes_authenticate_to_each_other_with_oauthbearer(tmp_path: Path) -> None:
+    """A three-node cluster whose brokers replicate, and whose controllers talk Raft, over
+    SASL_PLAINTEXT with OAUTHBEARER: each node takes client_credentials tokens for its client id
+    ``node`` (a super user) from the provider; alice produces and consumes through it."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from pylog.local_cluster import LocalCluster
+
+    oidc = OidcProvider(tmp_path, {**CLIENTS, "node": "node-secret"}).start()
+    node_login = f'{LOGIN_MODULE} required clientId="node" clientSecret="node-secret" scope="kafka";'
+    config = {
+        "listener.security.protocol.map": "PLAINTEXT:SASL_PLAINTEXT,CONTROLLER:SASL_PLAINTEXT",
+        "sasl.enabled.mechanisms": "OAUTHBEARER",
+        "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+        "sasl.mechanism.controller.protocol": "OAUTHBEARER",
+        "sasl.server.callback.handler.class": VALIDATOR_CALLBACK_HANDLER,
+        "sasl.oauthbearer.jwks.endpoint.url": oidc.jwks_url,
+        "sasl.oauthbearer.expected.audience": AUDIENCE,
+        "sasl.oauthbearer.expected.issuer": oidc.issuer,
+        "sasl.oauthbearer.token.endpoint.url": oidc.token_url,
+        "listener.name.plaintext.oauthbearer.sasl.jaas.config": node_login,
+        "listener.name.controller.oauthbearer.sasl.jaas.config": node_login,
+        "authorizer.class.name": STANDARD_AUTHORIZER,
+        "super.users": "User:node",
+        "default.replication.factor": "3",
+        "min.insync.replicas": "2",
+    }
+    cluster = LocalCluster(3, data_dir=tmp_path / "cluster", config=config, startup_timeout_s=90)
+    try:
+        cluster.start()
+        bootstrap = cluster.bootstrap_servers
+        node = AdminClient({"bootstrap.servers": bootstrap, **confluent_config(oidc, "node", "node-secret")})
+        topic = unique("oauth-cluster")
+        for f in node.create_topics([NewTopic(topic, 1, 3)]).values():
+            f.result(30)
+        allow(node, "User:alice", "TOPIC", topic)
+        allow(node, "User:alice", "GROUP", "*")
+        alice = confluent_config(oidc, "alice")
+        recs = [Rec(b"r%d" % i) for i in range(20)]
+        produce("confluent-kafka", bootstrap, topic, recs, acks="all", config=alice)  # 2 in-sync replicas
+        got = consume("confluent-kafka", bootstrap, topic, len(recs), config=alice)
+        assert [r.value for r in got] == [r.value for r in recs]
+        deadline = time.monotonic() + 30
+        while True:  # followers fetch from the leader over OAUTHBEARER: every replica joins the ISR
+            md = node.list_topics(topic, timeout=10).topics[topic]
+            if all(len(p.isrs) == 3 for p in md.partitions.values()) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert all(sorted(p.isrs) == [1, 2, 3] for p in md.partitions.values()), md.partitions
+    finally:
+        cluster.close()
+        oidc.stop()

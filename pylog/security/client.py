@@ -6,7 +6,12 @@ librdkafka's and the Java client's: ``security.protocol``, ``sasl.mechanism`` (o
 ``sasl.mechanisms``), ``sasl.username`` / ``sasl.password`` (or a ``sasl.jaas.config`` line),
 ``ssl.ca.location`` / ``ssl.cafile`` / ``ssl.truststore.location``, ``ssl.certificate.location`` /
 ``ssl.certfile`` and ``ssl.key.location`` / ``ssl.keyfile`` (or a PEM ``ssl.keystore.location``),
-``ssl.key.password``, ``ssl.endpoint.identification.algorithm`` (``https`` or ``none``).
+``ssl.key.password``, ``ssl.endpoint.identification.algorithm`` (``https`` or ``none``). With
+``sasl.mechanism=OAUTHBEARER`` the client takes its tokens from an OAuth token endpoint
+(client_credentials): ``sasl.oauthbearer.token.endpoint.url``, ``sasl.oauthbearer.client.id`` /
+``sasl.oauthbearer.client.secret`` (or Kafka's ``sasl.oauthbearer.client.credentials.client.id`` /
+``...secret``, or ``clientId`` / ``clientSecret`` in an OAuthBearerLoginModule JAAS line) and
+``sasl.oauthbearer.scope``.
 """
 
 from __future__ import annotations
@@ -20,6 +25,8 @@ from scramp import ScramClient, ScramException
 
 from pylog.protocol.errors import ErrorCode
 from pylog.security.jaas import parse_jaas
+from pylog.security.oauth_client import ClientCredentialsTokens, TokenEndpointError
+from pylog.security.oauthbearer import OAUTHBEARER, client_first
 from pylog.security.sasl_server import PLAIN, SERVED_MECHANISMS
 from pylog.security.tls import client_context
 
@@ -49,6 +56,14 @@ _ALIASES = {
     "ssl.password": "ssl.key.password",
     "ssl.endpoint.identification.algorithm": "ssl.endpoint.identification.algorithm",
     "ssl.check.hostname": "ssl.check.hostname",
+    "sasl.oauthbearer.method": "sasl.oauthbearer.method",
+    "sasl.oauthbearer.token.endpoint.url": "sasl.oauthbearer.token.endpoint.url",
+    "sasl.oauthbearer.client.id": "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.credentials.client.id": "sasl.oauthbearer.client.id",
+    "sasl.oauthbearer.client.secret": "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.client.credentials.client.secret": "sasl.oauthbearer.client.secret",
+    "sasl.oauthbearer.scope": "sasl.oauthbearer.scope",
+    "sasl.login.callback.handler.class": "sasl.login.callback.handler.class",
 }
 SECURITY_CONFIG_NAMES = frozenset(_ALIASES)
 
@@ -64,6 +79,7 @@ class ClientSecurity:
     mechanism: str | None = None
     username: str | None = None
     password: str | None = None
+    oauth: ClientCredentialsTokens | None = None  # OAUTHBEARER's tokens
 
     @property
     def uses_ssl(self) -> bool:
@@ -91,7 +107,14 @@ class ClientSecurity:
                 f"the broker does not enable SASL mechanism {self.mechanism} "
                 f"(it offers {', '.join(resp.mechanisms) or 'none'})"
             )
-        exchange = SaslClientExchange(self.mechanism, self.username or "", self.password or "")
+        if self.oauth is not None:
+            try:
+                token = await self.oauth.token()
+            except TokenEndpointError as exc:
+                raise SaslAuthenticationError(str(exc)) from None
+            exchange = SaslClientExchange(self.mechanism, "", token)
+        else:
+            exchange = SaslClientExchange(self.mechanism, self.username or "", self.password or "")
         token: bytes | None = exchange.first()
         lifetime = 0
         while token is not None:
@@ -144,6 +167,8 @@ class ClientSecurity:
                 raise ValueError(
                     f"sasl.mechanism must be one of {', '.join(SERVED_MECHANISMS)}, got {mechanism!r}"
                 )
+            if mechanism == OAUTHBEARER:
+                return cls(protocol, ctx, mechanism, oauth=token_source(settings))
             username, password = settings.get("sasl.username"), settings.get("sasl.password")
             if "sasl.jaas.config" in settings:
                 options = parse_jaas(settings["sasl.jaas.config"]).options
@@ -156,6 +181,25 @@ class ClientSecurity:
 PLAINTEXT = ClientSecurity()
 
 
+def token_source(settings: Mapping[str, str]) -> ClientCredentialsTokens:
+    """OAUTHBEARER's token endpoint and client credentials from client settings (canonical names);
+    raises ValueError naming what is missing."""
+    method = settings.get("sasl.oauthbearer.method", "oidc").strip().lower()
+    if method != "oidc":
+        raise ValueError(f"sasl.oauthbearer.method={method}: pylog's clients support oidc (a token endpoint)")
+    options = parse_jaas(settings["sasl.jaas.config"]).options if "sasl.jaas.config" in settings else {}
+    url = settings.get("sasl.oauthbearer.token.endpoint.url")
+    client_id = settings.get("sasl.oauthbearer.client.id") or options.get("clientId")
+    secret = settings.get("sasl.oauthbearer.client.secret") or options.get("clientSecret")
+    if not url or not client_id or secret is None:
+        raise ValueError(
+            "OAUTHBEARER needs sasl.oauthbearer.token.endpoint.url, sasl.oauthbearer.client.id and "
+            "sasl.oauthbearer.client.secret (tokens come from the client_credentials grant)"
+        )
+    scope = settings.get("sasl.oauthbearer.scope") or options.get("scope")
+    return ClientCredentialsTokens(url, client_id, secret, scope)
+
+
 class SaslClientExchange:
     """The client's messages of one exchange: ``first()``, then ``next(server message)`` until None."""
 
@@ -166,6 +210,8 @@ class SaslClientExchange:
         self._step = 0
 
     def first(self) -> bytes:
+        if self.mechanism == OAUTHBEARER:  # the password is the token
+            return client_first(self._password)
         if self.mechanism == PLAIN:
             return b"\x00" + self._username.encode() + b"\x00" + self._password.encode()
         self._scram = ScramClient([self.mechanism], self._username, self._password)
@@ -173,6 +219,8 @@ class SaslClientExchange:
 
     def next(self, server_message: bytes) -> bytes | None:
         self._step += 1
+        if self.mechanism == OAUTHBEARER:  # an error message: acknowledge it, the failure follows
+            return b"\x01" if server_message and self._step == 1 else None
         if self._scram is None:
             return None
         try:

@@ -18,6 +18,7 @@ from pylog.config import BrokerConfig, ConfigError
 from pylog.security.client import ClientSecurity
 from pylog.security.jaas import PLAIN_LOGIN_MODULE, JaasEntry, parse_jaas
 from pylog.security.jwks import JwksKeys
+from pylog.security.oauth_client import ClientCredentialsTokens
 from pylog.security.oauthbearer import (
     OAUTHBEARER,
     UNSECURED_VALIDATOR_CALLBACK_HANDLERS,
@@ -170,6 +171,30 @@ def listener_security(
     )
 
 
+def node_token_source(config: BrokerConfig, listener: str) -> ClientCredentialsTokens:
+    """This node's OAUTHBEARER tokens for ``listener`` of other nodes: the token endpoint
+    (``sasl.oauthbearer.token.endpoint.url``) and this node's client credentials
+    (``sasl.oauthbearer.client.credentials.client.id`` / ``...secret``, or ``clientId`` /
+    ``clientSecret`` / ``scope`` in the listener's OAuthBearerLoginModule JAAS line)."""
+
+    def get(name: str) -> str | None:
+        return config.listener_raw(listener, name, OAUTHBEARER)
+
+    entry = jaas_entry(config, listener, OAUTHBEARER)
+    options = entry.options if entry is not None else {}
+    url = get("sasl.oauthbearer.token.endpoint.url")
+    client_id = get("sasl.oauthbearer.client.credentials.client.id") or options.get("clientId")
+    secret = get("sasl.oauthbearer.client.credentials.client.secret") or options.get("clientSecret")
+    if not url or not client_id or secret is None:
+        raise ConfigError(
+            f"listener {listener}: this node connects to other nodes with OAUTHBEARER, so it needs "
+            "sasl.oauthbearer.token.endpoint.url and its client credentials (clientId=\"...\" "
+            f'clientSecret="..." in listener.name.{listener.lower()}.oauthbearer.sasl.jaas.config)'
+        )
+    scope = get("sasl.oauthbearer.scope") or options.get("scope")
+    return ClientCredentialsTokens(url, client_id, secret, scope)
+
+
 def node_client_security(
     config: BrokerConfig, listener: str, protocol: str, mechanism_config: str
 ) -> ClientSecurity:
@@ -186,6 +211,8 @@ def node_client_security(
                 f"{mechanism_config}={mechanism}: nodes connect to the {protocol} listener {listener} with "
                 f"SASL, so set it to one of {', '.join(SERVED_MECHANISMS)}"
             )
+        if mechanism == OAUTHBEARER:
+            return ClientSecurity(protocol, ctx, mechanism, oauth=node_token_source(config, listener))
         entry = jaas_entry(config, listener, mechanism)
         if entry is None or "username" not in entry.options or "password" not in entry.options:
             raise ConfigError(

@@ -13,9 +13,11 @@ from joserfc.jwk import KeySet, OctKey, RSAKey
 from pylog.protocol.errors import ErrorCode
 
 from pylog.config import BrokerConfig, ConfigError
+from pylog.security.client import ClientSecurity, SaslClientExchange
 from pylog.security.jwks import parse_jwks
-from pylog.security.listener import listener_security
+from pylog.security.listener import listener_security, node_client_security
 from pylog.security.oauthbearer import (
+    LOGIN_MODULE,
     UNSECURED_VALIDATOR_CALLBACK_HANDLER,
     VALIDATOR_CALLBACK_HANDLER,
     InvalidToken,
@@ -242,3 +244,50 @@ def test_listener_settings() -> None:
     )
     assert unsecured.sasl is not None and unsecured.sasl.oauth is not None
     assert unsecured.sasl.oauth.keys is None
+
+
+def test_client_settings_for_oauthbearer() -> None:
+    librdkafka = ClientSecurity.from_config({
+        "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.method": "oidc",
+        "sasl.oauthbearer.client.id": "svc", "sasl.oauthbearer.client.secret": "s",
+        "sasl.oauthbearer.token.endpoint.url": "http://idp/token", "sasl.oauthbearer.scope": "kafka",
+    })
+    tokens = librdkafka.oauth
+    assert tokens is not None and (tokens.client_id, tokens.scope) == ("svc", "kafka")
+    java = ClientSecurity.from_config({
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "OAUTHBEARER",
+        "sasl.oauthbearer.token.endpoint.url": "http://idp/token",
+        "sasl.jaas.config": f'{LOGIN_MODULE} required clientId="svc2" clientSecret="s2" scope="a";',
+    })
+    assert java.oauth is not None and java.oauth.client_id == "svc2" and "s2" not in repr(java.oauth)
+    with pytest.raises(ValueError, match=r"token\.endpoint\.url"):
+        ClientSecurity.from_config({"security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER"})
+    with pytest.raises(ValueError, match="oidc"):
+        ClientSecurity.from_config({
+            "security.protocol": "SASL_PLAINTEXT", "sasl.mechanism": "OAUTHBEARER",
+            "sasl.oauthbearer.method": "default",
+        })
+
+
+def test_client_exchange_acknowledges_an_error_message() -> None:
+    exchange = SaslClientExchange("OAUTHBEARER", "", "a.b.c")
+    assert exchange.first() == b"n,,\x01auth=Bearer a.b.c\x01\x01"
+    assert exchange.next(b'{"status":"invalid_token"}') == b"\x01"
+    accepted = SaslClientExchange("OAUTHBEARER", "", "a.b.c")
+    accepted.first()
+    assert accepted.next(b"") is None
+
+
+def test_node_credentials_for_oauthbearer() -> None:
+    cfg = BrokerConfig({
+        "sasl.oauthbearer.token.endpoint.url": "http://idp/token",
+        "listener.name.internal.oauthbearer.sasl.jaas.config":
+            f'{LOGIN_MODULE} required clientId="node" clientSecret="node-secret";',
+        "sasl.mechanism.inter.broker.protocol": "OAUTHBEARER",
+    })
+    sec = node_client_security(cfg, "INTERNAL", "SASL_PLAINTEXT", "sasl.mechanism.inter.broker.protocol")
+    assert sec.mechanism == "OAUTHBEARER" and sec.oauth is not None and sec.oauth.client_id == "node"
+    bare = BrokerConfig({"sasl.mechanism.inter.broker.protocol": "OAUTHBEARER"})
+    with pytest.raises(ConfigError, match="clientId"):
+        node_client_security(bare, "INTERNAL", "SASL_PLAINTEXT", "sasl.mechanism.inter.broker.protocol")
