@@ -13,12 +13,13 @@ import functools
 import logging
 from typing import Any
 
+from pylog.cluster.broker_control import ATTENTION_GAP_MS
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.tasks import cancel_and_wait
 
 log = logging.getLogger(__name__)
 
-CHECK_S = 0.25
+CHECK_S = ATTENTION_GAP_MS / 2000  # sessions are checked twice per gap the controller may stay deaf
 
 
 class ControllerDuties:

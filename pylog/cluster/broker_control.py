@@ -14,6 +14,13 @@ away at once, and the broker is told it may exit (and is fenced) once it leads n
 
 Sessions live in the active controller's memory only: a controller that takes over gives every
 registered, unfenced broker a fresh session, as Kafka's does.
+
+A session only runs out on time the controller spent listening. The shell checks sessions every
+fraction of a second; when its loop was busy elsewhere (applying a large batch of metadata,
+opening logs) and a check comes more than ``ATTENTION_GAP_MS`` after the previous one, the time
+past that gap is added to every session: a heartbeat the controller had no chance to process
+cannot fence its broker (Kafka's controller likewise notes a heartbeat's arrival before its turn
+in the event queue).
 """
 
 from __future__ import annotations
@@ -32,6 +39,10 @@ from pylog.cluster.records import (
     UnregisterBrokerRecord,
 )
 from pylog.protocol.errors import ErrorCode
+
+# checks of the sessions further apart than this mean the controller was not listening meanwhile
+# (the shell checks twice as often)
+ATTENTION_GAP_MS = 500
 
 
 @dataclass(frozen=True)
@@ -66,6 +77,7 @@ class BrokerSessions:
         self._last: dict[int, int] = {}
         self._registered_at: dict[int, int] = {}
         self._heard: set[int] = set()  # brokers that contacted this controller since it took over
+        self._checked_ms: int | None = None  # the previous check of the sessions
 
     def touch(self, broker_id: int, now_ms: int) -> None:
         self._last[broker_id] = now_ms
@@ -84,6 +96,17 @@ class BrokerSessions:
     def caught_up(self, broker_id: int, metadata_offset: int) -> bool:
         return metadata_offset >= self._registered_at.get(broker_id, 0)
 
+    def check(self, now_ms: int) -> list[int]:
+        """The brokers whose session expired by ``now_ms``, counting only time the controller was
+        listening: the part of the gap since the previous check beyond ``ATTENTION_GAP_MS`` is
+        added to every session first."""
+        if self._checked_ms is not None:
+            deaf_ms = now_ms - self._checked_ms - ATTENTION_GAP_MS
+            if deaf_ms > 0:
+                self._last = {b: t + deaf_ms for b, t in self._last.items()}
+        self._checked_ms = now_ms
+        return self.expired(now_ms)
+
     def expired(self, now_ms: int) -> list[int]:
         return sorted(b for b, t in self._last.items() if now_ms - t >= self.session_timeout_ms)
 
@@ -96,6 +119,7 @@ class BrokerSessions:
         self._last = dict.fromkeys(broker_ids, now_ms)
         self._registered_at = {}
         self._heard = set()
+        self._checked_ms = now_ms
 
     def next_deadline_ms(self) -> int | None:
         return min(self._last.values()) + self.session_timeout_ms if self._last else None
@@ -186,7 +210,7 @@ class BrokerControl:
     def fence_expired(self, now_ms: int) -> list[int]:
         """Fence every unfenced broker whose session expired; returns their ids."""
         fenced = []
-        for broker_id in self.sessions.expired(now_ms):
+        for broker_id in self.sessions.check(now_ms):
             b = self._image().brokers.get(broker_id)
             self.sessions.forget(broker_id)
             if b is not None and not b.fenced:

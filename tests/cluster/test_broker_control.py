@@ -149,3 +149,20 @@ def test_pure_rules() -> None:
     assert preferred_election(part, {1, 2, 3}) is None  # 1 is not in sync
     assert check_new_isr(part, 1, (2, 3), {1, 2, 3}) is not None  # must include the leader
     assert check_new_isr(part, 1, (1, 2), {1, 2, 3}) is None
+
+
+def test_time_the_controller_was_not_listening_does_not_fence_anyone() -> None:
+    """A controller whose loop was busy for several sessions (a large batch of metadata applied)
+    gives every broker the session time it could not listen for: the heartbeat waiting behind that
+    work is processed before anyone is fenced; a broker that stays silent is fenced afterwards."""
+    c = cluster(2)
+    assert c.fence_expired_brokers(now_ms=250).response == []
+    assert c.fence_expired_brokers(now_ms=5 * SESSION_MS).response == []  # deaf since 250
+    hb = c.broker_heartbeat(1, 1, 10**9, want_fence=False, want_shutdown=False, now_ms=5 * SESSION_MS + 10)
+    assert not hb.response.is_fenced
+    fenced: list[int] = []
+    for now in range(5 * SESSION_MS + 250, 7 * SESSION_MS, 250):  # listening again, every 250 ms
+        fenced += c.fence_expired_brokers(now_ms=now).response
+        c.broker_heartbeat(1, 1, 10**9, want_fence=False, want_shutdown=False, now_ms=now)
+    assert fenced == [2]
+    assert not c.image.brokers[1].fenced and c.image.brokers[2].fenced
