@@ -479,3 +479,76 @@ def test_client_certificates_are_mapped_to_principals(
     assert call(mtls, "GET", "/subjects", cert=stranger)[1] == []
     with pytest.raises((ssl.SSLError, urllib.error.URLError, ConnectionError)):  # no certificate, no TLS
         call(mtls, "GET", "/subjects")
+
+
+# --- a cluster: writes forwarded to the registry's writer keep the caller's credentials -----------
+
+
+@pytest.fixture
+def secured_cluster(tmp_path: Path) -> Iterator[tuple[Any, Path]]:
+    """Two nodes whose client listener is SASL_SSL (PLAIN: admin, the nodes' own user and a super
+    user, alice and eve), so every node serves the registry over https with Basic."""
+    import trustme
+
+    from pylog.local_cluster import LocalCluster
+
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    ca.issue_cert("127.0.0.1", "localhost").private_key_and_cert_chain_pem.write_to_path(
+        str(tmp_path / "node.pem")
+    )
+    users = " ".join(f'user_{u}="{p}"' for u, p in (ADMIN, ALICE, EVE))
+    config = {
+        "listener.security.protocol.map": "PLAINTEXT:SASL_SSL,CONTROLLER:PLAINTEXT",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(tmp_path / "node.pem"),
+        "ssl.truststore.type": "PEM",
+        "ssl.truststore.location": str(tmp_path / "ca.pem"),
+        "sasl.enabled.mechanisms": "PLAIN",
+        "sasl.mechanism.inter.broker.protocol": "PLAIN",
+        "listener.name.plaintext.plain.sasl.jaas.config": (
+            f'{PLAIN_MODULE} required username="{ADMIN[0]}" password="{ADMIN[1]}" {users};'
+        ),
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "super.users": "User:admin;User:ANONYMOUS",  # ANONYMOUS: the controllers' PLAINTEXT listener
+    }
+    cluster = LocalCluster(2, data_dir=tmp_path / "cluster", config=config, startup_timeout_s=90)
+    try:
+        cluster.start()
+        yield cluster, tmp_path / "ca.pem"
+    finally:
+        cluster.close()
+
+
+@pytest.mark.timeout(240)
+def test_forwarded_writes_are_authenticated_and_authorized(secured_cluster: tuple[Any, Path]) -> None:
+    from confluent_kafka.admin import NewTopic
+
+    cluster, ca = secured_cluster
+    urls = [f"https://{n.host}:{n.registry_port}" for n in cluster.nodes.values()]
+    assert cluster.schema_registry_url == urls[0]
+    kafka = {"bootstrap.servers": cluster.bootstrap_servers,
+             **client_config("confluent-kafka", "SASL_SSL", mechanism="PLAIN", user=ADMIN[0],
+                             password=ADMIN[1], ca=ca)}
+    admin = _admin(kafka)
+    for f in admin.create_topics([NewTopic("sr-cluster", 1, 2)]).values():
+        f.result(30)
+    _allow(admin, "User:alice", "sr-", "WRITE", prefixed=True)
+    _allow(admin, "User:alice", "sr-", "READ", prefixed=True)
+    reg = SecuredRegistry(None, Pki(ca.parent, ca, ca.parent / "node.pem"), {}, urls[0])  # type: ignore[arg-type]
+    ids = set()
+    for i, url in enumerate(urls):  # one of the two forwards to the other, the writer
+        subject = f"sr-cluster-{i}-value"
+        schema = {**SCHEMA, "name": f"Order{i}"}
+        assert call(reg, "POST", f"/subjects/{subject}/versions", {"schema": json.dumps(schema)},
+                    url=url)[0] == 401
+        status, body, _ = call(reg, "POST", f"/subjects/{subject}/versions", {"schema": json.dumps(schema)},
+                               user=EVE, url=url)
+        assert status == 403 and body["error_code"] == 40301
+        status, body, _ = call(reg, "POST", f"/subjects/{subject}/versions", {"schema": json.dumps(schema)},
+                               user=ALICE, url=url)
+        assert status == 200, (url, body)
+        ids.add(body["id"])
+        assert call(reg, "DELETE", f"/subjects/{subject}", user=ALICE, url=url)[0] == 403
+        assert call(reg, "DELETE", f"/subjects/{subject}", user=ADMIN, url=url)[0] == 200
+    assert len(ids) == 2

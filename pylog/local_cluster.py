@@ -26,7 +26,7 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from pylog.local import _PID_FILE_ENV, _READY, _terminate, free_port, registry_installed
+from pylog.local import _PID_FILE_ENV, _READY, _REGISTRY, _terminate, free_port, registry_installed
 
 _FORMAT = [sys.executable, "-m", "pylog", "storage", "format", "--config-file"]
 
@@ -174,7 +174,12 @@ class LocalCluster:
     def schema_registry_url(self) -> str | None:
         """The schema registry every node serves (node 1's address), None without the extra."""
         n = self.nodes[min(self.nodes)]
-        return None if n.registry_port is None else f"http://{n.host}:{n.registry_port}"
+        if n.registry_port is None:
+            return None
+        text = n.stdout_path.read_text(errors="replace") if n.stdout_path.exists() else ""
+        printed = _REGISTRY.search(text)
+        scheme = printed.group(1).partition(":")[0] if printed else "http"  # https behind TLS listeners
+        return f"{scheme}://{n.host}:{n.registry_port}"
 
     @property
     def bootstrap_servers(self) -> str:
