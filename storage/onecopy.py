@@ -30,7 +30,16 @@ from crc32c import crc32c
 
 from pylog.model import COMPRESSION_MASK, HEADERS_TYPE, RECORD_SCHEMA
 
-from .ipc import BATCHES_KEY, CONTINUATION, FILE_MAGIC, Chunk, _field, _indirect, decode_entries, encode_entries
+from .ipc import (
+    BATCHES_KEY,
+    CONTINUATION,
+    FILE_MAGIC,
+    Chunk,
+    _field,
+    _indirect,
+    decode_entries,
+    encode_entries,
+)
 from .schema import BATCH_DTYPE, BatchMeta
 
 FORMAT_KEY = b"pylog.format"
@@ -156,8 +165,9 @@ def rows_from_section(meta: BatchMeta, crc: int, section: memoryview | bytes, ra
     compressed with `meta`'s codec or plain), `raw` the same records uncompressed (`section`
     itself when plain), `records` their decoded RECORD_SCHEMA rows (offsets already reassigned to
     `meta.base_offset`) and `crc` the batch's CRC-32C. Under `log_append_time` the `timestamp`
-    column holds that time (the records keep their own deltas, as Kafka's leader leaves them). Raises NonCanonicalRecords when the byte
-    positions implied by the decoded lengths do not add up to `raw`."""
+    column holds that time (the records keep their own deltas, as Kafka's leader leaves them).
+    Raises NonCanonicalRecords when the byte positions implied by the decoded lengths do not add
+    up to `raw`."""
     n = records.num_rows
     raw_np = np.frombuffer(raw, np.uint8)
     offset = np.frombuffer(records.column(0).buffers()[1], np.int64, n, records.column(0).offset * 8)
@@ -165,7 +175,8 @@ def rows_from_section(meta: BatchMeta, crc: int, section: memoryview | bytes, ra
     klen, kvalid = _lengths(records.column(2))
     vlen, vvalid = _lengths(records.column(3))
     headers = records.column(4)
-    hoff = np.frombuffer(headers.buffers()[1], np.int32, n + 1, headers.offset * 4) if n else np.zeros(1, np.int32)
+    hoff = (np.frombuffer(headers.buffers()[1], np.int32, n + 1, headers.offset * 4) if n
+            else np.zeros(1, np.int32))
     first_h = int(hoff[0])
     hstruct = headers.values
     hkeys, hvals = hstruct.field(0), hstruct.field(1)
@@ -253,7 +264,7 @@ def concat_rows(groups: Sequence[Rows]) -> Rows:
     counts = [g.num_rows for g in groups]
     hcounts = [len(g.header_key) for g in groups]
     section_base = np.cumsum([0] + [len(g.sections) for g in groups[:-1]])
-    row_base = np.cumsum([0] + counts[:-1])
+    row_base = np.cumsum([0, *counts[:-1]])
 
     def views(name: str, sizes: list[int]) -> np.ndarray:
         out = np.concatenate([getattr(g, name) for g in groups])
@@ -264,9 +275,10 @@ def concat_rows(groups: Sequence[Rows]) -> Rows:
 
     entries = np.concatenate([g.entries for g in groups])
     entries["row"] += np.repeat(row_base, [len(g.entries) for g in groups]).astype(np.int32)
-    hbase = np.cumsum([0] + hcounts[:-1])
+    hbase = np.cumsum([0, *hcounts[:-1]])
     header_offsets = np.concatenate(
-        [np.zeros(1, np.int32)] + [(g.header_offsets[1:] + b).astype(np.int32) for g, b in zip(groups, hbase)])
+        [np.zeros(1, np.int32), *((g.header_offsets[1:] + b).astype(np.int32)
+                                  for g, b in zip(groups, hbase))])
     return Rows(
         entries=entries,
         crcs=np.concatenate([g.crcs for g in groups]),
@@ -386,7 +398,8 @@ def _record_batch_metadata(length: int, nodes: list[tuple[int, int]], buffers: l
     msg_at, msg = fb.table([("h", _MESSAGE_VERSION_V5), ("b", _HEADER_RECORD_BATCH), ("o", 0),
                             ("q", body_length), ("o", 0)])
     fb.root(msg_at)
-    rb_at, rb = fb.table([("q", length), ("o", 0), ("o", 0), ("o", 0) if codec is not None else None, ("o", 0)])
+    compression = ("o", 0) if codec is not None else None
+    rb_at, rb = fb.table([("q", length), ("o", 0), ("o", 0), compression, ("o", 0)])
     fb.point(msg[2], rb_at)
     if codec is not None:
         fb.point(rb[3], fb.table([("b", codec), ("b", 0)])[0])  # method BUFFER
@@ -618,7 +631,8 @@ def kafka_batches(message: memoryview | bytes) -> list[list[Chunk]]:
     out: list[list[Chunk]] = []
     for e, crc, region in zip(p.entries.tolist(), p.crcs.tolist(), sections):
         section = region[8:] if p.compressed else region
-        # e: base_offset, base_ts, max_ts, pid, append_time, horizon, lod, count, seq, epoch, pepoch, attrs, ...
+        # e: base_offset, base_ts, max_ts, pid, append_time, horizon, last_offset_delta,
+        # record_count, base_sequence, epoch, producer_epoch, attributes, ... (BATCH_DTYPE)
         header = KAFKA_HEADER.pack(e[0], KAFKA_HEADER_SIZE - 12 + len(section), e[9], 2, crc, e[11], e[6],
                                    e[1], e[2], e[3], e[10], e[8], e[7])
         out.append([header, section])
