@@ -133,6 +133,7 @@ class PylogApiKey(IntEnum):
     METADATA_FETCH = 32001
     CLIENT_METRICS = 32002
     REMOTE_LOG_SEGMENT = 32003
+    SHARE_GROUP_STATE = 32004
 
 
 class Request(NamedTuple):

@@ -323,6 +323,7 @@ class AlterPartitionRequest(Message):
     class PartitionData(Message):
         partition_index: int
         leader_epoch: int
+        new_isr: list[int]
         new_isr_with_epochs: list[AlterPartitionRequest.BrokerState]
         leader_recovery_state: int
         partition_epoch: int
@@ -330,6 +331,7 @@ class AlterPartitionRequest(Message):
             self,
             partition_index: int = ...,
             leader_epoch: int = ...,
+            new_isr: list[int] = ...,
             new_isr_with_epochs: list[AlterPartitionRequest.BrokerState] = ...,
             leader_recovery_state: int = ...,
             partition_epoch: int = ...,
@@ -582,6 +584,8 @@ class BrokerHeartbeatRequest(Message):
     current_metadata_offset: int
     want_fence: bool
     want_shut_down: bool
+    offline_log_dirs: list[uuid.UUID]
+    cordoned_log_dirs: list[uuid.UUID] | None
     def __init__(
         self,
         broker_id: int = ...,
@@ -589,6 +593,8 @@ class BrokerHeartbeatRequest(Message):
         current_metadata_offset: int = ...,
         want_fence: bool = ...,
         want_shut_down: bool = ...,
+        offline_log_dirs: list[uuid.UUID] = ...,
+        cordoned_log_dirs: list[uuid.UUID] | None = ...,
     ) -> None: ...
 
 
@@ -637,6 +643,9 @@ class BrokerRegistrationRequest(Message):
     listeners: list[BrokerRegistrationRequest.Listener]
     features: list[BrokerRegistrationRequest.Feature]
     rack: str | None
+    is_migrating_zk_broker: bool
+    log_dirs: list[uuid.UUID]
+    previous_broker_epoch: int
     def __init__(
         self,
         broker_id: int = ...,
@@ -645,6 +654,9 @@ class BrokerRegistrationRequest(Message):
         listeners: list[BrokerRegistrationRequest.Listener] = ...,
         features: list[BrokerRegistrationRequest.Feature] = ...,
         rack: str | None = ...,
+        is_migrating_zk_broker: bool = ...,
+        log_dirs: list[uuid.UUID] = ...,
+        previous_broker_epoch: int = ...,
     ) -> None: ...
 
 
@@ -1138,8 +1150,7 @@ class DeleteRecordsResponse(Message):
 class DeleteShareGroupOffsetsRequest(Message):
     class DeleteShareGroupOffsetsRequestTopic(Message):
         topic_name: str
-        partitions: list[int]
-        def __init__(self, topic_name: str = ..., partitions: list[int] = ...) -> None: ...
+        def __init__(self, topic_name: str = ...) -> None: ...
     group_id: str
     topics: list[DeleteShareGroupOffsetsRequest.DeleteShareGroupOffsetsRequestTopic]
     def __init__(
@@ -1153,20 +1164,12 @@ class DeleteShareGroupOffsetsResponse(Message):
     class DeleteShareGroupOffsetsResponseTopic(Message):
         topic_name: str
         topic_id: uuid.UUID
-        partitions: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponsePartition]
-        def __init__(
-            self,
-            topic_name: str = ...,
-            topic_id: uuid.UUID = ...,
-            partitions: list[DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponsePartition] = ...,
-        ) -> None: ...
-    class DeleteShareGroupOffsetsResponsePartition(Message):
-        partition_index: int
         error_code: int
         error_message: str | None
         def __init__(
             self,
-            partition_index: int = ...,
+            topic_name: str = ...,
+            topic_id: uuid.UUID = ...,
             error_code: int = ...,
             error_message: str | None = ...,
         ) -> None: ...
@@ -1746,19 +1749,17 @@ class DescribeShareGroupOffsetsResponse(Message):
         partition_index: int
         start_offset: int
         leader_epoch: int
+        lag: int
         error_code: int
         error_message: str | None
-        in_flight_records: int
-        acquired_records: int
         def __init__(
             self,
             partition_index: int = ...,
             start_offset: int = ...,
             leader_epoch: int = ...,
+            lag: int = ...,
             error_code: int = ...,
             error_message: str | None = ...,
-            in_flight_records: int = ...,
-            acquired_records: int = ...,
         ) -> None: ...
     throttle_time_ms: int
     groups: list[DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup]
@@ -3362,6 +3363,47 @@ class PylogRemoteLogSegmentResponse(Message):
     ) -> None: ...
 
 
+class PylogShareGroupStateRequest(Message):
+    group_id: str
+    def __init__(self, group_id: str = ...) -> None: ...
+
+
+class PylogShareGroupStateResponse(Message):
+    class ShareTopic(Message):
+        topic_name: str
+        topic_id: uuid.UUID
+        partitions: list[PylogShareGroupStateResponse.SharePartitionState]
+        def __init__(
+            self,
+            topic_name: str = ...,
+            topic_id: uuid.UUID = ...,
+            partitions: list[PylogShareGroupStateResponse.SharePartitionState] = ...,
+        ) -> None: ...
+    class SharePartitionState(Message):
+        partition_index: int
+        error_code: int
+        start_offset: int
+        in_flight_records: int
+        acquired_records: int
+        def __init__(
+            self,
+            partition_index: int = ...,
+            error_code: int = ...,
+            start_offset: int = ...,
+            in_flight_records: int = ...,
+            acquired_records: int = ...,
+        ) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    topics: list[PylogShareGroupStateResponse.ShareTopic]
+    def __init__(
+        self,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        topics: list[PylogShareGroupStateResponse.ShareTopic] = ...,
+    ) -> None: ...
+
+
 class RemoveRaftVoterRequest(Message):
     cluster_id: str | None
     voter_id: int
@@ -3465,12 +3507,14 @@ class ShareAcknowledgeRequest(Message):
     group_id: str | None
     member_id: str | None
     share_session_epoch: int
+    is_renew_ack: bool
     topics: list[ShareAcknowledgeRequest.AcknowledgeTopic]
     def __init__(
         self,
         group_id: str | None = ...,
         member_id: str | None = ...,
         share_session_epoch: int = ...,
+        is_renew_ack: bool = ...,
         topics: list[ShareAcknowledgeRequest.AcknowledgeTopic] = ...,
     ) -> None: ...
 
@@ -3515,6 +3559,7 @@ class ShareAcknowledgeResponse(Message):
     throttle_time_ms: int
     error_code: int
     error_message: str | None
+    acquisition_lock_timeout_ms: int
     responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse]
     node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint]
     def __init__(
@@ -3522,6 +3567,7 @@ class ShareAcknowledgeResponse(Message):
         throttle_time_ms: int = ...,
         error_code: int = ...,
         error_message: str | None = ...,
+        acquisition_lock_timeout_ms: int = ...,
         responses: list[ShareAcknowledgeResponse.ShareAcknowledgeTopicResponse] = ...,
         node_endpoints: list[ShareAcknowledgeResponse.NodeEndpoint] = ...,
     ) -> None: ...
@@ -3538,10 +3584,12 @@ class ShareFetchRequest(Message):
         ) -> None: ...
     class FetchPartition(Message):
         partition_index: int
+        partition_max_bytes: int
         acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch]
         def __init__(
             self,
             partition_index: int = ...,
+            partition_max_bytes: int = ...,
             acknowledgement_batches: list[ShareFetchRequest.AcknowledgementBatch] = ...,
         ) -> None: ...
     class AcknowledgementBatch(Message):
@@ -3566,6 +3614,8 @@ class ShareFetchRequest(Message):
     max_bytes: int
     max_records: int
     batch_size: int
+    share_acquire_mode: int
+    is_renew_ack: bool
     topics: list[ShareFetchRequest.FetchTopic]
     forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic]
     def __init__(
@@ -3578,6 +3628,8 @@ class ShareFetchRequest(Message):
         max_bytes: int = ...,
         max_records: int = ...,
         batch_size: int = ...,
+        share_acquire_mode: int = ...,
+        is_renew_ack: bool = ...,
         topics: list[ShareFetchRequest.FetchTopic] = ...,
         forgotten_topics_data: list[ShareFetchRequest.ForgottenTopic] = ...,
     ) -> None: ...

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple, TypeVar
 
 from pylog.config_defs import ConfigSource
-from pylog.protocol.api import ApiKey
+from pylog.protocol.api import ApiKey, PylogApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.sdk import aio
 from pylog.sdk.client import KafkaClient, KafkaConnection, KafkaError
@@ -285,22 +285,30 @@ class AsyncAdmin:
                                 members, desc.coordinator, 0, group_type)
 
     async def share_offsets(self, group: str, coordinator: Broker) -> dict[tuple[str, int], ShareOffset]:
-        """Start offset (and pylog's in-flight / acquired counts) of every share partition of `group`."""
-        key = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
+        """Start offset (and pylog's in-flight / acquired counts) of every share partition of `group`:
+        pylog brokers answer PylogShareGroupState, others DescribeShareGroupOffsets (no counts)."""
         conn = await self.client.connection(coordinator.node_id)
+        out = {}
+        if PylogApiKey.SHARE_GROUP_STATE in conn.versions:
+            resp = await conn.request(PylogApiKey.SHARE_GROUP_STATE, 0, {"group_id": group})
+            if resp.error_code:
+                raise KafkaError(resp.error_code, f"PylogShareGroupState for group {group!r}")
+            for t in resp.topics:
+                for sp in t.partitions:
+                    if not sp.error_code and sp.start_offset >= 0:
+                        out[(_text(t.topic_name), sp.partition_index)] = ShareOffset(
+                            sp.start_offset, sp.in_flight_records if sp.in_flight_records >= 0 else None,
+                            sp.acquired_records if sp.acquired_records >= 0 else None)
+            return out
+        key = ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS
         resp = await conn.request(key, self.version(key), {"groups": [{"group_id": group, "topics": None}]})
         g = resp.groups[0]
         if g.error_code:
             raise KafkaError(g.error_code, f"DescribeShareGroupOffsets for group {group!r}")
-        out = {}
         for t in g.topics:
             for p in t.partitions:
                 if not p.error_code and p.start_offset >= 0:
-                    in_flight = getattr(p, "in_flight_records", -1)
-                    acquired = getattr(p, "acquired_records", -1)
-                    out[(_text(t.topic_name), p.partition_index)] = ShareOffset(
-                        p.start_offset, in_flight if in_flight >= 0 else None,
-                        acquired if acquired >= 0 else None)
+                    out[(_text(t.topic_name), p.partition_index)] = ShareOffset(p.start_offset, None, None)
         return out
 
     async def committed_offsets(self, group: str, coordinator: Broker) -> dict[tuple[str, int], int]:

@@ -129,6 +129,11 @@ class SharePartition:
     def acquired_count(self) -> int:
         return sum(r.last - r.first + 1 for r in self.runs if r.state is RecordState.ACQUIRED)
 
+    def finished_count(self) -> int:
+        """In-flight records already acknowledged or archived (they no longer count as lag)."""
+        done = (RecordState.ACKNOWLEDGED, RecordState.ARCHIVED)
+        return sum(r.last - r.first + 1 for r in self.runs if r.state in done)
+
     def in_flight_count(self) -> int:
         return self.end_offset - self.start_offset
 

@@ -44,13 +44,10 @@ def test_every_version_of_api_versions_lists_min_zero(client: Client) -> None:
             assert table[key] == (0, hi), key
         # APIs older clients check exactly start at 0; newer ones at their lowest served version.
         assert all(lo == 0 for key, (lo, _) in table.items() if key < FIRST_EXACT_FLOOR_API)
-        for key in (
-            ApiKey.SHARE_GROUP_HEARTBEAT,
-            ApiKey.SHARE_GROUP_DESCRIBE,
-            ApiKey.SHARE_FETCH,
-            ApiKey.SHARE_ACKNOWLEDGE,
-        ):
+        for key in (ApiKey.SHARE_GROUP_HEARTBEAT, ApiKey.SHARE_GROUP_DESCRIBE):
             assert table[key] == (1, 1), key
+        for key in (ApiKey.SHARE_FETCH, ApiKey.SHARE_ACKNOWLEDGE):  # v2: KIP-1206 / KIP-1222
+            assert table[key] == (1, 2), key
         assert table[ApiKey.CONSUMER_GROUP_HEARTBEAT][0] == 0
 
 

@@ -1,6 +1,7 @@
-"""Share-group admin over a real socket: DescribeShareGroupOffsets (with pylog's in-flight and
-acquired counts), AlterShareGroupOffsets and DeleteShareGroupOffsets, driven around an unmodified
-confluent-kafka ShareConsumer; and the share shell's leadership entry points."""
+"""Share-group admin over a real socket: DescribeShareGroupOffsets (v1 with lag), pylog's own
+PylogShareGroupState (in-flight and acquired counts), AlterShareGroupOffsets and
+DeleteShareGroupOffsets, driven around an unmodified confluent-kafka ShareConsumer; and the share
+shell's leadership entry points."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
 from confluent_kafka.admin import AdminClient, NewTopic
 from harness import BrokerThread, Client
-from pylog.protocol.api import ApiKey
+from pylog.protocol.api import ApiKey, PylogApiKey
 from pylog.protocol.errors import ErrorCode
 
 TOPIC, GROUP = "orders", "workers"
@@ -61,9 +62,17 @@ def take(b: BrokerThread, want: int, ack: AcknowledgeType | None) -> tuple[Share
 
 def describe(client: Client) -> object:
     resp = client.request(
-        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, {"groups": [{"group_id": GROUP, "topics": None}]}
+        ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 1, {"groups": [{"group_id": GROUP, "topics": None}]}
     )
     return resp.groups[0]
+
+
+def counts(client: Client) -> tuple[int, int, int]:
+    """(start offset, in flight, acquired) of the group's one share partition (PylogShareGroupState)."""
+    resp = client.request(PylogApiKey.SHARE_GROUP_STATE, 0, {"group_id": GROUP})
+    assert resp.error_code == 0
+    p = resp.topics[0].partitions[0]
+    return p.start_offset, p.in_flight_records, p.acquired_records
 
 
 def test_describe_alter_delete_share_group_offsets(share_broker: BrokerThread) -> None:
@@ -74,8 +83,8 @@ def test_describe_alter_delete_share_group_offsets(share_broker: BrokerThread) -
         assert len(got) >= 3
         g = describe(client)
         p = g.topics[0].partitions[0]
-        assert (g.error_code, p.start_offset, p.acquired_records) == (0, 0, len(got))
-        assert p.in_flight_records == len(got)
+        assert (g.error_code, p.start_offset, p.lag) == (0, 0, 10)  # acquired is not done
+        assert counts(client) == (0, len(got), len(got))
         body = {
             "group_id": GROUP,
             "topics": [{"topic_name": TOPIC, "partitions": [{"partition_index": 0, "start_offset": 5}]}],
@@ -87,14 +96,16 @@ def test_describe_alter_delete_share_group_offsets(share_broker: BrokerThread) -
         resp = client.request(ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, body)
         assert resp.error_code == 0 and resp.responses[0].partitions[0].error_code == 0
         p = describe(client).topics[0].partitions[0]
-        assert (p.start_offset, p.in_flight_records, p.acquired_records) == (5, 0, 0)
+        assert (p.start_offset, p.lag) == (5, 5)
+        assert counts(client) == (5, 0, 0)
         c, got = take(share_broker, 5, AcknowledgeType.ACCEPT)
         c.close()
         assert sorted(got) == [5, 6, 7, 8, 9]
         assert describe(client).topics[0].partitions[0].start_offset == 10
-        delete = {"group_id": GROUP, "topics": [{"topic_name": TOPIC, "partitions": [0]}]}
+        delete = {"group_id": GROUP, "topics": [{"topic_name": TOPIC}, {"topic_name": "nope"}]}
         resp = client.request(ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, delete)
-        assert resp.error_code == 0 and resp.responses[0].partitions[0].error_code == 0
+        assert resp.error_code == 0
+        assert [r.error_code for r in resp.responses] == [0, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
         assert describe(client).topics == []
         c, got = take(share_broker, 10, AcknowledgeType.ACCEPT)  # starts over at share.auto.offset.reset
         c.close()
@@ -125,3 +136,22 @@ def test_unload_and_load_of_the_state_partition(share_broker: BrokerThread) -> N
     assert key not in manager.partitions and store.get(key) is None
     share_broker.call(lambda: shell.load_partition(p))
     assert store.get(key) is not None and store.get(key).start_offset == 6
+
+
+def test_sdk_share_offsets_reads_pylogs_live_counts(share_broker: BrokerThread) -> None:
+    """The SDK's share_offsets (what the lag widget shows) takes start offset, in-flight and
+    acquired counts from PylogShareGroupState over a real socket."""
+    from pylog.sdk.admin import Admin, ShareOffset
+
+    setup(share_broker, 10)
+    c, got = take(share_broker, 3, None)
+    admin = Admin(bootstrap(share_broker))
+    try:
+
+        async def offsets(a: object) -> object:
+            return await a.share_offsets(GROUP, await a.find_coordinator(GROUP))  # type: ignore[attr-defined]
+
+        assert admin.run(offsets) == {(TOPIC, 0): ShareOffset(0, len(got), len(got))}
+    finally:
+        admin.close()
+        c.close()

@@ -1,11 +1,14 @@
-"""DeleteShareGroupOffsets (KIP-932 admin): forget share partitions' state.
+"""DeleteShareGroupOffsets (KIP-932 admin): forget a share group's state of whole topics.
 
-Only an empty share group (NON_EMPTY_GROUP otherwise); each named share partition's state gets a
-tombstone in `__share_group_state`, so the next fetch starts at `share.auto.offset.reset`.
+Only an empty share group (NON_EMPTY_GROUP otherwise); the state of every partition of each named
+topic gets a tombstone in `__share_group_state`, so the next fetch starts at
+`share.auto.offset.reset`. Errors are per topic (UNKNOWN_TOPIC_OR_PARTITION for a topic that
+does not exist), as the released protocol answers.
 """
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 from pylog.protocol.api import ApiKey
@@ -20,6 +23,7 @@ from pylog.broker.handlers.describe_share_group_offsets import share_group_error
 from pylog.broker.metadata import MetadataView
 from pylog.broker.share_shell import ShareShell
 from pylog.groups.types import Output
+from pylog.share.state import ShareKey
 
 
 def error_response(req: DeleteShareGroupOffsetsRequest, code: int) -> DeleteShareGroupOffsetsResponse:
@@ -27,13 +31,7 @@ def error_response(req: DeleteShareGroupOffsetsRequest, code: int) -> DeleteShar
         error_code=0,
         responses=[
             DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponseTopic(
-                topic_name=t.topic_name,
-                partitions=[
-                    DeleteShareGroupOffsetsResponse.DeleteShareGroupOffsetsResponsePartition(
-                        partition_index=p, error_code=code, error_message=None
-                    )
-                    for p in t.partitions
-                ],
+                topic_name=t.topic_name, error_code=code, error_message=None
             )
             for t in req.topics
         ],
@@ -63,22 +61,20 @@ def delete(
     topics = []
     for t in req.topics:
         topic = image.topic(t.topic_name)
-        parts = []
-        for p in t.partitions:
-            e = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            if topic is not None:
-                key = (req.group_id, topic.topic_id, p)
+        e = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        if topic is not None:
+            e = ErrorCode.NONE
+            for key in _share_partitions(share, req.group_id, topic.topic_id):
                 e = share.key_error(key)
-                if e is ErrorCode.NONE:
-                    out.records.append(share.manager.delete(key))
-            parts.append(
-                R.DeleteShareGroupOffsetsResponsePartition(
-                    partition_index=p, error_code=e, error_message=None
-                )
-            )
+                if e is not ErrorCode.NONE:
+                    break
+                out.records.append(share.manager.delete(key))
         topics.append(
             R.DeleteShareGroupOffsetsResponseTopic(
-                topic_name=t.topic_name, topic_id=topic.topic_id if topic else ZERO_UUID, partitions=parts
+                topic_name=t.topic_name,
+                topic_id=topic.topic_id if topic else ZERO_UUID,
+                error_code=e,
+                error_message=None,
             )
         )
     out.response = R(throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=topics)
@@ -88,3 +84,10 @@ def delete(
 
     answer: DeleteShareGroupOffsetsResponse = share.apply(out, failed)
     return answer
+
+
+def _share_partitions(share: ShareShell, group_id: str, topic_id: uuid.UUID) -> list[ShareKey]:
+    """The share partitions of `topic_id` that `group_id` has state for (persisted or in memory)."""
+    assert share.coordinator is not None and share.manager is not None
+    keys = set(share.coordinator.keys()) | set(share.manager.partitions)
+    return sorted(k for k in keys if k[0] == group_id and k[1] == topic_id)

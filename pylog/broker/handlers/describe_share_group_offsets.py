@@ -1,18 +1,27 @@
-"""DescribeShareGroupOffsets (KIP-932 admin): each share partition's start offset.
+"""DescribeShareGroupOffsets (KIP-932 admin): each share partition's start offset, and (v1,
+KIP-1226) its lag: records from the start offset to the high watermark not yet acknowledged or
+archived (-1 when this broker does not host the partition).
 
-Partitions of a share group that never fetched them answer start offset -1. Two tagged fields
-that Kafka clients skip carry pylog's live counts for the lag widget: records in flight (between
-the start and end offsets) and records acquired right now. Each group needs DESCRIBE, each topic
-DESCRIBE (named ones answer TOPIC_AUTHORIZATION_FAILED, others are left out of an "all" answer).
+Partitions of a share group that never fetched them answer start offset -1. pylog's own
+PylogShareGroupState (32004) answers the live counts the lag widget shows: records in flight
+(between the start and end offsets) and records acquired right now. Each group needs DESCRIBE,
+each topic DESCRIBE (named ones answer TOPIC_AUTHORIZATION_FAILED, others are left out of an
+"all" answer).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
-from pylog.protocol.api import ApiKey
+from pylog.protocol.api import ApiKey, PylogApiKey
 from pylog.protocol.errors import ErrorCode
-from pylog.protocol.messages import DescribeShareGroupOffsetsRequest, DescribeShareGroupOffsetsResponse
+from pylog.protocol.messages import (
+    DescribeShareGroupOffsetsRequest,
+    DescribeShareGroupOffsetsResponse,
+    PylogShareGroupStateRequest,
+    PylogShareGroupStateResponse,
+)
 
 from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.broker.authorization import Authorization
@@ -27,7 +36,7 @@ Topic = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic
 Partition = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponsePartition
 
 
-@serves(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, versions=(0, 0))
+@serves(ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, versions=(0, 1))
 def describe_share_group_offsets(
     ctx: RequestContext,
     req: DescribeShareGroupOffsetsRequest,
@@ -54,7 +63,7 @@ def describe_share_group_offsets(
                 if t.topic_name not in visible:
                     for p in t.partitions:
                         p.error_code = ErrorCode.TOPIC_AUTHORIZATION_FAILED
-                        p.start_offset = p.in_flight_records = p.acquired_records = -1
+                        p.start_offset = p.lag = -1
     return out
 
 
@@ -83,7 +92,17 @@ def describe(
             entries = []
             for p in parts:
                 key = (g.group_id, topic.topic_id, p)
-                entries.append(_partition(share, key, p))
+                counts = share_counts(share, key)
+                entries.append(
+                    Partition(
+                        partition_index=p,
+                        start_offset=counts.start_offset,
+                        leader_epoch=0,
+                        lag=_lag(share, name, p, counts),
+                        error_code=share.key_error(key),
+                        error_message=None,
+                    )
+                )
             topics.append(Topic(topic_name=name, topic_id=topic.topic_id, partitions=entries))
         out.append(Group(group_id=g.group_id, topics=topics, error_code=ErrorCode.NONE, error_message=None))
     return DescribeShareGroupOffsetsResponse(throttle_time_ms=0, groups=out)
@@ -118,25 +137,79 @@ def _wanted(g: Any, share: ShareShell, image: Any) -> dict[str, list[int]]:
     return {n: sorted(ps) for n, ps in out.items()}
 
 
-def _partition(share: ShareShell, key: Any, p: int) -> Partition:
+@dataclass(frozen=True)
+class ShareCounts:
+    """A share partition as this broker knows it: start offset, records in flight, acquired now,
+    and those in flight already finished (acknowledged or archived); -1 when it has no state."""
+
+    start_offset: int
+    in_flight: int
+    acquired: int
+    finished: int
+
+
+def share_counts(share: ShareShell, key: Any) -> ShareCounts:
     assert share.manager is not None and share.coordinator is not None
-    error = share.key_error(key)
     sp = share.manager.partitions.get(key)
     stored = share.coordinator.get(key)
     if sp is not None:
-        start, in_flight, acquired = sp.start_offset, sp.in_flight_count(), sp.acquired_count()
-    elif stored is not None:
+        return ShareCounts(sp.start_offset, sp.in_flight_count(), sp.acquired_count(), sp.finished_count())
+    if stored is not None:
         start = stored.start_offset
-        in_flight = max((b.last_offset + 1 for b in stored.batches), default=start) - start
-        acquired = 0
-    else:
-        start, in_flight, acquired = -1, -1, -1
-    return Partition(
-        partition_index=p,
-        start_offset=start,
-        leader_epoch=0,
-        error_code=error,
-        error_message=None,
-        in_flight_records=in_flight,
-        acquired_records=acquired,
-    )
+        end = max((b.last_offset + 1 for b in stored.batches), default=start)
+        done = [b for b in stored.batches if b.delivery_state in (2, 4)]  # ACKNOWLEDGED, ARCHIVED
+        finished = sum(b.last_offset - b.first_offset + 1 for b in done)
+        return ShareCounts(start, end - start, 0, finished)
+    return ShareCounts(-1, -1, -1, -1)
+
+
+def _lag(share: ShareShell, topic: str, p: int, counts: ShareCounts) -> int:
+    part = share.replicas.get(topic, p)
+    if part is None or counts.start_offset < 0:
+        return -1
+    return max(part.high_watermark - counts.start_offset - counts.finished, 0)
+
+
+@serves(PylogApiKey.SHARE_GROUP_STATE, versions=(0, 0))
+def share_group_state(
+    ctx: RequestContext,
+    req: PylogShareGroupStateRequest,
+    *,
+    groups: GroupShell,
+    share: ShareShell,
+    metadata: MetadataView,
+    authz: Authorization,
+) -> PylogShareGroupStateResponse:
+    """pylog's own: every share partition of a group with its live counts (for the lag widget)."""
+    R = PylogShareGroupStateResponse
+    if authz.enabled and not authz.group(ctx, AclOperation.DESCRIBE, req.group_id):
+        return R(throttle_time_ms=0, error_code=ErrorCode.GROUP_AUTHORIZATION_FAILED, topics=[])
+    error = share_group_error(groups, share, req.group_id)
+    if error is not ErrorCode.NONE or share.manager is None or share.coordinator is None:
+        return R(throttle_time_ms=0, error_code=error or ErrorCode.COORDINATOR_NOT_AVAILABLE, topics=[])
+    image = metadata.image
+    wanted = _wanted(DescribeShareGroupOffsetsRequest.DescribeShareGroupOffsetsRequestGroup(
+        group_id=req.group_id, topics=None), share, image)
+    if authz.enabled:
+        visible = authz.filter(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, wanted)
+        wanted = {n: ps for n, ps in wanted.items() if n in visible}
+    topics = []
+    for name, parts in wanted.items():
+        topic = image.topic(name)
+        if topic is None:
+            continue
+        entries = []
+        for p in parts:
+            key = (req.group_id, topic.topic_id, p)
+            c = share_counts(share, key)
+            entries.append(
+                R.SharePartitionState(
+                    partition_index=p,
+                    error_code=share.key_error(key),
+                    start_offset=c.start_offset,
+                    in_flight_records=c.in_flight,
+                    acquired_records=c.acquired,
+                )
+            )
+        topics.append(R.ShareTopic(topic_name=name, topic_id=topic.topic_id, partitions=entries))
+    return R(throttle_time_ms=0, error_code=ErrorCode.NONE, topics=topics)

@@ -1,4 +1,5 @@
-"""ShareAcknowledge (KIP-932): ACCEPT / RELEASE / REJECT acquired records outside a fetch.
+"""ShareAcknowledge (KIP-932): ACCEPT / RELEASE / REJECT acquired records outside a fetch, and
+(v2, KIP-1222, with IsRenewAck) RENEW them: their acquisition lock starts again.
 
 The session must exist and the request carry its expected epoch (-1 also closes it, releasing
 what the member still holds). Changed share partitions are persisted before the answer.
@@ -42,7 +43,7 @@ def error_response(req: ShareAcknowledgeRequest, code: int) -> ShareAcknowledgeR
     )
 
 
-@serves(ApiKey.SHARE_ACKNOWLEDGE, versions=(1, 1), error_response=error_response)
+@serves(ApiKey.SHARE_ACKNOWLEDGE, versions=(1, 2), error_response=error_response)
 def share_acknowledge_handler(
     ctx: RequestContext,
     req: ShareAcknowledgeRequest,
@@ -77,6 +78,7 @@ def share_acknowledge(
                 t.topic_id,
                 p.partition_index,
                 p.acknowledgement_batches,
+                renew=req.is_renew_ack,
             )
             parts.append(
                 R.PartitionData(
@@ -93,9 +95,15 @@ def share_acknowledge(
         for topic in topics:
             for part in topic.partitions:
                 part.error_code = ErrorCode.COORDINATOR_NOT_AVAILABLE
+    shell.reschedule()  # renewed lock deadlines
     shell.notify()
     return R(
-        throttle_time_ms=0, error_code=ErrorCode.NONE, error_message=None, responses=topics, node_endpoints=[]
+        throttle_time_ms=0,
+        error_code=ErrorCode.NONE,
+        error_message=None,
+        acquisition_lock_timeout_ms=shell.share_config_of(req.group_id).lock_duration_ms,
+        responses=topics,
+        node_endpoints=[],
     )
 
 

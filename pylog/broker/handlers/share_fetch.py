@@ -12,6 +12,11 @@ of aborted transactions are archived, never acquired, as control batches are. Wi
 hand out the request waits, up to `MaxWaitMs`, for an append or a release, woken by events,
 never by polling.
 
+Version 2: `ShareAcquireMode` 1 (record_limit, KIP-1206) acquires exactly up to `MaxRecords`;
+`IsRenewAck` (KIP-1222) allows RENEW (type 4) acknowledgements, which restart the acquisition
+locks of the member's records, and such a request fetches nothing (its byte, record and wait
+limits must be 0).
+
 `share_fetch` takes its collaborators explicitly (share shell, metadata image, replicas).
 """
 
@@ -46,6 +51,10 @@ _BATCH_HEAD = struct.Struct(
 _TRANSACTIONAL = 0x10
 
 
+BATCH_OPTIMIZED, RECORD_LIMIT = 0, 1
+ACQUIRE_MODES = (BATCH_OPTIMIZED, RECORD_LIMIT)
+"""ShareAcquireMode (v2, KIP-1206): whole log batches up to MaxRecords, or exactly MaxRecords."""
+
 DEFAULT_MAX_RECORDS = 500
 """MaxRecords when a request names none (the consumers' max.poll.records default)."""
 
@@ -65,6 +74,7 @@ def error_response(req: ShareFetchRequest, code: int) -> ShareFetchResponse:
                         error_code=code,
                         error_message=None,
                         current_leader=ShareFetchResponse.LeaderIdAndEpoch(leader_id=-1, leader_epoch=-1),
+                        records=b"",
                     )
                     for p in t.partitions
                 ],
@@ -74,7 +84,7 @@ def error_response(req: ShareFetchRequest, code: int) -> ShareFetchResponse:
     )
 
 
-@serves(ApiKey.SHARE_FETCH, versions=(1, 1), error_response=error_response)
+@serves(ApiKey.SHARE_FETCH, versions=(1, 2), error_response=error_response)
 async def share_fetch_handler(
     ctx: RequestContext,
     req: ShareFetchRequest,
@@ -100,6 +110,11 @@ async def share_fetch(
         return _top_error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     if not req.group_id or not req.member_id:
         return _top_error(ErrorCode.INVALID_REQUEST)
+    if req.share_acquire_mode not in ACQUIRE_MODES:
+        return _top_error(ErrorCode.INVALID_REQUEST)
+    renew = req.is_renew_ack
+    if renew and (req.max_bytes, req.min_bytes, req.max_records, req.max_wait_ms) != (0, 0, 0, 0):
+        return _top_error(ErrorCode.INVALID_REQUEST)  # KIP-1222: a renewing request fetches nothing
     if await shell.ensure_topic() is not ErrorCode.NONE:
         return _top_error(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     manager = shell.manager
@@ -120,7 +135,7 @@ async def share_fetch(
         return _top_error(error)
     results: Results = {}
     for tid, p, batches in acks:
-        error = acknowledge(shell, image, group, member, tid, p, batches)
+        error = acknowledge(shell, image, group, member, tid, p, batches, renew=renew)
         results[(tid, p)] = _entry(p, node_id, ack_error=error)
     if shell.persist() is not ErrorCode.NONE:
         for e in results.values():
@@ -130,10 +145,14 @@ async def share_fetch(
         shell.persist()
         shell.notify()
         return _response(shell, results, group)
+    if renew:  # the renewed locks run from now: no waiting for records
+        shell.reschedule()
+        return _response(shell, results, group)
     targets = list(session.partitions) if epoch != 0 else requested
     max_records = req.max_records if req.max_records > 0 else DEFAULT_MAX_RECORDS
     batch_size = req.batch_size if req.batch_size > 0 else max_records
-    limits = FetchLimits(max_records, batch_size, max(req.max_bytes, 0))
+    record_limit = req.share_acquire_mode == RECORD_LIMIT
+    limits = FetchLimits(max_records, batch_size, max(req.max_bytes, 0), record_limit)
     got = _acquire_all(shell, image, replicas, group, member, targets, limits, results, node_id)
     if not got and req.max_wait_ms > 0 and targets:
         wait = req.max_wait_ms
