@@ -552,3 +552,48 @@ def test_forwarded_writes_are_authenticated_and_authorized(secured_cluster: tupl
         assert call(reg, "DELETE", f"/subjects/{subject}", user=ALICE, url=url)[0] == 403
         assert call(reg, "DELETE", f"/subjects/{subject}", user=ADMIN, url=url)[0] == 200
     assert len(ids) == 2
+
+
+# --- the widgets and LocalBroker ------------------------------------------------------------------
+
+
+def test_widgets_decode_through_the_secured_registry(reg: SecuredRegistry) -> None:
+    import pyarrow as pa
+    from confluent_kafka.admin import NewTopic
+
+    import pylog
+    from widgets.browse import registry_texts
+
+    topic = unique("sr-widget")
+    admin = _admin(reg.kafka(ADMIN))
+    for f in admin.create_topics([NewTopic(topic, 1, 1)]).values():
+        f.result(20)
+    security = {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-256", "sasl.username": ALICE[0],
+                "sasl.password": ALICE[1], "ssl.ca.location": str(reg.pki.ca)}
+    bootstrap = reg.address("SASL_SSL")
+    pylog.write_topic(pa.table({"id": pa.array([5], pa.int64()), "item": ["five"]}), topic,
+                      bootstrap_servers=bootstrap, value_schema="registry", schema_registry_url=reg.url,
+                      security=security)
+    raw = pylog.read_topic(topic, bootstrap_servers=bootstrap, security=security)
+    texts = registry_texts(raw, topic, bootstrap_servers=bootstrap, schema_registry_url=reg.url,
+                           security=security)
+    assert [json.loads(t) for t in texts["value"]] == [{"id": 5, "item": "five"}]
+
+
+def test_local_broker_reports_the_https_registry(tmp_path: Path) -> None:
+    import pylog
+
+    pki = Pki.make(tmp_path / "pki")
+    config = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(pki.server),
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_ssl.plain.sasl.jaas.config": _jaas(),
+    }
+    with pylog.LocalBroker(config=config) as broker:
+        assert broker.schema_registry_url is not None and broker.schema_registry_url.startswith("https://")
+        s = SecuredRegistry(None, pki, {}, broker.schema_registry_url)  # type: ignore[arg-type]
+        assert call(s, "GET", "/subjects")[0] == 401
+        status, body, _ = call(s, "GET", "/subjects", user=BOB)  # no authorizer: authenticated is enough
+        assert (status, body) == (200, [])
