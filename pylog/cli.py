@@ -329,6 +329,8 @@ async def _serve(
         print(f"pylog listener {server.listener} on {_fmt(server.host)}:{server.port}", flush=True)
     if broker.schema_registry is not None:  # its scheme follows the listeners' security (http / https)
         print(f"pylog schema registry on {broker.schema_registry.url}", flush=True)
+    for url in broker.metrics.urls if broker.metrics is not None else ():
+        print(f"pylog metrics on {url}", flush=True)
     # The one line saying the broker serves (test harnesses and LocalBroker parse it for the port).
     print(f"pylog broker listening on {_fmt(host)}:{port}, data in {data_dir.resolve()}", flush=True)
     parent = exit_with_parent_pid()

@@ -34,6 +34,7 @@ _REMOVE_ENV = "PYLOG_LOCAL_BROKER_REMOVE"
 _PID_FILE_ENV = "PYLOG_LOCAL_BROKER_PID_FILE"
 _READY = re.compile(r"pylog broker listening on (\[?[^\s\]]+\]?):(\d+), data in (.+)$")
 _REGISTRY = re.compile(r"^pylog schema registry on (\S+)$", re.MULTILINE)
+_METRICS = re.compile(r"^pylog metrics on (\S+)$", re.MULTILINE)
 
 
 class LocalBroker:
@@ -64,6 +65,10 @@ class LocalBroker:
         listeners = self.config.get("schema.registry.listeners")
         # None without the `registry` extra (pip install -e '.[registry]')
         self.schema_registry_url = listeners.split(",")[0].strip() if listeners else None
+        # /metrics and the health checks; config {"pylog.metrics.listeners": ""} turns them off
+        self.config.setdefault("pylog.metrics.listeners", f"http://{host}:{free_port(host)}")
+        metrics = self.config["pylog.metrics.listeners"]
+        self.metrics_url: str | None = metrics.split(",")[0].strip() or None
 
     @property
     def bootstrap_servers(self) -> str:
@@ -109,6 +114,9 @@ class LocalBroker:
                 registry = _REGISTRY.search(printed)
                 if registry:  # https when the broker's listeners use TLS
                     self.schema_registry_url = registry.group(1)
+                metrics = _METRICS.search(printed)
+                if metrics:
+                    self.metrics_url = metrics.group(1)
                 return self
             if self.process.poll() is not None:
                 code = self.process.returncode

@@ -50,6 +50,7 @@ class LocalNode:
         self.stdout_path = home / f"node-{node_id}.stdout"
         self.pid_path = home / f"node-{node_id}.pid"
         self.registry_port: int | None = None  # the schema registry this node serves, if any
+        self.metrics_port: int | None = None  # where it serves /metrics and its health, if anywhere
         self.process: subprocess.Popen[bytes] | None = None  # the watchdog
         self.starts = 0
         self.overrides: dict[str, str] = {}  # this node's own configs (broker.rack, ...)
@@ -58,6 +59,11 @@ class LocalNode:
     @property
     def bootstrap(self) -> str:
         return f"{self.host}:{self.broker_port}"
+
+    @property
+    def metrics_url(self) -> str | None:
+        """``http://host:port`` of the node's metrics listener (``/metrics``, ``/v1/status/ready``)."""
+        return None if self.metrics_port is None else f"http://{self.host}:{self.metrics_port}"
 
     @property
     def controller_bootstrap(self) -> str:
@@ -142,6 +148,7 @@ class LocalCluster:
         self.command_prefix = command_prefix
         self.cluster_id = self._existing_cluster_id() or new_cluster_id()
         self._registry = registry_installed() and "schema.registry.listeners" not in self.config
+        self._metrics = "pylog.metrics.listeners" not in self.config  # each node on a port of its own
         total = nodes + brokers
         addresses = list(hosts) if hosts is not None else [host] * total
         self.nodes: dict[int, LocalNode] = {}
@@ -159,6 +166,10 @@ class LocalCluster:
             if self._registry:
                 self.nodes[i].registry_port = (
                     bp + 2 * total if base_port else 8081 if hosts is not None else free_port(h)
+                )
+            if self._metrics:
+                self.nodes[i].metrics_port = (
+                    bp + 3 * total if base_port else 9644 if hosts is not None else free_port(h)
                 )
 
     def _existing_cluster_id(self) -> str | None:
@@ -180,6 +191,11 @@ class LocalCluster:
         printed = _REGISTRY.search(text)
         scheme = printed.group(1).partition(":")[0] if printed else "http"  # https behind TLS listeners
         return f"{scheme}://{n.host}:{n.registry_port}"
+
+    @property
+    def metrics_urls(self) -> list[str]:
+        """Every node's metrics listener (``/metrics``, ``/v1/status/live``, ``/v1/status/ready``)."""
+        return [u for n in self.nodes.values() if not n.removed and (u := n.metrics_url) is not None]
 
     @property
     def bootstrap_servers(self) -> str:
@@ -231,6 +247,8 @@ class LocalCluster:
         }
         if node.registry_port is not None:
             props["schema.registry.listeners"] = f"http://{node.host}:{node.registry_port}"
+        if node.metrics_port is not None:
+            props["pylog.metrics.listeners"] = f"http://{node.host}:{node.metrics_port}"
         props.update(self.config)
         props.update(node.overrides)
         return props
@@ -446,6 +464,8 @@ class LocalCluster:
         node = LocalNode(node_id, host, free_port(host), free_port(host), self.home)
         if self._registry:
             node.registry_port = free_port(host)
+        if self._metrics:
+            node.metrics_port = free_port(host)
         if rack is not None:
             node.overrides["broker.rack"] = rack
         node.overrides.update({str(k): str(v) for k, v in (config or {}).items()})

@@ -128,8 +128,9 @@ def _serve(cluster: LocalCluster, nodes: int, stop: threading.Event) -> int:
     if cluster.schema_registry_url:
         print(f"  schema registry {cluster.schema_registry_url}")
     for node in cluster.nodes.values():  # the brokers' own process ids
+        metrics = f", metrics {node.metrics_url}/metrics" if node.metrics_url else ""
         print(f"  node {node.node_id}: pid {node.pid}, broker {node.bootstrap}, "
-              f"controller {node.host}:{node.controller_port}")
+              f"controller {node.host}:{node.controller_port}{metrics}")
     print(f"  data and logs in {cluster.home}; Ctrl-C or `pylog cluster stop {cluster.home}` stops "
           "every node", flush=True)
     while not stop.wait(0.5):

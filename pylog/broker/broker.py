@@ -59,6 +59,7 @@ from pylog.cluster.quorum_fetcher import QuorumFetcher
 from pylog.cluster.raft_transport import RaftTransport
 from pylog.cluster.voters import Endpoint, VoterNode, VoterSet
 from pylog.config import BrokerConfig, ConfigError
+from pylog.metrics.node import NodeMetrics
 from pylog.quotas.client import ClientQuotas
 from pylog.schema_registry.validation import SchemaValidation
 from pylog.security.node import NodeSecurity, image_credentials
@@ -145,6 +146,9 @@ class Broker:
         self.iceberg = IcebergMaterializers(self.node_id, config, self.data_dir, started_image,
                                             self._own_client, clock)
         self.stopping = False
+        # /metrics and the health checks (pylog.metrics.listeners); bad settings stop the start here
+        listeners = config.raw("pylog.metrics.listeners")
+        self.metrics = NodeMetrics(self, listeners) if listeners else None
         self.dir_lock: DataDirLock | None = None
         self.log_dir_locks: list[DataDirLock] = []
 
@@ -187,6 +191,8 @@ class Broker:
 
     async def start(self) -> None:
         self.dir_lock = lock_data_dir(self.data_dir)  # first: nothing in the directory is touched before
+        if self.metrics is not None:  # from the start: ready says why not until the node serves
+            self.metrics.start()
         s = self.settings
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id, self.directory_id = self._meta_properties()
@@ -579,6 +585,8 @@ class Broker:
         if self.quorum is not None:
             with contextlib.suppress(Exception):
                 await self.quorum.close()
+        if self.metrics is not None:
+            await self.metrics.stop()
         for lock in self.log_dir_locks:
             lock.release()
         if self.dir_lock is not None:

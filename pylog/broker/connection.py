@@ -128,6 +128,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     transport.get_extra_info("peercert"), self.security.principal_rules
                 )
             except PermissionError as exc:
+                self.server.listener_stats.failed_authentications += 1
                 log.warning("closing connection from %s: %s", self.peer, exc)
                 self.close()
                 return
@@ -258,6 +259,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             result = spec.fn(ctx, request.body)
         except Exception:
             log.exception("handler %s v%d failed for %s", spec.name, version, self.peer)
+            self.server.request_stats.failed(key, ErrorCode.UNKNOWN_SERVER_ERROR)
             self._push(self._error_parts(ctx, request.body))
             return
         busy_ns = time.perf_counter_ns() - started
@@ -268,15 +270,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
             task = asyncio.ensure_future(result)
             self._tasks.add(task)
             size, body = len(frame), request.body
-            task.add_done_callback(lambda t: self._finished(t, slot, ctx, body, size, busy_ns))
+            task.add_done_callback(lambda t: self._finished(t, slot, ctx, body, size, busy_ns, started))
             return
         if result is handler_table.NO_RESPONSE:
             self._unanswered(ctx, request.body, len(frame), busy_ns)
-            return
-        if result is handler_table.CLOSE_CONNECTION:
+        elif result is handler_table.CLOSE_CONNECTION:
             self._close_after_pending()
-            return
-        self._push(self._respond(ctx, request.body, result, len(frame), busy_ns))
+        else:
+            self._push(self._respond(ctx, request.body, result, len(frame), busy_ns))
+        self.server.request_stats.record(key, version, time.perf_counter_ns() - started, busy_ns, result)
 
     def _sasl_admits(self, key: int, version: int, header: Any, body: Any) -> bool:
         """Run SASL requests through the authenticator; say whether anything else may be served."""
@@ -327,7 +329,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 log.info("%s re-authenticated as %s", self.peer, sasl.principal)
             self.principal = sasl.principal
             self.decoder.max_frame_bytes = self.server.max_request_bytes
+            self.server.listener_stats.successful_authentications += 1
         elif close:
+            self.server.listener_stats.failed_authentications += 1
             log.warning(
                 "authentication failed for %s: %s", self.peer, sasl.failure_reason or answer["error_message"]
             )
@@ -378,6 +382,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         body: Any,
         request_bytes: int,
         busy_ns: int,
+        started_ns: int,
     ) -> None:
         self._tasks.discard(task)
         self._waiting_bytes -= slot.nbytes
@@ -387,12 +392,15 @@ class KafkaConnection(asyncio.BufferedProtocol):
         exc = task.exception()
         if exc is not None:
             log.error("handler %s v%d failed for %s", ctx.api_key, ctx.api_version, self.peer, exc_info=exc)
+            self.server.request_stats.failed(ctx.api_key, ErrorCode.UNKNOWN_SERVER_ERROR)
             slot.parts = self._error_parts(ctx, body)
             if slot.parts is None:
                 self.close()
                 return
         else:
             result = task.result()
+            total_ns = time.perf_counter_ns() - started_ns
+            self.server.request_stats.record(ctx.api_key, ctx.api_version, total_ns, busy_ns, result)
             if result is handler_table.CLOSE_CONNECTION:
                 self._close_when_drained = True
             elif result is handler_table.NO_RESPONSE:

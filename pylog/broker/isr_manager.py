@@ -50,6 +50,8 @@ class IsrManager:
         self._now_ms = now_ms
         self._eligible = eligible
         self._pending: dict[tuple[str, int], tuple[Partition, tuple[int, ...]]] = {}
+        self.shrinks = 0  # ISR changes the controller accepted (Kafka's IsrShrinksPerSec / IsrExpandsPerSec)
+        self.expands = 0
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -151,7 +153,10 @@ class IsrManager:
                     continue
                 answered.add((t.topic_id, p.partition_index))
                 if p.error_code == ErrorCode.NONE:
+                    before = len(target.isr)
                     target.isr_changed(p.leader_epoch, tuple(p.isr), p.partition_epoch)
+                    self.shrinks += len(target.isr) < before
+                    self.expands += len(target.isr) > before
                 else:
                     log.info(
                         "%s-%d: ISR change refused: %s",

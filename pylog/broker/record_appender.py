@@ -21,6 +21,7 @@ from pylog.broker.delayed import await_replication
 from pylog.broker.metadata import INTERNAL_TOPICS
 from pylog.broker.partition import AppendOrigin, AppendResult, Partition
 from pylog.broker.transactions import marker_batch
+from pylog.metrics.counters import TopicStats
 
 # (topic, topic configs, records) -> why the records are refused (INVALID_RECORD), or None
 RecordCheck = Callable[[str, Mapping[str, str], Any], "str | None"]
@@ -45,10 +46,12 @@ class RecordAppender:
         get: Callable[[str, int], Partition | None],
         absent_error: Callable[[str, int], int],
         now_ms: Callable[[], int],
+        stats: TopicStats | None = None,
     ) -> None:
         self._get = get
         self._absent_error = absent_error
         self._now_ms = now_ms
+        self.stats = stats or TopicStats()
 
     def append_records(
         self,
@@ -90,6 +93,8 @@ class RecordAppender:
                 res = AppendResult(ErrorCode.INVALID_RECORD, message=refusal)
             else:
                 res = part.append_as_leader(records, now, origin)
+                if res.error == 0:
+                    self.stats.appended(topic, res.last_offset - res.base_offset + 1, len(records))
                 if acks == -1 and res.error == 0 and part.high_watermark <= res.last_offset:
                     waiting.append((res, part))
             results.append(res)

@@ -45,6 +45,7 @@ from pylog.broker.record_appender import ProduceResult, RecordAppender, RecordCh
 from pylog.broker.remote_reads import RemoteReads
 from pylog.broker.wire_cache import WireBudget
 from pylog.config import BrokerConfig, ConfigError
+from pylog.metrics.counters import TopicStats
 from pylog.quotas.replication import (
     FOLLOWER_RATE,
     FOLLOWER_REPLICAS,
@@ -124,7 +125,8 @@ class ReplicaManager:
         self.partition_exists: Callable[[str, int], bool] = lambda topic, index: False
         # reads below the local log start, from the remote tier (set when the broker has one)
         self.remote_reads: RemoteReads | None = None
-        self.appender = RecordAppender(self.get, self.absent_error, now_ms)
+        self.topic_stats = TopicStats()  # messages and bytes in / out, read by pylog.metrics
+        self.appender = RecordAppender(self.get, self.absent_error, now_ms, self.topic_stats)
         self.planner = FetchPlanner(
             self.node_id,
             self.rack,
@@ -217,7 +219,20 @@ class ReplicaManager:
         stopping: Callable[[], bool],
     ) -> list[FetchPartitionData] | Awaitable[list[FetchPartitionData]]:
         """The fetch path: ``FetchReader.fetch_messages``."""
-        return self.reader.fetch_messages(params, wanted, expand_isr=expand_isr, stopping=stopping)
+        answer = self.reader.fetch_messages(params, wanted, expand_isr=expand_isr, stopping=stopping)
+        if isinstance(answer, list):
+            self.topic_stats.fetched(wanted, answer, follower=params.from_follower)
+            return answer
+        return self._counted(params, wanted, answer)
+
+    async def _counted(
+        self, params: FetchParams, wanted: Sequence[tuple[str, PartitionFetch]],
+        answer: Awaitable[list[FetchPartitionData]],
+    ) -> list[FetchPartitionData]:
+        """A delayed fetch's answer, its bytes counted once it is complete."""
+        done = await answer
+        self.topic_stats.fetched(wanted, done, follower=params.from_follower)
+        return done
 
     # --- driven by applied metadata ---------------------------------------------------------
 

@@ -13,6 +13,7 @@ from pylog.broker.handler_table import HandlerTable
 from pylog.broker.throttling import QuotaEnforcer
 from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.config import BrokerConfig
+from pylog.metrics.counters import ListenerStats, RequestStats
 from pylog.security.listener import PLAINTEXT_LISTENER, ListenerSecurity
 from pylog.security.quotas import ConnectionQuotas
 
@@ -47,6 +48,8 @@ class KafkaServer:
         self.max_queued_request_bytes = queued_bytes if queued_bytes > 0 else sys.maxsize
         self.idle_ms = cfg.int("connections.max.idle.ms")
         self.connections: set[KafkaConnection] = set()
+        self.request_stats = RequestStats()  # counted per request, read when metrics are scraped
+        self.listener_stats = ListenerStats()
         self._server: asyncio.AbstractServer | None = None
         self._reaper: asyncio.TimerHandle | None = None
 
@@ -75,6 +78,11 @@ class KafkaServer:
         """Start accepting on a socket bound with ``start(serve=False)``."""
         assert self._server is not None
         await self._server.start_serving()
+
+    @property
+    def serving(self) -> bool:
+        """Whether the listener accepts connections."""
+        return self._server is not None and self._server.is_serving()
 
     def accept(self, conn: KafkaConnection, address: str) -> tuple[str, float] | None:
         """Admit a new connection, or say which limit refuses it and how long to hold it first

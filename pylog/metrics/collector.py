@@ -1,0 +1,396 @@
+"""The Prometheus families of one node, built at scrape time from what the node already keeps.
+
+Runs on the metrics server's thread, not the event loop: it copies the dicts it walks
+(``list(d.items())`` copies under the GIL in one step) and takes no lock but the replica
+manager's, for one list copy. Names follow what Kafka's JMX exporter rules produce from Kafka's
+MBeans (``kafka.server:type=BrokerTopicMetrics,name=MessagesInPerSec,topic=t`` ->
+``kafka_server_brokertopicmetrics_messagesin_total{topic="t"}``), so dashboards built for Kafka
+keep working; what Kafka has no MBean for is ``pylog_...``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.registry import Collector
+from prometheus_client.samples import Sample
+
+from pylog.metrics.counters import TIME_BUCKETS_MS, RequestStats, TimeHistogram, TopicStats
+from pylog.metrics.loop_lag import LoopLag
+from pylog.protocol.api import ApiKey
+from pylog.protocol.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from pylog.broker.broker import Broker
+
+log = logging.getLogger(__name__)
+
+MAX_LABEL_CHARS = 512
+"""Longer label values (group ids may be long) are cut, with a hash to keep them apart."""
+
+MAX_PARTITION_SERIES = 100_000
+"""Per-partition families stop after this many partitions (``pylog_metrics_partitions_omitted``)."""
+
+Family = Any  # a prometheus_client Metric
+
+_LEADER_DOC = "The metadata quorum's leader (-1: none)."
+_LE = [str(b) for b in TIME_BUCKETS_MS] + ["+Inf"]
+_API_NAMES = {int(k): "".join(w.capitalize() for w in k.name.split("_")) for k in ApiKey}
+
+
+def label(value: object) -> str:
+    """A label value that always encodes: text kept as is (the exposition escapes quotes, \\ and
+    newlines), lone surrogates escaped, very long values cut and tagged with their hash."""
+    s = value if isinstance(value, str) else str(value)
+    if not s.isascii():
+        s = s.encode("utf-8", "backslashreplace").decode("utf-8")
+    if len(s) > MAX_LABEL_CHARS:
+        s = f"{s[:MAX_LABEL_CHARS - 17]}~{hash(s) & 0xFFFFFFFFFFFFFFFF:016x}"
+    return s
+
+
+def api_name(api_key: int) -> str:
+    """Kafka's request name (``ApiKeys.name``): Produce, Fetch, ListOffsets, ..."""
+    return _API_NAMES.get(api_key, str(api_key))
+
+
+def _copy(items: Callable[[], Any]) -> list[Any]:
+    """``list(items())``, again if the event loop changed the dict in between."""
+    for _ in range(5):
+        try:
+            return list(items())
+        except RuntimeError:  # changed size during iteration
+            continue
+    return []
+
+
+class BrokerCollector(Collector):
+    """Every family of a node (broker, controller or both)."""
+
+    def __init__(self, broker: Broker, loop_lag: LoopLag | None = None) -> None:
+        self.broker = broker
+        self.loop_lag = loop_lag
+        self.collect_errors = 0
+
+    def collect(self) -> Iterator[Family]:
+        for part in (
+            self._requests,
+            self._topics,
+            self._replicas,
+            self._logs,
+            self._controller,
+            self._raft,
+            self._groups,
+            self._connections,
+            self._loop,
+        ):
+            try:
+                yield from part()
+            except Exception:  # one broken part must not cost the scrape the others
+                self.collect_errors += 1
+                log.exception("metrics: collecting %s failed", part.__name__)
+        errors = CounterMetricFamily(
+            "pylog_metrics_collect_errors", "Parts of a scrape that failed (see the broker log)."
+        )
+        errors.add_metric([], self.collect_errors)
+        yield errors
+
+    # --- requests ---------------------------------------------------------------------------
+
+    def _request_stats(self) -> list[RequestStats]:
+        b = self.broker
+        servers = list(b.servers) + ([b.controller_server] if b.controller_server is not None else [])
+        return [s.request_stats for s in servers]
+
+    def _requests(self) -> Iterator[Family]:
+        requests = CounterMetricFamily(
+            "kafka_network_requestmetrics_requests", "Requests answered, by request and version.",
+            labels=["request", "version"],
+        )
+        errors = CounterMetricFamily(
+            "kafka_network_requestmetrics_errors",
+            "Answers carrying a top-level error code (or failed handlers), by request and error.",
+            labels=["request", "error"],
+        )
+        times = {
+            "total": HistogramMetricFamily(
+                "kafka_network_requestmetrics_totaltimems",
+                "Milliseconds from a request's dispatch to its encoded answer.", labels=["request"],
+            ),
+            "local": HistogramMetricFamily(
+                "kafka_network_requestmetrics_localtimems",
+                "Milliseconds the handler ran on the event loop.", labels=["request"],
+            ),
+            "remote": HistogramMetricFamily(
+                "kafka_network_requestmetrics_remotetimems",
+                "Milliseconds the answer waited for others (replicas for acks=all, long polls, "
+                "the controller).", labels=["request"],
+            ),
+        }
+        merged: dict[int, tuple[dict[int, int], dict[int, int], dict[str, list[int]], dict[str, int]]] = {}
+        for stats in self._request_stats():
+            for key, api in _copy(stats.apis.items):
+                versions, errs, buckets, sums = merged.setdefault(key, ({}, {}, {}, {}))
+                for v, n in _copy(api.by_version.items):
+                    versions[v] = versions.get(v, 0) + n
+                for code, n in _copy(api.errors.items):
+                    errs[code] = errs.get(code, 0) + n
+                hist: TimeHistogram
+                for kind, hist in (("total", api.total), ("local", api.local), ("remote", api.remote)):
+                    got = list(hist.buckets)
+                    acc = buckets.setdefault(kind, [0] * len(got))
+                    for i, n in enumerate(got):
+                        acc[i] += n
+                    sums[kind] = sums.get(kind, 0) + hist.sum_ns
+        for key, (versions, errs, buckets, sums) in sorted(merged.items()):
+            name = api_name(key)
+            for v, n in sorted(versions.items()):
+                requests.add_metric([name, str(v)], n)
+            for code, n in sorted(errs.items()):
+                errors.add_metric([name, _error_name(code)], n)
+            for kind, fam in times.items():
+                counts = buckets.get(kind)
+                if counts is None:
+                    continue
+                cumulative, running = [], 0
+                for le, n in zip(_LE, counts):
+                    running += n
+                    cumulative.append((le, running))
+                fam.add_metric([name], cumulative, sums[kind] / 1e6)
+        yield requests
+        yield errors
+        yield from times.values()
+
+    # --- topics -----------------------------------------------------------------------------
+
+    def _topics(self) -> Iterator[Family]:
+        stats: TopicStats = self.broker.replicas.topic_stats
+        image = self._image()
+        if image is not None:
+            stats.forget(set(_copy(image.topics.keys)))
+        for attr, name, doc in (
+            ("messages_in", "messagesin", "Records appended to partitions this broker leads."),
+            ("bytes_in", "bytesin", "Bytes of record batches appended to partitions this broker leads."),
+            ("bytes_out", "bytesout", "Record bytes sent to consumers."),
+            ("replication_bytes_out", "replicationbytesout", "Record bytes sent to follower replicas."),
+        ):
+            per_topic = CounterMetricFamily(
+                f"kafka_server_brokertopicmetrics_{name}", doc + " By topic; without topic: all topics.",
+                labels=["topic"],
+            )
+            total = 0
+            for topic, n in sorted(_copy(getattr(stats, attr).items)):
+                per_topic.add_metric([label(topic)], n)
+                total += n
+            per_topic.samples.append(Sample(per_topic.name + "_total", {}, total))
+            yield per_topic
+
+    # --- partitions this broker hosts ---------------------------------------------------------
+
+    def _replicas(self) -> Iterator[Family]:
+        b = self.broker
+        parts = b.replicas.snapshot()
+        node = b.node_id
+        leaders = under = under_min = at_min = offline = 0
+        for p in parts:
+            if p.role.value == "offline":
+                offline += 1
+            if p.leader_id != node or p.role.value != "leader":
+                continue
+            leaders += 1
+            isr = len(p.isr)
+            if isr < len(p.replicas):
+                under += 1
+            if isr < p.min_insync_replicas:
+                under_min += 1
+            elif isr == p.min_insync_replicas:
+                at_min += 1
+        for name, value, doc in (
+            ("partitioncount", len(parts), "Partition replicas on this broker."),
+            ("leadercount", leaders, "Partitions this broker leads."),
+            ("underreplicatedpartitions", under, "Partitions led here whose ISR lacks a replica."),
+            ("underminisrpartitioncount", under_min, "Partitions led here with fewer in sync than "
+             "min.insync.replicas (acks=all produces fail)."),
+            ("atminisrpartitioncount", at_min,
+             "Partitions led here with exactly min.insync.replicas in sync."),
+            ("offlinereplicacount", offline, "Replicas here without a leader."),
+        ):
+            fam = GaugeMetricFamily(f"kafka_server_replicamanager_{name}", doc)
+            fam.add_metric([], value)
+            yield fam
+        isr = b.isr
+        for name, value, doc in (
+            ("isrshrinks", isr.shrinks if isr is not None else 0, "ISR shrinks the controller accepted "
+             "for partitions led here."),
+            ("isrexpands", isr.expands if isr is not None else 0, "ISR expansions the controller accepted "
+             "for partitions led here."),
+        ):
+            fam = CounterMetricFamily(f"kafka_server_replicamanager_{name}", doc)
+            fam.add_metric([], value)
+            yield fam
+
+    def _logs(self) -> Iterator[Family]:
+        parts = self.broker.replicas.snapshot()
+        labels = ["topic", "partition"]
+        end = GaugeMetricFamily("kafka_log_log_logendoffset", "Next offset of the local log.", labels=labels)
+        start = GaugeMetricFamily("kafka_log_log_logstartoffset", "First offset of the log.", labels=labels)
+        size = GaugeMetricFamily("kafka_log_log_size", "Bytes of the local log's segments.", labels=labels)
+        segs = GaugeMetricFamily("kafka_log_log_numlogsegments", "Local segments.", labels=labels)
+        hw = GaugeMetricFamily("pylog_log_highwatermark", "High watermark of the replica.", labels=labels)
+        omitted = max(0, len(parts) - MAX_PARTITION_SERIES)
+        for p in parts[:MAX_PARTITION_SERIES]:
+            if p.deleted:
+                continue
+            lv = [label(p.topic), str(p.index)]
+            lg = p.log
+            end.add_metric(lv, lg.log_end_offset)
+            start.add_metric(lv, lg.log_start_offset)
+            size.add_metric(lv, lg.size_bytes)
+            segs.add_metric(lv, lg.segment_count)
+            hw.add_metric(lv, p.high_watermark)
+        yield from (end, start, size, segs, hw)
+        fam = GaugeMetricFamily(
+            "pylog_metrics_partitions_omitted",
+            f"Partitions left out of the per-partition families (more than {MAX_PARTITION_SERIES}).",
+        )
+        fam.add_metric([], omitted)
+        yield fam
+
+    # --- controller and metadata ---------------------------------------------------------------
+
+    def _image(self) -> Any:
+        b = self.broker
+        source = b.metadata or b.quorum
+        return source.image if source is not None else None
+
+    def _controller(self) -> Iterator[Family]:
+        quorum = self.broker.quorum
+        if quorum is None:  # a broker-only node: no controller MBeans, as with Kafka
+            return
+        active = 1 if quorum.is_leader else 0
+        image = quorum.image
+        offline = partitions = 0
+        topics = _copy(image.topics.values)
+        for t in topics:
+            for p in _copy(image.partitions(t.topic_id).values):
+                partitions += 1
+                if p.leader < 0:
+                    offline += 1
+        brokers = _copy(image.brokers.values)
+        fenced = sum(1 for r in brokers if r.fenced)
+        for name, value, doc in (
+            ("activecontrollercount", active, "1 on the active controller (the metadata quorum's leader)."),
+            ("offlinepartitionscount", offline,
+             "Partitions without a leader (as this controller's image says)."),
+            ("fencedbrokercount", fenced, "Registered brokers that are fenced."),
+            ("activebrokercount", len(brokers) - fenced, "Registered brokers that are unfenced."),
+            ("globaltopiccount", len(topics), "Topics in the cluster."),
+            ("globalpartitioncount", partitions, "Partitions in the cluster."),
+        ):
+            fam = GaugeMetricFamily(f"kafka_controller_kafkacontroller_{name}", doc)
+            fam.add_metric([], value)
+            yield fam
+
+    def _raft(self) -> Iterator[Family]:
+        b = self.broker
+        quorum, observer = b.quorum, b.observer
+        values: dict[str, tuple[float, str]] = {}
+        if quorum is not None:
+            leader = quorum.leader_id
+            values["current_leader"] = (-1 if leader is None else leader, _LEADER_DOC)
+            values["current_epoch"] = (quorum.term, "The quorum's epoch (Raft term).")
+            values["high_watermark"] = (quorum.committed_offset, "The metadata log's committed offset.")
+            values["log_end_offset"] = (quorum.log_end_offset, "The last offset of this node's metadata log.")
+        elif observer is not None:
+            leader = observer.leader_id
+            values["current_leader"] = (-1 if leader is None else leader, _LEADER_DOC)
+        for name, (value, doc) in values.items():
+            fam = GaugeMetricFamily(f"kafka_server_raftmetrics_{name}", doc)
+            fam.add_metric([], value)
+            yield fam
+        image = self._image()
+        if image is not None:
+            fam = GaugeMetricFamily(
+                "kafka_server_broker_metadata_metrics_last_applied_record_offset",
+                "Offset of the last metadata record this node applied.",
+            )
+            fam.add_metric([], image.offset)
+            yield fam
+
+    # --- groups -------------------------------------------------------------------------------
+
+    def _groups(self) -> Iterator[Family]:
+        """Lag of the groups this broker coordinates: the high watermark of the partition (as the
+        replica here has it) minus the committed offset; partitions not hosted here are left out."""
+        groups = self.broker.groups
+        if groups is None:
+            return
+        offsets = groups.coordinator.offsets
+        labels = ["group", "topic", "partition"]
+        lag = GaugeMetricFamily("kafka_consumergroup_lag", "Records a group has not committed yet.",
+                                labels=labels)
+        current = GaugeMetricFamily("kafka_consumergroup_current_offset", "A group's committed offset.",
+                                    labels=labels)
+        total = GaugeMetricFamily("kafka_consumergroup_lag_sum", "A group's lag over its partitions.",
+                                  labels=["group"])
+        replicas = self.broker.replicas
+        for group_id in sorted(offsets.group_ids()):
+            committed = _copy(offsets.of(group_id).items)
+            g = label(group_id)
+            sum_lag = 0
+            for (topic, index), om in committed:
+                lv = [g, label(topic), str(index)]
+                current.add_metric(lv, om.offset)
+                part = replicas.get(topic, index)
+                if part is None:
+                    continue
+                value = max(part.high_watermark - om.offset, 0)
+                sum_lag += value
+                lag.add_metric(lv, value)
+            total.add_metric([g], sum_lag)
+        yield from (lag, current, total)
+
+    # --- connections, event loop -------------------------------------------------------------
+
+    def _connections(self) -> Iterator[Family]:
+        b = self.broker
+        servers = list(b.servers) + ([b.controller_server] if b.controller_server is not None else [])
+        count = GaugeMetricFamily("kafka_server_socket_server_metrics_connection_count",
+                                  "Open connections, by listener.", labels=["listener"])
+        failed = CounterMetricFamily("kafka_server_socket_server_metrics_failed_authentication",
+                                     "Failed authentications, by listener.", labels=["listener"])
+        ok = CounterMetricFamily("kafka_server_socket_server_metrics_successful_authentication",
+                                 "Successful SASL authentications, by listener.", labels=["listener"])
+        for s in servers:
+            name = label(s.listener)
+            count.add_metric([name], len(s.connections))
+            failed.add_metric([name], s.listener_stats.failed_authentications)
+            ok.add_metric([name], s.listener_stats.successful_authentications)
+        yield from (count, failed, ok)
+
+    def _loop(self) -> Iterator[Family]:
+        lag = self.loop_lag
+        if lag is None:
+            return
+        last = GaugeMetricFamily("pylog_eventloop_lag_last_seconds",
+                                 "How late the event loop ran the latest lag probe.")
+        last.add_metric([], lag.last_s)
+        yield last
+        hist = HistogramMetricFamily("pylog_eventloop_lag_seconds",
+                                     "How late the event loop ran its lag probes.")
+        cumulative, running = [], 0
+        for le, n in zip([*map(str, lag.bounds_s), "+Inf"], list(lag.buckets)):
+            running += n
+            cumulative.append((le, running))
+        hist.add_metric([], cumulative, lag.sum_s)
+        yield hist
+
+
+def _error_name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)
