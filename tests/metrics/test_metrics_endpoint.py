@@ -1,0 +1,139 @@
+"""The metrics listener of one broker process: the exposition parses, counters follow what a real
+client did, odd label values survive, the health endpoints answer, bad settings are refused."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import urllib.error
+import urllib.request
+
+import pytest
+from confluent_kafka import Consumer, Producer
+from prometheus_client.parser import text_string_to_metric_families
+
+import pylog
+
+ODD_TOPIC = "odd.topic_with-" + "x" * 200  # dots and underscores, 215 characters
+ODD_GROUP = 'grp "quoted" \\ back\nslash é ' + "g" * 600  # the exposition must escape and cut it
+
+
+def get(url: str, headers: dict[str, str] | None = None) -> tuple[int, dict[str, str], bytes]:
+    req = urllib.request.Request(url, headers=headers or {})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status, dict(r.headers), r.read()
+    except urllib.error.HTTPError as e:
+        return e.code, dict(e.headers), e.read()
+
+
+def samples(text: str) -> dict[str, list[tuple[dict[str, str], float]]]:
+    out: dict[str, list[tuple[dict[str, str], float]]] = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out.setdefault(s.name, []).append((s.labels, s.value))
+    return out
+
+
+def value(found: dict[str, list[tuple[dict[str, str], float]]], name: str, **labels: str) -> float:
+    vals = [v for lv, v in found.get(name, []) if all(lv.get(k) == x for k, x in labels.items())]
+    assert vals, f"no {name}{labels} in {sorted(found)[:20]}..."
+    return sum(vals)
+
+
+@pytest.fixture(scope="module")
+def broker():
+    with pylog.LocalBroker(config={"num.partitions": "2"}) as b:
+        yield b
+
+
+def test_metrics_follow_a_producer_and_a_group(broker):
+    assert broker.metrics_url is not None
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5})
+    for i in range(500):
+        p.produce(ODD_TOPIC, value=b"v%d" % i, partition=i % 2)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": ODD_GROUP,
+                  "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    c.subscribe([ODD_TOPIC])
+    got = 0
+    while got < 300:
+        m = c.poll(10)
+        assert m is not None, "the consumer got nothing"
+        assert m.error() is None, m.error()
+        got += 1
+    c.commit(asynchronous=False)
+    committed = {tp.partition: tp.offset for tp in c.committed(c.assignment(), timeout=10)}
+    c.close()
+
+    status, headers, body = get(broker.metrics_url + "/metrics")
+    assert status == 200
+    assert headers["Content-Type"].startswith("text/plain; version=0.0.4")
+    found = samples(body.decode())
+    assert value(found, "kafka_server_brokertopicmetrics_messagesin_total", topic=ODD_TOPIC) == 500
+    assert value(found, "kafka_server_brokertopicmetrics_bytesin_total", topic=ODD_TOPIC) > 500
+    assert value(found, "kafka_server_brokertopicmetrics_bytesout_total", topic=ODD_TOPIC) > 0
+    assert value(found, "kafka_network_requestmetrics_requests_total", request="Produce") >= 1
+    assert value(found, "kafka_network_requestmetrics_requests_total", request="Fetch") >= 1
+    assert value(found, "kafka_network_requestmetrics_totaltimems_count", request="Produce") >= 1
+    assert value(found, "kafka_network_requestmetrics_localtimems_count", request="Fetch") >= 1
+    assert value(found, "kafka_network_requestmetrics_remotetimems_count", request="Fetch") >= 1
+    # a Produce's time histogram is cumulative and ends at +Inf with the count
+    inf = value(found, "kafka_network_requestmetrics_totaltimems_bucket", request="Produce", le="+Inf")
+    assert inf == value(found, "kafka_network_requestmetrics_totaltimems_count", request="Produce")
+    for p_index in (0, 1):
+        end = value(found, "kafka_log_log_logendoffset", topic=ODD_TOPIC, partition=str(p_index))
+        assert end == 250
+        assert value(found, "kafka_log_log_numlogsegments", topic=ODD_TOPIC, partition=str(p_index)) >= 1
+        assert value(found, "kafka_log_log_size", topic=ODD_TOPIC, partition=str(p_index)) > 0
+    # the group's lag: what it has not committed, its id escaped and cut but one label value
+    lags = [(lv, v) for lv, v in found["kafka_consumergroup_lag"] if lv["topic"] == ODD_TOPIC]
+    assert {lv["partition"] for lv, _ in lags} == {"0", "1"}
+    assert len({lv["group"] for lv, _ in lags}) == 1
+    group_label = lags[0][0]["group"]
+    assert group_label.startswith('grp "quoted" \\ back\nslash é ') and len(group_label) <= 512
+    assert sum(v for _, v in lags) == sum(250 - committed[i] for i in (0, 1)) == 200
+    assert value(found, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+    assert value(found, "kafka_controller_kafkacontroller_offlinepartitionscount") == 0
+    assert value(found, "kafka_server_replicamanager_leadercount") >= 2
+    assert value(found, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+    assert value(found, "kafka_server_raftmetrics_current_leader") == 1
+    assert value(found, "kafka_server_socket_server_metrics_connection_count", listener="PLAINTEXT") >= 0
+    assert value(found, "process_open_fds") > 0
+    assert value(found, "pylog_eventloop_lag_seconds_count") >= 1
+    assert value(found, "pylog_metrics_collect_errors_total") == 0
+
+
+def test_openmetrics_and_gzip_when_asked(broker):
+    status, headers, body = get(
+        broker.metrics_url + "/metrics",
+        {"Accept": "application/openmetrics-text; version=1.0.0", "Accept-Encoding": "gzip"},
+    )
+    assert status == 200
+    assert headers["Content-Type"].startswith("application/openmetrics-text")
+    assert headers["Content-Encoding"] == "gzip"
+    text = gzip.decompress(body).decode()
+    assert text.rstrip().endswith("# EOF")
+    assert "kafka_controller_kafkacontroller_activecontrollercount 1" in text
+
+
+def test_health_endpoints(broker):
+    status, _, body = get(broker.metrics_url + "/v1/status/live")
+    assert (status, json.loads(body)) == (200, {"status": "live"})
+    status, _, body = get(broker.metrics_url + "/v1/status/ready")
+    assert (status, json.loads(body)) == (200, {"status": "ready"})
+    status, _, body = get(broker.metrics_url + "/nothing")
+    assert status == 404 and "/metrics" in json.loads(body)["paths"]
+
+
+def test_bad_listener_is_refused_with_its_reason(tmp_path):
+    b = pylog.LocalBroker(tmp_path / "d", config={"pylog.metrics.listeners": "ftp://127.0.0.1:1"})
+    with pytest.raises(RuntimeError, match=r"pylog\.metrics\.listeners must be http://HOST:PORT"):
+        b.start()
+    b.close()
+
+
+def test_metrics_can_be_turned_off(tmp_path):
+    with pylog.LocalBroker(tmp_path / "d", config={"pylog.metrics.listeners": ""}) as b:
+        assert b.metrics_url is None
+        assert "pylog metrics on" not in (b._tmp / "broker.stdout").read_text()
