@@ -20,6 +20,7 @@ Kafka codec: the caller decompresses and decodes each section once (`rows_from_s
 from __future__ import annotations
 
 import base64
+import functools
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -116,13 +117,13 @@ class Rows:
         return codecs.pop() if codecs else 0
 
 
-def _zigzag_size(x: np.ndarray, max_bytes: int) -> np.ndarray:
-    """Bytes of each value as a minimal zigzag varint (vectorised)."""
-    z = ((x.astype(np.int64) << 1) ^ (x.astype(np.int64) >> 63)).view(np.uint64)
-    size = np.ones(len(z), np.int64)
-    for k in range(1, max_bytes):
-        size += z >= np.uint64(1 << (7 * k))
-    return size
+_VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], np.uint64)
+
+
+def _zigzag_size(x: np.ndarray) -> np.ndarray:
+    """Bytes of each int64 as a minimal zigzag varint (Kafka's varint and varlong)."""
+    z = ((x << 1) ^ (x >> 63)).view(np.uint64)
+    return np.searchsorted(_VARINT_LIMITS, z, side="right") + 1
 
 
 def _lengths(arr: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
@@ -185,38 +186,37 @@ def rows_from_section(meta: BatchMeta, crc: int, section: memoryview | bytes, ra
     hklen, _ = _lengths(hkeys.slice(first_h, nh))
     hvlen, hvvalid = _lengths(hvals.slice(first_h, nh))
 
-    # Sizes of each field as a minimal varint layout (Kafka's DefaultRecord)
-    hsize = _zigzag_size(hklen, 5) + hklen + _zigzag_size(hvlen, 5) + np.maximum(hvlen, 0)
+    # Sizes of each field as a minimal varint layout (Kafka's DefaultRecord), in one pass
+    fields = np.concatenate([timestamp - meta.base_timestamp, offset - meta.base_offset, klen, vlen, hcount,
+                             hklen, hvlen])
+    vs = _zigzag_size(fields)
+    ts_s, od_s, k_s, v_s, hc_s = (vs[i * n:(i + 1) * n] for i in range(5))
+    hk_s, hv_s = vs[5 * n:5 * n + nh], vs[5 * n + nh:]
+    kbytes, vbytes, hvbytes = np.maximum(klen, 0), np.maximum(vlen, 0), np.maximum(hvlen, 0)
     hcum = np.zeros(nh + 1, np.int64)
-    np.cumsum(hsize, out=hcum[1:])
+    np.cumsum(hk_s + hklen + hv_s + hvbytes, out=hcum[1:])
     rel = (hoff - first_h).astype(np.int64)
-    head = (1 + _zigzag_size(timestamp - meta.base_timestamp, 10)
-            + _zigzag_size(offset - meta.base_offset, 5))
-    kfield = _zigzag_size(klen, 5)
-    vfield = _zigzag_size(vlen, 5)
-    body = (head + kfield + np.maximum(klen, 0) + vfield + np.maximum(vlen, 0)
-            + _zigzag_size(hcount, 5) + hcum[rel[1:]] - hcum[rel[:-1]])
-    size = _zigzag_size(body, 5) + body
-    start = np.zeros(n, np.int64)
-    if n:
-        np.cumsum(size[:-1], out=start[1:])
-    if int(size.sum()) != len(raw_np):
+    head = 1 + ts_s + od_s
+    body = head + k_s + kbytes + v_s + vbytes + hc_s + hcum[rel[1:]] - hcum[rel[:-1]]
+    len_s = _zigzag_size(body)
+    start = np.zeros(n + 1, np.int64)
+    np.cumsum(len_s + body, out=start[1:])
+    if int(start[-1]) != len(raw_np):
         raise NonCanonicalRecords(
-            f"records section holds {len(raw_np)} bytes, its fields' minimal encoding {int(size.sum())}")
-    key_at = start + (size - body) + head + kfield
-    value_at = key_at + np.maximum(klen, 0) + vfield
-    hstart = value_at + np.maximum(vlen, 0) + _zigzag_size(hcount, 5)
+            f"records section holds {len(raw_np)} bytes, its fields' minimal encoding {int(start[-1])}")
+    key_at = start[:-1] + len_s + head + k_s
+    value_at = key_at + kbytes + v_s
+    hstart = value_at + vbytes + hc_s
     rec = np.repeat(np.arange(n), hcount)
-    hat = hstart[rec] + hcum[:-1] - hcum[rel[:-1]][rec]
-    hk_at = hat + _zigzag_size(hklen, 5)
-    hv_at = hk_at + hklen + _zigzag_size(hvlen, 5)
+    hk_at = hstart[rec] + hcum[:-1] - hcum[rel[:-1]][rec] + hk_s
+    hv_at = hk_at + hklen + hv_s
+    views = _views(raw_np, np.concatenate([key_at, value_at, hk_at, hv_at]),
+                   np.concatenate([klen, vlen, hklen, hvlen]))
 
-    entry = np.zeros(1, BATCH_DTYPE)
-    for name in BatchMeta._fields:
-        entry[name] = getattr(meta, name)
-    entry["record_count"] = n
-    entry["size"] = KAFKA_HEADER_SIZE + len(section)
-    entry["append_time"] = entry["delete_horizon"] = -1
+    entry = np.array([(meta.base_offset, meta.base_timestamp, meta.max_timestamp, meta.producer_id, -1, -1,
+                       meta.last_offset_delta, n, meta.base_sequence, meta.partition_leader_epoch,
+                       meta.producer_epoch, meta.attributes, 0, 0, KAFKA_HEADER_SIZE + len(section))],
+                     BATCH_DTYPE)
     compressed = bool(meta.attributes & COMPRESSION_MASK)
     return Rows(
         entries=entry,
@@ -225,13 +225,13 @@ def rows_from_section(meta: BatchMeta, crc: int, section: memoryview | bytes, ra
         raw_sizes=np.array([len(raw_np) if compressed else _NO_COMPRESSION], np.int64),
         offset=offset,
         timestamp=timestamp if log_append_time is None else np.full(n, log_append_time, np.int64),
-        key=_views(raw_np, key_at, klen),
+        key=views[:n],
         key_valid=kvalid,
-        value=_views(raw_np, value_at, vlen),
+        value=views[n:2 * n],
         value_valid=vvalid,
         header_offsets=(hoff - first_h).astype(np.int32),
-        header_key=_views(raw_np, hk_at, hklen),
-        header_value=_views(raw_np, hv_at, hvlen),
+        header_key=views[2 * n:2 * n + nh],
+        header_value=views[2 * n + nh:],
         header_value_valid=hvvalid,
     )
 
@@ -301,6 +301,26 @@ def concat_rows(groups: Sequence[Rows]) -> Rows:
 # A minimal flatbuffer writer for the few Arrow tables written here (Message.fbs, File.fbs)
 
 
+@functools.lru_cache(maxsize=64)
+def _table_layout(codes: tuple[str | None, ...]) -> tuple[bytes, int, tuple[tuple[int, str, int], ...]]:
+    """A table's vtable, size and field positions (largest fields first, each naturally aligned,
+    after the 4-byte offset to the vtable)."""
+    present = [(i, "I" if c == "o" else c) for i, c in enumerate(codes) if c is not None]
+    layout = []
+    pos = 4
+    for i, code in sorted(present, key=lambda p: -struct.calcsize(p[1])):
+        width = struct.calcsize(code)
+        pos += -pos % width
+        layout.append((i, code, pos))
+        pos += width
+    slots = [0] * len(codes)
+    for i, _code, p in layout:
+        slots[i] = p
+    table_size = pos + (-pos % 4)
+    vtable = struct.pack(f"<HH{len(codes)}H", 4 + 2 * len(codes), table_size, *slots)
+    return vtable, table_size, tuple(layout)
+
+
 class _Fb:
     """Builds a flatbuffer front to back: every table's vtable just before it, every object a
     table refers to after it (flatbuffer offsets are unsigned, pointing forward)."""
@@ -316,32 +336,19 @@ class _Fb:
     def table(self, fields: Sequence[tuple[str, int] | None]) -> tuple[int, dict[int, int]]:
         """Write a table of `fields` ("h" int16, "b" int8, "q" int64, "o" an offset to fill with
         `point`, None absent): its position and each offset field's position."""
-        layout: list[tuple[int, str, int, int]] = []  # (index, struct code, value, position in table)
-        pos = 4  # after the soffset to the vtable; fields largest first, each naturally aligned
-        present = [(i, "I" if f[0] == "o" else f[0], f[1]) for i, f in enumerate(fields) if f is not None]
-        for i, code, value in sorted(present, key=lambda p: -struct.calcsize(p[1])):
-            width = struct.calcsize(code)
-            pos += -pos % width
-            layout.append((i, code, value, pos))
-            pos += width
-        table_size = pos + (-pos % 4)
-        vt_len = 4 + 2 * len(fields)
-        self.buf += bytes(-(len(self.buf) + vt_len) % 8)  # the table starts 8-aligned
+        vtable, table_size, layout = _table_layout(tuple(None if f is None else f[0] for f in fields))
+        self.buf += bytes(-(len(self.buf) + len(vtable)) % 8)  # the table starts 8-aligned
         vt_at = len(self.buf)
-        slots = [0] * len(fields)
-        for i, _code, _value, p in layout:
-            slots[i] = p
-        self.buf += struct.pack(f"<HH{len(fields)}H", vt_len, table_size, *slots)
+        self.buf += vtable
         table_at = len(self.buf)
-        body = bytearray(table_size)
-        _I32.pack_into(body, 0, table_at - vt_at)
+        self.buf += bytes(table_size)
+        _I32.pack_into(self.buf, table_at, table_at - vt_at)
         refs: dict[int, int] = {}
-        for i, code, value, p in layout:
+        for i, code, p in layout:
             if code == "I":
                 refs[i] = table_at + p
             else:
-                struct.pack_into("<" + code, body, p, value)
-        self.buf += body
+                struct.pack_into("<" + code, self.buf, table_at + p, fields[i][1])  # type: ignore[index]
         return table_at, refs
 
     def point(self, field_at: int, target: int) -> None:
