@@ -50,10 +50,7 @@ class OAuthBroker:
         return f"127.0.0.1:{self.ports['SASL_PLAINTEXT']}"
 
 
-@pytest.fixture(scope="module")
-def oauth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthBroker]:
-    tmp = tmp_path_factory.mktemp("oauthbearer")
-    oidc = OidcProvider(tmp, CLIENTS).start()
+def start_oauth_broker(tmp: Path, oidc: OidcProvider, **extra: str) -> OAuthBroker:
     config = {
         "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
         "sasl.enabled.mechanisms": "OAUTHBEARER",
@@ -66,20 +63,30 @@ def oauth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthBroker]:
         "authorizer.class.name": STANDARD_AUTHORIZER,
         "super.users": "User:ANONYMOUS",
         "auto.create.topics.enable": "false",
+        **extra,
     }
     b = BrokerProcess(tmp / "data", tmp / "broker.log", config=config)
     try:
         b.start()
     except Exception:
         print(b.log_text())
-        oidc.stop()
         raise
     a = admin(b.bootstrap)
     allow(a, "User:alice", "TOPIC", "oauth-", prefixed=True)
     allow(a, "User:alice", "GROUP", "*")
-    yield OAuthBroker(b, oidc, listener_ports(b.log_text()))
-    b.close()
-    oidc.stop()
+    return OAuthBroker(b, oidc, listener_ports(b.log_text()))
+
+
+@pytest.fixture(scope="module")
+def oauth(tmp_path_factory: pytest.TempPathFactory) -> Iterator[OAuthBroker]:
+    tmp = tmp_path_factory.mktemp("oauthbearer")
+    oidc = OidcProvider(tmp, CLIENTS).start()
+    try:
+        started = start_oauth_broker(tmp, oidc)
+        yield started
+        started.broker.close()
+    finally:
+        oidc.stop()
 
 
 @pytest.fixture
@@ -153,6 +160,58 @@ def test_the_sdk_takes_tokens_from_the_token_endpoint(broker: OAuthBroker) -> No
         pylog.read_topic(
             topic, bootstrap_servers=broker.sasl, security=confluent_config(broker.oidc, "alice", "wrong")
         )
+
+
+@pytest.mark.parametrize("client", ["confluent-kafka", "kafka-python"])
+def test_clients_reauthenticate_before_their_token_expires(tmp_path: Path, client: str) -> None:
+    """The provider issues 6 s tokens; the broker ends each session with its token
+    (connections.max.reauth.ms is far longer), so a client producing for longer re-authenticates
+    on its connections with fresh tokens (taken at 80% of the old one's lifetime), and every record
+    arrives."""
+    oidc = OidcProvider(tmp_path, CLIENTS, ttl_s=6).start()
+    try:
+        started = start_oauth_broker(tmp_path, oidc)
+        try:
+            topic = new_topic(admin(started.plaintext), "oauth-reauth")
+            deadline = time.monotonic() + 10
+            n = 0
+            if client == "confluent-kafka":
+                from confluent_kafka import Producer
+
+                errors: list[Any] = []
+                cfg = {"bootstrap.servers": started.sasl, **confluent_config(oidc, "alice")}
+                p = Producer({**cfg, "error_cb": errors.append, "linger.ms": 0})
+                delivered: list[Any] = []
+                while time.monotonic() < deadline:
+                    p.produce(topic, b"r%d" % n, on_delivery=lambda err, msg: delivered.append(err))
+                    n += 1
+                    p.poll(0.1)
+                assert p.flush(15) == 0
+                assert len(delivered) == n and not any(delivered), delivered[:3]
+                assert not errors, errors
+            else:
+                from kafka import KafkaProducer
+
+                kp = KafkaProducer(
+                    bootstrap_servers=started.sasl,
+                    security_protocol="SASL_PLAINTEXT",
+                    sasl_mechanism="OAUTHBEARER",
+                    sasl_oauth_token_provider=TokenProvider(oidc, "alice"),
+                )
+                while time.monotonic() < deadline:
+                    kp.send(topic, b"r%d" % n).get(10)
+                    n += 1
+                    time.sleep(0.1)
+                kp.close()
+            got = consume("confluent-kafka", started.sasl, topic, n, config=confluent_config(oidc, "alice"))
+            assert len(got) == n
+            log = started.broker.log_text(10**8)
+            assert log.count("re-authenticated as User:alice") >= 1
+            assert "its SASL session expired" not in log
+        finally:
+            started.broker.close()
+    finally:
+        oidc.stop()
 
 
 def read_frame(s: socket.socket) -> bytes:

@@ -109,10 +109,10 @@ class ClientSecurity:
             )
         if self.oauth is not None:
             try:
-                token = await self.oauth.token()
+                access_token = await self.oauth.token()
             except TokenEndpointError as exc:
                 raise SaslAuthenticationError(str(exc)) from None
-            exchange = SaslClientExchange(self.mechanism, "", token)
+            exchange = SaslClientExchange(self.mechanism, "", access_token)
         else:
             exchange = SaslClientExchange(self.mechanism, self.username or "", self.password or "")
         token: bytes | None = exchange.first()
