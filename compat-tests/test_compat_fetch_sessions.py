@@ -8,6 +8,7 @@ some of them. librdkafka (confluent-kafka, kcat) sends sessionless fetches and m
 
 from __future__ import annotations
 
+import re
 import time
 from typing import Any
 
@@ -96,3 +97,42 @@ def test_librdkafka_consumers_read_sessionless(broker: BrokerProcess, topic_name
     # kafka-python, through a session, reads the same
     got = consume("kafka-python", broker.bootstrap, topic_name, len(recs), partitions=range(PARTITIONS))
     assert sorted((g.partition or 0, g.value) for g in got) == want
+
+
+def test_followers_replicate_through_fetch_sessions(cluster_factory: Any) -> None:
+    """Three nodes, every partition on all three: followers open one session per leader and keep
+    fetching incrementally; acks=all produces (which wait for the followers' fetch offsets) are
+    acknowledged, every replica stays in sync, and a consumer reads everything."""
+    from cluster_support import wait_for
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    cluster = cluster_factory(3)
+    bootstrap = cluster.bootstrap_servers
+    topic, partitions = "sessions", 6
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    new = NewTopic(topic, partitions, 3, config={"min.insync.replicas": "3"})
+    admin.create_topics([new], request_timeout=30)[topic].result(30)
+    recs: list[Rec] = []
+    for step in range(4):  # new records in a few partitions at a time
+        batch = _records(range(step * 3, step * 3 + 3), [step % partitions, (step + 3) % partitions])
+        produce("confluent-kafka", bootstrap, topic, batch, acks="all")
+        recs += batch
+
+    def all_in_sync() -> bool:
+        md = AdminClient({"bootstrap.servers": bootstrap}).list_topics(topic, timeout=5)
+        return all(len(p.isrs) == 3 for p in md.topics[topic].partitions.values())
+
+    wait_for(all_in_sync, 30, "every replica in sync")
+    got = consume("kafka-python", bootstrap, topic, len(recs), partitions=range(partitions))
+    want = sorted((r.partition or 0, r.value) for r in recs)
+    assert sorted((g.partition or 0, g.value) for g in got) == want
+    # one session per (leader, follower), never reopened: no fetch fell back to a full one
+    opened: dict[int, list[int]] = {}
+    for node in cluster.nodes.values():
+        for line in node.log_tail(2000).splitlines():
+            found = re.search(r"replica (\d+) opened fetch session", line)
+            if found:
+                opened.setdefault(node.node_id, []).append(int(found.group(1)))
+    assert opened, "no follower opened a fetch session"
+    for leader, followers in opened.items():
+        assert len(followers) == len(set(followers)) and leader not in followers, opened

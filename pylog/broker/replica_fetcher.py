@@ -2,7 +2,10 @@
 
 One ``ReplicaFetcher`` task per leader broker fetches every partition this node follows from
 it, in one long-polling Fetch (``replica.fetch.wait.max.ms``) with this node's replica id, the
-leader epoch it knows, its log end as the fetch offset and the epoch of its last batch. A
+leader epoch it knows, its log end as the fetch offset and the epoch of its last batch. The
+fetches share a fetch session with the leader (KIP-227, ``pylog.client.fetch_session``): after
+the first, a Fetch names only the partitions whose position moved (and forgets those no longer
+fetched), and the leader answers only the partitions with something new. A
 partition that has just started following a leader (a new epoch, or a restart) first finds
 where its log and the leader's part (OffsetForLeaderEpoch, ``pylog.replication.truncation``)
 and truncates there. Batches are appended as the leader wrote them; the leader's high watermark
@@ -40,6 +43,7 @@ from pylog.storage import StorageError
 from pylog.broker.batch_bytes import InvalidRecordStructure
 from pylog.broker.broker_channels import BrokerChannels
 from pylog.broker.partition import Partition, Role
+from pylog.client.fetch_session import FetchSessionHandler
 from pylog.cluster.channel import ChannelError, NodeChannel
 from pylog.quotas.replication import ReplicationQuota, should_throttle
 from pylog.replication import truncation_offset, truncation_on_divergence
@@ -146,6 +150,7 @@ class ReplicaFetcher:
         self._parts: dict[tuple[str, int], _Followed] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self._session = FetchSessionHandler()  # KIP-227, with this leader
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._run(), name=f"replica-fetcher-{self.leader_id}")
@@ -274,37 +279,45 @@ class ReplicaFetcher:
             for f in followed
         ]
         ask = catching_up_fetch_bytes(partition_max_bytes, max_bytes, len(followed), sum(wide))
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        wanted: dict[tuple[str, int], dict[str, Any]] = {}
         for f, widen in zip(followed, wide, strict=True):
             part = f.part
-            by_topic.setdefault(part.topic, []).append(
-                {
-                    "partition": part.index,
-                    "current_leader_epoch": f.leader_epoch,
-                    "fetch_offset": part.log_end_offset,
-                    "last_fetched_epoch": part.latest_epoch,
-                    "log_start_offset": part.log_start_offset,
-                    "partition_max_bytes": ask if widen else partition_max_bytes,
-                }
-            )
+            wanted[(part.topic, part.index)] = {
+                "partition": part.index,
+                "current_leader_epoch": f.leader_epoch,
+                "fetch_offset": part.log_end_offset,
+                "last_fetched_epoch": part.latest_epoch,
+                "log_start_offset": part.log_start_offset,
+                "partition_max_bytes": ask if widen else partition_max_bytes,
+            }
+        session = self._session
+        request = session.build(wanted)
         body = {
             "replica_id": self.manager.node_id,
             "max_wait_ms": wait_max_ms,
             "min_bytes": min_bytes,
             "max_bytes": max_bytes,
             "isolation_level": 0,
-            "session_id": 0,
-            "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": ps} for t, ps in by_topic.items()],
-            "forgotten_topics_data": [],
+            **request.body(),
             "rack_id": "",
         }
-        resp = await channel.request(ApiKey.FETCH, FETCH_VERSION, body, timeout_s)
-        now = self.manager._now_ms()
+        try:
+            resp = await channel.request(ApiKey.FETCH, FETCH_VERSION, body, timeout_s)
+        except BaseException:
+            session.handle_error()  # the leader may have taken it: its epoch is unknown now
+            raise
         answers = {(t.topic, p.partition_index): p for t in resp.responses for p in t.partitions}
+        if not session.handle_response(resp.error_code, resp.session_id, answers):
+            log.debug("fetch session with leader %d: error %d, next fetch is full", self.leader_id,
+                      resp.error_code)
+            return
+        now = self.manager._now_ms()
         for f in followed:
             a = answers.get((f.part.topic, f.part.index))
-            if a is None or f.part.leader_epoch != f.leader_epoch or f.part.role is not Role.FOLLOWER:
+            if a is None:
+                f.catching_up = False  # left out of an incremental answer: nothing new
+                continue
+            if f.part.leader_epoch != f.leader_epoch or f.part.role is not Role.FOLLOWER:
                 continue
             self._handle(f, a, now)
 

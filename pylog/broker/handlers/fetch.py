@@ -34,6 +34,7 @@ follower whose last fetched epoch ends earlier in the leader's log is told where
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, cast
 
@@ -52,6 +53,8 @@ from pylog.broker.replica_manager import (
     FetchPartitionData,
     ReplicaManager,
 )
+
+log = logging.getLogger(__name__)
 
 READ_COMMITTED = 1
 SESSION_VERSION = 7  # the first Fetch version with session_id / session_epoch (KIP-227)
@@ -151,6 +154,9 @@ def _answer(
     session_id = 0
     if context.kind == FetchKind.FULL:
         session_id = sessions.create(replica_id, context.wanted, answer, monotonic_ms())
+        if replica_id >= 0:  # a follower's: one per leader it fetches from, kept while it follows
+            log.info("replica %d opened fetch session %d (%d partitions)", replica_id, session_id,
+                     len(context.wanted))
     entries = ((t, w.partition, d) for (t, w), d in zip(context.wanted, answer, strict=True))
     return _response(entries, committed, session_id)
 
