@@ -6,6 +6,7 @@ standard variant, and from real producers (confluent-kafka, kafka-python) agains
 
 from __future__ import annotations
 
+import base64
 import os
 import struct
 import time
@@ -25,6 +26,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pylog.protocol.records import decode_batch, encode_batch, encode_control_batch, iter_batches
 from pylog.storage import onecopy as oc
+from pylog.storage.schema import BATCH_DTYPE
 
 from pylog.model import RECORD_SCHEMA, TIMESTAMP_TYPE_MASK
 from pylog.onecopy_kafka import rows_from_kafka
@@ -358,3 +360,19 @@ def test_real_producers_batches(tmp_path: Path, client: str) -> None:
     for m, (b, o) in zip(messages, batches):
         epoch = struct.unpack_from(">i", b, 12)[0]
         assert joined(oc.kafka_batches(joined(m.chunks))[0]) == assigned(b, o, epoch)
+
+
+def test_pyarrow_alone_finds_batches_and_sections(tmp_path: Path) -> None:
+    """FORMAT.md's recipe: custom metadata from the file reader, plain sections as value buffers."""
+    produced = [produce(make_rows(n, seed=n), "none") for n in (4, 9)]
+    rows = oc.concat_rows([rows_from_kafka(b, base_offset=o, partition_leader_epoch=0)
+                           for b, o in zip(produced, (0, 4))])
+    path = write_file(tmp_path / "p.arrow", [oc.encode_message(rows)])
+    reader = pa.ipc.open_file(str(path))
+    batch, custom = reader.get_batch_with_custom_metadata(0)
+    entries = np.frombuffer(base64.b64decode(custom[b"pylog.batches"]), BATCH_DTYPE)
+    crcs = np.frombuffer(base64.b64decode(custom[b"pylog.crcs"]), "<u4")
+    assert entries["base_offset"].tolist() == [0, 4] and entries["row"].tolist() == [0, 4]
+    for i, b in enumerate(produced):
+        assert batch.column("value").buffers()[2 + i].to_pybytes() == b[61:]
+        assert int(crcs[i]) == struct.unpack_from(">I", b, 17)[0]
