@@ -2,7 +2,8 @@
 #   make run          - virtualenv + pylog with its notebook and registry extras (what the README's examples
 #                       use), then a single-node broker on 127.0.0.1:9092 (data in ./pylog-data)
 #   make test         - virtualenv with the locked test environment (requirements/test.lock) + kcat +
-#                       kafkajs and oidc-provider (package-lock.json) + chromium, then ruff and the whole test suite
+#                       kafkajs and oidc-provider (package-lock.json) + chromium + prometheus, then ruff and the whole
+#                       test suite
 #   make test-latest  - the same suite in .venv-latest, with the newest releases pyproject.toml allows
 #   make lock         - write the versions installed in $(VENV) to requirements/test.lock
 #   make typecheck    - mypy over the whole pylog package and the message classes' stub (also part of make test)
@@ -26,14 +27,15 @@ LATEST_VENV ?= .venv-latest
 LOCK_HOLD := 'duckdb<2' 'polars<2'
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test test-latest lock venv install install-test kcat kafkajs oidc chromium iproute2 lint pytest bench clean \
+.PHONY: run test test-latest lock venv install install-test kcat kafkajs oidc chromium iproute2 prometheus lint pytest \
+	bench clean \
 	messages typecheck typecheck-run
 
 run: install
 	exec $(VENV)/bin/pylog broker --data-dir $(DATA_DIR) --listen $(LISTEN)
 
 # Lint and tests both run; the target fails if either fails (pytest's 5, "no tests", included).
-test: install-test kcat kafkajs oidc chromium iproute2
+test: install-test kcat kafkajs oidc chromium iproute2 prometheus
 	@rc=0; \
 	$(VENV)/bin/ruff check . || rc=1; \
 	$(MAKE) --no-print-directory typecheck-run || rc=1; \
@@ -116,6 +118,15 @@ chromium:
 	  echo "installing Debian's chromium"; \
 	  $(SUDO) apt-get update && $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y chromium; \
 	fi
+
+# The metrics tests scrape a cluster with a real Prometheus server and check the alert rules with promtool.
+prometheus:
+	@if ! command -v prometheus >/dev/null 2>&1 || ! command -v promtool >/dev/null 2>&1; then \
+	  echo "installing Debian's prometheus"; \
+	  $(SUDO) apt-get update && \
+	  $(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends prometheus; \
+	fi
+	@prometheus --version 2>&1 | head -n 1
 
 kafkajs: $(JS_DIR)/node_modules/.installed
 

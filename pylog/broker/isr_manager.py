@@ -125,6 +125,7 @@ class IsrManager:
         assert self.controller is not None
         by_topic: dict[Any, list[dict[str, Any]]] = {}
         sent: dict[tuple[Any, int], Partition] = {}
+        sizes: dict[tuple[Any, int], int] = {}  # ISR sizes when sent
         for part, new_isr in batch:
             epochs = part.leader_epochs()
             if epochs is None:
@@ -139,6 +140,7 @@ class IsrManager:
                 }
             )
             sent[(part.topic_id, part.index)] = part
+            sizes[(part.topic_id, part.index)] = len(part.isr)
         if not by_topic:
             return
         topics = [{"topic_id": tid, "partitions": ps} for tid, ps in by_topic.items()]
@@ -153,10 +155,10 @@ class IsrManager:
                     continue
                 answered.add((t.topic_id, p.partition_index))
                 if p.error_code == ErrorCode.NONE:
-                    before = len(target.isr)
+                    before = sizes[(t.topic_id, p.partition_index)]  # the image may have applied it already
+                    self.shrinks += len(p.isr) < before
+                    self.expands += len(p.isr) > before
                     target.isr_changed(p.leader_epoch, tuple(p.isr), p.partition_epoch)
-                    self.shrinks += len(target.isr) < before
-                    self.expands += len(target.isr) > before
                 else:
                     log.info(
                         "%s-%d: ISR change refused: %s",

@@ -171,6 +171,7 @@ class BrokerCollector(Collector):
         image = self._image()
         if image is not None:
             stats.forget(set(_copy(image.topics.keys)))
+        hosted = self.broker.replicas.topics()  # their series start at 0, so a first burst has a rate
         for attr, name, doc in (
             ("messages_in", "messagesin", "Records appended to partitions this broker leads."),
             ("bytes_in", "bytesin", "Bytes of record batches appended to partitions this broker leads."),
@@ -182,7 +183,10 @@ class BrokerCollector(Collector):
                 labels=["topic"],
             )
             total = 0
-            for topic, n in sorted(_copy(getattr(stats, attr).items)):
+            counts = dict(_copy(getattr(stats, attr).items))
+            for topic in hosted:
+                counts.setdefault(topic, 0)
+            for topic, n in sorted(counts.items()):
                 per_topic.add_metric([label(topic)], n)
                 total += n
             per_topic.samples.append(Sample(per_topic.name + "_total", {}, total))
