@@ -225,16 +225,16 @@ class BrokerCollector(Collector):
             fam = GaugeMetricFamily(f"kafka_server_replicamanager_{name}", doc)
             fam.add_metric([], value)
             yield fam
-        isr = b.isr
+        manager = b.isr
         for name, value, doc in (
-            ("isrshrinks", isr.shrinks if isr is not None else 0, "ISR shrinks the controller accepted "
-             "for partitions led here."),
-            ("isrexpands", isr.expands if isr is not None else 0, "ISR expansions the controller accepted "
-             "for partitions led here."),
+            ("isrshrinks", manager.shrinks if manager is not None else 0, "ISR shrinks the controller "
+             "accepted for partitions led here."),
+            ("isrexpands", manager.expands if manager is not None else 0, "ISR expansions the controller "
+             "accepted for partitions led here."),
         ):
-            fam = CounterMetricFamily(f"kafka_server_replicamanager_{name}", doc)
-            fam.add_metric([], value)
-            yield fam
+            counter = CounterMetricFamily(f"kafka_server_replicamanager_{name}", doc)
+            counter.add_metric([], value)
+            yield counter
 
     def _logs(self) -> Iterator[Family]:
         parts = self.broker.replicas.snapshot()
@@ -330,7 +330,7 @@ class BrokerCollector(Collector):
         """Lag of the groups this broker coordinates: the high watermark of the partition (as the
         replica here has it) minus the committed offset; partitions not hosted here are left out."""
         groups = self.broker.groups
-        if groups is None:
+        if groups is None or groups.coordinator is None:
             return
         offsets = groups.coordinator.offsets
         labels = ["group", "topic", "partition"]

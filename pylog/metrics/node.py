@@ -29,8 +29,8 @@ class NodeMetrics:
         names = [li.name for li in broker.settings.broker_listeners] or [
             li.name for li in broker.settings.listeners
         ]
-        contexts = [broker.security.listener(n).ssl_context for n in names]
-        context = next((c for c in contexts if c is not None), None)
+        securities = [sec for n in names if (sec := broker.security.listener(n)) is not None]
+        context = next((sec.ssl_context for sec in securities if sec.ssl_context is not None), None)
         try:
             self.server = MetricsServer(
                 addresses,
