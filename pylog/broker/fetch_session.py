@@ -157,7 +157,7 @@ class FetchContext:
     """What one Fetch request reads and how its answer is built (Kafka's FetchContext)."""
 
     kind: str
-    wanted: list[tuple[str, PartitionFetch]] = field(default_factory=list)
+    wanted: Sequence[tuple[str, PartitionFetch]] = field(default_factory=list)
     error: int = 0
     session: FetchSession | None = None
     epoch: int = 0  # an incremental context's session epoch once accepted
