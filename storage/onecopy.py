@@ -67,6 +67,7 @@ KAFKA_LZ4, KAFKA_ZSTD = 3, 4
 ARROW_CODEC = {KAFKA_LZ4: 0, KAFKA_ZSTD: 1}  # Kafka codec -> BodyCompression.codec (LZ4_FRAME, ZSTD)
 INLINE = 12  # a binary_view value of at most 12 bytes lives in its view
 _NO_COMPRESSION = -1
+Buffer = bytes | bytearray | memoryview
 
 _Q = struct.Struct("<q")
 _I32 = struct.Struct("<i")
@@ -160,7 +161,7 @@ def _views(raw: np.ndarray, at: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return words
 
 
-def rows_from_section(meta: BatchMeta, crc: int, section: memoryview | bytes, raw: memoryview | bytes,
+def rows_from_section(meta: BatchMeta, crc: int, section: Buffer, raw: Buffer,
                       records: pa.RecordBatch, *, log_append_time: int | None = None) -> Rows:
     """Rows for one Kafka batch: `section` is its records section as stored (the producer's bytes,
     compressed with `meta`'s codec or plain), `raw` the same records uncompressed (`section`
@@ -171,8 +172,8 @@ def rows_from_section(meta: BatchMeta, crc: int, section: memoryview | bytes, ra
     up to `raw`."""
     n = records.num_rows
     raw_np = np.frombuffer(raw, np.uint8)
-    offset = np.frombuffer(records.column(0).buffers()[1], np.int64, n, records.column(0).offset * 8)
-    timestamp = np.frombuffer(records.column(1).buffers()[1], np.int64, n, records.column(1).offset * 8)
+    offset = records.column(0).to_numpy()
+    timestamp = records.column(1).cast(pa.int64()).to_numpy()
     klen, kvalid = _lengths(records.column(2))
     vlen, vvalid = _lengths(records.column(3))
     headers = records.column(4)
@@ -236,7 +237,7 @@ def rows_from_section(meta: BatchMeta, crc: int, section: memoryview | bytes, ra
     )
 
 
-def batch_crc(meta: BatchMeta, section: memoryview | bytes) -> int:
+def batch_crc(meta: BatchMeta, section: Buffer) -> int:
     """CRC-32C of the Kafka batch `meta` describes with `section` as its records (for a batch
     whose header changed under the CRC: LogAppendTime, or a section recompressed from gzip)."""
     header = _kafka_header(meta, 0, len(section))
@@ -612,8 +613,12 @@ def parse_message(message: memoryview | bytes) -> ParsedMessage:
             ks, vs = _indirect(fb, k_at), _indirect(fb, v_at)
             custom[bytes(fb[ks + 4:ks + 4 + _U32.unpack_from(fb, ks)[0]])] = bytes(
                 fb[vs + 4:vs + 4 + _U32.unpack_from(fb, vs)[0]])
+    if BATCHES_KEY.encode() not in custom or CRCS_KEY.encode() not in custom:
+        raise ValueError("not a format 2 record batch message (no pylog.batches / pylog.crcs)")
     entries = np.frombuffer(decode_entries(custom[BATCHES_KEY.encode()]), BATCH_DTYPE).copy()
     crcs = np.frombuffer(base64.b64decode(custom[CRCS_KEY.encode()]), "<u4")
+    if len(crcs) != len(entries):
+        raise ValueError(f"{len(entries)} batches but {len(crcs)} CRCs")
     bvec, nbuf = _vector(fb, rb, 2)
     spans = np.frombuffer(fb, "<i8", 2 * nbuf, bvec).reshape(-1, 2)
     buffers = [body[o:o + n] for o, n in spans.tolist()]

@@ -376,3 +376,11 @@ def test_pyarrow_alone_finds_batches_and_sections(tmp_path: Path) -> None:
     for i, b in enumerate(produced):
         assert batch.column("value").buffers()[2 + i].to_pybytes() == b[61:]
         assert int(crcs[i]) == struct.unpack_from(">I", b, 17)[0]
+
+
+def test_a_format_1_message_is_refused_clearly() -> None:
+    from pylog.storage.ipc import encode_message
+
+    v1 = encode_message(decode_batch(produce(make_rows(3), "none")).records, b"")
+    with pytest.raises(ValueError, match="not a format 2"):
+        oc.kafka_batches(v1.to_pybytes())
