@@ -26,6 +26,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
+from pylog.client.fetch_session import SESSION_ERRORS, FetchSessionHandler
 from pylog.protocol.errors import ErrorCode
 from pylog.sdk.client import FETCH, READ_COMMITTED, KafkaClient, KafkaError
 from pylog.sdk.kafka_source import EARLIEST_TS, LATEST_TS, FetchOptions, _consume_partition, _PartitionCursor
@@ -76,6 +77,7 @@ class TailReader:
         self._metadata_at = 0.0
         self._retry_at: dict[int, float] = {}  # leader -> when it may be asked again
         self._backoff: dict[int, float] = {}
+        self._sessions: dict[int, FetchSessionHandler] = {}  # a fetch session per leader
 
     @property
     def positions(self) -> dict[int, int]:
@@ -202,33 +204,41 @@ class TailReader:
 
     async def _fetch(self, client: KafkaClient, leader: int, partitions: list[int], wait_s: float) -> None:
         o = self.options
+        session = self._sessions.setdefault(leader, FetchSessionHandler())  # KIP-227
+        request = session.build({
+            (self.topic, p): {"partition": p, "fetch_offset": self._cursors[p].position,
+                              "partition_max_bytes": o.max_partition_fetch_bytes} for p in partitions})
         body = {
             "replica_id": -1, "max_wait_ms": max(0, int(wait_s * 1000)), "min_bytes": 1,
-            "max_bytes": o.fetch_max_bytes, "isolation_level": READ_COMMITTED, "session_id": 0,
-            "session_epoch": -1, "forgotten_topics_data": [],
-            "topics": [{"topic": self.topic, "partitions": [
-                {"partition": p, "fetch_offset": self._cursors[p].position,
-                 "partition_max_bytes": o.max_partition_fetch_bytes} for p in partitions]}],
+            "max_bytes": o.fetch_max_bytes, "isolation_level": READ_COMMITTED, **request.body(),
         }
         began = time.monotonic()
         try:
             conn = await client.connection(leader)
             resp = await conn.request(FETCH, client.version(FETCH), body)
         except (ConnectionError, TimeoutError, OSError) as exc:
+            session.handle_error()
             self._failed(leader, exc)
             return
         finally:
             if time.monotonic() - began > 2 * wait_s + 1:
                 log.info("tail of %s: a fetch from broker %d took %.1fs", self.topic, leader,
                          time.monotonic() - began)
-        if getattr(resp, "error_code", 0):
-            self._failed(leader, KafkaError(resp.error_code, "Fetch"))
+        error = getattr(resp, "error_code", 0)
+        answered = [(tr.topic, pr.partition_index) for tr in resp.responses for pr in tr.partitions]
+        if not session.handle_response(error, getattr(resp, "session_id", 0), answered):
+            if error not in SESSION_ERRORS:  # a session error: the next fetch is full, at once
+                self._failed(leader, KafkaError(error, "Fetch"))
             return
         self._backoff.pop(leader, None)
         for tr in resp.responses:
             for pr in tr.partitions:
                 p = pr.partition_index
                 cursor = self._cursors.get(p)
+                if cursor is not None and not pr.error_code:
+                    # kept even while records wait: a session answers an offset once, when it moves
+                    lso = pr.last_stable_offset
+                    self._stable[p] = lso if lso >= 0 else pr.high_watermark
                 if cursor is None or self._pending[p]:
                     continue
                 if pr.error_code == ErrorCode.OFFSET_OUT_OF_RANGE:
@@ -239,8 +249,6 @@ class TailReader:
                     continue
                 if pr.error_code:
                     raise KafkaError(pr.error_code, f"Fetch {self.topic}-{p}")
-                stable = pr.last_stable_offset if pr.last_stable_offset >= 0 else pr.high_watermark
-                self._stable[p] = stable
                 for batch in _consume_partition(cursor, pr, self.columns, o):
                     self._pending[p].append(batch)
                 cursor.empty_fetches = 0  # an empty answer at the tail is the normal case
