@@ -1,12 +1,13 @@
 """Who calls the registry and what they may do: the broker's listener security applied to HTTP.
 
-The registry follows one of the broker's client listeners (`choose_listener`): the first SASL one,
-else the first SSL one. On an SSL / SASL_SSL listener it serves https with that listener's TLS
-context; on a SASL listener every request must carry HTTP Basic credentials of a user the listener
-accepts (PlainLoginModule's ``user_<name>`` and the SCRAM credentials of the metadata log); with
-``ssl.client.auth`` set, a client certificate, mapped by ``ssl.principal.mapping.rules``, identifies
-the caller too. Other schemes (``Authorization: Bearer``) go to a validator plugged in by scheme.
-A broker whose listeners do not authenticate keeps an open registry.
+The registry follows one of the broker's client listeners (`choose_listener`): the first SASL_SSL
+one, else the first SASL_PLAINTEXT one, else the first SSL one. On an SSL / SASL_SSL listener it
+serves https with that listener's TLS context; on a SASL listener every request must carry HTTP
+Basic credentials of a user the listener accepts (PlainLoginModule's ``user_<name>`` and the SCRAM
+credentials of the metadata log); with ``ssl.client.auth`` set, a client certificate, mapped by
+``ssl.principal.mapping.rules``, identifies the caller too. Other schemes (``Authorization:
+Bearer``) go to a validator plugged in by scheme. A broker whose listeners do not authenticate
+keeps an open registry.
 
 Authenticated callers are authorized with the cluster's ACLs (`SubjectAccess`). This module only
 decides; the HTTP shell reads headers and certificates and answers 401 / 403.
@@ -187,9 +188,10 @@ OPEN = RegistrySecurity()
 
 
 def choose_listener(listeners: Iterable[ListenerView | None]) -> ListenerView | None:
-    """The listener whose security the registry takes: the first SASL one, else the first SSL one."""
+    """The listener whose security the registry takes: the first SASL_SSL one (passwords travel
+    inside TLS), else the first SASL_PLAINTEXT one, else the first SSL one."""
     present = [li for li in listeners if li is not None]
-    for protocols in (("SASL_PLAINTEXT", "SASL_SSL"), ("SSL",)):
+    for protocols in (("SASL_SSL",), ("SASL_PLAINTEXT",), ("SSL",)):
         for li in present:
             if li.protocol in protocols:
                 return li

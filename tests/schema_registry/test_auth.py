@@ -103,12 +103,14 @@ def test_authenticator_schemes_and_certificates() -> None:
     assert a.challenge.startswith('Basic realm="')
 
 
-def test_the_registry_follows_the_first_sasl_listener_else_ssl() -> None:
+def test_the_registry_follows_sasl_ssl_then_sasl_plaintext_then_ssl() -> None:
     plain = ListenerSecurity("PLAINTEXT", "PLAINTEXT")
     ssl_ = ListenerSecurity("SSL", "SSL")
     sasl = ListenerSecurity("SASL_SSL", "SASL_SSL")
     sasl2 = ListenerSecurity("OTHER", "SASL_PLAINTEXT")
     assert choose_listener([plain, ssl_, sasl, sasl2]) is sasl
+    assert choose_listener([plain, sasl2, ssl_, sasl]) is sasl  # TLS keeps Basic passwords private
+    assert choose_listener([plain, ssl_, sasl2]) is sasl2
     assert choose_listener([plain, ssl_]) is ssl_
     assert choose_listener([plain, None]) is None
 
