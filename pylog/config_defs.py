@@ -31,6 +31,22 @@ from pylog.storage.config import SEGMENT_COMPRESSION
 
 log = logging.getLogger(__name__)
 
+# Kafka's alter-log-dirs quota (QuotaConfig): the bytes/s every move between this broker's log dirs
+# copies together, measured over its own windows
+ALTER_LOG_DIRS_IO_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
+ALTER_LOG_DIRS_WINDOW_NUM = "alter.log.dirs.replication.quota.window.num"
+ALTER_LOG_DIRS_WINDOW_SIZE_SECONDS = "alter.log.dirs.replication.quota.window.size.seconds"
+
+
+def _at_least(low: int) -> Callable[[str, str], str | None]:
+    """A ``check`` refusing numbers below ``low`` (Kafka's ``Range.atLeast``)."""
+
+    def check(name: str, value: str) -> str | None:
+        return f"Value must be at least {low}" if int(value) < low else None
+
+    return check
+
+
 class ConfigType(IntEnum):
     """DescribeConfigs ``config_type`` (v3+)."""
 
@@ -86,25 +102,31 @@ class ConfigDef:
                 if low not in ("true", "false"):
                     raise ValueError(value)
                 return low == "true"
+            number: int | float | None = None
             if t in (ConfigType.INT, ConfigType.SHORT, ConfigType.LONG):
-                n = int(value.strip())
+                number = int(value.strip())
                 bound = {ConfigType.INT: INT32_MAX, ConfigType.SHORT: INT16_MAX, ConfigType.LONG: LONG_MAX}[t]
-                if not -bound - 1 <= n <= bound:
+                if not -bound - 1 <= number <= bound:
                     raise ValueError(value)
-                return n
             if t is ConfigType.DOUBLE:
-                return float(value)
+                number = float(value)
         except ValueError:
             raise ConfigError(f"Invalid value {value!r} for configuration {self.name}") from None
+        if number is not None:
+            self._check(value)
+            return number
         parts = [v.strip() for v in value.split(",") if v.strip()]
         if self.choices and (not parts or any(p not in self.choices for p in parts)):
             raise ConfigError(
                 f"Invalid value {value} for configuration {self.name}: String must be one of: "
                 + ", ".join(self.choices)
             )
+        self._check(value)
+        return parts if t is ConfigType.LIST else value
+
+    def _check(self, value: str) -> None:
         if self.check is not None and (why := self.check(self.name, value)) is not None:
             raise ConfigError(f"Invalid value {value} for configuration {self.name}: {why}")
-        return parts if t is ConfigType.LIST else value
 
 
 def _d(name: str, type_: ConfigType, default: object, doc: str = "", **kw: object) -> ConfigDef:
@@ -335,6 +357,13 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
            "Bytes/s a leader returns to throttled follower replicas' fetches (KIP-73); dynamic."),
         _d(FOLLOWER_RATE, L, LONG_MAX,
            "Bytes/s this broker's replica fetchers take for throttled replicas (KIP-73); dynamic."),
+        _d(ALTER_LOG_DIRS_IO_RATE, L, LONG_MAX,
+           "Bytes/s all moves between this broker's log dirs (AlterReplicaLogDirs) copy together; "
+           "dynamic, 0 holds them.", check=_at_least(0)),
+        _d(ALTER_LOG_DIRS_WINDOW_NUM, INT, 11, "Windows the log dir move rate is measured over.",
+           read_only=True, check=_at_least(1)),
+        _d(ALTER_LOG_DIRS_WINDOW_SIZE_SECONDS, INT, 1, "Length of one log dir move rate window.",
+           read_only=True, check=_at_least(1)),
         _d(WINDOW_NUM, INT, 11, "Windows replication throttle rates are measured over (at least 1).",
            read_only=True),
         _d(WINDOW_SIZE_SECONDS, INT, 1, "Length of one replication throttle window (at least 1).",

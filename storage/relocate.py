@@ -24,7 +24,7 @@ import os
 import re
 import shutil
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -56,15 +56,16 @@ def move_dirs(source: Path, dest_root: Path, move_id: str) -> MoveDirs:
                     source.with_name(f"{source.name}.{move_id}{DELETE_SUFFIX}"))
 
 
-def sync_tree(src: Path, dst: Path, since_ns: int,
-              cancelled: threading.Event | None = None) -> tuple[int, int]:
+def sync_tree(src: Path, dst: Path, since_ns: int, cancelled: threading.Event | None = None,
+              pace: Callable[[int], None] | None = None) -> tuple[int, int]:
     """Make ``dst`` hold ``src``'s files: copy those missing, changed (size or mtime) or modified
     since ``since_ns``; delete those ``src`` no longer has. Returns the bytes copied and the
     filesystem's time at the start of this pass (the next pass's ``since_ns``): read from the
     filesystem's own clock, it is comparable with the mtimes it stamps however coarse they are (a
     file written in the same tick has an mtime equal to it, and is copied again). A file that
     disappears meanwhile (retention, a swap) is skipped: the next pass sees the result. What it
-    copies is on disk when it returns (each file and the directory fsynced)."""
+    copies is on disk when it returns (each file and the directory fsynced). ``pace`` is told the
+    bytes of each chunk once copied, and may hold the copy back (a move's throttle)."""
     dst.mkdir(parents=True, exist_ok=True)
     started = _filesystem_now(dst)
     copied = 0
@@ -88,7 +89,7 @@ def sync_tree(src: Path, dst: Path, since_ns: int,
         if same and st.st_mtime_ns < since_ns:
             continue
         try:
-            copied += _copy_file(Path(entry.path), target, cancelled)
+            copied += _copy_file(Path(entry.path), target, cancelled, pace)
         except FileNotFoundError:
             seen.discard(entry.name)
     for entry in os.scandir(dst):
@@ -108,7 +109,8 @@ def _filesystem_now(directory: Path) -> int:
         mark.unlink()
 
 
-def _copy_file(src: Path, dst: Path, cancelled: threading.Event | None) -> int:
+def _copy_file(src: Path, dst: Path, cancelled: threading.Event | None,
+               pace: Callable[[int], None] | None = None) -> int:
     """Copy in the kernel (copy_file_range: no bytes through Python, the GIL released per chunk),
     chunk by chunk so that a cancelled move stops soon; plain reads and writes where the
     filesystem does not support it."""
@@ -132,6 +134,8 @@ def _copy_file(src: Path, dst: Path, cancelled: threading.Event | None) -> int:
             if done == 0:  # the file shrank meanwhile (replaced files are new files; see the next pass)
                 break
             n += done
+            if pace is not None:
+                pace(done)
             os.fdatasync(fout.fileno())  # written back chunk by chunk: no burst of dirty pages that
             # would hold the broker's own writes back (the kernel throttles writers past a limit)
         os.fsync(fout.fileno())

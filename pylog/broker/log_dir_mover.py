@@ -15,11 +15,18 @@ lasts one copy of what was appended during the pass before it, with its fsyncs a
 
 Like Kafka's, the request is answered at once and the move runs in the background;
 DescribeLogDirs shows the future replica (``is_future_key``) until the swap.
+
+The copy passes are throttled as Kafka's ReplicaAlterLogDirsThread is: every move on the broker
+together copies at most ``replica.alter.log.dirs.io.max.bytes.per.second`` (dynamic; measured over
+``alter.log.dirs.replication.quota.window.*``), a copy waiting after each chunk while the rate is
+over it. The paused last pass is not held: it copies little, and holding it would stall the
+partition.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import shutil
 import threading
@@ -40,12 +47,20 @@ from pylog.storage.relocate import (
 )
 
 from pylog.broker.partition import Partition
+from pylog.config import BrokerConfig
+from pylog.config_defs import (
+    ALTER_LOG_DIRS_IO_RATE,
+    ALTER_LOG_DIRS_WINDOW_NUM,
+    ALTER_LOG_DIRS_WINDOW_SIZE_SECONDS,
+)
+from pylog.quotas.replication import UNBOUNDED, ReplicationQuota
 
 log = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
 MAX_BACKGROUND_PASSES = 8
 LAST_PASS_BYTES = 8 << 20  # a pass copying no more than this is followed by the paused one
+RECHECK_MS = 1000  # a held copy reads the rate again at least this often (a lifted throttle lets it go)
 
 
 @dataclass
@@ -62,15 +77,58 @@ class Move:
     passes: int = 0
     paused_bytes: int = 0  # copied by the last pass, with the log paused
     paused_ms: int = 0  # how long the log was paused (the last pass, the swap, the reopening)
+    held_ms: int = 0  # how long the throttle held its copy passes
     task: asyncio.Task[None] | None = None
+
+
+class MoveThrottle:
+    """Kafka's alter-log-dirs quota: the bytes/s all moves on this broker copy together. Used from
+    the copy threads (one per move), hence the lock."""
+
+    def __init__(self, config: BrokerConfig, now_ms: Callable[[], int]) -> None:
+        self._config = config
+        self._now_ms = now_ms
+        window_s = config.int(ALTER_LOG_DIRS_WINDOW_SIZE_SECONDS)
+        self._quota = ReplicationQuota(config.int(ALTER_LOG_DIRS_WINDOW_NUM), window_s * 1000)
+        self._lock = threading.Lock()
+
+    def hold_ms(self) -> int:
+        """How long a copy must wait before its next chunk (0: go on). The rate is read each time:
+        a dynamic change applies to the moves in progress."""
+        with self._lock:
+            rate = self._config.int(ALTER_LOG_DIRS_IO_RATE)
+            if rate >= UNBOUNDED:
+                return 0
+            now = self._now_ms()
+            if rate == 0:  # as Kafka's quota bounded at 0: nothing more while anything was measured
+                return RECHECK_MS if self._quota.rate.measure(now) > 0 else 0
+            self._quota.update_bound(rate)
+            return self._quota.delay_ms(now)
+
+    def record(self, nbytes: int) -> None:
+        with self._lock:
+            self._quota.record(nbytes, self._now_ms())
+
+    def pace(self, move: Move, nbytes: int) -> None:
+        """After a chunk of ``move`` was copied: count it, and hold the copy while the moves
+        together are over the rate (a cancelled move stops waiting)."""
+        self.record(nbytes)
+        while (ms := self.hold_ms()) > 0:
+            wait = min(ms, RECHECK_MS)
+            move.held_ms += wait
+            if move.cancelled.wait(wait / 1000):
+                return  # sync_tree stops at its next chunk
 
 
 class LogDirMover:
     """The moves in progress on this broker, at most one per partition."""
 
-    def __init__(self, lookup: Callable[[str, int], Partition | None], now_ms: Callable[[], int]) -> None:
+    def __init__(
+        self, lookup: Callable[[str, int], Partition | None], now_ms: Callable[[], int], config: BrokerConfig
+    ) -> None:
         self._lookup = lookup
         self._now_ms = now_ms
+        self.throttle = MoveThrottle(config, now_ms)
         self.moves: dict[TopicPartition, Move] = {}
         self.relocations = 0  # partitions that changed log dir (their directory counts changed)
 
@@ -104,9 +162,9 @@ class LogDirMover:
             await asyncio.gather(previous, return_exceptions=True)
         try:
             await self._copy(move)
-            log.info("moved %s-%d to %s: %d bytes copied in %d passes, %d in the last (log paused %d ms)",
-                     move.topic, move.index, move.dest, move.copied_bytes, move.passes, move.paused_bytes,
-                     move.paused_ms)
+            log.info("moved %s-%d to %s: %d bytes copied in %d passes, %d in the last (log paused %d ms, "
+                     "copies held %d ms by %s)", move.topic, move.index, move.dest, move.copied_bytes,
+                     move.passes, move.paused_bytes, move.paused_ms, move.held_ms, ALTER_LOG_DIRS_IO_RATE)
         except MoveCancelled:
             log.info("move of %s-%d to %s called off", move.topic, move.index, move.dest)
             shutil.rmtree(move.dirs.future, ignore_errors=True)
@@ -131,10 +189,11 @@ class LogDirMover:
 
     async def _copy(self, move: Move) -> None:
         since, previous = 0, None
+        pace = functools.partial(self.throttle.pace, move)
         for _ in range(MAX_BACKGROUND_PASSES):
             part = self._current(move)
             copied, since, move.future_bytes = await asyncio.to_thread(
-                _background_pass, part.path, move.dirs.future, since, move.cancelled
+                _background_pass, part.path, move.dirs.future, since, move.cancelled, pace
             )
             move.copied_bytes += copied
             move.passes += 1
@@ -149,7 +208,7 @@ class LogDirMover:
         await asyncio.to_thread(part.seal_rolled_segments)
         part = self._current(move)
         copied, since, move.future_bytes = await asyncio.to_thread(
-            _background_pass, part.path, move.dirs.future, since, move.cancelled
+            _background_pass, part.path, move.dirs.future, since, move.cancelled, pace
         )
         move.copied_bytes += copied
         move.passes += 1
@@ -158,6 +217,7 @@ class LogDirMover:
         started_ms = self._now_ms()
         with part.lock, part.log.paused():  # the last pass: nothing else runs on the loop meanwhile
             move.paused_bytes = sync_tree(source, move.dirs.future, since)[0]
+            self.throttle.record(move.paused_bytes)  # counted, never held
             move.copied_bytes += move.paused_bytes
             move.passes += 1
             part.log.close()
@@ -174,8 +234,10 @@ class LogDirMover:
         move.paused_ms = self._now_ms() - started_ms
 
 
-def _background_pass(src: Path, dst: Path, since: int, cancelled: threading.Event) -> tuple[int, int, int]:
+def _background_pass(
+    src: Path, dst: Path, since: int, cancelled: threading.Event, pace: Callable[[int], None]
+) -> tuple[int, int, int]:
     """One copy pass on a worker thread: (bytes copied, the next pass's ``since``, the future's
     size)."""
-    copied, next_since = sync_tree(src, dst, since, cancelled)
+    copied, next_since = sync_tree(src, dst, since, cancelled, pace)
     return copied, next_since, tree_size(dst)

@@ -93,7 +93,7 @@ class ReplicaManager:
         self.data_dir = data_dir
         # the log directories (JBOD), the data directory first; see log_dirs.py
         self.log_dirs = LogDirs(list(log_dirs) if log_dirs else [data_dir])
-        self.mover = LogDirMover(self.get, now_ms)
+        self.mover = LogDirMover(self.get, now_ms, config)
         self._now_ms = now_ms
         self._monotonic_ms = monotonic_ms or now_ms
         self.node_id = config.node_id
