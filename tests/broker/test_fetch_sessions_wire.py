@@ -123,3 +123,67 @@ def test_sessionless_fetches_are_full_each_time(client: Client) -> None:
     for _ in range(2):
         resp = session_fetch(client, 0, -1, {p: 1 for p in range(PARTITIONS)}, topic="s4")
         assert resp.session_id == 0 and sorted(answered(resp)) == list(range(PARTITIONS))
+
+
+def test_a_session_rechecks_read_on_the_topics_it_holds(tmp_path: Any) -> None:
+    """An incremental fetch names only what changed, so the topics the session already holds are
+    authorized again on every fetch: once READ is revoked they answer TOPIC_AUTHORIZATION_FAILED."""
+    from test_authorization import JAAS, call
+
+    broker = BrokerThread(
+        tmp_path / "data",
+        {
+            "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+            "sasl.enabled.mechanisms": "PLAIN",
+            "listener.name.sasl_plaintext.plain.sasl.jaas.config": JAAS,
+            "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+            "super.users": "User:root",
+        },
+    ).start()
+    binding = {"resource_type": 2, "resource_name": "guarded", "resource_pattern_type": 3,
+               "principal": "User:eve", "host": "*", "operation": 3, "permission_type": 3}
+    acl_filter = {"resource_type_filter": 2, "resource_name_filter": "guarded", "pattern_type_filter": 3,
+                  "principal_filter": "User:eve", "host_filter": "*", "operation": 3, "permission_type": 3}
+    new_topic = {"name": "guarded", "num_partitions": 1, "replication_factor": 1}
+    produce_body = {"transactional_id": None, "acks": -1, "timeout_ms": 5000, "topic_data": [
+        {"name": "guarded", "partition_data": [{"index": 0, "records": make_batch([b"a"])}]}]}
+
+    def eve_fetch(session_id: int, epoch: int, partitions: dict[int, int] | None = None) -> Any:
+        body = {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": session_id, "session_epoch": epoch, "forgotten_topics_data": [], "rack_id": "",
+            "topics": [{"topic": "guarded", "partitions": [
+                {"partition": p, "fetch_offset": o, "partition_max_bytes": 1 << 16}
+                for p, o in partitions.items()]}] if partitions else [],
+        }
+        return call(broker, "eve", [(ApiKey.FETCH, 12, body)])[0]
+
+    try:
+        call(broker, "root", [
+            (ApiKey.CREATE_TOPICS, 5, {"topics": [new_topic], "timeout_ms": 5000}),
+            (ApiKey.PRODUCE, 9, produce_body),
+            (ApiKey.CREATE_ACLS, 2, {"creations": [binding]}),
+        ])
+        epoch, full = 1, None
+        for _ in range(100):  # until the ACL is applied
+            full = eve_fetch(0, 0, {0: 1})
+            if answered_codes(full) == {0: 0}:
+                break
+        assert full is not None and answered_codes(full) == {0: 0} and full.session_id != 0
+        sid = full.session_id
+        assert answered_codes(eve_fetch(sid, epoch)) == {}
+        epoch += 1
+        call(broker, "root", [(ApiKey.DELETE_ACLS, 2, {"filters": [acl_filter]})])
+        for _ in range(100):  # until the deletion is applied
+            got = eve_fetch(sid, epoch)
+            assert got.error_code == 0
+            epoch += 1
+            if got.responses:
+                break
+        assert answered_codes(got) == {0: ErrorCode.TOPIC_AUTHORIZATION_FAILED}
+    finally:
+        broker.stop()
+
+
+def answered_codes(resp: Any) -> dict[int, int]:
+    return {p.partition_index: p.error_code for t in resp.responses for p in t.partitions}

@@ -197,6 +197,7 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
                     stopping=s.stopping,
                     sessions=s.fetch_sessions,
                     monotonic_ms=s.monotonic_ms,
+                    authz=authz,
                 ),
                 authz,
                 topics(

@@ -42,6 +42,8 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import FetchRequest, FetchResponse, Records
 
+from pylog.broker.acl_operations import AclOperation, ResourceType
+from pylog.broker.authorization import Authorization
 from pylog.broker.context import RequestContext
 from pylog.broker.fetch_session import FetchContext, FetchKind, FetchSessionCache
 from pylog.broker.handler_table import serves
@@ -90,6 +92,7 @@ def fetch(
     stopping: Callable[[], bool],
     sessions: FetchSessionCache,
     monotonic_ms: Callable[[], int],
+    authz: Authorization,
 ) -> Any:
     replica_id = _replica_id(req)
     if replica_id >= 0:
@@ -111,9 +114,13 @@ def fetch(
         context = FetchContext(FetchKind.SESSIONLESS, wanted)
     if context.kind == FetchKind.ERROR:
         return FetchResponse(throttle_time_ms=0, error_code=context.error, session_id=0, responses=[])
-    answer = replicas.fetch_messages(params, context.wanted, expand_isr=isr.maybe_expand, stopping=stopping)
+    read = context.wanted
+    denied = _denied_topics(ctx, authz, context) if replica_id < 0 else set()
+    if denied:
+        read = [(t, w) for t, w in read if t not in denied]
+    answer = replicas.fetch_messages(params, read, expand_isr=isr.maybe_expand, stopping=stopping)
     respond = functools.partial(_answer, context, sessions, monotonic_ms, replica_id,
-                                isolation is FetchIsolation.TXN_COMMITTED)
+                                isolation is FetchIsolation.TXN_COMMITTED, denied)
     if isinstance(answer, list):
         return respond(answer)
     return _respond_later(answer, respond)
@@ -123,6 +130,16 @@ async def _respond_later(
     answer: Awaitable[list[FetchPartitionData]], respond: Callable[[list[FetchPartitionData]], FetchResponse]
 ) -> FetchResponse:
     return respond(await answer)
+
+
+def _denied_topics(ctx: RequestContext, authz: Authorization, context: FetchContext) -> set[str]:
+    """The topics of an incremental fetch's session that the consumer may no longer READ: its
+    request names only what changed, so the session's other topics are checked here (the ACL
+    rule of the handler table checked the topics the request names)."""
+    if context.kind != FetchKind.INCREMENTAL or not authz.enabled:
+        return set()
+    topics = {t for t, _ in context.wanted}
+    return topics - authz.filter(ctx, AclOperation.READ, ResourceType.TOPIC, topics)
 
 
 def _replica_id(req: FetchRequest) -> int:
@@ -140,10 +157,17 @@ def _answer(
     monotonic_ms: Callable[[], int],
     replica_id: int,
     committed: bool,
+    denied: set[str],
     answer: list[FetchPartitionData],
 ) -> FetchResponse:
     """The response of a context: every partition read (a full fetch, creating its session if it
     asked for one), or only those that changed (an incremental fetch)."""
+    if denied:  # not read: answered TOPIC_AUTHORIZATION_FAILED in their place
+        read = iter(answer)
+        answer = [
+            FetchPartitionData(ErrorCode.TOPIC_AUTHORIZATION_FAILED) if t in denied else next(read)
+            for t, _ in context.wanted
+        ]
     if context.kind == FetchKind.INCREMENTAL:
         changed = sessions.incremental_answer(context, answer)
         assert context.session is not None
