@@ -384,3 +384,15 @@ def test_a_format_1_message_is_refused_clearly() -> None:
     v1 = encode_message(decode_batch(produce(make_rows(3), "none")).records, b"")
     with pytest.raises(ValueError, match="not a format 2"):
         oc.kafka_batches(v1.to_pybytes())
+
+
+@pytest.mark.parametrize("codec", ["none", "lz4"])
+def test_corrupt_batches_are_refused_with_the_codecs_errors(codec: str) -> None:
+    from pylog.protocol.errors import CorruptRecordBatch
+
+    b = bytearray(produce(make_rows(20), codec))
+    b[61] ^= 0x7F  # the first record's length varint, or the lz4 frame's magic
+    with pytest.raises(CorruptRecordBatch, match="CRC"):
+        rows_from_kafka(bytes(b), base_offset=0)
+    with pytest.raises(CorruptRecordBatch):  # MalformedRecords for plain, lz4's error for lz4
+        rows_from_kafka(bytes(b), base_offset=0, verify=False)
