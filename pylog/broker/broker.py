@@ -444,7 +444,7 @@ class Broker:
         self.isr.start()
         lifecycle.start()
         await metadata.wait_for(self._registered_in_image)
-        metadata.start_publishing()
+        await metadata.start_publishing()
         await groups.start()  # replays __consumer_offsets before anyone can ask
         await share.start()  # replays __share_group_state
         await txn.start()  # replays __transaction_state; re-drives markers of preparing ones

@@ -11,8 +11,9 @@ import asyncio
 import base64
 import logging
 import random
+import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -23,6 +24,7 @@ from pylog.cluster.voters import directory_id_str, new_directory_id, parse_direc
 log = logging.getLogger(__name__)
 
 META_PROPERTIES = "meta.properties"
+SLICE_S = 0.02  # the longest the start's reconciliation holds the loop before yielding
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
@@ -68,7 +70,10 @@ class MetadataPublisher(Protocol):
     """What a node does with applied metadata (partition logs, configs); called on the loop."""
 
     def on_image_loaded(self, image: MetadataImage) -> None:
-        """The whole image is new (start, or a snapshot replaced it): reconcile with it."""
+        """The whole image is new (a snapshot replaced it): reconcile with it."""
+
+    def reconcile(self, image: MetadataImage) -> Iterator[None]:
+        """Reconcile with the whole image (start) in steps, other work may run between them."""
 
     def on_change(self, change: MetadataChange, image: MetadataImage) -> None:
         """One record was applied to ``image``."""
@@ -129,14 +134,21 @@ class BrokerMetadata:
         """kraft.version lives in the Raft log's control records, not in a FeatureLevelRecord."""
         return self.quorum.kraft_version
 
-    def start_publishing(self) -> None:
-        """Replay is done: reconcile with the final image, then act on every applied record.
+    async def start_publishing(self) -> None:
+        """Replay is done: act on every record applied from now on, and reconcile with the image.
 
         Replayed records are not acted on one by one (a topic deleted and re-created under the
-        same name would have its new data wiped by the replayed removal of the old one)."""
-        for p in self._publishers:
-            p.on_image_loaded(self.image)
+        same name would have its new data wiped by the replayed removal of the old one). The
+        reconciliation runs in slices of at most ``SLICE_S``, yielding to the loop between them:
+        opening thousands of logs must not hold up the node's heartbeats, Raft ticks and fencing
+        decisions."""
         self._live = True
+        for p in self._publishers:
+            slice_end = time.monotonic() + SLICE_S
+            for _ in p.reconcile(self.image):
+                if time.monotonic() >= slice_end:
+                    await asyncio.sleep(0)
+                    slice_end = time.monotonic() + SLICE_S
 
     # --- reads ------------------------------------------------------------------------------
 

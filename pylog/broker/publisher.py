@@ -4,14 +4,15 @@ For every partition the image assigns here it opens the log and makes the replic
 follower as the image says (the image is the only source of roles); a leader change of an
 internal topic's partition loads or drops that partition in its coordinator, and followers are
 handed to the replica fetchers. Partitions moved off this node and deleted topics are removed.
-On start (and when a snapshot replaces the image) the whole image is reconciled at once.
+On start the whole image is reconciled one partition at a time, the node's other work (heartbeats,
+Raft ticks, requests) running between slices; when a snapshot replaces the image, at once.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Protocol
 
 from pylog.broker.partition import Partition
@@ -70,25 +71,42 @@ class ReplicaPublisher:
         self._on_topic_removed = on_topic_removed
         self._set_dynamic = set_dynamic_configs
         self._now_ms = now_ms
+        self._reconciling = 0  # counts reconciliations: a newer one ends the one in progress
 
     # ------------------------------------------------------------------ MetadataPublisher
 
     def on_image_loaded(self, image: MetadataImage) -> None:
+        for _ in self.reconcile(image):
+            pass
+
+    def reconcile(self, image: MetadataImage) -> Iterator[None]:
+        """Make the hosted replicas what ``image`` says, one partition per step (the caller may run
+        other work between steps: a node opening thousands of logs at start keeps heartbeating).
+        Each step reads its partition from the image as it is then, so records applied between
+        steps are not undone; a newer reconciliation (a snapshot) ends this one."""
+        self._reconciling += 1
+        generation = self._reconciling
         self._set_dynamic(image)
         self.replicas.throttle_rates_changed()
         self._brokers_changed(image)
         known: set[tuple[str, int]] = set()
+        hosted: list[tuple[str, uuid.UUID, int]] = []
         for name, topic in image.topics.items():
             for p in image.partitions(topic.topic_id).values():
+                hosted.append((name, topic.topic_id, p.partition_id))
                 if self.node_id in p.replicas:
                     known.add((name, p.partition_id))
         for part in self.replicas.snapshot():
             if (part.topic, part.index) not in known:
                 self._remove(part.topic, part.index)
         self.replicas.delete_strays(known, skip={METADATA_DIR})
-        for name, topic in image.topics.items():
-            for p in image.partitions(topic.topic_id).values():
-                self._apply(name, topic.topic_id, p, image)
+        for name, topic_id, index in hosted:
+            yield
+            if generation != self._reconciling:
+                return
+            p = image.partition(topic_id, index)
+            if p is not None:
+                self._apply(name, topic_id, p, image)
 
     def on_change(self, change: MetadataChange, image: MetadataImage) -> None:
         r = change.record
