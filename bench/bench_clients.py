@@ -11,6 +11,10 @@ end-to-end time (produce call to consumer delivery) as p50 / p99 / p99.9.
     python bench/bench_clients.py --matrix             # sizes x acks x codecs x partitions
     python bench/bench_clients.py --brokers pylog      # one broker only
     python bench/bench_clients.py --only lz4           # only the rows whose label holds "lz4"
+    python bench/bench_clients.py --brokers pylog,pylog-metrics   # metrics off vs on and scraped
+
+``pylog-metrics`` is pylog with its metrics listener on (``pylog.metrics.listeners``) and a scraper
+reading ``/metrics`` every second during the run; its rows also give the scrape's time and size.
 
 The ratio column is pylog / tansu: above 1 is better for rates, below 1 is better for CPU,
 memory and latency.
@@ -33,6 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from common import BenchBroker, create_topic
+
+from pylog.local import free_port
 
 DEFAULT_RECORDS = 2_000_000
 
@@ -371,10 +377,10 @@ def catch_up_row(
     for kind, b in brokers.items():
         topic = f"bench-cu-{uuid.uuid4().hex[:8]}"
         print(f"[{kind}] {label}: {n} records", file=sys.stderr)
-        config = {"segment.bytes": str(CATCHUP_SEGMENT_BYTES)} if kind == "pylog" else {}
+        config = {"segment.bytes": str(CATCHUP_SEGMENT_BYTES)} if b.kind == "pylog" else {}
         guarded(kind, "create topic", create_topic, b.bootstrap, topic, 1, config)
         secs = guarded(kind, "produce", produce, b.bootstrap, topic, sc, n)
-        if secs and kind == "pylog":
+        if secs and b.kind == "pylog":
             guarded(kind, "seal", wait_sealed, b.tmp / "data", topic)
             guarded(kind, "restart", b.restart)
         cpu1 = b.stats().cpu_s
@@ -389,7 +395,7 @@ def catch_up_row(
             (cpu2 - cpu1) / n * 1e6 if csecs else None,
             False,
         )
-        if secs and kind == "pylog":
+        if secs and b.kind == "pylog":
             guarded(kind, "restart", b.restart)  # cold again for the second reader
         cpu3 = b.stats().cpu_s
         rsecs = guarded(kind, "raw fetch", raw_fetch, b.bootstrap, topic, n) if secs else None
@@ -426,10 +432,59 @@ def delete_topic(bootstrap: str, topic: str) -> None:
     admin.delete_topics([topic], operation_timeout=30)[topic].result(60)
 
 
+METRICS_KIND = "pylog-metrics"
+"""pylog with pylog.metrics.listeners on, scraped every ``Scraper.interval_s`` during the run."""
+
+
+class Scraper:
+    """Reads a node's /metrics every ``interval_s`` as Prometheus would; keeps times and sizes."""
+
+    def __init__(self, url: str, interval_s: float = 1.0) -> None:
+        import threading
+
+        self.url, self.interval_s = url, interval_s
+        self.times_ms: list[float] = []
+        self.sizes: list[int] = []
+        self.failures = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self) -> Scraper:
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        import urllib.request
+
+        while not self._stop.wait(self.interval_s):
+            started = time.perf_counter()
+            try:
+                with urllib.request.urlopen(self.url, timeout=10) as r:
+                    size = len(r.read())
+            except OSError:
+                self.failures += 1
+                continue
+            self.times_ms.append((time.perf_counter() - started) * 1000)
+            self.sizes.append(size)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(15)
+
+
+def start_broker(kind: str, pylog_config: dict[str, str], scrapers: dict[str, Scraper]) -> BenchBroker:
+    if kind != METRICS_KIND:
+        return BenchBroker(kind, config=pylog_config if kind == "pylog" else None).start()
+    listener = f"http://127.0.0.1:{free_port()}"
+    b = BenchBroker("pylog", config={**pylog_config, "pylog.metrics.listeners": listener}).start()
+    scrapers[kind] = Scraper(listener + "/metrics").start()
+    return b
+
+
 def run(args: argparse.Namespace) -> list[Row]:
     pylog_config = dict(kv.split("=", 1) for kv in args.pylog_config)
-    brokers = {kind: BenchBroker(kind, config=pylog_config if kind == "pylog" else None).start()
-               for kind in args.brokers}
+    scrapers: dict[str, Scraper] = {}
+    brokers = {kind: start_broker(kind, pylog_config, scrapers) for kind in args.brokers}
     rows: list[Row] = []
 
     def record(label: str, metric: str, kind: str, value: float | None, higher: bool = True) -> None:
@@ -507,7 +562,18 @@ def run(args: argparse.Namespace) -> list[Row]:
             record("broker memory at the end", "peak RSS MB", kind, st.hwm_mb, False)
             record("broker memory at the end", "RSS anonymous MB", kind, st.anon_mb, False)
             record("broker memory at the end", "RSS file-backed MB", kind, st.file_mb, False)
+        for kind, scraper in scrapers.items():
+            scraper.stop()
+            label = f"/metrics scraped every {scraper.interval_s:g} s"
+            t = sorted(scraper.times_ms)
+            record(label, "scrapes", kind, len(t) + scraper.failures)
+            record(label, "failed scrapes", kind, scraper.failures, False)
+            record(label, "scrape p50 ms", kind, quantile(t, 0.5) if t else None, False)
+            record(label, "scrape max ms", kind, t[-1] if t else None, False)
+            record(label, "scrape KB", kind, scraper.sizes[-1] / 1000 if scraper.sizes else None, False)
     finally:
+        for scraper in scrapers.values():
+            scraper.stop()
         for b in brokers.values():
             b.stop()
     return rows
@@ -527,13 +593,15 @@ def fmt(v: float | None) -> str:
 
 def table(rows: list[Row], kinds: list[str]) -> str:
     header = ["row", "metric", *kinds]
-    if kinds == ["pylog", "tansu"]:
-        header.append("pylog/tansu")
+    ratio = {("pylog", "tansu"): "pylog/tansu", ("pylog", METRICS_KIND): "metrics on/off"}.get(tuple(kinds))
+    if ratio is not None:
+        header.append(ratio)
     lines = []
     for r in rows:
         cells = [r.label, r.metric, *(fmt(r.values.get(k)) for k in kinds)]
-        if len(header) > len(kinds) + 2:
-            a, b = r.values.get("pylog"), r.values.get("tansu")
+        if ratio is not None:  # pylog / tansu, metrics on / off
+            top, bottom = (kinds[0], kinds[1]) if ratio == "pylog/tansu" else (kinds[1], kinds[0])
+            a, b = r.values.get(top), r.values.get(bottom)
             cells.append(f"{a / b:.2f}" if a is not None and b else "-")
         lines.append(cells)
     widths = [max(len(str(x)) for x in col) for col in zip(header, *lines)]

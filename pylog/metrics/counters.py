@@ -63,11 +63,20 @@ class RequestStats:
             stats = self.apis[api_key] = ApiStats()
         versions = stats.by_version
         versions[version] = versions.get(version, 0) + 1
-        stats.total.observe(total_ns)
-        stats.local.observe(local_ns)
-        stats.remote.observe(total_ns - local_ns if total_ns > local_ns else 0)
-        code = _error_code(response)
-        if code:
+        # the histograms' observe, inlined: this runs once per request on the event loop
+        remote_ns = total_ns - local_ns if total_ns > local_ns else 0
+        h = stats.total
+        h.buckets[bisect_left(_BOUNDS_NS, total_ns)] += 1
+        h.sum_ns += total_ns
+        h = stats.local
+        h.buckets[bisect_left(_BOUNDS_NS, local_ns)] += 1
+        h.sum_ns += local_ns
+        h = stats.remote
+        h.buckets[bisect_left(_BOUNDS_NS, remote_ns)] += 1
+        h.sum_ns += remote_ns
+        code = response.get("error_code", 0) if type(response) is dict else getattr(response, "error_code", 0)
+        if code and isinstance(code, int):  # ErrorCode members too
+            code = int(code)
             stats.errors[code] = stats.errors.get(code, 0) + 1
 
     def failed(self, api_key: int, code: int) -> None:
@@ -76,14 +85,6 @@ class RequestStats:
         if stats is None:
             stats = self.apis[api_key] = ApiStats()
         stats.errors[code] = stats.errors.get(code, 0) + 1
-
-
-def _error_code(response: Any) -> int:
-    """The response's top-level error code (0 when it has none)."""
-    if response is None:
-        return 0
-    code = response.get("error_code", 0) if isinstance(response, dict) else getattr(response, "error_code", 0)
-    return code if isinstance(code, int) else 0
 
 
 class ListenerStats:

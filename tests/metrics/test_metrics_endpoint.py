@@ -137,3 +137,35 @@ def test_metrics_can_be_turned_off(tmp_path):
     with pylog.LocalBroker(tmp_path / "d", config={"pylog.metrics.listeners": ""}) as b:
         assert b.metrics_url is None
         assert "pylog metrics on" not in (b._tmp / "broker.stdout").read_text()
+
+
+def test_error_answers_are_counted_by_request_and_error(broker):
+    """A Heartbeat for a group nobody joined is answered with a top-level error, counted by name."""
+    import socket
+    import struct
+
+    from pylog.protocol import api
+    from pylog.protocol.api import ApiKey
+
+    def errors() -> dict[str, float]:
+        found = samples(get(broker.metrics_url + "/metrics")[2].decode())
+        return {lv["error"]: v for lv, v in found.get("kafka_network_requestmetrics_errors_total", [])
+                if lv["request"] == "Heartbeat"}
+
+    before = errors()
+    host, port = broker.bootstrap_servers.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        body = {"group_id": "nobody-joined", "generation_id": 1, "member_id": "m", "group_instance_id": None}
+        sock.sendall(api.encode_request(ApiKey.HEARTBEAT, 4, 7, "metrics-test", body))
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        _, resp = api.decode_response(ApiKey.HEARTBEAT, 4, sock.recv(size, socket.MSG_WAITALL))
+    assert resp.error_code != 0
+    name = _error_name(resp.error_code)
+    after = errors()
+    assert after.get(name, 0) == before.get(name, 0) + 1, (before, after)
+
+
+def _error_name(code: int) -> str:
+    from pylog.protocol.errors import ErrorCode
+
+    return ErrorCode(code).name
