@@ -8,6 +8,8 @@ controller must know the quorum's leader.
 
 from __future__ import annotations
 
+import threading
+import time
 from typing import TYPE_CHECKING
 
 from pylog.metrics.loop_lag import LoopLag
@@ -21,6 +23,9 @@ LOOP_STALL_S = 30.0
 MAX_REASONS = 10
 """At most this many partitions named in a not-ready answer (the count says how many)."""
 
+OPEN_GRACE_S = 10.0
+"""A partition the image just gave this node is being opened: not ready only if it stays unopened."""
+
 
 def liveness(loop_lag: LoopLag | None) -> list[str]:
     """Why the node is not live (empty: live)."""
@@ -29,8 +34,22 @@ def liveness(loop_lag: LoopLag | None) -> list[str]:
     return []
 
 
-def readiness(broker: Broker) -> list[str]:
-    """Why the node is not ready to serve (empty: ready)."""
+class Readiness:
+    """Why the node is not ready to serve (empty: ready); called from the metrics threads."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self._lock = threading.Lock()
+        self._missing_since: dict[str, float] = {}
+
+    def __call__(self) -> list[str]:
+        with self._lock:  # one check at a time: they share the partitions' first-missing times
+            return readiness(self.broker, self._missing_since, time.monotonic())
+
+
+def readiness(broker: Broker, missing_since: dict[str, float], now: float) -> list[str]:
+    """Why the node is not ready; ``missing_since`` remembers since when each assigned partition
+    has not been open here (a partition being opened gets ``OPEN_GRACE_S``)."""
     reasons: list[str] = []
     if broker.stopping:
         return ["the node is shutting down"]
@@ -55,10 +74,16 @@ def readiness(broker: Broker) -> list[str]:
     image = metadata.image
     node = broker.node_id
     missing: list[str] = []
+    seen: set[str] = set()
     for topic in list(image.topics.values()):
         for index, p in list(image.partitions(topic.topic_id).items()):
             if node in p.replicas and broker.replicas.get(topic.name, index) is None:
-                missing.append(f"{topic.name}-{index}")
+                name = f"{topic.name}-{index}"
+                seen.add(name)
+                if now - missing_since.setdefault(name, now) >= OPEN_GRACE_S or not lifecycle.ready:
+                    missing.append(name)
+    for name in [n for n in missing_since if n not in seen]:
+        del missing_since[name]
     if missing:
         named = ", ".join(missing[:MAX_REASONS]) + (", ..." if len(missing) > MAX_REASONS else "")
         reasons.append(f"{len(missing)} partition(s) assigned here are not open: {named}")

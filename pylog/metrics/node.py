@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from pylog.config import ConfigError
 from pylog.metrics.collector import BrokerCollector
-from pylog.metrics.health import liveness, readiness
+from pylog.metrics.health import Readiness, liveness
 from pylog.metrics.http import MetricsServer, new_registry, parse_listeners
 from pylog.metrics.loop_lag import LoopLag
 
@@ -36,7 +36,7 @@ class NodeMetrics:
                 addresses,
                 new_registry(self.collector),
                 live=lambda: liveness(self.loop_lag),
-                ready=lambda: readiness(broker),
+                ready=Readiness(broker),
                 ssl_context=context,
             )
         except ValueError as exc:
