@@ -169,3 +169,41 @@ def _error_name(code: int) -> str:
     from pylog.protocol.errors import ErrorCode
 
     return ErrorCode(code).name
+
+
+def test_https_with_the_tls_listeners_settings(tmp_path):
+    """https:// serves with the TLS client listener's certificate; plain http gets no answer."""
+    import ssl
+
+    import trustme
+
+    from pylog.local import free_port
+
+    ca = trustme.CA()
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "server.pem"))
+    port = free_port()
+    config = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(tmp_path / "server.pem"),
+        "pylog.metrics.listeners": f"https://127.0.0.1:{port}",
+    }
+    with pylog.LocalBroker(tmp_path / "d", config=config) as b:
+        assert b.metrics_url == f"https://127.0.0.1:{port}"
+        context = ssl.create_default_context(cafile=str(tmp_path / "ca.pem"))
+        with urllib.request.urlopen(b.metrics_url + "/metrics", context=context, timeout=30) as r:
+            assert r.status == 200
+            assert "kafka_server_replicamanager_leadercount" in r.read().decode()
+        with pytest.raises(OSError):
+            urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10)
+        with pytest.raises(urllib.error.URLError, match="CERTIFICATE_VERIFY_FAILED"):
+            urllib.request.urlopen(b.metrics_url + "/metrics", context=ssl.create_default_context(),
+                                   timeout=10)
+
+
+def test_https_without_a_tls_listener_is_refused(tmp_path):
+    b = pylog.LocalBroker(tmp_path / "d", config={"pylog.metrics.listeners": "https://127.0.0.1:0"})
+    with pytest.raises(RuntimeError, match="https needs a client listener with TLS"):
+        b.start()
+    b.close()
