@@ -73,6 +73,7 @@ class JwksKeys:
         self._task: asyncio.Task | None = None
         self._wake: asyncio.Event | None = None
         self._fetched: asyncio.Future | None = None  # resolved by the next fetch's end
+        self._stopped = False
 
     def keys(self) -> KeySet | None:
         return self._keys
@@ -84,6 +85,9 @@ class JwksKeys:
 
     async def stop(self) -> None:
         task, self._task = self._task, None
+        self._stopped = True  # also ends a loop whose cancellation a finishing wait_for swallowed
+        if self._wake is not None:
+            self._wake.set()
         if task is not None:
             task.cancel()
             try:
@@ -126,12 +130,14 @@ class JwksKeys:
     async def _run(self) -> None:
         assert self._wake is not None
         backoff = self.backoff_s
-        while True:
+        while not self._stopped:
             self._wake.clear()
             try:
                 body = await asyncio.to_thread(fetch_url, self.url)
                 keys = parse_jwks(body)
             except Exception as exc:  # any failure of the endpoint: keep the keys we have, retry
+                if self._stopped:
+                    break
                 log.warning("JWKS: fetching %s failed: %s; retrying in %.1f s", self.url, exc, backoff)
                 self._fetch_done()
                 delay, backoff = backoff, min(backoff * 2, self.backoff_max_s)

@@ -291,3 +291,72 @@ def test_node_credentials_for_oauthbearer() -> None:
     bare = BrokerConfig({"sasl.mechanism.inter.broker.protocol": "OAUTHBEARER"})
     with pytest.raises(ConfigError, match="clientId"):
         node_client_security(bare, "INTERNAL", "SASL_PLAINTEXT", "sasl.mechanism.inter.broker.protocol")
+
+
+class JwksServer:
+    """A JWKS endpoint on loopback (http.server in a thread) whose keys the test changes."""
+
+    def __init__(self, keys: list[RSAKey]) -> None:
+        import http.server
+        import threading
+
+        self.keys, self.requests = keys, 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                outer.requests += 1
+                body = json.dumps({"keys": [k.as_dict(private=False) for k in outer.keys]}).encode()
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}/jwks"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def test_jwks_keys_refresh_for_an_unknown_kid_once() -> None:
+    """The first fetch is waited for; a token naming a new key id refetches once, a second token
+    with the same unknown id does not (rate limited), a known id never does."""
+    import asyncio
+
+    from pylog.security.jwks import JwksKeys
+
+    server = JwksServer([KEY])
+    rotated = RSAKey.generate_key(2048, parameters={"kid": "k2"}, private=True)
+
+    async def scenario() -> None:
+        keys = JwksKeys(server.url, refresh_ms=3_600_000, backoff_ms=10, backoff_max_ms=100)
+        keys.start()
+        try:
+            first = keys.refresh_for("k1")
+            assert first is not None
+            await asyncio.wait_for(first, 10)
+            assert keys.keys() is not None and keys.fetches == 1
+            assert keys.refresh_for("k1") is None
+            server.keys = [KEY, rotated]
+            wait = keys.refresh_for("k2")
+            assert wait is not None
+            await asyncio.wait_for(wait, 10)
+            current = keys.keys()
+            assert current is not None and keys.fetches == 2
+            assert validate_signed(token(rotated), current, RULES, NOW_MS).principal == "alice"
+            assert keys.refresh_for("k3") is not None  # another unknown id: one more fetch
+            assert keys.refresh_for("k3") is None  # but not twice within a minute
+        finally:
+            await keys.stop()
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        server.close()
