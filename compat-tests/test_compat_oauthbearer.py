@@ -52,9 +52,14 @@ class OAuthBroker:
 
 def start_oauth_broker(tmp: Path, oidc: OidcProvider, **extra: str) -> OAuthBroker:
     config = {
-        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        # CLAIMS: a second OAUTHBEARER listener whose principal is the token's client_id claim
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0,CLAIMS://127.0.0.1:0",
+        "listener.security.protocol.map": (
+            "PLAINTEXT:PLAINTEXT,SASL_PLAINTEXT:SASL_PLAINTEXT,CLAIMS:SASL_PLAINTEXT"
+        ),
+        "listener.name.claims.oauthbearer.sasl.oauthbearer.sub.claim.name": "client_id",
         "sasl.enabled.mechanisms": "OAUTHBEARER",
-        f"{LISTENER}sasl.server.callback.handler.class": VALIDATOR_CALLBACK_HANDLER,
+        "sasl.server.callback.handler.class": VALIDATOR_CALLBACK_HANDLER,
         f"{LISTENER}sasl.jaas.config": f"{LOGIN_MODULE} required ;",
         "sasl.oauthbearer.jwks.endpoint.url": oidc.jwks_url,
         "sasl.oauthbearer.expected.audience": AUDIENCE,
@@ -318,6 +323,39 @@ def test_acls_apply_to_the_tokens_principal(broker: OAuthBroker) -> None:
     produce("confluent-kafka", broker.sasl, topic, RECS[:1], config=confluent_config(oidc, "alice"))
     with pytest.raises(KafkaException):
         consume("confluent-kafka", broker.sasl, topic, 1, config=confluent_config(oidc, "bob"), timeout=5)
+
+
+def test_the_principal_claim_is_the_listeners(broker: OAuthBroker) -> None:
+    """One token, two listeners: on CLAIMS (sasl.oauthbearer.sub.claim.name=client_id) it is
+    User:alice and may write her topic; on SASL_PLAINTEXT it is User:<sub>, who may not."""
+    from kafka import KafkaProducer
+    from kafka.errors import TopicAuthorizationFailedError
+
+    oidc = broker.oidc
+    topic = new_topic(admin(broker.plaintext), "oauth-claim")
+
+    class ServiceToken(TokenProvider):
+        def token(self) -> str:
+            return sign(self.oidc.key, self.oidc.claims("svc-7", client_id="alice"))
+
+    def producer(port: int) -> Any:
+        return KafkaProducer(
+            bootstrap_servers=f"127.0.0.1:{port}",
+            security_protocol="SASL_PLAINTEXT",
+            sasl_mechanism="OAUTHBEARER",
+            sasl_oauth_token_provider=ServiceToken(oidc, "alice"),
+            max_block_ms=10000,
+        )
+
+    as_alice = producer(broker.ports["CLAIMS"])
+    as_alice.send(topic, b"by client_id").get(20)
+    as_alice.close()
+    as_service = producer(broker.ports["SASL_PLAINTEXT"])
+    with pytest.raises(TopicAuthorizationFailedError):
+        as_service.send(topic, b"by sub").get(20)
+    as_service.close()
+    got = consume("confluent-kafka", broker.sasl, topic, 1, config=confluent_config(oidc, "alice"))
+    assert [r.value for r in got] == [b"by client_id"]
 
 
 def test_a_key_rotated_at_the_provider_is_picked_up(broker: OAuthBroker) -> None:
