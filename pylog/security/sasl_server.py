@@ -5,7 +5,9 @@ Theory of operation
 A connection to a SASL listener starts in HANDSHAKE: it may ask ApiVersions and must send
 SaslHandshake naming an enabled mechanism (else UNSUPPORTED_SASL_MECHANISM, and the connection is
 closed). In AUTHENTICATE each SaslAuthenticate carries one client message of the mechanism's
-exchange (PLAIN: one; SCRAM: client-first then client-final) and gets the server's answer. When
+exchange (PLAIN: one; SCRAM: client-first then client-final; OAUTHBEARER: one, or two when the
+token is refused) and gets the server's answer. An OAUTHBEARER token naming a signing key not
+known yet is checked once the shell has fetched the keys again (``wait_before``). When
 the exchange completes the connection is COMPLETE with a principal (``User:<name>``); a failed
 exchange is answered SASL_AUTHENTICATION_FAILED and the connection closed. Any other request
 before COMPLETE closes the connection (Kafka: "Unexpected Kafka request during SASL handshake").
