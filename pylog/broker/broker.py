@@ -131,6 +131,7 @@ class Broker:
         self.lifecycle: BrokerLifecycle | None = None
         self.producer_ids: ProducerIdManager | None = None
         self.groups: GroupShell | None = None
+        self.telemetry: TelemetryShell | None = None  # what clients push (KIP-714), re-exported by /metrics
         self.share_state: ShareShell | None = None
         self.txn: TxnShell | None = None
         self.markers: MarkerWriter | None = None
@@ -423,10 +424,11 @@ class Broker:
             stopping=lambda: self.stopping,
             schema_validation=self.schema_validation,
             authz=self.authorization,
-            telemetry=TelemetryShell(cfg, lambda: source.image, self.clock),
+            telemetry=(telemetry := TelemetryShell(cfg, lambda: source.image, self.clock)),
             fetch_sessions=FetchSessionCache(cfg.int("max.incremental.fetch.session.cache.slots")),
             monotonic_ms=self.clock.monotonic_ms,
         )
+        self.telemetry = telemetry
         table = client_handlers(services)
         for li in s.broker_listeners:
             server = self._server(table, li)

@@ -11,10 +11,11 @@ keep working; what Kafka has no MBean for is ``pylog_...``.
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, Metric
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
@@ -33,6 +34,11 @@ MAX_LABEL_CHARS = 512
 
 MAX_PARTITION_SERIES = 100_000
 """Per-partition families stop after this many partitions (``pylog_metrics_partitions_omitted``)."""
+
+MAX_CLIENT_SAMPLES = 20_000
+"""Samples re-exported from what clients pushed (KIP-714), at most, per scrape."""
+
+CLIENT_LABELS = ("client_instance_id", "client_id", "client_software_name", "client_software_version")
 
 Family = Any  # a prometheus_client Metric
 
@@ -86,6 +92,7 @@ class BrokerCollector(Collector):
             self._groups,
             self._connections,
             self._loop,
+            self._client_metrics,
         ):
             try:
                 yield from part()
@@ -391,6 +398,61 @@ class BrokerCollector(Collector):
             cumulative.append((le, running))
         hist.add_metric([], cumulative, lag.sum_s)
         yield hist
+
+
+    def _client_metrics(self) -> Iterator[Family]:
+        """What KIP-714 clients last pushed here, as gauges named after their metric, labelled with
+        the client (instance id, client id, software) and the data point's attributes. Needs the
+        ``notebook`` extra's opentelemetry-proto; without it, nothing."""
+        telemetry = self.broker.telemetry
+        if telemetry is None:
+            return
+        instances = _copy(telemetry.manager._instances.items)
+        if not any(inst.metrics for _, inst in instances):
+            return
+        try:
+            from pylog.telemetry.otlp import decode_metrics
+        except ImportError:
+            return
+        families: dict[str, Metric] = {}
+        count = 0
+        for instance_id, inst in instances:
+            if not inst.metrics or count >= MAX_CLIENT_SAMPLES:
+                continue
+            try:
+                points = decode_metrics(inst.metrics)
+            except Exception:  # what one client pushed must not cost the others theirs
+                continue
+            who = inst.identity
+            client = dict(zip(CLIENT_LABELS, (str(instance_id), who.client_id, who.client_software_name,
+                                              who.client_software_version)))
+            for point in points:
+                name = _metric_name(point["metric"])
+                fam = families.get(name)
+                if fam is None:
+                    fam = families[name] = Metric(name, f"Pushed by clients (KIP-714): {point['metric']}",
+                                                  "gauge")
+                labels = {_label_name(k): label(v) for k, v in point["attributes"]}
+                labels.update((k, label(v or "")) for k, v in client.items())
+                fam.add_sample(name, labels, float(point["value"]))
+                if point.get("count") is not None:
+                    fam.add_sample(name + "_count", labels, float(point["count"]))
+                count += 1
+        yield from families.values()
+
+_NAME_CHARS = re.compile(r"[^a-zA-Z0-9_]")
+
+
+def _metric_name(name: str) -> str:
+    """An OpenTelemetry metric name (``org.apache.kafka.producer.record.queue.time.avg``) as a
+    Prometheus one (``org_apache_kafka_producer_record_queue_time_avg``)."""
+    out = _NAME_CHARS.sub("_", name)
+    return out if out[:1].isalpha() else f"_{out}"
+
+
+def _label_name(key: str) -> str:
+    out = _NAME_CHARS.sub("_", key)
+    return out if out[:1].isalpha() and not out.startswith("__") else f"a_{out}"
 
 
 def _error_name(code: int) -> str:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 import urllib.error
 import urllib.request
 
@@ -207,3 +208,46 @@ def test_https_without_a_tls_listener_is_refused(tmp_path):
     with pytest.raises(RuntimeError, match="https needs a client listener with TLS"):
         b.start()
     b.close()
+
+
+def _call(broker, api_key: int, version: int, body: dict):
+    """One request over a plain socket, decoded with pylog's codec."""
+    import socket
+    import struct
+
+    from pylog.protocol import api
+
+    host, port = broker.bootstrap_servers.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=30) as sock:
+        sock.sendall(api.encode_request(api_key, version, 1, "metrics-test", body))
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        return api.decode_response(api_key, version, sock.recv(size, socket.MSG_WAITALL))[1]
+
+
+def test_what_clients_push_is_re_exported_with_their_labels(broker):
+    """A confluent-kafka producer pushes its metrics (KIP-714) once subscribed; /metrics carries
+    them named after the metric, labelled with the client."""
+    from pylog.protocol.api import ApiKey
+
+    sub = {"name": "interval.ms", "config_operation": 0, "value": "1000"}
+    every = {"name": "metrics", "config_operation": 0, "value": "*"}
+    resp = _call(broker, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
+        "resources": [{"resource_type": 16, "resource_name": "scrape-all", "configs": [every, sub]}],
+        "validate_only": False,
+    })
+    assert [r.error_code for r in resp.responses] == [0]
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "pushing-producer"})
+    deadline = time.monotonic() + 60
+    pushed: list[tuple[str, dict[str, str]]] = []
+    while not pushed:
+        assert time.monotonic() < deadline, "no pushed metric re-exported within 60 s"
+        p.produce("pushed-topic", value=b"x")
+        p.poll(0.5)
+        found = samples(get(broker.metrics_url + "/metrics")[2].decode())
+        pushed = [(name, lv) for name, rows in found.items() if name.startswith("org_apache_kafka_")
+                  for lv, _ in rows if lv.get("client_id") == "pushing-producer"]
+    p.flush(10)
+    name, labels = pushed[0]
+    assert labels["client_software_name"] and len(labels["client_instance_id"]) == 36, labels
+    status, _, body = get(broker.metrics_url + "/metrics", {"Accept": "application/openmetrics-text"})
+    assert status == 200 and name in body.decode()
