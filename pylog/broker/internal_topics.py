@@ -61,6 +61,7 @@ class InternalTopic:
         """NONE once the topic exists; COORDINATOR_NOT_AVAILABLE if it could not be created."""
         md = self._metadata
         if md.topic(self.name) is not None:
+            await md.published()  # its coordinators loaded where the partitions lead here
             return ErrorCode.NONE
         if self._creating is None or self._creating.done():
             self._creating = asyncio.ensure_future(self._create())
@@ -71,7 +72,10 @@ class InternalTopic:
         except Exception:
             log.exception("creating %s failed", self.name)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        return ErrorCode.NONE if md.topic(self.name) is not None else ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if md.topic(self.name) is None:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        await md.published()
+        return ErrorCode.NONE
 
     async def _create(self) -> None:
         topic = fit_to_cluster(self._new_topic(), len(self._metadata.image.live_brokers()))

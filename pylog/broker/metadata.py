@@ -3,12 +3,16 @@ act on applied records (partition logs, dynamic configs).
 
 The quorum (``pylog.cluster.quorum.MetadataQuorum``) replays ``__cluster_metadata`` on start;
 publishers see the final image once replay is done, then every applied record as it comes.
+Publishing holds the event loop for at most ``SLICE_S`` a turn (the start's reconciliation, and a
+large entry's records, continue on later turns), so the node's control plane (heartbeats, Raft
+ticks, fencing checks) never waits behind thousands of partitions opening.
 """
 
 from __future__ import annotations
 
 import asyncio
 import base64
+import collections
 import logging
 import random
 import time
@@ -24,7 +28,7 @@ from pylog.cluster.voters import directory_id_str, new_directory_id, parse_direc
 log = logging.getLogger(__name__)
 
 META_PROPERTIES = "meta.properties"
-SLICE_S = 0.02  # the longest the start's reconciliation holds the loop before yielding
+SLICE_S = 0.02  # the longest publishing (reconciliation, applied records) holds the loop per turn
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__share_group_state"})
 
 
@@ -50,6 +54,9 @@ class MetadataView(Protocol):
     def topic_configs(self, name: str) -> dict[str, str]: ...
 
     def brokers(self, listener: str | None = None) -> list[tuple[int, str, int, str | None]]: ...
+
+    async def published(self) -> None:
+        """Return once every record applied so far has been acted on (its logs open)."""
 
 
 def controller_for_clients(view: MetadataView, node_id: int, listener: str | None = None) -> int:
@@ -100,12 +107,17 @@ class MetadataSource(Protocol):
 class BrokerMetadata:
     """The committed image as the broker side of a node sees it, and the publishers acting on it."""
 
-    def __init__(self, quorum: MetadataSource, cluster_id: str) -> None:
+    def __init__(self, quorum: MetadataSource, cluster_id: str, *, slice_s: float = SLICE_S) -> None:
         self.quorum = quorum
+        self.slice_s = slice_s
         self.cluster_id = cluster_id
         self._publishers: list[MetadataPublisher] = []
         self._waiters: list[tuple[Callable[[MetadataImage], bool], asyncio.Event]] = []
         self._live = False
+        # changes waiting for a later loop turn (this one's SLICE_S is spent), in applied order
+        self._backlog: collections.deque[MetadataChange] = collections.deque()
+        self._turn_ends: float | None = None  # when this loop turn's slice ends (None: not started)
+        self._drainer: asyncio.Task[None] | None = None
         quorum.add_listener(self._on_change)
         quorum.add_image_listener(self._on_image)
 
@@ -139,16 +151,22 @@ class BrokerMetadata:
 
         Replayed records are not acted on one by one (a topic deleted and re-created under the
         same name would have its new data wiped by the replayed removal of the old one). The
-        reconciliation runs in slices of at most ``SLICE_S``, yielding to the loop between them:
+        reconciliation runs in slices of ``slice_s``, yielding to the loop between them:
         opening thousands of logs must not hold up the node's heartbeats, Raft ticks and fencing
         decisions."""
         self._live = True
         for p in self._publishers:
-            slice_end = time.monotonic() + SLICE_S
+            slice_end = time.monotonic() + self.slice_s
             for _ in p.reconcile(self.image):
                 if time.monotonic() >= slice_end:
                     await asyncio.sleep(0)
-                    slice_end = time.monotonic() + SLICE_S
+                    slice_end = time.monotonic() + self.slice_s
+
+    async def published(self) -> None:
+        """Return once no applied change waits for a later loop turn (the partitions the image
+        has so far are open here, in their roles)."""
+        while self._backlog and self._drainer is not None and not self._drainer.done():
+            await asyncio.shield(self._drainer)
 
     # --- reads ------------------------------------------------------------------------------
 
@@ -177,6 +195,7 @@ class BrokerMetadata:
     def _on_image(self, image: MetadataImage) -> None:
         self._check_waiters()
         if self._live:
+            self._backlog.clear()  # the reconciliation with the new image covers them
             for p in self._publishers:
                 p.on_image_loaded(image)
 
@@ -188,11 +207,52 @@ class BrokerMetadata:
                 self._waiters.remove((p, e))
 
     def _on_change(self, change: MetadataChange) -> None:
+        """Publish at once while this loop turn's slice lasts (the first change of a turn always).
+        Past it (an entry of thousands of partition records: a large CreateTopics, a broker
+        unfenced with all its leaders) the rest waits for later turns, in order, so the node's
+        heartbeats and Raft ticks run between slices. A deferred change is published against the
+        image as it is then: a partition changed again meanwhile gets its latest state, one of a
+        removed topic is skipped."""
         self._check_waiters()
         if not self._live:
             return
+        if self._backlog or self._slice_spent():
+            self._backlog.append(change)
+            if self._drainer is None or self._drainer.done():
+                self._drainer = asyncio.get_running_loop().create_task(self._drain(), name="metadata-publish")
+            return
+        self._publish(change)
+
+    def _publish(self, change: MetadataChange) -> None:
         for p in self._publishers:
             p.on_change(change, self.image)
+
+    def _slice_spent(self) -> bool:
+        now = time.monotonic()
+        if self._turn_ends is None:
+            try:
+                asyncio.get_running_loop().call_soon(self._next_turn)
+            except RuntimeError:  # no loop (a tool replaying the log): nothing else waits
+                return False
+            self._turn_ends = now + self.slice_s
+            return False
+        return now >= self._turn_ends
+
+    def _next_turn(self) -> None:
+        self._turn_ends = None
+
+    async def _drain(self) -> None:
+        while self._backlog:
+            await asyncio.sleep(0)
+            ends = time.monotonic() + self.slice_s
+            while self._backlog:  # at least one change a turn
+                change = self._backlog.popleft()
+                try:
+                    self._publish(change)
+                except Exception:  # as when published at once (the feed logs and goes on)
+                    log.exception("metadata publisher failed on %r", change.record)
+                if time.monotonic() >= ends:
+                    break
 
 
 def read_meta_properties(data_dir: Path) -> dict[str, str]:
