@@ -93,6 +93,7 @@ def check_readers(path: Path, want: pa.Table) -> None:
     body = data[8:-(10 + struct.unpack_from("<i", data, len(data) - 10)[0])]
     assert as_v1(pa.ipc.open_stream(body).read_all()).equals(want)
     polars_want = pl.from_arrow(want)
+    assert pl.read_ipc_stream(body).to_dicts() == polars_want.to_dicts()
     assert pl.read_ipc(path, memory_map=False).to_dicts() == polars_want.to_dicts()
     assert pl.read_ipc(path).to_dicts() == polars_want.to_dicts()
     assert pl.scan_ipc(path).collect().to_dicts() == polars_want.to_dicts()
