@@ -127,12 +127,24 @@ def _zigzag_size(x: np.ndarray) -> np.ndarray:
     return np.searchsorted(_VARINT_LIMITS, z, side="right") + 1
 
 
+_NONE = np.zeros(0, np.int64)
+
+
+def _int64s(arr: pa.Array) -> np.ndarray:
+    """The int64 values of a null-free int64 or timestamp array, zero-copy."""
+    if len(arr) == 0:
+        return _NONE
+    return np.frombuffer(arr.buffers()[1], np.int64, len(arr), arr.offset * 8)
+
+
 def _lengths(arr: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
     """Byte length of each value of a binary/string array (-1 for null) and its validity."""
     n = len(arr)
     bufs = arr.buffers()
-    offsets = np.frombuffer(bufs[1], np.int32, n + 1, arr.offset * 4) if n else np.zeros(1, np.int32)
-    lengths = np.diff(offsets).astype(np.int64)
+    if n == 0:
+        return np.zeros(0, np.int64), None
+    offsets = np.frombuffer(bufs[1], np.int32, n + 1, arr.offset * 4)
+    lengths = (offsets[1:] - offsets[:-1]).astype(np.int64)
     if arr.null_count == 0:
         return lengths, None
     valid = np.unpackbits(np.frombuffer(bufs[0], np.uint8), bitorder="little")[arr.offset:arr.offset + n]
@@ -172,8 +184,8 @@ def rows_from_section(meta: BatchMeta, crc: int, section: Buffer, raw: Buffer,
     up to `raw`."""
     n = records.num_rows
     raw_np = np.frombuffer(raw, np.uint8)
-    offset = records.column(0).to_numpy()
-    timestamp = records.column(1).cast(pa.int64()).to_numpy()
+    offset = _int64s(records.column(0))
+    timestamp = _int64s(records.column(1))
     klen, kvalid = _lengths(records.column(2))
     vlen, vvalid = _lengths(records.column(3))
     headers = records.column(4)
@@ -182,10 +194,10 @@ def rows_from_section(meta: BatchMeta, crc: int, section: Buffer, raw: Buffer,
     first_h = int(hoff[0])
     hstruct = headers.values
     hkeys, hvals = hstruct.field(0), hstruct.field(1)
-    hcount = np.diff(hoff).astype(np.int64)
+    hcount = (hoff[1:] - hoff[:-1]).astype(np.int64)
     nh = int(hoff[-1]) - first_h
-    hklen, _ = _lengths(hkeys.slice(first_h, nh))
-    hvlen, hvvalid = _lengths(hvals.slice(first_h, nh))
+    hklen, _ = _lengths(hkeys.slice(first_h, nh)) if nh else (_NONE, None)
+    hvlen, hvvalid = _lengths(hvals.slice(first_h, nh)) if nh else (_NONE, None)
 
     # Sizes of each field as a minimal varint layout (Kafka's DefaultRecord), in one pass
     fields = np.concatenate([timestamp - meta.base_timestamp, offset - meta.base_offset, klen, vlen, hcount,
@@ -194,11 +206,13 @@ def rows_from_section(meta: BatchMeta, crc: int, section: Buffer, raw: Buffer,
     ts_s, od_s, k_s, v_s, hc_s = (vs[i * n:(i + 1) * n] for i in range(5))
     hk_s, hv_s = vs[5 * n:5 * n + nh], vs[5 * n + nh:]
     kbytes, vbytes, hvbytes = np.maximum(klen, 0), np.maximum(vlen, 0), np.maximum(hvlen, 0)
-    hcum = np.zeros(nh + 1, np.int64)
-    np.cumsum(hk_s + hklen + hv_s + hvbytes, out=hcum[1:])
     rel = (hoff - first_h).astype(np.int64)
     head = 1 + ts_s + od_s
-    body = head + k_s + kbytes + v_s + vbytes + hc_s + hcum[rel[1:]] - hcum[rel[:-1]]
+    body = head + k_s + kbytes + v_s + vbytes + hc_s
+    if nh:
+        hcum = np.zeros(nh + 1, np.int64)
+        np.cumsum(hk_s + hklen + hv_s + hvbytes, out=hcum[1:])
+        body += hcum[rel[1:]] - hcum[rel[:-1]]
     len_s = _zigzag_size(body)
     start = np.zeros(n + 1, np.int64)
     np.cumsum(len_s + body, out=start[1:])
@@ -207,12 +221,14 @@ def rows_from_section(meta: BatchMeta, crc: int, section: Buffer, raw: Buffer,
             f"records section holds {len(raw_np)} bytes, its fields' minimal encoding {int(start[-1])}")
     key_at = start[:-1] + len_s + head + k_s
     value_at = key_at + kbytes + v_s
-    hstart = value_at + vbytes + hc_s
-    rec = np.repeat(np.arange(n), hcount)
-    hk_at = hstart[rec] + hcum[:-1] - hcum[rel[:-1]][rec] + hk_s
-    hv_at = hk_at + hklen + hv_s
-    views = _views(raw_np, np.concatenate([key_at, value_at, hk_at, hv_at]),
-                   np.concatenate([klen, vlen, hklen, hvlen]))
+    if nh:
+        rec = np.repeat(np.arange(n), hcount)
+        hk_at = (value_at + vbytes + hc_s)[rec] + hcum[:-1] - hcum[rel[:-1]][rec] + hk_s
+        hv_at = hk_at + hklen + hv_s
+        views = _views(raw_np, np.concatenate([key_at, value_at, hk_at, hv_at]),
+                       np.concatenate([klen, vlen, hklen, hvlen]))
+    else:
+        views = _views(raw_np, np.concatenate([key_at, value_at]), np.concatenate([klen, vlen]))
 
     entry = np.array([(meta.base_offset, meta.base_timestamp, meta.max_timestamp, meta.producer_id, -1, -1,
                        meta.last_offset_delta, n, meta.base_sequence, meta.partition_leader_epoch,
