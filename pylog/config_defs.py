@@ -403,6 +403,16 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "(/v1/status/live, /v1/status/ready); off when unset, port 0 picks a free one.",
             read_only=True,
         ),
+        _d("pylog.audit.topic", S, "",
+           "Topic the audit trail (authentications, refused authentications, ACL denials) is also "
+           "written to, as JSON values keyed by principal; empty: only the pylog.audit logger.",
+           read_only=True),
+        _d("pylog.audit.rate.per.sec", D, 10.0,
+           "Audit events kept per second for each kind of event and client address (0: all); the "
+           "others are counted in a periodic summary event.", read_only=True),
+        _d("pylog.audit.summary.interval.ms", L, 60000,
+           "How often the count of audit events over the rate is written as a summary event.",
+           read_only=True),
         # --- security (listener-scoped: listener.name.<listener>.<name> overrides <name>) ---
         _d("ssl.keystore.type", S, "JKS", "Only PEM is read.", read_only=True),
         _d("ssl.keystore.location", S, None, "PEM file with the private key and its certificate chain.",

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING
 
+from pylog.protocol.api import ApiKey
+
 from pylog.broker.acl_operations import AclOperation, Allowed, ResourceType, allow_all
 from pylog.config import BrokerConfig, ConfigError
 from pylog.security.acl import CLUSTER_NAME, AclBinding
@@ -19,6 +21,7 @@ from pylog.security.authorizer import AclIndex, StandardAuthorizer
 from pylog.security.principal import KafkaPrincipal, parse_super_users
 
 if TYPE_CHECKING:
+    from pylog.broker.audit_shell import AuditShell
     from pylog.broker.context import RequestContext
     from pylog.cluster.image import MetadataImage
 
@@ -42,6 +45,7 @@ class Authorization:
         self.super_users = super_users
         self.allow_everyone = allow_everyone_if_no_acl_found
         self._cached: tuple[int, int, StandardAuthorizer] | None = None
+        self.audit: AuditShell | None = None  # told of each refusal of a request's resource
 
     @classmethod
     def from_config(cls, config: BrokerConfig, image: Callable[[], MetadataImage | None]) -> Authorization:
@@ -80,7 +84,22 @@ class Authorization:
     def authorize(self, ctx: RequestContext, operation: int, resource_type: int, name: str) -> bool:
         if not self.enabled or ctx.internal:
             return True
-        return self.authorizer().authorize(ctx.principal, ctx.client_address, operation, resource_type, name)
+        principal, address = ctx.principal, ctx.client_address
+        allowed = self.authorizer().authorize(principal, address, operation, resource_type, name)
+        if not allowed and self.audit is not None:
+            self._audit_denial(ctx, operation, resource_type, name)
+        return allowed
+
+    def _audit_denial(self, ctx: RequestContext, operation: int, resource_type: int, name: str) -> None:
+        assert self.audit is not None
+        try:
+            api_name = ApiKey(ctx.api_key).name
+        except ValueError:
+            api_name = str(ctx.api_key)
+        self.audit.denied(
+            str(ctx.principal), ctx.client_address, ctx.listener, api_name,
+            f"{_RT(resource_type).name}:{name}", _Op(operation).name,
+        )
 
     def cluster(self, ctx: RequestContext, operation: int) -> bool:
         return self.authorize(ctx, operation, _RT.CLUSTER, CLUSTER_NAME)
@@ -113,7 +132,8 @@ class Authorization:
         """A predicate over operations for ``authorized_operations`` (KIP-430 bitfields)."""
         if not self.enabled or ctx.internal:
             return allow_all
-        return lambda op: self.authorize(ctx, op, resource_type, name)
+        decide = self.authorizer().authorize  # bitfields of what one may do: no audit of refusals
+        return lambda op: decide(ctx.principal, ctx.client_address, op, resource_type, name)
 
 
 ALLOW_ALL = Authorization()

@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pylog.broker.audit_shell import AuditShell
 from pylog.broker.authorization import Authorization
 from pylog.broker.broker_channels import BrokerChannels
 from pylog.broker.controller_channel import ControllerChannel
@@ -104,6 +105,8 @@ class Broker:
             return m.image
 
         self.authorization = Authorization.from_config(config, image)
+        self.audit = AuditShell(config, clock)
+        self.authorization.audit = self.audit
         self.security = NodeSecurity.from_config(config, self.settings, image_credentials(image))
         self.quotas = ConnectionQuotas.from_config(config, [li.name for li in self.settings.listeners])
         self.client_quotas = QuotaEnforcer(
@@ -195,6 +198,7 @@ class Broker:
         if self.metrics is not None:  # from the start: ready says why not until the node serves
             self.metrics.start()
         s = self.settings
+        self.audit.start()
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.cluster_id, self.directory_id = self._meta_properties()
         self._open_log_dirs()
@@ -470,6 +474,7 @@ class Broker:
                 threads=cfg.int("remote.log.reader.threads"),
                 fetch_max_wait_ms=cfg.int("remote.fetch.max.wait.ms"),
             )
+        self.audit.start_topic(*self._own_client())
         await self._start_schema_registry()
         self.iceberg.start()
 
@@ -486,6 +491,8 @@ class Broker:
                 [self.security.listener(s.listener) for s in self.servers],
                 self.authorization,
                 lambda name: node_client_context(lambda key: self.config.listener_raw(name, key)),
+                audit=self.audit,
+                now_ms=self.clock.wall_ms,
             )
             self.schema_registry = RegistryServer(
                 listener, f"{_local(server.host)}:{server.port}", node_id=self.node_id, security=security,
@@ -509,7 +516,7 @@ class Broker:
         return server, self.security.own_client()
 
     def _server(self, table: HandlerTable, li: Listener, *, client_quotas: bool = True) -> KafkaServer:
-        return KafkaServer(
+        server = KafkaServer(
             table,
             li.host,
             li.port,
@@ -520,6 +527,8 @@ class Broker:
             clock=self.clock,
             client_quotas=self.client_quotas if client_quotas else None,
         )
+        server.audit = self.audit
+        return server
 
     def _registered_in_image(self, image: MetadataImage) -> bool:
         b = image.brokers.get(self.node_id)
@@ -546,6 +555,7 @@ class Broker:
         await self.iceberg.stop()
         if self.schema_registry is not None:
             await self.schema_registry.stop()
+        await self.audit.stop()
         for server in self.servers:
             await server.stop()
         if self.lifecycle is not None:

@@ -130,6 +130,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             except PermissionError as exc:
                 self.server.listener_stats.failed_authentications += 1
                 log.warning("closing connection from %s: %s", self.peer, exc)
+                self._audit_authentication(False, "", "SSL", str(exc))
                 self.close()
                 return
         sock = transport.get_extra_info("socket")
@@ -287,6 +288,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         now_ms = self.server.clock.monotonic_ms()
         if key == ApiKey.SASL_HANDSHAKE:
             answer, close = sasl.handshake(body.mechanism)
+            if close:
+                error = ErrorCode.of(answer["error_code"]).name
+                reason = f"SASL mechanism {body.mechanism!r} refused ({error})"
+                self._audit_authentication(False, "", "SASL_HANDSHAKE", reason)
         elif key == ApiKey.SASL_AUTHENTICATE and not sasl.authenticated:
             wait = sasl.wait_before(body.auth_bytes)
             if wait is None:
@@ -303,6 +308,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             return False
         elif not sasl.authenticated and not (key == ApiKey.API_VERSIONS and not sasl.in_exchange):
             log.warning("closing connection from %s: api %s before SASL authentication", self.peer, key)
+            self._audit_authentication(False, "", _api_name(key), "request before SASL authentication")
             self._close_after_pending()
             return False
         elif sasl.authenticated and sasl.expired(now_ms):
@@ -330,16 +336,22 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.principal = sasl.principal
             self.decoder.max_frame_bytes = self.server.max_request_bytes
             self.server.listener_stats.successful_authentications += 1
+            self._audit_authentication(True, str(sasl.principal), "SASL_AUTHENTICATE", sasl.mechanism or "")
         elif close:
             self.server.listener_stats.failed_authentications += 1
-            log.warning(
-                "authentication failed for %s: %s", self.peer, sasl.failure_reason or answer["error_message"]
-            )
+            reason = sasl.failure_reason or answer["error_message"]
+            log.warning("authentication failed for %s: %s", self.peer, reason)
+            self._audit_authentication(False, "", "SASL_AUTHENTICATE", f"{sasl.mechanism}: {reason}")
         parts = api.encode_response_parts(ApiKey.SASL_AUTHENTICATE, version, correlation_id, answer)
         if close:
             self._answer_then_close(parts, self.security.failed_auth_delay_ms / 1000)
         else:
             self._push(parts)
+
+    def _audit_authentication(self, ok: bool, principal: str, operation: str, reason: str) -> None:
+        audit = self.server.audit
+        if audit is not None:
+            audit.authenticated(ok, principal, self.address, self.server.listener, operation, reason)
 
     def _sasl_resumed(
         self, task: asyncio.Task, slot: _Slot, version: int, correlation_id: int, auth_bytes: bytes
@@ -628,3 +640,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.transport.writelines(self._out)  # answers owed before the bad frame
                 self._out.clear()
             self.transport.close()  # writes what is already buffered, then closes
+
+
+def _api_name(key: int) -> str:
+    try:
+        return ApiKey(key).name
+    except ValueError:
+        return str(key)

@@ -8,6 +8,7 @@ import logging
 import sys
 import time
 
+from pylog.broker.audit_shell import AuditShell
 from pylog.broker.connection import KafkaConnection
 from pylog.broker.handler_table import HandlerTable
 from pylog.broker.throttling import QuotaEnforcer
@@ -50,6 +51,7 @@ class KafkaServer:
         self.connections: set[KafkaConnection] = set()
         self.request_stats = RequestStats()  # counted per request, read when metrics are scraped
         self.listener_stats = ListenerStats()
+        self.audit: AuditShell | None = None  # told of authentications and their refusals
         self._server: asyncio.AbstractServer | None = None
         self._reaper: asyncio.TimerHandle | None = None
 

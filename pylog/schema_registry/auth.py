@@ -4,10 +4,11 @@ The registry follows one of the broker's client listeners (`choose_listener`): t
 one, else the first SASL_PLAINTEXT one, else the first SSL one. On an SSL / SASL_SSL listener it
 serves https with that listener's TLS context; on a SASL listener every request must carry HTTP
 Basic credentials of a user the listener accepts (PlainLoginModule's ``user_<name>`` and the SCRAM
-credentials of the metadata log); with ``ssl.client.auth`` set, a client certificate, mapped by
-``ssl.principal.mapping.rules``, identifies the caller too. Other schemes (``Authorization:
-Bearer``) go to a validator plugged in by scheme. A broker whose listeners do not authenticate
-keeps an open registry.
+credentials of the metadata log); with OAUTHBEARER enabled there, ``Authorization: Bearer <JWT>``
+is checked by the listener's own OAUTHBEARER validation (same JWKS, audience, issuer and principal
+claim); with ``ssl.client.auth`` set, a client certificate, mapped by
+``ssl.principal.mapping.rules``, identifies the caller too. A broker whose listeners do not
+authenticate keeps an open registry.
 
 Authenticated callers are authorized with the cluster's ACLs (`SubjectAccess`). This module only
 decides; the HTTP shell reads headers and certificates and answers 401 / 403.
@@ -21,12 +22,14 @@ import hashlib
 import hmac
 import os
 import ssl
-from collections.abc import Callable, Iterable, Mapping, Sequence
+import time
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from pylog.broker.acl_operations import AclOperation, ResourceType
 from pylog.security.acl import CLUSTER_NAME
+from pylog.security.oauthbearer import InvalidToken, OAuthBearerValidation, token_key_id
 from pylog.security.principal import KafkaPrincipal, parse_mapping_rules, ssl_principal, user
 from pylog.security.sasl_server import PLAIN, SaslServerSettings
 from pylog.security.scram import SCRAM_MECHANISMS, ScramCredential, ScramMechanismType, verify_password
@@ -41,7 +44,12 @@ class Unauthenticated(Exception):
 
 
 class Forbidden(Exception):
-    """An authenticated caller the ACLs refuse: the registry answers 403 with this message."""
+    """An authenticated caller the ACLs refuse: the registry answers 403 with this message.
+    ``resource`` and ``operation`` say what was refused (for the audit trail)."""
+
+    def __init__(self, message: str, resource: str = "", operation: str = "") -> None:
+        super().__init__(message)
+        self.resource, self.operation = resource, operation
 
 
 class TokenValidator(Protocol):
@@ -105,10 +113,36 @@ class BasicValidator:
 
 
 @dataclass(frozen=True)
+class BearerValidator:
+    """``Authorization: Bearer <JWT>`` checked as the listener's SASL OAUTHBEARER checks tokens;
+    the principal is the listener's principal claim. ``now_ms``: the wall clock, from the shell."""
+
+    validation: OAuthBearerValidation
+    now_ms: Callable[[], int]
+
+    def __call__(self, credentials: str) -> KafkaPrincipal:
+        token = credentials.strip()
+        if not token:
+            raise Unauthenticated("no bearer token")
+        try:
+            valid = self.validation.validate(token, self.now_ms())
+        except InvalidToken as exc:
+            raise Unauthenticated(f"invalid bearer token: {exc}") from None
+        return user(valid.principal)
+
+    def wait_before(self, credentials: str) -> Awaitable[None] | None:
+        """A JWKS refresh to wait for when the token names a key not known yet."""
+        keys = self.validation.keys
+        if keys is None:
+            return None
+        return keys.refresh_for(token_key_id(credentials.strip()))
+
+
+@dataclass(frozen=True)
 class Authenticator:
     """The caller of one request from its ``Authorization`` header and TLS client certificate.
 
-    ``validators`` maps a scheme (lower case: ``basic``, later ``bearer``) to its validator;
+    ``validators`` maps a scheme (lower case: ``basic``, ``bearer``) to its validator;
     ``certificates`` says whether a client certificate alone identifies the caller (mutual TLS)."""
 
     validators: Mapping[str, TokenValidator] = field(default_factory=dict)
@@ -117,8 +151,17 @@ class Authenticator:
 
     @property
     def challenge(self) -> str:
-        """The ``WWW-Authenticate`` header of a 401."""
-        return f'Basic realm="{REALM}"'
+        """The ``WWW-Authenticate`` header of a 401: a challenge per accepted scheme."""
+        schemes = [s.capitalize() for s in self.validators] or ["Basic"]
+        return ", ".join(f'{s} realm="{REALM}"' for s in schemes)
+
+    def wait_before(self, authorization: str | None) -> Awaitable[None] | None:
+        """What to wait for before `authenticate` can decide (a bearer token's key being fetched)."""
+        if not authorization:
+            return None
+        scheme, _, credentials = authorization.strip().partition(" ")
+        wait = getattr(self.validators.get(scheme.lower()), "wait_before", None)
+        return wait(credentials) if wait is not None else None
 
     def authenticate(self, authorization: str | None, peercert: Mapping[str, Any] | None) -> KafkaPrincipal:
         if authorization:
@@ -169,6 +212,7 @@ class RegistrySecurity:
     authenticator: Authenticator | None = None
     authorization: AuthorizerSource | None = None
     client_ssl_context: ssl.SSLContext | None = None
+    audit: Any = None  # pylog.broker.audit_shell.AuditShell: told of 401s, 403s and who called
 
     @property
     def scheme(self) -> str:
@@ -202,15 +246,21 @@ def registry_security(
     listeners: Sequence[ListenerView | None],
     authorization: AuthorizerSource | None,
     client_ssl_context: Callable[[str], ssl.SSLContext] | None = None,
+    *,
+    audit: Any = None,
+    now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
 ) -> RegistrySecurity:
     """The registry's security from the broker's client listeners (in ``listeners`` order).
-    ``client_ssl_context(listener name)``: the node's client context for that listener."""
+    ``client_ssl_context(listener name)``: the node's client context for that listener;
+    ``now_ms``: the wall clock bearer tokens are checked against."""
     li = choose_listener(listeners)
     if li is None:
         return OPEN
     validators: dict[str, TokenValidator] = {}
     if li.sasl is not None:
         validators["basic"] = BasicValidator(li.sasl)
+        if li.sasl.oauth is not None:
+            validators["bearer"] = BearerValidator(li.sasl.oauth, now_ms)
     ctx = li.ssl_context
     certificates = ctx is not None and ctx.verify_mode != ssl.CERT_NONE
     authenticator = Authenticator(validators, certificates, li.principal_rules) if (
@@ -218,7 +268,8 @@ def registry_security(
     ) else None
     client_ctx = client_ssl_context(li.name) if ctx is not None and client_ssl_context else None
     return RegistrySecurity(
-        li.name, ctx, authenticator, authorization if authenticator is not None else None, client_ctx
+        li.name, ctx, authenticator, authorization if authenticator is not None else None, client_ctx,
+        audit if authenticator is not None else None,
     )
 
 
@@ -252,7 +303,10 @@ class SubjectAccess:
     def require(self, operation: int, subject: str) -> None:
         if not self.may(operation, subject):
             op = AclOperation(operation).name
-            raise Forbidden(f"User {self.principal} is not authorized to {op} subject {subject!r}")
+            raise Forbidden(
+                f"User {self.principal} is not authorized to {op} subject {subject!r}",
+                f"SUBJECT:{subject}", op,
+            )
 
     def readable(self, subjects: Iterable[str]) -> list[str]:
         return [s for s in subjects if self.may(AclOperation.READ, s)]
@@ -261,7 +315,8 @@ class SubjectAccess:
         if self._check is None or self._check(AclOperation.ALTER, ResourceType.CLUSTER, CLUSTER_NAME):
             return
         raise Forbidden(
-            f"User {self.principal} is not authorized to ALTER the cluster (global config and mode)"
+            f"User {self.principal} is not authorized to ALTER the cluster (global config and mode)",
+            f"CLUSTER:{CLUSTER_NAME}", "ALTER",
         )
 
 

@@ -65,6 +65,15 @@ def _schema_id(request: web.Request) -> int:
         raise e.not_found(e.SCHEMA_NOT_FOUND, f"Schema {request.match_info['id']} not found") from None
 
 
+AUDIT_LISTENER = "schema-registry"  # the listener the audit trail names for registry requests
+
+
+def _route(request: web.Request) -> str:
+    """``METHOD /path/{pattern}`` of the matched route (the path itself when none matched)."""
+    info = request.match_info.route.resource
+    return f"{request.method} {info.canonical if info is not None else request.path}"
+
+
 def _access(request: web.Request) -> SubjectAccess:
     access: SubjectAccess = request.get("access", ALLOW_ALL)
     return access
@@ -153,18 +162,32 @@ class RegistryApp:
         assert authenticator is not None
         transport = request.transport
         peercert = transport.get_extra_info("peercert") if transport is not None else None
+        header = request.headers.get("Authorization")
+        audit, address, route = self.security.audit, request.remote or "", _route(request)
         try:
-            principal = authenticator.authenticate(request.headers.get("Authorization"), peercert)
+            wait = authenticator.wait_before(header)
+            if wait is not None:  # a bearer token signed by a key not fetched yet
+                await wait
+            principal = authenticator.authenticate(header, peercert)
         except Unauthenticated as exc:
             log.info("schema registry: %s %s from %s refused: %s", request.method, request.path,
                      request.remote, exc)
+            if audit is not None:
+                audit.authenticated(False, "", address, AUDIT_LISTENER, route, str(exc))
             response = _json({"error_code": 401, "message": f"Unauthorized: {exc}"}, 401)
             response.headers["WWW-Authenticate"] = authenticator.challenge
             return response
-        request["access"] = self.security.access(principal, request.remote or "")
+        if audit is not None:
+            scheme = header.strip().partition(" ")[0] if header else "certificate"
+            audit.authenticated(True, str(principal), address, AUDIT_LISTENER, route, scheme)
+        request["access"] = self.security.access(principal, address)
         try:
             return await handler(request)
         except Forbidden as exc:
+            if audit is not None:
+                audit.denied(
+                    str(principal), address, AUDIT_LISTENER, route, exc.resource, exc.operation, str(exc)
+                )
             return _json({"error_code": FORBIDDEN, "message": str(exc)}, 403)
 
     async def _state(self) -> RegistryState:
@@ -241,7 +264,8 @@ class RegistryApp:
             subjects = {v.subject for v in st.id_usages(sid, deleted=True)}
             if not access.readable(sorted(subjects)):
                 raise Forbidden(
-                    f"User {access.principal} is not authorized to READ any subject of schema {sid}"
+                    f"User {access.principal} is not authorized to READ any subject of schema {sid}",
+                    f"SCHEMA:{sid}", "READ",
                 )
         return sid
 

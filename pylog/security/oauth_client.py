@@ -79,6 +79,10 @@ class ClientCredentialsTokens:
             return token
         return await asyncio.to_thread(self._fetch)
 
+    def token_blocking(self) -> str:
+        """The current token for a caller that may block (a thread doing HTTP, e.g. a registry client)."""
+        return self._fetch()
+
     def _fetch(self) -> str:
         with self._lock:
             if self._token is not None and time.monotonic() < self._refresh_at:

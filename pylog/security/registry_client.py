@@ -2,8 +2,10 @@
 
 A broker's registry accepts the users of its SASL listener as HTTP Basic and serves https with the
 listener's certificates, so a client that reaches the broker reaches the registry with the same
-settings: SASL PLAIN / SCRAM ``sasl.username`` + ``sasl.password`` become Basic credentials, and
-the TLS context (CA, client certificate) of ``ssl.*`` verifies an https registry.
+settings: SASL PLAIN / SCRAM ``sasl.username`` + ``sasl.password`` become Basic credentials, an
+OAUTHBEARER client's client_credentials token (``sasl.oauthbearer.token.endpoint.url``,
+``sasl.oauthbearer.client.id`` / ``...secret``) becomes a Bearer token, and the TLS context (CA,
+client certificate) of ``ssl.*`` verifies an https registry.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pylog.security.client import ClientSecurity
+from pylog.security.oauth_client import ClientCredentialsTokens
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,7 @@ class RegistryCredentials:
     username: str | None = None
     password: str | None = None
     ssl_context: ssl.SSLContext | None = None
+    tokens: ClientCredentialsTokens | None = None  # OAUTHBEARER: Bearer tokens instead of Basic
 
     @classmethod
     def of(cls, security: ClientSecurity | Any) -> RegistryCredentials:
@@ -33,11 +37,16 @@ class RegistryCredentials:
             return security
         if not isinstance(security, ClientSecurity):
             security = ClientSecurity.from_config(security)
+        if security.oauth is not None:
+            return cls(ssl_context=security.ssl_context, tokens=security.oauth)
         if security.uses_sasl:
             return cls(security.username, security.password, security.ssl_context)
         return cls(ssl_context=security.ssl_context)
 
     def headers(self) -> dict[str, str]:
+        """The ``Authorization`` header (blocks while a token is fetched from the token endpoint)."""
+        if self.tokens is not None:
+            return {"Authorization": f"Bearer {self.tokens.token_blocking()}"}
         if self.username is None:
             return {}
         token = base64.b64encode(f"{self.username}:{self.password or ''}".encode()).decode()
