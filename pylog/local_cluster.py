@@ -311,6 +311,8 @@ class LocalCluster:
         node_id = max(self.nodes) + 1
         h = self.nodes[min(self.nodes)].host
         node = self.nodes[node_id] = LocalNode(node_id, h, free_port(h), free_port(h), self.home)
+        if self._metrics:
+            node.metrics_port = free_port(h)
         self.controller_only.add(node_id)
         self._format(node, "--no-initial-controllers")
         self._launch(node)
