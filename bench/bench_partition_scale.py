@@ -3,13 +3,16 @@
 One ``pylog broker`` process, topics of 10 partitions created 50 at a time with CreateTopics (as
 provisioning scripts do). Rows:
 
-- **create N partitions**: the time all batches took, the slowest batch, and whether the broker was
-  ever fenced (a failed CreateTopics, or the controller's "fenced brokers" line in the broker's
-  log after a batch); creation stops at the first fence;
+- **create N partitions**: from the first CreateTopics until every partition created answers
+  ListOffsets as its leader (its log open: a broker may answer CreateTopics before it has opened
+  the logs of a large batch), the slowest CreateTopics, and whether the broker was ever fenced (a
+  failed CreateTopics, or the controller's "fenced brokers" line in the broker's log after a
+  batch); creation stops at the first fence;
 - **restart with N partitions**: SIGTERM, then a new broker on the same data directory, timed from
-  the call that starts it to the first answered ApiVersions (it answers once it is unfenced);
+  the call that starts it to the first answered ApiVersions (it answers once it is unfenced), and
+  to every partition answering ListOffsets as its leader;
 - **Metadata, all topics**: a raw Metadata v1 request for every topic, the median (and worst) of
-  ``--metadata-runs``, answer read to its last byte.
+  ``--metadata-runs``, answer read to its last byte, once every partition is open.
 
     python bench/bench_partition_scale.py                       # 2,000 then 10,000 partitions
     python bench/bench_partition_scale.py --partitions 3000 --first-restart 1000
@@ -31,6 +34,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 from bench_start import answered
 from common import free_port, pylog_command
+from pylog.protocol import api
 
 FENCED_LINE = "fenced brokers"
 
@@ -64,15 +68,36 @@ class Broker:
         return FENCED_LINE in self.log_path.read_text("utf-8", "replace")
 
 
+def all_leading(port: int, topics: list[str], per_topic: int, timeout_s: float = 600) -> float:
+    """Poll ListOffsets (v1, latest) for every partition of ``topics`` until each answers without
+    error (the broker leads it: its log is open); the time that took."""
+    body = {"replica_id": -1, "topics": [
+        {"name": t, "partitions": [{"partition_index": p, "timestamp": -1} for p in range(per_topic)]}
+        for t in topics
+    ]}
+    t0 = time.perf_counter()
+    with socket.create_connection(("127.0.0.1", port), timeout=120) as s:
+        while time.perf_counter() - t0 < timeout_s:
+            s.sendall(api.encode_request(2, 1, 1, "bench", body))
+            (size,) = struct.unpack(">i", _recv(s, 4))
+            resp = api.decode_response(2, 1, _recv(s, size))[1]
+            if all(p.error_code == 0 for t in resp.topics for p in t.partitions):
+                return time.perf_counter() - t0
+            time.sleep(0.05)
+    raise TimeoutError(f"partitions not led after {timeout_s}s")
+
+
 def create_batches(broker: Broker, start: int, until: int, topics_per_batch: int, per_topic: int,
                    ) -> tuple[float, float, bool, int]:
-    """Create topics until ``until`` partitions exist: (seconds, slowest batch, fenced, partitions)."""
+    """Create topics until ``until`` partitions exist and lead: (seconds, slowest CreateTopics,
+    fenced, partitions)."""
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{broker.port}", "log_level": 0})
     total, slowest, fenced, n = 0.0, 0.0, False, start
     while n < until:
-        batch = [NewTopic(f"scale-{n + i * per_topic}", per_topic, 1) for i in range(topics_per_batch)]
+        batch = [NewTopic(name, per_topic, 1)
+                 for name in topic_names(n, n + topics_per_batch * per_topic, per_topic)]
         t = time.perf_counter()
         futures = admin.create_topics(batch, request_timeout=120, operation_timeout=120)
         errors = []
@@ -89,7 +114,13 @@ def create_batches(broker: Broker, start: int, until: int, topics_per_batch: int
             fenced = True
             break
         n += topics_per_batch * per_topic
+    if not fenced:
+        total += all_leading(broker.port, topic_names(start, n, per_topic), per_topic)
     return total, slowest, fenced or broker.fenced_in_log(), n
+
+
+def topic_names(start: int, until: int, per_topic: int) -> list[str]:
+    return [f"scale-{i}" for i in range(start, until, per_topic)]
 
 
 _METADATA_V1 = struct.pack(">hhih", 3, 1, 7, 5) + b"bench" + struct.pack(">i", -1)  # all topics
@@ -148,10 +179,14 @@ def main() -> None:
                 rows.append((f"Metadata, all topics ({n} partitions, {size / 1e6:.1f} MB)",
                              f"median {median * 1000:.0f} ms, worst {worst_md * 1000:.0f} ms"))
             broker.stop()
-            rows.append((f"restart with {n} partitions", f"{broker.start():.2f} s to first answer"))
+            first = broker.start()
+            led = first + all_leading(broker.port, topic_names(0, n, args.partitions_per_topic),
+                                      args.partitions_per_topic)
+            rows.append((f"restart with {n} partitions",
+                         f"{first:.2f} s to first answer, {led:.2f} s until every partition leads"))
         batch = args.topics_per_batch * args.partitions_per_topic
         rows.insert(0, (f"create {n} partitions ({batch} a batch)",
-                        f"{created_s:.1f} s, slowest batch {slowest:.2f} s, "
+                        f"{created_s:.1f} s, slowest CreateTopics {slowest:.2f} s, "
                         + ("FENCED" if fenced else "never fenced")))
     finally:
         broker.stop()
