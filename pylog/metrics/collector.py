@@ -21,7 +21,7 @@ from prometheus_client.samples import Sample
 
 from pylog.metrics.counters import TIME_BUCKETS_MS, RequestStats, TimeHistogram, TopicStats
 from pylog.metrics.loop_lag import LoopLag
-from pylog.protocol.api import ApiKey
+from pylog.protocol.api import ApiKey, PylogApiKey
 from pylog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -44,7 +44,9 @@ Family = Any  # a prometheus_client Metric
 
 _LEADER_DOC = "The metadata quorum's leader (-1: none)."
 _LE = [str(b) for b in TIME_BUCKETS_MS] + ["+Inf"]
-_API_NAMES = {int(k): "".join(w.capitalize() for w in k.name.split("_")) for k in ApiKey}
+_API_NAMES = {int(k): "".join(w.capitalize() for w in k.name.split("_")) for k in ApiKey} | {
+    int(k): "Pylog" + "".join(w.capitalize() for w in k.name.split("_")) for k in PylogApiKey
+}
 
 
 def label(value: object) -> str:
@@ -59,7 +61,8 @@ def label(value: object) -> str:
 
 
 def api_name(api_key: int) -> str:
-    """Kafka's request name (``ApiKeys.name``): Produce, Fetch, ListOffsets, ..."""
+    """Kafka's request name (``ApiKeys.name``): Produce, Fetch, ListOffsets, ...; pylog's own
+    requests as PylogRaft, PylogMetadataFetch, ..."""
     return _API_NAMES.get(api_key, str(api_key))
 
 
