@@ -4,7 +4,8 @@ Both use Kafka's checkpoint text layout (a version line, an entry count line, on
 and are replaced atomically (temporary file, fsync, rename) on every change. A truncation of the
 leader epoch cache is written without the fsync, as Kafka does: opening the log truncates the cache
 to the log again, so a truncation lost in a crash is redone, and opening thousands of partitions
-does not wait for thousands of disk flushes.
+does not wait for thousands of disk flushes. The truncations of opening are not even written then:
+the next change of the cache, or closing the log, writes them.
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ class LeaderEpochCache:
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self.path = path
         self.readonly = readonly
+        self._unwritten = False  # a truncation left for the next write (opening's)
         self.epochs: list[int] = []
         self.offsets: list[int] = []
         for epoch, offset in read_checkpoint(path):
@@ -68,6 +70,18 @@ class LeaderEpochCache:
         """Write the cache; ``sync=False`` for a truncation (redone when the log opens)."""
         if not self.readonly:
             write_checkpoint(self.path, self.entries(), sync=sync)
+            self._unwritten = False
+
+    def _truncated(self, defer: bool) -> None:
+        if defer:
+            self._unwritten = True
+        else:
+            self._flush(sync=False)
+
+    def write_pending(self) -> None:
+        """Write a truncation left for later (``defer=True``), if any."""
+        if self._unwritten:
+            self._flush(sync=False)
 
     def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that `epoch` starts at `start_offset`; returns whether the cache changed."""
@@ -96,21 +110,22 @@ class LeaderEpochCache:
             return epoch, self.offsets[0]
         return self.epochs[higher - 1], self.offsets[higher]
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Drop epochs starting at or after `end_offset` (the log was truncated there)."""
+    def truncate_from_end(self, end_offset: int, *, defer: bool = False) -> None:
+        """Drop epochs starting at or after `end_offset` (the log was truncated there); `defer`:
+        write it with the next change or `write_pending` (opening a log, which redoes it)."""
         n = bisect.bisect_left(self.offsets, end_offset)
         if n < len(self.offsets):
             del self.epochs[n:], self.offsets[n:]
-            self._flush(sync=False)
+            self._truncated(defer)
 
-    def truncate_from_start(self, start_offset: int) -> None:
+    def truncate_from_start(self, start_offset: int, *, defer: bool = False) -> None:
         """Forget epochs wholly below `start_offset`; the one spanning it now starts there."""
         n = bisect.bisect_right(self.offsets, start_offset)
         if n == 0 or (n == 1 and self.offsets[0] == start_offset):
             return
         del self.epochs[:n - 1], self.offsets[:n - 1]
         self.offsets[0] = start_offset
-        self._flush(sync=False)
+        self._truncated(defer)
 
     def clear(self) -> None:
         if self.epochs:

@@ -124,8 +124,9 @@ class PartitionLog:
         else:
             log._log_start_offset = max(lso, segments[0].base_offset)
         log._last_flush_ms = now_ms
-        log._epochs.truncate_from_end(log._log_end_offset)
-        log._epochs.truncate_from_start(log._log_start_offset)
+        # not written now (redone at every open): the next change of the cache or close writes it
+        log._epochs.truncate_from_end(log._log_end_offset, defer=True)
+        log._epochs.truncate_from_start(log._log_start_offset, defer=True)
         return log
 
     @classmethod
@@ -641,6 +642,8 @@ class PartitionLog:
             self._closed = True
             for seg in self._segments:
                 seg.close()
+            with contextlib.suppress(OSError):  # a deleted partition's directory may be gone
+                self._epochs.write_pending()
 
     def __enter__(self) -> PartitionLog:
         return self
