@@ -104,9 +104,9 @@ class ReplicaPublisher:
             yield
             if generation != self._reconciling:
                 return
-            p = image.partition(topic_id, index)
-            if p is not None:
-                self._apply(name, topic_id, p, image)
+            now = image.partition(topic_id, index)
+            if now is not None:
+                self._apply(name, topic_id, now, image)
 
     def on_change(self, change: MetadataChange, image: MetadataImage) -> None:
         r = change.record
