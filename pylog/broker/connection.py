@@ -279,7 +279,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._close_after_pending()
         else:
             self._push(self._respond(ctx, request.body, result, len(frame), busy_ns))
-        self.server.request_stats.record(key, version, time.perf_counter_ns() - started, busy_ns, result)
+        self.server.request_stats.record(
+            key, version, time.perf_counter_ns() - started, busy_ns, result, request.body
+        )
 
     def _sasl_admits(self, key: int, version: int, header: Any, body: Any) -> bool:
         """Run SASL requests through the authenticator; say whether anything else may be served."""
@@ -412,7 +414,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         else:
             result = task.result()
             total_ns = time.perf_counter_ns() - started_ns
-            self.server.request_stats.record(ctx.api_key, ctx.api_version, total_ns, busy_ns, result)
+            self.server.request_stats.record(ctx.api_key, ctx.api_version, total_ns, busy_ns, result, body)
             if result is handler_table.CLOSE_CONNECTION:
                 self._close_when_drained = True
             elif result is handler_table.NO_RESPONSE:

@@ -19,7 +19,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
-from pylog.metrics.counters import TIME_BUCKETS_MS, RequestStats, TimeHistogram, TopicStats
+from pylog.metrics.counters import (
+    FETCH_CONSUMER,
+    FETCH_FOLLOWER,
+    TIME_BUCKETS_MS,
+    RequestStats,
+    TimeHistogram,
+    TopicStats,
+)
 from pylog.metrics.loop_lag import LoopLag
 from pylog.protocol.api import ApiKey, PylogApiKey
 from pylog.protocol.errors import ErrorCode
@@ -46,7 +53,8 @@ _LEADER_DOC = "The metadata quorum's leader (-1: none)."
 _LE = [str(b) for b in TIME_BUCKETS_MS] + ["+Inf"]
 _API_NAMES = {int(k): "".join(w.capitalize() for w in k.name.split("_")) for k in ApiKey} | {
     int(k): "Pylog" + "".join(w.capitalize() for w in k.name.split("_")) for k in PylogApiKey
-}
+} | {FETCH_CONSUMER: "FetchConsumer", FETCH_FOLLOWER: "FetchFollower"}
+_ERRORS_AS = {FETCH_CONSUMER: "Fetch", FETCH_FOLLOWER: "Fetch"}  # Kafka's ErrorsPerSec says Fetch
 
 
 def label(value: object) -> str:
@@ -155,12 +163,14 @@ class BrokerCollector(Collector):
                     for i, n in enumerate(got):
                         acc[i] += n
                     sums[kind] = sums.get(kind, 0) + hist.sum_ns
+        error_counts: dict[tuple[str, str], int] = {}
         for key, (versions, errs, buckets, sums) in sorted(merged.items()):
             name = api_name(key)
             for v, n in sorted(versions.items()):
                 requests.add_metric([name, str(v)], n)
-            for code, n in sorted(errs.items()):
-                errors.add_metric([name, _error_name(code)], n)
+            for code, n in errs.items():
+                at = (_ERRORS_AS.get(key, name), _error_name(code))
+                error_counts[at] = error_counts.get(at, 0) + n
             for kind, fam in times.items():
                 counts = buckets.get(kind)
                 if counts is None:
@@ -170,6 +180,8 @@ class BrokerCollector(Collector):
                     running += n
                     cumulative.append((le, running))
                 fam.add_metric([name], cumulative, sums[kind] / 1e6)
+        for (name, error), n in sorted(error_counts.items()):
+            errors.add_metric([name, error], n)
         yield requests
         yield errors
         yield from times.values()

@@ -17,6 +17,10 @@ TIME_BUCKETS_MS: tuple[float, ...] = (
 
 _BOUNDS_NS = tuple(int(b * 1_000_000) for b in TIME_BUCKETS_MS)
 
+FETCH = 1
+FETCH_CONSUMER, FETCH_FOLLOWER = -1001, -1002
+"""Fetch requests are counted apart, as Kafka's FetchConsumer and FetchFollower request metrics."""
+
 
 class TimeHistogram:
     """Counts per bucket (not cumulative) and the sum, in nanoseconds."""
@@ -57,7 +61,11 @@ class RequestStats:
     def __init__(self) -> None:
         self.apis: dict[int, ApiStats] = {}
 
-    def record(self, api_key: int, version: int, total_ns: int, local_ns: int, response: Any) -> None:
+    def record(
+        self, api_key: int, version: int, total_ns: int, local_ns: int, response: Any, request: Any = None
+    ) -> None:
+        if api_key == FETCH:
+            api_key = FETCH_FOLLOWER if _from_follower(request) else FETCH_CONSUMER
         stats = self.apis.get(api_key)
         if stats is None:
             stats = self.apis[api_key] = ApiStats()
@@ -85,6 +93,14 @@ class RequestStats:
         if stats is None:
             stats = self.apis[api_key] = ApiStats()
         stats.errors[code] = stats.errors.get(code, 0) + 1
+
+
+def _from_follower(request: Any) -> bool:
+    """A Fetch from a replica: ``replica_id`` (up to v14) or ``replica_state`` (v15+) names it."""
+    if getattr(request, "replica_id", -1) >= 0:
+        return True
+    state = getattr(request, "replica_state", None)
+    return state is not None and state.replica_id >= 0
 
 
 class ListenerStats:

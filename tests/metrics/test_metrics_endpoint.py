@@ -75,10 +75,10 @@ def test_metrics_follow_a_producer_and_a_group(broker):
     assert value(found, "kafka_server_brokertopicmetrics_bytesin_total", topic=ODD_TOPIC) > 500
     assert value(found, "kafka_server_brokertopicmetrics_bytesout_total", topic=ODD_TOPIC) > 0
     assert value(found, "kafka_network_requestmetrics_requests_total", request="Produce") >= 1
-    assert value(found, "kafka_network_requestmetrics_requests_total", request="Fetch") >= 1
+    assert value(found, "kafka_network_requestmetrics_requests_total", request="FetchConsumer") >= 1
     assert value(found, "kafka_network_requestmetrics_totaltimems_count", request="Produce") >= 1
-    assert value(found, "kafka_network_requestmetrics_localtimems_count", request="Fetch") >= 1
-    assert value(found, "kafka_network_requestmetrics_remotetimems_count", request="Fetch") >= 1
+    assert value(found, "kafka_network_requestmetrics_localtimems_count", request="FetchConsumer") >= 1
+    assert value(found, "kafka_network_requestmetrics_remotetimems_count", request="FetchConsumer") >= 1
     # a Produce's time histogram is cumulative and ends at +Inf with the count
     inf = value(found, "kafka_network_requestmetrics_totaltimems_bucket", request="Produce", le="+Inf")
     assert inf == value(found, "kafka_network_requestmetrics_totaltimems_count", request="Produce")

@@ -184,6 +184,8 @@ def test_prometheus_sees_what_clients_and_failures_do(
                     lambda v: v is not None and v > 2 * 3000 * 9, "followers' bytes out")
     assert prom.scalar('sum(kafka_network_requestmetrics_requests_total{request="Produce"})') >= 1
     assert prom.scalar('sum(kafka_network_requestmetrics_totaltimems_count{request="Produce"})') >= 1
+    for fetch in ("FetchConsumer", "FetchFollower"):  # Kafka's names for a consumer's and a replica's
+        assert prom.scalar(f'sum(kafka_network_requestmetrics_requests_total{{request="{fetch}"}})') >= 1
     ends = f'sum(max by (partition) (kafka_log_log_logendoffset{{topic="{TOPIC}"}}))'
     prom.wait_value(ends, lambda v: v == 3000, "log end offsets adding up to 3000")
     assert prom.scalar("sum(kafka_controller_kafkacontroller_activecontrollercount)") == 1
