@@ -251,3 +251,42 @@ def test_what_clients_push_is_re_exported_with_their_labels(broker):
     assert labels["client_software_name"] and len(labels["client_instance_id"]) == 36, labels
     status, _, body = get(broker.metrics_url + "/metrics", {"Accept": "application/openmetrics-text"})
     assert status == 200 and name in body.decode()
+
+
+def test_authentications_are_counted_by_listener(tmp_path):
+    """A client with a wrong SASL/PLAIN password and one with the right one, on the SASL listener."""
+    import re
+
+    from confluent_kafka.admin import AdminClient
+
+    config = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SASL_PLAINTEXT://127.0.0.1:0",
+        "sasl.enabled.mechanisms": "PLAIN",
+        "listener.name.sasl_plaintext.plain.sasl.jaas.config":
+            'org.apache.kafka.common.security.plain.PlainLoginModule required user_alice="alice-secret";',
+    }
+    with pylog.LocalBroker(tmp_path / "d", config=config) as b:
+        printed = (b._tmp / "broker.stdout").read_text()
+        sasl = re.search(r"pylog listener SASL_PLAINTEXT on (\S+)", printed)
+        assert sasl is not None, printed
+
+        def connect(password: str) -> bool:
+            admin = AdminClient({"bootstrap.servers": sasl.group(1), "security.protocol": "SASL_PLAINTEXT",
+                                 "sasl.mechanism": "PLAIN", "sasl.username": "alice",
+                                 "sasl.password": password})
+            try:
+                admin.list_topics(timeout=5)
+                return True
+            except Exception:
+                return False
+
+        assert not connect("wrong")
+        assert connect("alice-secret")
+        found = samples(get(b.metrics_url + "/metrics")[2].decode())
+        failed = "kafka_server_socket_server_metrics_failed_authentication_total"
+        ok = "kafka_server_socket_server_metrics_successful_authentication_total"
+        assert value(found, failed, listener="SASL_PLAINTEXT") >= 1
+        assert value(found, ok, listener="SASL_PLAINTEXT") >= 1
+        assert value(found, failed, listener="PLAINTEXT") == 0
+        connections = "kafka_server_socket_server_metrics_connection_count"
+        assert value(found, connections, listener="SASL_PLAINTEXT") >= 0
