@@ -138,6 +138,11 @@ def _build_parser() -> argparse.ArgumentParser:
     topic.add_commands(t.add_subparsers(dest="topic_command", required=True, metavar="COMMAND"))
     g = sub.add_parser("group", help="list and describe consumer groups, reset their offsets")
     group.add_commands(g.add_subparsers(dest="group_command", required=True, metavar="COMMAND"))
+    from pylog.metrics import top
+
+    tp = sub.add_parser("top", help="a live table of every node, read from their metrics listeners")
+    top.add_arguments(tp)
+    tp.set_defaults(run=top.run)
     return parser
 
 

@@ -94,6 +94,7 @@ class BrokerCollector(Collector):
 
     def collect(self) -> Iterator[Family]:
         for part in (
+            self._node,
             self._requests,
             self._topics,
             self._replicas,
@@ -115,6 +116,13 @@ class BrokerCollector(Collector):
         )
         errors.add_metric([], self.collect_errors)
         yield errors
+
+    def _node(self) -> Iterator[Family]:
+        b = self.broker
+        info = GaugeMetricFamily("pylog_node_info", "1, labelled with the node's id, roles and cluster id.",
+                                 labels=["node_id", "roles", "cluster_id"])
+        info.add_metric([str(b.node_id), ",".join(sorted(b.settings.roles)), label(b.cluster_id)], 1)
+        yield info
 
     # --- requests ---------------------------------------------------------------------------
 
