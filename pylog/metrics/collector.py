@@ -10,6 +10,7 @@ keep working; what Kafka has no MBean for is ``pylog_...``.
 
 from __future__ import annotations
 
+import functools
 import logging
 import re
 from collections.abc import Callable, Iterator
@@ -79,7 +80,7 @@ def _copy(items: Callable[[], Any]) -> list[Any]:
     for _ in range(5):
         try:
             return list(items())
-        except RuntimeError:  # changed size during iteration
+        except (RuntimeError, KeyError):  # changed size during iteration, or removed meanwhile
             continue
     return []
 
@@ -309,7 +310,7 @@ class BrokerCollector(Collector):
         offline = partitions = 0
         topics = _copy(image.topics.values)
         for t in topics:
-            for p in _copy(image.partitions(t.topic_id).values):
+            for p in _copy(functools.partial(_partitions_of, image, t.topic_id)):
                 partitions += 1
                 if p.leader < 0:
                     offline += 1
@@ -371,7 +372,7 @@ class BrokerCollector(Collector):
         total = GaugeMetricFamily("kafka_consumergroup_lag_sum", "A group's lag over its partitions.",
                                   labels=["group"])
         replicas = self.broker.replicas
-        for group_id in sorted(offsets.group_ids()):
+        for group_id in sorted(_copy(offsets.group_ids)):
             committed = _copy(offsets.of(group_id).items)
             g = label(group_id)
             sum_lag = 0
@@ -471,6 +472,10 @@ def _metric_name(name: str) -> str:
     Prometheus one (``org_apache_kafka_producer_record_queue_time_avg``)."""
     out = _NAME_CHARS.sub("_", name)
     return out if out[:1].isalpha() else f"_{out}"
+
+
+def _partitions_of(image: Any, topic_id: Any) -> Any:
+    return image.partitions(topic_id).values()
 
 
 def _label_name(key: str) -> str:

@@ -44,7 +44,12 @@ class Readiness:
 
     def __call__(self) -> list[str]:
         with self._lock:  # one check at a time: they share the partitions' first-missing times
-            return readiness(self.broker, self._missing_since, time.monotonic())
+            for _ in range(3):
+                try:
+                    return readiness(self.broker, self._missing_since, time.monotonic())
+                except (RuntimeError, KeyError):  # the image changed while it was read: read again
+                    continue
+            return ["the metadata image changes too fast to check it"]
 
 
 def readiness(broker: Broker, missing_since: dict[str, float], now: float) -> list[str]:
