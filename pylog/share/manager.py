@@ -2,9 +2,10 @@
 
 A share consumer fetches through a *share session* per (group, member): epoch 0 opens it with a
 set of partitions, each later request carries the next epoch and may add partitions or forget
-some (their acquired records are released), and epoch -1 closes it (everything the member still
-holds is released). The share partitions themselves (`partition.SharePartition`) are created on
-first use from their persisted state, or at `share.auto.offset.reset` when there is none.
+some (the member keeps the records it acquired there until it acknowledges them or their locks
+expire), and epoch -1 closes it (everything the member still holds is released). The share
+partitions themselves (`partition.SharePartition`) are created on first use from their persisted
+state, or at `share.auto.offset.reset` when there is none.
 
 The manager reports which share partitions changed durably (`dirty`), so the shell can append
 their snapshots before it answers; the clock is passed in.
@@ -133,9 +134,10 @@ class ShareManager:
         for tp in add:
             session.partitions.setdefault(tp, None)
         for tp in forget:
-            if tp in session.partitions:
-                del session.partitions[tp]
-                self._release(group_id, member_id, [tp])
+            # Kafka's ShareSession.update: the member keeps what it acquired there, so the
+            # acknowledgements it still sends for it (a subscription change) are accepted; the
+            # records come back when their locks expire or the member leaves.
+            session.partitions.pop(tp, None)
         return ErrorCode.NONE, session
 
     def check_session(self, group_id: str, member_id: str, epoch: int) -> ErrorCode:
