@@ -222,13 +222,12 @@ def test_restart_keeps_accepted_records_accepted(tmp_path: Path, topic_name: str
         b.close()
 
 
-def test_two_members_on_one_partition_beside_idle_partitions(
-    share_broker: BrokerProcess, topic_name: str
-) -> None:
+def test_two_members_beside_idle_partitions(share_broker: BrokerProcess, topic_name: str) -> None:
     """The idle partitions of the topic get an empty record set in every ShareFetch answer (never
     a null one, which librdkafka rejects as a corrupt response, dropping the records acquired in
-    it until their locks expire): both members receive records, each record is accepted once on
-    its first delivery, and a released record comes back."""
+    it until their locks expire): each record is accepted once on its first delivery, and a
+    released record comes back. (The two members split the four partitions, as Kafka's simple
+    assignor does, so the busy partition belongs to one of them once both have joined.)"""
     bootstrap = share_broker.bootstrap
     admin = AdminClient({"bootstrap.servers": bootstrap})
     admin.create_topics([NewTopic(topic_name, 4, 1)])[topic_name].result(30)
@@ -273,7 +272,6 @@ def test_two_members_on_one_partition_beside_idle_partitions(
         assert late == [], f"records first delivered in answers the client dropped: {late[:5]}"
         assert sorted(total) == list(range(n)), f"{n - len(total)} records never delivered"
         assert max(total.values()) == 1, "a record was accepted twice"
-        assert accepted[0] and accepted[1], "both members received records"
         assert redelivered, f"released record {released} was not delivered again"
     finally:
         for c in consumers:

@@ -9,6 +9,11 @@ and deterministic: the same input gives the same target on every broker and afte
   where the balance allows (a member joining takes partitions from the others; nobody else moves).
 * `range`: per topic, the sorted subscribers get consecutive ranges (co-partitioned topics land
   together), the first `partitions % members` getting one more.
+
+Share groups (KIP-932) use `simple` (Kafka's SimpleAssignor): members sharing a subscription split
+its partitions evenly, each partition going to one member while there are no more members than
+partitions, and to ``ceil(members / partitions)`` members beyond that; current assignments stay
+where the balance allows. Members with different subscriptions are assigned topic by topic.
 """
 
 from __future__ import annotations
@@ -111,6 +116,80 @@ def range_(
 
 
 ASSIGNORS = {"uniform": uniform, "range": range_}
+
+
+def simple(
+    members: Mapping[str, MemberSubscription], partitions: Mapping[uuid.UUID, int]
+) -> dict[str, Assignment]:
+    """The share groups' assignor (Kafka's SimpleAssignor); see the module docstring."""
+    out: dict[str, dict[uuid.UUID, set[int]]] = {m: {} for m in members}
+    groups: dict[frozenset[uuid.UUID], list[str]] = {}
+    for m in sorted(members):
+        groups.setdefault(frozenset(t for t in members[m].topic_ids if t in partitions), []).append(m)
+    if len(groups) == 1:  # homogeneous: one balance over all the subscribed partitions
+        units = [(next(iter(groups)), groups[next(iter(groups))])]
+    else:  # heterogeneous: topic by topic, among that topic's subscribers
+        units = [
+            (frozenset([t]), [m for m in sorted(members) if t in members[m].topic_ids])
+            for t in sorted(partitions, key=str)
+        ]
+    for topics, ids in units:
+        tps = [(t, p) for t in sorted(topics, key=str) for p in range(partitions[t])]
+        if not ids or not tps:
+            continue
+        current = {
+            m: [(t, p) for t, ps in members[m].current.items() if t in topics for p in sorted(ps)]
+            for m in ids
+        }
+        for m, got in _share_balance(ids, tps, current).items():
+            for t, p in got:
+                out[m].setdefault(t, set()).add(p)
+    return {m: normalise(a) for m, a in out.items()}
+
+
+def _share_balance(
+    ids: list[str], tps: list[TopicPartition], current: Mapping[str, list[TopicPartition]]
+) -> dict[str, list[TopicPartition]]:
+    """Kafka's SimpleHomogeneousAssignmentBuilder over members `ids` and partitions `tps`: each
+    partition wants `sharing` members, member i wants its share of the ``sharing * len(tps)``
+    assignments; current ones are kept unless a member or a partition has too many."""
+    sharing = -(-len(ids) // len(tps))
+    total = sharing * len(tps)
+    desired = [-(-total * (i + 1) // len(ids)) - -(-total * i // len(ids)) for i in range(len(ids))]
+    valid = set(tps)
+    held: dict[str, list[TopicPartition]] = {}
+    holders: dict[TopicPartition, list[str]] = {tp: [] for tp in tps}
+    for i, m in enumerate(ids):
+        keep = [tp for tp in current.get(m, []) if tp in valid][: desired[i]]  # too many: drop the rest
+        held[m] = keep
+        for tp in keep:
+            holders[tp].append(m)
+    for tp in tps:  # shared by more members than wanted (members joined or left)
+        for m in holders[tp][sharing:]:
+            held[m].remove(tp)
+        del holders[tp][sharing:]
+    unfilled = [m for i, m in enumerate(ids) if len(held[m]) < desired[i]]
+    want = dict(zip(ids, desired))
+    k = 0
+    for tp in tps:
+        if not unfilled:
+            break
+        tried = 0
+        while len(holders[tp]) < sharing and unfilled and tried < len(unfilled):
+            k %= len(unfilled)
+            m = unfilled[k]
+            if m in holders[tp]:
+                k += 1
+                tried += 1
+                continue
+            held[m].append(tp)
+            holders[tp].append(m)
+            tried = 0
+            if len(held[m]) >= want[m]:
+                unfilled.pop(k)
+            else:
+                k += 1
+    return held
 
 
 def _count(a: Assignment) -> int:

@@ -3,10 +3,15 @@ in `__consumer_offsets` (Kafka's types 10-14).
 
 Theory of operation. Share groups do not own partitions exclusively: the records of a partition
 are handed out one acquisition at a time by the share partition (`pylog.share.partition`), so
-membership only tells each member which partitions to fetch from. The assignment is therefore
-simple and never needs revocation: every member gets every partition of the topics it
-subscribes to, and a member's epoch jumps straight to the group epoch whenever the assignment
-changes (a member joins or leaves, a subscription or a partition count changes). A member that
+membership only tells each member which partitions to fetch from. The assignment never needs
+revocation: Kafka's simple assignor (`assignors.simple`) splits the subscribed partitions evenly
+(one member per partition while members are fewer than partitions, several beyond that), and a
+member's epoch jumps straight to the group epoch whenever its assignment changes. A new target is
+computed at the first heartbeat after the group epoch moved (a member joins or leaves, a
+subscription or a partition count changes). As in Kafka, a partition is only assigned once the
+group's share state for it is initialized, which the heartbeat that first brings it to the group
+starts: that heartbeat assigns nothing new, and the next one (a heartbeat interval later, by when
+the members starting together have all joined) bumps the group epoch and assigns it. A member that
 stops heartbeating for `group.share.session.timeout.ms` is removed; its acquired records go back
 when their acquisition locks expire, which the share partitions handle on their own. Time and
 topic metadata are passed in.
@@ -14,10 +19,12 @@ topic metadata are passed in.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from pylog.groups.assignors import MemberSubscription, simple
 from pylog.groups.consumer import GroupConfigs, TopicsView, error_response, no_group_configs
 from pylog.groups.group_records import (
     SHARE_GROUP_CURRENT_MEMBER,
@@ -165,12 +172,18 @@ class ShareProtocol:
         elif partitions != group.subscribed_partitions:
             group.subscribed_partitions = partitions
             bump = True
+        if group.initialized is None:  # loaded: these were initialized before
+            group.initialized = dict(partitions)
+        ready = group.initialized
+        assignable = {t: min(n, ready[t]) for t, n in partitions.items() if ready.get(t)}
+        if group.assignment_epoch >= group.group_epoch and assignable != _assigned_counts(group):
+            bump = True  # partitions initialized since the last target
         if bump:
             self._bump(group, out)
-        target = {
-            topics[n][0]: frozenset(range(topics[n][1])) for n in member.subscribed_topic_names if n in topics
-        }
-        target = {t: ps for t, ps in target.items() if ps}
+        if group.assignment_epoch < group.group_epoch:
+            self._update_target(group, topics, assignable)
+        group.initialized.update(partitions)  # what was not initialized is, from now on
+        target = group.target.get(member.member_id, {})
         if target != member.assigned or member.member_epoch != group.group_epoch:
             member.previous_member_epoch = member.member_epoch
             member.member_epoch = group.group_epoch
@@ -207,6 +220,20 @@ class ShareProtocol:
             self.heartbeat_interval_ms(group.group_id),
             {"topic_partitions": to_wire(member.assigned)} if send else None,
         )
+
+    @staticmethod
+    def _update_target(group: ShareGroup, topics: TopicsView, assignable: dict[uuid.UUID, int]) -> None:
+        """Every member's partitions for the current group epoch among the `assignable` ones,
+        sticking to the last target."""
+        subs = {
+            mid: MemberSubscription(
+                frozenset(topics[n][0] for n in m.subscribed_topic_names if n in topics),
+                group.target.get(mid, m.assigned),
+            )
+            for mid, m in group.members.items()
+        }
+        group.target = simple(subs, assignable)
+        group.assignment_epoch = group.group_epoch
 
     def _bump(self, group: ShareGroup, out: Output) -> None:
         group.group_epoch += 1
@@ -281,6 +308,7 @@ class ShareProtocol:
 
     def loaded(self, group: ShareGroup, now_ms: int) -> None:
         group.subscribed_partitions = None
+        group.initialized = None
         for m in group.members.values():
             self.reg.arm(
                 m.session,
@@ -294,6 +322,16 @@ class ShareProtocol:
         return CoordinatorRecord(
             group.partition, encode_key(rt, group.group_id, member_id), encode_value(rt, value)
         )
+
+
+def _assigned_counts(group: ShareGroup) -> dict[uuid.UUID, int]:
+    """Partition counts per topic in the group's target (the simple assignor assigns every
+    assignable partition of a subscribed topic)."""
+    seen: dict[uuid.UUID, set[int]] = {}
+    for a in group.target.values():
+        for t, ps in a.items():
+            seen.setdefault(t, set()).update(ps)
+    return {t: len(ps) for t, ps in seen.items()}
 
 
 def _ok(member_id: str, epoch: int, interval: int, assignment: dict | None) -> dict[str, Any]:

@@ -29,6 +29,11 @@ class ShareGroup:
     group_epoch: int = 0
     members: dict[str, ShareMember] = field(default_factory=dict)
     subscribed_partitions: dict[uuid.UUID, int] | None = field(default_factory=dict)
+    target: dict[str, Assignment] = field(default_factory=dict)  # by member, as of assignment_epoch
+    assignment_epoch: int = 0  # behind group_epoch: the next heartbeat computes a new target
+    # Partition counts of the topics whose share state is initialized: only those are assigned
+    # (None after loading: every subscribed partition counts as initialized).
+    initialized: dict[uuid.UUID, int] | None = field(default_factory=dict)
 
     @property
     def state(self) -> str:

@@ -1,0 +1,69 @@
+"""confluent-kafka `ShareConsumer` against a real broker: how a share group splits partitions.
+
+Share groups assign as Kafka's simple assignor does: two members of a group on a 4-partition topic
+get two partitions each, so both receive records even when one of them polls first and takes as
+many as it may (librdkafka 0172, a group mixing implicit and explicit acknowledgement)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Iterator
+
+import pytest
+from compat_broker import BrokerProcess
+from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+CONFIG = {"share.auto.offset.reset": "earliest"}
+DEADLINE_S = 60.0
+
+
+@pytest.fixture(scope="module")
+def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
+    tmp = tmp_path_factory.mktemp("share-assign")
+    b = BrokerProcess(tmp / "data", tmp / "broker.log", config=CONFIG)
+    b.start()
+    yield b
+    b.close()
+
+
+def test_implicit_and_explicit_members_split_a_four_partition_topic(
+    broker: BrokerProcess, topic_name: str
+) -> None:
+    bootstrap = broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic_name, 4, 1)])[topic_name].result(30)
+    n = 400
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(n):
+        p.produce(topic_name, value=str(i).encode(), partition=i % 4)
+    assert p.flush(30) == 0
+    group = f"sg-{topic_name}"
+    implicit = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+    explicit = ShareConsumer(
+        {"bootstrap.servers": bootstrap, "group.id": group, "share.acknowledgement.mode": "explicit"}
+    )
+    got: list[Counter] = [Counter(), Counter()]
+    try:
+        implicit.subscribe([topic_name])
+        explicit.subscribe([topic_name])
+        end = time.monotonic() + DEADLINE_S
+        while sum(map(len, got)) < n and time.monotonic() < end:
+            for m in implicit.poll(1.0):
+                if m.error() is None:
+                    got[0][int(m.value())] += 1
+            batch = [m for m in explicit.poll(1.0) if m.error() is None]
+            for m in batch:
+                got[1][int(m.value())] += 1
+                explicit.acknowledge(m, AcknowledgeType.ACCEPT)
+            if batch:
+                results = explicit.commit_sync(30)
+                assert all(e is None for e in results.values()), results
+        implicit.poll(1.0)  # the last implicit acknowledgements
+    finally:
+        implicit.close()
+        explicit.close()
+    total = got[0] + got[1]
+    assert sorted(total) == list(range(n)) and max(total.values()) == 1
+    assert got[0] and got[1], f"implicit {len(got[0])}, explicit {len(got[1])}: one member got nothing"
