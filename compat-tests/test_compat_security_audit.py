@@ -1,6 +1,7 @@
-"""A secured node as README's "Audit trail and bearer tokens" shows it, end to end: SASL_SSL with
-SCRAM and OAUTHBEARER (tokens from a real OpenID Connect provider, compat_oidc), the controller
-listener on SASL_SSL too, ACLs with super.users, the schema registry on https, and the audit topic.
+"""A secured two-node cluster (LocalCluster) configured as README shows it, end to end: SASL_SSL
+with SCRAM and OAUTHBEARER (tokens from a real OpenID Connect provider, compat_oidc), the controller
+listeners on SASL_SSL too, ACLs with super.users, the schema registry on https, and the audit topic
+both nodes write to.
 
 Every unauthenticated or unauthorized call is refused on the Kafka listener, the registry and the
 controller listener; a confluent-kafka producer authenticated by the provider writes Avro records
@@ -25,12 +26,12 @@ from dataclasses import dataclass
 from typing import Any
 
 import pytest
-from compat_broker import BrokerProcess, free_port, used_brokers
 from compat_clients import unique
 from compat_oidc import AUDIENCE, OidcProvider, new_key, sign
-from compat_security import STANDARD_AUTHORIZER, Pki, listener_ports
+from compat_security import STANDARD_AUTHORIZER, Pki
 from pylog.protocol import api
 
+from pylog.local_cluster import LocalCluster
 from pylog.security.oauthbearer import LOGIN_MODULE, VALIDATOR_CALLBACK_HANDLER, client_first
 
 CLIENTS = {"broker": "broker-secret", "admin": "admin-secret", "alice": "alice-secret"}
@@ -47,15 +48,24 @@ AUTHORIZATION_FAILED = (29, 31)  # TOPIC_ / CLUSTER_AUTHORIZATION_FAILED
 
 @dataclass
 class Secured:
-    broker: BrokerProcess
+    cluster: LocalCluster
     oidc: OidcProvider
     pki: Pki
-    ports: dict[str, int]
-    registry: str
 
     @property
     def bootstrap(self) -> str:
-        return f"127.0.0.1:{self.ports['SASL_SSL']}"
+        return self.cluster.bootstrap_servers
+
+    def registry_of(self, node_id: int) -> str:
+        return f"https://127.0.0.1:{self.cluster.node(node_id).registry_port}"
+
+    @property
+    def registry(self) -> str:
+        return self.registry_of(1)
+
+    @property
+    def controller_port(self) -> int:
+        return self.cluster.node(1).controller_port
 
     def oidc_client(self, client_id: str) -> dict[str, Any]:
         """confluent-kafka's settings for a client that fetches its own tokens."""
@@ -75,10 +85,11 @@ class Secured:
         }
 
 
-def node_config(pki: Pki, oidc: OidcProvider, controller_port: int) -> dict[str, str]:
+def node_config(pki: Pki, oidc: OidcProvider) -> dict[str, str]:
+    """Every node's settings (LocalCluster adds node.id, the voters, listeners' ports, the registry
+    port)."""
     node_login = f'{LOGIN_MODULE} required clientId="broker" clientSecret="{CLIENTS["broker"]}";'
     return {
-        "listeners": f"SASL_SSL://127.0.0.1:0,CONTROLLER://127.0.0.1:{controller_port}",
         "listener.security.protocol.map": "SASL_SSL:SASL_SSL,CONTROLLER:SASL_SSL",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "SASL_SSL",
@@ -99,7 +110,6 @@ def node_config(pki: Pki, oidc: OidcProvider, controller_port: int) -> dict[str,
         "authorizer.class.name": STANDARD_AUTHORIZER,
         "super.users": "User:broker;User:admin",
         "auto.create.topics.enable": "false",
-        "schema.registry.listeners": f"http://127.0.0.1:{free_port()}",
         "pylog.audit.topic": AUDIT_TOPIC,
         "pylog.audit.rate.per.sec": str(RATE),
         "pylog.audit.summary.interval.ms": "1000",
@@ -124,18 +134,16 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
     tmp = tmp_path_factory.mktemp("secured-audit")
     pki = Pki.make(tmp / "pki")
     oidc = OidcProvider(tmp, CLIENTS).start()
-    controller_port = free_port()
-    b = BrokerProcess(tmp / "data", tmp / "broker.log", config=node_config(pki, oidc, controller_port))
+    cluster = LocalCluster(nodes=2, data_dir=tmp / "cluster", config=node_config(pki, oidc),
+                           startup_timeout_s=120)
+    for n in cluster.nodes.values():
+        n.overrides["listeners"] = (
+            f"SASL_SSL://{n.host}:{n.broker_port},CONTROLLER://{n.host}:{n.controller_port}"
+        )
     try:
-        try:
-            b.start()
-        except Exception:
-            print(b.log_text())
-            raise
-        log = b.log_text()
-        registry = next(line.split(" on ", 1)[1].strip() for line in log.splitlines()
-                        if line.startswith("pylog schema registry on "))
-        s = Secured(b, oidc, pki, {**listener_ports(log), "CONTROLLER": controller_port}, registry)
+        cluster.start()
+        s = Secured(cluster, oidc, pki)
+        assert cluster.schema_registry_url is not None and cluster.schema_registry_url.startswith("https://")
         admin = AdminClient(s.oidc_client("admin"))
         carol = UserScramCredentialUpsertion(
             CAROL[0], ScramCredentialInfo(ScramMechanism.SCRAM_SHA_256, 8192), CAROL[1].encode()
@@ -152,15 +160,19 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
         for f in admin.create_acls(acls).values():
             f.result(30)
         yield s
+    except Exception:
+        for n in cluster.nodes.values():
+            print(f"node {n.node_id}:\n{n.log_tail(80)}")
+        raise
     finally:
-        b.close()
+        cluster.close()
         oidc.stop()
 
 
 @pytest.fixture
-def node(secured: Secured, request: pytest.FixtureRequest) -> Secured:
-    used_brokers(request.node).append(secured.broker)
-    assert secured.broker.alive(), "the module's secured node died"
+def node(secured: Secured) -> Secured:
+    dead = [n.node_id for n in secured.cluster.nodes.values() if not n.running]
+    assert not dead, f"nodes {dead} of the secured cluster died"
     return secured
 
 
@@ -172,14 +184,15 @@ def forged_token(oidc: OidcProvider, sub: str) -> str:
 # --- the registry over https ----------------------------------------------------------------
 
 
-def call(node: Secured, method: str, path: str, body: Any = None,
-         authorization: str | None = None) -> tuple[int, Any, dict[str, str]]:
+def call(node: Secured, method: str, path: str, body: Any = None, authorization: str | None = None,
+         registry: str | None = None) -> tuple[int, Any, dict[str, str]]:
     ctx = ssl.create_default_context(cafile=str(node.pki.ca))
     headers = {"Content-Type": "application/vnd.schemaregistry.v1+json"}
     if authorization is not None:
         headers["Authorization"] = authorization
     data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(node.registry + path, data=data, method=method, headers=headers)
+    url = (registry or node.registry) + path
+    req = urllib.request.Request(url, data=data, method=method, headers=headers)
     try:
         with urllib.request.urlopen(req, timeout=30, context=ctx) as resp:
             raw, status, got = resp.read(), resp.status, dict(resp.headers)
@@ -257,7 +270,7 @@ def _frame(s: ssl.SSLSocket) -> bytes:
 
 def _controller(node: Secured) -> ssl.SSLSocket:
     ctx = ssl.create_default_context(cafile=str(node.pki.ca))
-    raw = socket.create_connection(("127.0.0.1", node.ports["CONTROLLER"]), timeout=20)
+    raw = socket.create_connection(("127.0.0.1", node.controller_port), timeout=20)
     return ctx.wrap_socket(raw, server_hostname="127.0.0.1")
 
 
@@ -363,23 +376,26 @@ def test_the_audit_topic_holds_the_refusals(node: Secured) -> None:
     assert any("invalid bearer token" in e.get("reason", "") for e in failed)
     assert any(e["operation"] == "CREATE_TOPICS" and e["listener"] == "CONTROLLER" for e in failed)
     assert all(e["client_address"] == "127.0.0.1" and e["time_ms"] > 0 for e in failed)
+    assert {e["node_id"] for e in events} == {1, 2}  # both nodes write to the one audit topic
     ok = [e for e in events if e["kind"] == "authentication" and e["outcome"] == "success"]
     assert any(e["principal"] == "User:alice" and e["listener"] == "SASL_SSL" for e in ok)
 
 
 def test_a_client_hammering_bad_passwords_is_summarized(node: Secured) -> None:
     user = (unique("hammer"), "wrong")
-    for _ in range(RATE * 5):
-        assert call(node, "GET", "/subjects", authorization=basic(user))[0] == 401
+    for _ in range(RATE * 5):  # at the second node's registry
+        status, _, _ = call(node, "GET", "/subjects", authorization=basic(user), registry=node.registry_of(2))
+        assert status == 401
 
     def summarized(events: list[dict[str, Any]]) -> bool:
         return any(e["kind"] == "summary" for e in events)
 
     events = _audit_events(node, summarized)
-    summaries = [e for e in events if e["kind"] == "summary"]
+    summaries = [e for e in events if e["kind"] == "summary" and e["node_id"] == 2]
     assert summaries, "no summary of the dropped events"
     dropped = sum(n for s in summaries for k, n in s["dropped"].items()
                   if k == "authentication.failure 127.0.0.1")
     assert dropped > 0
     kept = [e for e in events if user[0] in e.get("reason", "")]
+    assert {e["node_id"] for e in kept} == {2}
     assert 0 < len(kept) < RATE * 5  # bounded by the rate

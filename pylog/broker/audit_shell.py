@@ -51,6 +51,7 @@ class AuditShell:
         self.limiter = AuditLimiter(float(config.get("pylog.audit.rate.per.sec")))  # type: ignore[arg-type]
         self.summary_interval_s = max(0.001, config.int("pylog.audit.summary.interval.ms") / 1000)
         self.clock = clock
+        self.node_id = config.node_id
         self._pending: deque[AuditEvent] = deque()
         self.overflowed = 0  # events the queue had no room for, since the last summary
         self._wake: asyncio.Event | None = None
@@ -78,6 +79,7 @@ class AuditShell:
         self._emit(event)
 
     def _emit(self, event: AuditEvent) -> None:
+        event = dataclasses.replace(event, node_id=self.node_id)
         level = logging.WARNING if event.outcome != "success" else logging.INFO
         audit_log.log(level, "%s", event.to_json().decode())
         if not self.topic:

@@ -43,6 +43,7 @@ class AuditEvent:
     reason: str = ""
     time_ms: int = 0
     dropped: Mapping[str, int] = field(default_factory=dict)  # "<kind>.<outcome> <address>" -> count
+    node_id: int | None = None  # the node that recorded it
 
     @property
     def key(self) -> bytes:
@@ -50,7 +51,7 @@ class AuditEvent:
         return self.principal.encode()
 
     def to_json(self) -> bytes:
-        body = {k: v for k, v in asdict(self).items() if v not in ("", {}) or k in ("principal",)}
+        body = {k: v for k, v in asdict(self).items() if v not in ("", {}, None) or k == "principal"}
         return json.dumps(body, separators=(",", ":"), sort_keys=True).encode()
 
 
