@@ -10,6 +10,7 @@
     df = pw.lag("billing", data_dir="./pylog-data")                   # offline, from __consumer_offsets
     df = pw.partitions("clicks", data_dir="./pylog-data")
     pw.client_metrics_widget(bootstrap_servers="localhost:9092")     # what every client reports (KIP-714)
+    pw.metric_history(metrics_urls=cluster.metrics_urls)            # throughput, latency, lag, ISR over time
     df = pw.clients(bootstrap_servers="localhost:9092")               # the same, one row per client
 
 Built on anywidget rather than a custom ipywidgets 8 widget: anywidget ships its front end inside the
@@ -53,10 +54,12 @@ _LAZY = {
     "to_html": "pylog.widgets.export",
     "clients": "pylog.widgets.client_metrics",
     "ClientMetricsWidget": "pylog.widgets.views",
+    "MetricsHistory": "pylog.widgets.metric_history",
+    "MetricHistoryWidget": "pylog.widgets.history_view",
 }
 
 __all__ = sorted([*_LAZY, "client_metrics_widget", "cluster_widget", "lag_widget", "live_table",
-                  "partitions_widget", "topic_browser"])
+                  "metric_history", "partitions_widget", "topic_browser"])
 
 
 def lag_widget(group: str | list[str] | None = None, *, bootstrap_servers: Any = None, data_dir: Any = None,
@@ -113,10 +116,28 @@ __getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 
 def cluster_widget(*, bootstrap_servers: Any, interval_s: float = 2.0, live: bool = True,
-                   security: Any = None) -> Any:
+                   security: Any = None, metrics_urls: Any = None) -> Any:
     """A `ClusterWidget`: brokers (racks, replica and leader counts as bars), under-replicated and
-    offline partitions, reassignments in flight; refreshing every `interval_s` seconds."""
+    offline partitions, reassignments in flight; refreshing every `interval_s` seconds. With
+    ``metrics_urls`` (the nodes' metrics listeners) a tab beside it holds their `metric_history`."""
     from pylog.widgets.views import ClusterWidget
 
-    return ClusterWidget(bootstrap_servers=bootstrap_servers, interval_s=interval_s, live=live,
-                         security=security)
+    cluster = ClusterWidget(bootstrap_servers=bootstrap_servers, interval_s=interval_s, live=live,
+                            security=security)
+    if metrics_urls is None:
+        return cluster
+    import ipywidgets
+
+    history = metric_history(metrics_urls=metrics_urls, live=live)
+    return ipywidgets.Tab(children=[cluster, history], titles=("Cluster", "Metric history"))
+
+
+def metric_history(*, metrics_urls: Any, interval_s: float = 5.0, window_s: float = 600.0,
+                   live: bool = True) -> Any:
+    """A `MetricHistoryWidget`: messages and bytes per second per topic, request time percentiles,
+    lag per group and partitions at risk over the last `window_s` seconds, scraped from the nodes'
+    metrics listeners (``LocalCluster.metrics_urls``, ``LocalBroker.metrics_url``, or
+    ``http://HOST:PORT`` strings) every `interval_s` seconds."""
+    from pylog.widgets.history_view import MetricHistoryWidget
+
+    return MetricHistoryWidget(metrics_urls, interval_s=interval_s, window_s=window_s, live=live)
