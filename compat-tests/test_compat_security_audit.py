@@ -399,3 +399,13 @@ def test_a_client_hammering_bad_passwords_is_summarized(node: Secured) -> None:
     kept = [e for e in events if user[0] in e.get("reason", "")]
     assert {e["node_id"] for e in kept} == {2}
     assert 0 < len(kept) < RATE * 5  # bounded by the rate
+
+
+def test_the_registry_fetches_a_rotated_key_for_a_bearer_token(node: Secured) -> None:
+    """Last in the module: the provider signs with a new key from now on (published alone); the
+    registry's first token with the new kid waits for the JWKS to be fetched again."""
+    node.oidc.rotate("k2")
+    status, body, _ = call(node, "GET", "/subjects", authorization=f"Bearer {node.oidc.token('alice')}")
+    assert status == 200 and isinstance(body, list)
+    status, _, _ = call(node, "GET", "/subjects", authorization=f"Bearer {forged_token(node.oidc, 'alice')}")
+    assert status == 401

@@ -11,6 +11,7 @@ with ``WWW-Authenticate`` without valid credentials) and each handler asks the c
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
@@ -167,7 +168,8 @@ class RegistryApp:
         try:
             wait = authenticator.wait_before(header)
             if wait is not None:  # a bearer token signed by a key not fetched yet
-                await wait
+                with contextlib.suppress(Exception):  # a failed refresh leaves the key unknown: 401
+                    await wait
             principal = authenticator.authenticate(header, peercert)
         except Unauthenticated as exc:
             log.info("schema registry: %s %s from %s refused: %s", request.method, request.path,
