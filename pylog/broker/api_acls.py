@@ -226,7 +226,9 @@ def metadata(spec: HandlerSpec, authz: Authorization) -> HandlerSpec:
             seen = authz.filter(ctx, _Op.DESCRIBE, 2, names)
             refused = [n for n in names if n not in seen]
             image = authz.image()
-            if getattr(req, "allow_auto_topic_creation", True) and not authz.cluster(ctx, _Op.CREATE):
+            if getattr(req, "allow_auto_topic_creation", True) and not authz.cluster(
+                ctx, _Op.CREATE, audit=False
+            ):
                 refused += [
                     n
                     for n in names
@@ -250,7 +252,7 @@ def metadata(spec: HandlerSpec, authz: Authorization) -> HandlerSpec:
         topics = []
         for entry in body.topics:
             name = entry.name
-            if name is not None and not authz.topic(ctx, _Op.DESCRIBE, name):
+            if name is not None and not authz.topic(ctx, _Op.DESCRIBE, name, audit=named):
                 if by_id:  # ids are not secret: Kafka says the caller may not see it
                     topics.append(
                         MetadataResponse.MetadataResponseTopic(

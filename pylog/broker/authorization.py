@@ -81,12 +81,15 @@ class Authorization:
 
     # --- decisions for one request ---------------------------------------------------------
 
-    def authorize(self, ctx: RequestContext, operation: int, resource_type: int, name: str) -> bool:
+    def authorize(
+        self, ctx: RequestContext, operation: int, resource_type: int, name: str, *, audit: bool = True
+    ) -> bool:
+        """``audit`` False: a refusal that only hides something from a listing, not audited."""
         if not self.enabled or ctx.internal:
             return True
         principal, address = ctx.principal, ctx.client_address
         allowed = self.authorizer().authorize(principal, address, operation, resource_type, name)
-        if not allowed and self.audit is not None:
+        if not allowed and audit and self.audit is not None:
             self._audit_denial(ctx, operation, resource_type, name)
         return allowed
 
@@ -101,11 +104,11 @@ class Authorization:
             f"{_RT(resource_type).name}:{name}", _Op(operation).name,
         )
 
-    def cluster(self, ctx: RequestContext, operation: int) -> bool:
-        return self.authorize(ctx, operation, _RT.CLUSTER, CLUSTER_NAME)
+    def cluster(self, ctx: RequestContext, operation: int, *, audit: bool = True) -> bool:
+        return self.authorize(ctx, operation, _RT.CLUSTER, CLUSTER_NAME, audit=audit)
 
-    def topic(self, ctx: RequestContext, operation: int, name: str) -> bool:
-        return self.authorize(ctx, operation, _RT.TOPIC, name)
+    def topic(self, ctx: RequestContext, operation: int, name: str, *, audit: bool = True) -> bool:
+        return self.authorize(ctx, operation, _RT.TOPIC, name, audit=audit)
 
     def group(self, ctx: RequestContext, operation: int, name: str) -> bool:
         return self.authorize(ctx, operation, _RT.GROUP, name)
@@ -114,12 +117,13 @@ class Authorization:
         return self.authorize(ctx, operation, _RT.TRANSACTIONAL_ID, name)
 
     def filter(
-        self, ctx: RequestContext, operation: int, resource_type: int, names: Iterable[str]
+        self, ctx: RequestContext, operation: int, resource_type: int, names: Iterable[str], *,
+        audit: bool = True,
     ) -> set[str]:
-        """The names among ``names`` the caller may ``operation``."""
+        """The names among ``names`` the caller may ``operation`` (``audit`` False for a listing)."""
         if not self.enabled or ctx.internal:
             return set(names)
-        return {n for n in set(names) if self.authorize(ctx, operation, resource_type, n)}
+        return {n for n in set(names) if self.authorize(ctx, operation, resource_type, n, audit=audit)}
 
     def any_of_type(self, ctx: RequestContext, operation: int, resource_type: int) -> bool:
         if not self.enabled or ctx.internal:

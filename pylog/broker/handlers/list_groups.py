@@ -25,8 +25,9 @@ def list_groups(
     error, listed = shell.coordinator.list_groups(
         getattr(req, "states_filter", None), getattr(req, "types_filter", None)
     )
-    if not authz.cluster(ctx, AclOperation.DESCRIBE):
-        visible = authz.filter(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, (g.group_id for g in listed))
+    if not authz.cluster(ctx, AclOperation.DESCRIBE, audit=False):
+        listed_ids = (g.group_id for g in listed)
+        visible = authz.filter(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, listed_ids, audit=False)
         listed = [g for g in listed if g.group_id in visible]
     return ListGroupsResponse(
         throttle_time_ms=0,
