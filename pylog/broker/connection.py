@@ -102,6 +102,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._out: list[Any] | None = None  # responses of the read being served, sent in one write
         self.software: tuple[str | None, str | None] = (None, None)  # from ApiVersions v3+
         self.last_active = time.monotonic()
+        self._read_ns = time.perf_counter_ns()  # when the bytes being served were read
 
     # --- asyncio.Protocol -------------------------------------------------------------------
 
@@ -168,6 +169,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._closing or self._close_when_drained:
             return
         self.last_active = time.monotonic()
+        self._read_ns = time.perf_counter_ns()
         try:
             frames = self.decoder.buffer_updated(nbytes)
         except ProtocolError as exc:
@@ -271,7 +273,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
             task = asyncio.ensure_future(result)
             self._tasks.add(task)
             size, body = len(frame), request.body
-            task.add_done_callback(lambda t: self._finished(t, slot, ctx, body, size, busy_ns, started))
+            queue_ns = started - self._read_ns
+            task.add_done_callback(
+                lambda t: self._finished(t, slot, ctx, body, size, busy_ns, started, queue_ns)
+            )
             return
         if result is handler_table.NO_RESPONSE:
             self._unanswered(ctx, request.body, len(frame), busy_ns)
@@ -279,8 +284,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._close_after_pending()
         else:
             self._push(self._respond(ctx, request.body, result, len(frame), busy_ns))
+        queue_ns = started - self._read_ns
         self.server.request_stats.record(
-            key, version, time.perf_counter_ns() - started, busy_ns, result, request.body
+            key, version, time.perf_counter_ns() - started, busy_ns, result, request.body, queue_ns
         )
 
     def _sasl_admits(self, key: int, version: int, header: Any, body: Any) -> bool:
@@ -397,6 +403,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         request_bytes: int,
         busy_ns: int,
         started_ns: int,
+        queue_ns: int,
     ) -> None:
         self._tasks.discard(task)
         self._waiting_bytes -= slot.nbytes
@@ -414,7 +421,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         else:
             result = task.result()
             total_ns = time.perf_counter_ns() - started_ns
-            self.server.request_stats.record(ctx.api_key, ctx.api_version, total_ns, busy_ns, result, body)
+            self.server.request_stats.record(
+                ctx.api_key, ctx.api_version, total_ns, busy_ns, result, body, queue_ns
+            )
             if result is handler_table.CLOSE_CONNECTION:
                 self._close_when_drained = True
             elif result is handler_table.NO_RESPONSE:
@@ -449,6 +458,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         )
         if throttle <= 0:
             return parts
+        self.server.request_stats.throttled(ctx.api_key, req, throttle)
         if ctx.api_key == ApiKey.FETCH:
             body = without_records(body)
         self._throttle(throttle)
@@ -463,6 +473,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             ctx, req, request_bytes=request_bytes, response_bytes=0, busy_ns=busy_ns, answered=False
         )
         if throttle > 0:
+            self.server.request_stats.throttled(ctx.api_key, req, throttle)
             self._throttle(throttle)
 
     def _throttle(self, throttle_ms: int) -> None:
@@ -482,6 +493,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _end_throttle(self) -> None:
         self._unthrottle = None
         if self._held and not self._closing:
+            self._read_ns = time.perf_counter_ns()  # held as if unread: the throttle is its own time
             self._serve(self._take_held())
         self._update_reading()
 

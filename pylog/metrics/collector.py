@@ -156,6 +156,16 @@ class BrokerCollector(Collector):
                 "Milliseconds the answer waited for others (replicas for acks=all, long polls, "
                 "the controller).", labels=["request"],
             ),
+            "queue": HistogramMetricFamily(
+                "kafka_network_requestmetrics_requestqueuetimems",
+                "Milliseconds from the read that brought a request to its dispatch (requests "
+                "before it in the same read, a throttle that held it).", labels=["request"],
+            ),
+            "throttle": HistogramMetricFamily(
+                "kafka_network_requestmetrics_throttletimems",
+                "Milliseconds a client quota throttled the answer (0 for most requests).",
+                labels=["request"],
+            ),
         }
         merged: dict[int, tuple[dict[int, int], dict[int, int], dict[str, list[int]], dict[str, int]]] = {}
         for stats in self._request_stats():
@@ -166,8 +176,13 @@ class BrokerCollector(Collector):
                 for code, n in _copy(api.errors.items):
                     errs[code] = errs.get(code, 0) + n
                 hist: TimeHistogram
-                for kind, hist in (("total", api.total), ("local", api.local), ("remote", api.remote)):
+                for kind, hist in (
+                    ("total", api.total), ("local", api.local), ("remote", api.remote),
+                    ("queue", api.queue), ("throttle", api.throttle),
+                ):
                     got = list(hist.buckets)
+                    if hist is api.throttle:  # every request not throttled is a 0 ms observation
+                        got[0] += max(sum(api.total.buckets) - sum(got), 0)
                     acc = buckets.setdefault(kind, [0] * len(got))
                     for i, n in enumerate(got):
                         acc[i] += n

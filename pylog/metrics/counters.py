@@ -37,15 +37,19 @@ class TimeHistogram:
 
 
 class ApiStats:
-    """One API's requests: count per version, total / local / remote time, error codes answered."""
+    """One API's requests: count per version, request queue / local / remote / total time, the
+    throttle times of throttled answers, error codes answered."""
 
-    __slots__ = ("by_version", "errors", "local", "remote", "total")
+    __slots__ = ("by_version", "errors", "local", "queue", "remote", "throttle", "total")
 
     def __init__(self) -> None:
         self.by_version: dict[int, int] = {}
         self.total = TimeHistogram()
+        self.queue = TimeHistogram()
         self.local = TimeHistogram()
         self.remote = TimeHistogram()
+        # only throttled answers are observed; every other request counts as a 0 ms throttle
+        self.throttle = TimeHistogram()
         self.errors: dict[int, int] = {}
 
 
@@ -53,22 +57,35 @@ class RequestStats:
     """Requests served by a node's listeners, by API key.
 
     ``record`` runs once per request on the event loop: total time from dispatch to the encoded
-    answer, local time (the handler's synchronous part) and remote time (what the handler waited
-    for: replicas for acks=all, a long poll, the controller)."""
+    answer, local time (the handler's synchronous part), remote time (what the handler waited
+    for: replicas for acks=all, a long poll, the controller) and request queue time (from the read
+    that brought the request to its dispatch: requests before it in the same read, or a throttle
+    that held it)."""
 
     __slots__ = ("apis",)
 
     def __init__(self) -> None:
         self.apis: dict[int, ApiStats] = {}
 
-    def record(
-        self, api_key: int, version: int, total_ns: int, local_ns: int, response: Any, request: Any = None
-    ) -> None:
+    def _api(self, api_key: int, request: Any) -> ApiStats:
         if api_key == FETCH:
             api_key = FETCH_FOLLOWER if _from_follower(request) else FETCH_CONSUMER
         stats = self.apis.get(api_key)
         if stats is None:
             stats = self.apis[api_key] = ApiStats()
+        return stats
+
+    def record(
+        self,
+        api_key: int,
+        version: int,
+        total_ns: int,
+        local_ns: int,
+        response: Any,
+        request: Any = None,
+        queue_ns: int = 0,
+    ) -> None:
+        stats = self._api(api_key, request)
         versions = stats.by_version
         versions[version] = versions.get(version, 0) + 1
         # the histograms' observe, inlined: this runs once per request on the event loop
@@ -82,10 +99,17 @@ class RequestStats:
         h = stats.remote
         h.buckets[bisect_left(_BOUNDS_NS, remote_ns)] += 1
         h.sum_ns += remote_ns
+        h = stats.queue
+        h.buckets[bisect_left(_BOUNDS_NS, queue_ns)] += 1
+        h.sum_ns += queue_ns
         code = response.get("error_code", 0) if type(response) is dict else getattr(response, "error_code", 0)
         if code and isinstance(code, int):  # ErrorCode members too
             code = int(code)
             stats.errors[code] = stats.errors.get(code, 0) + 1
+
+    def throttled(self, api_key: int, request: Any, throttle_ms: int) -> None:
+        """A quota throttled the answer to this request by ``throttle_ms``."""
+        self._api(api_key, request).throttle.observe(throttle_ms * 1_000_000)
 
     def failed(self, api_key: int, code: int) -> None:
         """A request answered with ``code`` for every entry (its handler failed)."""

@@ -79,6 +79,10 @@ def test_metrics_follow_a_producer_and_a_group(broker):
     assert value(found, "kafka_network_requestmetrics_totaltimems_count", request="Produce") >= 1
     assert value(found, "kafka_network_requestmetrics_localtimems_count", request="FetchConsumer") >= 1
     assert value(found, "kafka_network_requestmetrics_remotetimems_count", request="FetchConsumer") >= 1
+    # every request is one observation of each time, its queue time and its throttle time too
+    produced = value(found, "kafka_network_requestmetrics_totaltimems_count", request="Produce")
+    for histogram in ("requestqueuetimems", "throttletimems"):
+        assert value(found, f"kafka_network_requestmetrics_{histogram}_count", request="Produce") == produced
     # a Produce's time histogram is cumulative and ends at +Inf with the count
     inf = value(found, "kafka_network_requestmetrics_totaltimems_bucket", request="Produce", le="+Inf")
     assert inf == value(found, "kafka_network_requestmetrics_totaltimems_count", request="Produce")
@@ -290,3 +294,30 @@ def test_authentications_are_counted_by_listener(tmp_path):
         assert value(found, failed, listener="PLAINTEXT") == 0
         connections = "kafka_server_socket_server_metrics_connection_count"
         assert value(found, connections, listener="SASL_PLAINTEXT") >= 0
+
+
+def test_throttled_answers_show_their_throttle_time(broker):
+    """A client-id byte-rate quota throttles a real producer; the throttle histogram says how long."""
+    from pylog.protocol.api import ApiKey
+    from pylog.protocol.messages import AlterClientQuotasRequest
+
+    from pylog.client.blocking import BlockingClient
+
+    E = AlterClientQuotasRequest.EntryData
+    entry = E(entity=[E.EntityData(entity_type="client-id", entity_name="slowed")],
+              ops=[E.OpData(key="producer_byte_rate", value=1024.0, remove=False)])
+    with BlockingClient(broker.bootstrap_servers) as client:
+        answer = client.request(ApiKey.ALTER_CLIENT_QUOTAS, AlterClientQuotasRequest(entries=[entry]))
+    assert [e.error_code for e in answer.entries] == [0]
+    throttles: list[int] = []
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "client.id": "slowed", "linger.ms": 0,
+                  "throttle_cb": lambda event: throttles.append(event.throttle_time)})
+    for _ in range(20):
+        p.produce("throttled-topic", value=b"x" * 1024)
+        p.flush(30)
+    assert throttles and max(throttles) > 0, "the quota never throttled the producer"
+    found = samples(get(broker.metrics_url + "/metrics")[2].decode())
+    total = value(found, "kafka_network_requestmetrics_throttletimems_sum", request="Produce")
+    assert total >= max(throttles) > 0
+    below_1ms = value(found, "kafka_network_requestmetrics_throttletimems_bucket", request="Produce", le="1")
+    assert below_1ms < value(found, "kafka_network_requestmetrics_throttletimems_count", request="Produce")
