@@ -54,7 +54,7 @@ _LAZY = {
     "to_html": "pylog.widgets.export",
     "clients": "pylog.widgets.client_metrics",
     "ClientMetricsWidget": "pylog.widgets.views",
-    "MetricsHistory": "pylog.widgets.metric_history",
+    "MetricsHistory": "pylog.widgets.history",
     "MetricHistoryWidget": "pylog.widgets.history_view",
 }
 

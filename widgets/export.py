@@ -35,6 +35,8 @@ try {{
   const url = URL.createObjectURL(new Blob([esm], {{ type: "text/javascript" }}));
   const mod = await import(url);
   const widget = typeof mod.default === "function" ? await mod.default() : mod.default;
+  // anywidget's lifecycle: initialize once per model, then render into each view
+  if (typeof widget.initialize === "function") await widget.initialize({{ model }});
   await widget.render({{ model, el: document.getElementById("pylog-root") }});
   document.body.setAttribute("data-rendered", "ok");
 }} catch (err) {{

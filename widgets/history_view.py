@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from pylog.widgets.metric_history import DEFAULT_QUANTILES, DEFAULT_REQUESTS, MetricsHistory
+from pylog.widgets.history import DEFAULT_QUANTILES, DEFAULT_REQUESTS, MetricsHistory
 
 from pylog._extras import require
 
@@ -32,19 +32,23 @@ PANELS = {
     "lag": (2, 2, "Consumer lag (records)"),
     "health": (3, 1, "Partitions at risk"),
 }
-HEALTH_NAMES = {"under_replicated": "under-replicated", "under_min_isr": "under min ISR", "offline": "offline"}
+HEALTH_NAMES = {"under_replicated": "under-replicated", "under_min_isr": "under min ISR",
+                "offline": "offline"}
 
 
-def _times(ts: Sequence[float]) -> list[dt.datetime]:
-    return [dt.datetime.fromtimestamp(t, dt.timezone.utc) for t in ts]
+def _times(ts: Sequence[float]) -> list[str]:
+    """Unix times as plotly's date strings, local time (what the notebook's clock says)."""
+    return [dt.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] for t in ts]
 
 
 def traces(series: dict[str, Any]) -> list[tuple[str, str, list[float], list[float | None]]]:
     """(panel, trace name, times, values) for every line to draw, in a stable order. Topics show
-    one by one (pylog's internal ``__`` topics and the all-topics total left out)."""
+    one by one when they had traffic in the window (internal ``__`` topics and the all-topics total
+    left out)."""
     out: list[tuple[str, str, list[float], list[float | None]]] = []
+    busy = {topic for (_, topic), (_, vs) in series["throughput"].items() if any(vs)}
     for (name, topic), (ts, vs) in sorted(series["throughput"].items()):
-        if not topic or topic.startswith("__"):
+        if topic not in busy or not topic or topic.startswith("__"):
             continue
         if name == "messages_in":
             out.append(("messages", topic, ts, vs))
@@ -83,7 +87,8 @@ class MetricHistoryWidget(ipywidgets.VBox):  # type: ignore[misc]
 
     def __init__(self, metrics_urls: str | Sequence[str], *, interval_s: float = 5.0, window_s: float = 600.0,
                  live: bool = True, requests: Sequence[str] = DEFAULT_REQUESTS,
-                 quantiles: Sequence[float] = DEFAULT_QUANTILES, history: MetricsHistory | None = None) -> None:
+                 quantiles: Sequence[float] = DEFAULT_QUANTILES,
+                 history: MetricsHistory | None = None) -> None:
         go = require("plotly.graph_objects", "pylog.widgets")
         self.history = history or MetricsHistory(metrics_urls, interval_s=interval_s, window_s=window_s,
                                                   requests=requests, quantiles=quantiles)
@@ -155,9 +160,17 @@ class MetricHistoryWidget(ipywidgets.VBox):  # type: ignore[misc]
         return self.history.dataframe()
 
     def to_html(self) -> str:
-        """The charts as a standalone page (plotly.js inlined, no network), the node status above."""
-        pio = require("plotly.io", "pylog.widgets")
-        page: str = pio.to_html(self.to_figure(), include_plotlyjs=True, full_html=True)
+        """A standalone page (no network) of the current charts, drawn by plotly's own widget front end
+        as in a notebook, with the node status above."""
+        from pylog.widgets import export
+
+        go = require("plotly.graph_objects", "pylog.widgets")
+        # a FigureWidget carries later changes as messages to its views; a new one holds them in its state
+        figure = go.FigureWidget(self.to_figure())
+        try:
+            page = export.to_html(figure, title="pylog metric history")
+        finally:
+            figure.close()
         status = status_html(self.history.series()["nodes"], self.history.running, self.history.interval_s)
         return page.replace("<body>", "<body>" + status, 1)
 

@@ -12,6 +12,7 @@ is the thin shell: HTTP scrapes on a timer thread, the ring buffer, callbacks fo
 
 from __future__ import annotations
 
+import itertools
 import math
 import re
 import threading
@@ -114,7 +115,7 @@ def reduce_scrape(url: str, at: float, text: str) -> NodeSample:
 
 
 def _pairs(scrapes: Sequence[Scrape]) -> Iterable[tuple[Scrape, Scrape]]:
-    return zip(scrapes, scrapes[1:])
+    return itertools.pairwise(scrapes)
 
 
 def _delta(new: float, old: float | None) -> float:
@@ -262,7 +263,8 @@ class MetricsHistory:
         self._listeners: list[Callable[[MetricsHistory], None]] = []
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self._pool = ThreadPoolExecutor(max_workers=min(8, len(self.urls)), thread_name_prefix="pylog-history")
+        self._pool = ThreadPoolExecutor(max_workers=min(8, len(self.urls)),
+                                        thread_name_prefix="pylog-history")
 
     # the buffer -----------------------------------------------------------------------------------
     def add(self, scrape: Scrape) -> None:
@@ -284,7 +286,8 @@ class MetricsHistory:
         """Every plotted series of the buffer: ``throughput``, ``latency``, ``lag``, ``health``."""
         s = self.scrapes()
         return {"throughput": throughput(s), "latency": latency(s, self.requests, self.quantiles),
-                "lag": group_lag(s), "health": partition_health(s), "nodes": node_status(s[-1] if s else None)}
+                "lag": group_lag(s), "health": partition_health(s),
+                "nodes": node_status(s[-1] if s else None)}
 
     def dataframe(self) -> pandas.DataFrame:
         """The series in long form: panel, series, time (UTC), value."""

@@ -7,7 +7,7 @@ from __future__ import annotations
 import socket
 
 import pytest
-from pylog.widgets.metric_history import (
+from pylog.widgets.history import (
     MetricsHistory,
     NodeSample,
     Scrape,
@@ -34,7 +34,8 @@ def exposition(node: int, msgs: dict[str, float], produce_buckets: dict[str, flo
               "# TYPE kafka_network_requestmetrics_totaltimems histogram"]
     lines += [f'kafka_network_requestmetrics_totaltimems_bucket{{request="Produce",le="{le}"}} {v}'
               for le, v in produce_buckets.items()]
-    lines += [f'kafka_network_requestmetrics_totaltimems_count{{request="Produce"}} {produce_buckets["+Inf"]}',
+    count = produce_buckets["+Inf"]
+    lines += [f'kafka_network_requestmetrics_totaltimems_count{{request="Produce"}} {count}',
               'kafka_network_requestmetrics_totaltimems_sum{request="Produce"} 1.0']
     lines += ["# HELP kafka_consumergroup_lag_sum Lag.", "# TYPE kafka_consumergroup_lag_sum gauge"]
     lines += [f'kafka_consumergroup_lag_sum{{group="{g}"}} {v}' for g, v in lag.items()]
@@ -79,7 +80,8 @@ def test_rates_sum_nodes_and_survive_resets_new_topics_and_a_node_down() -> None
     scrapes = [
         round_at(0.0, n("n1", 0.0, {"a": 100}), n("n2", 0.0, {"a": 50})),
         round_at(2.0, n("n1", 2.0, {"a": 120}), n("n2", 2.0, {"a": 60, "b": 8})),  # b appears: from zero
-        round_at(4.0, n("n1", 4.0, {"a": 6}), NodeSample("n2", 4.0, error="unreachable: refused")),  # n1 restarted
+        # n1 restarted, n2 down
+        round_at(4.0, n("n1", 4.0, {"a": 6}), NodeSample("n2", 4.0, error="unreachable: refused")),
         round_at(6.0, n("n1", 6.0, {"a": 16}), n("n2", 6.0, {"a": 70, "b": 8})),  # n2 back: no rate this step
     ]
     series = throughput(scrapes)
