@@ -294,7 +294,7 @@ class MetricsHistory:
         from pylog._extras import require
 
         pd = require("pandas", "pylog.widgets")
-        rows = []
+        rows: list[tuple[str, str, float, float | None]] = []
         for panel, by_key in self.series().items():
             if panel == "nodes":
                 continue

@@ -81,7 +81,7 @@ def status_html(nodes: list[dict[str, Any]], running: bool, interval_s: float) -
             f' &nbsp; <span style="color:#666">({mode})</span></div>')
 
 
-class MetricHistoryWidget(ipywidgets.VBox):  # type: ignore[misc]
+class MetricHistoryWidget(ipywidgets.VBox):
     """Throughput per topic, request time percentiles, lag per group and partitions at risk over the
     last ``window_s`` seconds, scraped from ``metrics_urls`` every ``interval_s`` seconds."""
 
