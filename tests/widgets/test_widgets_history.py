@@ -10,7 +10,8 @@ import time
 from pathlib import Path
 
 import pylog.widgets as pw
-from kafka import KafkaConsumer
+from kafka import KafkaAdminClient, KafkaConsumer
+from kafka.admin import NewTopic
 from pylog.widgets.history import MetricsHistory
 from test_widgets_browser import attr, rendered_dom
 from widgets_helpers import commit, create_topic, produce
@@ -137,3 +138,49 @@ def test_history_widget_renders_its_charts_and_a_node_down(broker, tmp_path: Pat
     for trace in traces:  # every line drawn (plotly joins collinear points into one segment)
         line = trace.find(lambda n: n.tag == "path" and n.attrs.get("class") == "js-line")
         assert line.attrs["d"].startswith("M") and "L" in line.attrs["d"]
+
+
+def test_history_of_a_cluster_sums_its_nodes_and_sees_a_follower_stall(tmp_path: Path) -> None:
+    import pylog
+
+    config = {"replica.lag.time.max.ms": "2000", "num.partitions": "3", "default.replication.factor": "3"}
+    with pylog.LocalCluster(3, data_dir=tmp_path / "cluster", config=config) as cluster:
+        bs = cluster.bootstrap_servers
+        admin = KafkaAdminClient(bootstrap_servers=bs)
+        try:  # on every node, each leading two partitions
+            admin.create_topics([NewTopic("spread", num_partitions=6, replication_factor=3)])
+        finally:
+            admin.close()
+        history = MetricsHistory(cluster.metrics_urls, interval_s=0.5, window_s=120, timeout_s=1.0)
+        try:
+            history.start()
+            wait_for_scrapes(history, 2)
+            produce(bs, "spread", [50] * 6)
+            wait_for_scrapes(history, 2)
+            follower = next(n for n in sorted(cluster.nodes) if n != cluster.controller_id())
+            paused_url = cluster.node(follower).metrics_url
+            cluster.pause(follower)
+            try:
+                deadline = time.monotonic() + 30
+                while not history.series()["health"]["under_replicated"][1][-1]:
+                    assert time.monotonic() < deadline, "no under-replicated partition seen"
+                    time.sleep(0.25)
+            finally:
+                cluster.resume(follower)
+            deadline = time.monotonic() + 45
+            while history.series()["health"]["under_replicated"][1][-1] != 0:
+                assert time.monotonic() < deadline, "partitions stayed under-replicated"
+                time.sleep(0.25)
+        finally:
+            history.close()
+    scrapes = history.scrapes()
+    assert {len(s.nodes) for s in scrapes} == {3}
+    assert any(not s.nodes[paused_url].up and "unreachable" in (s.nodes[paused_url].error or "")
+               for s in scrapes)  # the paused node's scrapes timed out
+    series = history.series()
+    times, rates = series["throughput"][("messages_in", "spread")]
+    starts = [s.at for s in scrapes]
+    counted = sum((r or 0.0) * (t - t0) for t0, t, r in zip(starts, times, rates))
+    assert abs(counted - 300) <= 6, counted  # 300 records, led by three nodes, summed
+    urp = [v for v in series["health"]["under_replicated"][1] if v is not None]
+    assert urp[0] == 0 and max(urp) > 0 and urp[-1] == 0
