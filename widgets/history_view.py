@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from html import escape
 from typing import TYPE_CHECKING, Any
 
-from pylog.widgets.history import DEFAULT_QUANTILES, DEFAULT_REQUESTS, MetricsHistory
+from pylog.widgets.history import DEFAULT_QUANTILES, DEFAULT_REQUESTS, MetricsHistory, node_status
 
 from pylog._extras import require
 
@@ -32,6 +32,7 @@ PANELS = {
     "lag": (2, 2, "Consumer lag (records)"),
     "health": (3, 1, "Partitions at risk"),
 }
+MAX_LINES = 10  # topics and groups drawn at most, the busiest / most lagging
 HEALTH_NAMES = {"under_replicated": "under-replicated", "under_min_isr": "under min ISR",
                 "offline": "offline"}
 
@@ -41,14 +42,25 @@ def _times(ts: Sequence[float]) -> list[str]:
     return [dt.datetime.fromtimestamp(t).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] for t in ts]
 
 
-def traces(series: dict[str, Any]) -> list[tuple[str, str, list[float], list[float | None]]]:
-    """(panel, trace name, times, values) for every line to draw, in a stable order. Topics show
-    one by one when they had traffic in the window (internal ``__`` topics and the all-topics total
-    left out)."""
+def _top(totals: dict[str, float], n: int) -> set[str]:
+    """The `n` names with the largest totals, ignoring those at zero."""
+    ranked = sorted((v, k) for k, v in totals.items() if v > 0)
+    return {k for _, k in ranked[-n:]} if n > 0 else set()
+
+
+def traces(series: dict[str, Any], max_lines: int = MAX_LINES) -> list[tuple[str, str, list[float],
+                                                                           list[float | None]]]:
+    """(panel, trace name, times, values) for every line to draw, in a stable order: the
+    `max_lines` busiest topics of the window (internal ``__`` topics and the all-topics total left
+    out) and the `max_lines` groups with the most lag, so a large cluster stays readable."""
     out: list[tuple[str, str, list[float], list[float | None]]] = []
-    busy = {topic for (_, topic), (_, vs) in series["throughput"].items() if any(vs)}
+    traffic: dict[str, float] = {}
+    for (_, topic), (_, vs) in series["throughput"].items():
+        if topic and not topic.startswith("__"):
+            traffic[topic] = traffic.get(topic, 0.0) + sum(v or 0.0 for v in vs)
+    busy = _top(traffic, max_lines)
     for (name, topic), (ts, vs) in sorted(series["throughput"].items()):
-        if topic not in busy or not topic or topic.startswith("__"):
+        if topic not in busy:
             continue
         if name == "messages_in":
             out.append(("messages", topic, ts, vs))
@@ -56,8 +68,11 @@ def traces(series: dict[str, Any]) -> list[tuple[str, str, list[float], list[flo
             out.append(("bytes", f"{topic} {name.removeprefix('bytes_')}", ts, vs))
     for (request, q), (ts, vs) in series["latency"].items():
         out.append(("latency", f"{request} p{q * 100:g}", ts, vs))
+    lagging = _top({g: max((v or 0.0 for v in vs), default=0.0) for g, (_, vs) in series["lag"].items()},
+                   max_lines)
     for group, (ts, vs) in sorted(series["lag"].items()):
-        out.append(("lag", group, ts, vs))
+        if group in lagging or (len(series["lag"]) <= max_lines):
+            out.append(("lag", group, ts, vs))
     for name, (ts, vs) in series["health"].items():
         out.append(("health", HEALTH_NAMES.get(name, name), ts, vs))
     return out
@@ -151,9 +166,12 @@ class MetricHistoryWidget(ipywidgets.VBox):
     def stop(self) -> None:
         self.history.stop()
         self.toggle.description = "Resume"
+        self.status.value = status_html(node_status(self.history.latest()), False, self.history.interval_s)
 
     def close(self) -> None:
         self.history.close()
+        for w in (self.figure, self.status, self.toggle, *self.children):
+            w.close()
         super().close()
 
     def dataframe(self) -> Any:

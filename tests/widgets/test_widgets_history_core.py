@@ -163,3 +163,21 @@ def test_an_unreachable_node_is_a_sample_saying_so() -> None:
                                               "error": node.error}]
     finally:
         history.close()
+
+
+def test_the_charts_keep_the_busiest_topics_and_most_lagging_groups() -> None:
+    from pylog.widgets.history_view import traces
+
+    ts = [1.0, 2.0]
+    series = {
+        "throughput": {**{("messages_in", f"t{i}"): (ts, [float(i), None]) for i in range(15)},
+                       ("messages_in", ""): (ts, [105.0, None]),
+                       ("messages_in", "__consumer_offsets"): (ts, [9.0, 9.0])},
+        "latency": {("Produce", 0.99): (ts, [None, 3.0])},
+        "lag": {f"g{i}": (ts, [0.0, float(i)]) for i in range(12)},
+        "health": {"under_replicated": (ts, [0.0, 1.0])},
+    }
+    lines = traces(series, max_lines=10)
+    assert [n for p, n, _, _ in lines if p == "messages"] == sorted(f"t{i}" for i in range(5, 15))
+    assert [n for p, n, _, _ in lines if p == "lag"] == sorted(f"g{i}" for i in range(2, 12))
+    assert [n for p, n, _, _ in lines if p in ("latency", "health")] == ["Produce p99", "under-replicated"]
