@@ -238,7 +238,7 @@ def fetch_sample(url: str, timeout_s: float, now: Callable[[], float] = time.tim
 
 def _urls(metrics_urls: str | Sequence[str]) -> list[str]:
     urls = metrics_urls.split(",") if isinstance(metrics_urls, str) else list(metrics_urls)
-    urls = [u.strip() for u in urls if u and u.strip()]
+    urls = [u.strip() if "://" in u else "http://" + u.strip() for u in urls if u and u.strip()]
     if not urls:
         raise ValueError("pass metrics_urls=: the nodes' metrics listeners (http://HOST:PORT), e.g. "
                          "LocalCluster.metrics_urls or LocalBroker.metrics_url")

@@ -148,6 +148,13 @@ def test_the_buffer_keeps_the_window() -> None:
         history.close()
     with pytest.raises(ValueError, match="metrics_urls"):
         MetricsHistory([])
+    with pytest.raises(ValueError, match="metrics_urls"):
+        MetricsHistory([None, " "])  # type: ignore[list-item]  # a LocalBroker with metrics turned off
+    bare = MetricsHistory("127.0.0.1:9101, https://b:9102")
+    try:
+        assert bare.urls == ["http://127.0.0.1:9101", "https://b:9102"]
+    finally:
+        bare.close()
 
 
 def test_an_unreachable_node_is_a_sample_saying_so() -> None:
