@@ -14,6 +14,7 @@ EXTRAS: dict[str, tuple[str, str]] = {
     "ipywidgets": ("ipywidgets", "notebook"),
     "pyspark": ("PySpark", "spark"),
     "opentelemetry": ("opentelemetry-proto", "notebook"),
+    "plotly": ("plotly", "notebook"),
     "pyiceberg": ("pyiceberg", "iceberg"),
 }
 
