@@ -1,8 +1,12 @@
-"""confluent-kafka `ShareConsumer` against a real broker: how a share group splits partitions.
+"""confluent-kafka `ShareConsumer` against a real broker: how a share group splits partitions, and
+a lock that runs out under the member that holds it.
 
 Share groups assign as Kafka's simple assignor does: two members of a group on a 4-partition topic
 get two partitions each, so both receive records even when one of them polls first and takes as
-many as it may (librdkafka 0172, a group mixing implicit and explicit acknowledgement)."""
+many as it may (librdkafka 0172, a group mixing implicit and explicit acknowledgement). A record
+whose acquisition lock expires comes back to the same consumer with delivery count 2, and the
+late implicit acknowledgement of it is refused with INVALID_RECORD_STATE (librdkafka 0173, with
+the broker's ``group.share.min.record.lock.duration.ms`` lowered as librdkafka's CI does)."""
 
 from __future__ import annotations
 
@@ -12,10 +16,18 @@ from collections.abc import Iterator
 
 import pytest
 from compat_broker import BrokerProcess
-from confluent_kafka import AcknowledgeType, Producer, ShareConsumer
-from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka import AcknowledgeType, KafkaError, Producer, ShareConsumer
+from confluent_kafka.admin import (
+    AdminClient,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    NewTopic,
+    ResourceType,
+)
 
-CONFIG = {"share.auto.offset.reset": "earliest"}
+CONFIG = {"share.auto.offset.reset": "earliest", "group.share.min.record.lock.duration.ms": "1000"}
+LOCK_MS = 3000
 DEADLINE_S = 60.0
 
 
@@ -67,3 +79,42 @@ def test_implicit_and_explicit_members_split_a_four_partition_topic(
     total = got[0] + got[1]
     assert sorted(total) == list(range(n)) and max(total.values()) == 1
     assert got[0] and got[1], f"implicit {len(got[0])}, explicit {len(got[1])}: one member got nothing"
+
+
+def test_an_expired_lock_redelivers_to_the_same_consumer(broker: BrokerProcess, topic_name: str) -> None:
+    bootstrap = broker.bootstrap
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(topic_name, 1, 1)])[topic_name].result(30)
+    group = f"sg-{topic_name}"
+    entry = ConfigEntry(
+        "share.record.lock.duration.ms", str(LOCK_MS), incremental_operation=AlterConfigOpType.SET
+    )
+    resource = ConfigResource(ResourceType.GROUP, group, incremental_configs=[entry])
+    for f in admin.incremental_alter_configs([resource]).values():
+        f.result(30)
+    p = Producer({"bootstrap.servers": bootstrap})
+    for i in range(10):
+        p.produce(topic_name, value=str(i).encode(), partition=0)
+    assert p.flush(30) == 0
+    c = ShareConsumer({"bootstrap.servers": bootstrap, "group.id": group})
+    results: list[object] = []
+    c.set_acknowledgement_commit_callback(lambda offsets, error: results.append(error))
+    c.subscribe([topic_name])
+    try:
+        first: list[tuple[int, int]] = []
+        end = time.monotonic() + DEADLINE_S
+        while not first and time.monotonic() < end:
+            first = [(m.offset(), m.delivery_count()) for m in c.poll(1.0) if m.error() is None]
+        time.sleep(LOCK_MS / 1000 + 1)  # the locks run out; nothing acknowledged them
+        again: list[tuple[int, int]] = []
+        end = time.monotonic() + DEADLINE_S
+        while not again and time.monotonic() < end:
+            again = [(m.offset(), m.delivery_count()) for m in c.poll(1.0) if m.error() is None]
+        c.poll(1.0)  # serves the acknowledgement callbacks
+    finally:
+        c.close()
+    assert first and all(count == 1 for _, count in first), first
+    assert again and all(count == 2 for _, count in again), again
+    assert {o for o, _ in again} <= {o for o, _ in first}
+    codes = [e.args[0].code() for e in results if e is not None]  # type: ignore[attr-defined]
+    assert KafkaError.INVALID_RECORD_STATE in codes, results
