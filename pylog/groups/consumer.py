@@ -161,7 +161,7 @@ class ConsumerProtocol:
         bump |= self._refresh_subscribed_partitions(group, topics)
         if bump:
             self.bump_epoch(group, out)
-        self.update_target(group, topics, out)
+        self.update_target(group, topics, out, now_ms=now_ms)
         self.reconcile(group, member, hb.owned, now_ms, out)
         self.reg.arm(
             member.session,
@@ -316,10 +316,23 @@ class ConsumerProtocol:
         group.group_epoch += 1
         out.records.append(self.record(group, CONSUMER_GROUP_METADATA, None, {"epoch": group.group_epoch}))
 
-    def update_target(self, group: ConsumerGroup, topics: TopicsView, out: Output) -> None:
-        """Recompute the target if the group epoch is ahead of it."""
+    def update_target(
+        self, group: ConsumerGroup, topics: TopicsView, out: Output, *, now_ms: int | None = None
+    ) -> None:
+        """Recompute the target if the group epoch is ahead of it. From a heartbeat (`now_ms`), at
+        most once per `group.consumer.assignment.interval.ms`, as Kafka does: subscription changes
+        arriving in a burst are assigned together, and until then members keep the last target
+        (a consumer changing its subscription rapidly is not asked to revoke partitions of a
+        subscription it has already left). A group where no member holds a target yet (new, or
+        every member rejoining) gets its first target at once."""
         if group.group_epoch <= group.assignment_epoch:
             return
+        interval = self.config.assignment_interval_ms
+        last = group.assignment_timestamp_ms
+        settled = any(group.target.get(m) for m in group.members)  # someone has partitions to keep
+        if now_ms is not None and settled and last and interval > 0 and now_ms < last + interval:
+            return
+        group.assignment_timestamp_ms = now_ms or 0
         if group.subscribed_partitions is None:
             self._refresh_subscribed_partitions(group, topics)
         assignor = ASSIGNORS[self.assignor_of(group)]

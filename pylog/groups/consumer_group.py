@@ -86,6 +86,9 @@ class ConsumerGroup:
     partition: int
     group_epoch: int = 0
     assignment_epoch: int = 0
+    # when the target was last computed (0: never, or not since loading): the next one waits for
+    # group.consumer.assignment.interval.ms after it
+    assignment_timestamp_ms: int = 0
     members: dict[str, ConsumerMember] = field(default_factory=dict)
     target: dict[str, Assignment] = field(default_factory=dict)
     static_members: dict[str, str] = field(default_factory=dict)  # instance id -> member id
@@ -142,6 +145,7 @@ class ConsumerGroupConfig:
     max_size: int = 2**31 - 1  # group.consumer.max.size
     # group.consumer.migration.policy: which online conversions are allowed
     migration_policy: str = "bidirectional"
+    assignment_interval_ms: int = 1000  # group.consumer.assignment.interval.ms
 
     @classmethod
     def from_kafka(cls, props: Mapping[str, str]) -> ConsumerGroupConfig:
@@ -165,6 +169,7 @@ class ConsumerGroupConfig:
             assignors,
             int(props.get("group.consumer.max.size", 2**31 - 1)),
             policy,
+            int(props.get("group.consumer.assignment.interval.ms", 1000)),
         )
 
     @property
