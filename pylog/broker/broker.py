@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import logging
 import socket
+import ssl
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -152,7 +153,7 @@ class Broker:
         self.stopping = False
         # /metrics and the health checks (pylog.metrics.listeners); bad settings stop the start here
         listeners = config.raw("pylog.metrics.listeners")
-        self.metrics = NodeMetrics(self, listeners) if listeners else None
+        self.metrics = NodeMetrics(self, listeners, self._metrics_ssl_context()) if listeners else None
         self.dir_lock: DataDirLock | None = None
         self.log_dir_locks: list[DataDirLock] = []
 
@@ -212,6 +213,13 @@ class Broker:
             await self._start_controller()
         if s.is_broker:
             await self._start_broker()
+
+    def _metrics_ssl_context(self) -> ssl.SSLContext | None:
+        """What ``https://`` metrics listeners serve with: the first TLS client listener's."""
+        listeners = self.settings.broker_listeners or self.settings.listeners
+        names = [li.name for li in listeners]
+        securities = [sec for n in names if (sec := self.security.listener(n)) is not None]
+        return next((sec.ssl_context for sec in securities if sec.ssl_context is not None), None)
 
     def _meta_properties(self) -> tuple[str, uuid.UUID]:
         wanted = self.config.raw("cluster.id")

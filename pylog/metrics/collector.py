@@ -33,7 +33,7 @@ from pylog.protocol.api import ApiKey, PylogApiKey
 from pylog.protocol.errors import ErrorCode
 
 if TYPE_CHECKING:
-    from pylog.broker.broker import Broker
+    from pylog.metrics.observed import ObservedNode
 
 log = logging.getLogger(__name__)
 
@@ -88,7 +88,7 @@ def _copy(items: Callable[[], Any]) -> list[Any]:
 class BrokerCollector(Collector):
     """Every family of a node (broker, controller or both)."""
 
-    def __init__(self, broker: Broker, loop_lag: LoopLag | None = None) -> None:
+    def __init__(self, broker: ObservedNode, loop_lag: LoopLag | None = None) -> None:
         self.broker = broker
         self.loop_lag = loop_lag
         self.collect_errors = 0

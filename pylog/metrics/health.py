@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from pylog.metrics.loop_lag import LoopLag
 
 if TYPE_CHECKING:
-    from pylog.broker.broker import Broker
+    from pylog.metrics.observed import ObservedNode
 
 LOOP_STALL_S = 30.0
 """A node whose event loop has not run for this long is no longer live."""
@@ -37,7 +37,7 @@ def liveness(loop_lag: LoopLag | None) -> list[str]:
 class Readiness:
     """Why the node is not ready to serve (empty: ready); called from the metrics threads."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: ObservedNode) -> None:
         self.broker = broker
         self._lock = threading.Lock()
         self._missing_since: dict[str, float] = {}
@@ -52,7 +52,7 @@ class Readiness:
             return ["the metadata image changes too fast to check it"]
 
 
-def readiness(broker: Broker, missing_since: dict[str, float], now: float) -> list[str]:
+def readiness(broker: ObservedNode, missing_since: dict[str, float], now: float) -> list[str]:
     """Why the node is not ready; ``missing_since`` remembers since when each assigned partition
     has not been open here (a partition being opened gets ``OPEN_GRACE_S``)."""
     reasons: list[str] = []

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import ssl
 from typing import TYPE_CHECKING
 
 from pylog.config import ConfigError
@@ -12,32 +13,28 @@ from pylog.metrics.http import MetricsServer, new_registry, parse_listeners
 from pylog.metrics.loop_lag import LoopLag
 
 if TYPE_CHECKING:
-    from pylog.broker.broker import Broker
+    from pylog.metrics.observed import ObservedNode
 
 CONFIG = "pylog.metrics.listeners"
 
 
 class NodeMetrics:
-    def __init__(self, broker: Broker, listeners: str) -> None:
+    """``node``'s metrics listeners; ``https://`` ones serve with ``ssl_context``."""
+
+    def __init__(self, node: ObservedNode, listeners: str, ssl_context: ssl.SSLContext | None) -> None:
         try:
             addresses = parse_listeners(listeners, CONFIG)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.loop_lag = LoopLag()
-        self.collector = BrokerCollector(broker, self.loop_lag)
-        # https serves with the first TLS client listener's ssl.* settings
-        names = [li.name for li in broker.settings.broker_listeners] or [
-            li.name for li in broker.settings.listeners
-        ]
-        securities = [sec for n in names if (sec := broker.security.listener(n)) is not None]
-        context = next((sec.ssl_context for sec in securities if sec.ssl_context is not None), None)
+        self.collector = BrokerCollector(node, self.loop_lag)
         try:
             self.server = MetricsServer(
                 addresses,
                 new_registry(self.collector),
                 live=lambda: liveness(self.loop_lag),
-                ready=Readiness(broker),
-                ssl_context=context,
+                ready=Readiness(node),
+                ssl_context=ssl_context,
             )
         except ValueError as exc:
             raise ConfigError(str(exc)) from None

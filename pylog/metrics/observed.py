@@ -1,0 +1,53 @@
+"""What a node's metrics and health checks read of it, and nothing more.
+
+The collector and the readiness check run on the metrics listener's threads and only read; they
+are given the node as this protocol, which names the services they look at (most of them exist
+only once the node has started, hence the optionals). ``pylog.broker.broker.Broker`` is one.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from pylog.broker.group_shell import GroupShell
+    from pylog.broker.isr_manager import IsrManager
+    from pylog.broker.lifecycle import BrokerLifecycle
+    from pylog.broker.metadata import BrokerMetadata
+    from pylog.broker.replica_manager import ReplicaManager
+    from pylog.broker.server import KafkaServer
+    from pylog.broker.telemetry_shell import TelemetryShell
+    from pylog.cluster.node_config import NodeSettings
+    from pylog.cluster.observer import MetadataObserver
+    from pylog.cluster.quorum import MetadataQuorum
+
+
+class ObservedNode(Protocol):
+    @property
+    def settings(self) -> NodeSettings: ...
+    @property
+    def node_id(self) -> int: ...
+    @property
+    def cluster_id(self) -> str: ...
+    @property
+    def stopping(self) -> bool: ...
+    @property
+    def replicas(self) -> ReplicaManager: ...
+    @property
+    def metadata(self) -> BrokerMetadata | None: ...
+    @property
+    def quorum(self) -> MetadataQuorum | None: ...
+    @property
+    def observer(self) -> MetadataObserver | None: ...
+    @property
+    def lifecycle(self) -> BrokerLifecycle | None: ...
+    @property
+    def isr(self) -> IsrManager | None: ...
+    @property
+    def groups(self) -> GroupShell | None: ...
+    @property
+    def telemetry(self) -> TelemetryShell | None: ...
+    @property
+    def servers(self) -> list[KafkaServer]: ...
+    @property
+    def controller_server(self) -> KafkaServer | None: ...
