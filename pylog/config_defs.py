@@ -403,6 +403,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "(/v1/status/live, /v1/status/ready); off when unset, port 0 picks a free one.",
             read_only=True,
         ),
+        _d(
+            "pylog.flight.listeners",
+            S,
+            None,
+            "grpc://HOST:PORT, comma separated, where the broker serves its topics over Arrow Flight "
+            "(GetFlightInfo / DoGet of the partitions it leads, DoPut); off when unset, port 0 picks a "
+            "free one.",
+            read_only=True,
+        ),
         _d("pylog.audit.topic", S, "",
            "Topic the audit trail (authentications, refused authentications, ACL denials) is also "
            "written to, as JSON values keyed by principal; empty: only the pylog.audit logger.",

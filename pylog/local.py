@@ -69,6 +69,13 @@ class LocalBroker:
         self.config.setdefault("pylog.metrics.listeners", f"http://{host}:{free_port(host)}")
         metrics = self.config["pylog.metrics.listeners"]
         self.metrics_url: str | None = metrics.split(",")[0].strip() or None
+        # Arrow Flight (pylog.flight.listeners); a port 0 is chosen here, so the address is known
+        flight = [u.strip() for u in self.config.get("pylog.flight.listeners", "").split(",") if u.strip()]
+        flight = [re.sub(r":0$", f":{free_port(host)}", u) for u in flight]
+        if flight:
+            self.config["pylog.flight.listeners"] = ",".join(flight)
+        self.flight_urls: list[str] = flight
+        self.flight_url: str | None = flight[0] if flight else None
 
     @property
     def bootstrap_servers(self) -> str:

@@ -51,6 +51,7 @@ class LocalNode:
         self.pid_path = home / f"node-{node_id}.pid"
         self.registry_port: int | None = None  # the schema registry this node serves, if any
         self.metrics_port: int | None = None  # where it serves /metrics and its health, if anywhere
+        self.flight_port: int | None = None  # its Arrow Flight server, with pylog.flight.listeners
         self.process: subprocess.Popen[bytes] | None = None  # the watchdog
         self.starts = 0
         self.overrides: dict[str, str] = {}  # this node's own configs (broker.rack, ...)
@@ -64,6 +65,11 @@ class LocalNode:
     def metrics_url(self) -> str | None:
         """``http://host:port`` of the node's metrics listener (``/metrics``, ``/v1/status/ready``)."""
         return None if self.metrics_port is None else f"http://{self.host}:{self.metrics_port}"
+
+    @property
+    def flight_url(self) -> str | None:
+        """``grpc://host:port`` of the node's Arrow Flight server, when the cluster serves Flight."""
+        return None if self.flight_port is None else f"grpc://{self.host}:{self.flight_port}"
 
     @property
     def controller_bootstrap(self) -> str:
@@ -193,6 +199,11 @@ class LocalCluster:
         return f"{scheme}://{n.host}:{n.registry_port}"
 
     @property
+    def flight_urls(self) -> list[str]:
+        """Every node's Arrow Flight server (config ``pylog.flight.listeners`` set to any grpc:// URL)."""
+        return [u for n in self.nodes.values() if not n.removed and (u := n.flight_url) is not None]
+
+    @property
     def metrics_urls(self) -> list[str]:
         """Every node's metrics listener (``/metrics``, ``/v1/status/live``, ``/v1/status/ready``)."""
         return [u for n in self.nodes.values() if not n.removed and (u := n.metrics_url) is not None]
@@ -250,6 +261,9 @@ class LocalCluster:
         if node.metrics_port is not None:
             props["pylog.metrics.listeners"] = f"http://{node.host}:{node.metrics_port}"
         props.update(self.config)
+        if self.config.get("pylog.flight.listeners"):  # each node on a port of its own
+            node.flight_port = node.flight_port or free_port(node.host)
+            props["pylog.flight.listeners"] = f"grpc://{node.host}:{node.flight_port}"
         props.update(node.overrides)
         return props
 

@@ -144,6 +144,7 @@ class Broker:
         self.remote_log: RemoteLogManager | None = None
         self.servers: list[KafkaServer] = []
         self.schema_registry: Any = None  # pylog.schema_registry.http.RegistryServer when configured
+        self.flight: list[Any] = []  # pylog.flight.FlightService per pylog.flight.listeners
         self.schema_validation = SchemaValidation(None)
         # the remote tier (remote.log.storage.system.enable without a usable store stops the start here)
         self.remote_tier = RemoteTierSettings.from_config(config)
@@ -484,6 +485,9 @@ class Broker:
             )
         self.audit.start_topic(*self._own_client())
         await self._start_schema_registry()
+        if self.config.raw("pylog.flight.listeners"):  # Arrow Flight, on its own threads
+            from pylog.flight.node import broker_flight
+            self.flight = broker_flight(self)
         self.iceberg.start()
 
     async def _start_schema_registry(self) -> None:
@@ -561,6 +565,9 @@ class Broker:
             await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_S)
         self.stopping = True
         await self.iceberg.stop()
+        for flight_server in self.flight:
+            await asyncio.get_running_loop().run_in_executor(None, flight_server.shutdown)
+        self.flight = []
         if self.schema_registry is not None:
             await self.schema_registry.stop()
         await self.audit.stop()

@@ -1,0 +1,227 @@
+"""The broker's Arrow Flight server: GetFlightInfo plans a topic read, DoGet streams one partition's
+records from the local segments, DoPut produces an Arrow stream to a topic.
+
+pyarrow.flight serves on its own gRPC threads; nothing here touches the broker's event loop. Reads
+open the partitions' directories read-only (``pylog.sdk``'s data-directory source, as
+``pylog.read_topic(data_dir=...)`` does): bounded by the high watermark the broker publishes, and for
+read_committed by the last stable offset, control batches and aborted transactions dropped, rows
+zero-copy slices of the segments. Writes go through the node's own Kafka client (acks=all), so
+they take the produce path every producer takes.
+
+This version serves the partitions this broker leads: GetFlightInfo answers one endpoint per such
+partition, at this server's location.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+import pyarrow.flight as flight
+
+from pylog.broker.acl_operations import AclOperation
+from pylog.flight.tickets import READ_COMMITTED, BadRequest, FlightTicket, parse_read_request
+from pylog.schema_registry.auth import Authenticator, Unauthenticated
+from pylog.sdk.offsets import OffsetOutOfRangeError, UnknownTopicError
+from pylog.sdk.scan import TopicScan
+from pylog.sdk.schema import output_columns, output_schema
+from pylog.security.principal import ANONYMOUS, KafkaPrincipal
+
+log = logging.getLogger(__name__)
+
+AUTH_MIDDLEWARE = "pylog-auth"
+
+
+@dataclass
+class FlightNode:
+    """What the Flight server reads of its broker (all safe from other threads).
+
+    ``led(topic)``: {partition: log directory} of the partitions this broker leads;
+    ``known(topic)``: whether the cluster has the topic; ``authorize(principal, host, op, topic)``;
+    ``produce_to``: (bootstrap servers, client security) of the node's own client."""
+
+    node_id: int
+    led: Callable[[str], dict[int, Path]]
+    known: Callable[[str], bool]
+    authorize: Callable[[KafkaPrincipal, str, int, str], bool]
+    produce_to: Callable[[], tuple[str, Any]]
+    authenticator: Authenticator | None = None
+    acls: Callable[[], bool] = field(default=lambda: False)
+
+
+class _Caller(flight.ServerMiddleware):
+    def __init__(self, principal: KafkaPrincipal | None) -> None:
+        self.principal = principal
+
+
+class _AuthFactory(flight.ServerMiddlewareFactory):
+    """``Authorization: Basic`` on every call, checked against the SASL listener's users."""
+
+    def __init__(self, authenticator: Authenticator | None) -> None:
+        self.authenticator = authenticator
+
+    def start_call(self, info: Any, headers: dict[str, list[str]]) -> _Caller:
+        if self.authenticator is None:
+            return _Caller(None)
+        values = headers.get("authorization") or headers.get("Authorization") or []
+        try:
+            return _Caller(self.authenticator.authenticate(values[0] if values else None, None))
+        except Unauthenticated as exc:
+            raise flight.FlightUnauthenticatedError(str(exc)) from None
+
+
+def _peer_host(context: flight.ServerCallContext) -> str:
+    """``ipv4:127.0.0.1:5555`` / ``ipv6:[::1]:5555`` -> the address."""
+    peer = context.peer() or ""
+    kind, _, rest = peer.partition(":")
+    if kind == "ipv6":
+        return rest.rpartition(":")[0].strip("[]")
+    return rest.rpartition(":")[0] if kind == "ipv4" else peer
+
+
+class FlightService(flight.FlightServerBase):  # type: ignore[misc]
+    def __init__(self, location: str, node: FlightNode) -> None:
+        super().__init__(location, middleware={AUTH_MIDDLEWARE: _AuthFactory(node.authenticator)})
+        self.node = node
+        parts = urlsplit(location)
+        host = parts.hostname or "127.0.0.1"
+        host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
+        self.url = f"grpc://{f'[{host}]' if ':' in host else host}:{self.port}"
+
+    # --- access -----------------------------------------------------------------------------
+
+    def _require(self, context: flight.ServerCallContext, op: int, topic: str) -> None:
+        if not self.node.acls():
+            return
+        caller = context.get_middleware(AUTH_MIDDLEWARE)
+        principal = getattr(caller, "principal", None)
+        if principal is None:  # an open listener with ACLs on: the anonymous user
+            principal = ANONYMOUS
+        if not self.node.authorize(principal, _peer_host(context), op, topic):
+            raise flight.FlightUnauthorizedError(
+                f"User {principal} is not authorized to {AclOperation(op).name} topic {topic!r}")
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def get_flight_info(self, context: flight.ServerCallContext,
+                        descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
+        try:
+            req = parse_read_request(descriptor.path, descriptor.command)
+        except BadRequest as exc:
+            raise flight.FlightServerError(str(exc)) from None
+        self._require(context, AclOperation.READ, req.topic)
+        if req.isolation != READ_COMMITTED:
+            raise flight.FlightServerError(
+                "isolation read_uncommitted is not served by Flight yet; use read_committed")
+        led = self.node.led(req.topic)
+        if not led and not self.node.known(req.topic):
+            raise flight.FlightServerError(f"unknown topic {req.topic!r}")
+        chosen = sorted(led) if req.partitions is None else sorted(set(req.partitions))
+        elsewhere = [p for p in chosen if p not in led]
+        if elsewhere:
+            raise flight.FlightServerError(
+                f"partition(s) {elsewhere} of {req.topic!r} are not led by node {self.node.node_id}; "
+                f"ask the Flight server of their leader")
+        columns = output_columns(req.columns, False)
+        endpoints = []
+        rows = 0
+        for p in chosen:
+            (r,) = self._plan(req.topic, p, led[p], req.start_offset, req.end_offset,
+                              req.start_timestamp, req.end_timestamp)
+            ticket = FlightTicket(req.topic, p, r.start, r.end, columns, req.isolation)
+            endpoints.append(flight.FlightEndpoint(ticket.encode(), [self.url]))
+            rows += r.count
+        return flight.FlightInfo(output_schema(columns), descriptor, endpoints, rows, -1)
+
+    def _plan(self, topic: str, partition: int, log_dir: Path, start: int | None, end: int | None,
+              start_ts: int | None, end_ts: int | None) -> list[Any]:
+        scan = TopicScan(
+            topic, data_dir=log_dir, partitions=[partition],
+            starting_offsets="earliest" if start is None else {partition: start},
+            ending_offsets="latest" if end is None else {partition: end},
+            starting_timestamp=None if start_ts is None else {partition: start_ts},
+            ending_timestamp=None if end_ts is None else {partition: end_ts},
+        )
+        try:
+            return scan.plan()
+        except (OffsetOutOfRangeError, UnknownTopicError, ValueError) as exc:
+            raise flight.FlightServerError(str(exc)) from None
+
+    def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
+        try:
+            t = FlightTicket.decode(ticket.ticket)
+        except BadRequest as exc:
+            raise flight.FlightServerError(str(exc)) from None
+        self._require(context, AclOperation.READ, t.topic)
+        if t.isolation != READ_COMMITTED:
+            raise flight.FlightServerError("isolation read_uncommitted is not served by Flight yet")
+        led = self.node.led(t.topic)
+        if t.partition not in led:
+            raise flight.FlightServerError(
+                f"{t.topic}-{t.partition} is not led by node {self.node.node_id}; ask GetFlightInfo again")
+        self._plan(t.topic, t.partition, led[t.partition], t.start, t.end, None, None)  # still readable?
+        scan = TopicScan(t.topic, data_dir=led[t.partition], partitions=[t.partition],
+                         starting_offsets={t.partition: t.start}, ending_offsets={t.partition: t.end},
+                         columns=t.columns)
+        schema = output_schema(t.columns)
+        return flight.GeneratorStream(schema, _batches(scan, t))
+
+    def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> Iterator[flight.FlightInfo]:
+        return iter(())
+
+    # --- writes -----------------------------------------------------------------------------
+
+    def do_put(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor,
+               reader: flight.MetadataRecordBatchReader, writer: flight.FlightMetadataWriter) -> None:
+        try:
+            req = parse_read_request(descriptor.path, descriptor.command)
+        except BadRequest as exc:
+            raise flight.FlightServerError(str(exc)) from None
+        self._require(context, AclOperation.WRITE, req.topic)
+        if not self.node.known(req.topic):
+            raise flight.FlightServerError(f"unknown topic {req.topic!r}")
+        table = reader.read_all()
+        from pylog.sdk.writer import write_topic
+
+        bootstrap, security = self.node.produce_to()
+        try:
+            result = write_topic(table, req.topic, bootstrap_servers=bootstrap, security=security)
+        except (ValueError, TypeError) as exc:
+            raise flight.FlightServerError(f"cannot write these rows to {req.topic!r}: {exc}") from None
+        answer = {"topic": req.topic, "records": result.records,
+                  "offsets": {str(p): list(r) for p, r in result.offsets.items()}}
+        writer.write(pa.py_buffer(json.dumps(answer).encode()))
+
+
+def _batches(scan: TopicScan, t: FlightTicket) -> Iterator[pa.RecordBatch]:
+    """The ticket's rows as the scan reads them, stopping quietly if the client went away."""
+    try:
+        yield from scan.to_arrow_batch_reader()
+    except FileNotFoundError as exc:
+        raise flight.FlightServerError(f"{t.topic}-{t.partition} moved while it was read: {exc}") from None
+
+
+def start_flight(listeners: str, node: FlightNode) -> list[FlightService]:
+    """One Flight server per ``grpc://HOST:PORT`` of ``pylog.flight.listeners`` (port 0: a free one)."""
+    servers: list[FlightService] = []
+    try:
+        for raw in (u.strip() for u in listeners.split(",")):
+            if not raw:
+                continue
+            scheme = urlsplit(raw).scheme
+            if scheme != "grpc":
+                raise ValueError(f"pylog.flight.listeners: {raw!r}: only grpc://HOST:PORT is served "
+                                 f"(grpc+tls is not supported yet)")
+            servers.append(FlightService(raw, node))
+            log.info("Arrow Flight on %s", servers[-1].url)
+    except BaseException:
+        for s in servers:
+            s.shutdown()
+        raise
+    return servers

@@ -1,0 +1,136 @@
+"""What a Flight client asks for: the read request of a descriptor and the ticket of one partition.
+
+Both are small JSON documents. A descriptor is a path ``[topic]`` or a command
+``{"topic": ..., "partitions": [...], "start_offset"/"end_offset"/"start_timestamp"/"end_timestamp",
+"columns": [...], "isolation": "read_committed"}``; a ticket names one partition's resolved range
+``[start, end)``, the columns and the isolation, so DoGet needs no planning state on the server.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from pylog.sdk.schema import output_columns
+
+READ_COMMITTED = "read_committed"
+READ_UNCOMMITTED = "read_uncommitted"
+TICKET_VERSION = 1
+
+
+class BadRequest(ValueError):
+    """A descriptor or ticket the server cannot read; its message goes back to the client."""
+
+
+@dataclass(frozen=True)
+class ReadRequest:
+    topic: str
+    partitions: list[int] | None = None
+    start_offset: int | None = None
+    end_offset: int | None = None
+    start_timestamp: int | None = None
+    end_timestamp: int | None = None
+    columns: list[str] | None = None
+    isolation: str = READ_COMMITTED
+
+
+def _int_or_none(doc: dict[str, Any], key: str) -> int | None:
+    v = doc.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+        raise BadRequest(f"{key} must be a non-negative integer, got {v!r}")
+    return v
+
+
+def _offset(v: Any) -> bool:
+    """Whether `v` is a non-negative integer (a partition or an offset)."""
+    return isinstance(v, int) and not isinstance(v, bool) and v >= 0
+
+
+def _json_object(raw: bytes, what: str) -> dict[str, Any]:
+    try:
+        doc = json.loads(raw)
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BadRequest(f"the {what} is not JSON: {exc}") from None
+    if not isinstance(doc, dict):
+        raise BadRequest(f"the {what} must be a JSON object, got {type(doc).__name__}")
+    return doc
+
+
+def parse_read_request(path: list[bytes] | None, command: bytes | None) -> ReadRequest:
+    """The read a descriptor asks for: a path ``[topic]`` or a JSON command."""
+    if path:
+        if len(path) != 1:
+            raise BadRequest(f"a path descriptor names one topic, got {len(path)} parts")
+        topic = path[0].decode("utf-8", "replace")
+        if not topic:
+            raise BadRequest("the topic name is empty")
+        return ReadRequest(topic)
+    doc = _json_object(command or b"", "descriptor command")
+    topic = doc.get("topic")
+    if not isinstance(topic, str) or not topic:
+        raise BadRequest("the descriptor command needs a non-empty string 'topic'")
+    unknown = sorted(set(doc) - {"topic", "partitions", "start_offset", "end_offset", "start_timestamp",
+                                 "end_timestamp", "columns", "isolation"})
+    if unknown:
+        raise BadRequest(f"unknown key(s) {unknown} in the descriptor command")
+    parts = doc.get("partitions")
+    if parts is not None and (not isinstance(parts, list) or not all(_offset(p) for p in parts)):
+        raise BadRequest(f"partitions must be a list of non-negative integers, got {parts!r}")
+    columns = doc.get("columns")
+    if columns is not None:
+        if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns) or not columns:
+            raise BadRequest(f"columns must be a non-empty list of column names, got {columns!r}")
+        try:
+            output_columns(columns, False)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+    isolation = doc.get("isolation", READ_COMMITTED)
+    if isolation not in (READ_COMMITTED, READ_UNCOMMITTED):
+        raise BadRequest(f"isolation must be {READ_COMMITTED!r} or {READ_UNCOMMITTED!r}, got {isolation!r}")
+    return ReadRequest(topic, parts, _int_or_none(doc, "start_offset"), _int_or_none(doc, "end_offset"),
+                       _int_or_none(doc, "start_timestamp"), _int_or_none(doc, "end_timestamp"),
+                       columns, isolation)
+
+
+@dataclass(frozen=True)
+class FlightTicket:
+    """One partition's records ``[start, end)`` with these columns, as DoGet streams them."""
+
+    topic: str
+    partition: int
+    start: int
+    end: int
+    columns: list[str]
+    isolation: str = READ_COMMITTED
+
+    def encode(self) -> bytes:
+        return json.dumps({"v": TICKET_VERSION, "topic": self.topic, "partition": self.partition,
+                           "start": self.start, "end": self.end, "columns": self.columns,
+                           "isolation": self.isolation}, separators=(",", ":")).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> FlightTicket:
+        doc = _json_object(raw, "ticket")
+        if doc.get("v") != TICKET_VERSION:
+            raise BadRequest(f"not a pylog Flight ticket (version {doc.get('v')!r}, "
+                             f"expected {TICKET_VERSION})")
+        try:
+            topic, partition, start, end = doc["topic"], doc["partition"], doc["start"], doc["end"]
+            columns, isolation = doc["columns"], doc["isolation"]
+        except KeyError as exc:
+            raise BadRequest(f"the ticket lacks {exc.args[0]!r}") from None
+        if not isinstance(topic, str) or not topic or \
+                not all(_offset(v) for v in (partition, start, end)) or start > end:
+            raise BadRequest("the ticket's topic, partition or offset range is malformed")
+        if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
+            raise BadRequest("the ticket's columns are malformed")
+        try:
+            output_columns(columns, False)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        if isolation not in (READ_COMMITTED, READ_UNCOMMITTED):
+            raise BadRequest(f"the ticket's isolation {isolation!r} is unknown")
+        return cls(topic, partition, start, end, columns, isolation)
