@@ -26,7 +26,8 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from pylog.broker.acl_operations import AclOperation
-from pylog.flight.tickets import READ_COMMITTED, BadRequest, FlightTicket, parse_read_request
+from pylog.flight.sources import partition_scan
+from pylog.flight.tickets import BadRequest, FlightTicket, parse_read_request
 from pylog.schema_registry.auth import Authenticator, Unauthenticated
 from pylog.sdk.offsets import OffsetOutOfRangeError, UnknownTopicError
 from pylog.sdk.scan import TopicScan
@@ -85,7 +86,7 @@ def _peer_host(context: flight.ServerCallContext) -> str:
     return rest.rpartition(":")[0] if kind == "ipv4" else peer
 
 
-class FlightService(flight.FlightServerBase):  # type: ignore[misc]
+class FlightService(flight.FlightServerBase):
     def __init__(self, location: str, node: FlightNode) -> None:
         super().__init__(location, middleware={AUTH_MIDDLEWARE: _AuthFactory(node.authenticator)})
         self.node = node
@@ -116,9 +117,6 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         except BadRequest as exc:
             raise flight.FlightServerError(str(exc)) from None
         self._require(context, AclOperation.READ, req.topic)
-        if req.isolation != READ_COMMITTED:
-            raise flight.FlightServerError(
-                "isolation read_uncommitted is not served by Flight yet; use read_committed")
         led = self.node.led(req.topic)
         if not led and not self.node.known(req.topic):
             raise flight.FlightServerError(f"unknown topic {req.topic!r}")
@@ -132,22 +130,17 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         endpoints = []
         rows = 0
         for p in chosen:
-            (r,) = self._plan(req.topic, p, led[p], req.start_offset, req.end_offset,
+            (r,) = self._plan(req.topic, p, led[p], req.isolation, req.start_offset, req.end_offset,
                               req.start_timestamp, req.end_timestamp)
             ticket = FlightTicket(req.topic, p, r.start, r.end, columns, req.isolation)
             endpoints.append(flight.FlightEndpoint(ticket.encode(), [self.url]))
             rows += r.count
         return flight.FlightInfo(output_schema(columns), descriptor, endpoints, rows, -1)
 
-    def _plan(self, topic: str, partition: int, log_dir: Path, start: int | None, end: int | None,
-              start_ts: int | None, end_ts: int | None) -> list[Any]:
-        scan = TopicScan(
-            topic, data_dir=log_dir, partitions=[partition],
-            starting_offsets="earliest" if start is None else {partition: start},
-            ending_offsets="latest" if end is None else {partition: end},
-            starting_timestamp=None if start_ts is None else {partition: start_ts},
-            ending_timestamp=None if end_ts is None else {partition: end_ts},
-        )
+    def _plan(self, topic: str, partition: int, log_dir: Path, isolation: str, start: int | None,
+              end: int | None, start_ts: int | None = None, end_ts: int | None = None) -> list[Any]:
+        scan = partition_scan(topic, partition, log_dir, isolation, start=start, end=end,
+                              start_ts=start_ts, end_ts=end_ts)
         try:
             return scan.plan()
         except (OffsetOutOfRangeError, UnknownTopicError, ValueError) as exc:
@@ -159,16 +152,13 @@ class FlightService(flight.FlightServerBase):  # type: ignore[misc]
         except BadRequest as exc:
             raise flight.FlightServerError(str(exc)) from None
         self._require(context, AclOperation.READ, t.topic)
-        if t.isolation != READ_COMMITTED:
-            raise flight.FlightServerError("isolation read_uncommitted is not served by Flight yet")
         led = self.node.led(t.topic)
         if t.partition not in led:
             raise flight.FlightServerError(
                 f"{t.topic}-{t.partition} is not led by node {self.node.node_id}; ask GetFlightInfo again")
-        self._plan(t.topic, t.partition, led[t.partition], t.start, t.end, None, None)  # still readable?
-        scan = TopicScan(t.topic, data_dir=led[t.partition], partitions=[t.partition],
-                         starting_offsets={t.partition: t.start}, ending_offsets={t.partition: t.end},
-                         columns=t.columns)
+        self._plan(t.topic, t.partition, led[t.partition], t.isolation, t.start, t.end)  # still readable?
+        scan = partition_scan(t.topic, t.partition, led[t.partition], t.isolation, start=t.start, end=t.end,
+                              columns=t.columns)
         schema = output_schema(t.columns)
         return flight.GeneratorStream(schema, _batches(scan, t))
 

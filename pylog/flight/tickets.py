@@ -64,10 +64,10 @@ def parse_read_request(path: list[bytes] | None, command: bytes | None) -> ReadR
     if path:
         if len(path) != 1:
             raise BadRequest(f"a path descriptor names one topic, got {len(path)} parts")
-        topic = path[0].decode("utf-8", "replace")
-        if not topic:
+        name = path[0].decode("utf-8", "replace")
+        if not name:
             raise BadRequest("the topic name is empty")
-        return ReadRequest(topic)
+        return ReadRequest(name)
     doc = _json_object(command or b"", "descriptor command")
     topic = doc.get("topic")
     if not isinstance(topic, str) or not topic:

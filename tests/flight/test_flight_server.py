@@ -90,10 +90,21 @@ def test_read_committed_skips_an_aborted_transaction(broker: pylog.LocalBroker,
         p.begin_transaction()
         for v in values:
             p.produce(topic, value=v.encode(), partition=0)
+        assert p.flush(30) == 0  # written before the abort (librdkafka purges what it still holds)
         p.commit_transaction(30) if commit else p.abort_transaction(30)
     got = read_all(client, info(client, topic=topic, columns=["value"], isolation="read_committed"))
     assert got.column("value").to_pylist() == [b"a1", b"a2", b"c1"]
     assert got.equals(pylog.read_topic(topic, data_dir=broker.data_dir, columns=["value"]))
+    dirty = read_all(client, info(client, topic=topic, columns=["value"], isolation="read_uncommitted"))
+    assert dirty.column("value").to_pylist() == [b"a1", b"a2", b"b1", b"b2", b"b3", b"c1"]  # no markers
+    p.begin_transaction()  # open: read_uncommitted sees it, read_committed stops before it
+    p.produce(topic, value=b"d1", partition=0)
+    assert p.flush(30) == 0
+    dirty = read_all(client, info(client, topic=topic, columns=["value"], isolation="read_uncommitted"))
+    assert dirty.column("value").to_pylist()[-1] == b"d1"
+    got = read_all(client, info(client, topic=topic, columns=["value"]))
+    assert got.column("value").to_pylist() == [b"a1", b"a2", b"c1"]
+    p.abort_transaction(30)
 
 
 def test_do_put_produces_what_a_consumer_reads(broker: pylog.LocalBroker,
