@@ -208,3 +208,11 @@ def test_a_sasl_broker_asks_flight_clients_for_credentials_and_acls(tmp_path) ->
             assert c.do_get(ticket, root).read_all().num_rows == 0
         finally:
             c.close()
+
+
+def test_a_tls_flight_listener_is_refused_at_start(tmp_path) -> None:
+    b = pylog.LocalBroker(tmp_path / "d", config={"pylog.flight.listeners": "grpc+tls://127.0.0.1:0"},
+                          startup_timeout_s=60)
+    with pytest.raises(RuntimeError, match="only grpc://HOST:PORT"):
+        b.start()
+    b.stop()
