@@ -408,7 +408,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             S,
             None,
             "grpc://HOST:PORT, comma separated, where the broker serves its topics over Arrow Flight "
-            "(GetFlightInfo / DoGet of the partitions it leads, DoPut); off when unset, port 0 picks a "
+            "(GetFlightInfo, DoGet of the partitions it leads, DoPut); off when unset, port 0 picks a "
             "free one.",
             read_only=True,
         ),

@@ -447,10 +447,13 @@ class Broker:
             server = self._server(table, li)
             await server.start(serve=False)
             self.servers.append(server)
+        if cfg.raw("pylog.flight.listeners"):  # Arrow Flight, on its own threads, registered as a listener
+            from pylog.flight.node import broker_flight
+            self.flight = broker_flight(self)
         lifecycle = self.lifecycle = BrokerLifecycle(
             controller,
             self.node_id,
-            self.advertised_listeners(),
+            [*self.advertised_listeners(), *(f.listener for f in self.flight)],
             rack=cfg.raw("broker.rack"),
             heartbeat_interval_s=s.heartbeat_interval_ms / 1000,
             metadata_offset=lambda: source.image.offset,
@@ -485,9 +488,8 @@ class Broker:
             )
         self.audit.start_topic(*self._own_client())
         await self._start_schema_registry()
-        if self.config.raw("pylog.flight.listeners"):  # Arrow Flight, on its own threads
-            from pylog.flight.node import broker_flight
-            self.flight = broker_flight(self)
+        for flight_server in self.flight:
+            flight_server.ready.set()
         self.iceberg.start()
 
     async def _start_schema_registry(self) -> None:

@@ -8,14 +8,17 @@ read_committed by the last stable offset, control batches and aborted transactio
 zero-copy slices of the segments. Writes go through the node's own Kafka client (acks=all), so
 they take the produce path every producer takes.
 
-This version serves the partitions this broker leads: GetFlightInfo answers one endpoint per such
-partition, at this server's location.
+GetFlightInfo answers one endpoint per partition at the Flight server of its leader (each broker
+registers its Flight address with its listeners, as ``PYLOG_FLIGHT``); the ranges of partitions led
+here are resolved at once, the others' by their leader when DoGet begins.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import socket
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -26,6 +29,7 @@ import pyarrow as pa
 import pyarrow.flight as flight
 
 from pylog.broker.acl_operations import AclOperation
+from pylog.cluster.node_config import Listener
 from pylog.flight.sources import partition_scan
 from pylog.flight.tickets import BadRequest, FlightTicket, parse_read_request
 from pylog.schema_registry.auth import Authenticator, Unauthenticated
@@ -37,6 +41,9 @@ from pylog.security.principal import ANONYMOUS, KafkaPrincipal
 log = logging.getLogger(__name__)
 
 AUTH_MIDDLEWARE = "pylog-auth"
+# The name a broker registers its Flight server under, beside its Kafka listeners; Kafka clients
+# never see it (Metadata answers the endpoints of the listener a client connected to).
+FLIGHT_LISTENER = "PYLOG_FLIGHT"
 
 
 @dataclass
@@ -44,12 +51,15 @@ class FlightNode:
     """What the Flight server reads of its broker (all safe from other threads).
 
     ``led(topic)``: {partition: log directory} of the partitions this broker leads;
-    ``known(topic)``: whether the cluster has the topic; ``authorize(principal, host, op, topic)``;
-    ``produce_to``: (bootstrap servers, client security) of the node's own client."""
+    ``leaders(topic)``: {partition: leader id} in the metadata image, None for an unknown topic;
+    ``locate(node id)``: the Flight location that node registered, if any;
+    ``authorize(principal, host, op, topic)``; ``produce_to``: (bootstrap servers, client
+    security) of the node's own client."""
 
     node_id: int
     led: Callable[[str], dict[int, Path]]
-    known: Callable[[str], bool]
+    leaders: Callable[[str], dict[int, int] | None]
+    locate: Callable[[int], str | None]
     authorize: Callable[[KafkaPrincipal, str, int, str], bool]
     produce_to: Callable[[], tuple[str, Any]]
     authenticator: Authenticator | None = None
@@ -90,14 +100,25 @@ class FlightService(flight.FlightServerBase):
     def __init__(self, location: str, node: FlightNode) -> None:
         super().__init__(location, middleware={AUTH_MIDDLEWARE: _AuthFactory(node.authenticator)})
         self.node = node
-        parts = urlsplit(location)
-        host = parts.hostname or "127.0.0.1"
-        host = "127.0.0.1" if host in ("0.0.0.0", "::", "") else host
-        self.url = f"grpc://{f'[{host}]' if ':' in host else host}:{self.port}"
+        host = urlsplit(location).hostname or ""
+        self.host = socket.getfqdn() if host in ("0.0.0.0", "::", "") else host
+        self.url = f"grpc://{f'[{self.host}]' if ':' in self.host else self.host}:{self.port}"
+        self.ready = threading.Event()  # set once the broker serves clients
+
+    @property
+    def listener(self) -> Listener:
+        """This server as a listener of the broker's registration, so other brokers can point
+        clients at it."""
+        return Listener(FLIGHT_LISTENER, self.host, self.port)
+
+    def _check_ready(self) -> None:
+        if not self.ready.is_set():
+            raise flight.FlightUnavailableError(f"node {self.node.node_id} is starting")
 
     # --- access -----------------------------------------------------------------------------
 
     def _require(self, context: flight.ServerCallContext, op: int, topic: str) -> None:
+        self._check_ready()
         if not self.node.acls():
             return
         caller = context.get_middleware(AUTH_MIDDLEWARE)
@@ -117,24 +138,34 @@ class FlightService(flight.FlightServerBase):
         except BadRequest as exc:
             raise flight.FlightServerError(str(exc)) from None
         self._require(context, AclOperation.READ, req.topic)
-        led = self.node.led(req.topic)
-        if not led and not self.node.known(req.topic):
+        leaders = self.node.leaders(req.topic)
+        if leaders is None:
             raise flight.FlightServerError(f"unknown topic {req.topic!r}")
-        chosen = sorted(led) if req.partitions is None else sorted(set(req.partitions))
-        elsewhere = [p for p in chosen if p not in led]
-        if elsewhere:
+        chosen = sorted(leaders) if req.partitions is None else sorted(set(req.partitions))
+        missing = [p for p in chosen if p not in leaders]
+        if missing:
             raise flight.FlightServerError(
-                f"partition(s) {elsewhere} of {req.topic!r} are not led by node {self.node.node_id}; "
-                f"ask the Flight server of their leader")
+                f"topic {req.topic!r} has partitions {sorted(leaders)}, not {missing}")
+        led = self.node.led(req.topic)
         columns = output_columns(req.columns, False)
         endpoints = []
         rows = 0
         for p in chosen:
-            (r,) = self._plan(req.topic, p, led[p], req.isolation, req.start_offset, req.end_offset,
-                              req.start_timestamp, req.end_timestamp)
-            ticket = FlightTicket(req.topic, p, r.start, r.end, columns, req.isolation)
-            endpoints.append(flight.FlightEndpoint(ticket.encode(), [self.url]))
-            rows += r.count
+            if p in led:  # here: the range is resolved now, its size known
+                (r,) = self._plan(req.topic, p, led[p], req.isolation, req.start_offset, req.end_offset,
+                                  req.start_timestamp, req.end_timestamp)
+                ticket = FlightTicket(req.topic, p, r.start, r.end, columns, req.isolation)
+                endpoints.append(flight.FlightEndpoint(ticket.encode(), [self.url]))
+                rows = rows + r.count if rows >= 0 else rows
+                continue
+            url = self.node.locate(leaders[p])
+            if url is None:
+                raise flight.FlightServerError(
+                    f"{req.topic}-{p} has no leader serving Arrow Flight (leader: node {leaders[p]})")
+            ticket = FlightTicket(req.topic, p, req.start_offset, req.end_offset, columns, req.isolation,
+                                  req.start_timestamp, req.end_timestamp)  # its leader resolves the bounds
+            endpoints.append(flight.FlightEndpoint(ticket.encode(), [url]))
+            rows = -1
         return flight.FlightInfo(output_schema(columns), descriptor, endpoints, rows, -1)
 
     def _plan(self, topic: str, partition: int, log_dir: Path, isolation: str, start: int | None,
@@ -156,8 +187,9 @@ class FlightService(flight.FlightServerBase):
         if t.partition not in led:
             raise flight.FlightServerError(
                 f"{t.topic}-{t.partition} is not led by node {self.node.node_id}; ask GetFlightInfo again")
-        self._plan(t.topic, t.partition, led[t.partition], t.isolation, t.start, t.end)  # still readable?
-        scan = partition_scan(t.topic, t.partition, led[t.partition], t.isolation, start=t.start, end=t.end,
+        (r,) = self._plan(t.topic, t.partition, led[t.partition], t.isolation, t.start, t.end,
+                          t.start_timestamp, t.end_timestamp)  # still readable; bounds resolved
+        scan = partition_scan(t.topic, t.partition, led[t.partition], t.isolation, start=r.start, end=r.end,
                               columns=t.columns)
         schema = output_schema(t.columns)
         return flight.GeneratorStream(schema, _batches(scan, t))
@@ -174,7 +206,7 @@ class FlightService(flight.FlightServerBase):
         except BadRequest as exc:
             raise flight.FlightServerError(str(exc)) from None
         self._require(context, AclOperation.WRITE, req.topic)
-        if not self.node.known(req.topic):
+        if self.node.leaders(req.topic) is None:
             raise flight.FlightServerError(f"unknown topic {req.topic!r}")
         table = reader.read_all()
         from pylog.sdk.writer import write_topic

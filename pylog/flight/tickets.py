@@ -97,18 +97,28 @@ def parse_read_request(path: list[bytes] | None, command: bytes | None) -> ReadR
 
 @dataclass(frozen=True)
 class FlightTicket:
-    """One partition's records ``[start, end)`` with these columns, as DoGet streams them."""
+    """One partition's records ``[start, end)`` with these columns, as DoGet streams them. A ticket
+    for a partition another broker leads keeps the request's bounds (None: earliest / latest, or
+    timestamps), which that broker resolves when DoGet begins."""
 
     topic: str
     partition: int
-    start: int
-    end: int
+    start: int | None
+    end: int | None
     columns: list[str]
     isolation: str = READ_COMMITTED
+    start_timestamp: int | None = None
+    end_timestamp: int | None = None
+
+    @property
+    def resolved(self) -> bool:
+        return self.start is not None and self.end is not None and \
+            self.start_timestamp is None and self.end_timestamp is None
 
     def encode(self) -> bytes:
         return json.dumps({"v": TICKET_VERSION, "topic": self.topic, "partition": self.partition,
-                           "start": self.start, "end": self.end, "columns": self.columns,
+                           "start": self.start, "end": self.end, "start_timestamp": self.start_timestamp,
+                           "end_timestamp": self.end_timestamp, "columns": self.columns,
                            "isolation": self.isolation}, separators=(",", ":")).encode()
 
     @classmethod
@@ -122,8 +132,10 @@ class FlightTicket:
             columns, isolation = doc["columns"], doc["isolation"]
         except KeyError as exc:
             raise BadRequest(f"the ticket lacks {exc.args[0]!r}") from None
-        if not isinstance(topic, str) or not topic or \
-                not all(_offset(v) for v in (partition, start, end)) or start > end:
+        start_ts, end_ts = doc.get("start_timestamp"), doc.get("end_timestamp")
+        if not isinstance(topic, str) or not topic or not _offset(partition) or \
+                not all(v is None or _offset(v) for v in (start, end, start_ts, end_ts)) or \
+                (start is not None and end is not None and start > end):
             raise BadRequest("the ticket's topic, partition or offset range is malformed")
         if not isinstance(columns, list) or not all(isinstance(c, str) for c in columns):
             raise BadRequest("the ticket's columns are malformed")
@@ -133,4 +145,4 @@ class FlightTicket:
             raise BadRequest(str(exc)) from None
         if isolation not in (READ_COMMITTED, READ_UNCOMMITTED):
             raise BadRequest(f"the ticket's isolation {isolation!r} is unknown")
-        return cls(topic, partition, start, end, columns, isolation)
+        return cls(topic, partition, start, end, columns, isolation, start_ts, end_ts)
