@@ -11,6 +11,7 @@ each topic DESCRIBE (named ones answer TOPIC_AUTHORIZATION_FAILED, others are le
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -83,17 +84,11 @@ def describe(
                 )
             )
             continue
-        wanted = _wanted(g, share, image)
-        topics = []
-        for name, parts in wanted.items():
-            topic = image.topic(name)
-            if topic is None:
-                continue
-            entries = []
-            for p in parts:
-                key = (g.group_id, topic.topic_id, p)
-                counts = share_counts(share, key)
-                entries.append(
+        topics = [
+            Topic(
+                topic_name=name,
+                topic_id=topic_id,
+                partitions=[
                     Partition(
                         partition_index=p,
                         start_offset=counts.start_offset,
@@ -102,8 +97,11 @@ def describe(
                         error_code=share.key_error(key),
                         error_message=None,
                     )
-                )
-            topics.append(Topic(topic_name=name, topic_id=topic.topic_id, partitions=entries))
+                    for p, key, counts in parts
+                ],
+            )
+            for name, topic_id, parts in _counted(g.group_id, _wanted(g, share, image), share, image)
+        ]
         out.append(Group(group_id=g.group_id, topics=topics, error_code=ErrorCode.NONE, error_message=None))
     return DescribeShareGroupOffsetsResponse(throttle_time_ms=0, groups=out)
 
@@ -135,6 +133,17 @@ def _wanted(g: Any, share: ShareShell, image: Any) -> dict[str, list[int]]:
         if group == g.group_id and tid in names:
             out.setdefault(names[tid], []).append(p)
     return {n: sorted(ps) for n, ps in out.items()}
+
+
+def _counted(
+    group_id: str, wanted: dict[str, list[int]], share: ShareShell, image: Any
+) -> Iterator[tuple[str, Any, list[tuple[int, Any, ShareCounts]]]]:
+    """Per wanted topic that exists: its name, id and each partition's share key and counts."""
+    for name, parts in wanted.items():
+        topic = image.topic(name)
+        if topic is not None:
+            keys = [(p, (group_id, topic.topic_id, p)) for p in parts]
+            yield name, topic.topic_id, [(p, key, share_counts(share, key)) for p, key in keys]
 
 
 @dataclass(frozen=True)
@@ -193,16 +202,11 @@ def share_group_state(
     if authz.enabled:
         visible = authz.filter(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, wanted)
         wanted = {n: ps for n, ps in wanted.items() if n in visible}
-    topics = []
-    for name, parts in wanted.items():
-        topic = image.topic(name)
-        if topic is None:
-            continue
-        entries = []
-        for p in parts:
-            key = (req.group_id, topic.topic_id, p)
-            c = share_counts(share, key)
-            entries.append(
+    topics = [
+        R.ShareTopic(
+            topic_name=name,
+            topic_id=topic_id,
+            partitions=[
                 R.SharePartitionState(
                     partition_index=p,
                     error_code=share.key_error(key),
@@ -210,6 +214,9 @@ def share_group_state(
                     in_flight_records=c.in_flight,
                     acquired_records=c.acquired,
                 )
-            )
-        topics.append(R.ShareTopic(topic_name=name, topic_id=topic.topic_id, partitions=entries))
+                for p, key, c in parts
+            ],
+        )
+        for name, topic_id, parts in _counted(req.group_id, wanted, share, image)
+    ]
     return R(throttle_time_ms=0, error_code=ErrorCode.NONE, topics=topics)
