@@ -407,7 +407,8 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "pylog.flight.listeners",
             S,
             None,
-            "grpc://HOST:PORT, comma separated, where the broker serves its topics over Arrow Flight "
+            "grpc://HOST:PORT (or grpc+tls://, with the first TLS client listener's ssl.keystore.*), comma "
+            "separated, where the broker serves its topics over Arrow Flight "
             "(GetFlightInfo, DoGet of the partitions it leads, DoPut); off when unset, port 0 picks a "
             "free one.",
             read_only=True,

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
 
 from pylog.broker.acl_operations import ResourceType
-from pylog.flight.server import FLIGHT_LISTENER, FlightNode, FlightService, start_flight
+from pylog.cluster.records import SecurityProtocol
+from pylog.flight.server import FLIGHT_LISTENER, FlightNode, FlightService, flight_url, start_flight
 from pylog.security.principal import KafkaPrincipal
 
 
@@ -39,7 +41,7 @@ def broker_flight(broker: Any) -> list[FlightService]:
         reg = img.brokers.get(node_id) if img is not None else None
         for ep in reg.endpoints if reg is not None else ():
             if ep.name == FLIGHT_LISTENER:
-                return f"grpc://{f'[{ep.host}]' if ':' in ep.host else ep.host}:{ep.port}"
+                return flight_url(ep.host, ep.port, tls=ep.security_protocol == SecurityProtocol.SSL)
         return None
 
     def authorize(principal: KafkaPrincipal, host: str, op: int, topic: str) -> bool:
@@ -47,4 +49,39 @@ def broker_flight(broker: Any) -> list[FlightService]:
 
     node = FlightNode(broker.node_id, led, leaders, locate, authorize, broker._own_client,
                       access.authenticator, acls=lambda: bool(authz.enabled))
-    return start_flight(listeners, node)
+    return start_flight(listeners, node, lambda: tls_certificates(broker))
+
+
+_PEM = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----.*?-----END \1-----", re.S)
+
+
+def tls_certificates(broker: Any) -> list[tuple[bytes, bytes]]:
+    """(certificate chain, private key) in PEM of the first client listener with TLS, from its
+    ``ssl.keystore.*`` settings (pylog's keystores are PEM, see ``pylog.security.tls``)."""
+    tls = [li for li in broker.settings.broker_listeners if li.security_protocol in ("SSL", "SASL_SSL")]
+    if not tls:
+        raise ValueError("pylog.flight.listeners: grpc+tls:// needs a client listener with TLS (its ssl.* "
+                         "settings are the Flight server's)")
+
+    def get(key: str) -> str | None:
+        value = broker.config.listener_raw(tls[0].name, key)
+        return None if value is None else str(value)
+
+    location = get("ssl.keystore.location")
+    text = Path(location).read_text() if location else \
+        f"{get('ssl.keystore.key') or ''}\n{get('ssl.keystore.certificate.chain') or ''}"
+    blocks = [(m.group(1), m.group(0)) for m in _PEM.finditer(text)]
+    chain = "\n".join(b for kind, b in blocks if kind == "CERTIFICATE")
+    keys = [(kind, b) for kind, b in blocks if "PRIVATE KEY" in kind]
+    if not chain or not keys:
+        raise ValueError(f"pylog.flight.listeners: the keystore of listener {tls[0].name} holds no "
+                         f"certificate and private key in PEM")
+    kind, key = keys[0]
+    if kind == "ENCRYPTED PRIVATE KEY":
+        from cryptography.hazmat.primitives import serialization
+
+        password = get("ssl.key.password")
+        private = serialization.load_pem_private_key(key.encode(), password.encode() if password else None)
+        key = private.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                                    serialization.NoEncryption()).decode()
+    return [(chain.encode(), key.encode())]

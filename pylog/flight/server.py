@@ -97,19 +97,22 @@ def _peer_host(context: flight.ServerCallContext) -> str:
 
 
 class FlightService(flight.FlightServerBase):
-    def __init__(self, location: str, node: FlightNode) -> None:
-        super().__init__(location, middleware={AUTH_MIDDLEWARE: _AuthFactory(node.authenticator)})
+    def __init__(self, location: str, node: FlightNode,
+                 tls_certificates: list[tuple[bytes, bytes]] | None = None) -> None:
+        super().__init__(location, tls_certificates=tls_certificates or None,
+                         middleware={AUTH_MIDDLEWARE: _AuthFactory(node.authenticator)})
         self.node = node
+        self.tls = bool(tls_certificates)
         host = urlsplit(location).hostname or ""
         self.host = socket.getfqdn() if host in ("0.0.0.0", "::", "") else host
-        self.url = f"grpc://{f'[{self.host}]' if ':' in self.host else self.host}:{self.port}"
+        self.url = flight_url(self.host, self.port, tls=self.tls)
         self.ready = threading.Event()  # set once the broker serves clients
 
     @property
     def listener(self) -> Listener:
         """This server as a listener of the broker's registration, so other brokers can point
         clients at it."""
-        return Listener(FLIGHT_LISTENER, self.host, self.port)
+        return Listener(FLIGHT_LISTENER, self.host, self.port, "SSL" if self.tls else "PLAINTEXT")
 
     def _check_ready(self) -> None:
         if not self.ready.is_set():
@@ -229,18 +232,25 @@ def _batches(scan: TopicScan, t: FlightTicket) -> Iterator[pa.RecordBatch]:
         raise flight.FlightServerError(f"{t.topic}-{t.partition} moved while it was read: {exc}") from None
 
 
-def start_flight(listeners: str, node: FlightNode) -> list[FlightService]:
-    """One Flight server per ``grpc://HOST:PORT`` of ``pylog.flight.listeners`` (port 0: a free one)."""
+def flight_url(host: str, port: int, *, tls: bool) -> str:
+    return f"{'grpc+tls' if tls else 'grpc'}://{f'[{host}]' if ':' in host else host}:{port}"
+
+
+def start_flight(listeners: str, node: FlightNode,
+                 tls_certificates: Callable[[], list[tuple[bytes, bytes]]]) -> list[FlightService]:
+    """One Flight server per ``grpc://HOST:PORT`` or ``grpc+tls://HOST:PORT`` of
+    ``pylog.flight.listeners`` (port 0: a free one); ``tls_certificates()``: the (certificate
+    chain, private key) PEM pairs a TLS server presents."""
     servers: list[FlightService] = []
     try:
         for raw in (u.strip() for u in listeners.split(",")):
             if not raw:
                 continue
             scheme = urlsplit(raw).scheme
-            if scheme != "grpc":
-                raise ValueError(f"pylog.flight.listeners: {raw!r}: only grpc://HOST:PORT is served "
-                                 f"(grpc+tls is not supported yet)")
-            servers.append(FlightService(raw, node))
+            if scheme not in ("grpc", "grpc+tls"):
+                raise ValueError(f"pylog.flight.listeners: {raw!r}: expected grpc://HOST:PORT or "
+                                 f"grpc+tls://HOST:PORT")
+            servers.append(FlightService(raw, node, tls_certificates() if scheme == "grpc+tls" else None))
             log.info("Arrow Flight on %s", servers[-1].url)
     except BaseException:
         for s in servers:

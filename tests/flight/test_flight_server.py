@@ -210,9 +210,39 @@ def test_a_sasl_broker_asks_flight_clients_for_credentials_and_acls(tmp_path) ->
             c.close()
 
 
-def test_a_tls_flight_listener_is_refused_at_start(tmp_path) -> None:
-    b = pylog.LocalBroker(tmp_path / "d", config={"pylog.flight.listeners": "grpc+tls://127.0.0.1:0"},
-                          startup_timeout_s=60)
-    with pytest.raises(RuntimeError, match="only grpc://HOST:PORT"):
+def test_a_tls_flight_listener_without_a_tls_kafka_listener_is_refused_at_start(tmp_path) -> None:
+    b = pylog.LocalBroker(tmp_path / "d", config={"pylog.flight.listeners": "grpc+tls://127.0.0.1:0"})
+    with pytest.raises(RuntimeError, match="grpc\\+tls:// needs a client listener with TLS"):
         b.start()
     b.stop()
+
+
+def test_grpc_tls_serves_with_the_tls_listener_certificate(tmp_path) -> None:
+    import trustme
+
+    ca = trustme.CA()
+    ca.issue_cert("127.0.0.1").private_key_and_cert_chain_pem.write_to_path(str(tmp_path / "server.pem"))
+    config = {
+        "listeners": "PLAINTEXT://127.0.0.1:0,SSL://127.0.0.1:0",
+        "ssl.keystore.type": "PEM",
+        "ssl.keystore.location": str(tmp_path / "server.pem"),
+        "pylog.flight.listeners": "grpc+tls://127.0.0.1:0",
+    }
+    with pylog.LocalBroker(tmp_path / "d", config=config) as b:
+        assert b.flight_url is not None and b.flight_url.startswith("grpc+tls://")
+        create(b.bootstrap_servers, "tls-topic")
+        produce(b.bootstrap_servers, "tls-topic", 5)
+        c = flight.FlightClient(b.flight_url, tls_root_certs=ca.cert_pem.bytes())
+        try:
+            fi = c.get_flight_info(flight.FlightDescriptor.for_path("tls-topic"))
+            assert [loc.uri.decode() for loc in fi.endpoints[0].locations] == [b.flight_url]
+            assert c.do_get(fi.endpoints[0].ticket).read_all().column("value").to_pylist() == \
+                [f"v{i}".encode() for i in range(5)]
+        finally:
+            c.close()
+        untrusting = flight.FlightClient(b.flight_url)  # the system's CAs do not know this one
+        try:
+            with pytest.raises(flight.FlightUnavailableError):
+                untrusting.get_flight_info(flight.FlightDescriptor.for_path("tls-topic"))
+        finally:
+            untrusting.close()
