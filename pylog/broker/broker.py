@@ -567,9 +567,10 @@ class Broker:
             await self.lifecycle.controlled_shutdown(CONTROLLED_SHUTDOWN_S)
         self.stopping = True
         await self.iceberg.stop()
-        for flight_server in self.flight:
-            await asyncio.get_running_loop().run_in_executor(None, flight_server.shutdown)
-        self.flight = []
+        if self.flight:
+            from pylog.flight.server import stop_flight
+            await stop_flight(self.flight)
+            self.flight = []
         if self.schema_registry is not None:
             await self.schema_registry.stop()
         await self.audit.stop()

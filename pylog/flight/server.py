@@ -15,6 +15,7 @@ here are resolved at once, the others' by their leader when DoGet begins.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import socket
@@ -44,6 +45,7 @@ AUTH_MIDDLEWARE = "pylog-auth"
 # The name a broker registers its Flight server under, beside its Kafka listeners; Kafka clients
 # never see it (Metadata answers the endpoints of the listener a client connected to).
 FLIGHT_LISTENER = "PYLOG_FLIGHT"
+SHUTDOWN_S = 5.0  # how long a broker's stop waits for Flight calls in progress
 
 
 @dataclass
@@ -107,6 +109,7 @@ class FlightService(flight.FlightServerBase):
         self.host = socket.getfqdn() if host in ("0.0.0.0", "::", "") else host
         self.url = flight_url(self.host, self.port, tls=self.tls)
         self.ready = threading.Event()  # set once the broker serves clients
+        self.stopping = threading.Event()  # set when the broker stops: streams end at their next batch
 
     @property
     def listener(self) -> Listener:
@@ -195,7 +198,21 @@ class FlightService(flight.FlightServerBase):
         scan = partition_scan(t.topic, t.partition, led[t.partition], t.isolation, start=r.start, end=r.end,
                               columns=t.columns)
         schema = output_schema(t.columns)
-        return flight.GeneratorStream(schema, _batches(scan, t))
+        return flight.GeneratorStream(schema, self._batches(scan, t, context))
+
+    def _batches(self, scan: TopicScan, t: FlightTicket,
+                 context: flight.ServerCallContext) -> Iterator[pa.RecordBatch]:
+        """The ticket's rows as the scan reads them; ends when the client cancels or the broker stops."""
+        try:
+            for batch in scan.to_arrow_batch_reader():
+                if context.is_cancelled():
+                    return
+                if self.stopping.is_set():
+                    raise flight.FlightUnavailableError(f"node {self.node.node_id} is stopping")
+                yield batch
+        except FileNotFoundError as exc:
+            raise flight.FlightServerError(
+                f"{t.topic}-{t.partition} moved while it was read: {exc}") from None
 
     def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> Iterator[flight.FlightInfo]:
         return iter(())
@@ -224,12 +241,20 @@ class FlightService(flight.FlightServerBase):
         writer.write(pa.py_buffer(json.dumps(answer).encode()))
 
 
-def _batches(scan: TopicScan, t: FlightTicket) -> Iterator[pa.RecordBatch]:
-    """The ticket's rows as the scan reads them, stopping quietly if the client went away."""
-    try:
-        yield from scan.to_arrow_batch_reader()
-    except FileNotFoundError as exc:
-        raise flight.FlightServerError(f"{t.topic}-{t.partition} moved while it was read: {exc}") from None
+async def stop_flight(servers: list[FlightService], timeout_s: float = SHUTDOWN_S) -> None:
+    """Shut the servers down without holding the event loop. Shutting down waits for the calls in
+    progress, so it runs on daemon threads and is waited for at most ``timeout_s``: a client that
+    stopped reading mid-stream cannot hold the broker's stop."""
+    for server in servers:
+        server.stopping.set()
+    threads = [threading.Thread(target=server.shutdown, name="flight-shutdown", daemon=True)
+               for server in servers]
+    for thread in threads:
+        thread.start()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_s
+    while any(t.is_alive() for t in threads) and loop.time() < deadline:
+        await asyncio.sleep(0.05)
 
 
 def flight_url(host: str, port: int, *, tls: bool) -> str:
