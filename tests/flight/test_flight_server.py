@@ -246,3 +246,22 @@ def test_grpc_tls_serves_with_the_tls_listener_certificate(tmp_path) -> None:
                 untrusting.get_flight_info(flight.FlightDescriptor.for_path("tls-topic"))
         finally:
             untrusting.close()
+
+
+def test_a_stalled_stream_does_not_hold_the_broker_stop(tmp_path) -> None:
+    """A client that reads one batch of a large partition and then nothing: the broker still stops
+    cleanly (its log says so, which a SIGKILL would not let it write)."""
+    b = pylog.LocalBroker(tmp_path / "d", config={"pylog.flight.listeners": "grpc://127.0.0.1:0"})
+    with b:
+        create(b.bootstrap_servers, "stalled")
+        p = Producer({"bootstrap.servers": b.bootstrap_servers, "linger.ms": 50})
+        for i in range(40_000):
+            p.produce("stalled", value=b"x" * 200 + str(i).encode(), partition=0)
+        assert p.flush(60) == 0
+        assert b.flight_url is not None
+        c = flight.FlightClient(b.flight_url)
+        reader = c.do_get(info(c, topic="stalled").endpoints[0].ticket)
+        assert reader.read_chunk().data.num_rows > 0
+        b.stop(timeout_s=60)
+        assert "pylog broker stopped" in b.log_tail(), b.log_tail()
+        c.close()
