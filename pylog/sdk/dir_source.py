@@ -76,13 +76,17 @@ class DirTopicSource:
     partition's remote segments (the manifest pinned at first use) come first and the local log
     serves the offsets after them; without a data directory the store alone is read."""
 
-    def __init__(self, data_dir: str | os.PathLike[str] | None, *, remote: RemoteTier | None = None) -> None:
+    def __init__(self, data_dir: str | os.PathLike[str] | None, *, remote: RemoteTier | None = None,
+                 read_committed: bool = True) -> None:
         if data_dir is None and remote is None:
             raise ValueError("a data directory or a remote store is needed")
         self.root = Path(data_dir) if data_dir is not None else None
         if self.root is not None and not self.root.is_dir():
             raise FileNotFoundError(f"data_dir {str(self.root)!r} is not a directory")
         self.remote = remote
+        # False: read_uncommitted, as a consumer with that isolation level (up to the high
+        # watermark, open and aborted transactions included; control batches still not rows)
+        self.read_committed = read_committed
         self._dirs = {(p.topic, p.partition): p.path for p in list_partitions(self.root)} if self.root else {}
         self._hw = read_hw_checkpoint(self.root) if self.root else {}
         self._open: dict[tuple[str, int], _Partition] = {}
@@ -136,7 +140,7 @@ class DirTopicSource:
                 hw = read_published_high_watermark(path)
                 if hw is None:
                     hw = self._hw.get((topic, partition))
-            part = self._open[(topic, partition)] = _Partition(log, hw)
+            part = self._open[(topic, partition)] = _Partition(log, hw, self.read_committed)
         return part
 
     def _reopening(self, topic: str, partition: int, fn: Callable[[_Partition], T]) -> T:
@@ -212,8 +216,9 @@ class _Partition:
     `.batches` side files, made only when asked); reading a range needs only those from the range
     on, up to the markers of its transactions."""
 
-    def __init__(self, log: ReadableLog, hw_checkpoint: int | None) -> None:
+    def __init__(self, log: ReadableLog, hw_checkpoint: int | None, read_committed: bool = True) -> None:
         self.log = log
+        self.read_committed = read_committed
         self.log_start = log.log_start_offset
         self.high_watermark = log.log_end_offset if hw_checkpoint is None else \
             min(hw_checkpoint, log.log_end_offset)
@@ -225,6 +230,8 @@ class _Partition:
 
     @property
     def last_stable(self) -> int:
+        if not self.read_committed:  # an uncommitted reader reads to the high watermark
+            return self.high_watermark
         if self._last_stable is None:
             self._all = _Transactions(self.log, self._special(self.log_start, self.high_watermark))
             first_open = self._all.first_open
@@ -233,7 +240,12 @@ class _Partition:
         return self._last_stable
 
     def dropped(self, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
-        """(first, last) offsets of the batches in [start, end) a committed reader skips."""
+        """(first, last) offsets of the batches in [start, end) the reader skips: control batches,
+        and for a committed reader aborted and open transactions."""
+        if not self.read_committed:
+            control = self.log.batch_metadata(start, end, attributes=CONTROL_MASK)
+            first = control["base_offset"]
+            return first, first + control["last_offset_delta"]
         txn = self._all
         if txn is None:
             found = [self._special(start, end)]

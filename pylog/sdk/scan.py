@@ -37,7 +37,8 @@ class TopicSource(OffsetSource, Protocol):
 
 
 def open_source(data_dir: Any, bootstrap_servers: Any, fetch_options: Any = None,
-                remote: RemoteStorageSpec | None = None, pins: Any = None) -> TopicSource:
+                remote: RemoteStorageSpec | None = None, pins: Any = None,
+                read_committed: bool = True) -> TopicSource:
     """A data directory (read the segments), bootstrap servers (Kafka protocol), or a remote store
     alone; with a store beside either of the first two, remote segments come from the store."""
     if (data_dir is not None and bootstrap_servers is not None) or \
@@ -46,19 +47,27 @@ def open_source(data_dir: Any, bootstrap_servers: Any, fetch_options: Any = None
                          "bootstrap_servers= (read through the Kafka protocol), or remote_storage= "
                          "alone (read the remote tier from the object store)"
                          + ("; both were given" if data_dir is not None else "; neither was given"))
+    check_isolation(read_committed, data_dir, remote)
     tier = None
     if remote is not None:
         from pylog.sdk.remote_source import RemoteTier
         tier = RemoteTier(remote, pins=pins)
     if bootstrap_servers is None:
         from pylog.sdk.dir_source import DirTopicSource
-        return DirTopicSource(data_dir, remote=tier)
+        return DirTopicSource(data_dir, remote=tier, read_committed=read_committed)
     from pylog.sdk.kafka_source import KafkaTopicSource
     kafka = KafkaTopicSource(bootstrap_servers, fetch_options)
     if tier is None:
         return kafka
     from pylog.sdk.remote_source import TieredKafkaSource
     return TieredKafkaSource(kafka, tier)
+
+
+def check_isolation(read_committed: bool, data_dir: Any, remote: Any) -> None:
+    """A read_uncommitted read (``read_committed=False``) needs a data directory alone."""
+    if not read_committed and (data_dir is None or remote is not None):
+        raise ValueError("read_committed=False reads a data directory alone (no bootstrap_servers, no "
+                         "remote_storage)")
 
 
 def with_security(fetch_options: Any, security: Any) -> Any:
@@ -107,6 +116,7 @@ class TopicScan:
         security: Any = None,
         remote_storage: Any = None,
         storage_options: Any = None,
+        read_committed: bool = True,
     ) -> None:
         from pylog.sdk.remote_source import remote_spec
 
@@ -120,6 +130,8 @@ class TopicScan:
         if (data_dir is None) == (bootstrap_servers is None) and \
                 (self.remote is None or data_dir is not None):
             open_source(data_dir, bootstrap_servers, remote=self.remote)  # raises the explanation
+        check_isolation(read_committed, data_dir, self.remote)
+        self.read_committed = read_committed
         self.topic = topic
         self.data_dir = data_dir
         self.bootstrap_servers = bootstrap_servers
@@ -155,7 +167,8 @@ class TopicScan:
         if self._discover:
             self._discover = False  # asked once per scan object
             self.remote = _discovered_store(self.bootstrap_servers, self.topic, self._security)
-        return open_source(self.data_dir, self.bootstrap_servers, self.fetch_options, self.remote)
+        return open_source(self.data_dir, self.bootstrap_servers, self.fetch_options, self.remote,
+                           read_committed=self.read_committed)
 
     def plan(self) -> list[PartitionRange]:
         """The ``[start, end)`` offsets each partition would be read over, resolved now."""
