@@ -10,12 +10,15 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import pyarrow as pa
+import pytest
 from pylog.protocol.records import control
 from pylog.storage import RECORD_SCHEMA, BatchMeta, PartitionLog
+
+from pylog.local import LocalBroker
 
 T0 = 1_700_000_000_000
 HEADERS = RECORD_SCHEMA.field("headers").type
@@ -210,3 +213,16 @@ def create_topic(bootstrap: str, topic: str, partitions: int) -> None:
         admin.create_topics([NewTopic(topic, partitions, 1)])
     finally:
         admin.close()
+
+
+def running_broker(config: Mapping[str, object]) -> Iterator[LocalBroker]:
+    """A started ``pylog.LocalBroker`` with ``config``, closed after (a module fixture's body);
+    a broker that cannot start fails the test with its reason."""
+    b = LocalBroker(config=dict(config))
+    try:
+        b.start()
+    except Exception as exc:
+        b.close()
+        pytest.fail(f"cannot start a pylog broker: {exc}")
+    yield b
+    b.close()

@@ -16,6 +16,7 @@ from pylog.storage.published_hw import (
     PublishedHighWatermark,
     read_published_high_watermark,
 )
+from sdk_helpers import running_broker
 
 import pylog
 
@@ -26,14 +27,7 @@ PER_ROUND = 2_000
 @pytest.fixture(scope="module")
 def broker() -> Iterator[pylog.LocalBroker]:
     # a checkpoint written now and then, so that a reader trusting it would lag behind
-    b = pylog.LocalBroker(config={"replica.high.watermark.checkpoint.interval.ms": 2_000})
-    try:
-        b.start()
-    except Exception as exc:
-        b.close()
-        pytest.fail(f"cannot start a pylog broker: {exc}")
-    yield b
-    b.close()
+    yield from running_broker({"replica.high.watermark.checkpoint.interval.ms": 2_000})
 
 
 @pytest.mark.parametrize("acks", ["1", "all"])

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from sdk_helpers import running_broker
 
 import pylog
 from pylog.sdk import GroupHasMembersError, UnknownTopicError
@@ -25,14 +26,7 @@ from pylog.sdk import GroupHasMembersError, UnknownTopicError
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[pylog.LocalBroker]:
-    b = pylog.LocalBroker(config={"num.partitions": 3})
-    try:
-        b.start()
-    except Exception as exc:
-        b.close()
-        pytest.fail(f"cannot start a pylog broker: {exc}")
-    yield b
-    b.close()
+    yield from running_broker({"num.partitions": 3})
 
 
 def new_topic(bs: str, partitions: int = 3) -> str:

@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from sdk_helpers import running_broker
 
 import pylog
 from pylog.sdk.table import latest_per_key
@@ -67,14 +68,7 @@ def test_latest_per_key_matches_the_record_by_record_model(records) -> None:  # 
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[pylog.LocalBroker]:
-    b = pylog.LocalBroker(config={"log.cleaner.backoff.ms": 200, "log.segment.delete.delay.ms": 0})
-    try:
-        b.start()
-    except Exception as exc:
-        b.close()
-        pytest.fail(f"cannot start a pylog broker: {exc}")
-    yield b
-    b.close()
+    yield from running_broker({"log.cleaner.backoff.ms": 200, "log.segment.delete.delay.ms": 0})
 
 
 def create(bs: str, partitions: int, config: dict[str, str] | None = None) -> str:

@@ -16,7 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 from pylog.storage.segment import Stats
-from sdk_helpers import LogWriter
+from sdk_helpers import LogWriter, running_broker
 
 import pylog
 from pylog.sdk import UnknownTopicError
@@ -76,14 +76,7 @@ def test_the_last_hour_of_a_year_reads_no_old_segment(tmp_path: Path) -> None:
 
 @pytest.fixture(scope="module")
 def broker() -> Iterator[pylog.LocalBroker]:
-    b = pylog.LocalBroker(config={"num.partitions": 3})
-    try:
-        b.start()
-    except Exception as exc:
-        b.close()
-        pytest.fail(f"cannot start a pylog broker: {exc}")
-    yield b
-    b.close()
+    yield from running_broker({"num.partitions": 3})
 
 
 def test_two_topics_joined_like_duckdb_over_read_topic(broker: pylog.LocalBroker) -> None:
