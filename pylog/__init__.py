@@ -13,6 +13,7 @@ __version__ = "0.1.0"  # the one place the version is written (pyproject.toml re
 _LAZY: dict[str, str] = {
     "read_topic": "pylog.sdk.api",
     "scan_topic": "pylog.sdk.api",
+    "scan_polars": "pylog.sdk.polars_scan",
     "write_topic": "pylog.sdk.writer",
     "client_metrics": "pylog.sdk.client_metrics",
     "follow": "pylog.sdk.follow",

@@ -1,0 +1,286 @@
+"""`scan_polars`: a topic as a Polars ``LazyFrame`` (Polars' IO-plugin interface).
+
+Polars hands the source the columns it needs, a predicate and a row limit. Columns become the scan's
+``columns`` (the others are never read), the simple comparisons of the predicate on ``partition``,
+``offset`` and ``timestamp`` become read bounds, and reading stops at the row limit. The bounds only
+prune: every yielded frame is still filtered by the whole predicate, so results are exact whatever
+the predicate is (one the source does not understand is read without bounds).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import json
+import warnings
+from collections.abc import Callable, Iterator
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from pylog._extras import require
+from pylog.sdk.api import scan_topic
+from pylog.sdk.offsets import PartitionRange
+from pylog.sdk.scan import TopicScan
+
+if TYPE_CHECKING:
+    import polars
+
+# Polars' comparison operators as the serialized expression names them, and each one mirrored
+# (``3 < col`` is ``col > 3``)
+_MIRROR = {"Eq": "Eq", "Lt": "Gt", "LtEq": "GtEq", "Gt": "Lt", "GtEq": "LtEq"}
+_EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
+@dataclasses.dataclass
+class ReadBounds:
+    """What a predicate lets a read skip: conditions on the partition alone (evaluated on the
+    topic's partition numbers), offsets ``[lo, hi)`` (None: no bound) and the first timestamp
+    (epoch ms) a record may have."""
+
+    partition_filters: list[polars.Expr] = dataclasses.field(default_factory=list)
+    lo: int | None = None
+    hi: int | None = None
+    min_timestamp: int | None = None
+
+    def bounds_nothing(self) -> bool:
+        return not self.partition_filters and self.lo is None and self.hi is None \
+            and self.min_timestamp is None
+
+    def keeps(self, partitions: list[int]) -> set[int]:
+        """Which of `partitions` the partition conditions keep."""
+        pl = require("polars", "scan_polars()")
+        frame = pl.DataFrame({"partition": pl.Series(partitions, dtype=pl.Int32)})
+        for condition in self.partition_filters:
+            frame = frame.filter(condition)
+        return set(frame["partition"].to_list())
+
+
+def scan_polars(topic: str, *, on_batch: Callable[[pa.RecordBatch], None] | None = None,
+                **options: Any) -> polars.LazyFrame:
+    """A lazy Polars read of `topic`; `options` as for `pylog.scan_topic` (``data_dir=`` or
+    ``bootstrap_servers=``, ``decode=``, ``include_headers=``, bounds, ``security=``...).
+
+    Selected columns alone are read; filters on ``partition``, ``offset`` and ``timestamp`` (``==``,
+    ``<``, ``<=``, ``>``, ``>=``, ``is_in`` on partitions, joined with ``&``) narrow the partitions
+    and offsets read; ``head(n)`` stops reading after `n` rows; batches stream to Polars' streaming
+    engine. `on_batch` is called with each record batch read from the topic, before filtering.
+    (An upper bound on ``timestamp`` is applied as a filter only: Kafka timestamps need not grow with
+    offsets.)"""
+    pl = require("polars", "scan_polars()")
+    from polars.io.plugins import register_io_source
+
+    if "columns" in options:
+        raise ValueError("scan_polars() takes no columns=: select them on the LazyFrame")
+    base = scan_topic(topic, **options)  # bad options fail now, with the SDK's message
+    schema: polars.Schema | None = None
+
+    def polars_schema() -> polars.Schema:
+        nonlocal schema
+        if schema is None:
+            # decoded columns take their type from the data: the first batch's
+            arrow = base.schema if base.decode is None else base.to_arrow_batch_reader().schema
+            schema = pl.from_arrow(arrow.empty_table()).schema
+        return schema
+
+    def source(with_columns: list[str] | None, predicate: polars.Expr | None, n_rows: int | None,
+               batch_size: int | None) -> Iterator[polars.DataFrame]:
+        wanted = list(with_columns) if with_columns is not None else list(base.columns)
+        needed = list(wanted)
+        if predicate is not None:
+            needed += [c for c in predicate.meta.root_names() if c not in needed]
+        scan = pruned_scan(base, options, predicate)
+        if scan is None:
+            return
+        left = n_rows
+        for batch in scan.select(*[c for c in base.columns if c in needed]).to_batches():
+            if on_batch is not None:
+                on_batch(batch)
+            frame = pl.from_arrow(batch)
+            if predicate is not None:
+                frame = frame.filter(predicate)
+            frame = frame.select(wanted)
+            if left is not None:
+                frame = frame.head(left)
+                left -= frame.height
+            step = batch_size or max(frame.height, 1)
+            for i in range(0, frame.height, step):
+                yield frame.slice(i, step)
+            if left is not None and left <= 0:
+                return
+
+    return register_io_source(source, schema=polars_schema)
+
+
+def pruned_scan(base: TopicScan, options: dict[str, Any], predicate: polars.Expr | None
+                ) -> TopicScan | None:
+    """`base` narrowed to what `predicate` can match (None: nothing can match)."""
+    ranges = pushed_ranges(base, options, predicate)
+    if ranges is None:
+        return base
+    if not ranges:
+        return None
+    topic = base.topic
+    bounds = {k: v for k, v in options.items()
+              if k not in ("partitions", "starting_offsets", "ending_offsets", "starting_timestamp",
+                           "ending_timestamp")}
+    return scan_topic(topic, partitions=[r.partition for r in ranges],
+                      starting_offsets={topic: {str(r.partition): r.start for r in ranges}},
+                      ending_offsets={topic: {str(r.partition): r.end for r in ranges}}, **bounds)
+
+
+def pushed_ranges(base: TopicScan, options: dict[str, Any], predicate: polars.Expr | None
+                  ) -> list[PartitionRange] | None:
+    """The ``[start, end)`` per partition a read filtered by `predicate` needs (None: the predicate
+    bounds nothing, read as `base` would)."""
+    if predicate is None:
+        return None
+    bounds = read_bounds(predicate)
+    if bounds.bounds_nothing():
+        return None
+    ranges = base.plan()
+    if bounds.partition_filters:
+        kept = bounds.keeps([r.partition for r in ranges])
+        ranges = [r for r in ranges if r.partition in kept]
+    if bounds.min_timestamp is not None and ranges:
+        timed = {k: v for k, v in options.items() if k != "partitions"}
+        timed["starting_timestamp"] = max(bounds.min_timestamp,
+                                          _int_or(options.get("starting_timestamp"), bounds.min_timestamp))
+        starts = {r.partition: r.start
+                  for r in scan_topic(base.topic, partitions=[r.partition for r in ranges], **timed).plan()}
+        ranges = [dataclasses.replace(r, start=max(r.start, starts[r.partition])) for r in ranges]
+    out = []
+    for r in ranges:
+        start = r.start if bounds.lo is None else min(max(r.start, bounds.lo), r.end)
+        end = r.end if bounds.hi is None else max(min(r.end, bounds.hi), start)
+        if end > start:
+            out.append(dataclasses.replace(r, start=start, end=min(end, r.end)))
+    return out
+
+
+def _int_or(value: Any, default: int) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else default
+
+
+def read_bounds(predicate: polars.Expr) -> ReadBounds:
+    """The bounds the ``&``-joined conjuncts of `predicate` put on ``partition``, ``offset`` and
+    ``timestamp``; a conjunct not understood bounds nothing."""
+    bounds = ReadBounds()
+    for conjunct in _conjuncts(predicate):
+        try:
+            _narrow(bounds, conjunct)
+        except Exception:
+            # an expression this module does not understand only costs the pruning, never the
+            # answer (the filter still runs)
+            continue
+    return bounds
+
+
+def _conjuncts(predicate: polars.Expr) -> list[polars.Expr]:
+    """`predicate` split at its top-level ``&`` (itself whole if its structure cannot be read)."""
+    try:
+        tree = _tree(predicate)
+    except Exception:  # a Polars without JSON serialization: no splitting
+        return [predicate]
+    out: list[polars.Expr] = []
+    stack = [tree]
+    while stack:
+        node = stack.pop()
+        binary = node.get("BinaryExpr") if isinstance(node, dict) else None
+        if binary is not None and binary.get("op") in ("And", "LogicalAnd"):
+            stack += [binary["right"], binary["left"]]
+            continue
+        try:
+            out.append(_expr(node))
+        except Exception:
+            continue
+    return out
+
+
+def _narrow(bounds: ReadBounds, conjunct: polars.Expr) -> None:
+    pl = require("polars", "scan_polars()")
+    roots = conjunct.meta.root_names()
+    if roots == ["partition"]:
+        # any expression of the partition alone: checked now, evaluated on the partition numbers
+        pl.DataFrame({"partition": pl.Series([0], dtype=pl.Int32)}).filter(conjunct)
+        bounds.partition_filters.append(conjunct)
+        return
+    if roots not in (["offset"], ["timestamp"]):
+        return
+    binary = _tree(conjunct).get("BinaryExpr")
+    if binary is None or not isinstance(binary, dict):
+        return
+    op = str(binary.get("op"))
+    left, right = binary["left"], binary["right"]
+    if left == {"Column": roots[0]}:
+        literal = right
+    elif right == {"Column": roots[0]}:
+        literal, op = left, _MIRROR.get(op, "")
+    else:
+        return
+    if op not in _MIRROR:
+        return
+    value = pl.select(_expr(literal)).to_series()[0]
+    if roots == ["offset"]:
+        _narrow_offsets(bounds, op, value)
+    elif op in ("Eq", "Gt", "GtEq"):
+        first = _first_ms(value, strict=op == "Gt")
+        if first is not None:
+            bounds.min_timestamp = max(first, bounds.min_timestamp or first)
+
+
+def _narrow_offsets(bounds: ReadBounds, op: str, value: Any) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return
+    lo = hi = None
+    if op == "Eq":
+        if value != int(value):
+            lo, hi = 0, 0  # no integer offset equals it
+        else:
+            lo, hi = int(value), int(value) + 1
+    elif op == "Gt":
+        lo = int(value // 1) + 1
+    elif op == "GtEq":
+        lo = -int(-value // 1)
+    elif op == "Lt":
+        hi = -int(-value // 1)
+    elif op == "LtEq":
+        hi = int(value // 1) + 1
+    if lo is not None:
+        bounds.lo = lo if bounds.lo is None else max(bounds.lo, lo)
+    if hi is not None:
+        bounds.hi = hi if bounds.hi is None else min(bounds.hi, hi)
+
+
+def _first_ms(value: Any, *, strict: bool) -> int | None:
+    """The smallest whole-millisecond timestamp ``> value`` (strict) or ``>= value``."""
+    if isinstance(value, dt.datetime):
+        when = value if value.tzinfo is not None else value.replace(tzinfo=dt.timezone.utc)
+        micros = (when - _EPOCH) // dt.timedelta(microseconds=1)
+    elif isinstance(value, dt.date):
+        micros = (dt.datetime(value.year, value.month, value.day, tzinfo=dt.timezone.utc) - _EPOCH) \
+            // dt.timedelta(microseconds=1)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        micros = value * 1000  # an integer compared with the column is in its unit, milliseconds
+    else:
+        return None
+    return micros // 1000 + 1 if strict else -(-micros // 1000)
+
+
+def _tree(expr: polars.Expr) -> dict[str, Any]:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        tree = json.loads(expr.meta.serialize(format="json"))
+    if not isinstance(tree, dict):
+        raise TypeError("unexpected expression tree")
+    return tree
+
+
+def _expr(node: Any) -> polars.Expr:
+    import io
+
+    pl = require("polars", "scan_polars()")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        expr: polars.Expr = pl.Expr.deserialize(io.StringIO(json.dumps(node)), format="json")
+    return expr
