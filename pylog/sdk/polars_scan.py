@@ -11,8 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-import json
-import warnings
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -26,9 +24,11 @@ from pylog.sdk.scan import TopicScan
 if TYPE_CHECKING:
     import polars
 
-# Polars' comparison operators as the serialized expression names them, and each one mirrored
-# (``3 < col`` is ``col > 3``)
+# comparison operators, each with its mirror (``3 < col`` is ``col > 3``)
 _MIRROR = {"Eq": "Eq", "Lt": "Gt", "LtEq": "GtEq", "Gt": "Lt", "GtEq": "LtEq"}
+# the scan_topic options a pruned read replaces with the offsets it resolved
+_BOUND_OPTIONS = ("partitions", "starting_offsets", "ending_offsets", "starting_timestamp",
+                  "ending_timestamp")
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
@@ -121,9 +121,7 @@ def pruned_scan(base: TopicScan, options: dict[str, Any], predicate: polars.Expr
     if not ranges:
         return None
     topic = base.topic
-    bounds = {k: v for k, v in options.items()
-              if k not in ("partitions", "starting_offsets", "ending_offsets", "starting_timestamp",
-                           "ending_timestamp")}
+    bounds = {k: v for k, v in options.items() if k not in _BOUND_OPTIONS}
     return scan_topic(topic, partitions=[r.partition for r in ranges],
                       starting_offsets={topic: {str(r.partition): r.start for r in ranges}},
                       ending_offsets={topic: {str(r.partition): r.end for r in ranges}}, **bounds)
@@ -143,11 +141,11 @@ def pushed_ranges(base: TopicScan, options: dict[str, Any], predicate: polars.Ex
         kept = bounds.keeps([r.partition for r in ranges])
         ranges = [r for r in ranges if r.partition in kept]
     if bounds.min_timestamp is not None and ranges:
-        timed = {k: v for k, v in options.items() if k != "partitions"}
-        timed["starting_timestamp"] = max(bounds.min_timestamp,
-                                          _int_or(options.get("starting_timestamp"), bounds.min_timestamp))
+        # only the starts matter here (the user's own bounds are in `ranges`, met by max below)
+        timed = {k: v for k, v in options.items() if k not in _BOUND_OPTIONS}
         starts = {r.partition: r.start
-                  for r in scan_topic(base.topic, partitions=[r.partition for r in ranges], **timed).plan()}
+                  for r in scan_topic(base.topic, partitions=[r.partition for r in ranges],
+                                    starting_timestamp=bounds.min_timestamp, **timed).plan()}
         ranges = [dataclasses.replace(r, start=max(r.start, starts[r.partition])) for r in ranges]
     out = []
     for r in ranges:
@@ -156,10 +154,6 @@ def pushed_ranges(base: TopicScan, options: dict[str, Any], predicate: polars.Ex
         if end > start:
             out.append(dataclasses.replace(r, start=start, end=min(end, r.end)))
     return out
-
-
-def _int_or(value: Any, default: int) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else default
 
 
 def read_bounds(predicate: polars.Expr) -> ReadBounds:
@@ -177,56 +171,107 @@ def read_bounds(predicate: polars.Expr) -> ReadBounds:
 
 
 def _conjuncts(predicate: polars.Expr) -> list[polars.Expr]:
-    """`predicate` split at its top-level ``&`` (itself whole if its structure cannot be read)."""
-    try:
-        tree = _tree(predicate)
-    except Exception:  # a Polars without JSON serialization: no splitting
-        return [predicate]
+    """`predicate` split at its top-level ``&``."""
     out: list[polars.Expr] = []
-    stack = [tree]
+    stack = [predicate]
     while stack:
-        node = stack.pop()
-        binary = node.get("BinaryExpr") if isinstance(node, dict) else None
-        if binary is not None and binary.get("op") in ("And", "LogicalAnd"):
-            stack += [binary["right"], binary["left"]]
-            continue
-        try:
-            out.append(_expr(node))
-        except Exception:
-            continue
+        expr = stack.pop()
+        split = _binary(expr, ("And",))
+        if split is None:
+            out.append(expr)
+        else:
+            stack += [split[2], split[1]]
     return out
 
 
 def _narrow(bounds: ReadBounds, conjunct: polars.Expr) -> None:
     pl = require("polars", "scan_polars()")
-    roots = conjunct.meta.root_names()
+    roots = list(dict.fromkeys(conjunct.meta.root_names()))
     if roots == ["partition"]:
-        # any expression of the partition alone: checked now, evaluated on the partition numbers
-        pl.DataFrame({"partition": pl.Series([0], dtype=pl.Int32)}).filter(conjunct)
-        bounds.partition_filters.append(conjunct)
+        # comparisons of the partition alone: evaluated on the partition numbers
+        if _row_wise_on_partition(conjunct):
+            pl.DataFrame({"partition": pl.Series([0], dtype=pl.Int32)}).filter(conjunct)
+            bounds.partition_filters.append(conjunct)
         return
     if roots not in (["offset"], ["timestamp"]):
         return
-    binary = _tree(conjunct).get("BinaryExpr")
-    if binary is None or not isinstance(binary, dict):
+    split = _binary(conjunct, tuple(_MIRROR))
+    if split is None:
         return
-    op = str(binary.get("op"))
-    left, right = binary["left"], binary["right"]
-    if left == {"Column": roots[0]}:
+    op, left, right = split
+    if _is_column(left, roots[0]):
         literal = right
-    elif right == {"Column": roots[0]}:
-        literal, op = left, _MIRROR.get(op, "")
+    elif _is_column(right, roots[0]):
+        literal, op = left, _MIRROR[op]
     else:
         return
-    if op not in _MIRROR:
+    if not _is_literal(literal):
         return
-    value = pl.select(_expr(literal)).to_series()[0]
+    value = pl.select(literal).to_series()[0]
     if roots == ["offset"]:
         _narrow_offsets(bounds, op, value)
     elif op in ("Eq", "Gt", "GtEq"):
         first = _first_ms(value, strict=op == "Gt")
         if first is not None:
             bounds.min_timestamp = max(first, bounds.min_timestamp or first)
+
+
+# the binary operators read, and how to rebuild each from its two sides
+_OPERATORS: dict[str, Callable[[Any, Any], Any]] = {
+    "And": lambda a, b: a & b, "Or": lambda a, b: a | b, "Eq": lambda a, b: a == b, "Lt": lambda a, b: a < b,
+    "LtEq": lambda a, b: a <= b, "Gt": lambda a, b: a > b, "GtEq": lambda a, b: a >= b,
+}
+
+
+def _binary(expr: polars.Expr, ops: tuple[str, ...]) -> tuple[str, polars.Expr, polars.Expr] | None:
+    """(operator, left, right) if `expr` is one of `ops` applied to two expressions, else None.
+
+    Read with ``meta.pop`` (the inputs of the outermost node) and ``meta.eq`` (rebuilt from them it
+    is the same expression), which hold across Polars versions, unlike a serialized form."""
+    try:
+        inputs = expr.meta.pop()
+    except Exception:
+        return None
+    if len(inputs) != 2:
+        return None
+    for left, right in ((inputs[1], inputs[0]), (inputs[0], inputs[1])):
+        for op in ops:
+            try:
+                if expr.meta.eq(_OPERATORS[op](left, right)):
+                    return op, left, right
+            except Exception:
+                continue
+    return None
+
+
+def _row_wise_on_partition(expr: polars.Expr) -> bool:
+    """Whether `expr` decides each row from its own partition alone: literal comparisons and
+    ``is_in`` joined by ``&`` / ``|`` (not, say, ``== col.max()``, which depends on the other rows)."""
+    split = _binary(expr, ("And", "Or"))
+    if split is not None:
+        return _row_wise_on_partition(split[1]) and _row_wise_on_partition(split[2])
+    split = _binary(expr, tuple(_MIRROR))
+    if split is not None:
+        _, left, right = split
+        return (_is_column(left, "partition") and _is_literal(right)) or \
+            (_is_column(right, "partition") and _is_literal(left))
+    try:
+        inputs = expr.meta.pop()
+        if len(inputs) != 2:
+            return False
+        return any(_is_column(column, "partition") and _is_literal(values)
+                   and bool(expr.meta.eq(column.is_in(values)))
+                   for column, values in ((inputs[1], inputs[0]), (inputs[0], inputs[1])))
+    except Exception:
+        return False
+
+
+def _is_literal(expr: polars.Expr) -> bool:
+    return bool(expr.meta.is_literal(allow_aliasing=True))
+
+
+def _is_column(expr: polars.Expr, name: str) -> bool:
+    return bool(expr.meta.is_column()) and expr.meta.output_name() == name
 
 
 def _narrow_offsets(bounds: ReadBounds, op: str, value: Any) -> None:
@@ -265,22 +310,3 @@ def _first_ms(value: Any, *, strict: bool) -> int | None:
     else:
         return None
     return micros // 1000 + 1 if strict else -(-micros // 1000)
-
-
-def _tree(expr: polars.Expr) -> dict[str, Any]:
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        tree = json.loads(expr.meta.serialize(format="json"))
-    if not isinstance(tree, dict):
-        raise TypeError("unexpected expression tree")
-    return tree
-
-
-def _expr(node: Any) -> polars.Expr:
-    import io
-
-    pl = require("polars", "scan_polars()")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        expr: polars.Expr = pl.Expr.deserialize(io.StringIO(json.dumps(node)), format="json")
-    return expr

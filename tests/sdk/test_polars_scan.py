@@ -141,6 +141,25 @@ def test_read_bounds_of_polars_expressions() -> None:
     assert b.min_timestamp == T0 + 1
     assert read_bounds(pl.col("offset") > pl.col("partition")).bounds_nothing()
     assert read_bounds((pl.col("offset") > 3) | (pl.col("offset") < 1)).bounds_nothing()
+    assert read_bounds(pl.col("offset") < pl.len()).bounds_nothing()  # not a literal
+    # partition conditions that depend on other rows are not evaluated on partition numbers
+    assert read_bounds(pl.col("partition") == pl.col("partition").max()).bounds_nothing()
+    b = read_bounds(((pl.col("partition") == 0) | pl.col("partition").is_in([2, 5])) & (pl.col("offset") > 1))
+    assert b.keeps([0, 1, 2, 3]) == {0, 2} and b.lo == 2
+
+
+def test_pushed_bounds_meet_the_callers_bounds(broker: LocalBroker) -> None:
+    lf, read = _counted(broker, ending_offsets={TOPIC: {"1": 150}}, partitions=[1, 2])
+    since = dt.datetime.fromtimestamp(_ts(1, 100) / 1000, UTC)
+    got = lf.filter((pl.col("timestamp") >= since) & (pl.col("offset") < 200)).select("partition", "offset") \
+        .collect().sort("partition", "offset")
+    assert got.to_dict(as_series=False) == {"partition": [1] * 50 + [2] * 200,
+                                            "offset": list(range(100, 150)) + list(range(200))}
+    assert sum(read) == 250
+    empty, read = _counted(broker, ending_offsets={TOPIC: {"1": 150}}, partitions=[1])
+    assert empty.filter(pl.col("timestamp") >= dt.datetime.fromtimestamp(_ts(1, 200) / 1000, UTC)) \
+        .collect().height == 0
+    assert read == []  # the timestamp starts after the caller's end: nothing to read
 
 
 def test_misuse_raises_plain_messages(broker: LocalBroker) -> None:
