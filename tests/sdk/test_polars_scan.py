@@ -4,16 +4,17 @@ filters and row limits reach the read, against a real broker fed by confluent-ka
 from __future__ import annotations
 
 import datetime as dt
+import subprocess
+import sys
 from collections.abc import Iterator
 
+import polars as pl
 import pytest
 from sdk_helpers import create_topic, running_broker
 
 import pylog
 from pylog.local import LocalBroker
 from pylog.sdk.polars_scan import pushed_ranges, read_bounds
-
-pl = pytest.importorskip("polars")
 
 TOPIC = "clicks"
 PARTITIONS = 3
@@ -173,3 +174,19 @@ def test_misuse_raises_plain_messages(broker: LocalBroker) -> None:
     with pytest.raises(ValueError, match="no columns="):
         pylog.scan_polars(TOPIC, bootstrap_servers=broker.bootstrap_servers, columns=["value"])
 
+
+
+def test_import_is_lazy_and_a_missing_polars_is_named(broker: LocalBroker, monkeypatch: pytest.MonkeyPatch
+                                                      ) -> None:
+    code = ("import sys, pylog, pylog.sdk.polars_scan\n"
+            "pylog.scan_polars\n"
+            "print('polars' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                         check=True)
+    assert out.stdout.strip() == "False"
+    from pylog._extras import MissingExtraError
+
+    monkeypatch.setitem(sys.modules, "polars", None)  # as if it were not installed
+    with pytest.raises(MissingExtraError, match=r"scan_polars\(\) needs Polars, which is not installed: "
+                                                r"pip install 'pylog\[notebook\]'"):
+        pylog.scan_polars(TOPIC, bootstrap_servers=broker.bootstrap_servers)
