@@ -84,13 +84,20 @@ class ShareManager:
         member_id: str,
         batches: list[tuple[int, int, list[int]]],
         now_ms: int | None = None,
+        *,
+        renew: bool = False,
     ) -> ErrorCode:
-        """Apply a partition's AcknowledgementBatches; `now_ms` only when RENEW is allowed."""
+        """Apply a partition's AcknowledgementBatches at `now_ms`: locks that ran out by then are
+        released first, as the timer would have done had it run, so a late acknowledgement of
+        them is refused (INVALID_RECORD_STATE) and the records go to the next acquisition. RENEW
+        needs `renew` (and `now_ms`, when its lock starts again)."""
         sp = self.partitions.get(key)
         if sp is None:
             return ErrorCode.INVALID_RECORD_STATE
+        if now_ms is not None and sp.expire(now_ms)[0]:
+            self.dirty.add(key)
         for first, last, types in batches:
-            error = sp.acknowledge(member_id, first, last, types, now_ms)
+            error = sp.acknowledge(member_id, first, last, types, now_ms if renew else None)
             if error is not ErrorCode.NONE:
                 return error
         self.dirty.add(key)

@@ -157,3 +157,20 @@ def test_renew_restarts_the_lock_of_the_members_own_records() -> None:
     assert sp.acknowledge("a", 0, 4, [AckType.RENEW], now_ms=500) is ErrorCode.NONE
     assert sp.next_deadline_ms() == 1500 and sp.expire(1000) == (False, False)
     assert sp.state_of(0) == (RecordState.ACQUIRED, 1)
+
+
+def test_a_lock_that_ran_out_is_gone_before_its_timer_fires() -> None:
+    """The lock timer may run late (a busy loop); an acknowledgement that arrives after the lock ran
+    out is refused all the same, and the records are acquired again with the next delivery count."""
+    m = ShareManager(CFG, ShareStateStore(4))
+    key = ("g", uuid.UUID(int=7), 0)
+    sp = m.partition(key, lambda: 0)
+    sp.acquire("a", BATCHES, 5, now_ms=0)  # locked until 1000; no tick comes
+    assert m.acknowledge(key, "a", [(0, 4, [AckType.ACCEPT])], 999) is ErrorCode.NONE  # in time
+    sp.acquire("a", BATCHES, 5, now_ms=1000)  # 5-9, locked until 2000
+    assert m.acknowledge(key, "a", [(5, 9, [AckType.ACCEPT])], 2000) is ErrorCode.INVALID_RECORD_STATE
+    assert sp.state_of(5) == (RecordState.AVAILABLE, 1)
+    assert ranges(sp.acquire("a", BATCHES, 5, now_ms=2001)) == [(5, 9, 2)]
+    # RENEW still needs to be allowed
+    assert m.acknowledge(key, "a", [(5, 9, [AckType.RENEW])], 2100) is ErrorCode.INVALID_REQUEST
+    assert m.acknowledge(key, "a", [(5, 9, [AckType.RENEW])], 2100, renew=True) is ErrorCode.NONE

@@ -188,7 +188,8 @@ def acknowledge(
         key,
         member,
         [(b.first_offset, b.last_offset, list(b.acknowledge_types)) for b in batches],
-        shell.clock() if renew else None,
+        shell.clock(),
+        renew=renew,
     )
 
 
@@ -235,6 +236,8 @@ def _acquire_all(
         assert shell.manager is not None
         sp = shell.manager.partition(key, functools.partial(_initial_offset, shell, group, part))
         sp.move_start(part.log_start_offset)
+        if sp.expire(now)[0]:  # locks that ran out are gone, whether or not the timer has fired
+            shell.manager.dirty.add(key)
         offset = sp.next_fetch_offset()
         limit = part.last_stable_offset if committed else part.high_watermark
         if offset is None or offset >= limit:
