@@ -158,8 +158,8 @@ def _storage(args: argparse.Namespace) -> int:
     if args.storage_command == "random-uuid":
         print(base64.urlsafe_b64encode(uuid.uuid4().bytes).rstrip(b"=").decode())
         return 0
-    from pylog.broker.log_dirs import first_log_dir
-    from pylog.broker.metadata import META_PROPERTIES, load_meta_properties
+    from pylog.broker.control.metadata import META_PROPERTIES, load_meta_properties
+    from pylog.broker.datapath.log_dirs import first_log_dir
     from pylog.cluster.bootstrap import write_bootstrap, write_bootstrap_voters
     from pylog.cluster.records import UserScramCredentialRecord
     from pylog.cluster.voters import directory_id_str
@@ -274,7 +274,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         return 2
     for warning in warnings:
         log.warning("%s", warning)
-    from pylog.broker.log_dirs import first_log_dir
+    from pylog.broker.datapath.log_dirs import first_log_dir
 
     try:
         data_dir = Path(args.data_dir) if args.data_dir else first_log_dir(config)
@@ -285,7 +285,7 @@ def _run_broker(args: argparse.Namespace) -> int:
         print(f"pylog: data directory {data_dir} is not a directory", file=sys.stderr)
         return 2
     listen = args.listen
-    from pylog.broker.memory import keep_freed_memory_for_reuse
+    from pylog.broker.datapath.memory import keep_freed_memory_for_reuse
 
     keep_freed_memory_for_reuse()  # this process serves: megabyte buffers come and go per request
     runner: Callable[[Coroutine[Any, Any, int]], int]

@@ -312,7 +312,7 @@ class LocalCluster:
 
     def directory_id(self, node_id: int) -> str:
         """The directory id in the node's meta.properties (Kafka's text form)."""
-        from pylog.broker.metadata import read_meta_properties
+        from pylog.broker.control.metadata import read_meta_properties
 
         return read_meta_properties(self.node(node_id).data_dir).get("directory.id", "")
 

@@ -171,9 +171,9 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_the_import_time_graph_sees_the_package() -> None:
     graph = import_time_graph()
-    appends = graph["pylog.broker.partition_append"]
+    appends = graph["pylog.broker.datapath.partition_append"]
     assert "pylog.protocol.records" in appends  # from pylog.protocol import records (a package)
-    assert "pylog.broker.partition" not in appends  # under if TYPE_CHECKING
+    assert "pylog.broker.datapath.partition" not in appends  # under if TYPE_CHECKING
     assert "pylog.storage.compaction" in graph["pylog.storage.log"]  # a relative import
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 

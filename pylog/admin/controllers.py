@@ -95,8 +95,8 @@ def _check(resp: Any, what: str) -> None:
 
 def controller_identity(config_file: str) -> tuple[int, Any, list[dict[str, Any]], str]:
     """(node id, directory id, listeners, cluster id) of the controller a properties file describes."""
-    from pylog.broker.log_dirs import first_log_dir
-    from pylog.broker.metadata import read_meta_properties
+    from pylog.broker.control.metadata import read_meta_properties
+    from pylog.broker.datapath.log_dirs import first_log_dir
     from pylog.cluster.node_config import NodeSettings
     from pylog.cluster.voters import parse_directory_id
     from pylog.config import BrokerConfig, ConfigError, check_static_broker_configs

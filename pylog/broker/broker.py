@@ -20,36 +20,35 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pylog.broker.audit_shell import AuditShell
-from pylog.broker.authorization import Authorization
-from pylog.broker.broker_channels import BrokerChannels
-from pylog.broker.controller_channel import ControllerChannel
-from pylog.broker.controller_client import ControllerClient
-from pylog.broker.controller_duties import ControllerDuties
-from pylog.broker.dir_lock import DataDirLock, lock_data_dir
-from pylog.broker.fetch_session import FetchSessionCache
-from pylog.broker.group_shell import GroupShell
-from pylog.broker.handler_table import HandlerTable
+from pylog.broker.access.audit_shell import AuditShell
+from pylog.broker.access.authorization import Authorization
+from pylog.broker.control.broker_channels import BrokerChannels
+from pylog.broker.control.controller_channel import ControllerChannel
+from pylog.broker.control.controller_client import ControllerClient
+from pylog.broker.control.controller_duties import ControllerDuties
+from pylog.broker.control.lifecycle import BrokerLifecycle
+from pylog.broker.control.metadata import BrokerMetadata, MetadataSource, load_meta_properties
+from pylog.broker.control.publisher import ReplicaPublisher
+from pylog.broker.coordinators.group_shell import GroupShell
+from pylog.broker.coordinators.producer_ids import ProducerIdManager
+from pylog.broker.coordinators.share_shell import SHARE_STATE_TOPIC, ShareShell
+from pylog.broker.coordinators.telemetry_shell import TelemetryShell
+from pylog.broker.coordinators.txn_markers import MarkerWriter
+from pylog.broker.coordinators.txn_shell import TxnShell
+from pylog.broker.datapath.dir_lock import DataDirLock, lock_data_dir
+from pylog.broker.datapath.fetch_session import FetchSessionCache
+from pylog.broker.datapath.isr_manager import IsrManager
+from pylog.broker.datapath.log_dirs import check_log_dirs, configured_log_dirs
+from pylog.broker.datapath.maintenance import Maintenance
+from pylog.broker.datapath.partition import Partition
+from pylog.broker.datapath.replica_fetcher import ReplicaFetcherManager
+from pylog.broker.datapath.replica_manager import ReplicaManager
 from pylog.broker.handlers import BrokerServices, ControllerServices, client_handlers, controller_handlers
-from pylog.broker.isr_manager import IsrManager
-from pylog.broker.lifecycle import BrokerLifecycle
-from pylog.broker.log_dirs import check_log_dirs, configured_log_dirs
-from pylog.broker.maintenance import Maintenance
-from pylog.broker.materializers import IcebergMaterializers
-from pylog.broker.metadata import BrokerMetadata, MetadataSource, load_meta_properties
-from pylog.broker.partition import Partition
-from pylog.broker.producer_ids import ProducerIdManager
-from pylog.broker.publisher import ReplicaPublisher
-from pylog.broker.remote_log_manager import RemoteLogManager
-from pylog.broker.remote_reads import RemoteReads
-from pylog.broker.replica_fetcher import ReplicaFetcherManager
-from pylog.broker.replica_manager import ReplicaManager
-from pylog.broker.server import KafkaServer
-from pylog.broker.share_shell import SHARE_STATE_TOPIC, ShareShell
-from pylog.broker.telemetry_shell import TelemetryShell
-from pylog.broker.throttling import QuotaEnforcer
-from pylog.broker.txn_markers import MarkerWriter
-from pylog.broker.txn_shell import TxnShell
+from pylog.broker.network.handler_table import HandlerTable
+from pylog.broker.network.server import KafkaServer
+from pylog.broker.network.throttling import QuotaEnforcer
+from pylog.broker.tiered.remote_log_manager import RemoteLogManager
+from pylog.broker.tiered.remote_reads import RemoteReads
 from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.cluster.bootstrap import read_bootstrap
 from pylog.cluster.image import MetadataImage
@@ -61,6 +60,7 @@ from pylog.cluster.quorum_fetcher import QuorumFetcher
 from pylog.cluster.raft_transport import RaftTransport
 from pylog.cluster.voters import Endpoint, VoterNode, VoterSet
 from pylog.config import BrokerConfig, ConfigError
+from pylog.iceberg.materializers import IcebergMaterializers
 from pylog.metrics.node import NodeMetrics
 from pylog.quotas.client import ClientQuotas
 from pylog.schema_registry.validation import SchemaValidation

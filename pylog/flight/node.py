@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pylog.broker.acl_operations import ResourceType
+from pylog.broker.access.acl_operations import ResourceType
 from pylog.cluster.records import SecurityProtocol
 from pylog.flight.server import FLIGHT_LISTENER, FlightNode, FlightService, flight_url, start_flight
 from pylog.security.principal import KafkaPrincipal

@@ -29,7 +29,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from pylog.broker.acl_operations import AclOperation
+from pylog.broker.access.acl_operations import AclOperation
 from pylog.cluster.node_config import Listener
 from pylog.flight.sources import partition_scan
 from pylog.flight.tickets import BadRequest, FlightTicket, parse_read_request

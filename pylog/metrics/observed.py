@@ -10,13 +10,13 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
-    from pylog.broker.group_shell import GroupShell
-    from pylog.broker.isr_manager import IsrManager
-    from pylog.broker.lifecycle import BrokerLifecycle
-    from pylog.broker.metadata import BrokerMetadata
-    from pylog.broker.replica_manager import ReplicaManager
-    from pylog.broker.server import KafkaServer
-    from pylog.broker.telemetry_shell import TelemetryShell
+    from pylog.broker.control.lifecycle import BrokerLifecycle
+    from pylog.broker.control.metadata import BrokerMetadata
+    from pylog.broker.coordinators.group_shell import GroupShell
+    from pylog.broker.coordinators.telemetry_shell import TelemetryShell
+    from pylog.broker.datapath.isr_manager import IsrManager
+    from pylog.broker.datapath.replica_manager import ReplicaManager
+    from pylog.broker.network.server import KafkaServer
     from pylog.cluster.node_config import NodeSettings
     from pylog.cluster.observer import MetadataObserver
     from pylog.cluster.quorum import MetadataQuorum

@@ -27,7 +27,7 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pylog.broker.acl_operations import AclOperation, ResourceType
+from pylog.broker.access.acl_operations import AclOperation, ResourceType
 from pylog.security.acl import CLUSTER_NAME
 from pylog.security.oauthbearer import InvalidToken, OAuthBearerValidation, token_key_id
 from pylog.security.principal import KafkaPrincipal, parse_mapping_rules, ssl_principal, user
@@ -194,7 +194,7 @@ class ListenerView(Protocol):
 
 
 class AuthorizerSource(Protocol):
-    """The broker's authorization (``pylog.broker.authorization.Authorization``)."""
+    """The broker's authorization (``pylog.broker.access.authorization.Authorization``)."""
 
     enabled: bool
 
@@ -212,7 +212,7 @@ class RegistrySecurity:
     authenticator: Authenticator | None = None
     authorization: AuthorizerSource | None = None
     client_ssl_context: ssl.SSLContext | None = None
-    audit: Any = None  # pylog.broker.audit_shell.AuditShell: told of 401s, 403s and who called
+    audit: Any = None  # pylog.broker.access.audit_shell.AuditShell: told of 401s, 403s and who called
 
     @property
     def scheme(self) -> str:

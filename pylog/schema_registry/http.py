@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
 
-from pylog.broker.acl_operations import AclOperation
+from pylog.broker.access.acl_operations import AclOperation
 from pylog.schema_registry import errors as e
 from pylog.schema_registry.auth import (
     ALLOW_ALL,

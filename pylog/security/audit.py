@@ -5,7 +5,7 @@ Events are counted against a token bucket per kind of event and client address, 
 hammering a listener with bad credentials fills neither the log nor the audit topic: what a bucket
 refuses is counted, and `AuditLimiter.summary` turns the counts into one summary event. Nothing
 here reads a clock (``now_s`` / ``time_ms`` are passed in) or does I/O; the broker's
-``pylog.broker.audit_shell`` writes the events to the ``pylog.audit`` logger and the audit topic.
+``pylog.broker.access.audit_shell`` writes the events to the ``pylog.audit`` logger and the audit topic.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from pylog.broker.acl_operations import AclOperation
+from pylog.broker.access.acl_operations import AclOperation
 from pylog.security.acl import (
     WILDCARD_HOST,
     WILDCARD_PRINCIPAL,

@@ -10,7 +10,7 @@ from pylog.protocol import api
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.handler_table import FIRST_EXACT_FLOOR_API
+from pylog.broker.network.handler_table import FIRST_EXACT_FLOOR_API
 from pylog.cluster import features
 
 EXPECTED_MAX = {

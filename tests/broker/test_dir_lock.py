@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pylog.broker.dir_lock import LOCK_FILE, DataDirInUseError, lock_data_dir
+from pylog.broker.datapath.dir_lock import LOCK_FILE, DataDirInUseError, lock_data_dir
 
 
 def test_one_holder_at_a_time_and_release(tmp_path: Path) -> None:

@@ -9,7 +9,7 @@ from harness import Client
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.feature_gate import GATED
+from pylog.broker.network.feature_gate import GATED
 
 GATED_CALLS: list[tuple[int, int, dict]] = [
     (

@@ -9,8 +9,8 @@ import random
 import pytest
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.fetch_params import CONSUMER, FetchPartitionData, FetchPosition
-from pylog.broker.fetch_session import CachedPartition, FetchKind, FetchSessionCache
+from pylog.broker.datapath.fetch_params import CONSUMER, FetchPartitionData, FetchPosition
+from pylog.broker.datapath.fetch_session import CachedPartition, FetchKind, FetchSessionCache
 from pylog.client.fetch_session import MAX_EPOCH, next_epoch
 
 

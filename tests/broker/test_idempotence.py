@@ -8,7 +8,7 @@ from pylog.protocol.errors import ErrorCode
 from records_util import make_batch, values_of
 from test_produce_fetch import create, fetch, produce
 
-from pylog.broker.producer_state import ProducerStateTable
+from pylog.broker.datapath.producer_state import ProducerStateTable
 
 
 def init_pid(client: Client) -> int:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from records_util import make_batch
 
-from pylog.broker.log_dir_mover import RECHECK_MS, MoveThrottle
-from pylog.broker.replica_manager import ReplicaManager
+from pylog.broker.datapath.log_dir_mover import RECHECK_MS, MoveThrottle
+from pylog.broker.datapath.replica_manager import ReplicaManager
 from pylog.config import BrokerConfig, ConfigError, check_static_broker_configs
 from pylog.config_defs import ALTER_LOG_DIRS_IO_RATE, ALTER_LOG_DIRS_WINDOW_NUM
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 from records_util import make_batch
 
-from pylog.broker.partition import Partition
-from pylog.broker.replica_manager import ReplicaManager
+from pylog.broker.datapath.partition import Partition
+from pylog.broker.datapath.replica_manager import ReplicaManager
 from pylog.config import BrokerConfig
 
 NOW = 1_700_000_000_000

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from pylog.broker.log_dirs import (
+from pylog.broker.datapath.log_dirs import (
     LogDirs,
     check_log_dirs,
     configured_log_dirs,

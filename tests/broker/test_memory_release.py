@@ -15,7 +15,7 @@ def test_fragmented_free_memory_is_returned_to_the_kernel() -> None:
     script = textwrap.dedent(
         """
         import pyarrow as pa
-        from pylog.broker.memory import release_unused_memory
+        from pylog.broker.datapath.memory import release_unused_memory
 
         def anon_mb():
             for line in open("/proc/self/status"):
@@ -47,7 +47,7 @@ def test_a_serving_process_keeps_freed_buffers_for_reuse() -> None:
         """
         import os, resource, sys
         if sys.argv[1] == "keep":
-            from pylog.broker.memory import keep_freed_memory_for_reuse
+            from pylog.broker.datapath.memory import keep_freed_memory_for_reuse
             assert keep_freed_memory_for_reuse()
         chunk = os.urandom(1 << 16)
         before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 
-from pylog.broker.metadata import BrokerMetadata
+from pylog.broker.control.metadata import BrokerMetadata
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.image_feed import ImageFeed, MetadataChange
 from pylog.cluster.records import PartitionRecord, RemoveTopicRecord, TopicRecord, encode_records

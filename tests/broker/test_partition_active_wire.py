@@ -12,8 +12,8 @@ from pylog.protocol import records as rec
 from pylog.storage import Stats
 from pylog.storage.wire import WIRE_EXT
 
-from pylog.broker.batch_bytes import encode_stored, rewrite_for_wire_cache
-from pylog.broker.replica_manager import ReplicaManager
+from pylog.broker.datapath.batch_bytes import encode_stored, rewrite_for_wire_cache
+from pylog.broker.datapath.replica_manager import ReplicaManager
 from pylog.config import BrokerConfig
 
 

@@ -14,7 +14,7 @@ from pylog.protocol.errors import ErrorCode
 from records_util import make_batch
 from test_produce_fetch import create, fetch, produce
 
-from pylog.broker.record_validation import RecordRules, validate_records
+from pylog.broker.datapath.record_validation import RecordRules, validate_records
 
 ATTRIBUTES_AT = 21
 LOG_APPEND_TIME = 0x08

@@ -15,8 +15,8 @@ import pytest
 from pylog.protocol.errors import ErrorCode
 from records_util import make_batch
 
-from pylog.broker.partition import Partition
-from pylog.broker.replica_manager import (
+from pylog.broker.datapath.partition import Partition
+from pylog.broker.datapath.replica_manager import (
     CONSUMER,
     FetchIsolation,
     FetchParams,

@@ -9,8 +9,8 @@ from pathlib import Path
 
 from records_util import make_batch
 
-from pylog.broker.replica_fetcher import catching_up_fetch_bytes
-from pylog.broker.replica_manager import FetchIsolation, FetchParams, FetchPosition, ReplicaManager
+from pylog.broker.datapath.replica_fetcher import catching_up_fetch_bytes
+from pylog.broker.datapath.replica_manager import FetchIsolation, FetchParams, FetchPosition, ReplicaManager
 from pylog.clock import ManualClock
 from pylog.config import BrokerConfig
 

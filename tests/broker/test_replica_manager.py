@@ -12,8 +12,8 @@ from pylog.protocol import records as rec
 from pylog.protocol.errors import ErrorCode
 from records_util import make_batch, offsets_of, values_of
 
-from pylog.broker.partition import AppendOrigin, Partition
-from pylog.broker.replica_manager import (
+from pylog.broker.datapath.partition import AppendOrigin, Partition
+from pylog.broker.datapath.replica_manager import (
     CONSUMER,
     FetchIsolation,
     FetchParams,
@@ -21,7 +21,7 @@ from pylog.broker.replica_manager import (
     FetchPosition,
     ReplicaManager,
 )
-from pylog.broker.transactions import marker_batch
+from pylog.broker.datapath.transactions import marker_batch
 from pylog.clock import ManualClock
 from pylog.config import BrokerConfig
 from pylog.replication import truncation_on_divergence

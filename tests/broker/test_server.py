@@ -11,7 +11,7 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from test_produce_fetch import create
 
-from pylog.broker import handler_table
+from pylog.broker.network import handler_table
 
 
 def test_idle_connections_are_closed(tmp_path: Path) -> None:

@@ -3,7 +3,7 @@ aborted ones are indexed and reported to the fetches they overlap."""
 
 from __future__ import annotations
 
-from pylog.broker.producer_state import AbortedTxn, ProducerStateTable
+from pylog.broker.datapath.producer_state import AbortedTxn, ProducerStateTable
 
 
 def test_open_transactions_and_aborted_index() -> None:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from pylog.broker import handler_table
-from pylog.broker.wire_cache import WireCache
+from pylog.broker.datapath.wire_cache import WireCache
+from pylog.broker.network import handler_table
 from pylog.cli import parse_host_port
 from pylog.config import BrokerConfig, ConfigError, ConfigSource, validate_topic_configs
 

@@ -9,8 +9,8 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pylog.broker.replica_manager import ReplicaManager
-from pylog.broker.wire_cache import WireBudget, WireCache
+from pylog.broker.datapath.replica_manager import ReplicaManager
+from pylog.broker.datapath.wire_cache import WireBudget, WireCache
 from pylog.config import BrokerConfig
 
 

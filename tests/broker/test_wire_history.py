@@ -10,8 +10,8 @@ from pathlib import Path
 import pyarrow as pa
 from pylog.protocol import records as rec
 
-from pylog.broker.batch_bytes import encode_stored
-from pylog.broker.replica_manager import ReplicaManager
+from pylog.broker.datapath.batch_bytes import encode_stored
+from pylog.broker.datapath.replica_manager import ReplicaManager
 from pylog.config import BrokerConfig
 
 

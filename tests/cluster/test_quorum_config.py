@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from pylog.broker.metadata import load_meta_properties, read_meta_properties
+from pylog.broker.control.metadata import load_meta_properties, read_meta_properties
 from pylog.cluster.bootstrap import parse_initial_controllers, write_bootstrap_voters
 from pylog.cluster.metadata_log import MetadataLogStore
 from pylog.cluster.node_config import NodeSettings, parse_bootstrap_servers

@@ -7,7 +7,7 @@ import base64
 
 import pytest
 
-from pylog.broker.acl_operations import AclOperation, ResourceType
+from pylog.broker.access.acl_operations import AclOperation, ResourceType
 from pylog.schema_registry.auth import (
     Authenticator,
     BasicValidator,

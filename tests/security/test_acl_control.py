@@ -8,8 +8,8 @@ import random
 import pytest
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.acl_operations import AclOperation as Op
-from pylog.broker.acl_operations import ResourceType as RT
+from pylog.broker.access.acl_operations import AclOperation as Op
+from pylog.broker.access.acl_operations import ResourceType as RT
 from pylog.cluster.acl_control import ScramDeletion, ScramUpsertion
 from pylog.cluster.bootstrap import log_is_empty, read_bootstrap, write_bootstrap
 from pylog.cluster.controller import QuorumController

@@ -15,8 +15,14 @@ from pylog.protocol.errors import ErrorCode
 from pylog.storage.remote_layout import ManifestMetadata
 from pylog.storage.remote_store import RemoteStore, open_remote_store
 
-from pylog.broker.remote_reads import RemoteReads
-from pylog.broker.replica_manager import CONSUMER, FetchIsolation, FetchParams, FetchPosition, ReplicaManager
+from pylog.broker.datapath.replica_manager import (
+    CONSUMER,
+    FetchIsolation,
+    FetchParams,
+    FetchPosition,
+    ReplicaManager,
+)
+from pylog.broker.tiered.remote_reads import RemoteReads
 from pylog.config import BrokerConfig
 
 sys.path.insert(0, str(Path(__file__).parents[1] / "broker"))
@@ -131,7 +137,7 @@ def test_aborted_transactions_of_a_remote_read(tmp_path: Path, store: RemoteStor
     from pylog.storage.remote_cache import RemoteReadCache
     from pylog.storage.remote_segment import RemoteLog
 
-    from pylog.broker.remote_reads import RemoteFetch, merge_aborted, remote_aborted
+    from pylog.broker.tiered.remote_reads import RemoteFetch, merge_aborted, remote_aborted
 
     sys.path.insert(0, str(Path(__file__).parents[1] / "sdk"))
     from sdk_helpers import LogWriter

@@ -19,7 +19,7 @@ from pylog.storage.remote_segment import RemoteLog
 from pylog.storage.remote_store import RemoteObjectNotFound, RemoteStore
 from pylog.storage.tiered_log import TieredLog
 
-from pylog.broker.batch_bytes import encode_stored
+from pylog.broker.datapath.batch_bytes import encode_stored
 from tests.tiered.tiered_helpers import TS0, drop_local, sealed_segments, upload, write_partition
 
 TOPIC = "events"

@@ -14,7 +14,7 @@ from pylog.storage.remote_segment import RemoteLog, WireStats
 from pylog.storage.remote_store import open_remote_store
 from pylog.storage.schema import StoredBatch
 
-from pylog.broker.batch_bytes import encode_stored
+from pylog.broker.datapath.batch_bytes import encode_stored
 from tests.tiered.tiered_helpers import upload, write_partition
 
 TOPIC = "events"

@@ -11,17 +11,21 @@ from typing import Any
 from pylog.protocol.api import supported_versions
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker import api_acls as az
-from pylog.broker.acl_operations import AclOperation
-from pylog.broker.authorization import Authorization
-from pylog.broker.context import RequestContext
-from pylog.broker.controller_channel import ControllerChannel, forwarded
-from pylog.broker.controller_client import ControllerClient
-from pylog.broker.coordinator_shell import durable
-from pylog.broker.feature_gate import GATED, gated
-from pylog.broker.fetch_session import FetchSessionCache
-from pylog.broker.group_shell import GroupShell
-from pylog.broker.handler_table import ErrorResponse, HandlerSpec, HandlerTable, route
+from pylog.broker.access import api_acls as az
+from pylog.broker.access.acl_operations import AclOperation
+from pylog.broker.access.authorization import Authorization
+from pylog.broker.control.controller_channel import ControllerChannel, forwarded
+from pylog.broker.control.controller_client import ControllerClient
+from pylog.broker.control.metadata import BrokerMetadata, MetadataView
+from pylog.broker.coordinators.coordinator_shell import durable
+from pylog.broker.coordinators.group_shell import GroupShell
+from pylog.broker.coordinators.producer_ids import ProducerIdManager
+from pylog.broker.coordinators.share_shell import ShareShell
+from pylog.broker.coordinators.telemetry_shell import TelemetryShell
+from pylog.broker.coordinators.txn_shell import TxnShell
+from pylog.broker.datapath.fetch_session import FetchSessionCache
+from pylog.broker.datapath.isr_manager import IsrManager
+from pylog.broker.datapath.replica_manager import ReplicaManager
 from pylog.broker.handlers import (
     acls,
     add_offsets_to_txn,
@@ -90,13 +94,9 @@ from pylog.broker.handlers import (
     update_features,
     write_txn_markers,
 )
-from pylog.broker.isr_manager import IsrManager
-from pylog.broker.metadata import BrokerMetadata, MetadataView
-from pylog.broker.producer_ids import ProducerIdManager
-from pylog.broker.replica_manager import ReplicaManager
-from pylog.broker.share_shell import ShareShell
-from pylog.broker.telemetry_shell import TelemetryShell
-from pylog.broker.txn_shell import TxnShell
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.feature_gate import GATED, gated
+from pylog.broker.network.handler_table import ErrorResponse, HandlerSpec, HandlerTable, route
 from pylog.cluster.node_config import NodeSettings
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.config import BrokerConfig

@@ -21,10 +21,10 @@ from pylog.protocol.messages import (
     DescribeAclsResponse,
 )
 
-from pylog.broker.acl_operations import AclOperation
-from pylog.broker.authorization import Authorization
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
+from pylog.broker.access.acl_operations import AclOperation
+from pylog.broker.access.authorization import Authorization
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.security.acl import AclBinding, AclBindingFilter
 

@@ -10,10 +10,10 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import AddOffsetsToTxnRequest, AddOffsetsToTxnResponse
 
-from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import GroupShell
-from pylog.broker.handler_table import serves
-from pylog.broker.txn_shell import TxnShell, fenced_error, not_available
+from pylog.broker.coordinators.group_shell import GroupShell
+from pylog.broker.coordinators.txn_shell import TxnShell, fenced_error, not_available
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 
 
 def error_response(req: AddOffsetsToTxnRequest, code: int) -> AddOffsetsToTxnResponse:

@@ -8,8 +8,8 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 from pylog.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
 
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.replica_control import IsrChange
 

@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping
 from pylog.protocol.api import ApiKey
 from pylog.protocol.messages import ApiVersionsRequest, ApiVersionsResponse
 
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.cluster.features import KRAFT_VERSION, SUPPORTED
 from pylog.cluster.image import MetadataImage
 

@@ -6,8 +6,8 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import BrokerRegistrationRequest, BrokerRegistrationResponse
 
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.records import BrokerEndpoint
 

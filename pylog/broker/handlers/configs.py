@@ -6,7 +6,7 @@ config records (the controller validates and commits them); values are resolved 
 precedence and reported with their sources and synonym chains. Every Apache Kafka config name is
 accepted; the ones pylog does not act on are logged once when first stored. Passwords are
 described as Kafka describes them: sensitive, without a value. BROKER_LOGGER is the exception: a
-node's log levels change on that node alone (``pylog.broker.broker_loggers``), so a broker answers
+node's log levels change on that node alone (``pylog.broker.control.broker_loggers``), so a broker answers
 that part of an IncrementalAlterConfigs itself and forwards the rest; legacy AlterConfigs does not
 know it. A topic needs DESCRIBE_CONFIGS / ALTER_CONFIGS on the topic, a group on the group, the
 other resources on the cluster (TOPIC_ / GROUP_ / CLUSTER_AUTHORIZATION_FAILED).
@@ -28,13 +28,13 @@ from pylog.protocol.messages import (
     IncrementalAlterConfigsResponse,
 )
 
-from pylog.broker import broker_loggers
-from pylog.broker.acl_operations import AclOperation
-from pylog.broker.authorization import Authorization
-from pylog.broker.context import RequestContext
-from pylog.broker.controller_channel import ControllerChannel, ControllerUnavailable
-from pylog.broker.handler_table import serves
-from pylog.broker.metadata import MetadataView
+from pylog.broker.access.acl_operations import AclOperation
+from pylog.broker.access.authorization import Authorization
+from pylog.broker.control import broker_loggers
+from pylog.broker.control.controller_channel import ControllerChannel, ControllerUnavailable
+from pylog.broker.control.metadata import MetadataView
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.cluster.controller import AlterableConfig, AlterConfigsResource, IncrementalAlterConfigsResource
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.records import ConfigResourceType

@@ -14,10 +14,10 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse
 
-from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import GroupShell, client_host, not_available, topics_view
-from pylog.broker.handler_table import serves
-from pylog.broker.metadata import MetadataView
+from pylog.broker.control.metadata import MetadataView
+from pylog.broker.coordinators.group_shell import GroupShell, client_host, not_available, topics_view
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.groups.consumer import Heartbeat, TopicsView
 from pylog.groups.group_records import from_wire
 

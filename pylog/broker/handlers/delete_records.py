@@ -16,11 +16,11 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import DeleteRecordsRequest, DeleteRecordsResponse
 
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
-from pylog.broker.metadata import MetadataView
-from pylog.broker.partition import Partition
-from pylog.broker.replica_manager import ReplicaManager
+from pylog.broker.control.metadata import MetadataView
+from pylog.broker.datapath.partition import Partition
+from pylog.broker.datapath.replica_manager import ReplicaManager
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 
 HIGH_WATERMARK = -1
 

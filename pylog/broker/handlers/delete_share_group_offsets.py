@@ -16,12 +16,12 @@ from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import DeleteShareGroupOffsetsRequest, DeleteShareGroupOffsetsResponse
 from pylog.protocol.schema import ZERO_UUID
 
-from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import GroupShell
-from pylog.broker.handler_table import serves
+from pylog.broker.control.metadata import MetadataView
+from pylog.broker.coordinators.group_shell import GroupShell
+from pylog.broker.coordinators.share_shell import ShareShell
 from pylog.broker.handlers.describe_share_group_offsets import share_group_error
-from pylog.broker.metadata import MetadataView
-from pylog.broker.share_shell import ShareShell
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.groups.types import Output
 from pylog.share.state import ShareKey
 

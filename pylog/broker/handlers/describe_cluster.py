@@ -14,11 +14,11 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 
-from pylog.broker.acl_operations import AclOperation, ResourceType, operations_if_requested
-from pylog.broker.authorization import Authorization
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
-from pylog.broker.metadata import MetadataView, controller_for_clients
+from pylog.broker.access.acl_operations import AclOperation, ResourceType, operations_if_requested
+from pylog.broker.access.authorization import Authorization
+from pylog.broker.control.metadata import MetadataView, controller_for_clients
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.cluster.node_config import NodeSettings
 from pylog.cluster.quorum import MetadataQuorum
 

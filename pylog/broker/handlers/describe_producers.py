@@ -6,9 +6,9 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import DescribeProducersRequest, DescribeProducersResponse
 
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
-from pylog.broker.replica_manager import ReplicaManager
+from pylog.broker.datapath.replica_manager import ReplicaManager
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 
 
 def error_response(req: DescribeProducersRequest, code: int) -> DescribeProducersResponse:

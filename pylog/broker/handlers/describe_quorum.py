@@ -12,8 +12,8 @@ from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import DescribeQuorumRequest, DescribeQuorumResponse
 from pylog.protocol.schema import ZERO_UUID
 
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.cluster.controller import METADATA_TOPIC
 from pylog.cluster.quorum import MetadataQuorum
 

@@ -10,9 +10,9 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import EndTxnRequest, EndTxnResponse
 
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
-from pylog.broker.txn_shell import TxnShell, fenced_error, not_available
+from pylog.broker.coordinators.txn_shell import TxnShell, fenced_error, not_available
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 
 
 def error_response(req: EndTxnRequest, code: int) -> EndTxnResponse:

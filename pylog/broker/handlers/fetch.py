@@ -3,7 +3,7 @@
 read_committed fetches (isolation level 1) stop at the last stable offset and list the aborted
 transactions overlapping the returned batches, so the consumer skips their records.
 
-A fetch may hold a session (KIP-227, ``pylog.broker.fetch_session``): a full fetch
+A fetch may hold a session (KIP-227, ``pylog.broker.datapath.fetch_session``): a full fetch
 names every partition and is answered every one; an incremental one names only
 what changed since and is answered only the session's partitions that have
 something new, though all of them are read (and waited on) from their remembered
@@ -42,19 +42,19 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import FetchRequest, FetchResponse, Records
 
-from pylog.broker.acl_operations import AclOperation, ResourceType
-from pylog.broker.authorization import Authorization
-from pylog.broker.context import RequestContext
-from pylog.broker.fetch_session import FetchContext, FetchKind, FetchSessionCache
-from pylog.broker.handler_table import serves
-from pylog.broker.isr_manager import IsrManager
-from pylog.broker.replica_manager import (
+from pylog.broker.access.acl_operations import AclOperation, ResourceType
+from pylog.broker.access.authorization import Authorization
+from pylog.broker.datapath.fetch_session import FetchContext, FetchKind, FetchSessionCache
+from pylog.broker.datapath.isr_manager import IsrManager
+from pylog.broker.datapath.replica_manager import (
     CONSUMER,
     FetchIsolation,
     FetchParams,
     FetchPartitionData,
     ReplicaManager,
 )
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 
 log = logging.getLogger(__name__)
 

@@ -9,9 +9,9 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import LeaveGroupRequest, LeaveGroupResponse
 
-from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import GroupShell, not_available
-from pylog.broker.handler_table import serves
+from pylog.broker.coordinators.group_shell import GroupShell, not_available
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.groups import LeaveGroupResult, LeaveMemberResult
 
 

@@ -10,11 +10,11 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import ListConfigResourcesRequest, ListConfigResourcesResponse
 
-from pylog.broker.acl_operations import AclOperation
-from pylog.broker.authorization import Authorization
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
-from pylog.broker.metadata import MetadataView
+from pylog.broker.access.acl_operations import AclOperation
+from pylog.broker.access.authorization import Authorization
+from pylog.broker.control.metadata import MetadataView
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.cluster.records import ConfigResourceType as T
 
 # Kafka's order of the listing

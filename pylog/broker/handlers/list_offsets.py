@@ -14,10 +14,10 @@ from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import ListOffsetsRequest, ListOffsetsResponse
 from pylog.storage import StorageError
 
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
-from pylog.broker.remote_reads import RemoteReads
-from pylog.broker.replica_manager import ReplicaManager
+from pylog.broker.datapath.replica_manager import ReplicaManager
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
+from pylog.broker.tiered.remote_reads import RemoteReads
 
 LATEST = -1
 EARLIEST = -2

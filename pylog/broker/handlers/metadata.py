@@ -22,11 +22,11 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import MetadataRequest, MetadataResponse
 
-from pylog.broker.acl_operations import ResourceType, operations_if_requested
-from pylog.broker.context import RequestContext
-from pylog.broker.controller_client import ControllerClient
-from pylog.broker.handler_table import serves
-from pylog.broker.metadata import INTERNAL_TOPICS, MetadataView, controller_for_clients
+from pylog.broker.access.acl_operations import ResourceType, operations_if_requested
+from pylog.broker.control.controller_client import ControllerClient
+from pylog.broker.control.metadata import INTERNAL_TOPICS, MetadataView, controller_for_clients
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.cluster.controller import NewTopic, validate_topic_name
 from pylog.cluster.image import TopicImage
 from pylog.config import BrokerConfig

@@ -15,8 +15,8 @@ from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import PylogMetadataFetchRequest, PylogMetadataFetchResponse
 from pylog.protocol.schema import ZERO_UUID
 
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.raft_transport import snapshot_control, uuid_or_none
 from pylog.cluster.raft_types import MessageType

@@ -14,10 +14,16 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import OffsetCommitRequest, OffsetCommitResponse
 
-from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import CommitErrors, GroupShell, apply_commits, commits_of, not_available
-from pylog.broker.handler_table import serves
-from pylog.broker.metadata import MetadataView
+from pylog.broker.control.metadata import MetadataView
+from pylog.broker.coordinators.group_shell import (
+    CommitErrors,
+    GroupShell,
+    apply_commits,
+    commits_of,
+    not_available,
+)
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 
 
 def error_response(req: OffsetCommitRequest, code: int) -> OffsetCommitResponse:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from pylog.protocol.api import ApiKey
 from pylog.protocol.messages import OffsetForLeaderEpochRequest, OffsetForLeaderEpochResponse
 
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
-from pylog.broker.replica_manager import ReplicaManager
+from pylog.broker.datapath.replica_manager import ReplicaManager
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 
 UNDEFINED = -1
 

@@ -19,10 +19,10 @@ from typing import Any
 from pylog.protocol.api import ApiKey
 from pylog.protocol.messages import ProduceRequest, ProduceResponse
 
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import CLOSE_CONNECTION, NO_RESPONSE, serves
-from pylog.broker.partition import AppendResult
-from pylog.broker.replica_manager import ProduceResult, ReplicaManager
+from pylog.broker.datapath.partition import AppendResult
+from pylog.broker.datapath.replica_manager import ProduceResult, ReplicaManager
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import CLOSE_CONNECTION, NO_RESPONSE, serves
 from pylog.schema_registry.validation import SchemaValidation
 
 

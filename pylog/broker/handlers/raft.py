@@ -8,8 +8,8 @@ from pylog.protocol.api import PylogApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import PylogRaftRequest, PylogRaftResponse
 
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.raft_transport import message_from_wire
 

@@ -25,8 +25,8 @@ from pylog.protocol.messages import (
     UpdateRaftVoterResponse,
 )
 
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.cluster.channel import ChannelError, node_channel
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.raft_transport import uuid_or_none

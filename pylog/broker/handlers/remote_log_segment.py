@@ -7,8 +7,8 @@ from __future__ import annotations
 from pylog.protocol.api import PylogApiKey
 from pylog.protocol.messages import PylogRemoteLogSegmentRequest, PylogRemoteLogSegmentResponse
 
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.records import RemoteLogSegmentRecord, RemoteLogStartOffsetRecord
 from pylog.cluster.remote_log_control import RemoteLogProposal

@@ -17,8 +17,8 @@ from pylog.protocol.messages import (
     SaslHandshakeResponse,
 )
 
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 
 
 @serves(ApiKey.SASL_HANDSHAKE, versions=(1, 1))  # v0 (raw tokens) is gone from Kafka 4 (KIP-896)

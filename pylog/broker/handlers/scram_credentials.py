@@ -18,11 +18,11 @@ from pylog.protocol.messages import (
     DescribeUserScramCredentialsResponse,
 )
 
-from pylog.broker.acl_operations import AclOperation
-from pylog.broker.authorization import Authorization
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
-from pylog.broker.metadata import MetadataView
+from pylog.broker.access.acl_operations import AclOperation
+from pylog.broker.access.authorization import Authorization
+from pylog.broker.control.metadata import MetadataView
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.cluster.acl_control import ScramDeletion, ScramUpsertion
 from pylog.cluster.quorum import MetadataQuorum
 

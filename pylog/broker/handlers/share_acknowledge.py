@@ -13,11 +13,11 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import ShareAcknowledgeRequest, ShareAcknowledgeResponse
 
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
+from pylog.broker.control.metadata import MetadataView
+from pylog.broker.coordinators.share_shell import ShareShell
 from pylog.broker.handlers.share_fetch import acknowledge
-from pylog.broker.metadata import MetadataView
-from pylog.broker.share_shell import ShareShell
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 
 
 def error_response(req: ShareAcknowledgeRequest, code: int) -> ShareAcknowledgeResponse:

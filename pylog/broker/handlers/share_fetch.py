@@ -35,13 +35,13 @@ from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import ShareFetchRequest, ShareFetchResponse
 from pylog.storage import OffsetOutOfRange, StorageError
 
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
-from pylog.broker.metadata import MetadataView
-from pylog.broker.partition import Partition
-from pylog.broker.producer_state import AbortedTxn
-from pylog.broker.replica_manager import ReplicaManager
-from pylog.broker.share_shell import ShareShell
+from pylog.broker.control.metadata import MetadataView
+from pylog.broker.coordinators.share_shell import ShareShell
+from pylog.broker.datapath.partition import Partition
+from pylog.broker.datapath.producer_state import AbortedTxn
+from pylog.broker.datapath.replica_manager import ReplicaManager
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.model import CONTROL_MASK
 from pylog.share.partition import Acquired
 

@@ -17,9 +17,9 @@ from pylog.protocol.messages import (
     PushTelemetryResponse,
 )
 
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
-from pylog.broker.telemetry_shell import TelemetryShell
+from pylog.broker.coordinators.telemetry_shell import TelemetryShell
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.telemetry.manager import ACCEPTED_COMPRESSION
 from pylog.telemetry.subscriptions import ClientIdentity
 

@@ -13,12 +13,18 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import TxnOffsetCommitRequest, TxnOffsetCommitResponse
 
-from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import CommitErrors, GroupShell, apply_commits, commits_of, not_available
-from pylog.broker.handler_table import serves
-from pylog.broker.metadata import MetadataView
-from pylog.broker.replica_manager import ReplicaManager
-from pylog.broker.txn_shell import TxnShell
+from pylog.broker.control.metadata import MetadataView
+from pylog.broker.coordinators.group_shell import (
+    CommitErrors,
+    GroupShell,
+    apply_commits,
+    commits_of,
+    not_available,
+)
+from pylog.broker.coordinators.txn_shell import TxnShell
+from pylog.broker.datapath.replica_manager import ReplicaManager
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.txn import OFFSETS_TOPIC
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pylog.protocol.api import ApiKey
 from pylog.protocol.messages import UnregisterBrokerRequest, UnregisterBrokerResponse
 
-from pylog.broker.context import RequestContext
-from pylog.broker.handler_table import serves
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.cluster.quorum import MetadataQuorum
 
 

@@ -9,11 +9,11 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import WriteTxnMarkersRequest, WriteTxnMarkersResponse
 
-from pylog.broker.context import RequestContext
-from pylog.broker.group_shell import GroupShell
-from pylog.broker.handler_table import serves
-from pylog.broker.replica_manager import ReplicaManager
-from pylog.broker.txn_markers import written_markers
+from pylog.broker.coordinators.group_shell import GroupShell
+from pylog.broker.coordinators.txn_markers import written_markers
+from pylog.broker.datapath.replica_manager import ReplicaManager
+from pylog.broker.network.context import RequestContext
+from pylog.broker.network.handler_table import serves
 from pylog.txn import OFFSETS_TOPIC
 
 

@@ -1,0 +1,1 @@
+"""The coordinators' asyncio shells: groups, share groups, transactions and client telemetry."""

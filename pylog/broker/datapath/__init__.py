@@ -1,0 +1,1 @@
+"""The data path: partitions and their logs, appends, fetches, delayed operations, followers fetching."""

@@ -1,0 +1,411 @@
+"""``ReplicaManager``: the partitions this broker hosts, and every append and read that reaches
+them (Kafka's ReplicaManager). It composes the jobs kept in their own modules: the append path
+(``record_appender``), the fetch plan (``fetch_planner``) and the fetch reads (``fetch_reader``);
+what stays here is the partitions' lifecycle, the one leader-epoch check and the replication
+throttles' configuration.
+
+Partition logs are created, reconfigured and deleted only by applied metadata
+(topic and partition records, config records), never directly by a request
+handler: a CreateTopics handler commits records and the listener here opens the
+logs. Directories follow Kafka's ``<topic>-<partition>`` naming.
+
+``leader_partition`` is the one leader-epoch check for every API that must be answered by the
+leader at the epoch the caller names.
+"""
+
+from __future__ import annotations
+
+import logging
+import shutil
+import threading
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from pylog.protocol.errors import ErrorCode
+from pylog.storage import list_partitions
+from pylog.storage.checkpoint import HIGH_WATERMARK_FILE, read_offset_checkpoint, write_offset_checkpoint
+from pylog.storage.relocate import DuplicatePartitionError, find_partition_dirs, recover_moves
+
+from pylog.broker.datapath.fetch_params import (
+    CONSUMER,
+    NO_EPOCH,
+    FetchIsolation,
+    FetchParams,
+    FetchPartitionData,
+    FetchPosition,
+    PartitionFetch,
+)
+from pylog.broker.datapath.fetch_planner import FetchPlanner
+from pylog.broker.datapath.fetch_reader import FetchReader
+from pylog.broker.datapath.log_dir_mover import LogDirMover
+from pylog.broker.datapath.log_dirs import LogDirs, check_log_dirs, count_by_dir
+from pylog.broker.datapath.partition import AppendOrigin, Partition
+from pylog.broker.datapath.record_appender import ProduceResult, RecordAppender, RecordCheck
+from pylog.broker.datapath.wire_cache import WireBudget
+from pylog.broker.tiered.remote_reads import RemoteReads
+from pylog.config import BrokerConfig, ConfigError
+from pylog.metrics.counters import TopicStats
+from pylog.quotas.replication import (
+    FOLLOWER_RATE,
+    FOLLOWER_REPLICAS,
+    LEADER_RATE,
+    LEADER_REPLICAS,
+    WINDOW_NUM,
+    WINDOW_SIZE_SECONDS,
+    ReplicationQuota,
+    parse_throttled_replicas,
+)
+
+# the fetch and produce types are named from here too, where the handlers and tests import them
+__all__ = [
+    "CONSUMER",
+    "NO_EPOCH",
+    "PARTITION_METADATA",
+    "FetchIsolation",
+    "FetchParams",
+    "FetchPartitionData",
+    "FetchPosition",
+    "PartitionFetch",
+    "ProduceResult",
+    "RecordCheck",
+    "ReplicaManager",
+    "TopicPartition",
+]
+
+log = logging.getLogger(__name__)
+
+TopicPartition = tuple[str, int]
+_EMPTY: dict[int, Partition] = {}
+PARTITION_METADATA = "partition.metadata"
+
+
+class ReplicaManager:
+    def __init__(
+        self,
+        config: BrokerConfig,
+        data_dir: Path,
+        now_ms: Any,
+        monotonic_ms: Callable[[], int] | None = None,
+        log_dirs: Sequence[Path] | None = None,
+    ) -> None:
+        self.config = config
+        self.data_dir = data_dir
+        # the log directories (JBOD), the data directory first; see log_dirs.py
+        self.log_dirs = LogDirs(list(log_dirs) if log_dirs else [data_dir])
+        self.mover = LogDirMover(self.get, now_ms, config)
+        self._now_ms = now_ms
+        self._monotonic_ms = monotonic_ms or now_ms
+        self.node_id = config.node_id
+        samples, window_s = config.int(WINDOW_NUM), config.int(WINDOW_SIZE_SECONDS)
+        if samples < 1 or window_s < 1:
+            raise ConfigError(
+                f"{WINDOW_NUM} and {WINDOW_SIZE_SECONDS} must be at least 1, got {samples} and {window_s}"
+            )
+        # KIP-73 replication throttles: what this broker returns as leader, what its fetchers take
+        self.leader_quota = ReplicationQuota(samples, window_s * 1000)
+        self.follower_quota = ReplicationQuota(samples, window_s * 1000)
+        self.throttle_rates_changed()
+        self.replica_selector = config.raw("replica.selector.class")  # KIP-392; None: leader only
+        self.rack = config.raw("broker.rack")
+        self.live_racks: Mapping[int, str | None] = {}  # live broker -> broker.rack (the image's)
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self._by_topic: dict[str, dict[int, Partition]] = {}
+        # partitions per log dir, kept up to date between placements (None: count again)
+        self._dir_counts: dict[Path, int] | None = None
+        self._counted_relocations = 0
+        self.wire_cache_bytes = config.int("pylog.wire.cache.bytes")
+        self.wire_budget = WireBudget(config.int("pylog.wire.cache.total.bytes"))
+        self.max_uncompressed_bytes = max(
+            config.int("message.max.bytes"), config.int("socket.request.max.bytes")
+        )
+        self._lock = threading.Lock()  # guards the dicts against the maintenance thread
+        self._checkpointed = _read_checkpoints(self.log_dirs.dirs)
+        # whether the cluster has a partition at all (set once the metadata is known)
+        self.partition_exists: Callable[[str, int], bool] = lambda topic, index: False
+        # reads below the local log start, from the remote tier (set when the broker has one)
+        self.remote_reads: RemoteReads | None = None
+        self.topic_stats = TopicStats()  # messages and bytes in / out, read by pylog.metrics
+        self.appender = RecordAppender(self.get, self.absent_error, now_ms, self.topic_stats)
+        self.planner = FetchPlanner(
+            self.node_id,
+            self.rack,
+            self.replica_selector,
+            self.leader_quota,
+            live_racks=lambda: self.live_racks,
+            remote_reads=lambda: self.remote_reads,
+            now_ms=now_ms,
+            monotonic_ms=self._monotonic_ms,
+        )
+        self.reader = FetchReader(
+            self.get,
+            self.absent_error,
+            self.planner,
+            self.leader_quota,
+            remote_reads=lambda: self.remote_reads,
+            monotonic_ms=self._monotonic_ms,
+        )
+
+    def get(self, topic: str, index: int) -> Partition | None:
+        return self.partitions.get((topic, index))
+
+    def topic_partitions(self, topic: str) -> dict[int, Partition]:
+        return self._by_topic.get(topic, _EMPTY)
+
+    def absent_error(self, topic: str, index: int) -> int:
+        """The error for a partition this broker does not host: NOT_LEADER_OR_FOLLOWER when the
+        cluster has it elsewhere (it moved away: the client refreshes its metadata, as with Kafka),
+        else UNKNOWN_TOPIC_OR_PARTITION."""
+        if self.partition_exists(topic, index):
+            return ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+    def topics(self) -> list[str]:
+        return list(self._by_topic)
+
+    def snapshot(self) -> list[Partition]:
+        with self._lock:
+            return list(self.partitions.values())
+
+    def leader_partition(
+        self, topic: str, index: int, current_leader_epoch: int = NO_EPOCH
+    ) -> tuple[Partition | None, int]:
+        """The partition, and 0 if this broker leads it at ``current_leader_epoch`` (-1: any), else
+        the error: ``absent_error`` (partition None), NOT_LEADER_OR_FOLLOWER,
+        FENCED_LEADER_EPOCH, UNKNOWN_LEADER_EPOCH. Fetch, ListOffsets and OffsetForLeaderEpoch
+        check leadership here, and nowhere else."""
+        part = self.partitions.get((topic, index))
+        if part is None:
+            return None, self.absent_error(topic, index)
+        return part, part.check_leader_epoch(current_leader_epoch)
+
+    # --- appends (record_appender) and reads (fetch_reader) ---------------------------------
+
+    def append_records(
+        self,
+        entries: Iterable[tuple[str, int, Any]],
+        *,
+        acks: int,
+        timeout_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        record_check: RecordCheck | None = None,
+    ) -> ProduceResult:
+        """The produce path: ``RecordAppender.append_records``."""
+        return self.appender.append_records(
+            entries, acks=acks, timeout_ms=timeout_ms, origin=origin, record_check=record_check
+        )
+
+    def append_txn_marker(
+        self,
+        topic: str,
+        index: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        on_done: Callable[[ErrorCode], None],
+    ) -> None:
+        """A COMMIT / ABORT marker, acks=all: ``RecordAppender.append_txn_marker``."""
+        self.appender.append_txn_marker(
+            topic, index, producer_id, producer_epoch, commit, coordinator_epoch, on_done
+        )
+
+    def fetch_messages(
+        self,
+        params: FetchParams,
+        wanted: Sequence[tuple[str, PartitionFetch]],
+        *,
+        expand_isr: Callable[[Partition, int], None],
+        stopping: Callable[[], bool],
+    ) -> list[FetchPartitionData] | Awaitable[list[FetchPartitionData]]:
+        """The fetch path: ``FetchReader.fetch_messages``."""
+        answer = self.reader.fetch_messages(params, wanted, expand_isr=expand_isr, stopping=stopping)
+        if isinstance(answer, list):
+            self.topic_stats.fetched(wanted, answer, follower=params.from_follower)
+            return answer
+        return self._counted(params, wanted, answer)
+
+    async def _counted(
+        self, params: FetchParams, wanted: Sequence[tuple[str, PartitionFetch]],
+        answer: Awaitable[list[FetchPartitionData]],
+    ) -> list[FetchPartitionData]:
+        """A delayed fetch's answer, its bytes counted once it is complete."""
+        done = await answer
+        self.topic_stats.fetched(wanted, done, follower=params.from_follower)
+        return done
+
+    # --- driven by applied metadata ---------------------------------------------------------
+
+    def ensure_partition(self, topic: str, index: int, topic_id: Any, configs: dict[str, str]) -> Partition:
+        tp = (topic, index)
+        part = self.partitions.get(tp)
+        if part is not None and part.topic_id == topic_id:
+            return part
+        if part is not None:
+            # Same name, new topic id: the old topic was deleted while we were not looking.
+            self.remove_partition(topic, index)
+        path = self._place(tp) / f"{topic}-{index}"
+        _claim_directory(path, topic_id)
+        part = Partition(
+            topic,
+            index,
+            topic_id,
+            path,
+            self.config.topic_configs(configs),
+            now_ms=self._now_ms(),
+            wire_cache_bytes=self.wire_cache_bytes,
+            wire_budget=self.wire_budget,
+            max_uncompressed_bytes=self.max_uncompressed_bytes,
+        )
+        part.restore_high_watermark(self._checkpointed.get(tp, 0))
+        self._mark_throttled(topic, configs)
+        with self._lock:
+            self.partitions[tp] = part
+            self._by_topic.setdefault(topic, {})[index] = part
+            if self._dir_counts is not None:
+                self._dir_counts[path.parent] = self._dir_counts.get(path.parent, 0) + 1
+        log.info("opened partition %s-%d (log end offset %d)", topic, index, part.log_end_offset)
+        return part
+
+    def open_log_dirs(self) -> None:
+        """At start, before any partition opens: finish or undo moves a crash interrupted and find
+        the partitions of every log dir (one found in two is a plain error)."""
+        dirs = self.log_dirs.dirs
+        check_log_dirs(dirs)
+        for done in recover_moves(dirs):
+            log.warning("log dirs: %s", done)
+        try:
+            self.log_dirs.found = find_partition_dirs(dirs)
+        except DuplicatePartitionError as exc:
+            raise ConfigError(str(exc)) from None
+        self._checkpointed = _read_checkpoints(dirs)
+
+    def _place(self, tp: TopicPartition) -> Path:
+        """The log dir of a partition opening here (log_dirs.LogDirs.place)."""
+        counts = dict(self._partitions_by_dir())
+        for move in self.mover.moves.values():
+            counts[move.dest] = counts.get(move.dest, 0) + 1
+        return self.log_dirs.place(tp, counts)
+
+    def _partitions_by_dir(self) -> dict[Path, int]:
+        """How many partitions each log dir holds: counted once, then kept by every opening and
+        removal (a finished move between dirs counts again), so that opening n partitions is O(n)."""
+        with self._lock:
+            if self._dir_counts is None or self._counted_relocations != self.mover.relocations:
+                self._dir_counts = count_by_dir(p.path for p in self.partitions.values())
+                self._counted_relocations = self.mover.relocations
+            return self._dir_counts
+
+    def update_configs(self, topic: str, configs: dict[str, str]) -> None:
+        self._mark_throttled(topic, configs)
+        effective = self.config.topic_configs(configs)
+        for part in self.topic_partitions(topic).values():
+            part.apply_configs(effective)
+
+    def _mark_throttled(self, topic: str, configs: Mapping[str, str]) -> None:
+        """The topic's ``*.replication.throttled.replicas`` on this broker (Kafka's
+        TopicConfigHandler marks them in the replication quota managers)."""
+        for quota, name in ((self.leader_quota, LEADER_REPLICAS), (self.follower_quota, FOLLOWER_REPLICAS)):
+            quota.mark_throttled(topic, parse_throttled_replicas(configs.get(name), self.node_id))
+
+    def throttle_rates_changed(self) -> None:
+        """Take ``*.replication.throttled.rate`` as the broker config now resolves them (dynamic)."""
+        for quota, name in ((self.leader_quota, LEADER_RATE), (self.follower_quota, FOLLOWER_RATE)):
+            rate = self.config.int(name)
+            if rate > 0:
+                quota.update_bound(rate)
+            else:
+                log.error("ignoring %s=%d: a replication throttle must be positive", name, rate)
+
+    def set_live_brokers(self, racks: Mapping[int, str | None]) -> None:
+        """The live brokers and their ``broker.rack`` (the replica selector's candidates)."""
+        self.live_racks = dict(racks)
+
+    def remove_partition(self, topic: str, index: int, *, delete_data: bool = True) -> None:
+        with self._lock:
+            part = self.partitions.pop((topic, index), None)
+            parts = self._by_topic.get(topic)
+            if parts is not None:
+                parts.pop(index, None)
+                if not parts:
+                    del self._by_topic[topic]
+            if part is not None and self._dir_counts is not None:
+                self._dir_counts[part.path.parent] = self._dir_counts.get(part.path.parent, 1) - 1
+        if part is None:
+            return
+        part.delete()
+        if delete_data:
+            shutil.rmtree(part.path, ignore_errors=True)
+        log.info("removed partition %s-%d", topic, index)
+
+    def delete_strays(self, known: Iterable[TopicPartition], *, skip: Iterable[str] = ()) -> None:
+        """Delete partition directories the image does not assign here (deleted while down)."""
+        keep = set(known)
+        skipped = set(skip)
+        for root in self.log_dirs.dirs:
+            for d in list_partitions(root):
+                if d.path.name not in skipped and (d.topic, d.partition) not in keep:
+                    log.info("deleting %s: its topic no longer exists", d.path)
+                    shutil.rmtree(d.path, ignore_errors=True)
+                    self.log_dirs.found.pop((d.topic, d.partition), None)
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every partition's high watermark to ``replication-offset-checkpoint`` of its log
+        dir (Kafka's file, one per log dir: the SDK's data-dir reader shows nothing past it), so a
+        restart keeps them."""
+        parts = [p for p in self.snapshot() if not p.deleted]
+        offsets = {(p.topic, p.index): p.high_watermark for p in parts}
+        if offsets != self._checkpointed:
+            by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs.dirs}
+            for p in parts:
+                by_dir.setdefault(p.path.parent, {})[(p.topic, p.index)] = offsets[(p.topic, p.index)]
+            for root, dir_offsets in by_dir.items():
+                write_offset_checkpoint(root / HIGH_WATERMARK_FILE, dir_offsets)
+            self._checkpointed = offsets
+
+    def close(self) -> None:
+        self.mover.close()
+        try:
+            self.checkpoint_high_watermarks()
+        except OSError:
+            log.exception("writing %s failed", HIGH_WATERMARK_FILE)
+        for part in self.snapshot():
+            try:
+                part.close()
+            except Exception:
+                log.exception("closing partition %s-%d failed", part.topic, part.index)
+        with self._lock:
+            self.partitions.clear()
+            self._by_topic.clear()
+            self._dir_counts = None
+
+
+def _claim_directory(path: Path, topic_id: Any) -> None:
+    """Make ``path`` belong to ``topic_id`` (Kafka's partition.metadata): data left by an older
+    topic of the same name (deleted while the broker was down) is removed first."""
+    marker = path / PARTITION_METADATA
+    expected = f"version: 0\ntopic_id: {topic_id}\n"
+    if marker.exists():
+        if marker.read_text("utf-8") == expected:
+            return
+        log.warning("%s held a previous topic of the same name; removing its data", path)
+        shutil.rmtree(path, ignore_errors=True)
+    elif path.exists() and any(path.iterdir()):
+        log.warning("%s has no %s; adopting its data for topic id %s", path, PARTITION_METADATA, topic_id)
+    path.mkdir(parents=True, exist_ok=True)
+    tmp = marker.with_suffix(".tmp")
+    tmp.write_text(expected, "utf-8")
+    tmp.replace(marker)
+
+
+def _read_checkpoints(dirs: Sequence[Path]) -> dict[TopicPartition, int]:
+    """The high watermarks of every log dir's checkpoint (a partition moved since its last write may
+    be in two: the higher is the newer)."""
+    out: dict[TopicPartition, int] = {}
+    for root in dirs:
+        if not root.is_dir():  # not created yet, or refused at start
+            continue
+        for tp, hw in read_offset_checkpoint(root / HIGH_WATERMARK_FILE).items():
+            out[tp] = max(hw, out.get(tp, hw))
+    return out
+

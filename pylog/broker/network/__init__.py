@@ -1,0 +1,1 @@
+"""The network side of a broker: listening sockets, connections, request routing to handler tables, quotas."""
