@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pylog.groups.assignors import ASSIGNORS
 from pylog.groups.group_records import Assignment
 from pylog.groups.reconciliation import MemberAssignment, MemberState
-from pylog.groups.registry import Deadline
+from pylog.groups.timers import Deadline
 
 LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2

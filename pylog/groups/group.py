@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from pylog.groups.records import GroupMetadataValue, MemberMetadataValue, consumer_subscription_topics
-from pylog.groups.registry import Deadline
+from pylog.groups.timers import Deadline
 from pylog.groups.types import Handle, JoinGroupMember
 from pylog.protocol.errors import ErrorCode
 

@@ -17,37 +17,22 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, TypeAlias, TypeVar
+from typing import Any, TypeAlias, TypeVar
 
+from pylog.groups.consumer_group import ConsumerGroup
+from pylog.groups.group import ClassicGroup
 from pylog.groups.records import partition_for
-from pylog.groups.timers import Timer, TimerKind, TimerQueue
+from pylog.groups.share_group import ShareGroup
+from pylog.groups.timers import Deadline, Timer, TimerKind, TimerQueue
 from pylog.groups.types import GroupConfig, Output
 from pylog.protocol.errors import ErrorCode
 
-if TYPE_CHECKING:
-    from pylog.groups.consumer_group import ConsumerGroup
-    from pylog.groups.group import ClassicGroup
-    from pylog.groups.share_group import ShareGroup
-
-    AnyGroup: TypeAlias = "ClassicGroup | ConsumerGroup | ShareGroup"
+AnyGroup: TypeAlias = ClassicGroup | ConsumerGroup | ShareGroup
 
 G = TypeVar("G")
 
 TimerLive = Callable[[Timer], bool]
 TimerFire = Callable[[Timer, int, Output], None]
-
-
-@dataclass
-class Deadline:
-    """A member's deadline and its one armed heap entry (at or before the deadline)."""
-
-    deadline_ms: int | None = None
-    seq: int | None = None  # sequence of the armed entry
-    armed_ms: int | None = None  # its deadline
-
-    def clear(self) -> None:
-        self.deadline_ms = self.seq = self.armed_ms = None
 
 
 class GroupRegistry:

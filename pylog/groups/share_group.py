@@ -6,7 +6,7 @@ import uuid
 from dataclasses import dataclass, field
 
 from pylog.groups.group_records import Assignment
-from pylog.groups.registry import Deadline
+from pylog.groups.timers import Deadline
 
 
 @dataclass

@@ -7,6 +7,7 @@ sequence of its live entry, so a popped entry whose sequence no longer matches i
 from __future__ import annotations
 
 import heapq
+from dataclasses import dataclass
 from enum import IntEnum
 from typing import NamedTuple
 
@@ -49,3 +50,15 @@ class TimerQueue:
 
     def __len__(self) -> int:
         return len(self._heap)
+
+
+@dataclass
+class Deadline:
+    """A member's deadline and its one armed heap entry (at or before the deadline)."""
+
+    deadline_ms: int | None = None
+    seq: int | None = None  # sequence of the armed entry
+    armed_ms: int | None = None  # its deadline
+
+    def clear(self) -> None:
+        self.deadline_ms = self.seq = self.armed_ms = None

@@ -9,18 +9,11 @@ writer writes). ``references`` are ``(name, schema text)`` pairs, dependencies b
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
-AVRO, PROTOBUF, JSON = "AVRO", "PROTOBUF", "JSON"
-SCHEMA_TYPES = (AVRO, PROTOBUF, JSON)
+from pylog.schema_registry.formats.parsed import AVRO, JSON, PROTOBUF, SCHEMA_TYPES, ParsedSchema
 
-
-@dataclass(frozen=True)
-class ParsedSchema:
-    schema_type: str
-    canonical: str  # the text the registry stores and compares (normalised as the format allows)
-    parsed: Any = field(compare=False, repr=False)
+__all__ = ["AVRO", "JSON", "PROTOBUF", "SCHEMA_TYPES", "ParsedSchema", "incompatibilities", "parse"]
 
 
 def _module(schema_type: str) -> Any:

@@ -16,7 +16,7 @@ import fastavro
 from fastavro.schema import SchemaParseException, UnknownType
 
 from pylog.schema_registry.errors import SchemaParseError
-from pylog.schema_registry.formats import AVRO, ParsedSchema
+from pylog.schema_registry.formats.parsed import AVRO, ParsedSchema
 
 PRIMITIVES = {"null", "boolean", "int", "long", "float", "double", "bytes", "string"}
 PROMOTIONS = {

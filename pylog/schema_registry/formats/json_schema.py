@@ -18,7 +18,7 @@ import referencing
 import referencing.jsonschema
 
 from pylog.schema_registry.errors import SchemaParseError
-from pylog.schema_registry.formats import JSON, ParsedSchema
+from pylog.schema_registry.formats.parsed import JSON, ParsedSchema
 
 
 class JsonSchemaDoc:

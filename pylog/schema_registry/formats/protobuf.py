@@ -17,7 +17,7 @@ from google.protobuf import descriptor_pb2, descriptor_pool
 from google.protobuf.descriptor_pb2 import FieldDescriptorProto as F
 
 from pylog.schema_registry.errors import SchemaParseError
-from pylog.schema_registry.formats import PROTOBUF, ParsedSchema
+from pylog.schema_registry.formats.parsed import PROTOBUF, ParsedSchema
 
 _GROUPS = [
     {F.TYPE_INT32, F.TYPE_UINT32, F.TYPE_INT64, F.TYPE_UINT64, F.TYPE_BOOL, F.TYPE_ENUM},
