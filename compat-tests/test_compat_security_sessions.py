@@ -20,7 +20,8 @@ from compat_security import Pki, client_config
 from pylog.protocol import api
 from test_compat_security import Secured, admin, allow, new_topic, start_secured
 
-from pylog.cluster.channel import NodeChannel
+from pylog.client.protocol import KafkaConnection
+from pylog.cluster.channel import node_settings
 from pylog.security.client import ClientSecurity
 
 REAUTH_MS = 1500
@@ -141,18 +142,19 @@ def test_expired_session_closes_the_connection(reauth_broker: Secured) -> None:
                 "sasl.password": "alice-secret",
             }
         )
-        ch = NodeChannel("127.0.0.1", reauth_broker.ports["SASL_PLAINTEXT"], client_id="expiry", security=sec)
+        # one connection, never replaced on our own: the session is let run out
+        port = reauth_broker.ports["SASL_PLAINTEXT"]
+        conn = await KafkaConnection.open("127.0.0.1", port, node_settings(client_id="expiry", security=sec))
         try:
-            await ch.request(3, 1, {"topics": []}, 5)  # within the session: served
-            ch._session_end = None  # do not reconnect on our own: let the session run out
+            await conn.request(3, 1, {"topics": []}, 5)  # within the session: served
             await asyncio.sleep(REAUTH_MS / 1000 + 0.5)
             try:
-                await ch.request(3, 1, {"topics": []}, 5)
+                await conn.request(3, 1, {"topics": []}, 5)
                 return True, False
             except ConnectionError:
                 return True, True
         finally:
-            ch.close()
+            await conn.close()
 
     served, closed = asyncio.run(run())
     assert served and closed

@@ -14,7 +14,7 @@ from harness import BrokerThread
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
-from pylog.cluster.channel import NodeChannel
+from pylog.cluster.channel import node_channel
 from pylog.security.client import ClientSecurity
 
 JAAS = (
@@ -53,7 +53,7 @@ def call(b: BrokerThread, user: str, requests: list[tuple[int, int, dict]]) -> l
     )
 
     async def run() -> list[Any]:
-        ch = NodeChannel("127.0.0.1", port, client_id=f"authz-{user}", security=security)
+        ch = node_channel("127.0.0.1", port, client_id=f"authz-{user}", security=security)
         try:
             return [await ch.request(k, v, body, 15) for k, v, body in requests]
         finally:

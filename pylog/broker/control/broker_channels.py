@@ -12,7 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from pylog.cluster.channel import NodeChannel
+from pylog.client.protocol import Channel
+from pylog.cluster.channel import node_channel
 from pylog.cluster.image import MetadataImage
 from pylog.security.client import PLAINTEXT, ClientSecurity
 
@@ -34,7 +35,7 @@ class BrokerChannels:
         self.listener = listener
         self.security = security  # TLS / SASL of the inter-broker listener
         self._image = image
-        self._channels: dict[int, NodeChannel] = {}
+        self._channels: dict[int, Channel] = {}
 
     def endpoint(self, broker_id: int) -> tuple[str, int] | None:
         b = self._image().brokers.get(broker_id)
@@ -45,7 +46,7 @@ class BrokerChannels:
                 return e.host, e.port
         return (b.endpoints[0].host, b.endpoints[0].port) if b.endpoints else None
 
-    def get(self, broker_id: int) -> NodeChannel | None:
+    def get(self, broker_id: int) -> Channel | None:
         address = self.endpoint(broker_id)
         if address is None:
             return None
@@ -54,7 +55,7 @@ class BrokerChannels:
             ch.close()
             ch = None
         if ch is None:
-            ch = self._channels[broker_id] = NodeChannel(
+            ch = self._channels[broker_id] = node_channel(
                 *address, client_id=self.client_id, security=self.security
             )
         return ch

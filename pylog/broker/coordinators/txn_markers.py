@@ -23,7 +23,7 @@ from pylog.protocol.errors import ErrorCode
 from pylog.broker.control.broker_channels import BrokerChannels
 from pylog.broker.control.metadata import MetadataView
 from pylog.broker.datapath.replica_manager import ReplicaManager
-from pylog.cluster.channel import ChannelError
+from pylog.client.errors import TransportError
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +114,7 @@ class MarkerWriter:
         channel = self.channels.get(leader)
         try:
             if channel is None:
-                raise ChannelError(f"broker {leader} has no endpoint")
+                raise TransportError(f"broker {leader} has no endpoint")
             resp = await channel.request(
                 ApiKey.WRITE_TXN_MARKERS, WRITE_TXN_MARKERS_VERSION, body, self.request_timeout_s
             )
@@ -122,7 +122,7 @@ class MarkerWriter:
                 for t in m.topics:
                     for p in t.partitions:
                         answers[(t.name, p.partition_index)] = p.error_code
-        except ChannelError as exc:
+        except TransportError as exc:
             log.debug("WriteTxnMarkers to %d: %s", leader, exc)
         for topic, p in parts:
             on_done(topic, p, ErrorCode.of(answers.get((topic, p), ErrorCode.REQUEST_TIMED_OUT)))

@@ -43,8 +43,9 @@ from pylog.storage import StorageError
 from pylog.broker.control.broker_channels import BrokerChannels
 from pylog.broker.datapath.batch_bytes import InvalidRecordStructure
 from pylog.broker.datapath.partition import Partition, Role
+from pylog.client.errors import TransportError
 from pylog.client.fetch_session import FetchSessionHandler
-from pylog.cluster.channel import ChannelError, NodeChannel
+from pylog.client.protocol import Channel
 from pylog.quotas.replication import ReplicationQuota, should_throttle
 from pylog.replication import truncation_offset, truncation_on_divergence
 from pylog.tasks import cancel_and_wait
@@ -207,7 +208,7 @@ class ReplicaFetcher:
                 ready = [f for f in active if f.truncated]
                 if ready:
                     await self._fetch(channel, ready, (wait_max_ms + timeout_ms) / 1000)
-            except ChannelError as exc:
+            except TransportError as exc:
                 log.debug("fetch from leader %d failed: %s", self.leader_id, exc)
                 self._wake.clear()
                 with contextlib.suppress(asyncio.TimeoutError):
@@ -236,7 +237,7 @@ class ReplicaFetcher:
 
     # ------------------------------------------------------------------ truncation
 
-    async def _truncate(self, channel: NodeChannel, followed: list[_Followed], timeout_ms: int) -> None:
+    async def _truncate(self, channel: Channel, followed: list[_Followed], timeout_ms: int) -> None:
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for f in followed:
             by_topic.setdefault(f.part.topic, []).append(
@@ -270,7 +271,7 @@ class ReplicaFetcher:
 
     # ------------------------------------------------------------------ fetching
 
-    async def _fetch(self, channel: NodeChannel, followed: list[_Followed], timeout_s: float) -> None:
+    async def _fetch(self, channel: Channel, followed: list[_Followed], timeout_s: float) -> None:
         wait_max_ms, min_bytes, max_bytes, partition_max_bytes, _, _ = self.manager.settings
         quota = self.manager.quota
         bounded = quota if quota is not None and quota.bounded else None
