@@ -6,9 +6,9 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pylog.broker.access.acl_operations import ResourceType
 from pylog.cluster.records import SecurityProtocol
 from pylog.flight.server import FLIGHT_LISTENER, FlightNode, FlightService, flight_url, start_flight
+from pylog.security.acl_operations import ResourceType
 from pylog.security.principal import KafkaPrincipal
 
 

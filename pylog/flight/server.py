@@ -29,7 +29,6 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.flight as flight
 
-from pylog.broker.access.acl_operations import AclOperation
 from pylog.cluster.node_config import Listener
 from pylog.flight.sources import partition_scan
 from pylog.flight.tickets import BadRequest, FlightTicket, parse_read_request
@@ -37,6 +36,7 @@ from pylog.schema_registry.auth import Authenticator, Unauthenticated
 from pylog.sdk.offsets import OffsetOutOfRangeError, UnknownTopicError
 from pylog.sdk.scan import TopicScan
 from pylog.sdk.schema import output_columns, output_schema
+from pylog.security.acl_operations import AclOperation
 from pylog.security.principal import ANONYMOUS, KafkaPrincipal
 
 log = logging.getLogger(__name__)

@@ -27,8 +27,8 @@ from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pylog.broker.access.acl_operations import AclOperation, ResourceType
 from pylog.security.acl import CLUSTER_NAME
+from pylog.security.acl_operations import AclOperation, ResourceType
 from pylog.security.oauthbearer import InvalidToken, OAuthBearerValidation, token_key_id
 from pylog.security.principal import KafkaPrincipal, parse_mapping_rules, ssl_principal, user
 from pylog.security.sasl_server import PLAIN, SaslServerSettings

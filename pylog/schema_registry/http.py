@@ -20,7 +20,6 @@ from urllib.parse import urlsplit
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
 
-from pylog.broker.access.acl_operations import AclOperation
 from pylog.schema_registry import errors as e
 from pylog.schema_registry.auth import (
     ALLOW_ALL,
@@ -35,6 +34,7 @@ from pylog.schema_registry.core import Plan, RegistryState, parse_version, schem
 from pylog.schema_registry.errors import RegistryError
 from pylog.schema_registry.formats import SCHEMA_TYPES
 from pylog.schema_registry.service import SchemaRegistry
+from pylog.security.acl_operations import AclOperation
 
 log = logging.getLogger(__name__)
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntEnum
 
-from pylog.broker.access.acl_operations import AclOperation, ResourceType
+from pylog.security.acl_operations import AclOperation, ResourceType
 
 
 class AclPermissionType(IntEnum):

@@ -21,7 +21,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from pylog.broker.access.acl_operations import AclOperation
 from pylog.security.acl import (
     WILDCARD_HOST,
     WILDCARD_PRINCIPAL,
@@ -30,6 +29,7 @@ from pylog.security.acl import (
     AclPermissionType,
     PatternType,
 )
+from pylog.security.acl_operations import AclOperation
 from pylog.security.principal import KafkaPrincipal
 
 _IMPLIES_DESCRIBE = frozenset(

@@ -7,7 +7,7 @@ from harness import Client
 from pylog.protocol.api import ApiKey
 from test_produce_fetch import create
 
-from pylog.broker.access.acl_operations import (
+from pylog.security.acl_operations import (
     NOT_REQUESTED,
     AclOperation,
     ResourceType,

@@ -7,7 +7,6 @@ import base64
 
 import pytest
 
-from pylog.broker.access.acl_operations import AclOperation, ResourceType
 from pylog.schema_registry.auth import (
     Authenticator,
     BasicValidator,
@@ -19,6 +18,7 @@ from pylog.schema_registry.auth import (
     subject_topics,
 )
 from pylog.security.acl import AclBinding, AclPermissionType, PatternType
+from pylog.security.acl_operations import AclOperation, ResourceType
 from pylog.security.authorizer import AclIndex, StandardAuthorizer
 from pylog.security.listener import ListenerSecurity
 from pylog.security.principal import user

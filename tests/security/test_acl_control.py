@@ -8,8 +8,6 @@ import random
 import pytest
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.access.acl_operations import AclOperation as Op
-from pylog.broker.access.acl_operations import ResourceType as RT
 from pylog.cluster.acl_control import ScramDeletion, ScramUpsertion
 from pylog.cluster.bootstrap import log_is_empty, read_bootstrap, write_bootstrap
 from pylog.cluster.controller import QuorumController
@@ -17,6 +15,8 @@ from pylog.cluster.image import MetadataImage
 from pylog.cluster.records import decode_records, encode_records
 from pylog.config import ConfigError
 from pylog.security.acl import AclBinding, AclBindingFilter, AclPermissionType, PatternType
+from pylog.security.acl_operations import AclOperation as Op
+from pylog.security.acl_operations import ResourceType as RT
 from pylog.security.quotas import ConnectionQuotas, parse_overrides
 from pylog.security.scram import ScramMechanismType, make_credential, parse_add_scram, salted_password
 

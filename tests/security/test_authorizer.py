@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from pylog.broker.access.acl_operations import AclOperation as Op
-from pylog.broker.access.acl_operations import ResourceType as RT
 from pylog.security.acl import AclBinding, AclBindingFilter, AclPermissionType, PatternType
+from pylog.security.acl_operations import AclOperation as Op
+from pylog.security.acl_operations import ResourceType as RT
 from pylog.security.authorizer import AclIndex, StandardAuthorizer
 from pylog.security.principal import KafkaPrincipal
 

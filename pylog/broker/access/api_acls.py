@@ -25,11 +25,11 @@ from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import MetadataRequest, MetadataResponse
 from pylog.protocol.schema import Message
 
-from pylog.broker.access.acl_operations import AclOperation, ResourceType, authorized_operations
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import CLOSE_CONNECTION, NO_RESPONSE, ErrorResponse, HandlerSpec
 from pylog.security.acl import CLUSTER_NAME
+from pylog.security.acl_operations import AclOperation, ResourceType, authorized_operations
 
 Check = Callable[[RequestContext, Any], "int | None"]
 _ZERO_UUID = uuid.UUID(int=0)

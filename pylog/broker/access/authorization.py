@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 
 from pylog.protocol.api import ApiKey
 
-from pylog.broker.access.acl_operations import AclOperation, Allowed, ResourceType, allow_all
 from pylog.config import BrokerConfig, ConfigError
 from pylog.security.acl import CLUSTER_NAME, AclBinding
+from pylog.security.acl_operations import AclOperation, Allowed, ResourceType, allow_all
 from pylog.security.authorizer import AclIndex, StandardAuthorizer
 from pylog.security.principal import KafkaPrincipal, parse_super_users
 

@@ -12,7 +12,6 @@ from pylog.protocol.api import supported_versions
 from pylog.protocol.errors import ErrorCode
 
 from pylog.broker.access import api_acls as az
-from pylog.broker.access.acl_operations import AclOperation
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.control.controller_channel import ControllerChannel, forwarded
 from pylog.broker.control.controller_client import ControllerClient
@@ -101,6 +100,7 @@ from pylog.cluster.node_config import NodeSettings
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.config import BrokerConfig
 from pylog.schema_registry.validation import SchemaValidation
+from pylog.security.acl_operations import AclOperation
 from pylog.security.client import PLAINTEXT, ClientSecurity
 
 

@@ -21,12 +21,12 @@ from pylog.protocol.messages import (
     DescribeAclsResponse,
 )
 
-from pylog.broker.access.acl_operations import AclOperation
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.security.acl import AclBinding, AclBindingFilter
+from pylog.security.acl_operations import AclOperation
 
 NO_AUTHORIZER = "No Authorizer is configured."
 CLUSTER_DENIED = "Cluster authorization failed."

@@ -16,12 +16,12 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import AddPartitionsToTxnRequest, AddPartitionsToTxnResponse
 
-from pylog.broker.access.acl_operations import AclOperation, ResourceType
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.control.metadata import MetadataView
 from pylog.broker.coordinators.txn_shell import TxnShell, fenced_error, not_available
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
+from pylog.security.acl_operations import AclOperation, ResourceType
 
 
 def error_response(req: AddPartitionsToTxnRequest, code: int) -> AddPartitionsToTxnResponse:

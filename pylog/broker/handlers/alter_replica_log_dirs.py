@@ -18,12 +18,12 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import AlterReplicaLogDirsRequest, AlterReplicaLogDirsResponse
 
-from pylog.broker.access.acl_operations import AclOperation
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.datapath.log_dirs import dir_usage
 from pylog.broker.datapath.replica_manager import ReplicaManager
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
+from pylog.security.acl_operations import AclOperation
 
 
 def error_response(req: AlterReplicaLogDirsRequest, code: int) -> AlterReplicaLogDirsResponse:

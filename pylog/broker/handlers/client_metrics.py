@@ -8,11 +8,11 @@ from pylog.protocol.api import PylogApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import PylogClientMetricsRequest, PylogClientMetricsResponse
 
-from pylog.broker.access.acl_operations import AclOperation
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.coordinators.telemetry_shell import TelemetryShell
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
+from pylog.security.acl_operations import AclOperation
 
 
 @serves(PylogApiKey.CLIENT_METRICS, versions=(0, 0))

@@ -16,7 +16,6 @@ from pylog.protocol.messages import (
     DescribeClientQuotasResponse,
 )
 
-from pylog.broker.access.acl_operations import AclOperation
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.control.metadata import MetadataView
 from pylog.broker.network.context import RequestContext
@@ -29,6 +28,7 @@ from pylog.cluster.quota_control import (
     QuotaOp,
     describe_quotas,
 )
+from pylog.security.acl_operations import AclOperation
 
 
 def describe_error(req: DescribeClientQuotasRequest, code: int) -> DescribeClientQuotasResponse:

@@ -28,7 +28,6 @@ from pylog.protocol.messages import (
     IncrementalAlterConfigsResponse,
 )
 
-from pylog.broker.access.acl_operations import AclOperation
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.control import broker_loggers
 from pylog.broker.control.controller_channel import ControllerChannel, ControllerUnavailable
@@ -40,6 +39,7 @@ from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.records import ConfigResourceType
 from pylog.cluster.resource_configs import CLIENT_METRICS_CONFIGS, GROUP_CONFIGS, group_config_value
 from pylog.config import BrokerConfig, ConfigSource, ConfigType, ResolvedConfig, note_not_acted_on
+from pylog.security.acl_operations import AclOperation
 
 log = logging.getLogger(__name__)
 

@@ -8,12 +8,12 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import CreatePartitionsRequest, CreatePartitionsResponse
 
-from pylog.broker.access.acl_operations import AclOperation, ResourceType
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
 from pylog.cluster.controller import NewPartitions
 from pylog.cluster.quorum import MetadataQuorum
+from pylog.security.acl_operations import AclOperation, ResourceType
 
 
 def error_response(req: CreatePartitionsRequest, code: int) -> CreatePartitionsResponse:

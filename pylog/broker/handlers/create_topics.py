@@ -12,13 +12,13 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import CreateTopicsRequest, CreateTopicsResponse
 
-from pylog.broker.access.acl_operations import AclOperation, ResourceType
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
 from pylog.cluster.controller import CreateTopicResult, NewTopic
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.config import BrokerConfig, ConfigType
+from pylog.security.acl_operations import AclOperation, ResourceType
 
 
 def _new_topic(t: Any) -> NewTopic:

@@ -7,11 +7,11 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import DeleteGroupsRequest, DeleteGroupsResponse
 
-from pylog.broker.access.acl_operations import AclOperation
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.coordinators.group_shell import GroupShell, not_available
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
+from pylog.security.acl_operations import AclOperation
 
 
 @serves(ApiKey.DELETE_GROUPS, versions=(0, 2))

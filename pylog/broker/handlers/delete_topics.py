@@ -11,11 +11,11 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import DeleteTopicsRequest, DeleteTopicsResponse
 
-from pylog.broker.access.acl_operations import AclOperation
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
 from pylog.cluster.quorum import MetadataQuorum
+from pylog.security.acl_operations import AclOperation
 
 ZERO_UUID = uuid.UUID(int=0)
 

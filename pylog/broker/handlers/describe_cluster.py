@@ -14,13 +14,13 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import DescribeClusterRequest, DescribeClusterResponse
 
-from pylog.broker.access.acl_operations import AclOperation, ResourceType, operations_if_requested
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.control.metadata import MetadataView, controller_for_clients
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
 from pylog.cluster.node_config import NodeSettings
 from pylog.cluster.quorum import MetadataQuorum
+from pylog.security.acl_operations import AclOperation, ResourceType, operations_if_requested
 
 BROKERS_ENDPOINT = 1
 CONTROLLERS_ENDPOINT = 2

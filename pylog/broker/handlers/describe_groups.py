@@ -9,17 +9,17 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import DescribeGroupsRequest, DescribeGroupsResponse
 
-from pylog.broker.access.acl_operations import (
-    NOT_REQUESTED,
-    AclOperation,
-    ResourceType,
-    operations_if_requested,
-)
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.coordinators.group_shell import GroupShell, not_available
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
 from pylog.groups import DescribedGroup
+from pylog.security.acl_operations import (
+    NOT_REQUESTED,
+    AclOperation,
+    ResourceType,
+    operations_if_requested,
+)
 
 
 @serves(ApiKey.DESCRIBE_GROUPS, versions=(0, 5))

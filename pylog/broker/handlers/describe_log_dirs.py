@@ -19,13 +19,13 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import DescribeLogDirsRequest, DescribeLogDirsResponse
 
-from pylog.broker.access.acl_operations import AclOperation
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.datapath.log_dir_mover import Move
 from pylog.broker.datapath.log_dirs import dir_usage
 from pylog.broker.datapath.replica_manager import ReplicaManager
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
+from pylog.security.acl_operations import AclOperation
 
 
 def error_response(req: DescribeLogDirsRequest, code: int) -> DescribeLogDirsResponse:

@@ -24,13 +24,13 @@ from pylog.protocol.messages import (
     PylogShareGroupStateResponse,
 )
 
-from pylog.broker.access.acl_operations import AclOperation, ResourceType
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.control.metadata import MetadataView
 from pylog.broker.coordinators.group_shell import GroupShell, not_available
 from pylog.broker.coordinators.share_shell import ShareShell
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
+from pylog.security.acl_operations import AclOperation, ResourceType
 
 Group = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseGroup
 Topic = DescribeShareGroupOffsetsResponse.DescribeShareGroupOffsetsResponseTopic

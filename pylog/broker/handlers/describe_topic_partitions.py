@@ -17,13 +17,13 @@ from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import DescribeTopicPartitionsRequest, DescribeTopicPartitionsResponse
 from pylog.protocol.schema import ZERO_UUID
 
-from pylog.broker.access.acl_operations import AclOperation, ResourceType, authorized_operations
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.control.metadata import INTERNAL_TOPICS, MetadataView
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
 from pylog.cluster.controller import validate_topic_name
 from pylog.config import BrokerConfig
+from pylog.security.acl_operations import AclOperation, ResourceType, authorized_operations
 
 Topic = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponseTopic
 Partition = DescribeTopicPartitionsResponse.DescribeTopicPartitionsResponsePartition

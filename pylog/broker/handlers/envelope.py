@@ -19,10 +19,10 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode, ProtocolError
 from pylog.protocol.messages import EnvelopeRequest, EnvelopeResponse
 
-from pylog.broker.access.acl_operations import AclOperation
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import HandlerTable, serves
+from pylog.security.acl_operations import AclOperation
 from pylog.security.principal import KafkaPrincipal
 
 _PRINCIPAL = api.MESSAGES["DefaultPrincipalData"]

@@ -42,7 +42,6 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import FetchRequest, FetchResponse, Records
 
-from pylog.broker.access.acl_operations import AclOperation, ResourceType
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.datapath.fetch_session import FetchContext, FetchKind, FetchSessionCache
 from pylog.broker.datapath.isr_manager import IsrManager
@@ -55,6 +54,7 @@ from pylog.broker.datapath.replica_manager import (
 )
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
+from pylog.security.acl_operations import AclOperation, ResourceType
 
 log = logging.getLogger(__name__)
 

@@ -13,13 +13,13 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import FindCoordinatorRequest, FindCoordinatorResponse
 
-from pylog.broker.access.acl_operations import AclOperation
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.control.metadata import MetadataView
 from pylog.broker.coordinators.group_shell import GroupShell
 from pylog.broker.coordinators.txn_shell import TxnShell
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
+from pylog.security.acl_operations import AclOperation
 
 GROUP, TRANSACTION = 0, 1
 NO_NODE = (-1, "", -1)

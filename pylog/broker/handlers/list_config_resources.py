@@ -10,12 +10,12 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import ListConfigResourcesRequest, ListConfigResourcesResponse
 
-from pylog.broker.access.acl_operations import AclOperation
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.control.metadata import MetadataView
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
 from pylog.cluster.records import ConfigResourceType as T
+from pylog.security.acl_operations import AclOperation
 
 # Kafka's order of the listing
 V1_TYPES = (T.GROUP, T.CLIENT_METRICS, T.BROKER_LOGGER, T.BROKER, T.TOPIC)

@@ -22,7 +22,6 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import MetadataRequest, MetadataResponse
 
-from pylog.broker.access.acl_operations import ResourceType, operations_if_requested
 from pylog.broker.control.controller_client import ControllerClient
 from pylog.broker.control.metadata import INTERNAL_TOPICS, MetadataView, controller_for_clients
 from pylog.broker.network.context import RequestContext
@@ -30,6 +29,7 @@ from pylog.broker.network.handler_table import serves
 from pylog.cluster.controller import NewTopic, validate_topic_name
 from pylog.cluster.image import TopicImage
 from pylog.config import BrokerConfig
+from pylog.security.acl_operations import ResourceType, operations_if_requested
 
 ZERO_UUID = uuid.UUID(int=0)
 AUTO_CREATE_WAIT_S = 10.0

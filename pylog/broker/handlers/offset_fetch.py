@@ -18,12 +18,12 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import OffsetFetchRequest, OffsetFetchResponse
 
-from pylog.broker.access.acl_operations import AclOperation, ResourceType
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.coordinators.group_shell import GroupShell, not_available
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
 from pylog.groups import FetchedOffset, OffsetFetchResult
+from pylog.security.acl_operations import AclOperation, ResourceType
 
 
 def error_response(req: OffsetFetchRequest, code: int) -> OffsetFetchResponse:

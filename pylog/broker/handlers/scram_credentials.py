@@ -18,13 +18,13 @@ from pylog.protocol.messages import (
     DescribeUserScramCredentialsResponse,
 )
 
-from pylog.broker.access.acl_operations import AclOperation
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.control.metadata import MetadataView
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
 from pylog.cluster.acl_control import ScramDeletion, ScramUpsertion
 from pylog.cluster.quorum import MetadataQuorum
+from pylog.security.acl_operations import AclOperation
 
 
 def describe_error(

@@ -6,12 +6,12 @@ from __future__ import annotations
 from pylog.protocol.api import ApiKey
 from pylog.protocol.messages import ShareGroupDescribeRequest
 
-from pylog.broker.access.acl_operations import AclOperation, ResourceType
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.control.metadata import MetadataView
 from pylog.broker.coordinators.group_shell import GroupShell, describe_modern
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
+from pylog.security.acl_operations import AclOperation, ResourceType
 
 
 @serves(ApiKey.SHARE_GROUP_DESCRIBE, versions=(1, 1))
