@@ -145,7 +145,8 @@ class BrokerCollector(Collector):
         times = {
             "total": HistogramMetricFamily(
                 "kafka_network_requestmetrics_totaltimems",
-                "Milliseconds from a request's dispatch to its encoded answer.", labels=["request"],
+                "Milliseconds from the read that brought a request to its answer sent (request queue "
+                "+ local + remote + response queue + response send).", labels=["request"],
             ),
             "local": HistogramMetricFamily(
                 "kafka_network_requestmetrics_localtimems",
@@ -166,9 +167,32 @@ class BrokerCollector(Collector):
                 "Milliseconds a client quota throttled the answer (0 for most requests).",
                 labels=["request"],
             ),
+            "response_queue": HistogramMetricFamily(
+                "kafka_network_requestmetrics_responsequeuetimems",
+                "Milliseconds from the encoded answer to its write to the connection (answers owed "
+                "before it on the connection, the rest of the read being served).", labels=["request"],
+            ),
+            "response_send": HistogramMetricFamily(
+                "kafka_network_requestmetrics_responsesendtimems",
+                "Milliseconds from the write of the answer until the connection's buffer has drained "
+                "(a client reading slowly).", labels=["request"],
+            ),
         }
+        partition_errors = CounterMetricFamily(
+            "pylog_partition_errors",
+            "Partitions of Produce and Fetch answers that carried an error, by request, topic, "
+            "partition and error (topic \"\" and partition -1: beyond the counters kept).",
+            labels=["request", "topic", "partition", "error"],
+        )
         merged: dict[int, tuple[dict[int, int], dict[int, int], dict[str, list[int]], dict[str, int]]] = {}
+        image = self._image()
+        known = set(_copy(image.topics.keys)) if image is not None else None
+        per_partition: dict[tuple[int, str, int, int], int] = {}
         for stats in self._request_stats():
+            if known is not None:
+                stats.forget(known)
+            for pkey, n in _copy(stats.partition_errors.items):
+                per_partition[pkey] = per_partition.get(pkey, 0) + n
             for key, api in _copy(stats.apis.items):
                 versions, errs, buckets, sums = merged.setdefault(key, ({}, {}, {}, {}))
                 for v, n in _copy(api.by_version.items):
@@ -179,6 +203,7 @@ class BrokerCollector(Collector):
                 for kind, hist in (
                     ("total", api.total), ("local", api.local), ("remote", api.remote),
                     ("queue", api.queue), ("throttle", api.throttle),
+                    ("response_queue", api.response_queue), ("response_send", api.response_send),
                 ):
                     got = list(hist.buckets)
                     if hist is api.throttle:  # every request not throttled is a 0 ms observation
@@ -206,8 +231,11 @@ class BrokerCollector(Collector):
                 fam.add_metric([name], cumulative, sums[kind] / 1e6)
         for (name, error), n in sorted(error_counts.items()):
             errors.add_metric([name, error], n)
+        for (key, topic, index, code), n in sorted(per_partition.items()):
+            partition_errors.add_metric([api_name(key), label(topic), str(index), _error_name(code)], n)
         yield requests
         yield errors
+        yield partition_errors
         yield from times.values()
 
     # --- topics -----------------------------------------------------------------------------

@@ -37,10 +37,14 @@ class TimeHistogram:
 
 
 class ApiStats:
-    """One API's requests: count per version, request queue / local / remote / total time, the
-    throttle times of throttled answers, error codes answered."""
+    """One API's requests: count per version, the times Kafka splits a request into (request queue,
+    local, remote, response queue, response send, and their total), the throttle times of
+    throttled answers, error codes answered."""
 
-    __slots__ = ("by_version", "errors", "local", "queue", "remote", "throttle", "total")
+    __slots__ = (
+        "by_version", "errors", "local", "queue", "remote", "response_queue", "response_send",
+        "throttle", "total",
+    )
 
     def __init__(self) -> None:
         self.by_version: dict[int, int] = {}
@@ -48,24 +52,54 @@ class ApiStats:
         self.queue = TimeHistogram()
         self.local = TimeHistogram()
         self.remote = TimeHistogram()
+        self.response_queue = TimeHistogram()
+        self.response_send = TimeHistogram()
         # only throttled answers are observed; every other request counts as a 0 ms throttle
         self.throttle = TimeHistogram()
         self.errors: dict[int, int] = {}
+
+    def sent(self, read_ns: int, ready_ns: int, written_ns: int, done_ns: int) -> None:
+        """The answer read at ``read_ns`` was ready (encoded) at ``ready_ns``, handed to the
+        transport at ``written_ns``, and left its buffer by ``done_ns``."""
+        _observe(self.response_queue, written_ns - ready_ns if written_ns > ready_ns else 0)
+        _observe(self.response_send, done_ns - written_ns if done_ns > written_ns else 0)
+        _observe(self.total, done_ns - read_ns if done_ns > read_ns else 0)
+
+    def unanswered(self, total_ns: int) -> None:
+        """A request answered by silence (acks=0) or by a close: nothing queued, nothing sent."""
+        _observe(self.response_queue, 0)
+        _observe(self.response_send, 0)
+        _observe(self.total, total_ns)
+
+
+def _observe(h: TimeHistogram, ns: int) -> None:
+    h.buckets[bisect_left(_BOUNDS_NS, ns)] += 1
+    h.sum_ns += ns
+
+
+PRODUCE = 0
+MAX_PARTITION_ERROR_SERIES = 10_000
+"""Partition error counters kept at most; past it errors count under topic "" and partition -1."""
 
 
 class RequestStats:
     """Requests served by a node's listeners, by API key.
 
-    ``record`` runs once per request on the event loop: total time from dispatch to the encoded
-    answer, local time (the handler's synchronous part), remote time (what the handler waited
-    for: replicas for acks=all, a long poll, the controller) and request queue time (from the read
-    that brought the request to its dispatch: requests before it in the same read, or a throttle
-    that held it)."""
+    ``record`` runs once per request on the event loop, when its answer is ready: local time (the
+    handler's synchronous part), remote time (what the handler waited for: replicas for acks=all,
+    a long poll, the controller) and request queue time (from the read that brought the request to
+    its dispatch: requests before it in the same read, or a throttle that held it). The connection
+    then reports the response queue and send times and the total (`ApiStats.sent`).
 
-    __slots__ = ("apis",)
+    Produce and Fetch answers carry an error code per partition: those count in ``errors`` as
+    Kafka's ErrorsPerSec counts them, and in ``partition_errors`` by (API key, topic, partition,
+    code)."""
+
+    __slots__ = ("apis", "partition_errors")
 
     def __init__(self) -> None:
         self.apis: dict[int, ApiStats] = {}
+        self.partition_errors: dict[tuple[int, str, int, int], int] = {}
 
     def _api(self, api_key: int, request: Any) -> ApiStats:
         if api_key == FETCH:
@@ -79,20 +113,19 @@ class RequestStats:
         self,
         api_key: int,
         version: int,
-        total_ns: int,
+        handled_ns: int,
         local_ns: int,
         response: Any,
         request: Any = None,
         queue_ns: int = 0,
-    ) -> None:
+    ) -> ApiStats:
+        """Count a request whose answer is ready ``handled_ns`` after its dispatch; its stats, for
+        the times of sending the answer."""
         stats = self._api(api_key, request)
         versions = stats.by_version
         versions[version] = versions.get(version, 0) + 1
         # the histograms' observe, inlined: this runs once per request on the event loop
-        remote_ns = total_ns - local_ns if total_ns > local_ns else 0
-        h = stats.total
-        h.buckets[bisect_left(_BOUNDS_NS, total_ns)] += 1
-        h.sum_ns += total_ns
+        remote_ns = handled_ns - local_ns if handled_ns > local_ns else 0
         h = stats.local
         h.buckets[bisect_left(_BOUNDS_NS, local_ns)] += 1
         h.sum_ns += local_ns
@@ -106,6 +139,34 @@ class RequestStats:
         if code and isinstance(code, int):  # ErrorCode members too
             code = int(code)
             stats.errors[code] = stats.errors.get(code, 0) + 1
+        if 0 <= api_key <= FETCH and type(response) is not dict and hasattr(response, "responses"):
+            self._partition_errors(api_key, response.responses, stats.errors)
+        return stats
+
+    def _partition_errors(self, api_key: int, topics: Any, errors: dict[int, int]) -> None:
+        """Count the partitions of a Produce or Fetch answer that carry an error (one pass over
+        the answer's partitions, none over records)."""
+        counts = self.partition_errors
+        for t in topics:
+            if api_key == PRODUCE:
+                name, parts = t.name, t.partition_responses
+                failed = [(p.index, p.error_code) for p in parts if p.error_code]
+            else:
+                name, parts = t.topic, t.partitions
+                failed = [(p.partition_index, p.error_code) for p in parts if p.error_code]
+            for index, code in failed:
+                code = int(code)
+                errors[code] = errors.get(code, 0) + 1
+                key = (api_key, name, index, code)
+                if key not in counts and len(counts) >= MAX_PARTITION_ERROR_SERIES:
+                    key = (api_key, "", -1, code)
+                counts[key] = counts.get(key, 0) + 1
+
+    def forget(self, known: set[str]) -> None:
+        """Drop the partition error counters of topics not in ``known`` (deleted, or never there)."""
+        counts = self.partition_errors
+        for key in [k for k in list(counts) if k[1] not in known and k[1]]:
+            counts.pop(key, None)
 
     def throttled(self, api_key: int, request: Any, throttle_ms: int) -> None:
         """A quota throttled the answer to this request by ``throttle_ms``."""

@@ -321,3 +321,100 @@ def test_throttled_answers_show_their_throttle_time(broker):
     assert total >= max(throttles) > 0
     below_1ms = value(found, "kafka_network_requestmetrics_throttletimems_bucket", request="Produce", le="1")
     assert below_1ms < value(found, "kafka_network_requestmetrics_throttletimems_count", request="Produce")
+
+
+def _fetch_body(topic: str, offset: int, max_bytes: int) -> dict:
+    return {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": max_bytes, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "forgotten_topics_data": [], "rack_id": "",
+        "topics": [{"topic": topic, "partitions": [
+            {"partition": 0, "fetch_offset": offset, "partition_max_bytes": max_bytes}]}],
+    }
+
+
+def test_request_time_is_split_as_kafka_splits_it(broker):
+    """Each answered request is one observation of every part of its time, and the total is the
+    sum of its parts: request queue, local, remote, response queue and response send."""
+    import math
+
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 0})
+    for i in range(50):
+        p.produce("split-times", value=b"v%d" % i)
+        p.flush(30)
+    found = samples(get(broker.metrics_url + "/metrics")[2].decode())
+    parts = ("requestqueuetimems", "localtimems", "remotetimems", "responsequeuetimems", "responsesendtimems")
+    count = value(found, "kafka_network_requestmetrics_totaltimems_count", request="Produce")
+    assert count >= 50
+    for part in parts:
+        assert value(found, f"kafka_network_requestmetrics_{part}_count", request="Produce") == count, part
+    total = value(found, "kafka_network_requestmetrics_totaltimems_sum", request="Produce")
+    summed = sum(value(found, f"kafka_network_requestmetrics_{part}_sum", request="Produce")
+                 for part in parts)
+    assert math.isclose(total, summed, rel_tol=1e-6, abs_tol=1e-3), (total, summed)
+
+
+def test_an_answer_the_client_does_not_read_counts_as_response_send_time(broker):
+    """A Fetch answer larger than the socket buffers, to a client that reads nothing for 0.5 s: its
+    send cannot end before the client reads, so the send time holds those 0.5 s."""
+    import socket
+    import struct
+
+    from pylog.protocol import api
+    from pylog.protocol.api import ApiKey
+
+    topic = "slow-reader"
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 20,
+                  "batch.size": 900_000, "message.max.bytes": 1_000_000})
+    for _ in range(160):
+        p.produce(topic, value=b"x" * 50_000, partition=0)
+    assert p.flush(30) == 0
+
+    def send_sum() -> float:
+        found = samples(get(broker.metrics_url + "/metrics")[2].decode())
+        return value(found, "kafka_network_requestmetrics_responsesendtimems_sum", request="FetchConsumer")
+
+    before = send_sum()
+    host, port = broker.bootstrap_servers.rsplit(":", 1)
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)  # before connect: a small window
+        sock.settimeout(30)
+        sock.connect((host, int(port)))
+        sock.sendall(api.encode_request(ApiKey.FETCH, 12, 1, "slow", _fetch_body(topic, 0, 16 << 20)))
+        time.sleep(0.5)
+        size = struct.unpack(">i", sock.recv(4, socket.MSG_WAITALL))[0]
+        got = bytearray()
+        while len(got) < size:
+            chunk = sock.recv(min(1 << 20, size - len(got)))
+            assert chunk, "the broker closed the connection"
+            got += chunk
+    assert size > 4 << 20, size  # far more than the socket buffers hold
+    deadline = time.monotonic() + 10
+    while send_sum() - before < 500 and time.monotonic() < deadline:
+        time.sleep(0.05)  # the broker notices the drained buffer on its next check
+    assert send_sum() - before >= 500
+
+
+def test_partition_errors_are_counted_by_topic_and_partition(broker):
+    """A Fetch past the log end is answered OFFSET_OUT_OF_RANGE for that partition: counted under
+    Kafka's errors of Fetch and in pylog_partition_errors by topic and partition."""
+    from pylog.protocol.api import ApiKey
+
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    p.produce("erring", value=b"x", partition=0)
+    assert p.flush(30) == 0
+
+    def counts() -> tuple[float, float]:
+        found = samples(get(broker.metrics_url + "/metrics")[2].decode())
+        per_partition = sum(v for lv, v in found.get("pylog_partition_errors_total", [])
+                            if lv == {"request": "Fetch", "topic": "erring", "partition": "0",
+                                      "error": "OFFSET_OUT_OF_RANGE"})
+        by_request = sum(v for lv, v in found.get("kafka_network_requestmetrics_errors_total", [])
+                         if lv == {"request": "Fetch", "error": "OFFSET_OUT_OF_RANGE"})
+        return per_partition, by_request
+
+    before = counts()
+    for _ in range(3):
+        resp = _call(broker, ApiKey.FETCH, 12, _fetch_body("erring", 10**9, 1 << 20))
+        assert resp.responses[0].partitions[0].error_code == 1  # OFFSET_OUT_OF_RANGE
+    after = counts()
+    assert (after[0] - before[0], after[1] - before[1]) == (3, 3)

@@ -25,6 +25,12 @@ request but a new SaslHandshake closes it.
 Client quotas (``pylog.broker.network.throttling``): every answered request is counted against its
 client's quotas; an answer that earns a throttle time leaves at once with ``throttle_time_ms`` set,
 and the connection is then not read until that time has passed (KIP-219).
+
+Request metrics (``pylog.metrics.counters``) split a request's time as Kafka does: request queue
+(from the read that brought it to its dispatch), local and remote (the handler), response queue
+(from its encoded answer to the write that hands it to the transport: answers owed before it, the
+rest of the read being served) and response send (until the transport's buffer has drained, which
+a connection whose client reads slowly checks on a backing-off timer, not per write).
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ from pylog.broker.network import handler_table
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.legacy import unsupported_version_response
 from pylog.broker.network.throttling import with_throttle, without_records
+from pylog.metrics.counters import ApiStats
 from pylog.security.principal import ANONYMOUS, KafkaPrincipal, ssl_principal
 from pylog.security.sasl_server import SaslAuthenticator
 
@@ -57,18 +64,25 @@ log = logging.getLogger(__name__)
 FAILED_AUTH_LINGER_S = 2.0
 """How long a connection whose authentication failed waits for the client to close it."""
 
+DRAIN_POLL_S = (0.001, 0.05)
+"""First and longest wait between checks of a transport whose buffer holds answers being sent."""
+
 Parts = list[Any]  # a response frame as bytes-like pieces, size prefix first
+Timing = tuple[ApiStats, int, int]  # an answer's request stats, when it was read, when it was ready
 
 
 class _Slot:
     """A response position; ``parts`` None with ``done`` True means nothing to write."""
 
-    __slots__ = ("done", "nbytes", "parts")
+    __slots__ = ("done", "nbytes", "parts", "timing")
 
-    def __init__(self, parts: Parts | None = None, done: bool = False, nbytes: int = 0) -> None:
+    def __init__(
+        self, parts: Parts | None = None, done: bool = False, nbytes: int = 0, timing: Timing | None = None
+    ) -> None:
         self.parts = parts
         self.done = done
         self.nbytes = nbytes  # the request's size, while its handler is still waiting
+        self.timing = timing
 
 
 _DISCARD = memoryview(bytearray(64 * 1024))
@@ -103,6 +117,10 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self.software: tuple[str | None, str | None] = (None, None)  # from ApiVersions v3+
         self.last_active = time.monotonic()
         self._read_ns = time.perf_counter_ns()  # when the bytes being served were read
+        self._timed: list[Timing] = []  # answers on their way to the transport's next write
+        self._draining: list[tuple[Timing, int]] = []  # answers written while its buffer was not empty
+        self._drain_check: asyncio.TimerHandle | None = None
+        self._drain_wait_s = DRAIN_POLL_S[0]
 
     # --- asyncio.Protocol -------------------------------------------------------------------
 
@@ -148,6 +166,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._unthrottle = None
         self.server.forget(self, self.address)
         self._held.clear()
+        self._stop_drain_check()
         for task in list(self._tasks):
             task.cancel()
         self._queue.clear()
@@ -158,6 +177,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
 
     def resume_writing(self) -> None:
         self._write_paused = False
+        if self._draining:
+            self._check_drained()
         self._update_reading()
 
     def get_buffer(self, sizehint: int) -> memoryview:
@@ -278,16 +299,23 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 lambda t: self._finished(t, slot, ctx, body, size, busy_ns, started, queue_ns)
             )
             return
-        if result is handler_table.NO_RESPONSE:
-            self._unanswered(ctx, request.body, len(frame), busy_ns)
-        elif result is handler_table.CLOSE_CONNECTION:
-            self._close_after_pending()
-        else:
-            self._push(self._respond(ctx, request.body, result, len(frame), busy_ns))
-        queue_ns = started - self._read_ns
-        self.server.request_stats.record(
-            key, version, time.perf_counter_ns() - started, busy_ns, result, request.body, queue_ns
+        read_ns = self._read_ns
+        if result is handler_table.NO_RESPONSE or result is handler_table.CLOSE_CONNECTION:
+            if result is handler_table.NO_RESPONSE:
+                self._unanswered(ctx, request.body, len(frame), busy_ns)
+            else:
+                self._close_after_pending()
+            ready = time.perf_counter_ns()
+            self.server.request_stats.record(
+                key, version, ready - started, busy_ns, result, request.body, started - read_ns
+            ).unanswered(ready - read_ns)
+            return
+        parts = self._respond(ctx, request.body, result, len(frame), busy_ns)
+        ready = time.perf_counter_ns()
+        stats = self.server.request_stats.record(
+            key, version, ready - started, busy_ns, result, request.body, started - read_ns
         )
+        self._push(parts, (stats, read_ns, ready))
 
     def _sasl_admits(self, key: int, version: int, header: Any, body: Any) -> bool:
         """Run SASL requests through the authenticator; say whether anything else may be served."""
@@ -420,18 +448,25 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 return
         else:
             result = task.result()
-            total_ns = time.perf_counter_ns() - started_ns
-            self.server.request_stats.record(
-                ctx.api_key, ctx.api_version, total_ns, busy_ns, result, body, queue_ns
-            )
-            if result is handler_table.CLOSE_CONNECTION:
-                self._close_when_drained = True
-            elif result is handler_table.NO_RESPONSE:
-                self._unanswered(ctx, body, request_bytes, busy_ns)
+            read_ns = started_ns - queue_ns
+            if result is handler_table.CLOSE_CONNECTION or result is handler_table.NO_RESPONSE:
+                if result is handler_table.CLOSE_CONNECTION:
+                    self._close_when_drained = True
+                else:
+                    self._unanswered(ctx, body, request_bytes, busy_ns)
+                ready = time.perf_counter_ns()
+                self.server.request_stats.record(
+                    ctx.api_key, ctx.api_version, ready - started_ns, busy_ns, result, body, queue_ns
+                ).unanswered(ready - read_ns)
             else:
                 slot.parts = self._respond(ctx, body, result, request_bytes, busy_ns)
+                ready = time.perf_counter_ns()
+                stats = self.server.request_stats.record(
+                    ctx.api_key, ctx.api_version, ready - started_ns, busy_ns, result, body, queue_ns
+                )
                 if slot.parts is None:
                     return
+                slot.timing = (stats, read_ns, ready)
         slot.done = True
         self._flush()
 
@@ -504,23 +539,27 @@ class KafkaConnection(asyncio.BufferedProtocol):
             log.exception("response %s v%d failed to encode for %s", ctx.api_key, ctx.api_version, self.peer)
             return self._error_parts(ctx, None)
 
-    def _push(self, parts: Parts | None) -> None:
+    def _push(self, parts: Parts | None, timing: Timing | None = None) -> None:
         """Queue (or write straight away) a response that is complete; None closes the connection."""
         if parts is None:
             self._close_after_pending()
             return
         if not self._queue:
+            if timing is not None:
+                self._timed.append(timing)
             self._write(parts)
         else:
-            self._queue.append(_Slot(parts, True))
+            self._queue.append(_Slot(parts, True, timing=timing))
 
     def _flush(self) -> None:
         queue = self._queue
         out: Parts = []
         while queue and queue[0].done:
-            parts = queue.popleft().parts
-            if parts is not None:
-                out.extend(parts)
+            slot = queue.popleft()
+            if slot.parts is not None:
+                out.extend(slot.parts)
+                if slot.timing is not None:
+                    self._timed.append(slot.timing)
         if out:
             self._write(out)
         if self._close_when_drained and not queue:
@@ -538,9 +577,55 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._send(parts)
 
     def _send(self, parts: Parts) -> None:
-        if self.transport is not None and not self._closing:
-            self.transport.writelines(parts)
+        transport = self.transport
+        if transport is None or self._closing:
+            return
+        timed = self._timed
+        if not timed:
+            transport.writelines(parts)
             self.last_active = time.monotonic()
+            return
+        self._timed = []
+        written = time.perf_counter_ns()
+        transport.writelines(parts)
+        self.last_active = time.monotonic()
+        if transport.get_write_buffer_size():  # the client reads slower than we write: sent later
+            self._draining.extend((t, written) for t in timed)
+            if self._drain_check is None:
+                self._drain_wait_s = DRAIN_POLL_S[0]
+                self._drain_check = asyncio.get_running_loop().call_later(
+                    self._drain_wait_s, self._check_drained
+                )
+            return
+        done = time.perf_counter_ns()
+        if self._draining:  # an empty buffer: what was written before has left too
+            self._sent_drained(done)
+        for stats, read_ns, ready_ns in timed:
+            stats.sent(read_ns, ready_ns, written, done)
+
+    def _check_drained(self) -> None:
+        """Answers written to a transport whose buffer was not empty are sent once it is."""
+        self._drain_check = None
+        transport = self.transport
+        if transport is None or self._closing or not self._draining:
+            return
+        if transport.get_write_buffer_size():
+            self._drain_wait_s = min(self._drain_wait_s * 2, DRAIN_POLL_S[1])
+            self._drain_check = asyncio.get_running_loop().call_later(self._drain_wait_s, self._check_drained)
+            return
+        self._sent_drained(time.perf_counter_ns())
+
+    def _sent_drained(self, done: int) -> None:
+        draining, self._draining = self._draining, []
+        for (stats, read_ns, ready_ns), written in draining:
+            stats.sent(read_ns, ready_ns, written, done)
+        self._stop_drain_check()
+
+    def _stop_drain_check(self) -> None:
+        if self._drain_check is not None:
+            self._drain_check.cancel()
+            self._drain_check = None
+        self._draining = []
 
     # --- errors -----------------------------------------------------------------------------
 
@@ -647,6 +732,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         if self._unthrottle is not None:
             self._unthrottle.cancel()
             self._unthrottle = None
+        self._stop_drain_check()
         for task in list(self._tasks):
             task.cancel()
         if self.transport is not None:
