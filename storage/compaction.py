@@ -24,25 +24,40 @@ segments are clean is known in memory only, so the first run after a restart cle
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, NamedTuple
+import contextlib
+from collections.abc import Callable
+from typing import NamedTuple, Protocol
 
 import numpy as np
 import pyarrow as pa
 
 from pylog.model import CONTROL_MASK, LONG_MAX
 
+from .config import LogConfig
 from .errors import OffsetOutOfRange
+from .log_jobs import SegmentRewrite
 from .rewrite import Block, coalesce
+from .schema import StoredBatch
 from .segment import Segment, SegmentSnapshot
 from .transactions import ABORT, OPEN, UNKNOWN_MARKER, Resolver, all_open, classify, control_types
 
-if TYPE_CHECKING:
-    from .log import PartitionLog
+
+class CompactedLog(Protocol):
+    """What compaction uses of a log (public members of `PartitionLog`)."""
+
+    config: LogConfig
+    clean_horizon_ms: int
+
+    def rewrite(self, choose: Callable[[tuple[Segment, ...]], list[Segment]], *,
+                entries_after: bool = False) -> contextlib.AbstractContextManager[SegmentRewrite | None]: ...
+
+    def read(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
+             min_one: bool = True) -> list[StoredBatch]: ...
 
 EMPTY_BATCH_SIZE = 61  # a Kafka batch header without records
 
 
-def _cleanable(log: PartitionLog, segs: tuple[Segment, ...], now_ms: int,
+def _cleanable(log: CompactedLog, segs: tuple[Segment, ...], now_ms: int,
                max_offset: int | None) -> list[Segment]:
     c = log.config
     out = []
@@ -57,7 +72,7 @@ def _cleanable(log: PartitionLog, segs: tuple[Segment, ...], now_ms: int,
     return out
 
 
-def _due(log: PartitionLog, chosen: list[Segment], now_ms: int) -> bool:
+def _due(log: CompactedLog, chosen: list[Segment], now_ms: int) -> bool:
     c = log.config
     dirty = [s for s in chosen if not s.cleaned]
     if dirty:
@@ -192,7 +207,7 @@ class CompactionResult(NamedTuple):
     cleared_aborts: tuple[int, ...] = ()
 
 
-def compact_log(log: PartitionLog, now_ms: int, max_offset: int | None, force: bool) -> CompactionResult:
+def compact_log(log: CompactedLog, now_ms: int, max_offset: int | None, force: bool) -> CompactionResult:
     """Compact `log` if a run is due, through the log's segment-rewrite API."""
     if not log.config.compact:
         return CompactionResult(0, 0, 0)
@@ -219,7 +234,7 @@ def compact_log(log: PartitionLog, now_ms: int, max_offset: int | None, force: b
     return CompactionResult(rewritten, run.before, run.after, run.cleared_aborts)
 
 
-def _resolver(log: PartitionLog, tail: np.ndarray) -> Resolver:
+def _resolver(log: CompactedLog, tail: np.ndarray) -> Resolver:
     """Types of the producers' first markers in `tail` (one record read per producer asked about:
     only transactions that span the end of the run)."""
     markers = tail[(tail["attributes"] & CONTROL_MASK) != 0]
@@ -236,7 +251,7 @@ def _resolver(log: PartitionLog, tail: np.ndarray) -> Resolver:
     return resolve
 
 
-def _marker_type(log: PartitionLog, entry: np.void) -> int:
+def _marker_type(log: CompactedLog, entry: np.void) -> int:
     if int(entry["record_count"]) == 0:
         return UNKNOWN_MARKER
     offset = int(entry["base_offset"])

@@ -4,21 +4,19 @@ Theory of operation. The last segment is active (an appendable IPC stream); ever
 immutable. Appends write to the active segment only (data, then side files) and roll it by size,
 age or index size; a rolled stream stays readable as is until a background job (`seal_pending`)
 rewrites it as an IPC file. Background jobs (sealing, compaction) go through one segment-rewrite
-API, `rewrite` (log_jobs.py): they claim segments (marked busy, snapshotted under the log lock),
-build new files without any lock and swap them in under the log lock after checking that their
-segment is still current (`retired` tells them it was truncated or deleted meanwhile). Reads,
-appends and structural changes (roll, truncation, retention) take the same lock, so a reader sees
-each segment either before or after a swap, never in between. The log end offset lives in memory
-and is rebuilt from the data on open; the log start offset and the leader epoch cache are
-checkpointed.
+API, `rewrite` (log_jobs.py): they claim segments (marked busy, snapshotted under the lock of the
+log's `SegmentSet`), build new files without any lock and swap them in through the set after it
+checked that their segment is still current (`retired` tells them it was truncated or deleted
+meanwhile). Reads, appends and structural changes (roll, truncation, retention) take the same
+lock, so a reader sees each segment either before or after a swap, never in between. The log
+end offset lives in memory and is rebuilt from the data on open; the log start offset and the
+leader epoch cache are checkpointed.
 """
 
 from __future__ import annotations
 
-import bisect
 import contextlib
 import os
-import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,7 +33,7 @@ from .checkpoint import (
     read_log_start_offset,
     write_log_start_offset,
 )
-from .compaction import CompactionResult
+from .compaction import CompactionResult, compact_log
 from .config import LogConfig
 from .errors import InvalidAppend, InvalidRecord, OffsetOutOfRange, ReadOnlyLog
 from .files import fsync_dir
@@ -45,6 +43,7 @@ from .partition_dir import PARTITION_RE, load_segments
 from .rewrite import Block, recover_swaps, write_segment
 from .schema import BATCH_DTYPE, BatchMeta, StoredBatch
 from .segment import SIDE_EXTS, Segment, SegmentSnapshot
+from .segment_set import SegmentSet
 from .wire import WireEncoder, WireSource
 
 READ_CHUNK = 4096  # batch entries examined at a time by read()
@@ -74,17 +73,14 @@ class PartitionLog:
         m = PARTITION_RE.match(directory.name)
         self.topic: str | None = m.group(1) if m else None
         self.partition: int | None = int(m.group(2)) if m else None
-        self._lock = threading.RLock()
-        self._job_lock = threading.Lock()
-        self._jobs = SegmentJobs(self)
-        self._segments: tuple[Segment, ...] = ()
-        self._bases: list[int] = []
+        self._set = SegmentSet()
+        self._lock = self._set.lock
+        self._jobs = SegmentJobs(self, self._set)
         self._log_start_offset = 0
         self._log_end_offset = 0
         self._unflushed = 0
         self._last_flush_ms = 0
         self._dir_dirty = False
-        self._closed = False
         # compaction's: the earliest delete horizon of a tombstone or marker it kept (a run is due
         # once it passes); known in memory only, like which segments are clean
         self.clean_horizon_ms = LONG_MAX
@@ -151,9 +147,12 @@ class PartitionLog:
         log._log_start_offset = max(lso, segments[0].base_offset) if segments else lso
         return log
 
+    @property
+    def _segments(self) -> tuple[Segment, ...]:
+        return self._set.segments
+
     def _set_segments(self, segments: list[Segment] | tuple[Segment, ...]) -> None:
-        self._segments = tuple(segments)
-        self._bases = [s.base_offset for s in segments]
+        self._set.set(segments)
 
     def _check_writable(self) -> None:
         if self.readonly:
@@ -192,7 +191,7 @@ class PartitionLog:
         return self._epochs.entries()
 
     def segment_base_offsets(self) -> list[int]:
-        return list(self._bases)
+        return list(self._set.bases)
 
     # -- appending -----------------------------------------------------------------------------
 
@@ -337,7 +336,7 @@ class PartitionLog:
             if start_offset >= limit:
                 return out
             budget = max_bytes
-            si = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
+            si = self._set.holding(start_offset)
             for seg in self._segments[si:]:
                 if seg.base_offset >= limit:
                     break
@@ -371,7 +370,7 @@ class PartitionLog:
         end = self._log_end_offset if end_offset is None else min(end_offset, self._log_end_offset)
         parts: list[np.ndarray] = []
         with self._lock:
-            si = max(0, bisect.bisect_right(self._bases, start) - 1)
+            si = self._set.holding(start)
             for seg in self._segments[si:] if start < end else ():
                 if seg.base_offset >= end:
                     break
@@ -470,7 +469,7 @@ class PartitionLog:
             if offset < self._segments[0].base_offset:
                 self.truncate_fully_and_start_at(offset)
                 return
-            si = bisect.bisect_right(self._bases, offset) - 1
+            si = self._set.holding(offset)
             for seg in reversed(self._segments[si + 1:]):
                 seg.delete_files()
             seg = self._segments[si]
@@ -603,8 +602,10 @@ class PartitionLog:
         return self._jobs.seal_pending(limit)
 
     def compact(self, now_ms: int, *, max_offset: int | None = None, force: bool = False) -> CompactionResult:
-        """Log compaction by Kafka's cleaner rules; see `SegmentJobs.compact`."""
-        return self._jobs.compact(now_ms, max_offset=max_offset, force=force)
+        """Log compaction of the segments before the active one (and below `max_offset`, e.g. the
+        last stable offset) when a run is due by Kafka's cleaner rules, or always with `force`; see
+        `compaction.py`. Safe on a background thread; cheap when nothing is due."""
+        return compact_log(self, now_ms, max_offset, force)
 
     # -- durability and lifetime ---------------------------------------------------------------
 
@@ -639,7 +640,7 @@ class PartitionLog:
     def close(self) -> None:
         """Release descriptors; a background job still running discards its work."""
         with self._lock:
-            self._closed = True
+            self._set.closed = True
             for seg in self._segments:
                 seg.close()
             with contextlib.suppress(OSError):  # a deleted partition's directory may be gone

@@ -1,39 +1,49 @@
 """Background jobs on a partition log's segments: sealing and compaction claim segments through one
 rewrite API, build new files without a lock and swap them in under the log lock.
 
-A job claims segments with `rewrite` (marked busy and snapshotted under the log lock), writes the
+A job claims segments with `rewrite` (marked busy and snapshotted under the set's lock), writes the
 new files with no lock held and puts them in place through `SegmentRewrite` (`replace`, `remove`),
-which swaps in under the log lock only if the segment is still current (not truncated or deleted
-meanwhile). One job runs at a time per log; appends and reads go on meanwhile. `PartitionLog`
-owns one `SegmentJobs` and delegates these operations to it.
+which swaps in through `SegmentSet` only if the segment is still current (not truncated or deleted
+meanwhile). One job runs at a time per log; appends and reads go on meanwhile. The jobs see the
+log through `JobOwner` (its public settings and `batch_metadata`) and its `SegmentSet`, nothing else.
 """
 
 from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 
-from .compaction import CompactionResult, compact_log
-from .rewrite import Block, Written, coalesce, write_segment
+from .config import LogConfig
+from .errors import ReadOnlyLog
+from .rewrite import Block, coalesce, write_segment
 from .schema import BATCH_DTYPE
 from .segment import Segment, SegmentSnapshot, Stats
-from .wire import WIRE_EXT, active_wire_matches
+from .segment_set import SegmentSet
+from .wire import WIRE_EXT, WireEncoder, active_wire_matches
 
-if TYPE_CHECKING:
 
-    from .log import PartitionLog
+class JobOwner(Protocol):
+    """What the jobs read of the log that owns them (public members of `PartitionLog`)."""
+
+    dir: Path
+    config: LogConfig
+    readonly: bool
+    wire_encoder: WireEncoder | None
+
+    def batch_metadata(self, start_offset: int | None = None, end_offset: int | None = None, *,
+                       attributes: int = 0) -> np.ndarray: ...
 
 
 class SegmentJobs:
-    """The segment-rewrite jobs of one `PartitionLog` (see the module docstring); the log owns one
-    and delegates `rewrite`, `seal_pending` and `compact` to it. They work on the log's segments
-    under its locks, so this module is the log's friend: it reads the log's private state."""
+    """The segment-rewrite jobs of one log (see the module docstring)."""
 
-    def __init__(self, log: PartitionLog) -> None:
-        self.log = log
+    def __init__(self, owner: JobOwner, segments: SegmentSet) -> None:
+        self.owner = owner
+        self.segments = segments
 
     @contextlib.contextmanager
     def rewrite(self, choose: Callable[[tuple[Segment, ...]], list[Segment]], *,
@@ -44,18 +54,20 @@ class SegmentJobs:
         block ends. Yields None when nothing was chosen. One rewrite runs at a time per log; appends
         and reads go on meanwhile. With `entries_after`, the claim also holds the `.batches` entries
         after the last chosen segment, read under the same lock."""
-        self.log._check_writable()
-        with self.log._job_lock:
-            with self.log._lock:
-                segments = self.log._segments
-                chosen = choose(segments) if not self.log._closed else []
+        if self.owner.readonly:
+            raise ReadOnlyLog(str(self.owner.dir))
+        sset = self.segments
+        with sset.job_lock:
+            with sset.lock:
+                segments = sset.segments
+                chosen = choose(segments) if not sset.closed else []
                 if chosen:
                     assert segments[-1] not in chosen, "the active segment is never rewritten"
                     for seg in chosen:
                         seg.busy = True
                     snapshots = tuple(seg.snapshot() for seg in chosen)
                     after = segments[segments.index(chosen[-1]) + 1].base_offset
-                    tail = self.log.batch_metadata(after) if entries_after else np.zeros(0, BATCH_DTYPE)
+                    tail = self.owner.batch_metadata(after) if entries_after else np.zeros(0, BATCH_DTYPE)
             if not chosen:
                 yield None
                 return
@@ -76,36 +88,6 @@ class SegmentJobs:
                 (seg,), (snap,) = job.segments, job.snapshots
                 done += job.replace(seg, coalesce(snap.blocks()), keep_wire=True)
         return done
-
-    def swap_in(self, seg: Segment, written: Written, *, cleaned: bool) -> bool:
-        """Replace `seg` by rewritten files unless it changed meanwhile (then discard them)."""
-        with self.log._lock:
-            if self.log._closed or seg.retired or seg not in self.log._segments:
-                written.discard()
-                return False
-            written.commit()
-            seg.close()
-            seg.retired = True
-            new = Segment(self.log.dir, seg.base_offset, sealed=written.sealed, data_size=written.data_size,
-                          readonly=False)
-            new.cleaned = cleaned or seg.cleaned
-            self.log._set_segments([new if s is seg else s for s in self.log._segments])
-            return True
-
-    def remove_segment(self, seg: Segment) -> bool:
-        """Drop a segment a rewrite emptied (never the first or the active one)."""
-        with self.log._lock:
-            if self.log._closed or seg.retired or seg not in self.log._segments[1:-1]:
-                return False
-            seg.delete_files()
-            self.log._set_segments([s for s in self.log._segments if s is not seg])
-            return True
-
-    def compact(self, now_ms: int, *, max_offset: int | None = None, force: bool = False) -> CompactionResult:
-        """Log compaction of the segments before the active one (and below `max_offset`, e.g.
-        the last stable offset) when a run is due by Kafka's cleaner rules, or always with
-        `force`; see `compaction.py`. Safe on a background thread; cheap when nothing is due."""
-        return compact_log(self.log, now_ms, max_offset, force)
 
 
 class SegmentRewrite:
@@ -128,19 +110,19 @@ class SegmentRewrite:
         in for `seg`; `cleaned` marks it as compacted. With `keep_wire` (sealing: the same
         batches in the same order) a `.wire` the segment kept while active stays as it is when it
         matches every batch; otherwise the batches are encoded again."""
-        log = self._jobs.log
-        on = log.config.segment_wire
+        owner = self._jobs.owner
+        on = owner.config.segment_wire
         kept = on and keep_wire and active_wire_matches(
             seg.path(WIRE_EXT), self.snapshots[self.segments.index(seg)].batches)
-        written = write_segment(log.dir, seg.base_offset, blocks, sealed=True,
-                                compression=log.config.segment_compression,
-                                wire=log.wire_encoder if on and not kept else None, keep_wire=kept)
+        written = write_segment(owner.dir, seg.base_offset, blocks, sealed=True,
+                                compression=owner.config.segment_compression,
+                                wire=owner.wire_encoder if on and not kept else None, keep_wire=kept)
         Stats.wire_kept += kept
-        return self._jobs.swap_in(seg, written, cleaned=cleaned)
+        return self._jobs.segments.swap_in(seg, written, cleaned=cleaned)
 
     def remove(self, seg: Segment) -> bool:
         """Delete `seg`, which the rewrite emptied (not the log's first segment)."""
-        return self._jobs.remove_segment(seg)
+        return self._jobs.segments.remove(seg)
 
     def mark_cleaned(self, seg: Segment) -> None:
         """`seg` was looked at by compaction and needs no rewrite."""
