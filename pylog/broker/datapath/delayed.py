@@ -21,16 +21,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, TypeVar
+from typing import Protocol, TypeVar
 
 from pylog.protocol.errors import ErrorCode
-
-if TYPE_CHECKING:
-    from pylog.broker.datapath.partition import Partition
 
 Wake = Callable[[], None]
 HwWaiter = Callable[[int], None]  # called with an error code (0: the high watermark passed)
 T = TypeVar("T")
+
+
+class Watched(Protocol):
+    """What a delayed operation needs of a partition (``Partition`` is one): its watchers, the
+    high-watermark wait and the min.insync.replicas check."""
+
+    @property
+    def watchers(self) -> Watchers: ...
+
+    def add_hw_waiter(self, offset: int, callback: HwWaiter) -> None: ...
+
+    def enough_replicas(self) -> bool: ...
 
 
 class Watchers:
@@ -116,7 +125,7 @@ class Watchers:
 
 
 async def await_replication(
-    waits: Sequence[tuple[Partition, int]], timeout_s: float, *, check_min_isr: bool = True
+    waits: Sequence[tuple[Watched, int]], timeout_s: float, *, check_min_isr: bool = True
 ) -> list[int]:
     """The delayed produce: for each (partition, last offset of a batch appended as leader), 0 once
     the high watermark passed it (every in-sync replica has it), the partition's error if it
@@ -128,7 +137,7 @@ async def await_replication(
     for part, last in waits:
         fut: asyncio.Future[int] = loop.create_future()
 
-        def done(code: int, fut: asyncio.Future[int] = fut, part: Partition = part) -> None:
+        def done(code: int, fut: asyncio.Future[int] = fut, part: Watched = part) -> None:
             if not fut.done():
                 if code == 0 and check_min_isr and not part.enough_replicas():
                     code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
@@ -150,7 +159,7 @@ async def await_replication(
 
 
 async def delayed_fetch(
-    watched: Sequence[Partition],
+    watched: Sequence[Watched],
     *,
     to_log_end: bool,
     max_wait_ms: int,

@@ -1,8 +1,8 @@
 """One partition replica on this broker: its log, idempotence state, wire cache, waiting fetches,
 and its role (leader, follower or offline) as the metadata image assigns it.
 
-Every write into the partition goes through this class, and only through two doors (written in
-partition_append.py): a leader's ``append_as_leader`` (a producer's batch, a coordinator's batch
+Every write into the partition goes through this class, and only through two doors: a leader's
+``append_as_leader`` (a producer's batch, a coordinator's batch
 of an internal topic, a transaction marker; Kafka's appendRecordsToLeader with its AppendOrigin)
 and a follower's ``append_as_follower`` (the leader's batches as they are). Both keep the log, the producer
 state, the wire cache and the waiters in step. The maintenance thread's work on the log
@@ -27,22 +27,37 @@ import enum
 import logging
 import threading
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pylog.protocol.errors import ErrorCode
-from pylog.storage import CompactionResult, LogConfig, PartitionLog
+from pylog.protocol import records as rec
+from pylog.protocol.errors import CorruptRecordBatch, ErrorCode, RecordBatchTooLarge
+from pylog.storage import (
+    BatchMeta,
+    CompactionResult,
+    InvalidAppend,
+    InvalidRecord,
+    LogConfig,
+    PartitionLog,
+    StorageError,
+)
 from pylog.storage.published_hw import PublishedHighWatermark
 from pylog.storage.schema import metas_from_entries
 
-from pylog.broker.datapath.batch_bytes import encode_stored
+from pylog.broker.datapath.batch_bytes import (
+    InvalidRecordStructure,
+    decode_at,
+    encode_stored,
+    rewrite_for_wire_cache,
+    single_batch_header,
+)
 from pylog.broker.datapath.delayed import HwWaiter, Watchers
-from pylog.broker.datapath.partition_append import AppendOrigin, AppendResult, PartitionAppends
-from pylog.broker.datapath.producer_state import AbortedTxn, ProducerStateTable
-from pylog.broker.datapath.record_validation import RecordRules
+from pylog.broker.datapath.producer_state import AbortedTxn, ProducerStateTable, last_sequence
+from pylog.broker.datapath.record_validation import RecordRules, validate_records
 from pylog.broker.datapath.transactions import is_abort_marker, last_offset_of
 from pylog.broker.datapath.wire_cache import WireBudget, WireBytes, WireCache
-from pylog.model import CONTROL_MASK, LONG_MAX
+from pylog.model import COMPRESSION_MASK, CONTROL_MASK, LONG_MAX, TIMESTAMP_TYPE_MASK
 from pylog.replication import LeaderState, leader_epoch_error
 
 __all__ = ["AppendOrigin", "AppendResult", "Partition", "Role"]
@@ -52,6 +67,26 @@ log = logging.getLogger(__name__)
 CODECS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4, "uncompressed": 0}
 
 
+class AppendOrigin(enum.Enum):
+    """Who appends as leader (Kafka's AppendOrigin): a client may not write control batches; a
+    coordinator writes its internal topics and the transaction markers."""
+
+    CLIENT = "client"
+    COORDINATOR = "coordinator"
+
+
+@dataclass(slots=True)
+class AppendResult:
+    error: int = 0
+    base_offset: int = -1
+    log_append_time: int = -1
+    log_start_offset: int = -1
+    message: str | None = None
+    record_errors: list[tuple[int, str]] = field(default_factory=list)  # (batch index, message)
+    last_offset: int = -1  # of the appended (or duplicate) batch: acks=all waits for it
+    current_leader: tuple[int, int] | None = None  # (leader id, epoch) with NOT_LEADER_OR_FOLLOWER
+
+
 class Role(enum.Enum):
     LEADER = "leader"
     FOLLOWER = "follower"
@@ -59,8 +94,8 @@ class Role(enum.Enum):
 
 
 class Partition:
-    """One replica of a partition on this broker: its log, role, high watermark and waiters; appends
-    go through its ``PartitionAppends`` (partition_append.py)."""
+    """One replica of a partition on this broker: its log, producer state, wire cache, role, high
+    watermark and waiters; the only writer of all of them."""
 
     def __init__(
         self,
@@ -80,7 +115,6 @@ class Partition:
         self.topic_id = topic_id
         self.path = path
         self.lock = threading.RLock()
-        self._appends = PartitionAppends(self)
         self.role = Role.OFFLINE
         self.local_id = -1
         self.leader_id = -1
@@ -212,17 +246,169 @@ class Partition:
         """ListOffsets MAX_TIMESTAMP: (largest timestamp, offset of its first record), or None."""
         return self.log.max_timestamp_and_offset()
 
-    # --- appends (partition_append.py) --------------------------------------------------------
+    # --- appends: the only two doors into the log --------------------------------------------
 
     def append_as_leader(
         self, records: memoryview | bytes | None, now_ms: int, origin: AppendOrigin = AppendOrigin.CLIENT
     ) -> AppendResult:
-        """Validate one batch and append it at the log end (Kafka's appendRecordsToLeader)."""
-        return self._appends.append_as_leader(records, now_ms, origin)
+        """Validate one batch (a produce partition's records, a coordinator's batch, a marker) and
+        append it at the log end (Kafka's appendRecordsToLeader); Kafka errors as data."""
+        if not records:
+            return AppendResult(ErrorCode.CORRUPT_MESSAGE, message="no record batch")
+        if not self.is_leader:
+            return AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER, message="not the leader of this partition")
+        header = single_batch_header(records)
+        if header is None:
+            return _classify_records(records)
+        view = records if type(records) is memoryview else memoryview(records)
+        if header.size_in_bytes > self.max_message_bytes:
+            return AppendResult(
+                ErrorCode.MESSAGE_TOO_LARGE,
+                message=f"batch of {header.size_in_bytes} bytes exceeds max.message.bytes "
+                f"{self.max_message_bytes}",
+            )
+        control = header.is_control
+        if control and origin is AppendOrigin.CLIENT:
+            return AppendResult(ErrorCode.INVALID_RECORD, message="clients may not write control batches")
+        if header.record_count <= 0 or header.last_offset_delta != header.record_count - 1:
+            return AppendResult(ErrorCode.INVALID_RECORD, message="inconsistent record count")
+        if header.is_transactional and not control:
+            verify = self.txn_verifier
+            error: int = ErrorCode.INVALID_TXN_STATE
+            if verify is not None:
+                error = verify(self, header.producer_id, header.producer_epoch)
+            if error:
+                return AppendResult(error, message=f"transactional batch refused: {ErrorCode(error).name}")
+        pid = header.producer_id
+        first_seq = header.base_sequence
+        with self.lock:
+            if self.deleted:
+                return AppendResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            if pid >= 0:
+                last_seq = last_sequence(first_seq, header.last_offset_delta)
+                check = self.producers.check(pid, header.producer_epoch, first_seq, last_seq)
+                if check.error:
+                    return AppendResult(check.error, message=check.message)
+                if check.duplicate is not None:
+                    dup = check.duplicate
+                    return AppendResult(
+                        0, dup.first_offset, -1, self.log.log_start_offset, last_offset=dup.last_offset
+                    )
+            leo = self.log.log_end_offset
+            try:
+                table = decode_at(view, header, leo, self.max_uncompressed_bytes)
+            except RecordBatchTooLarge as exc:
+                return AppendResult(ErrorCode.MESSAGE_TOO_LARGE, message=str(exc))
+            except CorruptRecordBatch as exc:
+                return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+            except InvalidRecordStructure as exc:
+                return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
+            if not control:
+                refused = validate_records(
+                    table,
+                    self.record_rules,
+                    now_ms=now_ms,
+                    producer_log_append_time=bool(header.attributes & TIMESTAMP_TYPE_MASK),
+                    max_timestamp=header.max_timestamp,
+                    offset_shift=header.base_offset - leo,
+                    topic_partition=f"{self.topic}-{self.index}",
+                )
+                if refused is not None:
+                    return AppendResult(refused.error, message=refused.message, record_errors=refused.records)
+            attributes = header.attributes & ~TIMESTAMP_TYPE_MASK
+            cacheable = True
+            if not control and self.target_codec is not None and self.target_codec != header.compression:
+                # compression.type other than "producer": fetches re-encode with the topic's codec
+                attributes = (attributes & ~COMPRESSION_MASK) | self.target_codec
+                cacheable = False
+            meta = BatchMeta(
+                base_offset=leo,
+                last_offset_delta=header.last_offset_delta,
+                record_count=header.record_count,
+                base_timestamp=header.base_timestamp,
+                max_timestamp=header.max_timestamp,
+                producer_id=pid,
+                producer_epoch=header.producer_epoch,
+                base_sequence=first_seq,
+                attributes=attributes,
+                partition_leader_epoch=self.leader_epoch,
+            )
+            segments = self.log.segment_count
+            sent: list[WireBytes] = []
+
+            def patched(stored: BatchMeta) -> WireBytes:
+                # the producer's bytes with the stored offset, epoch (and append time): what the
+                # wire cache serves and the active segment's `.wire` keeps
+                at = stored.max_timestamp if stored.attributes & TIMESTAMP_TYPE_MASK else -1
+                sent.append(rewrite_for_wire_cache(view, stored.base_offset, self.leader_epoch, at))
+                return sent[0]
+
+            try:
+                wire_size = len(view) if cacheable else None  # fetch budgets count the bytes sent
+                stored = self.log.append(table, meta, now_ms=now_ms, wire_size=wire_size,
+                                         wire=patched if cacheable else None)
+            except InvalidRecord as exc:
+                return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
+            except InvalidAppend as exc:
+                return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+            except StorageError as exc:
+                log.error("append to %s-%d failed: %s", self.topic, self.index, exc)
+                return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
+            base = stored.base_offset
+            last = stored.last_offset
+            append_time = stored.max_timestamp if stored.attributes & TIMESTAMP_TYPE_MASK else -1
+            if cacheable:
+                self.wire.add(base, last, sent[0] if sent else patched(stored))
+            else:
+                self.wire.clear()
+            self.producers.replay(stored, marker_aborted=_marker_aborted(table) if control else None)
+            log_start = self.log.log_start_offset
+            rolled = self.log.segment_count != segments
+        if rolled and self.on_roll is not None:
+            self.on_roll(self)
+        self.watchers.log_grew()  # followers fetch it; consumers wait for the high watermark
+        self.leader_appended()
+        if control:
+            self.wake()  # a marker moves the last stable offset: read_committed fetches look again
+        return AppendResult(0, base, append_time, log_start, last_offset=last)
 
     def append_as_follower(self, records: memoryview | bytes, now_ms: int) -> int:
-        """Append the leader's batches as they are; returns the new log end offset."""
-        return self._appends.append_as_follower(records, now_ms)
+        """Append the leader's batches as they are (offsets, epochs, producer metadata); batches
+        already held are skipped. Returns how many batches were appended; raises
+        CorruptRecordBatch (nothing after the bad batch is appended)."""
+        view = records if type(records) is memoryview else memoryview(records)
+        appended = 0
+        for header, batch in rec.iter_batches(view):
+            if header.base_offset + header.last_offset_delta < self.log.log_end_offset:
+                continue
+            table = decode_at(batch, header, header.base_offset, self.max_uncompressed_bytes)
+            meta = BatchMeta(
+                base_offset=header.base_offset,
+                last_offset_delta=header.last_offset_delta,
+                record_count=header.record_count,
+                base_timestamp=header.base_timestamp,
+                max_timestamp=header.max_timestamp,
+                producer_id=header.producer_id,
+                producer_epoch=header.producer_epoch,
+                base_sequence=header.base_sequence,
+                attributes=header.attributes,
+                partition_leader_epoch=header.partition_leader_epoch,
+            )
+            with self.lock:
+                if self.deleted:
+                    return appended
+                segments = self.log.segment_count
+                stored = self.log.append(
+                    table, meta, now_ms=now_ms, base_offset=header.base_offset,
+                    wire_size=header.size_in_bytes, wire=_as_is(batch),
+                )
+                control = bool(stored.attributes & CONTROL_MASK)
+                self.producers.replay(stored, marker_aborted=_marker_aborted(table) if control else None)
+                rolled = self.log.segment_count != segments
+            if rolled and self.on_roll is not None:
+                self.on_roll(self)
+            appended += 1
+        return appended
 
     # --- fetch ------------------------------------------------------------------------------
 
@@ -562,3 +748,28 @@ class Partition:
             self.log.flush()
         self.log.close()
         self._published_hw.close()
+
+
+def _as_is(batch: memoryview) -> Callable[[Any], memoryview]:
+    """A follower keeps the leader's bytes in the active segment's `.wire` as they are."""
+    return lambda _stored: batch
+
+
+def _classify_records(records: memoryview | bytes) -> AppendResult:
+    """Why ``records`` are not exactly one batch: broken, truncated, or several."""
+    try:
+        batches = list(rec.iter_batches(records))
+    except CorruptRecordBatch as exc:
+        return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
+    if not batches or sum(h.size_in_bytes for h, _ in batches) != len(records):
+        return AppendResult(ErrorCode.CORRUPT_MESSAGE, message="truncated record batch")
+    return AppendResult(
+        ErrorCode.INVALID_RECORD, message="a produce request must carry exactly one record batch"
+    )
+
+
+def _marker_aborted(records: Any) -> bool:
+    """Whether a control batch's (one) record is an ABORT marker."""
+    key = records.column("key")[0].as_py()
+    value = records.column("value")[0].as_py()
+    return rec.parse_control_record(key, value).is_abort

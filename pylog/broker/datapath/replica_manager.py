@@ -1,8 +1,11 @@
 """``ReplicaManager``: the partitions this broker hosts, and every append and read that reaches
-them (Kafka's ReplicaManager). It composes the jobs kept in their own modules: the append path
-(``record_appender``), the fetch plan (``fetch_planner``) and the fetch reads (``fetch_reader``);
-what stays here is the partitions' lifecycle, the one leader-epoch check and the replication
-throttles' configuration.
+them (Kafka's ReplicaManager). The append path is here: the checks before a batch reaches a
+leader's partition (it exists, it is not internal unless a coordinator writes, this broker leads
+it, acks=all has enough in-sync replicas, the record check accepts it), then
+``Partition.append_as_leader`` (the only way a batch enters a leader's log), then, for acks=all,
+the delayed produce. Reads are planned by ``fetch_planner`` and carried out by ``fetch_reader``.
+Also here: the partitions' lifecycle, the one leader-epoch check and the replication throttles'
+configuration.
 
 Partition logs are created, reconfigured and deleted only by applied metadata
 (topic and partition records, config records), never directly by a request
@@ -19,6 +22,7 @@ import logging
 import shutil
 import threading
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +31,8 @@ from pylog.storage import list_partitions
 from pylog.storage.checkpoint import HIGH_WATERMARK_FILE, read_offset_checkpoint, write_offset_checkpoint
 from pylog.storage.relocate import DuplicatePartitionError, find_partition_dirs, recover_moves
 
+from pylog.broker.control.metadata import INTERNAL_TOPICS
+from pylog.broker.datapath.delayed import await_replication, delayed_fetch
 from pylog.broker.datapath.fetch_params import (
     CONSUMER,
     NO_EPOCH,
@@ -40,8 +46,8 @@ from pylog.broker.datapath.fetch_planner import FetchPlanner
 from pylog.broker.datapath.fetch_reader import FetchReader
 from pylog.broker.datapath.log_dir_mover import LogDirMover
 from pylog.broker.datapath.log_dirs import LogDirs, check_log_dirs, count_by_dir
-from pylog.broker.datapath.partition import AppendOrigin, Partition
-from pylog.broker.datapath.record_appender import ProduceResult, RecordAppender, RecordCheck
+from pylog.broker.datapath.partition import AppendOrigin, AppendResult, Partition
+from pylog.broker.datapath.transactions import marker_batch
 from pylog.broker.datapath.wire_cache import WireBudget
 from pylog.broker.tiered.remote_reads import RemoteReads
 from pylog.config import BrokerConfig, ConfigError
@@ -78,6 +84,22 @@ log = logging.getLogger(__name__)
 TopicPartition = tuple[str, int]
 _EMPTY: dict[int, Partition] = {}
 PARTITION_METADATA = "partition.metadata"
+
+# (topic, topic configs, records) -> why the records are refused (INVALID_RECORD), or None
+RecordCheck = Callable[[str, Mapping[str, str], Any], "str | None"]
+
+
+@dataclass(slots=True)
+class ProduceResult:
+    """The answer of ``append_records``: one result per partition, in the order asked, and the
+    delayed produce completing the acks=all ones in place (None when nothing waits)."""
+
+    results: list[AppendResult]
+    delayed: Awaitable[None] | None = None
+
+    @property
+    def failed(self) -> bool:
+        return any(r.error for r in self.results)
 
 
 class ReplicaManager:
@@ -126,15 +148,12 @@ class ReplicaManager:
         # reads below the local log start, from the remote tier (set when the broker has one)
         self.remote_reads: RemoteReads | None = None
         self.topic_stats = TopicStats()  # messages and bytes in / out, read by pylog.metrics
-        self.appender = RecordAppender(self.get, self.absent_error, now_ms, self.topic_stats)
         self.planner = FetchPlanner(
             self.node_id,
             self.rack,
             self.replica_selector,
             self.leader_quota,
             live_racks=lambda: self.live_racks,
-            remote_reads=lambda: self.remote_reads,
-            now_ms=now_ms,
             monotonic_ms=self._monotonic_ms,
         )
         self.reader = FetchReader(
@@ -179,7 +198,7 @@ class ReplicaManager:
             return None, self.absent_error(topic, index)
         return part, part.check_leader_epoch(current_leader_epoch)
 
-    # --- appends (record_appender) and reads (fetch_reader) ---------------------------------
+    # --- the append path (Kafka's appendRecords, DelayedProduce) and reads (fetch_reader) ---
 
     def append_records(
         self,
@@ -190,10 +209,53 @@ class ReplicaManager:
         origin: AppendOrigin = AppendOrigin.CLIENT,
         record_check: RecordCheck | None = None,
     ) -> ProduceResult:
-        """The produce path: ``RecordAppender.append_records``."""
-        return self.appender.append_records(
-            entries, acks=acks, timeout_ms=timeout_ms, origin=origin, record_check=record_check
-        )
+        """Append one batch per (topic, partition, records) as leader, with ``acks`` 0 / 1 / -1
+        (all); a result per entry, errors as data. ``record_check`` may refuse a partition's
+        records (INVALID_RECORD with its message) before they are appended; only a coordinator
+        writes internal topics."""
+        now = self._now_ms()
+        results: list[AppendResult] = []
+        waiting: list[tuple[AppendResult, Partition]] = []  # acks=all, until replicated
+        bad_acks = acks not in (-1, 0, 1)
+        internal_allowed = origin is AppendOrigin.COORDINATOR
+        check = record_check or _accept
+        for topic, index, records in entries:
+            part = self.get(topic, index)
+            if bad_acks:
+                res = AppendResult(ErrorCode.INVALID_REQUIRED_ACKS)
+            elif part is None:
+                res = AppendResult(self.absent_error(topic, index))
+            elif topic in INTERNAL_TOPICS and not internal_allowed:
+                # Only the coordinators write there (Kafka: "Cannot append to internal topic").
+                res = AppendResult(ErrorCode.INVALID_TOPIC_EXCEPTION)
+            elif not part.is_leader:
+                res = AppendResult(ErrorCode.NOT_LEADER_OR_FOLLOWER, current_leader=part.current_leader)
+            elif acks == -1 and not part.enough_replicas():
+                res = AppendResult(
+                    ErrorCode.NOT_ENOUGH_REPLICAS,
+                    message=f"The ISR {list(part.isr)} is smaller than "
+                    f"min.insync.replicas={part.min_insync_replicas}",
+                )
+            elif (refusal := check(topic, part.configs, records)) is not None:
+                res = AppendResult(ErrorCode.INVALID_RECORD, message=refusal)
+            else:
+                res = part.append_as_leader(records, now, origin)
+                if res.error == 0:
+                    self.topic_stats.appended(topic, res.last_offset - res.base_offset + 1, len(records))
+                if acks == -1 and res.error == 0 and part.high_watermark <= res.last_offset:
+                    waiting.append((res, part))
+            results.append(res)
+        if not waiting:
+            return ProduceResult(results)
+        return ProduceResult(results, self._delayed_produce(waiting, timeout_ms))
+
+    async def _delayed_produce(self, waiting: list[tuple[AppendResult, Partition]], timeout_ms: int) -> None:
+        waits = [(part, res.last_offset) for res, part in waiting]
+        codes = await await_replication(waits, timeout_ms / 1000)
+        for (res, _), code in zip(waiting, codes):
+            if code:
+                res.error = code
+                res.message = ErrorCode.of(code).name
 
     def append_txn_marker(
         self,
@@ -205,10 +267,19 @@ class ReplicaManager:
         coordinator_epoch: int,
         on_done: Callable[[ErrorCode], None],
     ) -> None:
-        """A COMMIT / ABORT marker, acks=all: ``RecordAppender.append_txn_marker``."""
-        self.appender.append_txn_marker(
-            topic, index, producer_id, producer_epoch, commit, coordinator_epoch, on_done
-        )
+        """Append a COMMIT / ABORT marker for the producer here (its leader) and call ``on_done``
+        once the in-sync replicas hold it (markers are written with acks=all), or with the error."""
+        part = self.get(topic, index)
+        if part is None:
+            on_done(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return
+        now = self._now_ms()
+        marker = marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now)
+        res = part.append_as_leader(marker, now, AppendOrigin.COORDINATOR)
+        if res.error:
+            on_done(ErrorCode.of(res.error))
+            return
+        part.add_hw_waiter(res.last_offset, lambda code: on_done(ErrorCode.of(code)))
 
     def fetch_messages(
         self,
@@ -218,19 +289,35 @@ class ReplicaManager:
         expand_isr: Callable[[Partition, int], None],
         stopping: Callable[[], bool],
     ) -> list[FetchPartitionData] | Awaitable[list[FetchPartitionData]]:
-        """The fetch path: ``FetchReader.fetch_messages``."""
-        answer = self.reader.fetch_messages(params, wanted, expand_isr=expand_isr, stopping=stopping)
-        if isinstance(answer, list):
+        """The fetch path (Kafka's fetchMessages): read ``wanted`` ((topic, partition) pairs; one
+        answer each, in order) at once when there is ``min_bytes`` of data, an error, or no wait
+        asked for; otherwise as a delayed fetch. ``expand_isr`` is told of each follower fetch."""
+        reader = self.reader
+        answer, complete = reader.read(params, wanted, self._now_ms(), expand_isr)
+        if any(d.remote is not None for d in answer):
+            return self._counted(params, wanted, reader.remote_fetch(params, answer))
+        if complete or params.max_wait_ms <= 0:
+            reader.record_throttled(params, wanted, answer)
             self.topic_stats.fetched(wanted, answer, follower=params.from_follower)
             return answer
-        return self._counted(params, wanted, answer)
+        watched = [p for t, w in wanted if (p := self.get(t, w.partition)) is not None]
+        delayed = delayed_fetch(
+            watched,
+            to_log_end=params.from_follower,
+            max_wait_ms=params.max_wait_ms,
+            build=lambda: reader.read(params, wanted, self._now_ms(), expand_isr),
+            stopping=stopping,
+        )
+        return self._counted(params, wanted, delayed, throttled=True)
 
     async def _counted(
         self, params: FetchParams, wanted: Sequence[tuple[str, PartitionFetch]],
-        answer: Awaitable[list[FetchPartitionData]],
+        answer: Awaitable[list[FetchPartitionData]], *, throttled: bool = False,
     ) -> list[FetchPartitionData]:
         """A delayed fetch's answer, its bytes counted once it is complete."""
         done = await answer
+        if throttled:
+            self.reader.record_throttled(params, wanted, done)
         self.topic_stats.fetched(wanted, done, follower=params.from_follower)
         return done
 
@@ -409,3 +496,6 @@ def _read_checkpoints(dirs: Sequence[Path]) -> dict[TopicPartition, int]:
             out[tp] = max(hw, out.get(tp, hw))
     return out
 
+
+def _accept(topic: str, configs: Mapping[str, str], records: Any) -> None:
+    return None

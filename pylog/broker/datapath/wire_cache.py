@@ -49,11 +49,11 @@ class WireBudget:
             self.max_bytes = max_bytes
             self._evict_over(max_bytes)
 
-    def _charge(self, cache: WireCache, base_offset: int, nbytes: int) -> None:
+    def charge(self, cache: WireCache, base_offset: int, nbytes: int) -> None:
         """Count a batch just added (lock held) and evict the oldest anywhere while over budget."""
         self.total += nbytes
         order = self._order
-        order.append((cache, cache._generation, base_offset))
+        order.append((cache, cache.generation, base_offset))
         self._evict_over(self.max_bytes)
         if len(order) > 2 * self._compacted_len + _SWEEP_SLACK:
             self._order = deque(e for e in order if _is_live(e))
@@ -63,8 +63,7 @@ class WireBudget:
         order = self._order
         while self.total > max(limit, 0) and order:
             cache, generation, base = order.popleft()
-            if cache._generation == generation and cache._bases and cache._bases[0] == base:
-                self.total -= cache._pop_oldest()
+            self.total -= cache.evict_oldest(generation, base)
 
 
 _SWEEP_SLACK = 1024
@@ -73,8 +72,7 @@ _UNSHARED: ContextManager[object] = contextlib.nullcontext()
 
 def _is_live(entry: tuple[WireCache, int, int]) -> bool:
     cache, generation, base = entry
-    bases = cache._bases
-    return cache._generation == generation and bool(bases) and bases[0] <= base <= bases[-1]
+    return cache.holds(generation, base)
 
 
 class WireCache:
@@ -103,6 +101,24 @@ class WireCache:
     def first_offset(self) -> int | None:
         return self._bases[0] if self._bases else None
 
+    @property
+    def generation(self) -> int:
+        """Bumped by every clear: the budget's order entries of an older generation are stale."""
+        return self._generation
+
+    def holds(self, generation: int, base_offset: int) -> bool:
+        """Whether the batch the budget charged at ``generation`` is still cached here."""
+        bases = self._bases
+        return self._generation == generation and bool(bases) and bases[0] <= base_offset <= bases[-1]
+
+    def evict_oldest(self, generation: int, base_offset: int) -> int:
+        """The budget evicts: drop the oldest batch if it is the one charged (budget lock held);
+        the bytes freed (0 when it already left)."""
+        bases = self._bases
+        if self._generation == generation and bases and bases[0] == base_offset:
+            return self._pop_oldest()
+        return 0
+
     def add(self, base_offset: int, last_offset: int, data: WireBytes) -> None:
         """Append the bytes of the batch just written; they must follow the cached run."""
         budget = self._budget
@@ -121,7 +137,7 @@ class WireCache:
                 freed += self._pop_oldest()
             if budget is not None:
                 budget.total -= freed
-                budget._charge(self, base_offset, len(data))
+                budget.charge(self, base_offset, len(data))
 
     def get(self, offset: int, max_bytes: int, max_offset: int) -> list[WireBytes] | None:
         """Batches from the one containing ``offset`` while below ``max_offset``; None on a miss.
