@@ -28,6 +28,7 @@ from pylog.metrics.counters import (
     TimeHistogram,
     TopicStats,
 )
+from pylog.metrics.leader_offsets import LeaderOffsets
 from pylog.metrics.loop_lag import LoopLag
 from pylog.protocol.api import ApiKey, PylogApiKey
 from pylog.protocol.errors import ErrorCode
@@ -88,9 +89,15 @@ def _copy(items: Callable[[], Any]) -> list[Any]:
 class BrokerCollector(Collector):
     """Every family of a node (broker, controller or both)."""
 
-    def __init__(self, broker: ObservedNode, loop_lag: LoopLag | None = None) -> None:
+    def __init__(
+        self,
+        broker: ObservedNode,
+        loop_lag: LoopLag | None = None,
+        leader_offsets: LeaderOffsets | None = None,
+    ) -> None:
         self.broker = broker
         self.loop_lag = loop_lag
+        self.leader_offsets = leader_offsets
         self.collect_errors = 0
 
     def collect(self) -> Iterator[Family]:
@@ -401,8 +408,10 @@ class BrokerCollector(Collector):
     # --- groups -------------------------------------------------------------------------------
 
     def _groups(self) -> Iterator[Family]:
-        """Lag of the groups this broker coordinates: the high watermark of the partition (as the
-        replica here has it) minus the committed offset; partitions not hosted here are left out."""
+        """Lag of the groups this broker coordinates: the partition's high watermark minus the
+        committed offset. The high watermark of a partition led here is its replica's; of one led
+        elsewhere, what its leader answers (`LeaderOffsets`), else this node's follower replica's;
+        a partition with none of these has its committed offset but no lag."""
         groups = self.broker.groups
         if groups is None or groups.coordinator is None:
             return
@@ -415,17 +424,33 @@ class BrokerCollector(Collector):
         total = GaugeMetricFamily("kafka_consumergroup_lag_sum", "A group's lag over its partitions.",
                                   labels=["group"])
         replicas = self.broker.replicas
-        for group_id in sorted(_copy(offsets.group_ids)):
-            committed = _copy(offsets.of(group_id).items)
+        node = self.broker.node_id
+        by_group = [(g, _copy(offsets.of(g).items)) for g in sorted(_copy(offsets.group_ids))]
+        local: dict[tuple[str, int], Any] = {}
+        elsewhere: set[tuple[str, int]] = set()
+        for _, committed in by_group:
+            for tp, _ in committed:
+                if tp in local or tp in elsewhere:
+                    continue
+                part = replicas.get(*tp)
+                if part is not None and part.leader_id == node and part.role.value == "leader":
+                    local[tp] = part.high_watermark
+                else:
+                    elsewhere.add(tp)
+                    if part is not None:
+                        local[tp] = part.high_watermark  # a follower's, if its leader does not answer
+        if elsewhere and self.leader_offsets is not None:
+            local.update(self.leader_offsets.high_watermarks(elsewhere))
+        for group_id, committed in by_group:
             g = label(group_id)
             sum_lag = 0
             for (topic, index), om in committed:
                 lv = [g, label(topic), str(index)]
                 current.add_metric(lv, om.offset)
-                part = replicas.get(topic, index)
-                if part is None:
+                hw = local.get((topic, index))
+                if hw is None:
                     continue
-                value = max(part.high_watermark - om.offset, 0)
+                value = max(hw - om.offset, 0)
                 sum_lag += value
                 lag.add_metric(lv, value)
             total.add_metric([g], sum_lag)

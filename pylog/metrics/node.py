@@ -10,12 +10,17 @@ from pylog.config import ConfigError
 from pylog.metrics.collector import BrokerCollector
 from pylog.metrics.health import Readiness, liveness
 from pylog.metrics.http import MetricsServer, new_registry, parse_listeners
+from pylog.metrics.leader_offsets import LeaderOffsets
 from pylog.metrics.loop_lag import LoopLag
 
 if TYPE_CHECKING:
     from pylog.metrics.observed import ObservedNode
 
 CONFIG = "pylog.metrics.listeners"
+
+
+class _NoImage:
+    image = None
 
 
 class NodeMetrics:
@@ -27,7 +32,11 @@ class NodeMetrics:
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
         self.loop_lag = LoopLag()
-        self.collector = BrokerCollector(node, self.loop_lag)
+        source = node  # the image is the broker's (or a controller's) once it has started
+        self.leader_offsets = LeaderOffsets(
+            node.node_id, lambda: (source.metadata or source.quorum or _NoImage).image, node._own_client
+        )
+        self.collector = BrokerCollector(node, self.loop_lag, self.leader_offsets)
         try:
             self.server = MetricsServer(
                 addresses,
@@ -46,8 +55,10 @@ class NodeMetrics:
     def start(self) -> list[str]:
         """Serve from now on (on the event loop: the loop probe starts there)."""
         self.loop_lag.start()
+        self.leader_offsets.start()
         return self.server.start()
 
     async def stop(self) -> None:
         await self.loop_lag.stop()
+        await self.leader_offsets.stop()
         await asyncio.get_running_loop().run_in_executor(None, self.server.stop)

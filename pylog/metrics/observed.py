@@ -7,7 +7,7 @@ only once the node has started, hence the optionals). ``pylog.broker.broker.Brok
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from pylog.broker.control.lifecycle import BrokerLifecycle
@@ -51,3 +51,7 @@ class ObservedNode(Protocol):
     def servers(self) -> list[KafkaServer]: ...
     @property
     def controller_server(self) -> KafkaServer | None: ...
+    def _own_client(self) -> tuple[str, Any]:
+        """(bootstrap servers, client security) of the node's own clients of its listener: the
+        group lag asks the leaders of partitions led elsewhere through it."""
+        ...

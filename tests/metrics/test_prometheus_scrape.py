@@ -18,13 +18,15 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
 
 import pylog
 from pylog.local import free_port
 
 MONITORING = Path(pylog.__file__).parent / "metrics" / "monitoring"
 TOPIC, GROUP = "orders", "billing"
+SPREAD, AUDIT = "spread", "audit"  # one replica per partition, on every node: led elsewhere
 
 
 def _tool(name: str) -> str:
@@ -156,6 +158,24 @@ def _consume_all(bootstrap: str, n: int) -> None:
     c.close()
 
 
+def _commit_behind_on_every_node(bootstrap: str) -> dict[str, float]:
+    """Six single-replica partitions led by all three nodes, 10, 20, ... 60 records in them, a
+    group committed at 0, 1, ... 5: {partition: expected lag}."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin.create_topics([NewTopic(SPREAD, num_partitions=6, replication_factor=1)])[SPREAD].result(30)
+    leaders = {p.leader for p in admin.list_topics(SPREAD, timeout=30).topics[SPREAD].partitions.values()}
+    assert len(leaders) == 3, leaders
+    p = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    for i in range(6):
+        for _ in range(10 * (i + 1)):
+            p.produce(SPREAD, value=b"x", partition=i)
+    assert p.flush(30) == 0
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": AUDIT, "enable.auto.commit": False})
+    c.commit(offsets=[TopicPartition(SPREAD, i, i) for i in range(6)], asynchronous=False)
+    c.close()
+    return {str(i): float(10 * (i + 1) - i) for i in range(6)}
+
+
 def _instance(cluster: pylog.LocalCluster, node_id: int) -> str:
     url = cluster.node(node_id).metrics_url
     assert url is not None
@@ -200,6 +220,13 @@ def test_prometheus_sees_what_clients_and_failures_do(
     assert prom.scalar(rate) > 0
     _produce(bootstrap, 700, 3500)
     prom.wait_value(lag, lambda v: v == 1200, "a lag of 1200")
+
+    # the lag of partitions whose leader is another node than the group's coordinator
+    expected = _commit_behind_on_every_node(bootstrap)
+    spread_lag = f'sum by (partition) (kafka_consumergroup_lag{{group="{AUDIT}",topic="{SPREAD}"}})'
+    prom.wait_for(lambda: {r["metric"]["partition"]: float(r["value"][1])
+                           for r in prom.query(spread_lag)} == expected,
+                  f"the lag of every partition of {SPREAD}: {expected}, was {prom.query(spread_lag)}")
 
     # a stopped follower: under-replicated partitions, and none once it runs again
     controller = prom.query("kafka_controller_kafkacontroller_activecontrollercount == 1")
