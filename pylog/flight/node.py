@@ -36,6 +36,10 @@ def broker_flight(broker: Any) -> list[FlightService]:
             return None
         return {p: part.leader for p, part in img.partitions(topic).items()}
 
+    def topics() -> list[str]:
+        img = image()
+        return list(img.topics) if img is not None else []
+
     def locate(node_id: int) -> str | None:
         img = image()
         reg = img.brokers.get(node_id) if img is not None else None
@@ -48,7 +52,7 @@ def broker_flight(broker: Any) -> list[FlightService]:
         return bool(authz.authorizer().authorize(principal, host, op, ResourceType.TOPIC, topic))
 
     node = FlightNode(broker.node_id, led, leaders, locate, authorize, broker._own_client,
-                      access.authenticator, acls=lambda: bool(authz.enabled))
+                      access.authenticator, acls=lambda: bool(authz.enabled), topics=topics)
     return start_flight(listeners, node, lambda: tls_certificates(broker))
 
 

@@ -11,6 +11,10 @@ they take the produce path every producer takes.
 GetFlightInfo answers one endpoint per partition at the Flight server of its leader (each broker
 registers its Flight address with its listeners, as ``PYLOG_FLIGHT``); the ranges of partitions led
 here are resolved at once, the others' by their leader when DoGet begins.
+
+Descriptors, tickets and actions that carry a Flight SQL message (a protobuf Any) go to
+``pylog.flight.sql``; callers are authenticated by ``pylog.flight.auth`` (Basic, or the bearer
+token a Handshake issues).
 """
 
 from __future__ import annotations
@@ -23,21 +27,26 @@ import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import pyarrow as pa
 import pyarrow.flight as flight
 
 from pylog.cluster.node_config import Listener
+from pylog.flight.auth import AuthFactory, BearerTokens, HandshakeAuth
 from pylog.flight.sources import partition_scan
-from pylog.flight.tickets import BadRequest, FlightTicket, parse_read_request
-from pylog.schema_registry.auth import Authenticator, Unauthenticated
+from pylog.flight.tickets import BadRequest, FlightTicket, is_flight_sql, parse_read_request
+from pylog.schema_registry.auth import Authenticator
 from pylog.sdk.offsets import OffsetOutOfRangeError, UnknownTopicError
 from pylog.sdk.scan import TopicScan
 from pylog.sdk.schema import output_columns, output_schema
 from pylog.security.acl_operations import AclOperation
 from pylog.security.principal import ANONYMOUS, KafkaPrincipal
+
+if TYPE_CHECKING:
+    from pylog.flight.sql import Caller as SqlCaller
+    from pylog.flight.sql import FlightSql
 
 log = logging.getLogger(__name__)
 
@@ -66,27 +75,7 @@ class FlightNode:
     produce_to: Callable[[], tuple[str, Any]]
     authenticator: Authenticator | None = None
     acls: Callable[[], bool] = field(default=lambda: False)
-
-
-class _Caller(flight.ServerMiddleware):
-    def __init__(self, principal: KafkaPrincipal | None) -> None:
-        self.principal = principal
-
-
-class _AuthFactory(flight.ServerMiddlewareFactory):
-    """``Authorization: Basic`` on every call, checked against the SASL listener's users."""
-
-    def __init__(self, authenticator: Authenticator | None) -> None:
-        self.authenticator = authenticator
-
-    def start_call(self, info: Any, headers: dict[str, list[str]]) -> _Caller:
-        if self.authenticator is None:
-            return _Caller(None)
-        values = headers.get("authorization") or headers.get("Authorization") or []
-        try:
-            return _Caller(self.authenticator.authenticate(values[0] if values else None, None))
-        except Unauthenticated as exc:
-            raise flight.FlightUnauthenticatedError(str(exc)) from None
+    topics: Callable[[], list[str]] = field(default=lambda: [])  # the cluster's topic names
 
 
 def _peer_host(context: flight.ServerCallContext) -> str:
@@ -101,9 +90,11 @@ def _peer_host(context: flight.ServerCallContext) -> str:
 class FlightService(flight.FlightServerBase):
     def __init__(self, location: str, node: FlightNode,
                  tls_certificates: list[tuple[bytes, bytes]] | None = None) -> None:
-        super().__init__(location, tls_certificates=tls_certificates or None,
-                         middleware={AUTH_MIDDLEWARE: _AuthFactory(node.authenticator)})
+        super().__init__(location, tls_certificates=tls_certificates or None, auth_handler=HandshakeAuth(),
+                         middleware={AUTH_MIDDLEWARE: AuthFactory(node.authenticator, BearerTokens())})
         self.node = node
+        self._sql: FlightSql | None = None  # made on the first Flight SQL call (it needs DuckDB, protobuf)
+        self._sql_lock = threading.Lock()
         self.tls = bool(tls_certificates)
         host = urlsplit(location).hostname or ""
         self.host = socket.getfqdn() if host in ("0.0.0.0", "::", "") else host
@@ -123,22 +114,46 @@ class FlightService(flight.FlightServerBase):
 
     # --- access -----------------------------------------------------------------------------
 
+    def _principal(self, context: flight.ServerCallContext) -> KafkaPrincipal | None:
+        return getattr(context.get_middleware(AUTH_MIDDLEWARE), "principal", None)
+
+    def _allowed(self, context: flight.ServerCallContext, op: int, topic: str) -> bool:
+        if not self.node.acls():
+            return True
+        principal = self._principal(context) or ANONYMOUS  # an open listener with ACLs on: anonymous
+        return bool(self.node.authorize(principal, _peer_host(context), op, topic))
+
     def _require(self, context: flight.ServerCallContext, op: int, topic: str) -> None:
         self._check_ready()
-        if not self.node.acls():
-            return
-        caller = context.get_middleware(AUTH_MIDDLEWARE)
-        principal = getattr(caller, "principal", None)
-        if principal is None:  # an open listener with ACLs on: the anonymous user
-            principal = ANONYMOUS
-        if not self.node.authorize(principal, _peer_host(context), op, topic):
+        if not self._allowed(context, op, topic):
+            principal = self._principal(context) or ANONYMOUS
             raise flight.FlightUnauthorizedError(
                 f"User {principal} is not authorized to {AclOperation(op).name} topic {topic!r}")
+
+    @property
+    def sql(self) -> FlightSql:
+        with self._sql_lock:
+            if self._sql is None:
+                try:
+                    from pylog.flight.sql import FlightSql
+                except ModuleNotFoundError as exc:
+                    raise NotImplementedError(f"Flight SQL needs {exc.name}, which this broker lacks: "
+                                              f"pip install 'pylog[flight]'") from None
+                self._sql = FlightSql(self.node)
+            return self._sql
+
+    def _sql_caller(self, context: flight.ServerCallContext) -> SqlCaller:
+        self._check_ready()
+        from pylog.flight.sql import Caller
+
+        return Caller(lambda op, topic: self._allowed(context, op, topic), str(self._principal(context)))
 
     # --- reads ------------------------------------------------------------------------------
 
     def get_flight_info(self, context: flight.ServerCallContext,
                         descriptor: flight.FlightDescriptor) -> flight.FlightInfo:
+        if descriptor.command and is_flight_sql(descriptor.command):
+            return self.sql.flight_info(descriptor, self._sql_caller(context))
         try:
             req = parse_read_request(descriptor.path, descriptor.command)
         except BadRequest as exc:
@@ -184,6 +199,8 @@ class FlightService(flight.FlightServerBase):
             raise flight.FlightServerError(str(exc)) from None
 
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:
+        if is_flight_sql(ticket.ticket):
+            return self.sql.do_get(ticket.ticket, self._sql_caller(context))
         try:
             t = FlightTicket.decode(ticket.ticket)
         except BadRequest as exc:
@@ -217,10 +234,26 @@ class FlightService(flight.FlightServerBase):
     def list_flights(self, context: flight.ServerCallContext, criteria: bytes) -> Iterator[flight.FlightInfo]:
         return iter(())
 
+    def get_schema(self, context: flight.ServerCallContext,
+                   descriptor: flight.FlightDescriptor) -> flight.SchemaResult:
+        if descriptor.command and is_flight_sql(descriptor.command):
+            return flight.SchemaResult(self.sql.schema(descriptor, self._sql_caller(context)))
+        return flight.SchemaResult(self.get_flight_info(context, descriptor).schema)
+
+    def do_action(self, context: flight.ServerCallContext, action: flight.Action) -> Iterator[flight.Result]:
+        """Flight SQL's actions (prepared statements)."""
+        return self.sql.do_action(action, self._sql_caller(context))
+
+    def list_actions(self, context: flight.ServerCallContext) -> list[tuple[str, str]]:
+        return [("CreatePreparedStatement", "Flight SQL: prepare a query"),
+                ("ClosePreparedStatement", "Flight SQL: forget a prepared query")]
+
     # --- writes -----------------------------------------------------------------------------
 
     def do_put(self, context: flight.ServerCallContext, descriptor: flight.FlightDescriptor,
                reader: flight.MetadataRecordBatchReader, writer: flight.FlightMetadataWriter) -> None:
+        if descriptor.command and is_flight_sql(descriptor.command):
+            raise NotImplementedError("pylog's Flight SQL is read-only: no updates, ingestion or parameters")
         try:
             req = parse_read_request(descriptor.path, descriptor.command)
         except BadRequest as exc:
@@ -255,6 +288,9 @@ async def stop_flight(servers: list[FlightService], timeout_s: float = SHUTDOWN_
     deadline = loop.time() + timeout_s
     while any(t.is_alive() for t in threads) and loop.time() < deadline:
         await asyncio.sleep(0.05)
+    for server in servers:
+        if server._sql is not None:
+            server._sql.close()  # the DuckDB connections of statements never fetched
 
 
 def flight_url(host: str, port: int, *, tls: bool) -> str:

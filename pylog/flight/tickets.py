@@ -14,6 +14,8 @@ from typing import Any
 
 from pylog.sdk.schema import output_columns
 
+# Flight SQL's commands and tickets: a google.protobuf.Any holding a message of this package
+FLIGHT_SQL_TYPE_URL_PREFIX = "type.googleapis.com/arrow.flight.protocol.sql."
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
 TICKET_VERSION = 1
@@ -146,3 +148,21 @@ class FlightTicket:
         if isolation not in (READ_COMMITTED, READ_UNCOMMITTED):
             raise BadRequest(f"the ticket's isolation {isolation!r} is unknown")
         return cls(topic, partition, start, end, columns, isolation, start_ts, end_ts)
+
+
+def is_flight_sql(raw: bytes) -> bool:
+    """Whether `raw` is a serialized ``google.protobuf.Any`` holding a Flight SQL message (its
+    type_url, field 1, first: as protobuf encoders write it), not one of pylog's JSON documents.
+    Read without protobuf, which only Flight SQL needs."""
+    if len(raw) < 2 or raw[0] != 0x0A:  # field 1, length-delimited
+        return False
+    length, shift, i = 0, 0, 1
+    while i < len(raw) and i < 6:
+        byte = raw[i]
+        length |= (byte & 0x7F) << shift
+        i += 1
+        if not byte & 0x80:
+            break
+        shift += 7
+    prefix = FLIGHT_SQL_TYPE_URL_PREFIX.encode()
+    return length > len(prefix) and raw[i:i + length].startswith(prefix)
