@@ -3825,6 +3825,304 @@ class ShareGroupHeartbeatResponse(Message):
     ) -> None: ...
 
 
+class StreamsGroupDescribeRequest(Message):
+    group_ids: list[str]
+    include_authorized_operations: bool
+    def __init__(self, group_ids: list[str] = ..., include_authorized_operations: bool = ...) -> None: ...
+
+
+class StreamsGroupDescribeResponse(Message):
+    class DescribedGroup(Message):
+        error_code: int
+        error_message: str | None
+        group_id: str
+        group_state: str
+        group_epoch: int
+        assignment_epoch: int
+        topology: StreamsGroupDescribeResponse.Topology | None
+        members: list[StreamsGroupDescribeResponse.Member]
+        authorized_operations: int
+        def __init__(
+            self,
+            error_code: int = ...,
+            error_message: str | None = ...,
+            group_id: str = ...,
+            group_state: str = ...,
+            group_epoch: int = ...,
+            assignment_epoch: int = ...,
+            topology: StreamsGroupDescribeResponse.Topology | None = ...,
+            members: list[StreamsGroupDescribeResponse.Member] = ...,
+            authorized_operations: int = ...,
+        ) -> None: ...
+    class Topology(Message):
+        epoch: int
+        subtopologies: list[StreamsGroupDescribeResponse.Subtopology] | None
+        def __init__(
+            self,
+            epoch: int = ...,
+            subtopologies: list[StreamsGroupDescribeResponse.Subtopology] | None = ...,
+        ) -> None: ...
+    class Subtopology(Message):
+        subtopology_id: str
+        source_topics: list[str]
+        repartition_sink_topics: list[str]
+        state_changelog_topics: list[StreamsGroupDescribeResponse.TopicInfo]
+        repartition_source_topics: list[StreamsGroupDescribeResponse.TopicInfo]
+        def __init__(
+            self,
+            subtopology_id: str = ...,
+            source_topics: list[str] = ...,
+            repartition_sink_topics: list[str] = ...,
+            state_changelog_topics: list[StreamsGroupDescribeResponse.TopicInfo] = ...,
+            repartition_source_topics: list[StreamsGroupDescribeResponse.TopicInfo] = ...,
+        ) -> None: ...
+    class TopicInfo(Message):
+        name: str
+        partitions: int
+        replication_factor: int
+        topic_configs: list[StreamsGroupDescribeResponse.KeyValue]
+        def __init__(
+            self,
+            name: str = ...,
+            partitions: int = ...,
+            replication_factor: int = ...,
+            topic_configs: list[StreamsGroupDescribeResponse.KeyValue] = ...,
+        ) -> None: ...
+    class KeyValue(Message):
+        key: str
+        value: str
+        def __init__(self, key: str = ..., value: str = ...) -> None: ...
+    class Member(Message):
+        member_id: str
+        member_epoch: int
+        instance_id: str | None
+        rack_id: str | None
+        client_id: str
+        client_host: str
+        topology_epoch: int
+        process_id: str
+        user_endpoint: StreamsGroupDescribeResponse.Endpoint | None
+        client_tags: list[StreamsGroupDescribeResponse.KeyValue]
+        task_offsets: list[StreamsGroupDescribeResponse.TaskOffset]
+        task_end_offsets: list[StreamsGroupDescribeResponse.TaskOffset]
+        assignment: StreamsGroupDescribeResponse.Assignment
+        target_assignment: StreamsGroupDescribeResponse.Assignment
+        is_classic: bool
+        def __init__(
+            self,
+            member_id: str = ...,
+            member_epoch: int = ...,
+            instance_id: str | None = ...,
+            rack_id: str | None = ...,
+            client_id: str = ...,
+            client_host: str = ...,
+            topology_epoch: int = ...,
+            process_id: str = ...,
+            user_endpoint: StreamsGroupDescribeResponse.Endpoint | None = ...,
+            client_tags: list[StreamsGroupDescribeResponse.KeyValue] = ...,
+            task_offsets: list[StreamsGroupDescribeResponse.TaskOffset] = ...,
+            task_end_offsets: list[StreamsGroupDescribeResponse.TaskOffset] = ...,
+            assignment: StreamsGroupDescribeResponse.Assignment = ...,
+            target_assignment: StreamsGroupDescribeResponse.Assignment = ...,
+            is_classic: bool = ...,
+        ) -> None: ...
+    class Endpoint(Message):
+        host: str
+        port: int
+        def __init__(self, host: str = ..., port: int = ...) -> None: ...
+    class TaskOffset(Message):
+        subtopology_id: str
+        partition: int
+        offset: int
+        def __init__(self, subtopology_id: str = ..., partition: int = ..., offset: int = ...) -> None: ...
+    class Assignment(Message):
+        active_tasks: list[StreamsGroupDescribeResponse.TaskIds]
+        standby_tasks: list[StreamsGroupDescribeResponse.TaskIds]
+        warmup_tasks: list[StreamsGroupDescribeResponse.TaskIds]
+        def __init__(
+            self,
+            active_tasks: list[StreamsGroupDescribeResponse.TaskIds] = ...,
+            standby_tasks: list[StreamsGroupDescribeResponse.TaskIds] = ...,
+            warmup_tasks: list[StreamsGroupDescribeResponse.TaskIds] = ...,
+        ) -> None: ...
+    class TaskIds(Message):
+        subtopology_id: str
+        partitions: list[int]
+        def __init__(self, subtopology_id: str = ..., partitions: list[int] = ...) -> None: ...
+    throttle_time_ms: int
+    groups: list[StreamsGroupDescribeResponse.DescribedGroup]
+    def __init__(
+        self,
+        throttle_time_ms: int = ...,
+        groups: list[StreamsGroupDescribeResponse.DescribedGroup] = ...,
+    ) -> None: ...
+
+
+class StreamsGroupHeartbeatRequest(Message):
+    class Topology(Message):
+        epoch: int
+        subtopologies: list[StreamsGroupHeartbeatRequest.Subtopology]
+        def __init__(
+            self,
+            epoch: int = ...,
+            subtopologies: list[StreamsGroupHeartbeatRequest.Subtopology] = ...,
+        ) -> None: ...
+    class Subtopology(Message):
+        subtopology_id: str
+        source_topics: list[str]
+        source_topic_regex: list[str]
+        state_changelog_topics: list[StreamsGroupHeartbeatRequest.TopicInfo]
+        repartition_sink_topics: list[str]
+        repartition_source_topics: list[StreamsGroupHeartbeatRequest.TopicInfo]
+        copartition_groups: list[StreamsGroupHeartbeatRequest.CopartitionGroup]
+        def __init__(
+            self,
+            subtopology_id: str = ...,
+            source_topics: list[str] = ...,
+            source_topic_regex: list[str] = ...,
+            state_changelog_topics: list[StreamsGroupHeartbeatRequest.TopicInfo] = ...,
+            repartition_sink_topics: list[str] = ...,
+            repartition_source_topics: list[StreamsGroupHeartbeatRequest.TopicInfo] = ...,
+            copartition_groups: list[StreamsGroupHeartbeatRequest.CopartitionGroup] = ...,
+        ) -> None: ...
+    class TopicInfo(Message):
+        name: str
+        partitions: int
+        replication_factor: int
+        topic_configs: list[StreamsGroupHeartbeatRequest.KeyValue]
+        def __init__(
+            self,
+            name: str = ...,
+            partitions: int = ...,
+            replication_factor: int = ...,
+            topic_configs: list[StreamsGroupHeartbeatRequest.KeyValue] = ...,
+        ) -> None: ...
+    class KeyValue(Message):
+        key: str
+        value: str
+        def __init__(self, key: str = ..., value: str = ...) -> None: ...
+    class CopartitionGroup(Message):
+        source_topics: list[int]
+        source_topic_regex: list[int]
+        repartition_source_topics: list[int]
+        def __init__(
+            self,
+            source_topics: list[int] = ...,
+            source_topic_regex: list[int] = ...,
+            repartition_source_topics: list[int] = ...,
+        ) -> None: ...
+    class TaskIds(Message):
+        subtopology_id: str
+        partitions: list[int]
+        def __init__(self, subtopology_id: str = ..., partitions: list[int] = ...) -> None: ...
+    class Endpoint(Message):
+        host: str
+        port: int
+        def __init__(self, host: str = ..., port: int = ...) -> None: ...
+    class TaskOffset(Message):
+        subtopology_id: str
+        partition: int
+        offset: int
+        def __init__(self, subtopology_id: str = ..., partition: int = ..., offset: int = ...) -> None: ...
+    group_id: str
+    member_id: str
+    member_epoch: int
+    endpoint_information_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    topology: StreamsGroupHeartbeatRequest.Topology | None
+    active_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None
+    standby_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None
+    warmup_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None
+    process_id: str | None
+    user_endpoint: StreamsGroupHeartbeatRequest.Endpoint | None
+    client_tags: list[StreamsGroupHeartbeatRequest.KeyValue] | None
+    task_offsets: list[StreamsGroupHeartbeatRequest.TaskOffset] | None
+    task_end_offsets: list[StreamsGroupHeartbeatRequest.TaskOffset] | None
+    shutdown_application: bool
+    def __init__(
+        self,
+        group_id: str = ...,
+        member_id: str = ...,
+        member_epoch: int = ...,
+        endpoint_information_epoch: int = ...,
+        instance_id: str | None = ...,
+        rack_id: str | None = ...,
+        rebalance_timeout_ms: int = ...,
+        topology: StreamsGroupHeartbeatRequest.Topology | None = ...,
+        active_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None = ...,
+        standby_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None = ...,
+        warmup_tasks: list[StreamsGroupHeartbeatRequest.TaskIds] | None = ...,
+        process_id: str | None = ...,
+        user_endpoint: StreamsGroupHeartbeatRequest.Endpoint | None = ...,
+        client_tags: list[StreamsGroupHeartbeatRequest.KeyValue] | None = ...,
+        task_offsets: list[StreamsGroupHeartbeatRequest.TaskOffset] | None = ...,
+        task_end_offsets: list[StreamsGroupHeartbeatRequest.TaskOffset] | None = ...,
+        shutdown_application: bool = ...,
+    ) -> None: ...
+
+
+class StreamsGroupHeartbeatResponse(Message):
+    class Status(Message):
+        status_code: int
+        status_detail: str
+        def __init__(self, status_code: int = ..., status_detail: str = ...) -> None: ...
+    class TaskIds(Message):
+        subtopology_id: str
+        partitions: list[int]
+        def __init__(self, subtopology_id: str = ..., partitions: list[int] = ...) -> None: ...
+    class EndpointToPartitions(Message):
+        user_endpoint: StreamsGroupHeartbeatResponse.Endpoint
+        active_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition]
+        standby_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition]
+        def __init__(
+            self,
+            user_endpoint: StreamsGroupHeartbeatResponse.Endpoint = ...,
+            active_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition] = ...,
+            standby_partitions: list[StreamsGroupHeartbeatResponse.TopicPartition] = ...,
+        ) -> None: ...
+    class Endpoint(Message):
+        host: str
+        port: int
+        def __init__(self, host: str = ..., port: int = ...) -> None: ...
+    class TopicPartition(Message):
+        topic: str
+        partitions: list[int]
+        def __init__(self, topic: str = ..., partitions: list[int] = ...) -> None: ...
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str
+    member_epoch: int
+    heartbeat_interval_ms: int
+    acceptable_recovery_lag: int
+    task_offset_interval_ms: int
+    status: list[StreamsGroupHeartbeatResponse.Status] | None
+    active_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None
+    standby_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None
+    warmup_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None
+    endpoint_information_epoch: int
+    partitions_by_user_endpoint: list[StreamsGroupHeartbeatResponse.EndpointToPartitions] | None
+    def __init__(
+        self,
+        throttle_time_ms: int = ...,
+        error_code: int = ...,
+        error_message: str | None = ...,
+        member_id: str = ...,
+        member_epoch: int = ...,
+        heartbeat_interval_ms: int = ...,
+        acceptable_recovery_lag: int = ...,
+        task_offset_interval_ms: int = ...,
+        status: list[StreamsGroupHeartbeatResponse.Status] | None = ...,
+        active_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None = ...,
+        standby_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None = ...,
+        warmup_tasks: list[StreamsGroupHeartbeatResponse.TaskIds] | None = ...,
+        endpoint_information_epoch: int = ...,
+        partitions_by_user_endpoint: list[StreamsGroupHeartbeatResponse.EndpointToPartitions] | None = ...,
+    ) -> None: ...
+
+
 class SyncGroupRequest(Message):
     class SyncGroupRequestAssignment(Message):
         member_id: str
