@@ -1,6 +1,7 @@
 """``BrokerChannels``: connections from this broker to the others, one per broker, to its
-inter-broker listener as the metadata image registers it; a broker that registered again on
-another address gets a new channel.
+inter-broker listener as the metadata image registers it, with the inter-broker listener's TLS /
+SASL settings (`pylog.cluster.channel.node_channel`: pylog's client transport); a broker that
+registered again on another address gets a new channel, and the old one is closed.
 
 Each user has its own set, as Kafka's replica fetchers and transaction marker sender have their
 own network clients: a broker answers a connection's requests in order, and a WriteTxnMarkers
