@@ -11,6 +11,9 @@ _POLICIES = {"delete", "compact", "compact,delete", "delete,compact"}
 _TIMESTAMP_TYPES = {"CreateTime", "LogAppendTime"}
 # `pylog.segment.compression`: how segment bodies are compressed (see storage.ipc.body_codec).
 SEGMENT_COMPRESSION = ("producer", "none", "lz4", "zstd")
+# `pylog.segment.format`: the format new segments are written in (FORMAT.md): 1 (Arrow columns
+# plus `.wire`) or 2 (one copy: Arrow views into the producer's records sections)
+SEGMENT_FORMATS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -35,6 +38,7 @@ class LogConfig:
     segment_compression: str = field(default="producer", metadata={"kafka": "pylog.segment.compression"})
     # `pylog.segment.wire`: sealed segments keep their Kafka batches' wire bytes (`.wire`, wire.py)
     segment_wire: bool = field(default=True, metadata={"kafka": "pylog.segment.wire"})
+    segment_format: int = field(default=1, metadata={"kafka": "pylog.segment.format"})
     # the remote tier (KIP-405): -2 local retention means "the same as retention.ms / .bytes"
     remote_storage_enable: bool = field(default=False, metadata={"kafka": "remote.storage.enable"})
     local_retention_ms: int = field(default=-2, metadata={"kafka": "local.retention.ms"})
@@ -49,6 +53,8 @@ class LogConfig:
         if self.segment_compression not in SEGMENT_COMPRESSION:
             raise ValueError(f"pylog.segment.compression must be one of {', '.join(SEGMENT_COMPRESSION)}, "
                              f"not {self.segment_compression!r}")
+        if self.segment_format not in SEGMENT_FORMATS:
+            raise ValueError(f"pylog.segment.format must be 1 or 2, not {self.segment_format!r}")
         if self.segment_bytes < 14:
             raise ValueError("segment.bytes must be at least 14")
         if self.segment_index_bytes < 4 * 80:

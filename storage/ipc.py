@@ -270,22 +270,24 @@ def scan_messages(buf: memoryview, pos: int) -> list[MessageInfo]:
         pos += info.length
 
 
-def read_batch(buf: pa.Buffer, position: int, length: int) -> pa.RecordBatch:
-    """The record batch of one message, zero-copy over `buf`."""
-    return ipc.read_record_batch(buf.slice(position, length), RECORD_SCHEMA)
+def read_batch(buf: pa.Buffer, position: int, length: int,
+               schema: pa.Schema = RECORD_SCHEMA) -> pa.RecordBatch:
+    """The record batch of one message (of a data file whose schema is `schema`), zero-copy over `buf`."""
+    return ipc.read_record_batch(buf.slice(position, length), schema)
 
 
 def read_batches(buf: pa.Buffer, position: int, end: int, count: int, *,
-                 schema_at: int | None = None) -> list[pa.RecordBatch]:
+                 schema_at: int | None = None, schema: pa.Schema = RECORD_SCHEMA,
+                 schema_message: bytes = SCHEMA_MESSAGE) -> list[pa.RecordBatch]:
     """The record batches of the `count` consecutive messages in ``buf[position:end]``, zero-copy.
     When they are the first messages of their file (the schema message at `schema_at` directly
     before them), Arrow's stream reader walks them; otherwise its message reader does. Either costs
     about half of slicing out and reading each message."""
-    if schema_at is not None and position == schema_at + len(SCHEMA_MESSAGE):
+    if schema_at is not None and position == schema_at + len(schema_message):
         stream = ipc.open_stream(buf.slice(schema_at, end - schema_at))
         return list(itertools.islice(stream, count))
     reader = ipc.MessageReader.open_stream(buf.slice(position, end - position))
-    return [ipc.read_record_batch(message, RECORD_SCHEMA) for message in itertools.islice(reader, count)]
+    return [ipc.read_record_batch(message, schema) for message in itertools.islice(reader, count)]
 
 
 class FileBlockWriter:

@@ -16,6 +16,7 @@ leader epoch cache are checkpointed.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -24,8 +25,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from pylog.model import LONG_MAX, RECORD_SCHEMA, TIMESTAMP_TYPE_MASK
+from pylog.model import CONTROL_MASK, LONG_MAX, RECORD_SCHEMA, TIMESTAMP_TYPE_MASK
 
+from . import onecopy as oc
 from .checkpoint import (
     LEADER_EPOCH_FILE,
     LOG_START_OFFSET_FILE,
@@ -40,8 +42,8 @@ from .files import fsync_dir
 from .ipc import body_codec
 from .log_jobs import SegmentJobs, SegmentRewrite
 from .partition_dir import PARTITION_RE, load_segments
-from .rewrite import Block, recover_swaps, write_segment
-from .schema import BATCH_DTYPE, BatchMeta, StoredBatch
+from .rewrite import Block, recover_swaps, write_rows_segment, write_segment
+from .schema import BATCH_DTYPE, BatchMeta, StoredBatch, metas_from_entries
 from .segment import SIDE_EXTS, Segment, SegmentSnapshot
 from .segment_set import SegmentSet
 from .wire import WireEncoder, WireSource
@@ -88,6 +90,10 @@ class PartitionLog:
         # Encodes a stored batch to RecordBatch v2 (the owner's codec); when set, segments sealed
         # or compacted get a `.wire` file that `read_wire` serves without encoding (see wire.py).
         self.wire_encoder: WireEncoder | None = None
+        # Format 2 (`pylog.segment.format`): Rows of a RecordBatch v2 (the owner's Kafka codec);
+        # `append` of Arrow rows and compaction of a batch that loses records need it with
+        # `wire_encoder` (appends of the producer's batch go through `append_rows`, which does not)
+        self.rows_decoder: oc.RowsDecoder | None = None
 
     # -- opening -------------------------------------------------------------------------------
 
@@ -100,17 +106,18 @@ class PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
         log = cls(directory, config or LogConfig(), readonly=False)
         recover_swaps(directory)
-        segments = load_segments(directory, readonly=False)
+        fmt = log.config.segment_format
+        segments = load_segments(directory, readonly=False, default_format=fmt)
         lso = read_log_start_offset(directory)
         if not segments:
-            segments = [Segment.create(directory, lso)]
+            segments = [Segment.create(directory, lso, fmt)]
             log._dir_dirty = True
         elif segments[-1].sealed:
-            segments.append(Segment.create(directory, max(segments[-1].next_offset, lso)))
+            segments.append(Segment.create(directory, max(segments[-1].next_offset, lso), fmt))
             log._dir_dirty = True
         if lso > segments[-1].next_offset:  # an interrupted truncation below the log start offset
             segments[-1].close()
-            segments.append(Segment.create(directory, lso))
+            segments.append(Segment.create(directory, lso, fmt))
             log._dir_dirty = True
         log._set_segments(segments)
         log._log_end_offset = segments[-1].next_offset
@@ -206,7 +213,9 @@ class PartitionLog:
         batch's RecordBatch v2 bytes for its stored metadata (called once, under the log lock);
         with `pylog.segment.wire` they go to the active segment's `.wire`, which sealing keeps
         instead of encoding every batch again (wire.py). Returns the stored
-        metadata. On return the bytes are in the kernel (fsync follows flush.messages / flush.ms)."""
+        metadata. On return the bytes are in the kernel (fsync follows flush.messages / flush.ms).
+        Under format 2 the batch's bytes (`wire`, else `wire_encoder`) are decoded with
+        `rows_decoder` and appended with `append_rows`."""
         self._check_writable()
         n = records.num_rows
         if n == 0:
@@ -226,6 +235,8 @@ class PartitionLog:
                                 f"{meta.last_offset}")
         if self.config.compact and not meta.is_control and records.column(2).null_count:
             raise InvalidRecord("compacted topic: records must have a key")
+        if self.config.segment_format == 2:
+            return self._append_encoded(records, meta, now_ms, base_offset, wire)
         with self._lock:
             leo = self._log_end_offset
             base = leo if base_offset is None else base_offset
@@ -257,22 +268,105 @@ class PartitionLog:
             if not self.config.segment_wire:
                 sent = None
             self._segments[-1].append(records, stored, now_ms, size, codec, sent)
-            self._log_end_offset = stored.next_offset
-            epoch = stored.partition_leader_epoch
-            if epoch >= 0 and epoch != self._epochs.latest_epoch:
-                self._epochs.assign(epoch, base)
-            self._unflushed += n
-            flush_ms = self.config.flush_ms
-            if self._unflushed >= self.config.flush_messages or (
-                    flush_ms != LONG_MAX and now_ms - self._last_flush_ms >= flush_ms):
-                self.flush(now_ms)
+            self._appended(stored, n, now_ms)
         return stored
+
+    def _append_encoded(self, records: pa.RecordBatch, meta: BatchMeta, now_ms: int,
+                        base_offset: int | None, wire: WireSource | None) -> BatchMeta:
+        """Format 2 `append` of Arrow rows: their RecordBatch v2 bytes decoded to Rows."""
+        if self.rows_decoder is None or (wire is None and self.wire_encoder is None):
+            raise InvalidAppend("a format 2 log appends Kafka batches (append_rows), or Arrow rows "
+                                "given rows_decoder and wire_encoder")
+        raw = wire(meta) if wire is not None else self.wire_encoder(meta, records)  # type: ignore[misc]
+        try:
+            rows = self.rows_decoder(raw, self.config.segment_compression)
+        except ValueError as exc:
+            raise InvalidAppend(f"batch cannot be stored: {exc}") from exc
+        return self.append_rows(rows, now_ms=now_ms, base_offset=base_offset)
+
+    def append_rows(self, rows: oc.Rows, *, now_ms: int, base_offset: int | None = None) -> BatchMeta:
+        """Append one Kafka batch given as format 2 Rows (`pylog.onecopy_kafka.rows_from_kafka` of
+        the producer's or the leader's RecordBatch v2: decompressed once, never recompressed). As
+        leader (`base_offset` None) it is assigned the log end offset and, under LogAppendTime, the
+        append time (the CRC is signed again); a follower passes the leader's base offset. The
+        leader epoch is the one the Rows carry. A format 2 log writes the section once; a format 1
+        log stores Arrow columns (and the batch's bytes in `.wire`). Returns the stored metadata."""
+        self._check_writable()
+        if len(rows.entries) != 1:
+            raise InvalidAppend(f"append_rows takes one Kafka batch, not {len(rows.entries)}")
+        n = rows.num_rows
+        if n == 0:
+            raise InvalidAppend("empty batch")
+        e0 = rows.entries[0]
+        if int(e0["last_offset_delta"]) < n - 1 or int(rows.offset[-1]) - int(rows.offset[0]) > int(
+                e0["last_offset_delta"]):
+            raise InvalidAppend(f"{n} records but last offset delta {int(e0['last_offset_delta'])}")
+        control = bool(int(e0["attributes"]) & CONTROL_MASK)
+        if (self.config.compact and not control and rows.key_valid is not None
+                and not rows.key_valid.all()):
+            raise InvalidRecord("compacted topic: records must have a key")
+        if self.config.segment_format != 2:
+            return self._append_rows_as_arrow(rows, now_ms, base_offset)
+        with self._lock:
+            leo = self._log_end_offset
+            base = leo if base_offset is None else base_offset
+            if base < leo:
+                raise InvalidAppend(f"base offset {base} is below the log end offset {leo}")
+            rows = oc.at_base_offset(rows, base)
+            if base_offset is None and self.config.message_timestamp_type == "LogAppendTime":
+                rows = oc.at_append_time(rows, now_ms)
+            else:
+                rows = oc.with_header_timestamps(rows)
+            rows = dataclasses.replace(rows, entries=rows.entries.copy())
+            self._maybe_roll(int(rows.entries["size"][0]), now_ms)
+            self._segments[-1].append_rows(rows, now_ms)
+            stored = metas_from_entries(rows.entries)[0]
+            self._appended(stored, n, now_ms)
+        return stored
+
+    def _append_rows_as_arrow(self, rows: oc.Rows, now_ms: int, base_offset: int | None) -> BatchMeta:
+        """Format 1 `append_rows`: the Rows' Arrow columns and, for `.wire`, their batch's bytes."""
+        message = oc.encode_message(rows)
+        raw = b"".join(message.chunks)  # type: ignore[arg-type]
+        records = oc.to_record_schema(pa.ipc.read_record_batch(pa.py_buffer(raw), oc.SCHEMA_V2))
+        meta = metas_from_entries(rows.entries)[0]
+        section = rows.sections[0]
+        crc = int(rows.crcs[0])
+
+        def wire(stored: BatchMeta) -> bytes:
+            same = (stored.attributes, stored.max_timestamp) == (meta.attributes, meta.max_timestamp)
+            return oc.kafka_batch(stored, crc if same else oc.batch_crc(stored, section), section)
+
+        return self.append(records, meta, now_ms=now_ms, base_offset=base_offset,
+                           wire_size=int(rows.entries["size"][0]), wire=wire)
+
+    def _appended(self, stored: BatchMeta, n: int, now_ms: int) -> None:
+        """After an append (under the lock): log end offset, leader epoch, flush policy."""
+        self._log_end_offset = stored.next_offset
+        epoch = stored.partition_leader_epoch
+        if epoch >= 0 and epoch != self._epochs.latest_epoch:
+            self._epochs.assign(epoch, stored.base_offset)
+        self._unflushed += n
+        flush_ms = self.config.flush_ms
+        if self._unflushed >= self.config.flush_messages or (
+                flush_ms != LONG_MAX and now_ms - self._last_flush_ms >= flush_ms):
+            self.flush(now_ms)
 
     def _maybe_roll(self, size: int, now_ms: int) -> None:
         """Roll before appending `size` more bytes when the active segment is due by size, age or
-        index size (an empty segment never rolls)."""
+        index size (an empty segment never rolls), or is in another format than the one
+        configured (an empty one is started again in that format)."""
         active = self._segments[-1]
         count = active.batch_count
+        fmt = self.config.segment_format
+        if active.fmt != fmt:
+            if count:
+                self.roll()
+            else:
+                active.delete_files()
+                self._set_segments((*self._segments[:-1], Segment.create(self.dir, active.base_offset, fmt)))
+                self._dir_dirty = True
+            return
         if count == 0:
             return
         c = self.config
@@ -291,7 +385,8 @@ class PartitionLog:
             if self.config.flush_messages != LONG_MAX or self.config.flush_ms != LONG_MAX:
                 active.fsync()
             active.close()
-            self._set_segments((*self._segments, Segment.create(self.dir, self._log_end_offset)))
+            self._set_segments((*self._segments, Segment.create(self.dir, self._log_end_offset,
+                                                                self.config.segment_format)))
             self._dir_dirty = True
 
     def assign_leader_epoch(self, epoch: int, start_offset: int) -> None:
@@ -323,8 +418,9 @@ class PartitionLog:
     def read_wire(self, start_offset: int, max_bytes: int, *, max_offset: int | None = None,
                   min_one: bool = True) -> list[StoredBatch | memoryview]:
         """`read`, except that batches of sealed segments with a `.wire` file come as their
-        RecordBatch v2 bytes (slices of the mapped file, sized exactly by `.batches`); the others
-        come as StoredBatch, for the caller to encode."""
+        RecordBatch v2 bytes (slices of the mapped file, sized exactly by `.batches`), and so do
+        those of format 2 segments (the stored header fields and section); the others come as
+        StoredBatch, for the caller to encode."""
         return self._read(start_offset, max_bytes, max_offset, min_one, wire=True)
 
     def _read(self, start_offset: int, max_bytes: int, max_offset: int | None, min_one: bool, *,
@@ -350,7 +446,8 @@ class PartitionLog:
                     if not out and take == 0 and min_one:
                         take = 1
                     if take:
-                        sent = seg.wire_batches(i, i + take) if wire and seg.sealed else None
+                        sent = (None if not wire else seg.kafka_batches(i, i + take) if seg.fmt == 2
+                                else seg.wire_batches(i, i + take) if seg.sealed else None)
                         out.extend(sent if sent is not None else seg.stored_batches(entries[:take]))
                         budget -= int(sizes[take - 1])
                     if take < len(entries):
@@ -475,9 +572,12 @@ class PartitionLog:
             seg = self._segments[si]
             nb = seg.find_batch(offset)
             if nb < seg.batch_count or (seg.sealed and seg.batch_count == 0 and seg.base_offset == offset):
-                kept = _kept_blocks(seg.snapshot(), nb)
-                written = write_segment(self.dir, seg.base_offset, kept, sealed=False,
-                                        compression=self.config.segment_compression)
+                if seg.fmt == 2:
+                    written = write_rows_segment(self.dir, seg.base_offset, _kept_rows(seg.snapshot(), nb),
+                                                 sealed=False)
+                else:
+                    written = write_segment(self.dir, seg.base_offset, _kept_blocks(seg.snapshot(), nb),
+                                            sealed=False, compression=self.config.segment_compression)
                 written.commit()
                 seg.close()
                 seg.retired = True
@@ -486,7 +586,7 @@ class PartitionLog:
             segments = [*self._segments[:si], seg]
             if seg.sealed or seg.next_offset < offset:
                 seg.close()
-                segments.append(Segment.create(self.dir, offset))
+                segments.append(Segment.create(self.dir, offset, self.config.segment_format))
             self._set_segments(segments)
             self._dir_dirty = True
             self._log_end_offset = offset
@@ -502,7 +602,7 @@ class PartitionLog:
         with self._lock:
             for seg in reversed(self._segments):
                 seg.delete_files()
-            self._set_segments([Segment.create(self.dir, offset)])
+            self._set_segments([Segment.create(self.dir, offset, self.config.segment_format)])
             self._dir_dirty = True
             self._log_end_offset = offset
             self._epochs.clear()
@@ -675,6 +775,18 @@ def _kept_blocks(snap: SegmentSnapshot, nb: int) -> list[Block]:
             rows = int(kept["row"][-1]) + int(kept["record_count"][-1])
             out.append((rb.slice(0, rows), kept))
         nb -= len(e)
+    return out
+
+
+def _kept_rows(snap: SegmentSnapshot, nb: int) -> list[oc.Rows]:
+    """Format 2 `_kept_blocks`: the messages of the first `nb` batches (the last one cut)."""
+    out: list[oc.Rows] = []
+    for rows in snap.rows():
+        k = len(rows.entries)
+        if not k or nb <= 0:
+            break
+        out.append(rows if k <= nb else oc.take_batches(rows, 0, nb))
+        nb -= k
     return out
 
 

@@ -11,16 +11,18 @@ log through `JobOwner` (its public settings and `batch_metadata`) and its `Segme
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Protocol
 
 import numpy as np
 
+from . import onecopy as oc
 from .config import LogConfig
 from .errors import ReadOnlyLog
-from .rewrite import Block, coalesce, write_segment
-from .schema import BATCH_DTYPE
+from .rewrite import Block, coalesce, write_rows_segment, write_segment
+from .schema import BATCH_DTYPE, metas_from_entries
 from .segment import Segment, SegmentSnapshot, Stats
 from .segment_set import SegmentSet
 from .wire import WIRE_EXT, WireEncoder, active_wire_matches
@@ -33,6 +35,7 @@ class JobOwner(Protocol):
     config: LogConfig
     readonly: bool
     wire_encoder: WireEncoder | None
+    rows_decoder: oc.RowsDecoder | None
 
     def batch_metadata(self, start_offset: int | None = None, end_offset: int | None = None, *,
                        attributes: int = 0) -> np.ndarray: ...
@@ -86,7 +89,10 @@ class SegmentJobs:
                 if job is None:
                     return done
                 (seg,), (snap,) = job.segments, job.snapshots
-                done += job.replace(seg, coalesce(snap.blocks()), keep_wire=True)
+                if snap.fmt == 2:  # sections kept as they are, small batches merged
+                    done += job.replace_rows(seg, oc.group_for_message(snap.rows(), oc.SEALED_MESSAGE_BYTES))
+                else:
+                    done += job.replace(seg, coalesce(snap.blocks()), keep_wire=True)
         return done
 
 
@@ -109,8 +115,13 @@ class SegmentRewrite:
         """Write `blocks` as a sealed segment with `seg`'s base offset (no lock held) and swap it
         in for `seg`; `cleaned` marks it as compacted. With `keep_wire` (sealing: the same
         batches in the same order) a `.wire` the segment kept while active stays as it is when it
-        matches every batch; otherwise the batches are encoded again."""
+        matches every batch; otherwise the batches are encoded again. A format 2 segment stays
+        format 2 (`_as_rows`) when the owner has the codec to re-encode batches that lost records."""
         owner = self._jobs.owner
+        snap = self.snapshots[self.segments.index(seg)]
+        if snap.fmt == 2 and owner.wire_encoder is not None and owner.rows_decoder is not None:
+            return self.replace_rows(seg, oc.group_for_message(self._as_rows(snap, blocks),
+                                                               oc.SEALED_MESSAGE_BYTES), cleaned=cleaned)
         on = owner.config.segment_wire
         kept = on and keep_wire and active_wire_matches(
             seg.path(WIRE_EXT), self.snapshots[self.segments.index(seg)].batches)
@@ -119,6 +130,34 @@ class SegmentRewrite:
                                 wire=owner.wire_encoder if on and not kept else None, keep_wire=kept)
         Stats.wire_kept += kept
         return self._jobs.segments.swap_in(seg, written, cleaned=cleaned)
+
+    def replace_rows(self, seg: Segment, messages: list[oc.Rows], *, cleaned: bool = False) -> bool:
+        """Write format 2 `messages` as a sealed segment with `seg`'s base offset (no lock held)
+        and swap it in for `seg`."""
+        written = write_rows_segment(self._jobs.owner.dir, seg.base_offset, messages, sealed=True)
+        return self._jobs.segments.swap_in(seg, written, cleaned=cleaned)
+
+    def _as_rows(self, snap: SegmentSnapshot, blocks: list[Block]) -> list[oc.Rows]:
+        """Format 2 Rows, one per Kafka batch, of `blocks` (rewritten from `snap`): a batch that
+        kept all its records keeps its stored section; one that lost some is encoded again from
+        its kept rows with its own codec (a fetch must not return removed records)."""
+        owner = self._jobs.owner
+        encode, decode = owner.wire_encoder, owner.rows_decoder
+        assert encode is not None and decode is not None
+        stored = {int(r.entries["base_offset"][0]): r for rows in snap.rows() for r in oc.split_batches(rows)}
+        out: list[oc.Rows] = []
+        for rb, entries in blocks:
+            for meta, e, row in zip(metas_from_entries(entries), entries, entries["row"].tolist()):
+                old = stored[meta.base_offset]
+                if int(old.entries["record_count"][0]) != meta.record_count:
+                    raw = encode(meta, rb.slice(row, meta.record_count))
+                    old = oc.with_header_timestamps(decode(raw, owner.config.segment_compression))
+                new = old.entries.copy()
+                for f in ("append_time", "delete_horizon"):
+                    new[f] = e[f]
+                new["row"] = 0
+                out.append(dataclasses.replace(old, entries=new))
+        return out
 
     def remove(self, seg: Segment) -> bool:
         """Delete `seg`, which the rewrite emptied (not the log's first segment)."""

@@ -20,16 +20,17 @@ Kafka codec: the caller decompresses and decodes each section once (`rows_from_s
 from __future__ import annotations
 
 import base64
+import dataclasses
 import functools
 import struct
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 import pyarrow as pa
 from crc32c import crc32c
 
-from pylog.model import COMPRESSION_MASK, HEADERS_TYPE, RECORD_SCHEMA
+from pylog.model import COMPRESSION_MASK, HEADERS_TYPE, RECORD_SCHEMA, TIMESTAMP_TYPE_MASK
 
 from .ipc import (
     BATCHES_KEY,
@@ -65,6 +66,7 @@ KAFKA_HEADER_SIZE = KAFKA_HEADER.size
 _CRC_FROM = 21  # the CRC covers attributes .. end of batch
 KAFKA_LZ4, KAFKA_ZSTD = 3, 4
 ARROW_CODEC = {KAFKA_LZ4: 0, KAFKA_ZSTD: 1}  # Kafka codec -> BodyCompression.codec (LZ4_FRAME, ZSTD)
+SEALED_MESSAGE_BYTES = 1 << 20  # sealing merges a segment's batches into messages of about this much
 INLINE = 12  # a binary_view value of at most 12 bytes lives in its view
 _NO_COMPRESSION = -1
 Buffer = bytes | bytearray | memoryview
@@ -258,6 +260,11 @@ def batch_crc(meta: BatchMeta, section: Buffer) -> int:
     whose header changed under the CRC: LogAppendTime, or a section recompressed from gzip)."""
     header = _kafka_header(meta, 0, len(section))
     return crc32c(section, crc32c(memoryview(header)[_CRC_FROM:]))
+
+
+def kafka_batch(meta: BatchMeta, crc: int, section: Buffer) -> bytes:
+    """The RecordBatch v2 bytes of a batch: its header from `meta` and `crc`, then `section`."""
+    return _kafka_header(meta, crc, len(section)) + bytes(section)
 
 
 def _kafka_header(meta: BatchMeta, crc: int, section_len: int) -> bytes:
@@ -718,3 +725,110 @@ def to_record_schema(batch: pa.RecordBatch) -> pa.RecordBatch:
     cols = [batch.column(0), batch.column(1), batch.column(2).cast(pa.binary()),
             batch.column(3).cast(pa.binary()), headers]
     return pa.RecordBatch.from_arrays(cols, schema=RECORD_SCHEMA)
+
+
+# --------------------------------------------------------------------------------------------
+# What the log does with Rows: assign offsets, cut at batch boundaries, group for sealing
+
+
+def at_base_offset(rows: Rows, base_offset: int, partition_leader_epoch: int | None = None) -> Rows:
+    """`rows` of one Kafka batch moved to `base_offset` (and `partition_leader_epoch`): both lie
+    outside the batch's CRC, so the section and CRC stay as they are."""
+    e = rows.entries.copy()
+    shift = base_offset - int(e["base_offset"][0])
+    if shift == 0 and partition_leader_epoch is None:
+        return rows
+    e["base_offset"] += shift
+    if partition_leader_epoch is not None:
+        e["partition_leader_epoch"] = partition_leader_epoch
+    return dataclasses.replace(rows, entries=e, offset=rows.offset + shift if shift else rows.offset)
+
+
+def at_append_time(rows: Rows, append_time: int) -> Rows:
+    """`rows` of one Kafka batch under LogAppendTime: attribute bit 3, `max_timestamp` and every
+    row's timestamp the append time; the section keeps the producer's deltas and the CRC is signed
+    again (the header changed under it)."""
+    e = rows.entries.copy()
+    e["attributes"] |= TIMESTAMP_TYPE_MASK
+    e["max_timestamp"] = append_time
+    meta = BatchMeta(*(e[f].tolist()[0] for f in BatchMeta._fields))
+    crc = batch_crc(meta, rows.sections[0])
+    return dataclasses.replace(rows, entries=e, crcs=np.array([crc], np.uint32),
+                               timestamp=np.full(rows.num_rows, append_time, np.int64))
+
+
+def take_batches(rows: Rows, start: int, stop: int) -> Rows:
+    """The Kafka batches [start, stop) of `rows` as Rows of their own (rows, headers and views
+    cut at batch boundaries, sections untouched)."""
+    k = len(rows.entries)
+    if start == 0 and stop >= k:
+        return rows
+    e = rows.entries[start:stop].copy()
+    r0 = int(e["row"][0]) if len(e) else 0
+    r1 = int(e["row"][-1]) + int(e["record_count"][-1]) if len(e) else 0
+    h0, h1 = int(rows.header_offsets[r0]), int(rows.header_offsets[r1])
+    e["row"] -= r0
+
+    def views(v: np.ndarray, a: int, b: int) -> np.ndarray:
+        out = v[a:b].copy()
+        out[out[:, 0] > INLINE, 2] -= start
+        return out
+
+    def valid(v: np.ndarray | None, a: int, b: int) -> np.ndarray | None:
+        return None if v is None else v[a:b]
+
+    return Rows(
+        entries=e,
+        crcs=rows.crcs[start:stop].copy(),
+        sections=rows.sections[start:stop],
+        raw_sizes=rows.raw_sizes[start:stop].copy(),
+        offset=rows.offset[r0:r1],
+        timestamp=rows.timestamp[r0:r1],
+        key=views(rows.key, r0, r1),
+        key_valid=valid(rows.key_valid, r0, r1),
+        value=views(rows.value, r0, r1),
+        value_valid=valid(rows.value_valid, r0, r1),
+        header_offsets=(rows.header_offsets[r0:r1 + 1] - h0).astype(np.int32),
+        header_key=views(rows.header_key, h0, h1),
+        header_value=views(rows.header_value, h0, h1),
+        header_value_valid=valid(rows.header_value_valid, h0, h1),
+    )
+
+
+def split_batches(rows: Rows) -> list[Rows]:
+    """One Rows per Kafka batch of `rows`."""
+    return [take_batches(rows, i, i + 1) for i in range(len(rows.entries))]
+
+
+def group_for_message(parts: Sequence[Rows], target_bytes: int) -> list[Rows]:
+    """Consecutive parts merged into messages of about `target_bytes` of sections each; an lz4
+    and a zstd section never share a message (a plain one joins either)."""
+    out: list[Rows] = []
+    group: list[Rows] = []
+    size, codec = 0, 0
+    for rows in parts:
+        c = rows.kafka_codec
+        if group and (size >= target_bytes or (c and codec and c != codec)):
+            out.append(concat_rows(group))
+            group, size, codec = [], 0, 0
+        group.append(rows)
+        size += sum(len(s) for s in rows.sections)
+        codec = codec or c
+    if group:
+        out.append(concat_rows(group))
+    return out
+
+
+RowsDecoder = Callable[[Buffer, str], Rows]
+"""Format 2 Rows of one RecordBatch v2 at its own base offset and leader epoch, its gzip / snappy
+section stored as the given `pylog.segment.compression` says (the owner's Kafka codec, e.g.
+`pylog.onecopy_kafka.rows_from_kafka`); raises on a corrupt batch."""
+
+
+def with_header_timestamps(rows: Rows) -> Rows:
+    """`rows` of one Kafka batch whose header says LogAppendTime: every row's timestamp is the
+    header's `max_timestamp` (the records may keep the producer's deltas)."""
+    e = rows.entries
+    if not len(e) or not int(e["attributes"][0]) & TIMESTAMP_TYPE_MASK:
+        return rows
+    return dataclasses.replace(rows, timestamp=np.full(rows.num_rows, int(e["max_timestamp"][0]), np.int64))

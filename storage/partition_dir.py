@@ -34,8 +34,9 @@ def list_partitions(data_dir: str | os.PathLike[str]) -> list[PartitionDir]:
     return sorted(out, key=lambda p: (p.topic, p.partition))
 
 
-def load_segments(directory: Path, readonly: bool) -> list[Segment]:
-    """The segments of a partition directory, by base offset. A writer (`readonly` False) removes
+def load_segments(directory: Path, readonly: bool, *, default_format: int = 1) -> list[Segment]:
+    """The segments of a partition directory, by base offset (a stream whose schema message was
+    torn is started again in `default_format`). A writer (`readonly` False) removes
     the stream file of a segment already sealed and side files without data; a read-only view
     notes each data file's inode, so it can tell when a writer replaced the file under it, and
     refuses a listing taken in the middle of a segment swap (`FileReplaced`: list again)."""
@@ -68,7 +69,7 @@ def load_segments(directory: Path, readonly: bool) -> list[Segment]:
         if sealed and STREAM_EXT in exts and not readonly:
             os.unlink(directory / f"{base:020d}{STREAM_EXT}")
         seg = Segment(directory, base, sealed=sealed, data_size=exts[FILE_EXT if sealed else STREAM_EXT],
-                      readonly=readonly)
+                      readonly=readonly, default_format=default_format)
         if readonly:
             seg.inode = inodes[(base, FILE_EXT if sealed else STREAM_EXT)]
         if not sealed:

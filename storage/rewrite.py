@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from . import onecopy as oc
 from .files import fsync_dir
 from .ipc import SCHEMA_MESSAGE, FileBlockWriter, block_kafka_codec, body_codec, encode_message, write_all
 from .schema import BATCH_DTYPE, metas_from_entries
@@ -224,3 +225,30 @@ def write_segment(directory: Path, base_offset: int, blocks: list[Block], *, sea
         _write_raw(tmp[side_ext], raw)
     assert len(batches_raw) % BATCH_DTYPE.itemsize == 0
     return Written(directory, base_offset, sealed, size, tmp, keep_wire=keep_wire and wire is None)
+
+
+def write_rows_segment(directory: Path, base_offset: int, messages: list[oc.Rows], *,
+                       sealed: bool) -> Written:
+    """Write format 2 `messages` (one Arrow message each; sections as stored) as a new sealed (IPC
+    file) or active (IPC stream) segment under temporary names, then its side files. The file is
+    gathered into one buffer and written at once: written straight from the mapped sources as many
+    iovecs, the same bytes were 2-3x slower for a reader's first touch of the new mapping."""
+    ext = FILE_EXT if sealed else STREAM_EXT
+    tmp = {e: _tmp(directory, base_offset, e) for e in (*SWAP_ORDER, ext)}
+    encoded = []
+    for m, rows in enumerate(messages):
+        rows.entries["message"] = m
+        encoded.append(oc.encode_message(rows))
+    chunks = oc.file_chunks(encoded) if sealed else oc.stream_chunks(encoded)
+    pos = (8 if sealed else 0) + len(oc.SCHEMA_V2_MESSAGE)
+    placed: list[tuple[int, int, np.ndarray]] = []
+    for rows, msg in zip(messages, encoded):
+        placed.append((pos, msg.length, rows.entries))
+        pos += msg.length
+    data = b"".join(chunks)  # type: ignore[arg-type]
+    _write_raw(tmp[ext], data)
+    index_raw, times_raw = side_entries(placed)
+    batches_raw = b"".join(e.tobytes() for _, _, e in placed)
+    for side_ext, raw in ((INDEX_EXT, index_raw), (TIME_EXT, times_raw), (BATCHES_EXT, batches_raw)):
+        _write_raw(tmp[side_ext], raw)
+    return Written(directory, base_offset, sealed, len(data), tmp)

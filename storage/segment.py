@@ -21,6 +21,9 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
+from pylog.model import RECORD_SCHEMA
+
+from . import onecopy as oc
 from .errors import CorruptSegment, SegmentReplaced
 from .files import OPEN_FLAGS, RecordFile, write_file
 from .ipc import (
@@ -55,6 +58,20 @@ INDEX_EXT = ".index"
 TIME_EXT = ".timeindex"
 BATCHES_EXT = ".batches"
 SIDE_EXTS = (INDEX_EXT, TIME_EXT, BATCHES_EXT)
+# a data file's format (FORMAT.md) is told by its schema message
+SCHEMA_MESSAGES = {1: SCHEMA_MESSAGE, 2: oc.SCHEMA_V2_MESSAGE}
+SCHEMAS = {1: RECORD_SCHEMA, 2: oc.SCHEMA_V2}
+_HEAD = 8 + max(len(m) for m in SCHEMA_MESSAGES.values())
+
+
+def data_format(head: bytes, sealed: bool, default: int) -> int:
+    """The format of a data file that starts with `head` (`default` when it is too short to tell)."""
+    if sealed:
+        head = head[8:]
+    for fmt, message in SCHEMA_MESSAGES.items():
+        if head.startswith(message):
+            return fmt
+    return default
 
 
 def segment_name(base_offset: int) -> str:
@@ -115,13 +132,14 @@ def _map_file(path: Path, size: int, inode: int | None = None) -> pa.Buffer:
     return pa.py_buffer(mm)
 
 
-def entries_from_message(info: MessageInfo, ordinal: int, buf: pa.Buffer) -> np.ndarray:
+def entries_from_message(info: MessageInfo, ordinal: int, buf: pa.Buffer,
+                         schema: pa.Schema = RECORD_SCHEMA) -> np.ndarray:
     """BATCH_DTYPE entries of one message: from its custom metadata, or derived from the rows for
     an IPC message pylog did not write (producer fields unknown)."""
     if info.batches is not None:
         e = np.frombuffer(info.batches, BATCH_DTYPE).copy()
     else:
-        rb = read_batch(buf, info.position, info.length)
+        rb = read_batch(buf, info.position, info.length, schema)
         e = np.zeros(1, BATCH_DTYPE)
         if rb.num_rows:
             offs = rb.column(0).to_numpy()
@@ -156,8 +174,10 @@ class Segment:
     """A segment of a partition log; the owning PartitionLog serialises calls on it."""
 
     def __init__(self, directory: Path, base_offset: int, *, sealed: bool, data_size: int,
-                 readonly: bool) -> None:
+                 readonly: bool, fmt: int | None = None, default_format: int = 1) -> None:
         self.dir = directory
+        self._fmt = fmt  # None: read from the data file's schema message when first needed
+        self.default_format = default_format  # for a stream whose schema message was torn
         self.base_offset = base_offset
         self.sealed = sealed
         self.data_size = data_size
@@ -189,17 +209,30 @@ class Segment:
         return self.path(FILE_EXT if self.sealed else STREAM_EXT)
 
     @property
+    def fmt(self) -> int:
+        """The data file's format (FORMAT.md): 1, or 2 (one copy)."""
+        if self._fmt is None:
+            head = _pread(self.data_path, 0, _HEAD) if self.data_size else b""
+            self._fmt = data_format(head, self.sealed, self.default_format)
+        return self._fmt
+
+    @property
+    def schema_message(self) -> bytes:
+        return SCHEMA_MESSAGES[self.fmt]
+
+    @property
     def data_start(self) -> int:
         """Position of the first record batch message."""
-        return FILE_PREFIX if self.sealed else len(SCHEMA_MESSAGE)
+        return len(self.schema_message) + (8 if self.sealed else 0)
 
     @classmethod
-    def create(cls, directory: Path, base_offset: int) -> Segment:
-        """A new, empty active segment: the schema message and empty side files."""
-        seg = cls(directory, base_offset, sealed=False, data_size=len(SCHEMA_MESSAGE), readonly=False)
+    def create(cls, directory: Path, base_offset: int, fmt: int = 1) -> Segment:
+        """A new, empty active segment in format `fmt`: the schema message and empty side files."""
+        head = SCHEMA_MESSAGES[fmt]
+        seg = cls(directory, base_offset, sealed=False, data_size=len(head), readonly=False, fmt=fmt)
         for ext in SIDE_EXTS:
             write_file(seg.path(ext), b"", sync=False)
-        write_file(seg.data_path, SCHEMA_MESSAGE, sync=False)
+        write_file(seg.data_path, head, sync=False)
         seg._files = seg._open_files()
         seg._max_ts, seg._next_offset = -1, base_offset
         return seg
@@ -256,8 +289,8 @@ class Segment:
         buf = self.buffer(self.data_size)
         if self.data_size < FILE_PREFIX or bytes(memoryview(buf)[:6]) != b"ARROW1":
             raise CorruptSegment(f"{self.data_path}: not an Arrow IPC file")
-        infos = scan_messages(memoryview(buf), FILE_PREFIX)
-        blocks = [(info.position, info.length, entries_from_message(info, i, buf))
+        infos = scan_messages(memoryview(buf), self.data_start)
+        blocks = [(info.position, info.length, entries_from_message(info, i, buf, SCHEMAS[self.fmt]))
                   for i, info in enumerate(infos)]
         index_raw, times_raw = side_entries(blocks)
         batches_raw = b"".join(e.tobytes() for _, _, e in blocks)
@@ -368,23 +401,50 @@ class Segment:
         return i + 1
 
     def message(self, m: int) -> pa.RecordBatch:
-        """Rows of message `m`, zero-copy over the mapped data."""
+        """Rows of message `m` in the data file's own schema (format 2: view types), zero-copy
+        over the mapped data."""
         e = self.files()[1][m]
         pos, length = int(e["position"]), int(e["length"])
-        return read_batch(self.buffer(pos + length), pos, length)
+        return read_batch(self.buffer(pos + length), pos, length, SCHEMAS[self.fmt])
+
+    def records(self, m: int) -> pa.RecordBatch:
+        """Rows of message `m` as RECORD_SCHEMA (format 2 values are copied out of their views)."""
+        rb = self.message(m)
+        return oc.to_record_schema(rb) if self.fmt == 2 else rb
 
     def messages(self, start: int, stop: int) -> list[pa.RecordBatch]:
-        """Rows of messages [start, stop), zero-copy over the mapped data (one map, no per-message
-        index lookups)."""
+        """Rows of messages [start, stop) as RECORD_SCHEMA, zero-copy over the mapped data for
+        format 1 (one map, no per-message index lookups); format 2 values are copied out of their
+        views (`onecopy.to_record_schema`)."""
         ix = self.files()[1].entries(start, stop)
         if not len(ix):
             return []
         end = _end(ix[-1])
-        schema_at = FILE_PREFIX - len(SCHEMA_MESSAGE) if self.sealed else 0  # after a file's magic
-        return read_batches(self.buffer(end), int(ix[0]["position"]), end, len(ix), schema_at=schema_at)
+        fmt = self.fmt
+        schema_at = 8 if self.sealed else 0  # after a file's magic
+        got = read_batches(self.buffer(end), int(ix[0]["position"]), end, len(ix), schema_at=schema_at,
+                           schema=SCHEMAS[fmt], schema_message=SCHEMA_MESSAGES[fmt])
+        return [oc.to_record_schema(rb) for rb in got] if fmt == 2 else got
+
+    def kafka_batches(self, first: int, stop: int) -> list[memoryview]:
+        """Format 2: the RecordBatch v2 bytes of batches [first, stop) of `.batches` (the header
+        rebuilt from the stored entry and CRC, then the stored records section, as one buffer)."""
+        batches, index, _ = self.files()
+        msgs = batches.entries(first, stop)["message"].tolist()
+        out: list[memoryview] = []
+        last_m, got, m_first = -1, [], 0
+        for b, m in enumerate(msgs, first):
+            if m != last_m:
+                e = index[m]
+                pos, length = int(e["position"]), int(e["length"])
+                view = memoryview(self.buffer(pos + length))[pos:pos + length]  # type: ignore[arg-type]
+                got, last_m, m_first = oc.kafka_batches(view), m, int(e["batch"])
+            out.append(memoryview(b"".join(got[b - m_first])))  # type: ignore[arg-type]
+        return out
 
     def stored_batches(self, entries: np.ndarray) -> list[StoredBatch]:
-        """StoredBatch for each entry of a contiguous run of this segment's `.batches`."""
+        """StoredBatch for each entry of a contiguous run of this segment's `.batches` (records as
+        RECORD_SCHEMA)."""
         metas = metas_from_entries(entries)
         msgs = entries["message"].tolist()
         rows = entries["row"].tolist()
@@ -392,7 +452,7 @@ class Segment:
         last_m, rb = -1, None
         for meta, m, row in zip(metas, msgs, rows):
             if m != last_m:
-                rb, last_m = self.message(m), m
+                rb, last_m = self.records(m), m
             assert rb is not None
             out.append(StoredBatch(meta, rb.slice(row, meta.record_count)))
         return out
@@ -404,7 +464,7 @@ class Segment:
         ix = np.array(index.entries())
         b = np.array(batches.entries())
         buf = self.buffer(_end(ix[-1]) if len(ix) else 0) if len(ix) else pa.py_buffer(b"")
-        return SegmentSnapshot(self.base_offset, self.sealed, buf, ix, b)
+        return SegmentSnapshot(self.base_offset, self.sealed, buf, ix, b, self.fmt)
 
     # -- writing (active segment) --------------------------------------------------------------
 
@@ -439,6 +499,28 @@ class Segment:
         self._next_offset = meta.next_offset
         self.dirty = True
         return length
+
+    def append_rows(self, rows: oc.Rows, append_time: int) -> int:
+        """Format 2: write one Kafka batch (its section as stored) as one message, then
+        `.batches`, `.index`, `.timeindex`; the batch's `size` is its exact wire length. Returns
+        the message length."""
+        batches, index, times = self.files()
+        msg, batch_no, pos = len(index), len(batches), self.data_size
+        e = rows.entries
+        e["append_time"], e["message"], e["row"] = append_time, msg, 0
+        message = oc.encode_message(rows)
+        if self._fd is None:
+            self._fd = os.open(self.data_path, OPEN_FLAGS, 0o644)
+        write_all(self._fd, message.chunks)
+        self.data_size += message.length
+        base = int(e["base_offset"][0])
+        batches.append(e.tobytes())
+        index.append(INDEX_STRUCT.pack(base, pos, message.length, batch_no))
+        self._max_ts = max(self.max_timestamp, int(e["max_timestamp"].max()))
+        times.append(TIME_STRUCT.pack(self._max_ts, base))
+        self._next_offset = int(e["base_offset"][-1]) + int(e["last_offset_delta"][-1]) + 1
+        self.dirty = True
+        return message.length
 
     def _open_active_wire(self, entries: np.ndarray) -> bool:
         """Open the active segment's `.wire` for appending: new (empty) for an empty segment,
@@ -481,8 +563,9 @@ class Segment:
         files = self.files()
         batches, index, times = files
         size = self.data_size
-        n_schema = len(SCHEMA_MESSAGE)
-        head_ok = size >= n_schema and _pread(self.data_path, 0, n_schema) == SCHEMA_MESSAGE
+        head = self.schema_message
+        n_schema = len(head)
+        head_ok = size >= n_schema and _pread(self.data_path, 0, n_schema) == head
         k = 0
         if head_ok:
             k = min(len(index), len(times))
@@ -492,7 +575,7 @@ class Segment:
                 k = int(np.searchsorted(ends["position"] + ends["length"], size, side="right"))
             if k and self.readonly and not self._matches_data(index[k - 1]):
                 k = 0  # side files from another layout (a swap in progress): index the data afresh
-        end = _end(index[k - 1]) if k else len(SCHEMA_MESSAGE)
+        end = _end(index[k - 1]) if k else n_schema
         exact = (head_ok and end == size and k == len(index) == len(times)
                  and len(batches) * BATCH_DTYPE.itemsize == _size(batches.path)
                  and len(index) * INDEX_DTYPE.itemsize == _size(index.path)
@@ -504,7 +587,7 @@ class Segment:
         blocks: list[tuple[int, int, np.ndarray]] = []
         if head_ok and size > end:
             buf = _map_file(self.data_path, size)
-            blocks = [(info.position, info.length, entries_from_message(info, k + i, buf))
+            blocks = [(info.position, info.length, entries_from_message(info, k + i, buf, SCHEMAS[self.fmt]))
                       for i, info in enumerate(scan_messages(memoryview(buf), end))]
             if blocks:
                 end = blocks[-1][0] + blocks[-1][1]
@@ -518,8 +601,8 @@ class Segment:
             self.data_size = end if head_ok else 0
         else:
             if not head_ok:
-                write_file(self.data_path, SCHEMA_MESSAGE, sync=False)
-                end = len(SCHEMA_MESSAGE)
+                write_file(self.data_path, head, sync=False)
+                end = n_schema
             elif end < size:
                 os.truncate(self.data_path, end)
             self.data_size = end
@@ -568,18 +651,37 @@ class SegmentSnapshot:
     """An immutable view of one segment for background jobs."""
 
     def __init__(self, base_offset: int, sealed: bool, buf: pa.Buffer, index: np.ndarray,
-                 batches: np.ndarray) -> None:
+                 batches: np.ndarray, fmt: int = 1) -> None:
         self.base_offset = base_offset
         self.sealed = sealed
         self.buf = buf
         self.index = index
         self.batches = batches
+        self.fmt = fmt
 
     def blocks(self) -> list[tuple[pa.RecordBatch, np.ndarray]]:
-        """Every message's rows with its batch entries."""
+        """Every message's rows (as RECORD_SCHEMA) with its batch entries."""
         bounds = [*self.index["batch"].tolist(), len(self.batches)]
-        return [(read_batch(self.buf, int(e["position"]), int(e["length"])),
-                 self.batches[bounds[m]:bounds[m + 1]]) for m, e in enumerate(self.index)]
+        schema = SCHEMAS[self.fmt]
+        out = []
+        for m, e in enumerate(self.index):
+            rb = read_batch(self.buf, int(e["position"]), int(e["length"]), schema)
+            rows = oc.to_record_schema(rb) if self.fmt == 2 else rb
+            out.append((rows, self.batches[bounds[m]:bounds[m + 1]]))
+        return out
+
+    def rows(self) -> list[oc.Rows]:
+        """Format 2: every message as Rows (metadata and small buffers read, sections untouched),
+        their entries those of `.batches`."""
+        view = memoryview(self.buf)  # type: ignore[arg-type]
+        bounds = [*self.index["batch"].tolist(), len(self.batches)]
+        out = []
+        for m, e in enumerate(self.index):
+            pos = int(e["position"])
+            rows = oc.rows_from_message(view[pos:pos + int(e["length"])])
+            rows.entries = self.batches[bounds[m]:bounds[m + 1]].copy()
+            out.append(rows)
+        return out
 
 
 def _end(e: np.void) -> int:
