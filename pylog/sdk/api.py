@@ -9,6 +9,7 @@ import pyarrow as pa
 
 from pylog.sdk.decoders import DecodeSpec
 from pylog.sdk.offsets import OffsetSpec, TimestampSpec
+from pylog.sdk.options import ReadOptions
 from pylog.sdk.scan import TopicScan
 
 
@@ -32,6 +33,8 @@ def scan_topic(
     security: Any = None,
     remote_storage: Any = None,
     storage_options: Any = None,
+    transport: str = "auto",
+    flight: str | None = None,
 ) -> TopicScan:
     """A lazy read of `topic`: call ``.to_arrow()``, ``.to_arrow_batch_reader()``, ``.to_pandas()``,
     ``.to_polars()`` or ``.to_duckdb(name)``, or hand it to anything that takes an Arrow stream.
@@ -61,16 +64,16 @@ def scan_topic(
     With ``bootstrap_servers`` and no ``remote_storage``, a topic with ``remote.storage.enable`` is
     read from the store the brokers name (``remote.log.storage.uri``) when this client can reach it,
     and its tail through Kafka; ``remote_storage=False`` reads everything through Kafka.
+    ``transport``: how a read through ``bootstrap_servers`` travels: ``"kafka"`` (the Kafka
+    protocol), ``"flight"`` (Arrow Flight: the partitions' endpoints read in parallel, one stream
+    per broker; Arrow batches as stored, no re-encoding) or ``"auto"`` (Flight when the cluster
+    serves it, else Kafka). The Flight address is ``flight`` (``"grpc://broker:8815"``) or else the
+    brokers' ``pylog.flight.listeners`` (DescribeConfigs); ``security``'s SASL user and password
+    authenticate to Flight too. A topic with a remote tier read from its store stays on Kafka.
+    All keywords are checked at once (`pylog.sdk.options.ReadOptions`); a wrong one raises
+    ``ValueError``.
     """
-    return TopicScan(
-        topic, data_dir=data_dir, bootstrap_servers=bootstrap_servers, partitions=partitions,
-        starting_offsets=starting_offsets, ending_offsets=ending_offsets,
-        starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp,
-        include_headers=include_headers, columns=columns, decode=decode, fetch_options=fetch_options,
-        schema_registry_url=schema_registry_url, on_decode_error=on_decode_error,
-        progress=progress, security=security, remote_storage=remote_storage,
-        storage_options=storage_options,
-    )
+    return TopicScan(topic, ReadOptions.from_arguments(locals()))
 
 
 def read_topic(
@@ -93,18 +96,12 @@ def read_topic(
     security: Any = None,
     remote_storage: Any = None,
     storage_options: Any = None,
+    transport: str = "auto",
+    flight: str | None = None,
 ) -> pa.Table:
     """Read `topic` into a ``pyarrow.Table`` with Spark's Kafka source columns: ``key binary, value
     binary, topic string, partition int32, offset int64, timestamp timestamp[ms, tz=UTC], timestampType
     int32``
     (+ ``headers list<struct<key: string, value: binary>>`` with ``include_headers=True``).
     Arguments as for `scan_topic`."""
-    return scan_topic(
-        topic, data_dir=data_dir, bootstrap_servers=bootstrap_servers, partitions=partitions,
-        starting_offsets=starting_offsets, ending_offsets=ending_offsets,
-        starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp,
-        include_headers=include_headers, columns=columns, decode=decode, fetch_options=fetch_options,
-        schema_registry_url=schema_registry_url, on_decode_error=on_decode_error,
-        progress=progress, security=security, remote_storage=remote_storage,
-        storage_options=storage_options,
-    ).to_arrow()
+    return TopicScan(topic, ReadOptions.from_arguments(locals())).to_arrow()

@@ -40,8 +40,8 @@ from pylog.sdk.decoders import DecodeSpec, apply_decoders, resolve_decoders
 from pylog.sdk.frames import check_frame_type, to_frame
 from pylog.sdk.group_offsets import GroupOffsets
 from pylog.sdk.offsets import OffsetSpec, TimestampSpec, resolve_ranges
-from pylog.sdk.scan import with_security
-from pylog.sdk.schema import as_instants, output_columns, output_schema
+from pylog.sdk.options import ReadOptions
+from pylog.sdk.schema import as_instants, output_schema
 from pylog.sdk.tail import SOURCE_COLUMNS, TailReader
 
 log = logging.getLogger(__name__)
@@ -53,29 +53,27 @@ class Follower:
     def __init__(
         self,
         topic: str,
+        options: ReadOptions | None = None,
+        /,
         *,
-        bootstrap_servers: Any,
         group: str | None = None,
-        partitions: Sequence[int] | None = None,
-        starting_offsets: OffsetSpec = "latest",
-        starting_timestamp: TimestampSpec = None,
         max_records: int = 10_000,
         max_wait: float = 1.0,
         idle_timeout: float | None = None,
         commit: bool = True,
-        include_headers: bool = False,
-        columns: Sequence[str] | None = None,
-        decode: DecodeSpec = None,
-        schema_registry_url: str | None = None,
-        on_decode_error: str = "raise",
         as_: str = "arrow",
-        fetch_options: Any = None,
-        security: Any = None,
+        **read: Any,
     ) -> None:
+        """`options` (or `ReadOptions` of the `read` keywords, starting at the latest offsets as
+        `follow` does) and how batches are handed over (see `follow`)."""
+        if options is None:
+            options = ReadOptions(**{"starting_offsets": "latest", **read})
+        elif read:
+            options = options.replace(**read)
         if not isinstance(topic, str) or not topic:
             raise ValueError(f"topic must be a non-empty string, got {topic!r}")
-        if bootstrap_servers is None:
-            raise ValueError("follow needs bootstrap_servers= (it reads through the Kafka protocol)")
+        if options.bootstrap_servers is None:  # ReadOptions has asked for one source already
+            raise ValueError("follow reads through the Kafka protocol: pass bootstrap_servers=")
         if isinstance(max_records, bool) or not isinstance(max_records, int) or max_records <= 0:
             raise ValueError(f"max_records must be a positive integer, got {max_records!r}")
         if not max_wait > 0:
@@ -86,20 +84,15 @@ class Follower:
         if not commit and group is not None:
             raise ValueError("commit=False is the exactly-once form: the offsets travel with each batch for "
                              "you to store with your output; pass them back as starting_offsets=, not group=")
-        if on_decode_error not in ("raise", "null"):
-            raise ValueError(f"on_decode_error must be 'raise' or 'null', not {on_decode_error!r}")
         self.topic = topic
         self.group = group
         self.as_ = check_frame_type(as_)
+        self.options = options
         self.max_records, self.max_wait, self.idle_timeout = max_records, float(max_wait), idle_timeout
         self.commit_offsets = commit
-        self.columns = output_columns(columns, include_headers)
+        self.columns = options.output_columns
         self.schema = output_schema(self.columns)
-        fetch_options = with_security(fetch_options, security)
-        context = dict(topic=topic, data_dir=None, bootstrap_servers=bootstrap_servers,
-                       fetch_options=fetch_options, schema_registry_url=schema_registry_url,
-                       on_decode_error=on_decode_error)
-        self._decoders = resolve_decoders(decode, context)
+        self._decoders = resolve_decoders(options.decode, options.decode_context(topic))
         self.records = 0  # handed over so far
         self.batches = 0
         self._closed = False
@@ -107,11 +100,10 @@ class Follower:
         self._pool = ConstantPool()
         self._committed: dict[int, int] = {}
         self._outstanding: dict[int, int] | None = None  # positions after the batch last handed over
-        positions = self._start_positions(bootstrap_servers, fetch_options, partitions, starting_offsets,
-                                          starting_timestamp)
-        self._reader = TailReader(bootstrap_servers, topic, positions,
-                                  [c for c in SOURCE_COLUMNS if c in self.columns], options=fetch_options,
-                                  follow_new_partitions=partitions is None)
+        positions = self._start_positions(options)
+        self._reader = TailReader(options.bootstrap_servers, topic, positions,
+                                  [c for c in SOURCE_COLUMNS if c in self.columns], options=options.fetch,
+                                  follow_new_partitions=options.partitions is None)
         self._groups: GroupOffsets | None = None
         if group is not None:
             self._groups = GroupOffsets(aio.run(self._reader.connect()), group)
@@ -122,15 +114,15 @@ class Follower:
                 self._commit(self._reader.positions)
         self._last_data = time.monotonic()
 
-    def _start_positions(self, bootstrap_servers: Any, fetch_options: Any, partitions: Sequence[int] | None,
-                         starting_offsets: OffsetSpec, starting_timestamp: TimestampSpec) -> dict[int, int]:
+    def _start_positions(self, options: ReadOptions) -> dict[int, int]:
         """Where each partition starts without a committed offset."""
         from pylog.sdk.kafka_source import KafkaTopicSource
 
-        with KafkaTopicSource(bootstrap_servers, fetch_options) as source:
-            chosen = None if partitions is None else list(partitions)
+        with KafkaTopicSource(options.bootstrap_servers, options.fetch) as source:
+            chosen = None if options.partitions is None else list(options.partitions)
             ranges = resolve_ranges(source, self.topic, partitions=chosen,
-                                    starting_offsets=starting_offsets, starting_timestamp=starting_timestamp)
+                                    starting_offsets=options.starting_offsets,
+                                    starting_timestamp=options.starting_timestamp)
         return {r.partition: r.start for r in ranges}
 
     @property
@@ -280,10 +272,6 @@ def follow(
     ``decode`` and ``schema_registry_url`` as there). See the module doc for where it starts,
     ``max_records`` / ``max_wait`` / ``idle_timeout``, and delivery (``group`` and ``commit``).
     ``bootstrap_servers`` / ``security`` / ``fetch_options`` as for `read_topic`."""
-    return Follower(
-        topic, bootstrap_servers=bootstrap_servers, group=group, partitions=partitions,
-        starting_offsets=starting_offsets, starting_timestamp=starting_timestamp, max_records=max_records,
-        max_wait=max_wait, idle_timeout=idle_timeout, commit=commit, include_headers=include_headers,
-        columns=columns, decode=decode, schema_registry_url=schema_registry_url,
-        on_decode_error=on_decode_error, as_=as_, fetch_options=fetch_options, security=security,
-    )
+    options = ReadOptions.from_arguments(locals())
+    return Follower(topic, options, group=group, max_records=max_records, max_wait=max_wait,
+                    idle_timeout=idle_timeout, commit=commit, as_=as_)

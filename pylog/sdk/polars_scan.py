@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from pylog._extras import require
-from pylog.sdk.api import scan_topic
 from pylog.sdk.offsets import PartitionRange
+from pylog.sdk.options import ReadOptions
 from pylog.sdk.scan import TopicScan
 
 if TYPE_CHECKING:
@@ -26,9 +26,9 @@ if TYPE_CHECKING:
 
 # comparison operators, each with its mirror (``3 < col`` is ``col > 3``)
 _MIRROR = {"Eq": "Eq", "Lt": "Gt", "LtEq": "GtEq", "Gt": "Lt", "GtEq": "LtEq"}
-# the scan_topic options a pruned read replaces with the offsets it resolved
-_BOUND_OPTIONS = ("partitions", "starting_offsets", "ending_offsets", "starting_timestamp",
-                  "ending_timestamp")
+# a pruned read replaces the caller's bounds with the offsets it resolved
+_NO_BOUNDS = dict(starting_offsets="earliest", ending_offsets="latest", starting_timestamp=None,
+                  ending_timestamp=None)
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
 
 
@@ -72,14 +72,14 @@ def scan_polars(topic: str, *, on_batch: Callable[[pa.RecordBatch], None] | None
 
     if "columns" in options:
         raise ValueError("scan_polars() takes no columns=: select them on the LazyFrame")
-    base = scan_topic(topic, **options)  # bad options fail now, with the SDK's message
+    base = TopicScan(topic, ReadOptions(**options))  # bad options fail now, with the SDK's message
     schema: polars.Schema | None = None
 
     def polars_schema() -> polars.Schema:
         nonlocal schema
         if schema is None:
             # decoded columns take their type from the data: the first batch's
-            arrow = base.schema if base.decode is None else base.to_arrow_batch_reader().schema
+            arrow = base.schema if base.options.decode is None else base.to_arrow_batch_reader().schema
             schema = pl.from_arrow(arrow.empty_table()).schema
         return schema
 
@@ -89,7 +89,7 @@ def scan_polars(topic: str, *, on_batch: Callable[[pa.RecordBatch], None] | None
         needed = list(wanted)
         if predicate is not None:
             needed += [c for c in predicate.meta.root_names() if c not in needed]
-        scan = pruned_scan(base, options, predicate)
+        scan = pruned_scan(base, predicate)
         if scan is None:
             return
         left = n_rows
@@ -112,23 +112,21 @@ def scan_polars(topic: str, *, on_batch: Callable[[pa.RecordBatch], None] | None
     return register_io_source(source, schema=polars_schema)
 
 
-def pruned_scan(base: TopicScan, options: dict[str, Any], predicate: polars.Expr | None
-                ) -> TopicScan | None:
+def pruned_scan(base: TopicScan, predicate: polars.Expr | None) -> TopicScan | None:
     """`base` narrowed to what `predicate` can match (None: nothing can match)."""
-    ranges = pushed_ranges(base, options, predicate)
+    ranges = pushed_ranges(base, predicate)
     if ranges is None:
         return base
     if not ranges:
         return None
     topic = base.topic
-    bounds = {k: v for k, v in options.items() if k not in _BOUND_OPTIONS}
-    return scan_topic(topic, partitions=[r.partition for r in ranges],
-                      starting_offsets={topic: {str(r.partition): r.start for r in ranges}},
-                      ending_offsets={topic: {str(r.partition): r.end for r in ranges}}, **bounds)
+    return TopicScan(topic, base.options, **{
+        **_NO_BOUNDS, "partitions": [r.partition for r in ranges],
+        "starting_offsets": {topic: {str(r.partition): r.start for r in ranges}},
+        "ending_offsets": {topic: {str(r.partition): r.end for r in ranges}}})
 
 
-def pushed_ranges(base: TopicScan, options: dict[str, Any], predicate: polars.Expr | None
-                  ) -> list[PartitionRange] | None:
+def pushed_ranges(base: TopicScan, predicate: polars.Expr | None) -> list[PartitionRange] | None:
     """The ``[start, end)`` per partition a read filtered by `predicate` needs (None: the predicate
     bounds nothing, read as `base` would)."""
     if predicate is None:
@@ -142,10 +140,10 @@ def pushed_ranges(base: TopicScan, options: dict[str, Any], predicate: polars.Ex
         ranges = [r for r in ranges if r.partition in kept]
     if bounds.min_timestamp is not None and ranges:
         # only the starts matter here (the user's own bounds are in `ranges`, met by max below)
-        timed = {k: v for k, v in options.items() if k not in _BOUND_OPTIONS}
-        starts = {r.partition: r.start
-                  for r in scan_topic(base.topic, partitions=[r.partition for r in ranges],
-                                    starting_timestamp=bounds.min_timestamp, **timed).plan()}
+        timed = TopicScan(base.topic, base.options, **{
+            **_NO_BOUNDS, "partitions": [r.partition for r in ranges],
+            "starting_timestamp": bounds.min_timestamp})
+        starts = {r.partition: r.start for r in timed.plan()}
         ranges = [dataclasses.replace(r, start=max(r.start, starts[r.partition])) for r in ranges]
     out = []
     for r in ranges:

@@ -324,26 +324,29 @@ def registry_decoder(
     *,
     column: str,
     topic: str,
+    on_decode_error: str = "raise",
+    **source: Any,
+) -> RegistryDecoder:
+    """The decoder of `topic`'s `column`; `source`: a read's decode context (`registry_schemas`)."""
+    return RegistryDecoder(topic, column, registry_schemas(**source), on_decode_error)
+
+
+def registry_schemas(
+    *,
     schema_registry_url: str | None = None,
     data_dir: Any = None,
     bootstrap_servers: Any = None,
     fetch_options: Any = None,
-    on_decode_error: str = "raise",
     **_: Any,
-) -> RegistryDecoder:
+) -> HttpSchemas | LogSchemas:
+    """The schemas of a registry at `schema_registry_url`, else of the ``_schemas`` topic of the
+    read's own source."""
     if schema_registry_url:
-        schemas: Any = HttpSchemas(schema_registry_url, security=getattr(fetch_options, "security", None))
-    else:
-        from pylog.sdk.api import read_topic
+        return HttpSchemas(schema_registry_url, security=getattr(fetch_options, "security", None))
+    from pylog.sdk.api import read_topic
 
-        def read() -> pa.Table:
-            return read_topic(
-                "_schemas",
-                data_dir=data_dir,
-                bootstrap_servers=bootstrap_servers,
-                fetch_options=fetch_options,
-                columns=["key", "value"],
-            )
+    def read() -> pa.Table:
+        return read_topic("_schemas", data_dir=data_dir, bootstrap_servers=bootstrap_servers,
+                          fetch_options=fetch_options, columns=["key", "value"])
 
-        schemas = LogSchemas(read)
-    return RegistryDecoder(topic, column, schemas, on_decode_error)
+    return LogSchemas(read)

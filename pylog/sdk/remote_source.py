@@ -247,19 +247,25 @@ def discover_remote_storage(bootstrap_servers: Any, topic: str, security: Any = 
                             ) -> RemoteStorageSpec | None:
     """The store to read ``topic``'s remote tier from when the topic has ``remote.storage.enable``
     and a broker names the store (DescribeConfigs); None otherwise (read through Kafka only)."""
+    return remote_tier_of(bootstrap_servers, topic, security)[1]
+
+
+def remote_tier_of(bootstrap_servers: Any, topic: str, security: Any = None
+                   ) -> tuple[bool, RemoteStorageSpec | None]:
+    """(whether ``topic`` has ``remote.storage.enable``, the store a broker names for it or None)."""
     from pylog.sdk.admin import Admin
 
-    async def ask(admin: Any) -> RemoteStorageSpec | None:
+    async def ask(admin: Any) -> tuple[bool, RemoteStorageSpec | None]:
         topic_cfg = (await admin.topic_configs([topic])).get(topic, {})
         if (topic_cfg.get(REMOTE_STORAGE_ENABLE, (None, ""))[0] or "false").lower() != "true":
-            return None
+            return False, None
         info = await admin.cluster([topic])
         for broker in sorted(info.brokers):
             spec = store_from_broker_configs(await admin.broker_configs(broker))
             if spec is not None:
                 tid = info.topic_ids.get(topic)
-                return replace(spec, topic_id=tid) if isinstance(tid, uuid.UUID) and tid.int else spec
-        return None
+                return True, replace(spec, topic_id=tid) if isinstance(tid, uuid.UUID) and tid.int else spec
+        return True, None
 
     with Admin(bootstrap_servers, security=security) as admin:
         return admin.run(ask)

@@ -8,14 +8,16 @@ pandas and DuckDB are imported only by their adapters.
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict
+from typing import TYPE_CHECKING, Any, Protocol
 
 import pyarrow as pa
 
 from pylog._extras import require
 from pylog.sdk.constant import ConstantPool
-from pylog.sdk.decoders import DecodeSpec, apply_decoders, resolve_decoders
-from pylog.sdk.offsets import OffsetSource, OffsetSpec, PartitionRange, TimestampSpec, resolve_ranges
+from pylog.sdk.decoders import apply_decoders, resolve_decoders
+from pylog.sdk.offsets import OffsetSource, PartitionRange, resolve_ranges
+from pylog.sdk.options import ReadOptions, check_isolation, check_source
+from pylog.sdk.options import with_security as with_security  # where pylog.widgets finds it
 from pylog.sdk.progress import progress_bar
 from pylog.sdk.schema import as_instants, output_columns, output_schema, source_schema
 
@@ -41,12 +43,7 @@ def open_source(data_dir: Any, bootstrap_servers: Any, fetch_options: Any = None
                 read_committed: bool = True) -> TopicSource:
     """A data directory (read the segments), bootstrap servers (Kafka protocol), or a remote store
     alone; with a store beside either of the first two, remote segments come from the store."""
-    if (data_dir is not None and bootstrap_servers is not None) or \
-            (data_dir is None and bootstrap_servers is None and remote is None):
-        raise ValueError("pass exactly one of data_dir= (read a pylog data directory) or "
-                         "bootstrap_servers= (read through the Kafka protocol), or remote_storage= "
-                         "alone (read the remote tier from the object store)"
-                         + ("; both were given" if data_dir is not None else "; neither was given"))
+    check_source(data_dir, bootstrap_servers, remote)
     check_isolation(read_committed, data_dir, remote)
     tier = None
     if remote is not None:
@@ -63,97 +60,53 @@ def open_source(data_dir: Any, bootstrap_servers: Any, fetch_options: Any = None
     return TieredKafkaSource(kafka, tier)
 
 
-def check_isolation(read_committed: bool, data_dir: Any, remote: Any) -> None:
-    """A read_uncommitted read (``read_committed=False``) needs a data directory alone."""
-    if not read_committed and (data_dir is None or remote is not None):
-        raise ValueError("read_committed=False reads a data directory alone (no bootstrap_servers, no "
-                         "remote_storage)")
+def open_read_source(options: ReadOptions, remote: RemoteStorageSpec | None = None, pins: Any = None,
+                     tiered: bool = False) -> TopicSource:
+    """The source `options` name: over Arrow Flight when their transport picks it
+    (`pylog.sdk.flight_source`; not for a `tiered` topic, whose history Flight does not serve),
+    else as `open_source` opens it (`remote`: the store of the remote tier, when known, else the
+    one the options name)."""
+    remote = options.remote if remote is None else remote
+    if options.bootstrap_servers is not None and options.transport != "kafka":
+        from pylog.sdk.flight_source import flight_source
 
-
-def with_security(fetch_options: Any, security: Any) -> Any:
-    """``fetch_options`` carrying the Kafka client security settings (checked now, not at read time)."""
-    if security is None:
-        return fetch_options
-    import dataclasses
-
-    from pylog.sdk.client import client_security
-    from pylog.sdk.kafka_source import FetchOptions
-
-    return dataclasses.replace(fetch_options or FetchOptions(), security=client_security(security))
-
-
-class _Bounds(TypedDict):
-    """The read bounds, as `resolve_ranges` takes them."""
-
-    starting_offsets: OffsetSpec
-    ending_offsets: OffsetSpec
-    starting_timestamp: TimestampSpec
-    ending_timestamp: TimestampSpec
+        flight = flight_source(options, tiered or remote is not None)
+        if flight is not None:
+            return flight
+    return open_source(options.data_dir, options.bootstrap_servers, options.fetch, remote, pins,
+                       options.read_committed)
 
 
 class TopicScan:
     """What `pylog.scan_topic` returns. Reusable: every ``to_*`` call reads afresh up to the bounds
     resolved at that moment (``"latest"`` is re-evaluated)."""
 
-    def __init__(
-        self,
-        topic: str,
-        *,
-        data_dir: Any = None,
-        bootstrap_servers: Any = None,
-        partitions: Sequence[int] | None = None,
-        starting_offsets: OffsetSpec = "earliest",
-        ending_offsets: OffsetSpec = "latest",
-        starting_timestamp: TimestampSpec = None,
-        ending_timestamp: TimestampSpec = None,
-        include_headers: bool = False,
-        columns: Sequence[str] | None = None,
-        decode: DecodeSpec = None,
-        fetch_options: Any = None,
-        schema_registry_url: str | None = None,
-        on_decode_error: str = "raise",
-        progress: bool | None = None,
-        security: Any = None,
-        remote_storage: Any = None,
-        storage_options: Any = None,
-        read_committed: bool = True,
-    ) -> None:
-        from pylog.sdk.remote_source import remote_spec
-
+    def __init__(self, topic: str, options: ReadOptions | None = None, /, **changes: Any) -> None:
+        """`options` (or `ReadOptions` built from `changes`), with `changes` applied."""
         if not isinstance(topic, str) or not topic:
             raise ValueError(f"topic must be a non-empty string, got {topic!r}")
-        # remote_storage: a store URI; None: the store the brokers name, when the topic is tiered
-        # (bootstrap_servers only); False: never read the store
-        self.remote = None if remote_storage is False else remote_spec(remote_storage, storage_options)
-        self._discover = bootstrap_servers is not None and remote_storage is None
-        self._security = security
-        if (data_dir is None) == (bootstrap_servers is None) and \
-                (self.remote is None or data_dir is not None):
-            open_source(data_dir, bootstrap_servers, remote=self.remote)  # raises the explanation
-        check_isolation(read_committed, data_dir, self.remote)
-        self.read_committed = read_committed
+        if options is None:
+            options = ReadOptions(**changes)
+        elif changes:
+            options = options.replace(**changes)
+        self.options = options
         self.topic = topic
-        self.data_dir = data_dir
-        self.bootstrap_servers = bootstrap_servers
-        self.partitions = None if partitions is None else [int(p) for p in partitions]
-        self.bounds: _Bounds = dict(starting_offsets=starting_offsets, ending_offsets=ending_offsets,
-                                    starting_timestamp=starting_timestamp, ending_timestamp=ending_timestamp)
-        self.columns = output_columns(columns, include_headers)
+        self.remote = options.remote
+        # whether the topic is tiered, and the store the brokers name, are asked once, on the first
+        # read through bootstrap_servers (remote_storage=False: only to choose the transport)
+        store = options.remote_storage
+        self._discover = options.bootstrap_servers is not None and (
+            store is None or (store is False and options.transport != "kafka"))
+        self._tiered = False
+        self.columns = options.output_columns
         self._schema: pa.Schema | None = None
-        self.decode = decode
-        fetch_options = with_security(fetch_options, security)
-        self.fetch_options = fetch_options
-        if on_decode_error not in ("raise", "null"):
-            raise ValueError(f"on_decode_error must be 'raise' or 'null', not {on_decode_error!r}")
-        self.decode_context = dict(topic=topic, data_dir=data_dir, bootstrap_servers=bootstrap_servers,
-                                   fetch_options=fetch_options, schema_registry_url=schema_registry_url,
-                                   on_decode_error=on_decode_error)
-        resolve_decoders(decode, self.decode_context)  # unknown names fail here, not at read time
-        self.progress = progress
+        self.decode_context = options.decode_context(topic)
+        resolve_decoders(options.decode, self.decode_context)  # unknown names fail here, not at read time
 
     def __repr__(self) -> str:
-        where = f"data_dir={self.data_dir!r}" if self.data_dir is not None else \
-            f"bootstrap_servers={self.bootstrap_servers!r}"
+        o = self.options
+        where = f"data_dir={o.data_dir!r}" if o.data_dir is not None else \
+            f"bootstrap_servers={o.bootstrap_servers!r}"
         return f"TopicScan({self.topic!r}, {where}, columns={self.columns})"
 
     def select(self, *columns: str) -> TopicScan:
@@ -166,9 +119,26 @@ class TopicScan:
     def _source(self) -> TopicSource:
         if self._discover:
             self._discover = False  # asked once per scan object
-            self.remote = _discovered_store(self.bootstrap_servers, self.topic, self._security)
-        return open_source(self.data_dir, self.bootstrap_servers, self.fetch_options, self.remote,
-                           read_committed=self.read_committed)
+            self._tiered, store = _discovered_tier(self.options.bootstrap_servers, self.topic,
+                                                   self.options.security)
+            if self.options.remote_storage is None:
+                self.remote = store
+        return open_read_source(self.options, self.remote, tiered=self._tiered or self.remote is not None)
+
+    def transport(self) -> str:
+        """How this scan reads: ``"flight"`` (Arrow Flight), ``"kafka"`` (the Kafka protocol, with the
+        remote tier's store when it reads one), ``"data_dir"`` or ``"remote_storage"`` (no broker)."""
+        from pylog.sdk.flight_source import FlightTopicSource
+
+        source = self._source()
+        try:
+            if isinstance(source, FlightTopicSource):
+                return "flight"
+        finally:
+            source.close()
+        if self.options.bootstrap_servers is not None:
+            return "kafka"
+        return "data_dir" if self.options.data_dir is not None else "remote_storage"
 
     def plan(self) -> list[PartitionRange]:
         """The ``[start, end)`` offsets each partition would be read over, resolved now."""
@@ -179,7 +149,9 @@ class TopicScan:
             source.close()
 
     def _plan(self, source: TopicSource) -> list[PartitionRange]:
-        return resolve_ranges(source, self.topic, partitions=self.partitions, **self.bounds)
+        chosen = self.options.partitions
+        return resolve_ranges(source, self.topic, partitions=None if chosen is None else list(chosen),
+                              **self.options.bounds())
 
     @property
     def schema(self) -> pa.Schema:
@@ -195,11 +167,11 @@ class TopicScan:
         try:
             ranges = self._plan(source)
             batches = source.read(ranges, [c for c in SOURCE_COLUMNS if c in self.columns])
-            if self.bootstrap_servers is None:
+            if self.options.bootstrap_servers is None:
                 yield from batches
                 return
             total = sum(max(r.count, 0) for r in ranges)
-            with progress_bar(self.progress, total=total, desc=f"reading {self.topic}") as bar:
+            with progress_bar(self.options.progress, total=total, desc=f"reading {self.topic}") as bar:
                 for r, batch in batches:
                     bar.update(batch.num_rows, batch.nbytes)
                     yield r, batch
@@ -226,7 +198,7 @@ class TopicScan:
     def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
         """A stream of record batches, read as it is consumed."""
         batches = self._raw_batches()
-        decoders = resolve_decoders(self.decode, self.decode_context)
+        decoders = resolve_decoders(self.options.decode, self.decode_context)
         if not decoders:
             return pa.RecordBatchReader.from_batches(self.schema, batches)
         decoded = (apply_decoders(b, decoders) for b in batches)
@@ -247,7 +219,7 @@ class TopicScan:
         source_columns = [c for c in SOURCE_COLUMNS if c in self.columns]
         stored = source_schema(source_columns)
         runs: list[tuple[PartitionRange, int]] = []  # consecutive rows of one range share constants
-        if self.bootstrap_servers is None:  # a data directory: whole tables per range, zero-copy
+        if self.options.bootstrap_servers is None:  # a data directory: whole tables per range, zero-copy
             source = self._source()
             try:
                 tables = list(source.read_tables(self._plan(source), source_columns))  # type: ignore[attr-defined]
@@ -273,7 +245,7 @@ class TopicScan:
                 table = table.add_column(i, field, pa.chunked_array(chunks, field.type))
         if table.schema.names != schema.names:
             table = table.select(schema.names)
-        decoders = resolve_decoders(self.decode, self.decode_context)
+        decoders = resolve_decoders(self.options.decode, self.decode_context)
         return apply_decoders(table, decoders) if decoders else table
 
     def to_pandas(self, **kwargs: Any) -> pandas.DataFrame:
@@ -301,15 +273,22 @@ class TopicScan:
 def _discovered_store(bootstrap_servers: Any, topic: str, security: Any) -> RemoteStorageSpec | None:
     """The store a tiered topic's brokers name, if this client can reach it; else None (the scan
     then reads everything through Kafka, as any client would)."""
+    return _discovered_tier(bootstrap_servers, topic, security)[1]
+
+
+def _discovered_tier(bootstrap_servers: Any, topic: str, security: Any
+                     ) -> tuple[bool, RemoteStorageSpec | None]:
+    """(whether the topic has a remote tier, its store if this client can reach it); (False, None)
+    when the brokers do not say."""
     from pylog.sdk.client import KafkaError
-    from pylog.sdk.remote_source import discover_remote_storage, reachable
+    from pylog.sdk.remote_source import reachable, remote_tier_of
     from pylog.storage.remote_store import RemoteStorageError
 
     try:
-        spec = discover_remote_storage(bootstrap_servers, topic, security)
-        return spec if spec is not None and reachable(spec) else None
+        tiered, spec = remote_tier_of(bootstrap_servers, topic, security)
+        return tiered, spec if spec is not None and reachable(spec) else None
     except (KafkaError, RemoteStorageError, OSError, ValueError):
-        return None
+        return False, None
 
 
 def _empty_batch(schema: pa.Schema) -> pa.RecordBatch:

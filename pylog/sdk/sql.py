@@ -34,7 +34,8 @@ import pyarrow.fs as pafs
 from pylog._extras import require
 from pylog.sdk.decoders import DecodeSpec, apply_decoders, resolve_decoders
 from pylog.sdk.offsets import UnknownTopicError
-from pylog.sdk.scan import TopicScan, open_source, with_security
+from pylog.sdk.options import ReadOptions
+from pylog.sdk.scan import TopicScan, open_source
 from pylog.sdk.schema import DEFAULT_COLUMNS, TIMESTAMP_TYPE, output_schema
 from pylog.sdk.table import read_retrying
 
@@ -115,12 +116,11 @@ class TopicDataset(ds.Dataset):
     reads only what the filter's bounds allow (see the module doc). Not a general pyarrow dataset:
     only `schema` and `scanner` work."""
 
-    def __init__(self, topic: str, *, source: dict[str, Any], decode: DecodeSpec = None,
-                 decode_context: dict[str, Any] | None = None) -> None:  # no super().__init__: see class doc
+    def __init__(self, topic: str, options: ReadOptions) -> None:  # no super().__init__: see class doc
         self.topic = topic
-        self.source = source
-        self.decode = decode
-        self.decode_context = decode_context or {}
+        self.options = options.replace(decode=None)  # the scans read raw bytes, decoded here
+        self.decode = options.decode
+        self.decode_context = options.decode_context(topic)
         self.reads: list[tuple[dict[int, int], dict[int, int]]] = []  # (starts, ends) of each scan
         self._schema = self._decoded_schema()
 
@@ -146,11 +146,11 @@ class TopicDataset(ds.Dataset):
         return schema
 
     def _sampled_type(self, column: str, decoder: Any) -> pa.DataType:
-        plan = TopicScan(self.topic, **self.source).plan()
+        plan = TopicScan(self.topic, self.options).plan()
         per_partition = max(1, SAMPLE_RECORDS // max(len(plan), 1))
         starts = {str(r.partition): max(r.start, r.end - per_partition) for r in plan}
         ends = {str(r.partition): r.end for r in plan}
-        sample = TopicScan(self.topic, **self.source, starting_offsets={self.topic: starts},
+        sample = TopicScan(self.topic, self.options, starting_offsets={self.topic: starts},
                            ending_offsets={self.topic: ends}, columns=[column]).to_arrow()
         return apply_decoders(sample.combine_chunks(), {column: decoder}).schema.field(column).type
 
@@ -161,12 +161,12 @@ class TopicDataset(ds.Dataset):
                                          filter=filter, **kwargs)
 
     def _read(self, filter_: Any) -> pa.Table:
-        plan = TopicScan(self.topic, **self.source).plan()
+        plan = TopicScan(self.topic, self.options).plan()
         bounds = Bounds(filter_, self._schema, [r.partition for r in plan])
         kept = [r for r in plan if r.partition in bounds.partitions]
         starts = {r.partition: r.start for r in kept}
         if bounds.timestamp_start is not None and kept:
-            by_time = TopicScan(self.topic, **self.source, partitions=[r.partition for r in kept],
+            by_time = TopicScan(self.topic, self.options, partitions=[r.partition for r in kept],
                                 starting_timestamp=bounds.timestamp_start).plan()
             starts.update({r.partition: max(starts[r.partition], r.start) for r in by_time})
         ends = {r.partition: r.end for r in kept}
@@ -179,7 +179,7 @@ class TopicDataset(ds.Dataset):
         self.reads.append((dict(starts), dict(ends)))
         if not kept:
             return self._schema.empty_table()
-        scan = TopicScan(self.topic, **self.source, partitions=list(starts),
+        scan = TopicScan(self.topic, self.options, partitions=list(starts),
                          starting_offsets={self.topic: {str(p): o for p, o in starts.items()}},
                          ending_offsets={self.topic: {str(p): o for p, o in ends.items()}},
                          columns=list(COLUMNS))
@@ -280,8 +280,8 @@ def sql(
     duckdb = require("duckdb", "pylog.sql")
     if not isinstance(query, str) or not query.strip():
         raise ValueError("pylog.sql needs a query")
-    fetch_options = with_security(fetch_options, security)
-    probe = open_source(data_dir, bootstrap_servers, fetch_options)
+    options = ReadOptions.from_arguments({**locals(), "progress": False})
+    probe = open_source(options.data_dir, options.bootstrap_servers, options.fetch)
     try:
         names = table_names(query)
         topics = []
@@ -294,22 +294,14 @@ def sql(
     finally:
         probe.close()
     if not topics:
-        where = f"data_dir {data_dir!r}" if data_dir is not None else f"the cluster at {bootstrap_servers}"
-        raise UnknownTopicError(f"pylog.sql: the query reads none of the topics of {where} "
+        raise UnknownTopicError(f"pylog.sql: the query reads none of the topics of {options.where()} "
                                 f"(it names {', '.join(map(repr, names)) or 'no table'})")
     con = connection if connection is not None else duckdb.connect()
     if connection is None:
         con.execute("SET TimeZone = 'UTC'")
     own = {r[0] for r in con.execute("select table_name from duckdb_tables()").fetchall()}
-    source = dict(data_dir=data_dir, bootstrap_servers=bootstrap_servers, fetch_options=fetch_options,
-                  progress=False)
     for topic in topics:
         if topic in own:
             continue
-        context = dict(topic=topic, data_dir=data_dir, bootstrap_servers=bootstrap_servers,
-                       fetch_options=fetch_options, schema_registry_url=schema_registry_url,
-                       on_decode_error=on_decode_error)
-        dataset = TopicDataset(topic, source=source, decode=_decode_for(decode, topic, topics),
-                               decode_context=context)
-        con.register(topic, dataset)
+        con.register(topic, TopicDataset(topic, options.replace(decode=_decode_for(decode, topic, topics))))
     return con.sql(query)

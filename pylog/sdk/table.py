@@ -29,8 +29,8 @@ import pyarrow.compute as pc
 from pylog.sdk.decoders import DecodeSpec, apply_decoders, resolve_decoders
 from pylog.sdk.frames import check_frame_type, to_frame
 from pylog.sdk.offsets import parse_timestamps
+from pylog.sdk.options import ReadOptions
 from pylog.sdk.scan import TopicScan
-from pylog.sdk.schema import output_columns
 
 _ROW = "__pylog_row"
 
@@ -67,7 +67,7 @@ def read_retrying(scan: TopicScan, attempts: int = 5) -> pa.Table:
         try:
             return scan.to_arrow()
         except FileNotFoundError:
-            if scan.data_dir is None or attempt == attempts - 1:
+            if scan.options.data_dir is None or attempt == attempts - 1:
                 raise
     raise AssertionError("unreachable")
 
@@ -92,8 +92,8 @@ def read_table(
     columns of `read_topic` (or ``as_="polars"`` / ``"pandas"``). ``as_of``: a timestamp (epoch ms,
     datetime, ISO text) or offsets (``{"0": 120}`` / ``{topic: {...}}``, end exclusive) to see the
     table as it was. Source, ``decode``, ``security`` and the rest as for `read_topic`."""
+    options = ReadOptions.from_arguments(locals())
     check_frame_type(as_)
-    columns = output_columns(None, include_headers)
     ending: Any = "latest"
     until_ms: int | None = None
     if isinstance(as_of, Mapping):
@@ -104,18 +104,13 @@ def read_table(
         if not isinstance(parsed, int):
             raise ValueError(f"as_of: expected a timestamp or per-partition offsets, got {as_of!r}")
         until_ms = parsed
-    scan = TopicScan(topic, data_dir=data_dir, bootstrap_servers=bootstrap_servers, partitions=partitions,
-                     ending_offsets=ending, columns=columns, fetch_options=fetch_options,
-                     progress=progress, security=security)
+    scan = TopicScan(topic, options, ending_offsets=ending, decode=None)  # decoded once reduced
     table = read_retrying(scan)
     if until_ms is not None:
         ts = table.column("timestamp").cast(pa.int64())
         table = table.filter(pc.less_equal(ts, until_ms))
     table = latest_per_key(table)
-    context = dict(topic=topic, data_dir=data_dir, bootstrap_servers=bootstrap_servers,
-                   fetch_options=scan.fetch_options, schema_registry_url=schema_registry_url,
-                   on_decode_error=on_decode_error)
-    decoders = resolve_decoders(decode, context)
+    decoders = resolve_decoders(decode, options.decode_context(topic))
     if decoders:
         table = apply_decoders(table.combine_chunks(), decoders)
     return to_frame(table, as_)

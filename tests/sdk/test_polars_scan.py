@@ -68,15 +68,14 @@ def test_filter_and_select_equal_read_topic_and_read_only_the_range(broker: Loca
 
 def test_pushed_ranges(broker: LocalBroker) -> None:
     scan = pylog.scan_topic(TOPIC, bootstrap_servers=broker.bootstrap_servers)
-    options = {"bootstrap_servers": broker.bootstrap_servers}
-    ranges = pushed_ranges(scan, options, pl.col("partition").is_in([0, 2]) & (pl.col("offset") < 10)
+    ranges = pushed_ranges(scan, pl.col("partition").is_in([0, 2]) & (pl.col("offset") < 10)
                            & (pl.col("offset") > 3))
     assert [(r.partition, r.start, r.end) for r in ranges or []] == [(0, 4, 10), (2, 4, 10)]
     # timestamps: the first offset at or after the bound (an upper bound is a filter only)
     since = dt.datetime.fromtimestamp(_ts(2, 250) / 1000, UTC)
-    ranges = pushed_ranges(scan, options, (pl.col("timestamp") >= since) & (pl.col("partition") == 2))
+    ranges = pushed_ranges(scan, (pl.col("timestamp") >= since) & (pl.col("partition") == 2))
     assert [(r.partition, r.start, r.end) for r in ranges or []] == [(2, 250, PER_PARTITION)]
-    assert pushed_ranges(scan, options, pl.col("value") == b"x") is None  # nothing to push
+    assert pushed_ranges(scan, pl.col("value") == b"x") is None  # nothing to push
 
 
 def test_timestamp_filter_is_exact(broker: LocalBroker) -> None:

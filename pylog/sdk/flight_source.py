@@ -1,0 +1,316 @@
+"""Reading a topic over Arrow Flight: the brokers' stored Arrow batches, not re-encoded as Kafka batches.
+
+A pylog broker with ``pylog.flight.listeners`` serves its topics over Flight. GetFlightInfo on any
+broker answers one endpoint per partition at the Flight server of its leader; the broker that leads a
+partition resolves its bounds (offsets, timestamps, the readable end) when asked GetFlightInfo
+itself, so offsets are planned by asking each leader for its own partitions. The records are then
+read with one DoGet stream per broker at a time, the brokers in parallel (a thread each).
+
+Where Flight is: ``flight=`` (a ``grpc://`` / ``grpc+tls://`` URL of any broker), else the first
+broker that names ``pylog.flight.listeners`` in its configs (DescribeConfigs; a wildcard host is
+replaced by that broker's Kafka host). ``security``'s SASL user and password go to Flight's basic
+authentication, its CA file (``ssl.ca.location``) to ``grpc+tls``.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import queue
+import threading
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+import pyarrow as pa
+
+from pylog.sdk.offsets import PartitionRange, UnknownTopicError
+from pylog.sdk.schema import STORED_TIMESTAMP_TYPE
+
+if TYPE_CHECKING:
+    import pyarrow.flight as flight
+
+    from pylog.sdk.options import ReadOptions
+
+FLIGHT_LISTENERS = "pylog.flight.listeners"  # the broker config naming its Flight addresses
+TICKET_VERSION = 1  # pylog's Flight tickets (JSON, see pylog.flight.tickets)
+READ_COMMITTED = "read_committed"
+_QUEUED_BATCHES = 16  # batches read ahead per read, all brokers together
+_DONE = object()
+
+
+class FlightReadError(RuntimeError):
+    """A Flight call failed; the message is the broker's."""
+
+
+def flight_source(options: ReadOptions, tiered: bool) -> FlightTopicSource | None:
+    """The Flight source for `options` (a read through ``bootstrap_servers``), or None to read
+    through the Kafka protocol: ``transport="kafka"``, or ``"auto"`` when the cluster serves no
+    Flight or the topic is `tiered` (Flight serves the brokers' local segments only)."""
+    if options.transport == "kafka" or (options.transport == "auto" and tiered):
+        return None
+    if tiered:
+        raise ValueError("transport='flight': the topic keeps its history in the remote tier, which "
+                         "Arrow Flight does not serve; read it with transport='kafka' or 'auto'")
+    url = flight_location(options)
+    if url is None:
+        if options.transport == "flight":
+            raise ValueError(f"transport='flight': {options.where()} serves no Arrow Flight (no broker "
+                             f"names {FLIGHT_LISTENERS}); pass flight='grpc://HOST:PORT' or "
+                             f"transport='kafka'")
+        return None
+    return FlightTopicSource(url, options)
+
+
+def flight_location(options: ReadOptions) -> str | None:
+    """``flight=``, else the address the brokers advertise (asked once per options object)."""
+    if options.flight is not None:
+        return options.flight
+    found = options.discovered.get("flight", _DONE)
+    if found is _DONE:
+        found = discover_flight(options.bootstrap_servers, options.security)
+        options.discovered["flight"] = found
+    return found if isinstance(found, str) else None
+
+
+def discover_flight(bootstrap_servers: Any, security: Any = None) -> str | None:
+    """The first Flight address a broker of the cluster names in ``pylog.flight.listeners``, or
+    None (no broker serves Flight, or the cluster does not answer DescribeConfigs)."""
+    from pylog.sdk.admin import Admin
+    from pylog.sdk.client import KafkaError
+
+    async def ask(admin: Any) -> str | None:
+        info = await admin.cluster([])
+        for node in sorted(info.brokers):
+            url = advertised_flight((await admin.broker_configs(node)).get(FLIGHT_LISTENERS),
+                                    info.brokers[node].host)
+            if url is not None:
+                return url
+        return None
+
+    try:
+        with Admin(bootstrap_servers, security=security) as admin:
+            return admin.run(ask)
+    except (KafkaError, OSError, TimeoutError):
+        return None
+
+
+def advertised_flight(listeners: str | None, kafka_host: str) -> str | None:
+    """The first usable address of a ``pylog.flight.listeners`` value: a wildcard host becomes the
+    broker's Kafka host; an address with port 0 (chosen at start, unknown here) is skipped."""
+    for raw in (listeners or "").split(","):
+        parts = urlsplit(raw.strip())
+        if parts.scheme not in ("grpc", "grpc+tls") or not parts.port:
+            continue
+        host = parts.hostname or ""
+        if host in ("", "0.0.0.0", "::"):
+            host = kafka_host
+        return f"{parts.scheme}://{f'[{host}]' if ':' in host else host}:{parts.port}"
+    return None
+
+
+def ticket(topic: str, partition: int, start: int, end: int, columns: Sequence[str]) -> bytes:
+    """A DoGet ticket for ``[start, end)`` of one partition (the server checks it like any other)."""
+    return json.dumps({"v": TICKET_VERSION, "topic": topic, "partition": partition, "start": start,
+                       "end": end, "start_timestamp": None, "end_timestamp": None,
+                       "columns": list(columns), "isolation": READ_COMMITTED}, separators=(",", ":")).encode()
+
+
+def _ticket_range(raw: bytes) -> tuple[int, int | None, int | None]:
+    doc = json.loads(raw)
+    return int(doc["partition"]), doc.get("start"), doc.get("end")
+
+
+class FlightTopicSource:
+    """`OffsetSource` + reader over the brokers' Flight servers (a `pylog.sdk.scan.TopicSource`)."""
+
+    def __init__(self, url: str, options: ReadOptions) -> None:
+        import pyarrow.flight as flight
+
+        self.url = url
+        self._flight = flight
+        security = options.fetch.security if options.fetch is not None else None
+        headers = []
+        if security is not None and security.uses_sasl and security.username is not None:
+            secret = base64.b64encode(f"{security.username}:{security.password or ''}".encode())
+            headers.append((b"authorization", b"Basic " + secret))
+        timeout = options.fetch.request_timeout_s if options.fetch is not None else 30.0
+        self._call = flight.FlightCallOptions(headers=headers, timeout=timeout)
+        raw = options.security or {}
+        self._ca = next((raw[k] for k in ("ssl.ca.location", "ssl.cafile", "ssl.truststore.location")
+                         if isinstance(raw, dict) and raw.get(k)), None)
+        self._clients: dict[str, flight.FlightClient] = {}
+        self._lock = threading.Lock()
+        self._where: dict[str, dict[int, str]] = {}  # topic -> partition -> its leader's Flight URL
+
+    # --- calls ---------------------------------------------------------------------------------
+
+    def _client(self, location: str) -> flight.FlightClient:
+        with self._lock:
+            client = self._clients.get(location)
+            if client is None:
+                tls = {}
+                if location.startswith("grpc+tls") and self._ca is not None:
+                    with open(self._ca, "rb") as f:
+                        tls = {"tls_root_certs": f.read()}
+                client = self._clients[location] = self._flight.FlightClient(location, **tls)
+            return client
+
+    def _info(self, location: str, topic: str, **command: Any
+              ) -> dict[int, tuple[str, int | None, int | None]]:
+        """{partition: (location, start, end)} as the broker at `location` plans the read (start /
+        end are None where another broker leads the partition)."""
+        flight = self._flight
+        descriptor = flight.FlightDescriptor.for_command(json.dumps({"topic": topic, **command}).encode())
+        try:
+            info = self._client(location).get_flight_info(descriptor, self._call)
+        except flight.FlightServerError as exc:
+            message = _message(exc)
+            if message.startswith("unknown topic") or " has partitions " in message:
+                raise UnknownTopicError(message) from None
+            raise FlightReadError(f"GetFlightInfo of {topic!r} at {location}: {message}") from None
+        except flight.FlightError as exc:
+            raise FlightReadError(f"GetFlightInfo of {topic!r} at {location}: {_message(exc)}") from None
+        out = {}
+        for ep in info.endpoints:
+            p, start, end = _ticket_range(ep.ticket.ticket)
+            out[p] = (ep.locations[0].uri.decode() if ep.locations else location, start, end)
+        return out
+
+    def _resolved(self, topic: str, partitions: list[int], **bounds: Any
+                  ) -> dict[int, tuple[str, int, int]]:
+        """{partition: (leader's Flight URL, start, end)} resolved by each partition's leader."""
+        where = self._leaders(topic)
+        out: dict[int, tuple[str, int, int]] = {}
+        for _ in range(3):
+            by_location: dict[str, list[int]] = {}
+            for p in partitions:
+                if p not in out:
+                    by_location.setdefault(where[p], []).append(p)
+            for location, ps in by_location.items():
+                for p, (at, start, end) in self._info(location, topic, partitions=ps, **bounds).items():
+                    if start is not None and end is not None:
+                        out[p] = (at, start, end)
+            if len(out) == len(partitions):
+                return out
+            where = self._leaders(topic, refresh=True)  # a leader moved: ask where they are now
+        missing = sorted(set(partitions) - set(out))
+        raise FlightReadError(f"{topic} partitions {missing}: no broker resolved their range over Flight")
+
+    def _leaders(self, topic: str, refresh: bool = False) -> dict[int, str]:
+        if refresh or topic not in self._where:
+            self._where[topic] = {p: at for p, (at, _, _) in self._info(self.url, topic).items()}
+        return self._where[topic]
+
+    # --- OffsetSource --------------------------------------------------------------------------
+
+    def partitions(self, topic: str) -> list[int]:
+        return sorted(self._leaders(topic))
+
+    def offset_bounds(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
+        return {p: (start, end) for p, (_, start, end) in self._resolved(topic, partitions).items()}
+
+    def offsets_for_times(self, topic: str, times: dict[int, int]) -> dict[int, int | None]:
+        """The leaders resolve ``start_timestamp``: no later record resolves to the readable end,
+        which the read treats as "none" does."""
+        out: dict[int, int | None] = {}
+        by_time: dict[int, list[int]] = {}
+        for p, ts in times.items():
+            by_time.setdefault(ts, []).append(p)
+        for ts, ps in by_time.items():
+            for p, (_, start, _) in self._resolved(topic, sorted(ps), start_timestamp=max(ts, 0)).items():
+                out[p] = start
+        return out
+
+    # --- reading -------------------------------------------------------------------------------
+
+    def read(self, ranges: list[PartitionRange], columns: Sequence[str]
+             ) -> Iterator[tuple[PartitionRange, pa.RecordBatch]]:
+        """Each range's batches: one DoGet at a time per broker, the brokers in parallel."""
+        ranges = [r for r in ranges if r.count > 0]
+        if not ranges:
+            return
+        asked = list(columns) or ["offset"]  # a ticket names at least one column
+        by_location: dict[str, list[PartitionRange]] = {}
+        for r in ranges:
+            by_location.setdefault(self._leaders(r.topic)[r.partition], []).append(r)
+        out: queue.Queue[Any] = queue.Queue(maxsize=_QUEUED_BATCHES)
+        stop = threading.Event()
+
+        def put(item: Any) -> bool:
+            while not stop.is_set():
+                try:
+                    out.put(item, timeout=0.1)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def stream(location: str, mine: list[PartitionRange]) -> None:
+            try:
+                client = self._client(location)
+                for r in mine:
+                    raw = ticket(r.topic, r.partition, r.start, r.end, asked)
+                    reader = client.do_get(self._flight.Ticket(raw), self._call)
+                    for chunk in reader:
+                        if not put((r, _stored(chunk.data, columns))):
+                            reader.cancel()
+                            return
+            except BaseException as exc:  # handed to the reading thread
+                put(exc)
+            finally:
+                put(_DONE)
+
+        threads = [threading.Thread(target=stream, args=(loc, mine), name=f"flight-read {loc}", daemon=True)
+                   for loc, mine in by_location.items()]
+        for t in threads:
+            t.start()
+        running = len(threads)
+        try:
+            while running:
+                item = out.get()
+                if item is _DONE:
+                    running -= 1
+                elif isinstance(item, BaseException):
+                    raise _readable(item, self._flight)
+                else:
+                    yield item
+        finally:
+            stop.set()
+            for t in threads:
+                t.join(timeout=5)
+
+    def close(self) -> None:
+        with self._lock:
+            clients, self._clients = list(self._clients.values()), {}
+        for c in clients:
+            c.close()
+
+    def __enter__(self) -> FlightTopicSource:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _stored(batch: pa.RecordBatch, columns: Sequence[str]) -> pa.RecordBatch:
+    """A DoGet batch as the SDK's sources yield them: the asked columns, timestamps as stored."""
+    if not columns:
+        return batch.select([])
+    i = batch.schema.get_field_index("timestamp")
+    if i >= 0 and batch.schema.field(i).type != STORED_TIMESTAMP_TYPE:
+        batch = batch.set_column(i, pa.field("timestamp", STORED_TIMESTAMP_TYPE),
+                                 batch.column(i).view(STORED_TIMESTAMP_TYPE))
+    return batch
+
+
+def _message(exc: Exception) -> str:
+    """A Flight error's own message, without gRPC's detail suffix."""
+    text = str(exc)
+    return text.split(". Detail:", 1)[0].split(". gRPC client debug context:", 1)[0]
+
+
+def _readable(exc: BaseException, flight: Any) -> BaseException:
+    if isinstance(exc, flight.FlightError):
+        return FlightReadError(f"reading over Arrow Flight: {_message(exc)}")
+    return exc
