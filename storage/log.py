@@ -743,6 +743,7 @@ class PartitionLog:
             self._set.closed = True
             for seg in self._segments:
                 seg.close()
+                seg.unmap()  # record batches handed out keep their maps alive
             with contextlib.suppress(OSError):  # a deleted partition's directory may be gone
                 self._epochs.write_pending()
 

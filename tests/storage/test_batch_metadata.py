@@ -10,20 +10,20 @@ import pytest
 from pylog.storage import LogConfig, PartitionLog
 from pylog.storage.files import RecordFile
 from pylog.storage.schema import BATCH_DTYPE
-from storage_helpers import meta_for, records
+from storage_helpers import meta_for, open_log, records
 
 
-def _log(directory: Path, batches: int = 30, *, segment_bytes: int = 6_000) -> PartitionLog:
-    log = PartitionLog.open(directory, LogConfig(segment_bytes=segment_bytes), now_ms=0)
+def _log(fmt: int, directory: Path, batches: int = 30, *, segment_bytes: int = 6_000) -> PartitionLog:
+    log = open_log(fmt, directory, LogConfig(segment_bytes=segment_bytes), now_ms=0)
     for i in range(batches):
         rb = records(1 + i % 4, ts=1_000 + 10 * i)
         log.append(rb, meta_for(rb), now_ms=0)
     return log
 
 
-def test_readonly_record_file_reads_entries_without_reopening(tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
-    log = _log(tmp_path / "t-0", segment_bytes=1 << 30)
+def test_readonly_record_file_reads_entries_without_reopening(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                              fmt: int) -> None:
+    log = _log(fmt, tmp_path / "t-0", segment_bytes=1 << 30)
     log.close()
     path = tmp_path / "t-0" / f"{0:020d}.batches"
     expected = np.fromfile(path, BATCH_DTYPE)
@@ -52,8 +52,8 @@ def _overlapping(entries: np.ndarray, start: int, end: int) -> np.ndarray:
     return entries[(last >= start) & (entries["base_offset"] < end) & (start < end)]
 
 
-def test_batch_metadata_over_ranges_and_segments(tmp_path: Path) -> None:
-    log = _log(tmp_path / "t-0", 60)
+def test_batch_metadata_over_ranges_and_segments(tmp_path: Path, fmt: int) -> None:
+    log = _log(fmt, tmp_path / "t-0", 60)
     assert log.seal_pending() >= 2 and log.segment_count >= 4
     everything = _side_entries(tmp_path / "t-0")
     assert log.batch_metadata().tobytes() == everything.tobytes()
@@ -72,8 +72,8 @@ def test_batch_metadata_over_ranges_and_segments(tmp_path: Path) -> None:
     log.close()
 
 
-def test_batch_metadata_is_a_copy_clipped_to_the_log_start(tmp_path: Path) -> None:
-    log = _log(tmp_path / "t-0", 20, segment_bytes=1 << 30)
+def test_batch_metadata_is_a_copy_clipped_to_the_log_start(tmp_path: Path, fmt: int) -> None:
+    log = _log(fmt, tmp_path / "t-0", 20, segment_bytes=1 << 30)
     first = log.batch_metadata(0, 3)
     got = first.copy()
     for _ in range(5):
@@ -87,8 +87,8 @@ def test_batch_metadata_is_a_copy_clipped_to_the_log_start(tmp_path: Path) -> No
     log.close()
 
 
-def test_batch_metadata_filters_attributes(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "t-0", now_ms=0)
+def test_batch_metadata_filters_attributes(tmp_path: Path, fmt: int) -> None:
+    log = open_log(fmt, tmp_path / "t-0", now_ms=0)
     kinds = [0, 0x10, 0, 0x30, 0x08, 0x10, 0x30, 0]
     for i, attrs in enumerate(kinds):
         rb = records(3 if attrs != 0x30 else 1)
@@ -102,10 +102,10 @@ def test_batch_metadata_filters_attributes(tmp_path: Path) -> None:
     log.close()
 
 
-def test_batch_metadata_reads_only_segments_in_range(tmp_path: Path) -> None:
+def test_batch_metadata_reads_only_segments_in_range(tmp_path: Path, fmt: int) -> None:
     from pylog.storage import Stats
 
-    log = _log(tmp_path / "t-0", 60)
+    log = _log(fmt, tmp_path / "t-0", 60)
     log.seal_pending()
     bases = log.segment_base_offsets()
     log.close()
@@ -120,8 +120,8 @@ def test_batch_metadata_reads_only_segments_in_range(tmp_path: Path) -> None:
     ro.close()
 
 
-def test_scan_clips_to_the_range(tmp_path: Path) -> None:
-    log = _log(tmp_path / "t-0", 60)
+def test_scan_clips_to_the_range(tmp_path: Path, fmt: int) -> None:
+    log = _log(fmt, tmp_path / "t-0", 60)
     log.seal_pending()
     log.delete_records_before(3)
     end = log.log_end_offset
@@ -134,10 +134,10 @@ def test_scan_clips_to_the_range(tmp_path: Path) -> None:
     log.close()
 
 
-def test_a_side_file_replaced_by_a_shorter_one_reads_as_vanished(tmp_path: Path) -> None:
+def test_a_side_file_replaced_by_a_shorter_one_reads_as_vanished(tmp_path: Path, fmt: int) -> None:
     """Sealing swaps in side files with fewer entries; a reader that sized the old file must see
     it as gone (FileNotFoundError, which readers answer by reopening), not a short read."""
-    log = _log(tmp_path / "t-0", segment_bytes=1 << 30)
+    log = _log(fmt, tmp_path / "t-0", segment_bytes=1 << 30)
     log.close()
     path = tmp_path / "t-0" / f"{0:020d}.batches"
     entries = np.fromfile(path, BATCH_DTYPE)
@@ -150,10 +150,10 @@ def test_a_side_file_replaced_by_a_shorter_one_reads_as_vanished(tmp_path: Path)
     assert reopened.entries().tobytes() == entries[:2].tobytes()
 
 
-def test_a_listing_taken_mid_swap_is_refused_not_read_with_a_hole(tmp_path: Path) -> None:
+def test_a_listing_taken_mid_swap_is_refused_not_read_with_a_hole(tmp_path: Path, fmt: int) -> None:
     """Between a swap's unlink of a segment's old data file and the rename of its new one, the
     directory lists no data for that segment; a read-only view must not open without it."""
-    log = _log(tmp_path / "t-0", 60)
+    log = _log(fmt, tmp_path / "t-0", 60)
     assert log.seal_pending() >= 2
     log.close()
     def offsets() -> list[int]:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 from pylog.storage import LogConfig, PartitionLog
-from storage_helpers import CONTROL, TRANSACTIONAL, meta_for, records
+from storage_helpers import CONTROL, TRANSACTIONAL, meta_for, open_log, records
 
 CFG = LogConfig(segment_bytes=2500, cleanup_policy="compact", delete_retention_ms=1000)
 
@@ -23,8 +23,8 @@ def _put(log: PartitionLog, keys: list[bytes], values: list[bytes | None], *, no
     log.append(rb, meta_for(rb, **meta), now_ms=now_ms)
 
 
-def test_latest_per_key_tombstones_and_offsets(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "t-0", CFG, now_ms=0)
+def test_latest_per_key_tombstones_and_offsets(tmp_path: Path, fmt: int) -> None:
+    log = open_log(fmt, tmp_path / "t-0", CFG, now_ms=0)
     _put(log, [b"a", b"b", b"c"], [b"a1", b"b1", b"c1"])
     _put(log, [b"a", b"b"], [b"a2", None])  # b deleted
     _put(log, [b"c", b"a"], [b"c2", b"a3"])
@@ -49,12 +49,12 @@ def test_latest_per_key_tombstones_and_offsets(tmp_path: Path) -> None:
     log.compact(now_ms=11_000)
     assert all(k != b"b" for _, k, _ in _rows(log))
     log.close()
-    reopened = PartitionLog.open(tmp_path / "t-0", CFG, now_ms=0)
+    reopened = open_log(fmt, tmp_path / "t-0", CFG, now_ms=0)
     assert _rows(reopened) == _rows(log)
 
 
-def test_control_batches_and_producer_state_survive(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "t-0", CFG, now_ms=0)
+def test_control_batches_and_producer_state_survive(tmp_path: Path, fmt: int) -> None:
+    log = open_log(fmt, tmp_path / "t-0", CFG, now_ms=0)
     _put(log, [b"a"], [b"1"], producer_id=5, producer_epoch=0, base_sequence=0, attributes=TRANSACTIONAL)
     _put(log, [b"\x00\x00\x00\x01"], [b"\x00\x00\x00\x00\x00\x00"], producer_id=5, producer_epoch=0,
          attributes=CONTROL | TRANSACTIONAL)
@@ -74,9 +74,9 @@ def test_control_batches_and_producer_state_survive(tmp_path: Path) -> None:
                                                    (4, b"a", b"4")]
 
 
-def test_compaction_respects_lag_and_bound(tmp_path: Path) -> None:
+def test_compaction_respects_lag_and_bound(tmp_path: Path, fmt: int) -> None:
     cfg = LogConfig(segment_bytes=2500, cleanup_policy="compact", min_compaction_lag_ms=500)
-    log = PartitionLog.open(tmp_path / "t-0", cfg, now_ms=0)
+    log = open_log(fmt, tmp_path / "t-0", cfg, now_ms=0)
     for i in range(12):
         rb = records(2, keys=[b"k", b"k"], ts=i * 100)
         log.append(rb, meta_for(rb), now_ms=0)
@@ -87,9 +87,9 @@ def test_compaction_respects_lag_and_bound(tmp_path: Path) -> None:
     assert len(_rows(log)) < len(before)
 
 
-def test_background_seal_and_compaction_while_appending_and_reading(tmp_path: Path) -> None:
+def test_background_seal_and_compaction_while_appending_and_reading(tmp_path: Path, fmt: int) -> None:
     cfg = LogConfig(segment_bytes=4000, cleanup_policy="compact,delete", retention_ms=-1)
-    log = PartitionLog.open(tmp_path / "t-0", cfg, now_ms=0)
+    log = open_log(fmt, tmp_path / "t-0", cfg, now_ms=0)
     stop = threading.Event()
     errors: list[BaseException] = []
 
@@ -125,14 +125,14 @@ def test_background_seal_and_compaction_while_appending_and_reading(tmp_path: Pa
     rows = _rows(log)
     assert {k: (o, v) for o, k, v in rows if (o, v) == latest[k]} == latest  # the latest value of every key
     log.close()
-    reopened = PartitionLog.open(tmp_path / "t-0", cfg, now_ms=0)
+    reopened = open_log(fmt, tmp_path / "t-0", cfg, now_ms=0)
     assert _rows(reopened) == rows
     assert all(s.sealed for s in reopened._segments[:-1])
 
 
-def test_runs_only_when_due(tmp_path: Path) -> None:
+def test_runs_only_when_due(tmp_path: Path, fmt: int) -> None:
     cfg = LogConfig(segment_bytes=2500, cleanup_policy="compact", min_cleanable_dirty_ratio=0.5)
-    log = PartitionLog.open(tmp_path / "t-0", cfg, now_ms=0)
+    log = open_log(fmt, tmp_path / "t-0", cfg, now_ms=0)
 
     def fill(segments: int) -> None:
         target = log.segment_count + segments
@@ -147,8 +147,9 @@ def test_runs_only_when_due(tmp_path: Path) -> None:
     assert log.compact(now_ms=0, force=True).records_before > 0
     fill(8)
     assert log.compact(now_ms=0).segments > 0
-    lagging = PartitionLog.open(tmp_path / "t-1", LogConfig(segment_bytes=2500, cleanup_policy="compact",
-                                                             max_compaction_lag_ms=1000), now_ms=0)
+    lag_cfg = LogConfig(segment_bytes=2500, cleanup_policy="compact", min_cleanable_dirty_ratio=1.0,
+                        max_compaction_lag_ms=1000)
+    lagging = open_log(fmt, tmp_path / "t-1", lag_cfg, now_ms=0)
     for i in range(40):
         rb = records(1, keys=[b"k"], value_size=100)
         lagging.append(rb, meta_for(rb), now_ms=i)

@@ -7,21 +7,21 @@ from __future__ import annotations
 from pathlib import Path
 
 from pylog.storage import LogConfig, PartitionLog
-from storage_helpers import meta_for, records
+from storage_helpers import meta_for, open_log, records
 
 CFG = LogConfig(segment_bytes=2500)
 
 
-def _log(tmp_path: Path, segments: int = 4) -> PartitionLog:
-    log = PartitionLog.open(tmp_path / "t-0", CFG, now_ms=0)
+def _log(fmt: int, tmp_path: Path, segments: int = 4) -> PartitionLog:
+    log = open_log(fmt, tmp_path / "t-0", CFG, now_ms=0)
     while log.segment_count < segments:
         rb = records(3)
         log.append(rb, meta_for(rb), now_ms=0)
     return log
 
 
-def test_nothing_chosen_yields_none_and_claims_nothing(tmp_path: Path) -> None:
-    log = _log(tmp_path)
+def test_nothing_chosen_yields_none_and_claims_nothing(tmp_path: Path, fmt: int) -> None:
+    log = _log(fmt, tmp_path)
     with log.rewrite(lambda segments: []) as job:
         assert job is None
     with log.rewrite(lambda segments: list(segments[:1])) as job:
@@ -29,8 +29,8 @@ def test_nothing_chosen_yields_none_and_claims_nothing(tmp_path: Path) -> None:
     log.close()
 
 
-def test_claimed_segments_are_busy_until_the_job_ends(tmp_path: Path) -> None:
-    log = _log(tmp_path)
+def test_claimed_segments_are_busy_until_the_job_ends(tmp_path: Path, fmt: int) -> None:
+    log = _log(fmt, tmp_path)
     seen: list[tuple[bool, ...]] = []
     with log.rewrite(lambda segments: list(segments[1:3]), entries_after=True) as job:
         assert job is not None
@@ -41,8 +41,8 @@ def test_claimed_segments_are_busy_until_the_job_ends(tmp_path: Path) -> None:
     log.close()
 
 
-def test_a_replaced_segment_keeps_its_records_and_offsets(tmp_path: Path) -> None:
-    log = _log(tmp_path)
+def test_a_replaced_segment_keeps_its_records_and_offsets(tmp_path: Path, fmt: int) -> None:
+    log = _log(fmt, tmp_path)
     before = log.read_table()
     with log.rewrite(lambda segments: [segments[0]]) as job:
         assert job is not None
@@ -50,13 +50,13 @@ def test_a_replaced_segment_keeps_its_records_and_offsets(tmp_path: Path) -> Non
         assert job.replace(seg, snap.blocks(), cleaned=True)
     assert log.read_table().equals(before)
     log.close()
-    reopened = PartitionLog.open(tmp_path / "t-0", CFG, now_ms=0)
+    reopened = open_log(fmt, tmp_path / "t-0", CFG, now_ms=0)
     assert reopened.read_table().equals(before)
     reopened.close()
 
 
-def test_a_segment_truncated_meanwhile_is_not_replaced(tmp_path: Path) -> None:
-    log = _log(tmp_path)
+def test_a_segment_truncated_meanwhile_is_not_replaced(tmp_path: Path, fmt: int) -> None:
+    log = _log(fmt, tmp_path)
     last_closed = log.segment_base_offsets()[-2]
     with log.rewrite(lambda segments: [segments[-2]]) as job:
         assert job is not None
