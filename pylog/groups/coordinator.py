@@ -8,6 +8,7 @@ timer queue), the `OffsetStore`, and loading a partition from its records. The s
 * `consumer.ConsumerProtocol`: ConsumerGroupHeartbeat (KIP-848);
 * `migration.Migration`: classic <-> consumer conversion and classic members of consumer groups;
 * `share.ShareProtocol`: ShareGroupHeartbeat (KIP-932);
+* `streams.StreamsProtocol`: StreamsGroupHeartbeat (KIP-1071);
 * `offsets.OffsetStore`: the offsets of every group type;
 * `retention.OffsetRetention`: which offsets expire, and the periodic cleanup;
 * `describe`: what the describe APIs say of each type.
@@ -53,6 +54,10 @@ from pylog.groups.registry import GroupRegistry
 from pylog.groups.retention import OffsetRetention
 from pylog.groups.share import ShareGroupConfig, ShareHeartbeat, ShareProtocol
 from pylog.groups.share_group import ShareGroup
+from pylog.groups.streams import HeartbeatResult, StreamsGroupConfig, StreamsHeartbeat, StreamsProtocol
+from pylog.groups.streams import error_response as streams_error
+from pylog.groups.streams import validate as validate_streams
+from pylog.groups.streams_group import StreamsGroup
 from pylog.groups.types import (
     CoordinatorRecord,
     DescribedGroup,
@@ -106,6 +111,7 @@ class GroupCoordinator:
         rng: random.Random,
         consumer: ConsumerGroupConfig | None = None,
         share: ShareGroupConfig | None = None,
+        streams: StreamsGroupConfig | None = None,
     ) -> None:
         self.config = config or GroupConfig()
         self.registry = GroupRegistry(self.config, rng=rng)
@@ -113,6 +119,7 @@ class GroupCoordinator:
         self.classic = ClassicProtocol(self.registry)
         self.consumer = ConsumerProtocol(self.registry, consumer or ConsumerGroupConfig())
         self.share = ShareProtocol(self.registry, share or ShareGroupConfig())
+        self.streams = StreamsProtocol(self.registry, streams or StreamsGroupConfig())
         self.migration = Migration(self.registry, self.classic, self.consumer)
         self.retention = OffsetRetention(self.registry, self.offsets, self.classic)
 
@@ -129,8 +136,9 @@ class GroupCoordinator:
         """Where a group's own configs come from (`consumer.session.timeout.ms`, ...)."""
         self.consumer.group_configs = lookup
         self.share.group_configs = lookup
+        self.streams.group_configs = lookup
 
-    def group(self, group_id: str) -> ClassicGroup | ConsumerGroup | ShareGroup | None:
+    def group(self, group_id: str) -> ClassicGroup | ConsumerGroup | ShareGroup | StreamsGroup | None:
         """The live group object of any type, for inspection; do not mutate it."""
         return self.registry.groups.get(group_id)
 
@@ -139,6 +147,9 @@ class GroupCoordinator:
 
     def share_group(self, group_id: str) -> ShareGroup | None:
         return self.share.group(group_id)
+
+    def streams_group(self, group_id: str) -> StreamsGroup | None:
+        return self.streams.group(group_id)
 
     def group_ids(self) -> list[str]:
         return list(self.registry.groups)
@@ -199,7 +210,7 @@ class GroupCoordinator:
         out = Output()
         self.registry.run_timers(now_ms, out)
         g = self._routable(group_id)
-        if isinstance(g, ShareGroup):
+        if isinstance(g, (ShareGroup, StreamsGroup)):
             out.complete(handle, JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
             return out
         if isinstance(g, ConsumerGroup) and g.members:
@@ -238,7 +249,7 @@ class GroupCoordinator:
         )  # fmt: skip
         return _merged(out, joined)
 
-    def _routable(self, group_id: str) -> ClassicGroup | ConsumerGroup | ShareGroup | None:
+    def _routable(self, group_id: str) -> ClassicGroup | ConsumerGroup | ShareGroup | StreamsGroup | None:
         """The group a request names, if this coordinator serves it now."""
         if not group_id or self.coordinator_error(group_id) is not ErrorCode.NONE:
             return None
@@ -261,7 +272,7 @@ class GroupCoordinator:
         """SyncGroup; `assignments` matter only from the leader. The answer arrives as a completion."""
         self._topics(topics)
         g = self._routable(group_id)
-        if isinstance(g, (ConsumerGroup, ShareGroup)):
+        if isinstance(g, (ConsumerGroup, ShareGroup, StreamsGroup)):
             out = Output()
             self.registry.run_timers(now_ms, out)
             cg = self.consumer.group(group_id)
@@ -291,7 +302,7 @@ class GroupCoordinator:
         """Heartbeat; `Output.response` is the ErrorCode. Extends the member's session."""
         self._topics(topics)
         g = self._routable(group_id)
-        if isinstance(g, (ConsumerGroup, ShareGroup)):
+        if isinstance(g, (ConsumerGroup, ShareGroup, StreamsGroup)):
             out = Output()
             self.registry.run_timers(now_ms, out)
             cg = self.consumer.group(group_id)
@@ -307,7 +318,7 @@ class GroupCoordinator:
         """LeaveGroup: `members` are (member_id, group_instance_id); `Output.response` is a
         LeaveGroupResult. A static member may be named by group.instance.id alone."""
         g = self._routable(group_id)
-        if isinstance(g, (ConsumerGroup, ShareGroup)):
+        if isinstance(g, (ConsumerGroup, ShareGroup, StreamsGroup)):
             out = Output()
             self.registry.run_timers(now_ms, out)
             cg = self.consumer.group(group_id)
@@ -349,6 +360,8 @@ class GroupCoordinator:
             pass
         elif isinstance(g, ConsumerGroup):
             error = self.consumer.validate_offset_commit(g, member_id, generation_id, api_version)
+        elif isinstance(g, StreamsGroup):
+            error = self.streams.validate_offset_commit(g, member_id, generation_id, api_version)
         elif isinstance(g, ShareGroup):
             error = ErrorCode.NONE if generation_id < 0 else ErrorCode.GROUP_ID_NOT_FOUND
         else:
@@ -391,6 +404,8 @@ class GroupCoordinator:
                 error = ErrorCode.UNKNOWN_MEMBER_ID
             elif m is not None and generation_id >= 0 and generation_id != m.member_epoch:
                 error = ErrorCode.ILLEGAL_GENERATION
+        elif isinstance(g, StreamsGroup):
+            error = self.streams.validate_offset_commit(g, member_id, generation_id, 9)
         elif not isinstance(g, ShareGroup):
             error = self.classic.validate_txn_commit(group_id, generation_id, member_id, group_instance_id)
         if error is not ErrorCode.NONE:
@@ -471,7 +486,11 @@ class GroupCoordinator:
         out.response = OffsetDeleteResult(ErrorCode.NONE, tuple(results))
         return out
 
-    def _subscribed_topics(self, g: ClassicGroup | ConsumerGroup | ShareGroup) -> frozenset[str]:
+    def _subscribed_topics(
+        self, g: ClassicGroup | ConsumerGroup | ShareGroup | StreamsGroup
+    ) -> frozenset[str]:
+        if isinstance(g, StreamsGroup):
+            return self.streams.source_topics(g)
         if isinstance(g, ClassicGroup):
             return frozenset() if g.is_(GroupState.EMPTY) else (g.subscribed_topics or frozenset())
         if isinstance(g, ConsumerGroup):
@@ -507,6 +526,15 @@ class GroupCoordinator:
             describe.failed(gid, e)
             if (e := self.coordinator_error(gid)) is not ErrorCode.NONE
             else describe.as_share_group(self.group(gid), gid, names)
+            for gid in group_ids
+        ]
+
+    def streams_group_describe(self, group_ids: Iterable[str], names: Mapping) -> list[dict]:
+        """StreamsGroupDescribe entries (without authorized operations)."""
+        return [
+            describe.failed_streams(gid, e)
+            if (e := self.coordinator_error(gid)) is not ErrorCode.NONE
+            else describe.as_streams_group(self.group(gid), gid)
             for gid in group_ids
         ]
 
@@ -546,11 +574,12 @@ class GroupCoordinator:
                     self.offsets.delete_group(gid, out)
                     self.classic.delete(g, out)
             else:
-                error = (
-                    self.consumer.delete(g, out)
-                    if isinstance(g, ConsumerGroup)
-                    else self.share.delete(g, out)
-                )
+                if isinstance(g, ConsumerGroup):
+                    error = self.consumer.delete(g, out)
+                elif isinstance(g, StreamsGroup):
+                    error = self.streams.delete(g, out)
+                else:
+                    error = self.share.delete(g, out)
                 if error is ErrorCode.NONE:
                     self.offsets.delete_group(gid, out)
             results.append((gid, error))
@@ -573,7 +602,7 @@ class GroupCoordinator:
             out.response = error_response(error, message)
             return out
         g = self.group(hb.group_id)
-        if isinstance(g, ShareGroup):
+        if isinstance(g, (ShareGroup, StreamsGroup)):
             out.response = error_response(
                 ErrorCode.GROUP_ID_NOT_FOUND, f"Group {hb.group_id} is not a consumer group."
             )
@@ -603,7 +632,7 @@ class GroupCoordinator:
             error = e
         if error is ErrorCode.NONE:
             g = self.group(hb.group_id)
-            if isinstance(g, ConsumerGroup) or (isinstance(g, ClassicGroup) and g.members):
+            if isinstance(g, (ConsumerGroup, StreamsGroup)) or (isinstance(g, ClassicGroup) and g.members):
                 error = ErrorCode.GROUP_ID_NOT_FOUND
         if error is ErrorCode.NONE:
             error, message = self.share.validate(hb)
@@ -615,6 +644,32 @@ class GroupCoordinator:
         if isinstance(g, ClassicGroup):
             self.classic.delete(g, out)  # an empty classic group gives way, its offsets stay
         self.share.heartbeat(self.share.group(hb.group_id), hb, topics, now_ms=now_ms, out=out)
+        return out
+
+    def streams_group_heartbeat(self, hb: StreamsHeartbeat, topics: TopicsView, *, now_ms: int) -> Output:
+        """StreamsGroupHeartbeat; `Output.response` is a `streams.HeartbeatResult`."""
+        self._topics(topics)
+        out = Output()
+        self.registry.run_timers(now_ms, out)
+        error, message = validate_streams(hb)
+        if error is ErrorCode.NONE and (e := self.coordinator_error(hb.group_id)) is not ErrorCode.NONE:
+            error, message = e, None
+        g = self.group(hb.group_id) if error is ErrorCode.NONE else None
+        if isinstance(g, (ConsumerGroup, ShareGroup)) or (isinstance(g, ClassicGroup) and g.members):
+            error, message = ErrorCode.GROUP_ID_NOT_FOUND, f"Group {hb.group_id} is not a streams group."
+        if error is not ErrorCode.NONE:
+            out.response = HeartbeatResult(streams_error(error, message))
+            return out
+        if isinstance(g, ClassicGroup):
+            if hb.member_epoch != 0:
+                out.response = HeartbeatResult(
+                    streams_error(
+                        ErrorCode.GROUP_ID_NOT_FOUND, f"Group {hb.group_id} is not a streams group."
+                    )
+                )
+                return out
+            self.classic.delete(g, out)  # an empty classic group gives way, its offsets stay
+        self.streams.heartbeat(self.streams.group(hb.group_id), hb, topics, now_ms=now_ms, out=out)
         return out
 
     # ------------------------------------------------------------------ loading
@@ -629,7 +684,7 @@ class GroupCoordinator:
         batches and markers."""
         self.registry.drop_partition(partition)
         self.offsets.drop_partition(partition)
-        replay(records, partition, self.offsets, self.classic, self.consumer, self.share)
+        replay(records, partition, self.offsets, self.classic, self.consumer, self.share, self.streams)
         for gid in self.offsets.group_ids():
             if self.partition_for(gid) == partition and gid not in self.registry.groups:
                 self.classic.get_or_create(gid, now_ms).state_timestamp_ms = None  # a standalone group
@@ -640,6 +695,8 @@ class GroupCoordinator:
                 self.classic.loaded(g, now_ms)
             elif isinstance(g, ConsumerGroup):
                 self.consumer.loaded(g, now_ms)
+            elif isinstance(g, StreamsGroup):
+                self.streams.loaded(g, now_ms)
             else:
                 self.share.loaded(g, now_ms)
         self.registry.loaded(partition)

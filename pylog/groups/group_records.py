@@ -11,6 +11,9 @@ record types are Kafka's, so its tooling reads them:
     8 ConsumerGroupCurrentMemberAssignment (group, member)  -> epochs, state, owned / revoking
    10 ShareGroupMemberMetadata, 11 ShareGroupMetadata, 12-13 share target assignment,
    14 ShareGroupCurrentMemberAssignment (same shapes, no instance id / revocation)
+   17 StreamsGroupMetadata, 19 StreamsGroupMemberMetadata, 20-21 streams target assignment,
+   22 StreamsGroupCurrentMemberAssignment, 23 StreamsGroupTopology (KIP-1071: tasks by
+      subtopology instead of partitions by topic)
 
 A tombstone (value None) deletes a key. Schemas are described as data and run through the wire
 codec of `pylog.protocol`, so no byte is laid out by hand here.
@@ -36,8 +39,16 @@ SHARE_GROUP_TARGET_METADATA = 12
 SHARE_GROUP_TARGET_MEMBER = 13
 SHARE_GROUP_CURRENT_MEMBER = 14
 
+STREAMS_GROUP_METADATA = 17
+STREAMS_GROUP_MEMBER_METADATA = 19
+STREAMS_GROUP_TARGET_METADATA = 20
+STREAMS_GROUP_TARGET_MEMBER = 21
+STREAMS_GROUP_CURRENT_MEMBER = 22
+STREAMS_GROUP_TOPOLOGY = 23
+
 CONSUMER_TYPES = frozenset({3, 4, 5, 6, 7, 8})
 SHARE_TYPES = frozenset({9, 10, 11, 12, 13, 14, 15})
+STREAMS_TYPES = frozenset({17, 18, 19, 20, 21, 22, 23})
 
 Assignment = dict[uuid.UUID, frozenset[int]]
 """Partitions by topic id (empty sets are dropped by `normalise`)."""
@@ -151,7 +162,108 @@ _VALUES: dict[int, MessageSpec] = {
         ],
     ),
 }
-_MEMBER_TYPES = frozenset({5, 7, 8, 10, 13, 14})
+_KV = [_f("Key", "string"), _f("Value", "string")]
+_TASKS = [_f("SubtopologyId", "string"), _f("Partitions", "[]int32")]
+_TOPIC_INFO = [
+    _f("Name", "string"),
+    _f("Partitions", "int32"),
+    _f("ReplicationFactor", "int16"),
+    _f("TopicConfigs", "[]TopicConfig", fields=[_f("key", "string"), _f("value", "string")]),
+]
+_VALUES.update(
+    {
+        STREAMS_GROUP_METADATA: _value(
+            "StreamsGroupMetadataValue",
+            [
+                _f("Epoch", "int32"),
+                _f("MetadataHash", "int64"),
+                {
+                    "name": "ValidatedTopologyEpoch",
+                    "type": "int32",
+                    "versions": "0+",
+                    "taggedVersions": "0+",
+                    "tag": 0,
+                    "default": -1,
+                },
+            ],
+        ),
+        STREAMS_GROUP_MEMBER_METADATA: _value(
+            "StreamsGroupMemberMetadataValue",
+            [
+                _f("InstanceId", "string", nullable=True),
+                _f("RackId", "string", nullable=True),
+                _f("ClientId", "string"),
+                _f("ClientHost", "string"),
+                _f("RebalanceTimeoutMs", "int32", default=-1),
+                _f("TopologyEpoch", "int32"),
+                _f("ProcessId", "string"),
+                {
+                    "name": "UserEndpoint",
+                    "type": "Endpoint",
+                    "versions": "0+",
+                    "nullableVersions": "0+",
+                    "default": "null",
+                    "fields": [_f("Host", "string"), _f("Port", "uint16")],
+                },
+                _f("ClientTags", "[]KeyValue", fields=_KV),
+            ],
+        ),
+        STREAMS_GROUP_TARGET_METADATA: _value(
+            "StreamsGroupTargetAssignmentMetadataValue", [_f("AssignmentEpoch", "int32")]
+        ),
+        STREAMS_GROUP_TARGET_MEMBER: _value(
+            "StreamsGroupTargetAssignmentMemberValue",
+            [_f(n, "[]TaskIds", fields=_TASKS) for n in ("ActiveTasks", "StandbyTasks", "WarmupTasks")],
+        ),
+        STREAMS_GROUP_CURRENT_MEMBER: _value(
+            "StreamsGroupCurrentMemberAssignmentValue",
+            [
+                _f("MemberEpoch", "int32"),
+                _f("PreviousMemberEpoch", "int32"),
+                _f("State", "int8"),
+            ]
+            + [
+                _f(n, "[]TaskIds", fields=_TASKS)
+                for n in (
+                    "ActiveTasks",
+                    "StandbyTasks",
+                    "WarmupTasks",
+                    "ActiveTasksPendingRevocation",
+                    "StandbyTasksPendingRevocation",
+                    "WarmupTasksPendingRevocation",
+                )
+            ],
+        ),
+        STREAMS_GROUP_TOPOLOGY: _value(
+            "StreamsGroupTopologyValue",
+            [
+                _f("Epoch", "int32"),
+                _f(
+                    "Subtopologies",
+                    "[]Subtopology",
+                    fields=[
+                        _f("SubtopologyId", "string"),
+                        _f("SourceTopics", "[]string"),
+                        _f("SourceTopicRegex", "[]string"),
+                        _f("StateChangelogTopics", "[]TopicInfo", fields=_TOPIC_INFO),
+                        _f("RepartitionSinkTopics", "[]string"),
+                        _f("RepartitionSourceTopics", "[]TopicInfo", fields=_TOPIC_INFO),
+                        _f(
+                            "CopartitionGroups",
+                            "[]CopartitionGroup",
+                            fields=[
+                                _f("SourceTopics", "[]int16"),
+                                _f("SourceTopicRegex", "[]int16"),
+                                _f("RepartitionSourceTopics", "[]int16"),
+                            ],
+                        ),
+                    ],
+                ),
+            ],
+        ),
+    }
+)
+_MEMBER_TYPES = frozenset({5, 7, 8, 10, 13, 14, 19, 21, 22})
 
 
 @dataclass(frozen=True)
@@ -171,11 +283,15 @@ def encode_key(record_type: int, group_id: str, member_id: str | None = None) ->
 
 
 def decode_key(data: bytes) -> RecordKey | None:
-    """The key of a consumer- or share-group record; None for any other record type."""
+    """The key of a consumer-, share- or streams-group record; None for any other record type."""
     if len(data) < 2:
         return None
     record_type = int.from_bytes(data[:2], "big", signed=True)
-    if record_type not in CONSUMER_TYPES and record_type not in SHARE_TYPES:
+    if (
+        record_type not in CONSUMER_TYPES
+        and record_type not in SHARE_TYPES
+        and record_type not in STREAMS_TYPES
+    ):
         return None
     spec = _MEMBER_KEY if record_type in _MEMBER_TYPES else _GROUP_KEY
     body, _ = decode_body(spec, 0, memoryview(data), 2)

@@ -2,9 +2,9 @@
 
 Each record goes to the state machine of its key: offset commits (plain and transactional) and
 transaction markers to the `OffsetStore`, GroupMetadata to the classic groups, record types 3-8
-to the consumer groups and 10-14 to the share groups. Order across types matters: a group that
-changed type wrote the old type's tombstones before the new type's records, so replaying in log
-order ends in the type the group had last.
+to the consumer groups, 10-14 to the share groups and 17-23 to the streams groups. Order across
+types matters: a group that changed type wrote the old type's tombstones before the new type's
+records, so replaying in log order ends in the type the group had last.
 """
 
 from __future__ import annotations
@@ -13,17 +13,18 @@ from collections.abc import Iterable
 
 from pylog.groups.classic import ClassicProtocol
 from pylog.groups.consumer import ConsumerProtocol
-from pylog.groups.group_records import CONSUMER_TYPES, SHARE_TYPES
+from pylog.groups.group_records import CONSUMER_TYPES, SHARE_TYPES, STREAMS_TYPES
 from pylog.groups.group_records import decode_key as decode_group_record_key
 from pylog.groups.offsets import OffsetStore
 from pylog.groups.records import GroupKey, OffsetKey, decode_key
 from pylog.groups.share import ShareProtocol
+from pylog.groups.streams import StreamsProtocol
 from pylog.groups.types import TxnMarkerRecord, TxnOffsetRecord
 
 LogEntry = tuple[bytes, bytes | None] | tuple[bytes, bytes | None, int] | TxnOffsetRecord | TxnMarkerRecord
 """A replayed record: (key, value) or (key, value, log offset), a transactional one, or a marker."""
 
-_GROUP_RECORD_TYPES = CONSUMER_TYPES | SHARE_TYPES
+_GROUP_RECORD_TYPES = CONSUMER_TYPES | SHARE_TYPES | STREAMS_TYPES
 
 
 def replay(
@@ -33,6 +34,7 @@ def replay(
     classic: ClassicProtocol,
     consumer: ConsumerProtocol,
     share: ShareProtocol,
+    streams: StreamsProtocol,
 ) -> None:
     """Apply `partition`'s records, oldest first."""
     at = -1  # log offset of the entry (counted when the entries do not carry it)
@@ -56,6 +58,8 @@ def replay(
                 continue
             if rk.record_type in CONSUMER_TYPES:
                 consumer.replay(rk, value, partition)
+            elif rk.record_type in STREAMS_TYPES:
+                streams.replay(rk, value, partition)
             else:
                 share.replay(rk, value, partition)
             continue

@@ -1,7 +1,7 @@
 """The registry of groups: which `__consumer_offsets` partitions are owned or loading, the groups
 of every type by id, member ids, and one deadline queue for every state machine's timers.
 
-One group id names one group of one type at a time (classic, consumer, share), as in Kafka; the
+One group id names one group of one type at a time (classic, consumer, share, streams), as in Kafka; the
 state machines (`classic`, `consumer`, `share`) keep their rules, the registry keeps what they
 share. A partition is owned only once it was loaded (`loaded`), so a request for any other answers
 NOT_COORDINATOR and one for a partition still replaying COORDINATOR_LOAD_IN_PROGRESS.
@@ -23,11 +23,12 @@ from pylog.groups.consumer_group import ConsumerGroup
 from pylog.groups.group import ClassicGroup
 from pylog.groups.records import partition_for
 from pylog.groups.share_group import ShareGroup
+from pylog.groups.streams_group import StreamsGroup
 from pylog.groups.timers import Deadline, Timer, TimerKind, TimerQueue
 from pylog.groups.types import GroupConfig, Output
 from pylog.protocol.errors import ErrorCode
 
-AnyGroup: TypeAlias = ClassicGroup | ConsumerGroup | ShareGroup
+AnyGroup: TypeAlias = ClassicGroup | ConsumerGroup | ShareGroup | StreamsGroup
 
 G = TypeVar("G")
 

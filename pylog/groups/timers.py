@@ -22,6 +22,8 @@ class TimerKind(IntEnum):
     CONSUMER_SYNC = 6  # a classic member of a consumer group between JoinGroup and SyncGroup
     SHARE_SESSION = 7  # a share-group member's session
     OFFSETS_RETENTION = 8  # the periodic offsets-retention check
+    STREAMS_SESSION = 9  # a streams-group member's session
+    STREAMS_REVOCATION = 10  # a streams-group member revoking tasks for longer than its rebalance timeout
 
 
 class Timer(NamedTuple):

@@ -22,7 +22,8 @@
   partition count decides which partition holds a group, whatever the setting says later.
 
 One sans-IO `GroupCoordinator` serves every group type of the topic (classic, KIP-848 consumer
-groups, KIP-932 share groups: membership only, share partition state lives with the share shell)
+groups, KIP-932 share groups: membership only, share partition state lives with the share shell;
+KIP-1071 streams groups)
 and their offsets; one timer serves its earliest deadline.
 
 Leadership changes: `load_partition` / `unload_partition` (CoordinatorShell) replay or drop a
@@ -63,6 +64,7 @@ from pylog.groups import (
 from pylog.groups.consumer import ConsumerGroupConfig, TopicsView
 from pylog.groups.coordinator import LogEntry
 from pylog.groups.share import ShareGroupConfig
+from pylog.groups.streams import StreamsGroupConfig
 from pylog.txn import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
@@ -129,6 +131,7 @@ class GroupShell(CoordinatorShell[str]):
             rng=random.Random(seed),
             consumer=ConsumerGroupConfig.from_kafka(self.raw_props),
             share=ShareGroupConfig.from_kafka(self.raw_props),
+            streams=StreamsGroupConfig.from_kafka(self.raw_props),
         )
         self.coordinator.set_group_configs(self.group_configs)
         await self._replay_led_partitions()

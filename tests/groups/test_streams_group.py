@@ -1,0 +1,243 @@
+"""Streams groups (KIP-1071) in the sans-IO coordinator: joins with a topology, internal topics,
+active-task assignment and revocation, leave, session expiry, topology errors, replay."""
+
+from __future__ import annotations
+
+import random
+import uuid
+
+from pylog.protocol.errors import ErrorCode
+
+from pylog.groups import GroupConfig, GroupCoordinator
+from pylog.groups.streams import StreamsGroupConfig, StreamsHeartbeat, assign
+from pylog.groups.streams_group import Status, Subtopology, TopicInfo, Topology
+
+COMPACT = (("cleanup.policy", "compact"),)
+P = 0  # every group of these tests lives on __consumer_offsets partition 0
+TOPOLOGY = Topology(
+    1,
+    (
+        Subtopology(
+            "0",
+            source_topics=("input",),
+            repartition_sink_topics=("app-repartition",),
+        ),
+        Subtopology(
+            "1",
+            repartition_source_topics=(TopicInfo("app-repartition"),),
+            state_changelog_topics=(
+                TopicInfo("app-store-changelog", configs=(("cleanup.policy", "compact"),)),
+            ),
+        ),
+    ),
+)
+
+
+def topics(**counts: int) -> dict[str, tuple[uuid.UUID, int]]:
+    return {n.replace("_", "-"): (uuid.uuid5(uuid.NAMESPACE_DNS, n), c) for n, c in counts.items()}
+
+
+ALL = topics(input=4, app_repartition=4, app_store_changelog=4)
+
+
+def coordinator() -> GroupCoordinator:
+    c = GroupCoordinator(
+        GroupConfig(offsets_topic_num_partitions=1),
+        rng=random.Random(7),
+        streams=StreamsGroupConfig(session_timeout_ms=10_000, heartbeat_interval_ms=1000),
+    )
+    c.load_partition(P, [], now_ms=0)
+    return c
+
+
+def hb(member: str, epoch: int, **kw) -> StreamsHeartbeat:
+    if epoch == 0:
+        kw.setdefault("topology", TOPOLOGY)
+        kw.setdefault("rebalance_timeout_ms", 5000)
+        kw.setdefault("process_id", f"process-{member}")
+    return StreamsHeartbeat("app", member, epoch, **kw)
+
+
+def beat(c: GroupCoordinator, h: StreamsHeartbeat, now: int = 0, t=ALL) -> dict:
+    out = c.streams_group_heartbeat(h, t, now_ms=now)
+    LOG.extend(out.records)
+    return out.response.response
+
+
+LOG: list = []
+
+
+def tasks(resp: dict) -> set[tuple[str, int]]:
+    return {(t["subtopology_id"], p) for t in resp["active_tasks"] for p in t["partitions"]}
+
+
+def settle(c: GroupCoordinator, members: dict[str, int], owned: dict[str, set], now: int = 0) -> None:
+    """Heartbeat every member until nothing changes, each reporting what it was last given."""
+    for _ in range(6):
+        for m in list(members):
+            r = beat(
+                c, hb(m, members[m], active_tasks=_wire(owned[m]), standby_tasks={}, warmup_tasks={}), now
+            )
+            assert r["error_code"] == 0, r
+            members[m] = r["member_epoch"]
+            if r["active_tasks"] is not None:
+                owned[m] = tasks(r)
+
+
+def owning(member: str, epoch: int, owned: set[tuple[str, int]]) -> StreamsHeartbeat:
+    return hb(member, epoch, active_tasks=_wire(owned), standby_tasks={}, warmup_tasks={})
+
+
+def _wire(ts: set[tuple[str, int]]) -> dict[str, frozenset[int]]:
+    out: dict[str, set[int]] = {}
+    for s, p in ts:
+        out.setdefault(s, set()).add(p)
+    return {s: frozenset(ps) for s, ps in out.items()}
+
+
+EVERY = {(s, p) for s in "01" for p in range(4)}
+
+
+def test_two_members_share_all_tasks_then_one_leaves() -> None:
+    c = coordinator()
+    a = beat(c, hb("a", 0))
+    assert a["error_code"] == 0 and a["member_epoch"] == 2 and tasks(a) == EVERY
+    assert a["heartbeat_interval_ms"] == 1000 and a["status"] == []
+    b = beat(c, hb("b", 0))
+    assert b["member_epoch"] == 3 and tasks(b) == set()  # a still owns them all
+    members, owned = {"a": 2, "b": 3}, {"a": EVERY, "b": set()}
+    settle(c, members, owned)
+    assert owned["a"] | owned["b"] == EVERY and not owned["a"] & owned["b"]
+    assert len(owned["a"]) == len(owned["b"]) == 4
+    g = c.streams_group("app")
+    assert g is not None and g.state == "Stable"
+    left = beat(c, hb("b", -1))
+    assert left["member_epoch"] == -1 and left["error_code"] == 0
+    settle(c, {"a": members["a"]}, owned)
+    assert owned["a"] == EVERY
+    assert c.streams_group("app").members.keys() == {"a"}
+
+
+def test_missing_internal_topics_are_reported_and_handed_out() -> None:
+    c = coordinator()
+    out = c.streams_group_heartbeat(hb("a", 0), topics(input=3), now_ms=0)
+    result = out.response
+    r = result.response
+    assert r["error_code"] == 0 and tasks(r) == set()
+    assert [s["status_code"] for s in r["status"]] == [Status.MISSING_INTERNAL_TOPICS]
+    created = {t.name: t for t in result.to_create}
+    assert created.keys() == {"app-repartition", "app-store-changelog"}
+    assert created["app-repartition"].partitions == 3 and created["app-store-changelog"].partitions == 3
+    assert created["app-store-changelog"].configs == (("cleanup.policy", "compact"),)
+    assert c.streams_group("app").state == "NotReady"
+    # once they exist, the next heartbeat bumps the epoch and assigns every task
+    r = beat(c, hb("a", r["member_epoch"]), t=topics(input=3, app_repartition=3, app_store_changelog=3))
+    assert r["status"] == [] and tasks(r) == {(s, p) for s in "01" for p in range(3)}
+
+
+def test_missing_source_topics_and_wrong_partition_counts() -> None:
+    c = coordinator()
+    r = beat(c, hb("a", 0), t={})
+    assert r["status"] == [
+        {"status_code": Status.MISSING_SOURCE_TOPICS, "status_detail": "Source topics input are missing."}
+    ]
+    r = beat(c, hb("a", r["member_epoch"]), t=topics(input=4, app_repartition=2, app_store_changelog=4))
+    assert r["status"][0]["status_code"] == Status.INCORRECTLY_PARTITIONED_TOPICS
+    assert "app-repartition" in r["status"][0]["status_detail"]
+
+
+def test_topology_and_request_errors() -> None:
+    c = coordinator()
+    beat(c, hb("a", 0))
+    other = Topology(1, (Subtopology("0", source_topics=("input", "more")),))
+    r = beat(c, hb("b", 0, topology=other))
+    assert (
+        r["error_code"] == ErrorCode.INVALID_REQUEST
+        and r["error_message"] == "Topology updates are not supported yet."
+    )
+    assert c.streams_group("app").members.keys() == {"a"}
+    stale = beat(c, hb("c", 0, topology=Topology(0, TOPOLOGY.subtopologies)))
+    assert stale["status"][0]["status_code"] == Status.STALE_TOPOLOGY
+    assert beat(c, hb("a", 0, topology=None))["error_code"] == ErrorCode.INVALID_REQUEST
+    assert beat(c, hb("a", 0, rebalance_timeout_ms=-1))["error_code"] == ErrorCode.INVALID_REQUEST
+    assert beat(c, hb("a", 0, instance_id="i"))["error_message"] == "Static membership is not yet supported."
+    bad = Topology(1, (Subtopology("0", repartition_source_topics=(TopicInfo("x"),)),))
+    assert beat(c, hb("d", 0, topology=bad))["error_code"] == ErrorCode.STREAMS_INVALID_TOPOLOGY
+    assert beat(c, hb("zz", 5))["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+    assert beat(c, hb("a", 99))["error_code"] == ErrorCode.FENCED_MEMBER_EPOCH
+    assert beat(c, StreamsHeartbeat("nope", "m", 3))["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+    assert (
+        beat(c, hb("a", 2, active_tasks={"9": frozenset({0})}, standby_tasks={}, warmup_tasks={}))[
+            "error_code"
+        ]
+        == ErrorCode.INVALID_REQUEST
+    )
+
+
+def test_session_expiry_moves_tasks_to_the_survivor() -> None:
+    c = coordinator()
+    members, owned = {"a": 0, "b": 0}, {"a": set(), "b": set()}
+    for m in members:
+        r = beat(c, hb(m, 0))
+        members[m] = r["member_epoch"]
+        owned[m] = tasks(r)
+    settle(c, members, owned)
+    assert owned["b"]
+    # only a keeps heartbeating; b's session (10 s) runs out
+    for now in (4000, 8000, 12000):
+        r = beat(
+            c, hb("a", members["a"], active_tasks=_wire(owned["a"]), standby_tasks={}, warmup_tasks={}), now
+        )
+        members["a"] = r["member_epoch"]
+        if r["active_tasks"] is not None:
+            owned["a"] = tasks(r)
+    c.tick(12_001)
+    assert c.streams_group("app").members.keys() == {"a"}
+    settle(c, {"a": members["a"]}, owned, now=12_002)
+    assert owned["a"] == EVERY
+
+
+def test_replay_restores_the_group() -> None:
+    LOG.clear()
+    c = coordinator()
+    members, owned = {"a": 0, "b": 0}, {"a": set(), "b": set()}
+    for m in members:
+        r = beat(c, hb(m, 0))
+        members[m] = r["member_epoch"]
+        owned[m] = tasks(r)
+    settle(c, members, owned)
+    before = c.streams_group("app")
+    other = coordinator()
+    other.load_partition(P, [(r.key, r.value) for r in LOG], now_ms=100)
+    after = other.streams_group("app")
+    assert after is not None and after.topology == TOPOLOGY
+    assert (after.group_epoch, after.assignment_epoch) == (before.group_epoch, before.assignment_epoch)
+    assert {m: x.assigned for m, x in after.members.items()} == {
+        m: x.assigned for m, x in before.members.items()
+    }
+    assert after.target == before.target and after.state == "Stable"
+    # the members carry on with the new coordinator
+    r = beat(other, hb("a", members["a"]), now=200)
+    assert r["error_code"] == 0 and r["member_epoch"] == members["a"]
+    listed = other.list_groups()[1]
+    assert [(g.group_id, g.group_type, g.group_state) for g in listed] == [("app", "streams", "Stable")]
+    described = other.streams_group_describe(["app", "nope"], {})
+    assert described[0]["topology"]["subtopologies"][1]["state_changelog_topics"][0]["partitions"] == 4
+    assert described[1]["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+    # once empty, DeleteGroups removes it and a replay of everything forgets it
+    for m in ("a", "b"):
+        beat(other, hb(m, -1), now=300)
+    assert other.delete_groups(["app"], now_ms=400).response == [("app", ErrorCode.NONE)]
+
+
+def test_assignor_is_balanced_and_sticky() -> None:
+    counts = {"0": 5, "1": 2}
+    first = assign({"a": {}, "b": {}, "c": {}}, counts)
+    sizes = sorted(sum(len(p) for p in t.values()) for t in first.values())
+    assert sizes == [2, 2, 3]
+    second = assign({**first, "d": {}}, counts)
+    for m in "abc":
+        for s, ps in second[m].items():
+            assert ps <= first[m].get(s, frozenset())  # nobody gains a task while d is short
+    every = [(s, p) for t in second.values() for s, ps in t.items() for p in ps]
+    assert sorted(every) == sorted((s, p) for s, n in counts.items() for p in range(n))
