@@ -110,7 +110,13 @@ class BrokerCollector(Collector):
             self._controller,
             self._raft,
             self._groups,
+            self._group_states,
+            self._share_partitions,
+            self._transactions,
+            self._follower_lag,
+            self._tiered,
             self._connections,
+            self._quotas,
             self._loop,
             self._client_metrics,
         ):
@@ -389,6 +395,7 @@ class BrokerCollector(Collector):
             values["current_epoch"] = (quorum.term, "The quorum's epoch (Raft term).")
             values["high_watermark"] = (quorum.committed_offset, "The metadata log's committed offset.")
             values["log_end_offset"] = (quorum.log_end_offset, "The last offset of this node's metadata log.")
+            yield from self._voters(quorum)
         elif observer is not None:
             leader = observer.leader_id
             values["current_leader"] = (-1 if leader is None else leader, _LEADER_DOC)
@@ -404,6 +411,30 @@ class BrokerCollector(Collector):
             )
             fam.add_metric([], image.offset)
             yield fam
+
+    def _voters(self, quorum: Any) -> Iterator[Family]:
+        """The active controller's view of each voter's and observer's metadata log end."""
+        progress = dict(quorum.voter_progress())
+        if not progress:
+            return
+        committed = quorum.committed_offset
+        end = GaugeMetricFamily("pylog_raft_voter_log_end_offset",
+                                "Each voter's metadata log end, as the active controller knows it.",
+                                labels=["voter"])
+        lag = GaugeMetricFamily("pylog_raft_voter_commit_lag",
+                                "Committed metadata records a voter does not have yet (active controller).",
+                                labels=["voter"])
+        for voter, offset in sorted(progress.items()):
+            end.add_metric([str(voter)], offset)
+            lag.add_metric([str(voter)], max(committed - offset, 0))
+        observed = GaugeMetricFamily(
+            "pylog_raft_observer_log_end_offset",
+            "How far each broker (observer) has fetched the metadata log, as the active controller knows it.",
+            labels=["node"],
+        )
+        for node, (_, offset, _) in sorted(dict(quorum.observers()).items()):
+            observed.add_metric([str(node)], offset)
+        yield from (end, lag, observed)
 
     # --- groups -------------------------------------------------------------------------------
 
@@ -456,6 +487,131 @@ class BrokerCollector(Collector):
             total.add_metric([g], sum_lag)
         yield from (lag, current, total)
 
+    def _group_states(self) -> Iterator[Family]:
+        """Every group this broker coordinates: its type, state, members and generation (a classic
+        group's generation, a consumer or share group's epoch: its increase counts rebalances)."""
+        shell = self.broker.groups
+        if shell is None or shell.coordinator is None:
+            return
+        from pylog.groups.describe import listed
+
+        labels = ["group", "type"]
+        members = GaugeMetricFamily("pylog_group_members", "Members of a group.", labels=labels)
+        generation = GaugeMetricFamily(
+            "pylog_group_generation",
+            "A classic group's generation or a consumer / share group's epoch (each rebalance adds one).",
+            labels=labels,
+        )
+        state = GaugeMetricFamily("pylog_group_state", "1 for the state a group is in.",
+                                  labels=[*labels, "state"])
+        counts: dict[tuple[str, str], int] = {}
+        for g in _copy(shell.coordinator.registry.groups.values):
+            entry = listed(g)
+            lv = [label(entry.group_id), entry.group_type]
+            members.add_metric(lv, len(g.members))
+            generation.add_metric(lv, getattr(g, "generation_id", None) or getattr(g, "group_epoch", 0) or 0)
+            state.add_metric([*lv, entry.group_state], 1)
+            at = (entry.group_type, entry.group_state)
+            counts[at] = counts.get(at, 0) + 1
+        count = GaugeMetricFamily("kafka_server_group_coordinator_metrics_group_count",
+                                  "Groups coordinated here, by protocol (type) and state.",
+                                  labels=["protocol", "state"])
+        for (kind, st), n in sorted(counts.items()):
+            count.add_metric([kind, st], n)
+        yield from (members, generation, state, count)
+
+    def _share_partitions(self) -> Iterator[Family]:
+        """Share groups' records in flight and acquired, by group and the partitions led here."""
+        shell = self.broker.share_state
+        manager = shell.manager if shell is not None else None
+        image = self._image()
+        if manager is None or image is None:
+            return
+        labels = ["group", "topic", "partition"]
+        in_flight = GaugeMetricFamily("pylog_share_partition_in_flight",
+                                      "Records between a share partition's start and end offsets.",
+                                      labels=labels)
+        acquired = GaugeMetricFamily("pylog_share_partition_acquired",
+                                     "Records a share group's consumers hold acquired.", labels=labels)
+        names = {tid: t.name for tid, t in _copy(image.topics_by_id.items)}
+        for (group, topic_id, index), sp in _copy(manager.partitions.items)[:MAX_PARTITION_SERIES]:
+            lv = [label(group), label(names.get(topic_id, str(topic_id))), str(index)]
+            in_flight.add_metric(lv, sp.in_flight_count())
+            acquired.add_metric(lv, sp.acquired_count())
+        yield from (in_flight, acquired)
+
+    def _transactions(self) -> Iterator[Family]:
+        """Transactional ids this broker coordinates, by state, and markers not yet written."""
+        shell = self.broker.txn
+        coordinator = shell.coordinator if shell is not None else None
+        if coordinator is None:
+            return
+        by_state: dict[str, int] = {}
+        pending = 0
+        for tid in coordinator.transactional_ids():
+            md = coordinator.transaction(tid)
+            if md is None:
+                continue
+            name = md.state.kafka_name
+            by_state[name] = by_state.get(name, 0) + 1
+            pending += len(md.pending_markers)
+        fam = GaugeMetricFamily("pylog_transactions", "Transactional ids coordinated here, by state.",
+                                labels=["state"])
+        for name, n in sorted(by_state.items()):
+            fam.add_metric([name], n)
+        markers = GaugeMetricFamily("pylog_transaction_pending_markers",
+                                    "Partitions of completing transactions whose marker is not written yet.")
+        markers.add_metric([], pending)
+        yield from (fam, markers)
+
+    def _follower_lag(self) -> Iterator[Family]:
+        """For partitions led here: how many records each follower's log lacks."""
+        lag = GaugeMetricFamily("pylog_replica_follower_lag",
+                                "The leader's log end minus a follower's (as its last fetch said).",
+                                labels=["topic", "partition", "replica"])
+        node = self.broker.node_id
+        for p in self.broker.replicas.snapshot()[:MAX_PARTITION_SERIES]:
+            state = p.leader_state
+            if state is None or p.leader_id != node or p.deleted:
+                continue
+            end = p.log.log_end_offset
+            topic = label(p.topic)
+            for replica, f in _copy(state.followers.items):
+                lag.add_metric([topic, str(p.index), str(replica)], max(end - f.log_end_offset, 0)
+                               if f.log_end_offset >= 0 else end)
+        yield lag
+
+    def _tiered(self) -> Iterator[Family]:
+        """Remote (tiered) storage of the partitions led here: bytes and segments remote, sealed
+        local data not yet copied (Kafka's RemoteLogSizeBytes, RemoteCopyLagBytes / Segments)."""
+        manager = self.broker.remote_log
+        image = self._image()
+        if manager is None or image is None:
+            return
+        labels = ["topic", "partition"]
+        size = GaugeMetricFamily("kafka_server_brokertopicmetrics_remotelogsizebytes",
+                                 "Bytes of a partition's remote segments.", labels=labels)
+        count = GaugeMetricFamily("kafka_server_brokertopicmetrics_remotelogmetadatacount",
+                                  "Remote segments of a partition.", labels=labels)
+        lag_bytes = GaugeMetricFamily("kafka_server_brokertopicmetrics_remotecopylagbytes",
+                                      "Bytes of sealed local segments not copied to remote storage yet.",
+                                      labels=labels)
+        lag_segments = GaugeMetricFamily("kafka_server_brokertopicmetrics_remotecopylagsegments",
+                                         "Sealed local segments not copied to remote storage yet.",
+                                         labels=labels)
+        for (topic, index), (segments, nbytes) in sorted(manager.upload_lag().items())[:MAX_PARTITION_SERIES]:
+            lv = [label(topic), str(index)]
+            lag_bytes.add_metric(lv, nbytes)
+            lag_segments.add_metric(lv, segments)
+            t = image.topics.get(topic)
+            remote = image.remote_segments(topic, t.topic_id, index) if t is not None else ()
+            size.add_metric(lv, sum(seg.size_bytes for seg in remote))
+            count.add_metric(lv, len(remote))
+        copied = CounterMetricFamily("kafka_server_brokertopicmetrics_remotecopybytes",
+                                     "Bytes copied to remote storage.")
+        copied.add_metric([], manager.stats()["bytes_uploaded"])
+        yield from (size, count, lag_bytes, lag_segments, copied)
+
     # --- connections, event loop -------------------------------------------------------------
 
     def _connections(self) -> Iterator[Family]:
@@ -467,12 +623,42 @@ class BrokerCollector(Collector):
                                      "Failed authentications, by listener.", labels=["listener"])
         ok = CounterMetricFamily("kafka_server_socket_server_metrics_successful_authentication",
                                  "Successful SASL authentications, by listener.", labels=["listener"])
+        by_mechanism = GaugeMetricFamily(
+            "pylog_connections", "Open connections, by listener, security protocol and SASL mechanism "
+            "(empty: none, or not authenticated yet).", labels=["listener", "security_protocol", "mechanism"])
         for s in servers:
             name = label(s.listener)
-            count.add_metric([name], len(s.connections))
+            conns = _copy(s.connections.copy)
+            count.add_metric([name], len(conns))
             failed.add_metric([name], s.listener_stats.failed_authentications)
             ok.add_metric([name], s.listener_stats.successful_authentications)
-        yield from (count, failed, ok)
+            mechanisms: dict[str, int] = {}
+            for c in conns:
+                sasl = c.sasl
+                mechanism = sasl.mechanism or "" if sasl is not None and sasl.authenticated else ""
+                mechanisms[mechanism] = mechanisms.get(mechanism, 0) + 1
+            for mechanism, n in sorted(mechanisms.items()):
+                by_mechanism.add_metric([name, str(s.security.protocol), mechanism], n)
+        yield from (count, failed, ok, by_mechanism)
+
+    def _quotas(self) -> Iterator[Family]:
+        """Throttles client quotas imposed, by client id and user (KIP-219 throttle times)."""
+        labels = ["request", "user", "client_id"]
+        total = CounterMetricFamily("pylog_client_throttle_time_ms",
+                                    "Milliseconds of throttle answered to a client, by request, user and "
+                                    "client id.", labels=labels)
+        count = CounterMetricFamily("pylog_client_throttled", "Answers a quota throttled.", labels=labels)
+        merged: dict[tuple[int, str, str], list[int]] = {}
+        for stats in self._request_stats():
+            for key, (n, ms) in _copy(stats.throttled_clients.items):
+                acc = merged.setdefault(key, [0, 0])
+                acc[0] += n
+                acc[1] += ms
+        for (api_key, user, client_id), (n, ms) in sorted(merged.items()):
+            lv = [api_name(api_key), label(user), label(client_id)]
+            count.add_metric(lv, n)
+            total.add_metric(lv, ms)
+        yield from (total, count)
 
     def _loop(self) -> Iterator[Family]:
         lag = self.loop_lag

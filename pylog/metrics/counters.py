@@ -81,6 +81,9 @@ PRODUCE = 0
 MAX_PARTITION_ERROR_SERIES = 10_000
 """Partition error counters kept at most; past it errors count under topic "" and partition -1."""
 
+MAX_THROTTLED_CLIENTS = 10_000
+"""(request, user, client id) throttle counters kept at most; past it under user and client id ""."""
+
 
 class RequestStats:
     """Requests served by a node's listeners, by API key.
@@ -95,11 +98,13 @@ class RequestStats:
     Kafka's ErrorsPerSec counts them, and in ``partition_errors`` by (API key, topic, partition,
     code)."""
 
-    __slots__ = ("apis", "partition_errors")
+    __slots__ = ("apis", "partition_errors", "throttled_clients")
 
     def __init__(self) -> None:
         self.apis: dict[int, ApiStats] = {}
         self.partition_errors: dict[tuple[int, str, int, int], int] = {}
+        # (API key, user, client id) -> [answers throttled, throttle ms]
+        self.throttled_clients: dict[tuple[int, str, str], list[int]] = {}
 
     def _api(self, api_key: int, request: Any) -> ApiStats:
         if api_key == FETCH:
@@ -168,9 +173,20 @@ class RequestStats:
         for key in [k for k in list(counts) if k[1] not in known and k[1]]:
             counts.pop(key, None)
 
-    def throttled(self, api_key: int, request: Any, throttle_ms: int) -> None:
-        """A quota throttled the answer to this request by ``throttle_ms``."""
+    def throttled(
+        self, api_key: int, request: Any, throttle_ms: int, user: str = "", client_id: str = ""
+    ) -> None:
+        """A quota throttled the answer to this request (of ``user``'s ``client_id``) by ``throttle_ms``."""
         self._api(api_key, request).throttle.observe(throttle_ms * 1_000_000)
+        clients = self.throttled_clients
+        key = (api_key, user, client_id)
+        counts = clients.get(key)
+        if counts is None:
+            if len(clients) >= MAX_THROTTLED_CLIENTS:
+                key = (api_key, "", "")
+            counts = clients.setdefault(key, [0, 0])
+        counts[0] += 1
+        counts[1] += throttle_ms
 
     def failed(self, api_key: int, code: int) -> None:
         """A request answered with ``code`` for every entry (its handler failed)."""

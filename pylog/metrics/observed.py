@@ -13,10 +13,13 @@ if TYPE_CHECKING:
     from pylog.broker.control.lifecycle import BrokerLifecycle
     from pylog.broker.control.metadata import BrokerMetadata
     from pylog.broker.coordinators.group_shell import GroupShell
+    from pylog.broker.coordinators.share_shell import ShareShell
     from pylog.broker.coordinators.telemetry_shell import TelemetryShell
+    from pylog.broker.coordinators.txn_shell import TxnShell
     from pylog.broker.datapath.isr_manager import IsrManager
     from pylog.broker.datapath.replica_manager import ReplicaManager
     from pylog.broker.network.server import KafkaServer
+    from pylog.broker.tiered.remote_log_manager import RemoteLogManager
     from pylog.cluster.node_config import NodeSettings
     from pylog.cluster.observer import MetadataObserver
     from pylog.cluster.quorum import MetadataQuorum
@@ -47,6 +50,12 @@ class ObservedNode(Protocol):
     def groups(self) -> GroupShell | None: ...
     @property
     def telemetry(self) -> TelemetryShell | None: ...
+    @property
+    def share_state(self) -> ShareShell | None: ...
+    @property
+    def txn(self) -> TxnShell | None: ...
+    @property
+    def remote_log(self) -> RemoteLogManager | None: ...
     @property
     def servers(self) -> list[KafkaServer]: ...
     @property

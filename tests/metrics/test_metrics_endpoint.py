@@ -43,8 +43,18 @@ def value(found: dict[str, list[tuple[dict[str, str], float]]], name: str, **lab
 
 
 @pytest.fixture(scope="module")
-def broker():
-    with pylog.LocalBroker(config={"num.partitions": "2"}) as b:
+def broker(tmp_path_factory):
+    remote = tmp_path_factory.mktemp("remote")
+    config = {
+        "num.partitions": "2",
+        "share.auto.offset.reset": "earliest",
+        "group.initial.rebalance.delay.ms": "0",
+        # topics that ask for it keep their history in a remote tier (a directory here)
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.uri": f"file://{remote}",
+        "remote.log.manager.task.interval.ms": "200",
+    }
+    with pylog.LocalBroker(config=config) as b:
         yield b
 
 
@@ -103,6 +113,8 @@ def test_metrics_follow_a_producer_and_a_group(broker):
     assert value(found, "kafka_server_replicamanager_leadercount") >= 2
     assert value(found, "kafka_server_replicamanager_underreplicatedpartitions") == 0
     assert value(found, "kafka_server_raftmetrics_current_leader") == 1
+    assert value(found, "pylog_raft_voter_log_end_offset", voter="1") > 0
+    assert value(found, "pylog_raft_voter_commit_lag", voter="1") == 0
     assert value(found, "kafka_server_socket_server_metrics_connection_count", listener="PLAINTEXT") >= 0
     assert value(found, "process_open_fds") > 0
     assert value(found, "pylog_eventloop_lag_seconds_count") >= 1
@@ -274,10 +286,13 @@ def test_authentications_are_counted_by_listener(tmp_path):
         sasl = re.search(r"pylog listener SASL_PLAINTEXT on (\S+)", printed)
         assert sasl is not None, printed
 
+        admins = []
+
         def connect(password: str) -> bool:
             admin = AdminClient({"bootstrap.servers": sasl.group(1), "security.protocol": "SASL_PLAINTEXT",
                                  "sasl.mechanism": "PLAIN", "sasl.username": "alice",
                                  "sasl.password": password})
+            admins.append(admin)  # its connection stays open while the metrics are read
             try:
                 admin.list_topics(timeout=5)
                 return True
@@ -286,7 +301,15 @@ def test_authentications_are_counted_by_listener(tmp_path):
 
         assert not connect("wrong")
         assert connect("alice-secret")
-        found = samples(get(b.metrics_url + "/metrics")[2].decode())
+        deadline = time.monotonic() + 10
+        while True:  # the client may be moving from its bootstrap connection to its broker's
+            found = samples(get(b.metrics_url + "/metrics")[2].decode())
+            plain = [v for lv, v in found.get("pylog_connections", []) if lv == {
+                "listener": "SASL_PLAINTEXT", "security_protocol": "SASL_PLAINTEXT", "mechanism": "PLAIN"}]
+            if sum(plain) >= 1 or time.monotonic() > deadline:
+                break
+            time.sleep(0.1)
+        assert sum(plain) >= 1, found.get("pylog_connections")
         failed = "kafka_server_socket_server_metrics_failed_authentication_total"
         ok = "kafka_server_socket_server_metrics_successful_authentication_total"
         assert value(found, failed, listener="SASL_PLAINTEXT") >= 1
@@ -319,6 +342,10 @@ def test_throttled_answers_show_their_throttle_time(broker):
     found = samples(get(broker.metrics_url + "/metrics")[2].decode())
     total = value(found, "kafka_network_requestmetrics_throttletimems_sum", request="Produce")
     assert total >= max(throttles) > 0
+    by_client = value(found, "pylog_client_throttle_time_ms_total", request="Produce", client_id="slowed",
+                      user="ANONYMOUS")
+    assert by_client >= max(throttles) * 1000 - 1  # the client's callback says seconds
+    assert value(found, "pylog_client_throttled_total", request="Produce", client_id="slowed") >= 1
     below_1ms = value(found, "kafka_network_requestmetrics_throttletimems_bucket", request="Produce", le="1")
     assert below_1ms < value(found, "kafka_network_requestmetrics_throttletimems_count", request="Produce")
 
@@ -418,3 +445,74 @@ def test_partition_errors_are_counted_by_topic_and_partition(broker):
         assert resp.responses[0].partitions[0].error_code == 1  # OFFSET_OUT_OF_RANGE
     after = counts()
     assert (after[0] - before[0], after[1] - before[1]) == (3, 3)
+
+
+def test_groups_transactions_and_share_groups(broker):
+    """A classic group while its member runs, a committed transaction, a share consumer holding
+    records it has not acknowledged."""
+    from confluent_kafka import ShareConsumer
+
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "transactional.id": "metrics-tx"})
+    p.init_transactions(30)
+    p.begin_transaction()
+    for i in range(10):
+        p.produce("shared", value=b"%d" % i, partition=0)
+    p.commit_transaction(30)
+
+    c = Consumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "running",
+                  "auto.offset.reset": "earliest"})
+    c.subscribe(["shared"])
+    deadline = time.monotonic() + 30
+    while not c.assignment():
+        assert time.monotonic() < deadline, "no assignment"
+        c.poll(0.2)
+    share = ShareConsumer({"bootstrap.servers": broker.bootstrap_servers, "group.id": "sharing",
+                           "share.acknowledgement.mode": "explicit"})
+    share.subscribe(["shared"])
+    held = 0
+    while held == 0:
+        assert time.monotonic() < deadline, "the share consumer got nothing"
+        held += sum(1 for m in share.poll(0.2) if m.error() is None)
+    try:
+        found = samples(get(broker.metrics_url + "/metrics")[2].decode())
+    finally:
+        share.close()
+        c.close()
+    assert value(found, "pylog_group_members", group="running", type="classic") == 1
+    assert value(found, "pylog_group_state", group="running", type="classic", state="Stable") == 1
+    assert value(found, "pylog_group_generation", group="running", type="classic") >= 1
+    assert value(found, "pylog_group_members", group="sharing", type="share") == 1
+    assert value(found, "kafka_server_group_coordinator_metrics_group_count", protocol="share") >= 1
+    where = {"group": "sharing", "topic": "shared", "partition": "0"}
+    acquired = value(found, "pylog_share_partition_acquired", **where)
+    assert held <= acquired <= 10  # what it polled, and what it may hold beyond
+    assert value(found, "pylog_share_partition_in_flight", **where) >= acquired
+    assert value(found, "pylog_transactions", state="CompleteCommit") >= 1
+    assert value(found, "pylog_transaction_pending_markers") == 0
+
+
+def test_tiered_partitions_show_remote_bytes_and_copy_lag(broker):
+    """A topic kept in the remote tier: once its sealed segments are copied, their bytes show as
+    remote and the copy lag goes to 0."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    config = {"remote.storage.enable": "true", "segment.bytes": "65536"}
+    admin.create_topics([NewTopic("tiered", num_partitions=1, replication_factor=1, config=config)])[
+        "tiered"].result(30)
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers, "linger.ms": 5, "batch.num.messages": 20})
+    for _ in range(300):  # 15 batches of 20 kB: segments of 64 kB roll
+        p.produce("tiered", value=b"x" * 1000)
+    assert p.flush(30) == 0
+    deadline = time.monotonic() + 30
+    while True:
+        found = samples(get(broker.metrics_url + "/metrics")[2].decode())
+        remote = found.get("kafka_server_brokertopicmetrics_remotelogsizebytes", [])
+        lag = value(found, "kafka_server_brokertopicmetrics_remotecopylagsegments", topic="tiered",
+                    partition="0")
+        if sum(v for lv, v in remote if lv["topic"] == "tiered") > 0 and lag == 0:
+            break
+        assert time.monotonic() < deadline, (remote, lag)
+        time.sleep(0.2)
+    assert value(found, "kafka_server_brokertopicmetrics_remotelogmetadatacount", topic="tiered") >= 3
+    assert value(found, "kafka_server_brokertopicmetrics_remotecopybytes_total") >= 3 * 65536 * 0.5

@@ -210,6 +210,12 @@ def test_prometheus_sees_what_clients_and_failures_do(
     prom.wait_value(ends, lambda v: v == 3000, "log end offsets adding up to 3000")
     assert prom.scalar("sum(kafka_controller_kafkacontroller_activecontrollercount)") == 1
     assert prom.scalar("max(kafka_controller_kafkacontroller_offlinepartitionscount)") == 0
+    # each leader's view of its followers, the active controller's of the voters
+    follower_lag = f'pylog_replica_follower_lag{{topic="{TOPIC}"}}'
+    prom.wait_value(f"count({follower_lag})", lambda v: v == 6, "two followers of each of three partitions")
+    prom.wait_value(f"max({follower_lag})", lambda v: v == 0, "followers caught up")
+    prom.wait_value("count(pylog_raft_voter_log_end_offset)", lambda v: v == 3, "three voters")
+    assert prom.scalar("max(pylog_raft_voter_commit_lag)") is not None
 
     # the group's lag grows while it is stopped
     lag = f'sum(kafka_consumergroup_lag{{group="{GROUP}",topic="{TOPIC}"}})'

@@ -493,7 +493,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
         )
         if throttle <= 0:
             return parts
-        self.server.request_stats.throttled(ctx.api_key, req, throttle)
+        self.server.request_stats.throttled(
+            ctx.api_key, req, throttle, ctx.principal.name, ctx.client_id or ""
+        )
         if ctx.api_key == ApiKey.FETCH:
             body = without_records(body)
         self._throttle(throttle)
@@ -508,7 +510,9 @@ class KafkaConnection(asyncio.BufferedProtocol):
             ctx, req, request_bytes=request_bytes, response_bytes=0, busy_ns=busy_ns, answered=False
         )
         if throttle > 0:
-            self.server.request_stats.throttled(ctx.api_key, req, throttle)
+            self.server.request_stats.throttled(
+                ctx.api_key, req, throttle, ctx.principal.name, ctx.client_id or ""
+            )
             self._throttle(throttle)
 
     def _throttle(self, throttle_ms: int) -> None:
