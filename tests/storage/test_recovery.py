@@ -11,8 +11,10 @@ from pathlib import Path
 
 import pytest
 from pylog.storage import LogConfig, PartitionLog, Stats
-from pylog.storage.rewrite import coalesce, write_segment
-from storage_helpers import meta_for, records
+from pylog.storage import onecopy as oc
+from pylog.storage.rewrite import Written, coalesce, write_rows_segment, write_segment
+from pylog.storage.segment import Segment
+from storage_helpers import meta_for, open_log, records
 
 SIDE = (".index", ".timeindex", ".batches")
 ACTIVE = "00000000000000000000"
@@ -29,8 +31,9 @@ def _restore(directory: Path, files: dict[str, bytes]) -> None:
         (directory / name).write_bytes(data)
 
 
-def _build(directory: Path, batches: int, config: LogConfig | None = None) -> list[tuple[object, list[int]]]:
-    log = PartitionLog.open(directory, config, now_ms=0)
+def _build(directory: Path, batches: int, config: LogConfig | None = None, fmt: int = 1,
+           ) -> list[tuple[object, list[int]]]:
+    log = open_log(fmt, directory, config, now_ms=0)
     out = []
     for i in range(batches):
         rb = records(3 + i, ts=1000 * i)
@@ -81,10 +84,53 @@ def test_torn_last_append_at_every_byte(tmp_path: Path) -> None:
                 log.close()
 
 
-def test_lost_side_files_are_rebuilt(tmp_path: Path) -> None:
+def _sealed(d: Path, seg: Segment) -> Written:
+    """The files sealing writes for `seg`, left under their temporary names."""
+    snap = seg.snapshot()
+    if snap.fmt == 2:
+        messages = oc.group_for_message(snap.rows(), oc.SEALED_MESSAGE_BYTES)
+        return write_rows_segment(d, seg.base_offset, messages, sealed=True)
+    return write_segment(d, seg.base_offset, coalesce(snap.blocks()), sealed=True)
+
+
+def test_torn_format2_append_at_sampled_bytes(tmp_path: Path) -> None:
+    """Format 2: a crash part way through the last append (cut at every byte of its first and last
+    bytes, every 41st between) leaves the batches before it; the next append follows them."""
     d = tmp_path / "t-0"
-    _build(d, 12, LogConfig(segment_bytes=4000))
-    log = PartitionLog.open(d, LogConfig(segment_bytes=4000), now_ms=0)
+    appended = _build(d, 3, fmt=2)
+    full = _snapshot(d)
+    _build(tmp_path / "before" / "t-0", 2, fmt=2)
+    prefix = _snapshot(tmp_path / "before" / "t-0")
+    data = f"{ACTIVE}.arrows"
+    start, end = len(prefix[data]), len(full[data])
+    assert full[data][:start] == prefix[data]
+    expect_prefix = ([m for m, _ in appended[:2]], [o for _, offs in appended[:2] for o in offs])
+    expect_full = ([m for m, _ in appended], [o for _, offs in appended for o in offs])
+    cuts = sorted({*range(start, start + 24), *range(start + 24, end - 8, 41), *range(end - 8, end + 1)})
+    for cut in cuts:
+        for side_from in (prefix, full):
+            files = dict(side_from)
+            files[data] = full[data][:cut]
+            _restore(d, files)
+            ro = PartitionLog.open_readonly(d)
+            ro_state = _state(ro)
+            ro.close()
+            assert _snapshot(d) == files
+            log = open_log(2, d)
+            expected = expect_full if cut == end else expect_prefix
+            assert _state(log) == expected, (cut, side_from is full)
+            assert ro_state == expected
+            nxt = log.append(records(1), meta_for(records(1)), now_ms=0)
+            assert nxt.base_offset == expected[1][-1] + 1
+            assert [bytes(b)[:8] for b in log.read_wire(nxt.base_offset, 1 << 20)] == [
+                nxt.base_offset.to_bytes(8, "big")]
+            log.close()
+
+
+def test_lost_side_files_are_rebuilt(tmp_path: Path, fmt: int) -> None:
+    d = tmp_path / "t-0"
+    _build(d, 12, LogConfig(segment_bytes=4000), fmt)
+    log = open_log(fmt, d, LogConfig(segment_bytes=4000), now_ms=0)
     log.seal_pending()
     want = _state(log)
     bases = log.segment_base_offsets()
@@ -97,24 +143,24 @@ def test_lost_side_files_are_rebuilt(tmp_path: Path) -> None:
     with open(d / f"{bases[1]:020d}.batches", "r+b") as f:  # a torn trailing entry
         f.truncate(os.path.getsize(f.name) - 3)
     rebuilds = Stats.index_rebuilds
-    log = PartitionLog.open(d, LogConfig(segment_bytes=4000), now_ms=0)
+    log = open_log(fmt, d, LogConfig(segment_bytes=4000), now_ms=0)
     assert _state(log) == want
     assert Stats.index_rebuilds > rebuilds
     assert (d / (sealed + ".index")).exists()
     log.append(records(2), meta_for(records(2)), now_ms=0)
     log.close()
-    log = PartitionLog.open(d, LogConfig(segment_bytes=4000), now_ms=0)
+    log = open_log(fmt, d, LogConfig(segment_bytes=4000), now_ms=0)
     assert _state(log)[1] == [*want[1], want[1][-1] + 1, want[1][-1] + 2]
 
 
 @pytest.mark.parametrize("stage", ["tmp", "all-swap", "index-renamed", "side-renamed", "stream-unlinked"])
-def test_interrupted_seal_swap(tmp_path: Path, stage: str) -> None:
+def test_interrupted_seal_swap(tmp_path: Path, stage: str, fmt: int) -> None:
     d = tmp_path / "t-0"
-    _build(d, 12, LogConfig(segment_bytes=4000))
-    log = PartitionLog.open(d, LogConfig(segment_bytes=4000), now_ms=0)
+    _build(d, 12, LogConfig(segment_bytes=4000), fmt)
+    log = open_log(fmt, d, LogConfig(segment_bytes=4000), now_ms=0)
     want = _state(log)
     seg = log._segments[0]
-    written = write_segment(d, seg.base_offset, coalesce(seg.snapshot().blocks()), sealed=True)
+    written = _sealed(d, seg)
     log.close()
     name = d / f"{seg.base_offset:020d}"
     order = (".index", ".timeindex", ".batches", ".arrow")
@@ -126,22 +172,22 @@ def test_interrupted_seal_swap(tmp_path: Path, stage: str) -> None:
             os.replace(f"{name}{ext}.swap", f"{name}{ext}")
         if stage == "stream-unlinked":
             os.unlink(f"{name}.arrows")
-    log = PartitionLog.open(d, LogConfig(segment_bytes=4000), now_ms=0)
+    log = open_log(fmt, d, LogConfig(segment_bytes=4000), now_ms=0)
     assert _state(log) == want
     assert log._segments[0].sealed == (stage in ("index-renamed", "side-renamed", "stream-unlinked"))
     assert not [p for p in d.iterdir() if p.name.endswith((".swap", ".tmp"))]
     log.close()
 
 
-def test_readonly_opener_during_a_swap(tmp_path: Path) -> None:
+def test_readonly_opener_during_a_swap(tmp_path: Path, fmt: int) -> None:
     """A reader opening between the renames of a seal sees the stream data with the sealed
     side files beside it, and must still read the right records."""
     d = tmp_path / "t-0"
-    _build(d, 12, LogConfig(segment_bytes=4000))
-    log = PartitionLog.open(d, LogConfig(segment_bytes=4000), now_ms=0)
+    _build(d, 12, LogConfig(segment_bytes=4000), fmt)
+    log = open_log(fmt, d, LogConfig(segment_bytes=4000), now_ms=0)
     want = _state(log)
     seg = log._segments[0]
-    written = write_segment(d, seg.base_offset, coalesce(seg.snapshot().blocks()), sealed=True)
+    written = _sealed(d, seg)
     name = d / f"{seg.base_offset:020d}"
     for ext in (".index", ".timeindex", ".batches"):
         os.replace(written.tmp[ext], f"{name}{ext}")
