@@ -516,3 +516,31 @@ def test_tiered_partitions_show_remote_bytes_and_copy_lag(broker):
         time.sleep(0.2)
     assert value(found, "kafka_server_brokertopicmetrics_remotelogmetadatacount", topic="tiered") >= 3
     assert value(found, "kafka_server_brokertopicmetrics_remotecopybytes_total") >= 3 * 65536 * 0.5
+
+
+def test_stuck_scrapers_hold_up_neither_the_broker_nor_other_scrapes(broker):
+    """Scrapers that never finish their request, or never read the answer, while a producer
+    writes and another scraper reads."""
+    import socket
+    from urllib.parse import urlsplit
+
+    where = urlsplit(broker.metrics_url)
+    stuck = [socket.create_connection((where.hostname, where.port), timeout=10) for _ in range(20)]
+    try:
+        for i, sock in enumerate(stuck):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+            ending = b"\r\n" if i % 2 else b""  # half never end their headers, half never read
+            sock.sendall(b"GET /metrics HTTP/1.1\r\nHost: x\r\n" + ending)
+        p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+        for i in range(100):
+            p.produce("beside-stuck-scrapers", value=b"%d" % i)
+        assert p.flush(30) == 0
+        status, _, body = get(broker.metrics_url + "/metrics")
+        assert status == 200
+        found = samples(body.decode())
+        messages = value(found, "kafka_server_brokertopicmetrics_messagesin_total",
+                         topic="beside-stuck-scrapers")
+        assert messages == 100
+    finally:
+        for sock in stuck:
+            sock.close()
