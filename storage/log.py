@@ -327,7 +327,7 @@ class PartitionLog:
     def _append_rows_as_arrow(self, rows: oc.Rows, now_ms: int, base_offset: int | None) -> BatchMeta:
         """Format 1 `append_rows`: the Rows' Arrow columns and, for `.wire`, their batch's bytes."""
         message = oc.encode_message(rows)
-        raw = b"".join(message.chunks)  # type: ignore[arg-type]
+        raw = b"".join(message.chunks)
         records = oc.to_record_schema(pa.ipc.read_record_batch(pa.py_buffer(raw), oc.SCHEMA_V2))
         meta = metas_from_entries(rows.entries)[0]
         section = rows.sections[0]

@@ -245,7 +245,7 @@ def write_rows_segment(directory: Path, base_offset: int, messages: list[oc.Rows
     for rows, msg in zip(messages, encoded):
         placed.append((pos, msg.length, rows.entries))
         pos += msg.length
-    data = b"".join(chunks)  # type: ignore[arg-type]
+    data = b"".join(chunks)
     _write_raw(tmp[ext], data)
     index_raw, times_raw = side_entries(placed)
     batches_raw = b"".join(e.tobytes() for _, _, e in placed)

@@ -437,9 +437,9 @@ class Segment:
             if m != last_m:
                 e = index[m]
                 pos, length = int(e["position"]), int(e["length"])
-                view = memoryview(self.buffer(pos + length))[pos:pos + length]  # type: ignore[arg-type]
+                view = memoryview(self.buffer(pos + length))[pos:pos + length]
                 got, last_m, m_first = oc.kafka_batches(view), m, int(e["batch"])
-            out.append(memoryview(b"".join(got[b - m_first])))  # type: ignore[arg-type]
+            out.append(memoryview(b"".join(got[b - m_first])))
         return out
 
     def stored_batches(self, entries: np.ndarray) -> list[StoredBatch]:
@@ -673,7 +673,7 @@ class SegmentSnapshot:
     def rows(self) -> list[oc.Rows]:
         """Format 2: every message as Rows (metadata and small buffers read, sections untouched),
         their entries those of `.batches`."""
-        view = memoryview(self.buf)  # type: ignore[arg-type]
+        view = memoryview(self.buf)
         bounds = [*self.index["batch"].tolist(), len(self.batches)]
         out = []
         for m, e in enumerate(self.index):
