@@ -215,7 +215,8 @@ class PartitionLog:
         instead of encoding every batch again (wire.py). Returns the stored
         metadata. On return the bytes are in the kernel (fsync follows flush.messages / flush.ms).
         Under format 2 the batch's bytes (`wire`, else `wire_encoder`) are decoded with
-        `rows_decoder` and appended with `append_rows`."""
+        `rows_decoder` and appended with `append_rows`; a log without `rows_decoder` (or without
+        any source of the bytes) cannot build format 2 from Arrow rows and writes format 1."""
         self._check_writable()
         n = records.num_rows
         if n == 0:
@@ -235,7 +236,8 @@ class PartitionLog:
                                 f"{meta.last_offset}")
         if self.config.compact and not meta.is_control and records.column(2).null_count:
             raise InvalidRecord("compacted topic: records must have a key")
-        if self.config.segment_format == 2:
+        if self.config.segment_format == 2 and self.rows_decoder is not None and (
+                wire is not None or self.wire_encoder is not None):
             return self._append_encoded(records, meta, now_ms, base_offset, wire)
         with self._lock:
             leo = self._log_end_offset
@@ -259,7 +261,7 @@ class PartitionLog:
                                meta.producer_epoch, meta.base_sequence, attributes,
                                meta.partition_leader_epoch)
             buffer_size = records.get_total_buffer_size()
-            self._maybe_roll(buffer_size, now_ms)
+            self._maybe_roll(buffer_size, now_ms, 1)
             size = buffer_size if wire_size is None else wire_size
             codec = body_codec(self.config.segment_compression, attributes, buffer_size)
             sent = wire(stored) if wire is not None else None
@@ -274,12 +276,11 @@ class PartitionLog:
     def _append_encoded(self, records: pa.RecordBatch, meta: BatchMeta, now_ms: int,
                         base_offset: int | None, wire: WireSource | None) -> BatchMeta:
         """Format 2 `append` of Arrow rows: their RecordBatch v2 bytes decoded to Rows."""
-        if self.rows_decoder is None or (wire is None and self.wire_encoder is None):
-            raise InvalidAppend("a format 2 log appends Kafka batches (append_rows), or Arrow rows "
-                                "given rows_decoder and wire_encoder")
+        decode = self.rows_decoder
+        assert decode is not None
         raw = wire(meta) if wire is not None else self.wire_encoder(meta, records)  # type: ignore[misc]
         try:
-            rows = self.rows_decoder(raw, self.config.segment_compression)
+            rows = decode(raw, self.config.segment_compression)
         except ValueError as exc:
             raise InvalidAppend(f"batch cannot be stored: {exc}") from exc
         return self.append_rows(rows, now_ms=now_ms, base_offset=base_offset)
@@ -318,7 +319,7 @@ class PartitionLog:
             else:
                 rows = oc.with_header_timestamps(rows)
             rows = dataclasses.replace(rows, entries=rows.entries.copy())
-            self._maybe_roll(int(rows.entries["size"][0]), now_ms)
+            self._maybe_roll(int(rows.entries["size"][0]), now_ms, 2)
             self._segments[-1].append_rows(rows, now_ms)
             stored = metas_from_entries(rows.entries)[0]
             self._appended(stored, n, now_ms)
@@ -352,13 +353,12 @@ class PartitionLog:
                 flush_ms != LONG_MAX and now_ms - self._last_flush_ms >= flush_ms):
             self.flush(now_ms)
 
-    def _maybe_roll(self, size: int, now_ms: int) -> None:
+    def _maybe_roll(self, size: int, now_ms: int, fmt: int) -> None:
         """Roll before appending `size` more bytes when the active segment is due by size, age or
-        index size (an empty segment never rolls), or is in another format than the one
-        configured (an empty one is started again in that format)."""
+        index size (an empty segment never rolls), or is in another format than `fmt`, the one
+        the append writes (an empty one is started again in that format)."""
         active = self._segments[-1]
         count = active.batch_count
-        fmt = self.config.segment_format
         if active.fmt != fmt:
             if count:
                 self.roll()

@@ -235,9 +235,19 @@ def test_append_rows_refuses_what_cannot_be_stored(tmp_path: Path) -> None:
     two = oc.concat_rows([rows_from_kafka(b, base_offset=0), rows_from_kafka(b, base_offset=3)])
     with pytest.raises(Exception, match="one Kafka batch"):
         log.append_rows(two, now_ms=0)
-    bare = PartitionLog.open(tmp_path / "t-2", LogConfig(segment_format=2), now_ms=0)
-    with pytest.raises(Exception, match="append_rows"):
-        bare.append(rb, meta_for(rb), now_ms=0)
-    assert log.log_end_offset == 0 and bare.log_end_offset == 0
+    assert log.log_end_offset == 0
     log.close()
+
+
+def test_a_log_without_a_kafka_decoder_appends_arrow_rows_in_format_1(tmp_path: Path) -> None:
+    """Format 2 cannot be built from Arrow rows alone: such a writer keeps format 1 segments, and
+    its Kafka batches (`append_rows`) still go to format 2 ones."""
+    bare = PartitionLog.open(tmp_path / "t-0", LogConfig(segment_format=2), now_ms=0)
+    rb = records(3)
+    bare.append(rb, meta_for(rb), now_ms=0)
+    assert bare._segments[-1].fmt == 1
+    served = _produce(bare, 2)
+    assert bare._segments[-1].fmt == 2 and bare.segment_count == 2
+    assert bytes(bare.read_wire(3, 1 << 20)[0]) == served
+    assert bare.read_table().column("offset").to_pylist() == [0, 1, 2, 3, 4]
     bare.close()
