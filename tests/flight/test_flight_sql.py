@@ -30,7 +30,7 @@ from google.protobuf import any_pb2
 import pylog
 from pylog.flight import sql_messages
 
-ORDERS, PAYMENTS = "orders", "payments"
+ORDERS, PAYMENTS, REFUNDS = "orders", "payments", "refunds"
 COLUMNS = ["key", "value", "topic", "partition", "offset", "timestamp", "timestampType", "headers"]
 
 
@@ -48,13 +48,20 @@ def produce(bootstrap: str, topic: str, n: int, partitions: int, extra: dict | N
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pylog.LocalBroker]:
-    b = pylog.LocalBroker(tmp_path_factory.mktemp("flight-sql") / "data",
-                          config={"pylog.flight.listeners": "grpc://127.0.0.1:0"})
+    """A broker with two log directories: a topic whose partitions are all in one is read from the
+    segments, one spread over both through the broker's own Kafka client."""
+    base = tmp_path_factory.mktemp("flight-sql")
+    b = pylog.LocalBroker(base / "a", config={"pylog.flight.listeners": "grpc://127.0.0.1:0",
+                                              "log.dirs": f"{base / 'a'},{base / 'b'}"})
     with b:
         create(b.bootstrap_servers, ORDERS, 2)
         create(b.bootstrap_servers, PAYMENTS, 3)
+        create(b.bootstrap_servers, REFUNDS, 1)
         produce(b.bootstrap_servers, ORDERS, 120, 2)
         produce(b.bootstrap_servers, PAYMENTS, 90, 3)
+        produce(b.bootstrap_servers, REFUNDS, 11, 1)
+        dirs = {t: {p.parent.name for p in base.glob(f"*/{t}-*")} for t in (ORDERS, PAYMENTS, REFUNDS)}
+        assert len(dirs[ORDERS]) == len(dirs[PAYMENTS]) == 2 and len(dirs[REFUNDS]) == 1, dirs
         yield b
 
 
@@ -71,7 +78,7 @@ def test_topics_are_listed_as_tables(conn: flight_sql.Connection) -> None:
     (schema,) = objects[0]["catalog_db_schemas"]
     assert schema["db_schema_name"] == "topics"
     tables = {t["table_name"]: t for t in schema["db_schema_tables"]}
-    assert {ORDERS, PAYMENTS} <= set(tables)
+    assert {ORDERS, PAYMENTS, REFUNDS} <= set(tables)
     assert [c["column_name"] for c in tables[ORDERS]["table_columns"]] == COLUMNS
     only = conn.adbc_get_objects(depth="tables", table_name_filter="pay%").read_all().to_pylist()
     assert [t["table_name"] for t in only[0]["catalog_db_schemas"][0]["db_schema_tables"]] == [PAYMENTS]
@@ -95,10 +102,11 @@ def test_sql_over_two_topics_with_partition_offset_and_time_bounds(
         cur.execute("select partition, count(*) as n from pylog.topics.payments "
                     "where \"offset\" between 5 and 9 group by partition "
                     "union all select -1, count(*) from orders where timestamp > now() - interval 1 hour "
+                    "union all select -2, count(*) from refunds where \"offset\" > 3 "
                     "order by 1")
         counts = cur.fetch_arrow_table().to_pylist()
-    orders = pylog.read_topic(ORDERS, data_dir=broker.data_dir)
-    payments = pylog.read_topic(PAYMENTS, data_dir=broker.data_dir)
+    orders = pylog.read_topic(ORDERS, bootstrap_servers=broker.bootstrap_servers)
+    payments = pylog.read_topic(PAYMENTS, bootstrap_servers=broker.bootstrap_servers)
     o = orders.filter(pc.and_(pc.equal(orders["partition"], 1), pc.greater_equal(orders["offset"], 20)))
     p = payments.filter(pc.less(payments["offset"], 25))
     per_key = {}
@@ -106,7 +114,8 @@ def test_sql_over_two_topics_with_partition_offset_and_time_bounds(
         per_key[key] = o["key"].to_pylist().count(key) * p["key"].to_pylist().count(key)
     expected = sorted((k, n) for k, n in per_key.items() if n)
     assert [(r["key"], r["n"]) for r in got.to_pylist()] == expected and expected
-    assert counts == [{"partition": -1, "n": 120}] + [{"partition": q, "n": 5} for q in range(3)]
+    assert counts == [{"partition": -2, "n": 7}, {"partition": -1, "n": 120}] + \
+        [{"partition": q, "n": 5} for q in range(3)]
 
 
 def test_bad_sql_and_malformed_commands_are_refused_and_the_broker_keeps_serving(
