@@ -24,10 +24,11 @@ from typing import Any
 
 import pyarrow as pa
 
+from pylog.sdk import options as sdk_options
 from pylog.sdk.constant import int32_column, string_column
 from pylog.sdk.offsets import PartitionRange, resolve_ranges
 from pylog.sdk.remote_source import RemoteStorageSpec
-from pylog.sdk.scan import SOURCE_COLUMNS, TopicSource, open_source
+from pylog.sdk.scan import SOURCE_COLUMNS, TopicSource, open_read_source
 
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
 # remote segments smaller than this are packed into one task (Spark's files.maxPartitionBytes default)
@@ -188,10 +189,17 @@ class ReadOptions:
         formats = (("key", self.key_format), ("value", self.value_format))
         return tuple(c for c, f in formats if f == "registry")
 
+    def sdk(self) -> sdk_options.ReadOptions:
+        """The SDK's read options for what these options name (the source, the registry, headers);
+        built when asked, so these options stay picklable."""
+        return sdk_options.ReadOptions(
+            data_dir=self.data_dir, bootstrap_servers=self.bootstrap_servers,
+            include_headers=self.include_headers, schema_registry_url=self.schema_registry_url,
+            security=dict(self.security) or None, remote_storage=self.remote_storage,
+            storage_options=dict(self.storage_options) or None, transport="kafka")
+
     def remote(self) -> RemoteStorageSpec | None:
-        if self.remote_storage is None:
-            return None
-        return RemoteStorageSpec(self.remote_storage, dict(self.storage_options))
+        return self.sdk().remote
 
     def with_store(self) -> ReadOptions:
         """These options with the store the brokers name for a tiered topic (asked once, on the
@@ -211,14 +219,7 @@ class ReadOptions:
     def open(self, pins: Mapping[tuple[str, int], tuple[Any, int]] | None = None) -> TopicSource:
         """The source these options name; ``pins``: (topic, partition) -> (topic id, manifest version)
         the driver planned with, so an executor reads that version's segments."""
-        return open_source(self.data_dir, self.bootstrap_servers, self.fetch_options(), self.remote(), pins)
-
-    def fetch_options(self) -> Any:
-        if not self.security:
-            return None
-        from pylog.sdk.scan import with_security
-
-        return with_security(None, dict(self.security))
+        return open_read_source(self.sdk(), pins=pins)
 
     def partitions_of(self, topic: str) -> list[int] | None:
         return None if self.assigned is None else list(self.assigned[topic])

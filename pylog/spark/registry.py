@@ -15,24 +15,12 @@ import pyarrow as pa
 
 from pylog.schema_registry import formats
 from pylog.sdk.decoders import _where
-from pylog.sdk.registry import HttpSchemas, LogSchemas, RecordDecodeError, RegistryDecoder
+from pylog.sdk.registry import RecordDecodeError, RegistryDecoder, registry_schemas
 from pylog.spark.options import ReadOptions
 
 
 def _schemas(options: ReadOptions) -> Any:
-    if options.schema_registry_url:
-        return HttpSchemas(options.schema_registry_url, security=dict(options.security) or None)
-    from pylog.sdk.api import read_topic
-
-    return LogSchemas(
-        lambda: read_topic(
-            "_schemas",
-            data_dir=options.data_dir,
-            bootstrap_servers=options.bootstrap_servers,
-            fetch_options=options.fetch_options(),
-            columns=["key", "value"],
-        )
-    )
+    return registry_schemas(**options.sdk().decode_context(options.topics[0]))
 
 
 def _sparkable(t: pa.DataType) -> pa.DataType:
