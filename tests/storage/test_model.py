@@ -10,8 +10,8 @@ from pathlib import Path
 import hypothesis.strategies as st
 from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
-from pylog.storage import LogConfig, PartitionLog
-from storage_helpers import meta_for, records
+from pylog.storage import LogConfig
+from storage_helpers import meta_for, open_log, records
 
 
 @dataclass
@@ -26,11 +26,13 @@ CONFIG = LogConfig(segment_bytes=5000, cleanup_policy="compact,delete", retentio
 
 
 class LogMachine(RuleBasedStateMachine):
+    FORMAT = 1  # the segment format the log writes
+
     def __init__(self) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="pylog-model-"))
         self.dir = self.tmp / "t-0"
-        self.log = PartitionLog.open(self.dir, CONFIG, now_ms=0)
+        self.log = open_log(self.FORMAT, self.dir, CONFIG, now_ms=0)
         self.batches: list[Batch] = []
         self.lso = 0
         self.leo = 0
@@ -123,7 +125,7 @@ class LogMachine(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         self.log.close()
-        self.log = PartitionLog.open(self.dir, CONFIG, now_ms=self.now)
+        self.log = open_log(self.FORMAT, self.dir, CONFIG, now_ms=self.now)
 
     # -- invariants ----------------------------------------------------------------------------
 
@@ -141,3 +143,12 @@ class LogMachine(RuleBasedStateMachine):
 LogMachine.TestCase.settings = settings(max_examples=25, stateful_step_count=30, deadline=None,
                                         suppress_health_check=[HealthCheck.too_slow])
 TestPartitionLog = LogMachine.TestCase
+
+
+class LogMachineFormat2(LogMachine):
+    FORMAT = 2
+
+
+LogMachineFormat2.TestCase.settings = settings(max_examples=10, stateful_step_count=30, deadline=None,
+                                         suppress_health_check=[HealthCheck.too_slow])
+TestPartitionLogFormat2 = LogMachineFormat2.TestCase

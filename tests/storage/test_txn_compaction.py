@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 from pylog.storage import LogConfig, PartitionLog
 from pylog.storage.transactions import ABORT, COMMIT, UNKNOWN_MARKER, control_types
-from storage_helpers import CONTROL, TRANSACTIONAL, meta_for, records
+from storage_helpers import CONTROL, TRANSACTIONAL, meta_for, open_log, records
 
 RETENTION = 50  # delete.retention.ms
 CONFIG = LogConfig(segment_bytes=700, cleanup_policy="compact", delete_retention_ms=RETENTION)
@@ -52,11 +52,13 @@ class Batch:
 
 
 class TxnLogMachine(RuleBasedStateMachine):
+    FORMAT = 1  # the segment format the log writes
+
     def __init__(self) -> None:
         super().__init__()
         self.tmp = Path(tempfile.mkdtemp(prefix="pylog-txn-model-"))
         self.dir = self.tmp / "t-0"
-        self.log = PartitionLog.open(self.dir, CONFIG, now_ms=0)
+        self.log = open_log(self.FORMAT, self.dir, CONFIG, now_ms=0)
         self.batches: list[Batch] = []
         self.open: dict[int, Txn] = {}
         self.first_offset: dict[int, int] = {}  # producer -> first offset of its open transaction
@@ -124,7 +126,7 @@ class TxnLogMachine(RuleBasedStateMachine):
     @rule()
     def reopen(self) -> None:
         self.log.close()
-        self.log = PartitionLog.open(self.dir, CONFIG, now_ms=self.now)
+        self.log = open_log(self.FORMAT, self.dir, CONFIG, now_ms=self.now)
 
     # -- compaction ----------------------------------------------------------------------------
 
@@ -251,9 +253,9 @@ def _rows(log: PartitionLog) -> list[tuple[int, bytes | None, bytes | None]]:
     return list(zip(*(t.column(c).to_pylist() for c in ("offset", "key", "value"))))
 
 
-def test_aborted_offset_commit_does_not_hide_the_committed_one(tmp_path: Path) -> None:
+def test_aborted_offset_commit_does_not_hide_the_committed_one(tmp_path: Path, fmt: int) -> None:
     """The __consumer_offsets case: a plain commit, then an aborted TxnOffsetCommit of the key."""
-    log = PartitionLog.open(tmp_path / "t-0", CONFIG, now_ms=0)
+    log = open_log(fmt, tmp_path / "t-0", CONFIG, now_ms=0)
     _put(log, [b"g/t/0"], [b"offset 5"])
     _put(log, [b"g/t/0"], [b"offset 9"], pid=4, attrs=TRANSACTIONAL)
     _marker(log, 4, ABORT)
@@ -275,8 +277,8 @@ def test_aborted_offset_commit_does_not_hide_the_committed_one(tmp_path: Path) -
     assert [r[0] for r in _rows(log)] == [0, 3, 4]
 
 
-def test_marker_after_the_run_decides_its_transaction(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "t-0", CONFIG, now_ms=0)
+def test_marker_after_the_run_decides_its_transaction(tmp_path: Path, fmt: int) -> None:
+    log = open_log(fmt, tmp_path / "t-0", CONFIG, now_ms=0)
     _put(log, [b"a", b"b"], [b"plain", b"plain"])
     _put(log, [b"a"], [b"committed"], pid=1, attrs=TRANSACTIONAL)
     _put(log, [b"b"], [b"aborted"], pid=2, attrs=TRANSACTIONAL)
@@ -290,8 +292,8 @@ def test_marker_after_the_run_decides_its_transaction(tmp_path: Path) -> None:
                               (5, b"c", b"plain")]
 
 
-def test_commit_marker_goes_after_its_records_are_superseded(tmp_path: Path) -> None:
-    log = PartitionLog.open(tmp_path / "t-0", CONFIG, now_ms=0)
+def test_commit_marker_goes_after_its_records_are_superseded(tmp_path: Path, fmt: int) -> None:
+    log = open_log(fmt, tmp_path / "t-0", CONFIG, now_ms=0)
     _put(log, [b"a"], [b"t"], pid=1, attrs=TRANSACTIONAL)
     _marker(log, 1, COMMIT)
     _put(log, [b"a"], [b"later"], pid=1, attrs=TRANSACTIONAL)
@@ -313,3 +315,12 @@ def test_control_types_parses_keys() -> None:
                                             UNKNOWN_MARKER]
     chunked = pa.chunked_array([keys.slice(1, 2), keys.slice(0, 1)])
     assert np.array_equal(control_types(chunked), [COMMIT, COMMIT, ABORT])
+
+
+class TxnLogMachineFormat2(TxnLogMachine):
+    FORMAT = 2
+
+
+TxnLogMachineFormat2.TestCase.settings = settings(max_examples=8, stateful_step_count=60, deadline=None,
+                                         suppress_health_check=[HealthCheck.too_slow])
+TestTxnCompactionFormat2 = TxnLogMachineFormat2.TestCase
