@@ -19,6 +19,7 @@ executing one is the same. Parameters, updates and transactions are not supporte
 
 from __future__ import annotations
 
+import logging
 import re
 import secrets
 import threading
@@ -35,6 +36,8 @@ from pylog import __version__
 from pylog._extras import require
 from pylog.flight import sql_messages as msg
 from pylog.security.acl_operations import AclOperation
+
+log = logging.getLogger(__name__)
 
 CATALOG = "pylog"
 DB_SCHEMA = "topics"
@@ -328,13 +331,29 @@ class FlightSql:
             types_ok = not command.table_types or TABLE_TYPE in command.table_types
             names = [t for t in self._visible(caller) if _matches(table_pattern, t)] \
                 if here and types_ok else []
-            columns: list[list[Any]] = [[CATALOG] * len(names), [DB_SCHEMA] * len(names), names,
-                                        [TABLE_TYPE] * len(names)]
             if not command.include_schema:
-                return _table(TABLES_SCHEMA, columns)
-            schemas = [self._schema(t).serialize().to_pybytes() for t in names]
-            return _table(TABLES_WITH_SCHEMA_SCHEMA, [*columns, schemas])
+                return _table(TABLES_SCHEMA, self._tables_columns(names))
+            schema = self._columns(names)
+            names = names if schema is not None else []
+            serialized = schema.serialize().to_pybytes() if schema is not None else b""
+            columns = [*self._tables_columns(names), [serialized] * len(names)]
+            return _table(TABLES_WITH_SCHEMA_SCHEMA, columns)
         raise AssertionError(name)
+
+    @staticmethod
+    def _tables_columns(names: list[str]) -> list[list[Any]]:
+        return [[CATALOG] * len(names), [DB_SCHEMA] * len(names), names, [TABLE_TYPE] * len(names)]
+
+    def _columns(self, names: list[str]) -> pa.Schema | None:
+        """The columns every topic has (`key` and `value` stay bytes, so they are one schema), as
+        the first of `names` that can be read shows them; None when none can."""
+        duckdb = require("duckdb", "Flight SQL")
+        for topic in names:
+            try:
+                return self._schema(topic)
+            except (ValueError, LookupError, OSError, duckdb.Error) as exc:  # deleted or moved meanwhile
+                log.info("Flight SQL: no columns for topic %r: %s", topic, exc)
+        return None
 
     # --- queries ------------------------------------------------------------------------------
 
@@ -390,7 +409,11 @@ class FlightSql:
 
     def _start(self, query: str, descriptor: flight.FlightDescriptor, caller: Caller) -> flight.FlightInfo:
         duckdb = require("duckdb", "Flight SQL")
-        con = self._connection(self._authorize(query, caller))
+        topics = self._authorize(query, caller)
+        try:
+            con = self._connection(topics)
+        except (ValueError, LookupError) as exc:  # e.g. a topic deleted since
+            raise invalid(str(exc)) from None
         try:
             relation = con.sql(query)
             if relation is None:
