@@ -30,6 +30,7 @@ import pyarrow.ipc as paipc
 
 from pylog.model import RECORD_SCHEMA
 
+from . import onecopy as oc
 from .errors import OffsetOutOfRange, StorageError
 from .ipc import read_batch, read_batches
 from .remote_cache import RemoteFile, RemoteReadCache
@@ -43,6 +44,7 @@ READ_CHUNK = 1024  # batch entries looked at per step of a fetch's byte budget
 # (an object up to this size in one request: fewer requests cost the store and the client less).
 WHOLE_READ_PART = 32 << 20
 IPC_FILE_HEAD = b"ARROW1\0\0"  # an Arrow IPC file's magic and padding, before its stream
+V2_FIRST_MESSAGE = len(IPC_FILE_HEAD) + len(oc.SCHEMA_V2_MESSAGE)  # where a format 2 file's batches start
 
 
 class RemoteSegment:
@@ -112,6 +114,8 @@ class RemoteSegment:
             if bytes(f.read(len(IPC_FILE_HEAD))) != IPC_FILE_HEAD:
                 raise StorageError(f"{self.store.uri}/{self.key('.arrow')} is not an Arrow IPC file")
             for rb in paipc.open_stream(pa.PythonFile(f, mode="r")):
+                if rb.schema.metadata:  # format 2 (FORMAT.md): view columns as RECORD_SCHEMA
+                    rb = oc.to_record_schema(rb)
                 rb = _clip(rb, lo, hi)
                 if rb.num_rows:
                     yield rb
@@ -139,9 +143,36 @@ class RemoteSegment:
             then._side_requested = True  # a sequential reader: the next segment's side files too
             self.cache.submit(then.side)
         buf = self.cache.read(self.data, pos, end, then=then.data if then is not None else None)
+        if self.fmt == 2:
+            got = read_batches(buf, 0, end - pos, len(ix), schema=oc.SCHEMA_V2)
+            return [oc.to_record_schema(rb) for rb in got]
         if len(ix) == 1:
             return [read_batch(buf, 0, end - pos)]
         return read_batches(buf, 0, end - pos, len(ix))
+
+    @property
+    def fmt(self) -> int:
+        """The data file's format (FORMAT.md), told by where its first message starts."""
+        ix = self.index
+        return 2 if len(ix) and int(ix["position"][0]) == V2_FIRST_MESSAGE else 1
+
+    def kafka_batches(self, first: int, stop: int, then: RemoteSegment | None = None) -> list[memoryview]:
+        """Format 2: RecordBatch v2 bytes of batches ``[first, stop)``, from the messages holding
+        them (one byte range from the cache): headers rebuilt from the stored entries, sections as
+        stored."""
+        b = self.batches
+        m0, m1 = int(b["message"][first]), int(b["message"][stop - 1]) + 1
+        ix = self.index[m0:m1]
+        pos = int(ix["position"][0])
+        end = int(ix["position"][-1] + ix["length"][-1])
+        view = memoryview(self.cache.read(self.data, pos, end, then=then.data if then is not None else None))
+        out: list[memoryview] = []
+        for e in ix:
+            at = int(e["position"]) - pos
+            got = oc.kafka_batches(view[at:at + int(e["length"])])
+            lo, hi = max(first, int(e["batch"])), min(stop, int(e["batch"]) + len(got))
+            out += [memoryview(b"".join(got[i - int(e["batch"])])) for i in range(lo, hi)]
+        return out
 
     def message(self, m: int) -> pa.RecordBatch:
         return self.messages(m, m + 1)[0]
@@ -176,6 +207,8 @@ class RemoteSegment:
         """RecordBatch v2 bytes of batches ``[first, stop)``: one byte range of the `.wire` object
         from the cache, each batch's header checked against its `.batches` entry (base offset,
         length, record count); None when the segment has no usable `.wire` (the caller encodes)."""
+        if first < stop and self.fmt == 2:
+            return self.kafka_batches(first, stop, then)
         wire = self.wire()
         if wire is None or first >= stop:
             return None
