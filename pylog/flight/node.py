@@ -40,6 +40,18 @@ def broker_flight(broker: Any) -> list[FlightService]:
         img = image()
         return list(img.topics) if img is not None else []
 
+    def subjects() -> set[str]:
+        registry = getattr(broker.schema_registry, "registry", None)
+        if registry is None:
+            return set()
+        for _ in range(3):  # the registry's state changes on the broker's loop, read here on Flight's
+            try:
+                return {name for name, versions in list(registry.state.subjects.items())
+                        if any(not v.deleted for v in list(versions.values()))}
+            except RuntimeError:  # changed while it was read
+                continue
+        return set()
+
     def locate(node_id: int) -> str | None:
         img = image()
         reg = img.brokers.get(node_id) if img is not None else None
@@ -52,7 +64,8 @@ def broker_flight(broker: Any) -> list[FlightService]:
         return bool(authz.authorizer().authorize(principal, host, op, ResourceType.TOPIC, topic))
 
     node = FlightNode(broker.node_id, led, leaders, locate, authorize, broker._own_client,
-                      access.authenticator, acls=lambda: bool(authz.enabled), topics=topics)
+                      access.authenticator, acls=lambda: bool(authz.enabled), topics=topics,
+                      subjects=subjects)
     return start_flight(listeners, node, lambda: tls_certificates(broker))
 
 

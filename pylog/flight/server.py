@@ -76,6 +76,7 @@ class FlightNode:
     authenticator: Authenticator | None = None
     acls: Callable[[], bool] = field(default=lambda: False)
     topics: Callable[[], list[str]] = field(default=lambda: [])  # the cluster's topic names
+    subjects: Callable[[], set[str]] = field(default=lambda: set())  # the schema registry's live subjects
 
 
 def _peer_host(context: flight.ServerCallContext) -> str:

@@ -5,7 +5,9 @@ A query's topics become DuckDB relations over ``pylog.sdk.sql.TopicDataset`` (th
 ``offset`` and lower ``timestamp`` bounds become read bounds. A topic whose partitions are all led
 by this broker (in one log directory) is read from the segments, as DoGet reads; any other through
 the broker's own Kafka client. Topics are named bare (``select * from orders``) or qualified as the
-catalog lists them (``pylog.topics.orders``).
+catalog lists them (``pylog.topics.orders``). Where the schema registry has a subject for a topic's
+key or value (``<topic>-key`` / ``<topic>-value``), that column is decoded with it (``pylog.sql``'s
+``decode="registry"``; a record not in the registry's framing reads as null).
 
 Each query gets its own in-memory DuckDB with file access, extension loading and configuration
 changes switched off once its topics are registered, so SQL reads topics only. Reading a topic
@@ -39,6 +41,8 @@ from pylog.security.acl_operations import AclOperation
 
 log = logging.getLogger(__name__)
 
+SCHEMAS_TOPIC = "_schemas"  # the schema registry's log (its subjects' schemas)
+REGISTRY = "registry"  # pylog.sql's decoder of registry-framed keys and values
 CATALOG = "pylog"
 DB_SCHEMA = "topics"
 TABLE_TYPE = "TABLE"
@@ -99,6 +103,8 @@ class SqlNode(Protocol):
     def leaders(self) -> Callable[[str], dict[int, int] | None]: ...
     @property
     def produce_to(self) -> Callable[[], tuple[str, Any]]: ...
+    @property
+    def subjects(self) -> Callable[[], set[str]]: ...
 
 
 @dataclass
@@ -333,10 +339,9 @@ class FlightSql:
                 if here and types_ok else []
             if not command.include_schema:
                 return _table(TABLES_SCHEMA, self._tables_columns(names))
-            schema = self._columns(names)
-            names = names if schema is not None else []
-            serialized = schema.serialize().to_pybytes() if schema is not None else b""
-            columns = [*self._tables_columns(names), [serialized] * len(names)]
+            schemas = self._columns(names)
+            names = [t for t in names if t in schemas]
+            columns = [*self._tables_columns(names), [schemas[t] for t in names]]
             return _table(TABLES_WITH_SCHEMA_SCHEMA, columns)
         raise AssertionError(name)
 
@@ -344,42 +349,69 @@ class FlightSql:
     def _tables_columns(names: list[str]) -> list[list[Any]]:
         return [[CATALOG] * len(names), [DB_SCHEMA] * len(names), names, [TABLE_TYPE] * len(names)]
 
-    def _columns(self, names: list[str]) -> pa.Schema | None:
-        """The columns every topic has (`key` and `value` stay bytes, so they are one schema), as
-        the first of `names` that can be read shows them; None when none can."""
+    def _columns(self, names: list[str]) -> dict[str, bytes]:
+        """{topic: its columns as a serialized Arrow schema}: a registry-decoded topic's own, the
+        others' all the same (bytes keys and values), read once. Topics that cannot be opened (deleted
+        or moved meanwhile) are left out."""
         duckdb = require("duckdb", "Flight SQL")
+        subjects = self.node.subjects()
+        plain: bytes | None = None
+        out: dict[str, bytes] = {}
         for topic in names:
+            decoded = bool(self._decode(topic, subjects))
+            if not decoded and plain is not None:
+                out[topic] = plain
+                continue
             try:
-                return self._schema(topic)
-            except (ValueError, LookupError, OSError, duckdb.Error) as exc:  # deleted or moved meanwhile
+                schema = self._schema(topic).serialize().to_pybytes()
+            except (ValueError, LookupError, OSError, duckdb.Error) as exc:
                 log.info("Flight SQL: no columns for topic %r: %s", topic, exc)
-        return None
+                continue
+            out[topic] = schema
+            if not decoded:
+                plain = schema
+        return out
 
     # --- queries ------------------------------------------------------------------------------
 
-    def _source(self, topic: str) -> dict[str, Any]:
+    def _decode(self, topic: str, subjects: set[str]) -> dict[str, str]:
+        """The columns of `topic` the schema registry has a subject for (TopicNameStrategy:
+        ``<topic>-key`` / ``<topic>-value``), decoded with it."""
+        return {column: REGISTRY for column in ("key", "value") if f"{topic}-{column}" in subjects}
+
+    def _source(self, topic: str, decoded: bool) -> dict[str, Any]:
         """Where `topic` is read (``pylog.sql``'s source arguments): this broker's segments when it
-        leads every partition (in one log directory), else the cluster through its own client."""
-        led, leaders = self.node.led(topic), self.node.leaders(topic) or {}
-        dirs = set(led.values())
-        if leaders and set(led) == set(leaders) and len(dirs) == 1:
+        leads every partition in one log directory (and, to decode, the registry's ``_schemas``
+        there too), else the cluster through its own client."""
+        dirs: set[Path] = set()
+        here = True
+        for name in (topic, SCHEMAS_TOPIC) if decoded else (topic,):
+            led, leaders = self.node.led(name), self.node.leaders(name) or {}
+            here = here and bool(leaders) and set(led) == set(leaders)
+            dirs |= set(led.values())
+        if here and len(dirs) == 1:
             return {"data_dir": dirs.pop()}
         bootstrap, security = self.node.produce_to()
         return {"bootstrap_servers": bootstrap, "security": security}
 
     def _connection(self, topics: list[str]) -> Any:
         """A DuckDB connection where each topic is a relation (``pylog.sql``'s, under its bare and
-        its qualified name) and nothing else can be read."""
+        its qualified name; registry-decoded where a subject has a schema) and nothing else can be
+        read."""
         duckdb = require("duckdb", "Flight SQL")
         from pylog.sdk.sql import sql as topic_sql
 
+        subjects = self.node.subjects() if topics else set()
         con = duckdb.connect()
         try:
             con.execute("SET TimeZone = 'UTC'")
             con.execute(f"ATTACH ':memory:' AS {CATALOG}")
             con.execute(f"CREATE SCHEMA {CATALOG}.{DB_SCHEMA}")
             for topic in topics:  # pylog.sql registers the topic a query names; this one runs no scan
-                topic_sql(f"select * from {_quote(topic)} limit 0", connection=con, **self._source(topic))
+                decode = self._decode(topic, subjects)
+                topic_sql(f"select * from {_quote(topic)} limit 0", connection=con,
+                          decode={topic: decode} if decode else None, on_decode_error="null",
+                          **self._source(topic, bool(decode)))
                 con.execute(f"CREATE VIEW {CATALOG}.{DB_SCHEMA}.{_quote(topic)} AS "
                             f"SELECT * FROM temp.main.{_quote(topic)}")
             for setting in _LOCKDOWN:

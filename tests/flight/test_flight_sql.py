@@ -6,6 +6,7 @@ harming the broker. Records are produced with confluent-kafka and checked agains
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterator
 
@@ -46,6 +47,28 @@ def produce(bootstrap: str, topic: str, n: int, partitions: int, extra: dict | N
     assert p.flush(30) == 0
 
 
+TYPED = "typed"
+ITEM = {"type": "record", "name": "Item", "fields": [{"name": "sku", "type": "string"},
+                                                     {"name": "amount", "type": "long"}]}
+
+
+def produce_typed(b: pylog.LocalBroker) -> None:
+    """Avro values framed for the broker's schema registry, and one value that is not."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+
+    assert b.schema_registry_url is not None
+    create(b.bootstrap_servers, TYPED, 1)
+    serialize = AvroSerializer(SchemaRegistryClient({"url": b.schema_registry_url}), json.dumps(ITEM))
+    ctx = SerializationContext(TYPED, MessageField.VALUE)
+    p = Producer({"bootstrap.servers": b.bootstrap_servers})
+    for i in range(6):
+        p.produce(TYPED, value=serialize({"sku": f"s{i}", "amount": i * 10}, ctx))
+    p.produce(TYPED, value=b"not framed")
+    assert p.flush(30) == 0
+
+
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pylog.LocalBroker]:
     """A broker with two log directories: a topic whose partitions are all in one is read from the
@@ -60,6 +83,7 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[pylog.LocalBrok
         produce(b.bootstrap_servers, ORDERS, 120, 2)
         produce(b.bootstrap_servers, PAYMENTS, 90, 3)
         produce(b.bootstrap_servers, REFUNDS, 11, 1)
+        produce_typed(b)
         dirs = {t: {p.parent.name for p in base.glob(f"*/{t}-*")} for t in (ORDERS, PAYMENTS, REFUNDS)}
         assert len(dirs[ORDERS]) == len(dirs[PAYMENTS]) == 2 and len(dirs[REFUNDS]) == 1, dirs
         yield b
@@ -218,3 +242,16 @@ def test_credentials_and_acls(tmp_path) -> None:
             tables = admin_conn.adbc_get_objects(depth="tables").read_all().to_pylist()
             names = [t["table_name"] for t in tables[0]["catalog_db_schemas"][0]["db_schema_tables"]]
             assert {"secret", "shared"} <= set(names)
+
+
+def test_a_topic_with_a_registry_subject_has_typed_columns(conn: flight_sql.Connection) -> None:
+    value = conn.adbc_get_table_schema(TYPED).field("value").type
+    assert pa.types.is_struct(value) and [f.name for f in value] == ["sku", "amount"]
+    assert conn.adbc_get_table_schema(ORDERS).field("value").type == pa.binary()
+    with conn.cursor() as cur:
+        cur.execute(f"select value.sku as sku, value.amount as amount from {TYPED} "
+                    "where value.amount >= 20 order by amount")
+        expected = [{"sku": f"s{i}", "amount": i * 10} for i in range(2, 6)]
+        assert cur.fetch_arrow_table().to_pylist() == expected
+        cur.execute(f"select count(*) as n from {TYPED} where value is null")  # the unframed record
+        assert cur.fetch_arrow_table().to_pylist() == [{"n": 1}]
