@@ -10,7 +10,9 @@ checked that their segment is still current (`retired` tells them it was truncat
 meanwhile). Reads, appends and structural changes (roll, truncation, retention) take the same
 lock, so a reader sees each segment either before or after a swap, never in between. The log
 end offset lives in memory and is rebuilt from the data on open; the log start offset and the
-leader epoch cache are checkpointed.
+leader epoch cache are checkpointed. Each segment is in format 1 (Arrow columns, `.wire`) or 2 (one
+copy: views into the producers' records sections, `onecopy.py`); `pylog.segment.format` chooses
+the format of new segments, and reads serve both (FORMAT.md).
 """
 
 from __future__ import annotations
@@ -481,8 +483,9 @@ class PartitionLog:
 
     def scan(self, start_offset: int | None = None,
              end_offset: int | None = None) -> Iterator[pa.RecordBatch]:
-        """Record batches holding exactly the records with start <= offset < end (zero-copy slices
-        of whole Arrow messages; control records included), for analysts rather than Kafka fetches."""
+        """Record batches (RECORD_SCHEMA) holding exactly the records with start <= offset < end
+        (format 1: zero-copy slices of whole Arrow messages; format 2: their view columns cast, the
+        values copied; control records included), for analysts rather than Kafka fetches."""
         first = self.local_log_start_offset
         start = first if start_offset is None else max(start_offset, first)
         end = self._log_end_offset if end_offset is None else min(end_offset, self._log_end_offset)
