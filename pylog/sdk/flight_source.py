@@ -142,6 +142,9 @@ class FlightTopicSource:
         self._clients: dict[str, flight.FlightClient] = {}
         self._lock = threading.Lock()
         self._where: dict[str, dict[int, str]] = {}  # topic -> partition -> its leader's Flight URL
+        # topic -> the ranges resolved by the answer `_where` came from, used by the next
+        # `offset_bounds` (a read asks for the partitions, then at once for their bounds)
+        self._fresh: dict[str, dict[int, tuple[str, int, int]]] = {}
 
     # --- calls ---------------------------------------------------------------------------------
 
@@ -181,7 +184,8 @@ class FlightTopicSource:
                   ) -> dict[int, tuple[str, int, int]]:
         """{partition: (leader's Flight URL, start, end)} resolved by each partition's leader."""
         where = self._leaders(topic)
-        out: dict[int, tuple[str, int, int]] = {}
+        fresh = self._fresh.pop(topic, {})
+        out = {p: fresh[p] for p in partitions if p in fresh} if not bounds else {}
         for _ in range(3):
             by_location: dict[str, list[int]] = {}
             for p in partitions:
@@ -199,7 +203,10 @@ class FlightTopicSource:
 
     def _leaders(self, topic: str, refresh: bool = False) -> dict[int, str]:
         if refresh or topic not in self._where:
-            self._where[topic] = {p: at for p, (at, _, _) in self._info(self.url, topic).items()}
+            info = self._info(self.url, topic)
+            self._where[topic] = {p: at for p, (at, _, _) in info.items()}
+            self._fresh[topic] = {p: (at, start, end) for p, (at, start, end) in info.items()
+                                  if start is not None and end is not None}
         return self._where[topic]
 
     # --- OffsetSource --------------------------------------------------------------------------
