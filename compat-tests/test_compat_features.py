@@ -39,10 +39,15 @@ def test_describe_features_sees_supported_and_finalized_levels(admin: KafkaAdmin
         "share.version": (0, 1),
         "transaction.version": (0, 0),
         "kraft.version": (0, 1),
-        "streams.version": (0, 0),
+        "streams.version": (0, 1),
         "eligible.leader.replicas.version": (0, 0),
     }
-    assert finalized(admin) == {"metadata.version": 29, "group.version": 1, "share.version": 1}
+    assert finalized(admin) == {
+        "metadata.version": 29,
+        "group.version": 1,
+        "share.version": 1,
+        "streams.version": 1,
+    }
     assert all(f.get("finalized_epoch", 1) > 0 for f in features.values())
 
 

@@ -12,8 +12,8 @@ are the levels pylog's code actually implements, under Kafka 4.2's numbering:
   flexible transaction log values), so clients keep using AddPartitionsToTxn.
 - ``kraft.version`` 0-1: 0 is static voters (``controller.quorum.voters``), 1 the KIP-853 dynamic
   quorum; it is chosen when the storage is formatted and finalized by the Raft log itself.
-- ``eligible.leader.replicas.version`` 0 and ``streams.version`` 0: no ELR (KIP-966), no streams
-  groups (KIP-1071).
+- ``streams.version`` 0-1: level 1 turns on streams groups (KIP-1071).
+- ``eligible.leader.replicas.version`` 0: no ELR (KIP-966).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ SUPPORTED: Mapping[str, tuple[int, int]] = {
     TRANSACTION_VERSION: (0, 0),
     GROUP_VERSION: (0, 1),
     SHARE_VERSION: (0, 1),
-    STREAMS_VERSION: (0, 0),
+    STREAMS_VERSION: (0, 1),
     ELR_VERSION: (0, 0),
 }
 """Feature -> (lowest, highest) level this node implements."""
@@ -54,6 +54,7 @@ BOOTSTRAP: Mapping[str, int] = {
     METADATA_VERSION: LATEST_METADATA_VERSION,
     GROUP_VERSION: 1,
     SHARE_VERSION: 1,
+    STREAMS_VERSION: 1,
 }
 """What the first controller of a cluster finalizes (Kafka 4.2's defaults for its latest
 metadata.version, within what pylog supports)."""

@@ -389,6 +389,14 @@ CASES: list[tuple[str, int, int, dict, int]] = [
     ),
     ("ShareGroupDescribe", ApiKey.SHARE_GROUP_DESCRIBE, 1, {"group_ids": ["g"]}, GROUP),
     (
+        "StreamsGroupHeartbeat",
+        ApiKey.STREAMS_GROUP_HEARTBEAT,
+        0,
+        {"group_id": "g", "member_id": "m", "member_epoch": 5, "endpoint_information_epoch": 0},
+        GROUP,
+    ),
+    ("StreamsGroupDescribe", ApiKey.STREAMS_GROUP_DESCRIBE, 0, {"group_ids": ["g"]}, GROUP),
+    (
         "ShareFetch",
         ApiKey.SHARE_FETCH,
         1,

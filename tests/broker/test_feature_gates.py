@@ -52,6 +52,12 @@ GATED_CALLS: list[tuple[int, int, dict]] = [
     (ApiKey.DESCRIBE_SHARE_GROUP_OFFSETS, 0, {"groups": [{"group_id": "g", "topics": None}]}),
     (ApiKey.ALTER_SHARE_GROUP_OFFSETS, 0, {"group_id": "g", "topics": []}),
     (ApiKey.DELETE_SHARE_GROUP_OFFSETS, 0, {"group_id": "g", "topics": []}),
+    (
+        ApiKey.STREAMS_GROUP_HEARTBEAT,
+        0,
+        {"group_id": "g", "member_id": "m", "member_epoch": 5, "endpoint_information_epoch": 0},
+    ),
+    (ApiKey.STREAMS_GROUP_DESCRIBE, 0, {"group_ids": ["g"], "include_authorized_operations": False}),
 ]
 
 
@@ -83,10 +89,10 @@ def set_levels(client: Client, level_type: int, **levels: int) -> None:
 
 def test_gated_apis_answer_unsupported_version_below_their_level(client: Client) -> None:
     assert {k for k, _, _ in GATED_CALLS} == set(GATED)
-    set_levels(client, 2, group_version=0, share_version=0)  # safe downgrades
+    set_levels(client, 2, group_version=0, share_version=0, streams_version=0)  # safe downgrades
     for key, version, body in GATED_CALLS:
         assert ErrorCode.UNSUPPORTED_VERSION in codes(client.request(key, version, body)), ApiKey(key).name
-    set_levels(client, 1, group_version=1, share_version=1)
+    set_levels(client, 1, group_version=1, share_version=1, streams_version=1)
     for key, version, body in GATED_CALLS:
         assert ErrorCode.UNSUPPORTED_VERSION not in codes(client.request(key, version, body)), ApiKey(
             key

@@ -64,7 +64,11 @@ def test_downgrades_and_upgrades() -> None:
     records, result = update(c, ("share.version", 0, SAFE), ("metadata.version", 26, SAFE))
     assert result.error_code == 0
     assert records == (FeatureLevelRecord("share.version", 0), FeatureLevelRecord("metadata.version", 26))
-    assert dict(c.image.features) == {"metadata.version": 26, "group.version": 1}  # level 0: gone
+    assert dict(c.image.features) == {  # level 0: gone
+        "metadata.version": 26,
+        "group.version": 1,
+        "streams.version": 1,
+    }
     # share.version 1 needs metadata.version 27 again
     assert "depends on metadata.version level 27" in (
         update(c, ("share.version", 1, UP))[1].error_message or ""

@@ -97,8 +97,9 @@ def test_single_voter_commits_applies_and_replays(tmp_path: Path) -> None:
     # The first leader finalizes the feature levels before anything else is written.
     assert before["features"] == dict(features.BOOTSTRAP)
     kinds = [type(c.record).__name__ for c in seen]
-    assert kinds[:3] == ["FeatureLevelRecord"] * 3
-    assert kinds[3:6] == ["RegisterBrokerRecord", "BrokerRegistrationChangeRecord", "TopicRecord"]
+    n = len(features.BOOTSTRAP)
+    assert kinds[:n] == ["FeatureLevelRecord"] * n
+    assert kinds[n : n + 3] == ["RegisterBrokerRecord", "BrokerRegistrationChangeRecord", "TopicRecord"]
     removed = [c for c in seen if isinstance(c.record, RemoveTopicRecord)]
     assert len(removed) == 1 and removed[0].topic is not None and removed[0].topic.name == "gone"
     assert all(c.topic is not None and c.topic.name == "orders" for c in seen[6:10])

@@ -86,6 +86,8 @@ from pylog.broker.handlers import (
     share_fetch,
     share_group_describe,
     share_group_heartbeat,
+    streams_group_describe,
+    streams_group_heartbeat,
     sync_group,
     telemetry,
     txn_offset_commit,
@@ -341,6 +343,22 @@ def client_handlers(s: BrokerServices) -> HandlerTable:
             ),
             route(
                 share_group_describe.share_group_describe, groups=s.groups, metadata=s.metadata, authz=authz
+            ),
+            az.requires(
+                route(
+                    acked(streams_group_heartbeat.streams_group_heartbeat),
+                    groups=s.groups,
+                    metadata=s.metadata,
+                    authz=authz,
+                    creator=streams_group_heartbeat.InternalTopicCreator(s.controller),
+                ),
+                group_read,
+            ),
+            route(
+                streams_group_describe.streams_group_describe,
+                groups=s.groups,
+                metadata=s.metadata,
+                authz=authz,
             ),
             az.requires(
                 az.per_topic(
