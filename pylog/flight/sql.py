@@ -230,10 +230,13 @@ class FlightSql:
             self._statements[handle] = statement
         return handle
 
-    def _take(self, handle: bytes, caller: Caller, *, keep: bool) -> _Statement:
+    def _take(self, handle: bytes, caller: Caller, *, started: bool, keep: bool = False) -> _Statement:
+        """The caller's statement (`started`) or prepared statement of `handle`; kept for another
+        `STATEMENT_TTL_S` or forgotten."""
         with self._lock:
             statement = self._statements.get(handle)
-            if statement is None or statement.expires < self.now() or statement.owner != caller.owner:
+            if statement is None or statement.expires < self.now() or statement.owner != caller.owner \
+                    or (statement.reader is not None) != started:
                 raise invalid("unknown or expired statement handle (statements are redeemed once, on "
                               "the server that planned them, within "
                               f"{STATEMENT_TTL_S:.0f} s)")
@@ -258,7 +261,7 @@ class FlightSql:
                 raise _unsupported("pylog's Flight SQL has no transactions")
             return self._start(command.query, descriptor, caller)
         if name == "CommandPreparedStatementQuery":
-            prepared = self._take(command.prepared_statement_handle, caller, keep=True)
+            prepared = self._take(command.prepared_statement_handle, caller, started=False, keep=True)
             return self._start(prepared.query, descriptor, caller)
         table = self._metadata(name, command, caller)
         endpoint = flight.FlightEndpoint(descriptor.command, [])  # redeemed here, as the same command
@@ -273,8 +276,8 @@ class FlightSql:
     def do_get(self, ticket: bytes, caller: Caller) -> flight.FlightDataStream:
         name, command = self._unpack(ticket)
         if name == "TicketStatementQuery":
-            statement = self._take(command.statement_handle, caller, keep=False)
-            assert statement.reader is not None
+            statement = self._take(command.statement_handle, caller, started=True)
+            assert statement.reader is not None  # started
             return flight.GeneratorStream(statement.reader.schema, self._stream(statement))
         return flight.RecordBatchStream(self._metadata(name, command, caller))
 
@@ -291,7 +294,7 @@ class FlightSql:
             return iter([flight.Result(msg.pack(result))])
         if action.type == "ClosePreparedStatement" and name == "ActionClosePreparedStatementRequest":
             try:
-                self._take(command.prepared_statement_handle, caller, keep=False).close()
+                self._take(command.prepared_statement_handle, caller, started=False).close()
             except pa.ArrowInvalid:
                 pass  # closing twice, or after it expired: nothing left to close
             return iter(())

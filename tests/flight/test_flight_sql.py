@@ -173,6 +173,21 @@ def test_bad_sql_and_malformed_commands_are_refused_and_the_broker_keeps_serving
             raw.get_flight_info(flight.FlightDescriptor.for_command(
                 sql_messages.pack(sql_messages.new("CommandStatementQuery", query="select 1",
                                                    transaction_id=b"t"))))
+        with pytest.raises(pa.ArrowNotImplementedError, match="BeginTransaction"):
+            list(raw.do_action(flight.Action("BeginTransaction", b"")))
+        # a prepared statement runs through GetFlightInfo; its handle is no ticket, a ticket serves once
+        request = sql_messages.new("ActionCreatePreparedStatementRequest",
+                                   query="select count(*) as n from orders")
+        (answer,) = raw.do_action(flight.Action("CreatePreparedStatement", sql_messages.pack(request)))
+        handle = sql_messages.unpack(answer.body.to_pybytes())[1].prepared_statement_handle
+        with pytest.raises(pa.ArrowInvalid, match="unknown or expired statement"):
+            ticket = sql_messages.pack(sql_messages.new("TicketStatementQuery", statement_handle=handle))
+            raw.do_get(flight.Ticket(ticket)).read_all()
+        info = raw.get_flight_info(flight.FlightDescriptor.for_command(sql_messages.pack(
+            sql_messages.new("CommandPreparedStatementQuery", prepared_statement_handle=handle))))
+        assert raw.do_get(info.endpoints[0].ticket).read_all().to_pylist() == [{"n": 120}]
+        with pytest.raises(pa.ArrowInvalid, match="unknown or expired statement"):
+            raw.do_get(info.endpoints[0].ticket).read_all()
     finally:
         raw.close()
     with conn.cursor() as cur:  # still serving
