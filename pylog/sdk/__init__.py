@@ -34,6 +34,7 @@ _LAZY = {
     "PartitionRange": "pylog.sdk.offsets",
     "KafkaError": "pylog.sdk.client",
     "FetchOptions": "pylog.sdk.kafka_source",
+    "ReadOptions": "pylog.sdk.options",
     "Follower": "pylog.sdk.follow",
     "GroupHasMembersError": "pylog.sdk.group_offsets",
 }
