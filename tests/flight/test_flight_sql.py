@@ -270,3 +270,30 @@ def test_a_topic_with_a_registry_subject_has_typed_columns(conn: flight_sql.Conn
         assert cur.fetch_arrow_table().to_pylist() == expected
         cur.execute(f"select count(*) as n from {TYPED} where value is null")  # the unframed record
         assert cur.fetch_arrow_table().to_pylist() == [{"n": 1}]
+
+
+def test_bearer_tokens_last_while_used() -> None:
+    from pylog.flight.auth import TOKEN_IDLE_MS, BearerTokens, basic_padded
+    from pylog.security.principal import user
+
+    now = [0]
+    tokens = BearerTokens(now_ms=lambda: now[0])
+    token = tokens.issue(user("bob"))
+    for _ in range(3):  # used within the idle time: kept, however long in all
+        now[0] += TOKEN_IDLE_MS - 1
+        assert tokens.principal(token) == (True, user("bob"))
+    now[0] += TOKEN_IDLE_MS + 1
+    assert tokens.principal(token) == (False, None)
+    assert tokens.principal("never-issued") == (False, None)
+    assert basic_padded("Basic Ym9iOmI") == "Basic Ym9iOmI="  # Go's unpadded base64 of bob:b
+    assert basic_padded("Bearer abc") == "Bearer abc"
+
+
+def test_flight_sql_messages_are_told_from_json_documents() -> None:
+    from pylog.flight.tickets import is_flight_sql
+
+    assert is_flight_sql(sql_messages.pack(sql_messages.new("CommandGetCatalogs")))
+    long_name = any_pb2.Any(type_url=sql_messages.TYPE_URL_PREFIX + "X" * 200, value=b"")
+    assert is_flight_sql(long_name.SerializeToString())  # a type URL over 127 bytes: a 2-byte length
+    for raw in (b"", b'{"topic": "orders"}', b"\x0a\x03abc", any_pb2.Any(type_url="x/y").SerializeToString()):
+        assert not is_flight_sql(raw)
