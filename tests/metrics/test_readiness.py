@@ -60,3 +60,47 @@ def test_ready_only_once_registered_and_serving(tmp_path: Path) -> None:
             starting.join(90)
         assert not errors, errors
         assert wait_status(broker.metrics_url + "/v1/status/ready", 200) == {"status": "ready"}
+
+
+def test_the_kafka_listener_answers_only_as_a_registered_broker(tmp_path: Path) -> None:
+    """As a new user would: start a broker, ask Metadata until it lists a broker, then create 50
+    topics at once; every one is created (no 'only 0 broker(s) are registered'), on a fresh data
+    directory and again on a restart of it."""
+    import signal
+    import subprocess
+    import sys
+
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from pylog.local import free_port
+
+    port = free_port()
+    for start in ("fresh", "restart"):
+        with open(tmp_path / f"{start}.log", "wb") as log:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "pylog", "broker", "--data-dir", str(tmp_path / "data"),
+                 "--listen", f"127.0.0.1:{port}", "--config", "schema.registry.listeners="],
+                stdout=log, stderr=subprocess.STDOUT,
+            )
+        try:
+            admin = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+            deadline = time.monotonic() + 60
+            while True:
+                assert proc.poll() is None, (tmp_path / f"{start}.log").read_text()
+                try:
+                    if admin.list_topics(timeout=1).brokers:
+                        break
+                except Exception:  # not listening yet
+                    pass
+                assert time.monotonic() < deadline, "Metadata listed no broker within 60 s"
+            topics = [NewTopic(f"{start}-{i}", 1, 1) for i in range(50)]
+            failed = {}
+            for name, future in admin.create_topics(topics, request_timeout=60).items():
+                try:
+                    future.result(60)
+                except Exception as exc:
+                    failed[name] = str(exc)
+            assert not failed, failed
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            proc.wait(30)
