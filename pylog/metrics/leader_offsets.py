@@ -67,6 +67,8 @@ class LeaderOffsets:
 
     async def stop(self) -> None:
         self._loop = None
+        if self._round is not None:
+            self._round.cancel()  # a leader that does not answer must not hold the stop
         if self._client is not None:
             with contextlib.suppress(Exception):
                 await self._client.close()
