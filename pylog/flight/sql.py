@@ -85,6 +85,7 @@ SQL_INFO: dict[int, tuple[int, Any]] = {
     504: (_STRING, '"'),  # SQL_IDENTIFIER_QUOTE_CHAR
 }
 
+_NO_ROWS = "pylog's Flight SQL runs queries (SELECT, WITH ...) that return rows; it is read-only"
 # DuckDB settings that leave a query nothing to read but its registered topics
 _LOCKDOWN = ("SET enable_external_access = false", "SET autoinstall_known_extensions = false",
              "SET autoload_known_extensions = false", "SET lock_configuration = true")
@@ -150,7 +151,7 @@ def referenced_tables(query: str) -> list[str]:
     if tree.get("error"):
         message = tree.get("error_message") or "the query does not parse"
         if "Only SELECT" in message:
-            message = "pylog's Flight SQL runs queries (SELECT, WITH ...) that return rows; it is read-only"
+            message = _NO_ROWS
         raise invalid(message)
     found: set[str] = set()
 
@@ -270,7 +271,9 @@ class FlightSql:
     def schema(self, descriptor: flight.FlightDescriptor, caller: Caller) -> pa.Schema:
         name, command = self._unpack(descriptor.command)
         if name in ("CommandStatementQuery", "CommandPreparedStatementQuery"):
-            raise _unsupported("the schema of a query is known once it runs: call GetFlightInfo")
+            query = command.query if name == "CommandStatementQuery" else \
+                self._take(command.prepared_statement_handle, caller, started=False, keep=True).query
+            return self._result_schema(query, caller)
         return self._metadata(name, command, caller).schema
 
     def do_get(self, ticket: bytes, caller: Caller) -> flight.FlightDataStream:
@@ -288,9 +291,10 @@ class FlightSql:
         if action.type == "CreatePreparedStatement" and name == "ActionCreatePreparedStatementRequest":
             if command.HasField("transaction_id"):
                 raise _unsupported("pylog's Flight SQL has no transactions")
-            self._authorize(command.query, caller)  # a query that does not parse is refused now
+            schema = self._result_schema(command.query, caller)  # a query that does not parse is refused now
             handle = self._keep(_Statement(caller.owner, self.now() + STATEMENT_TTL_S, query=command.query))
-            result = msg.new("ActionCreatePreparedStatementResult", prepared_statement_handle=handle)
+            result = msg.new("ActionCreatePreparedStatementResult", prepared_statement_handle=handle,
+                             dataset_schema=schema.serialize().to_pybytes())
             return iter([flight.Result(msg.pack(result))])
         if action.type == "ClosePreparedStatement" and name == "ActionClosePreparedStatementRequest":
             try:
@@ -442,6 +446,25 @@ class FlightSql:
                 raise flight.FlightUnauthorizedError(f"not authorized to READ topic {t!r}")
         return topics
 
+    def _result_schema(self, query: str, caller: Caller) -> pa.Schema:
+        """The columns `query` answers, bound but not run (its relation with ``limit 0`` reads no
+        topic); a query DuckDB cannot bind is INVALID_ARGUMENT."""
+        duckdb = require("duckdb", "Flight SQL")
+        topics = self._authorize(query, caller)
+        try:
+            con = self._connection(topics)
+        except (ValueError, LookupError) as exc:
+            raise invalid(str(exc)) from None
+        try:
+            relation = con.sql(query)
+            if relation is None:
+                raise invalid(_NO_ROWS)
+            return relation.limit(0).to_arrow_reader().schema
+        except duckdb.Error as exc:
+            raise invalid(str(exc)) from None
+        finally:
+            con.close()
+
     def _start(self, query: str, descriptor: flight.FlightDescriptor, caller: Caller) -> flight.FlightInfo:
         duckdb = require("duckdb", "Flight SQL")
         topics = self._authorize(query, caller)
@@ -452,7 +475,7 @@ class FlightSql:
         try:
             relation = con.sql(query)
             if relation is None:
-                raise invalid("pylog's Flight SQL runs queries that return rows (it is read-only)")
+                raise invalid(_NO_ROWS)
             reader = relation.to_arrow_reader()
         except duckdb.Error as exc:
             con.close()

@@ -154,6 +154,8 @@ def test_bad_sql_and_malformed_commands_are_refused_and_the_broker_keeps_serving
             assert caught.value.status_code == AdbcStatusCode.INVALID_ARGUMENT, (bad, caught.value)
         cur.execute("select count(*) as n from orders")
         assert cur.fetch_arrow_table().to_pylist() == [{"n": 120}]
+        schema = cur.adbc_execute_schema("select key, count(*) as n from orders group by key")
+        assert schema == pa.schema([("key", pa.binary()), ("n", pa.int64())])
     assert broker.flight_url is not None
     raw = flight.FlightClient(broker.flight_url)
     try:
