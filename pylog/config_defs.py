@@ -307,6 +307,23 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d("group.share.record.lock.duration.ms", INT, 30000, "How long an acquired record stays locked."),
         _d("group.share.delivery.count.limit", INT, 5, "Deliveries after which a record is archived."),
         _d("group.share.partition.max.record.locks", INT, 2000, "In-flight records per share partition."),
+        _d("group.streams.session.timeout.ms", INT, 45000, read_only=True),
+        _d("group.streams.heartbeat.interval.ms", INT, 5000, read_only=True),
+        _d("group.streams.max.size", INT, INT32_MAX, read_only=True),
+        _d(
+            "group.streams.num.standby.replicas",
+            INT,
+            0,
+            "Accepted as Kafka's; streams groups get active tasks only (no standby tasks).",
+            read_only=True,
+        ),
+        _d(
+            "group.streams.initial.rebalance.delay.ms",
+            INT,
+            3000,
+            "How long a new streams group waits for more members before its first task assignment.",
+            read_only=True,
+        ),
         _d(
             "share.auto.offset.reset",
             S,

@@ -71,21 +71,20 @@ GROUP_CONFIGS: dict[str, ResourceConfigDef] = {
             choices=("read_committed", "read_uncommitted"),
         ),
         ResourceConfigDef("share.renew.acknowledge.enable", _BOOL, "true", acted_on=False),
-        ResourceConfigDef(
-            "streams.session.timeout.ms", _INT, "45000", "group.streams.session.timeout.ms", 1, acted_on=False
-        ),
+        ResourceConfigDef("streams.session.timeout.ms", _INT, "45000", "group.streams.session.timeout.ms", 1),
         ResourceConfigDef(
             "streams.heartbeat.interval.ms",
             _INT,
             "5000",
             "group.streams.heartbeat.interval.ms",
             1,
-            acted_on=False,
         ),
         ResourceConfigDef(
             "streams.num.standby.replicas", _INT, "0", "group.streams.num.standby.replicas", 0, acted_on=False
         ),
-        ResourceConfigDef("streams.initial.rebalance.delay.ms", _INT, "3000", None, 0, acted_on=False),
+        ResourceConfigDef(
+            "streams.initial.rebalance.delay.ms", _INT, "3000", "group.streams.initial.rebalance.delay.ms", 0
+        ),
     )
 }
 

@@ -16,6 +16,7 @@ from pylog.groups.group import CONSUMER_PROTOCOL_TYPE, ClassicGroup, GroupState
 from pylog.groups.offsets import ExpiryBasis, OffsetStore
 from pylog.groups.registry import GroupRegistry
 from pylog.groups.share_group import ShareGroup
+from pylog.groups.streams_group import StreamsGroup
 from pylog.groups.timers import Timer, TimerKind
 from pylog.groups.types import Output
 
@@ -49,7 +50,7 @@ class OffsetRetention:
     def expiry_basis(self, group_id: str) -> ExpiryBasis | None:
         """From when (and for which topics) the group's offsets may expire; None: they may not."""
         g = self._registry.groups.get(group_id)
-        if isinstance(g, (ConsumerGroup, ShareGroup)):
+        if isinstance(g, (ConsumerGroup, ShareGroup, StreamsGroup)):
             return None if g.members else ExpiryBasis()
         if g is None or g.protocol_type is None:
             return ExpiryBasis()

@@ -20,6 +20,9 @@ whether the topology is ready bumps the group epoch (from 0 straight to 2, as Ka
 heartbeat then computes a new target assignment of the active tasks with a sticky assignor
 (`assign`): every task goes to one member, members keep what they had as far as balance allows.
 Standby and warm-up tasks are not assigned (`group.streams.num.standby.replicas` is accepted).
+The first member of an empty group starts `group.streams.initial.rebalance.delay.ms`: until it
+ends no target is computed (its members get no tasks, status ASSIGNMENT_DELAYED), so members
+starting together get their tasks in one rebalance.
 Each member then reconciles towards its target as KIP-1071 describes (Kafka's streams
 `CurrentAssignmentBuilder`): tasks leaving it are revoked first, at its current epoch, until it
 stops reporting them (for at most its rebalance timeout, else it is fenced); tasks still owned by
@@ -75,6 +78,7 @@ class StreamsGroupConfig:
     heartbeat_interval_ms: int = 5000  # group.streams.heartbeat.interval.ms
     max_size: int = 2147483647  # group.streams.max.size
     num_standby_replicas: int = 0  # group.streams.num.standby.replicas (accepted, not assigned)
+    initial_rebalance_delay_ms: int = 3000  # group.streams.initial.rebalance.delay.ms
 
     @classmethod
     def from_kafka(cls, props: Mapping[str, str]) -> StreamsGroupConfig:
@@ -83,6 +87,7 @@ class StreamsGroupConfig:
             int(props.get("group.streams.heartbeat.interval.ms", 5000)),
             int(props.get("group.streams.max.size", 2147483647)),
             int(props.get("group.streams.num.standby.replicas", 0)),
+            int(props.get("group.streams.initial.rebalance.delay.ms", 3000)),
         )
 
 
@@ -271,8 +276,8 @@ def configure(topology: Topology, topics: TopicsView) -> ConfiguredTopology:
                     decided[n] = target
     tasks: dict[str, int] = {}
     for s in topology.subtopologies:
-        n = tasks_of(s)
-        if n is None:
+        num_tasks = tasks_of(s)
+        if num_tasks is None:
             undecided = [r.name for r in s.repartition_source_topics if count(r.name) is None]
             return ConfiguredTopology(
                 topology.epoch,
@@ -282,9 +287,9 @@ def configure(topology: Topology, topics: TopicsView) -> ConfiguredTopology:
                     f"Number of partitions could not be decided for topics {', '.join(undecided)}.",
                 ),
             )
-        tasks[s.subtopology_id] = n
+        tasks[s.subtopology_id] = num_tasks
         for c in s.state_changelog_topics:
-            decided.setdefault(c.name, c.partitions if c.partitions > 0 else n)
+            decided.setdefault(c.name, c.partitions if c.partitions > 0 else num_tasks)
     to_create: dict[str, InternalTopic] = {}
     for s in topology.subtopologies:
         for info in (*s.repartition_source_topics, *s.state_changelog_topics):
@@ -448,6 +453,7 @@ class StreamsProtocol:
         self.group_configs: GroupConfigs = no_group_configs
         registry.on_timer(TimerKind.STREAMS_SESSION, self._session_live, self._on_session_timer)
         registry.on_timer(TimerKind.STREAMS_REVOCATION, self._revocation_live, self._on_revocation_timer)
+        registry.on_timer(TimerKind.STREAMS_INITIAL_DELAY, self._delay_live, self._on_delay_timer)
 
     def group(self, group_id: str) -> StreamsGroup | None:
         return self.reg.get(group_id, StreamsGroup)
@@ -459,6 +465,10 @@ class StreamsProtocol:
     def heartbeat_interval_ms(self, group_id: str) -> int:
         v = self.group_configs(group_id).get("streams.heartbeat.interval.ms")
         return int(v) if v is not None else self.config.heartbeat_interval_ms
+
+    def initial_rebalance_delay_ms(self, group_id: str) -> int:
+        v = self.group_configs(group_id).get("streams.initial.rebalance.delay.ms")
+        return int(v) if v is not None else self.config.initial_rebalance_delay_ms
 
     # ------------------------------------------------------------------ heartbeat
 
@@ -518,6 +528,7 @@ class StreamsProtocol:
             return
         if self.group(group.group_id) is not group:
             self.reg.put(group)
+        was_empty = not group.members
         new = member is None
         if member is None:
             member = group.members[hb.member_id] = StreamsMember(hb.member_id)
@@ -573,9 +584,27 @@ class StreamsProtocol:
             bump = True
         if bump:
             self._bump(group, out)
+        if (
+            was_empty
+            and group.delay_seq is None
+            and (delay := self.initial_rebalance_delay_ms(group.group_id)) > 0
+        ):
+            # the first member of a group waits for the others to join before tasks are assigned
+            group.delay_seq = self.reg.push(now_ms + delay, TimerKind.STREAMS_INITIAL_DELAY, group.group_id)
+        target_epoch, target = group.assignment_epoch, group.target.get(member.member_id, {})
         if group.group_epoch > group.assignment_epoch:
-            self._update_target(group, out)
-        self._reconcile(group, member, hb.active_tasks, now_ms, out)
+            if group.delay_seq is not None:
+                target_epoch, target = max(1, group.assignment_epoch), {}
+                status.append(
+                    _status(
+                        Status.ASSIGNMENT_DELAYED,
+                        "Assignment delayed due to the configured initial rebalance delay.",
+                    )
+                )
+            else:
+                self._update_target(group, out)
+                target_epoch, target = group.assignment_epoch, group.target.get(member.member_id, {})
+        self._reconcile(group, member, hb.active_tasks, target_epoch, target, now_ms, out)
         self.reg.arm(
             member.session,
             now_ms + self.session_timeout_ms(group.group_id),
@@ -702,10 +731,16 @@ class StreamsProtocol:
         )
 
     def _reconcile(
-        self, group: StreamsGroup, member: StreamsMember, owned: Tasks | None, now_ms: int, out: Output
+        self,
+        group: StreamsGroup,
+        member: StreamsMember,
+        owned: Tasks | None,
+        target_epoch: int,
+        target: Tasks,
+        now_ms: int,
+        out: Output,
     ) -> None:
         """Move `member` towards its target (Kafka's streams CurrentAssignmentBuilder, active tasks)."""
-        target_epoch = group.assignment_epoch
         if member.member_epoch == target_epoch and member.state is MemberState.STABLE:
             return
         before = (
@@ -718,9 +753,9 @@ class StreamsProtocol:
         if member.state is MemberState.UNREVOKED_TASKS:
             if owned is None or _overlaps(owned, member.pending_revocation):
                 return
-            self._next(group, member, member.member_epoch + 1, owned)
+            self._next(group, member, member.member_epoch + 1, owned, target_epoch, target)
         else:
-            self._next(group, member, member.member_epoch, owned)
+            self._next(group, member, member.member_epoch, owned, target_epoch, target)
         after = (
             member.member_epoch,
             member.previous_member_epoch,
@@ -765,8 +800,15 @@ class StreamsProtocol:
         else:
             member.revocation.clear()
 
-    def _next(self, group: StreamsGroup, member: StreamsMember, epoch: int, owned: Tasks | None) -> None:
-        target = group.target.get(member.member_id, {})
+    def _next(
+        self,
+        group: StreamsGroup,
+        member: StreamsMember,
+        epoch: int,
+        owned: Tasks | None,
+        target_epoch: int,
+        target: Tasks,
+    ) -> None:
         current = member.assigned  # what it revoked is gone already
         keep = _and(current, target)
         revoke = _minus(current, keep)
@@ -790,8 +832,8 @@ class StreamsProtocol:
             return
         member.state = MemberState.UNRELEASED_TASKS if unreleased else MemberState.STABLE
         member.assigned, member.pending_revocation = _or(keep, pending), {}
-        if member.member_epoch != group.assignment_epoch:
-            member.previous_member_epoch, member.member_epoch = member.member_epoch, group.assignment_epoch
+        if member.member_epoch != target_epoch:
+            member.previous_member_epoch, member.member_epoch = member.member_epoch, target_epoch
 
     # ------------------------------------------------------------------ offsets
 
@@ -844,6 +886,17 @@ class StreamsProtocol:
         m = group.members[t.member_id]
         if self.reg.due(m.revocation, t, now_ms) and m.state is MemberState.UNREVOKED_TASKS:
             self.fence(group, m, out)
+
+    def _delay_live(self, t: Timer) -> bool:
+        group = self.group(t.group_id)
+        return group is not None and group.delay_seq == t.seq
+
+    def _on_delay_timer(self, t: Timer, now_ms: int, out: Output) -> None:
+        group = self.group(t.group_id)
+        assert group is not None
+        group.delay_seq = None
+        if group.members and group.group_epoch > group.assignment_epoch:
+            self._update_target(group, out)
 
     # ------------------------------------------------------------------ delete / loading
 

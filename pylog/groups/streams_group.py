@@ -151,6 +151,7 @@ class StreamsGroup:
     members: dict[str, StreamsMember] = field(default_factory=dict)
     target: dict[str, Tasks] = field(default_factory=dict)  # by member, as of assignment_epoch
     shutdown_requested_by: str | None = None
+    delay_seq: int | None = None  # the initial rebalance delay's timer, while it runs
 
     @property
     def state(self) -> str:

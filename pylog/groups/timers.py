@@ -24,6 +24,7 @@ class TimerKind(IntEnum):
     OFFSETS_RETENTION = 8  # the periodic offsets-retention check
     STREAMS_SESSION = 9  # a streams-group member's session
     STREAMS_REVOCATION = 10  # a streams-group member revoking tasks for longer than its rebalance timeout
+    STREAMS_INITIAL_DELAY = 11  # end of a new streams group's initial rebalance delay
 
 
 class Timer(NamedTuple):

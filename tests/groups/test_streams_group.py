@@ -40,11 +40,13 @@ def topics(**counts: int) -> dict[str, tuple[uuid.UUID, int]]:
 ALL = topics(input=4, app_repartition=4, app_store_changelog=4)
 
 
-def coordinator() -> GroupCoordinator:
+def coordinator(delay_ms: int = 0) -> GroupCoordinator:
     c = GroupCoordinator(
         GroupConfig(offsets_topic_num_partitions=1),
         rng=random.Random(7),
-        streams=StreamsGroupConfig(session_timeout_ms=10_000, heartbeat_interval_ms=1000),
+        streams=StreamsGroupConfig(
+            session_timeout_ms=10_000, heartbeat_interval_ms=1000, initial_rebalance_delay_ms=delay_ms
+        ),
     )
     c.load_partition(P, [], now_ms=0)
     return c
@@ -228,6 +230,21 @@ def test_replay_restores_the_group() -> None:
     for m in ("a", "b"):
         beat(other, hb(m, -1), now=300)
     assert other.delete_groups(["app"], now_ms=400).response == [("app", ErrorCode.NONE)]
+
+
+def test_initial_rebalance_delay_assigns_once_the_first_members_joined() -> None:
+    c = coordinator(delay_ms=3000)
+    a = beat(c, hb("a", 0), now=0)
+    assert tasks(a) == set() and [s["status_code"] for s in a["status"]] == [Status.ASSIGNMENT_DELAYED]
+    b = beat(c, hb("b", 0), now=1000)
+    assert tasks(b) == set() and b["status"][0]["status_code"] == Status.ASSIGNMENT_DELAYED
+    assert c.next_deadline_ms() == 3000
+    c.tick(3000)
+    members = {"a": a["member_epoch"], "b": b["member_epoch"]}
+    owned: dict[str, set] = {"a": set(), "b": set()}
+    settle(c, members, owned, now=3001)
+    assert owned["a"] | owned["b"] == EVERY and len(owned["a"]) == len(owned["b"]) == 4
+    assert members["a"] == members["b"] == c.streams_group("app").group_epoch
 
 
 def test_assignor_is_balanced_and_sticky() -> None:
