@@ -21,8 +21,10 @@ from prometheus_client.registry import Collector
 from prometheus_client.samples import Sample
 
 from pylog.metrics.counters import (
+    FETCH,
     FETCH_CONSUMER,
     FETCH_FOLLOWER,
+    PRODUCE,
     TIME_BUCKETS_MS,
     RequestStats,
     TimeHistogram,
@@ -244,11 +246,24 @@ class BrokerCollector(Collector):
                 fam.add_metric([name], cumulative, sums[kind] / 1e6)
         for (name, error), n in sorted(error_counts.items()):
             errors.add_metric([name, error], n)
+        failed: dict[int, dict[str, int]] = {PRODUCE: {}, FETCH: {}}
         for (key, topic, index, code), n in sorted(per_partition.items()):
             partition_errors.add_metric([api_name(key), label(topic), str(index), _error_name(code)], n)
+            by_topic = failed[key]
+            by_topic[topic] = by_topic.get(topic, 0) + n
         yield requests
         yield errors
         yield partition_errors
+        for key, name in ((PRODUCE, "failedproducerequests"), (FETCH, "failedfetchrequests")):
+            failures = CounterMetricFamily(
+                f"kafka_server_brokertopicmetrics_{name}",
+                f"Partitions of {api_name(key)} requests answered with an error, by topic; without "
+                "topic: all topics.", labels=["topic"],
+            )
+            for topic, n in sorted(failed[key].items()):
+                failures.add_metric([label(topic)], n)
+            failures.samples.append(Sample(failures.name + "_total", {}, sum(failed[key].values())))
+            yield failures
         yield from times.values()
 
     # --- topics -----------------------------------------------------------------------------

@@ -423,7 +423,8 @@ def test_an_answer_the_client_does_not_read_counts_as_response_send_time(broker)
 
 def test_partition_errors_are_counted_by_topic_and_partition(broker):
     """A Fetch past the log end is answered OFFSET_OUT_OF_RANGE for that partition: counted under
-    Kafka's errors of Fetch and in pylog_partition_errors by topic and partition."""
+    Kafka's errors of Fetch, its failed fetches of the topic, and in pylog_partition_errors by topic
+    and partition."""
     from pylog.protocol.api import ApiKey
 
     p = Producer({"bootstrap.servers": broker.bootstrap_servers})
@@ -437,14 +438,16 @@ def test_partition_errors_are_counted_by_topic_and_partition(broker):
                                       "error": "OFFSET_OUT_OF_RANGE"})
         by_request = sum(v for lv, v in found.get("kafka_network_requestmetrics_errors_total", [])
                          if lv == {"request": "Fetch", "error": "OFFSET_OUT_OF_RANGE"})
-        return per_partition, by_request
+        failed_fetches = found.get("kafka_server_brokertopicmetrics_failedfetchrequests_total", [])
+        by_topic = sum(v for lv, v in failed_fetches if lv == {"topic": "erring"})
+        return per_partition, by_request, by_topic
 
     before = counts()
     for _ in range(3):
         resp = _call(broker, ApiKey.FETCH, 12, _fetch_body("erring", 10**9, 1 << 20))
         assert resp.responses[0].partitions[0].error_code == 1  # OFFSET_OUT_OF_RANGE
     after = counts()
-    assert (after[0] - before[0], after[1] - before[1]) == (3, 3)
+    assert [a - b for a, b in zip(after, before)] == [3, 3, 3]
 
 
 def test_groups_transactions_and_share_groups(broker):
