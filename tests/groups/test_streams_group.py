@@ -199,6 +199,24 @@ def test_session_expiry_moves_tasks_to_the_survivor() -> None:
     assert owned["a"] == EVERY
 
 
+def test_a_member_that_does_not_revoke_in_time_is_fenced() -> None:
+    c = coordinator()
+    a = beat(c, hb("a", 0))
+    assert tasks(a) == EVERY
+    b = beat(c, hb("b", 0), now=100)
+    # a keeps reporting every task: it is asked to revoke half and stays at its epoch meanwhile
+    r = beat(c, owning("a", a["member_epoch"], EVERY), now=200)
+    assert r["member_epoch"] == a["member_epoch"] and len(tasks(r)) == 4
+    assert c.streams_group("app").members["a"].state == 2  # UNREVOKED_TASKS
+    r = beat(c, owning("b", b["member_epoch"], set()), now=300)
+    assert r["active_tasks"] is None  # unchanged: what b should get is still a's
+    c.tick(200 + 5000)  # a's rebalance timeout (5 s)
+    assert c.streams_group("app").members.keys() == {"b"}
+    members, owned = {"b": r["member_epoch"]}, {"b": set()}
+    settle(c, members, owned, now=5300)
+    assert owned["b"] == EVERY
+
+
 def test_replay_restores_the_group() -> None:
     LOG.clear()
     c = coordinator()
