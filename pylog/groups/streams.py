@@ -111,6 +111,7 @@ class StreamsHeartbeat:
     shutdown_application: bool = False
     client_id: str = ""
     client_host: str = ""
+    endpoint_information_epoch: int = 0
     # fields Kafka 4.2 refuses (not supported yet): set when the request carried them
     task_offsets: bool = False
     source_topic_regex: bool = False
@@ -526,7 +527,8 @@ class StreamsProtocol:
                 error_response(ErrorCode.INVALID_REQUEST, "Topology updates are not supported yet.")
             )
             return
-        if self.group(group.group_id) is not group:
+        created = self.group(group.group_id) is not group
+        if created:
             self.reg.put(group)
         was_empty = not group.members
         new = member is None
@@ -633,6 +635,11 @@ class StreamsProtocol:
             response["active_tasks"] = tasks_to_wire(member.assigned)
             response["standby_tasks"] = []
             response["warmup_tasks"] = []
+            if member.user_endpoint is not None:
+                group.endpoint_epoch += 1
+        if group.endpoint_epoch != hb.endpoint_information_epoch:
+            response["partitions_by_user_endpoint"] = endpoint_partitions(group, member, topics)
+        response["endpoint_information_epoch"] = 0 if created else group.endpoint_epoch
         out.response = HeartbeatResult(response, to_create)
 
     @staticmethod
@@ -999,6 +1006,37 @@ class StreamsProtocol:
         return CoordinatorRecord(
             group.partition, encode_key(rt, group.group_id, member_id), encode_value(rt, value)
         )
+
+
+def endpoint_partitions(
+    group: StreamsGroup, member: StreamsMember, topics: TopicsView
+) -> list[dict[str, Any]]:
+    """Each user endpoint with the partitions its member's active tasks read (the others first,
+    then `member`), for interactive queries: task p of a subtopology reads partition p of each of
+    its source and repartition topics that has it."""
+    subtopologies = {s.subtopology_id: s for s in group.topology.subtopologies} if group.topology else {}
+    out = []
+    for m in [*(m for m in group.members.values() if m is not member), member]:
+        if m.user_endpoint is None:
+            continue
+        by_topic: dict[str, set[int]] = {}
+        for sid, ps in m.assigned.items():
+            s = subtopologies.get(sid)
+            if s is None:
+                continue
+            for t in (*s.source_topics, *(r.name for r in s.repartition_source_topics)):
+                count = topics[t][1] if t in topics else 0
+                by_topic.setdefault(t, set()).update(p for p in ps if p < count)
+        out.append(
+            {
+                "user_endpoint": {"host": m.user_endpoint[0], "port": m.user_endpoint[1]},
+                "active_partitions": [
+                    {"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by_topic.items()) if ps
+                ],
+                "standby_partitions": [],
+            }
+        )
+    return out
 
 
 def _invalid_tasks(tasks: Tasks | None, counts: Mapping[str, int]) -> str | None:

@@ -152,6 +152,9 @@ class StreamsGroup:
     target: dict[str, Tasks] = field(default_factory=dict)  # by member, as of assignment_epoch
     shutdown_requested_by: str | None = None
     delay_seq: int | None = None  # the initial rebalance delay's timer, while it runs
+    # Moves when a member with a user endpoint gets other tasks: members that saw an older one get
+    # every endpoint's partitions again (interactive queries). Not persisted, as in Kafka.
+    endpoint_epoch: int = 0
 
     @property
     def state(self) -> str:

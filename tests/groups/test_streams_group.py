@@ -217,6 +217,24 @@ def test_a_member_that_does_not_revoke_in_time_is_fenced() -> None:
     assert owned["b"] == EVERY
 
 
+def test_user_endpoints_get_the_partitions_of_every_members_tasks() -> None:
+    c = coordinator()
+    members, owned = {"a": 0, "b": 0}, {"a": set(), "b": set()}
+    for m, port in (("a", 8001), ("b", 8002)):
+        r = beat(c, hb(m, 0, user_endpoint=("localhost", port)))
+        members[m], owned[m] = r["member_epoch"], tasks(r)
+    settle(c, members, owned)
+    r = beat(c, owning("a", members["a"], owned["a"]))
+    assert r["endpoint_information_epoch"] > 0 and r["partitions_by_user_endpoint"]
+    r = beat(c, hb("a", members["a"], endpoint_information_epoch=r["endpoint_information_epoch"]))
+    assert r["partitions_by_user_endpoint"] is None  # already seen
+    r = beat(c, hb("a", members["a"], endpoint_information_epoch=0))
+    by_port = {e["user_endpoint"]["port"]: e["active_partitions"] for e in r["partitions_by_user_endpoint"]}
+    for m, port in (("a", 8001), ("b", 8002)):
+        want = {("input" if s == "0" else "app-repartition", p) for s, p in owned[m]}
+        assert {(t["topic"], p) for t in by_port[port] for p in t["partitions"]} == want
+
+
 def test_replay_restores_the_group() -> None:
     LOG.clear()
     c = coordinator()

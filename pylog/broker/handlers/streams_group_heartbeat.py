@@ -163,6 +163,7 @@ def heartbeat_of(req: Any, client_id: str, host: str) -> StreamsHeartbeat:
         bool(req.shutdown_application),
         client_id,
         host,
+        req.endpoint_information_epoch,
         task_offsets=req.task_offsets is not None or req.task_end_offsets is not None,
         source_topic_regex=topology is not None and any(s.source_topic_regex for s in topology.subtopologies),
     )
