@@ -235,6 +235,23 @@ def test_user_endpoints_get_the_partitions_of_every_members_tasks() -> None:
         assert {(t["topic"], p) for t in by_port[port] for p in t["partitions"]} == want
 
 
+def test_shutdown_request_and_group_max_size() -> None:
+    c = GroupCoordinator(
+        GroupConfig(offsets_topic_num_partitions=1),
+        rng=random.Random(1),
+        streams=StreamsGroupConfig(max_size=2, initial_rebalance_delay_ms=0),
+    )
+    c.load_partition(P, [], now_ms=0)
+    a = beat(c, hb("a", 0))
+    b = beat(c, hb("b", 0))
+    full = beat(c, hb("c", 0))
+    assert full["error_code"] == ErrorCode.GROUP_MAX_SIZE_REACHED
+    beat(c, hb("a", a["member_epoch"], shutdown_application=True))
+    r = beat(c, hb("b", b["member_epoch"]))
+    assert [s["status_code"] for s in r["status"]] == [Status.SHUTDOWN_APPLICATION]
+    assert "member a" in r["status"][0]["status_detail"]
+
+
 def test_replay_restores_the_group() -> None:
     LOG.clear()
     c = coordinator()
