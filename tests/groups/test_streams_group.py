@@ -311,3 +311,45 @@ def test_assignor_is_balanced_and_sticky() -> None:
             assert ps <= first[m].get(s, frozenset())  # nobody gains a task while d is short
     every = [(s, p) for t in second.values() for s, ps in t.items() for p in ps]
     assert sorted(every) == sorted((s, p) for s, n in counts.items() for p in range(n))
+
+
+def test_random_joins_leaves_and_expiries_never_give_a_task_to_two_members() -> None:
+    """A seeded simulation: members join, heartbeat (reporting what they were last given), leave
+    or fall silent; no two live members ever hold one task, and the survivors end with all."""
+    for seed in range(40):
+        rng = random.Random(seed)
+        c = coordinator()
+        clients: dict[str, list] = {}  # member -> [epoch, tasks it holds]
+        now = 0
+        for _ in range(120):
+            now += rng.randint(0, 300)
+            m = f"m{rng.randrange(5)}"
+            if m not in clients:
+                if rng.random() < 0.5:
+                    r = beat(c, hb(m, 0), now)
+                    clients[m] = [r["member_epoch"], tasks(r)]
+            elif rng.random() < 0.08:
+                beat(c, hb(m, -1), now)
+                del clients[m]
+            else:
+                r = beat(c, owning(m, *clients[m]), now)
+                if r["error_code"] != 0:
+                    del clients[m]
+                    continue
+                clients[m][0] = r["member_epoch"]
+                if r["active_tasks"] is not None:
+                    clients[m][1] = tasks(r)
+            c.tick(now)
+            g = c.streams_group("app")
+            for k in [k for k in clients if g is None or k not in g.members]:
+                del clients[k]  # fenced: its session or revocation timed out
+            held = [t for _, owned in clients.values() for t in owned]
+            assert len(held) == len(set(held)), seed
+        for _ in range(6):
+            for k, state in clients.items():
+                r = beat(c, owning(k, *state), now)
+                state[0] = r["member_epoch"]
+                if r["active_tasks"] is not None:
+                    state[1] = tasks(r)
+        if clients:
+            assert set().union(*(owned for _, owned in clients.values())) == EVERY, seed
