@@ -15,33 +15,26 @@ a replica fetcher waits ``replica.fetch.backoff.ms``).
 
 from __future__ import annotations
 
-from pylog.client.connection import DEFAULT_MAX_RESPONSE_BYTES
 from pylog.client.errors import TransportError
 from pylog.client.protocol import Channel, ConnectionSettings
 from pylog.security.client import PLAINTEXT, ClientSecurity
 
-MAX_RESPONSE_BYTES = DEFAULT_MAX_RESPONSE_BYTES
 CONNECT_TIMEOUT_S = 2.0
+"""Connecting (TLS and SASL included) to a node that answers takes far less; one that does not is
+tried again on the caller's schedule."""
 
 ChannelError = TransportError
 """The request did not get an answer: no connection, a broken one, or a timeout."""
 
 
-def node_settings(*, client_id: str, security: ClientSecurity = PLAINTEXT,
-                  connect_timeout_s: float = CONNECT_TIMEOUT_S,
-                  max_response_bytes: int = MAX_RESPONSE_BYTES) -> ConnectionSettings:
+def node_settings(*, client_id: str, security: ClientSecurity = PLAINTEXT) -> ConnectionSettings:
     """How this node connects to another node's listener."""
     return ConnectionSettings(
-        client_id=client_id, security=security, connect_timeout_s=connect_timeout_s,
-        max_response_bytes=max_response_bytes, negotiate_versions=False,
-        reconnect_backoff_s=0.0, reconnect_backoff_max_s=0.0)
+        client_id=client_id, security=security, connect_timeout_s=CONNECT_TIMEOUT_S,
+        negotiate_versions=False, reconnect_backoff_s=0.0, reconnect_backoff_max_s=0.0)
 
 
-def node_channel(host: str, port: int, *, client_id: str, security: ClientSecurity = PLAINTEXT,
-                 connect_timeout_s: float = CONNECT_TIMEOUT_S,
-                 max_response_bytes: int = MAX_RESPONSE_BYTES) -> Channel:
+def node_channel(host: str, port: int, *, client_id: str, security: ClientSecurity = PLAINTEXT) -> Channel:
     """A connection to another node's listener; ``request(api_key, version, body, timeout_s)``
     raises ChannelError, ``close()`` drops it."""
-    return Channel(host, port, node_settings(
-        client_id=client_id, security=security, connect_timeout_s=connect_timeout_s,
-        max_response_bytes=max_response_bytes))
+    return Channel(host, port, node_settings(client_id=client_id, security=security))
