@@ -7,6 +7,15 @@ the delayed produce. Reads are planned by ``fetch_planner`` and carried out by `
 Also here: the partitions' lifecycle, the one leader-epoch check and the replication throttles'
 configuration.
 
+The data path is a deterministic core in the style of the Raft core: ``append``, ``append_marker``
+and ``fetch`` take the request and ``now_ms`` and return the answer or a pending delayed operation
+(``delayed.Purgatory``); ``tick(now_ms)`` completes those an event made ready (an append, a high
+watermark that moved, a role change) or whose deadline passed. The core reads no clock (but the
+injected monotonic one for the leader replication throttle's rate windows). A thin
+asyncio shell (``append_records``, ``append_txn_marker``, ``fetch_messages``) reads the clock,
+ticks soon after an operation becomes ready and at the earliest deadline, and hands the handlers
+awaitables; a simulation drives the core with its own time instead.
+
 Partition logs are created, reconfigured and deleted only by applied metadata
 (topic and partition records, config records), never directly by a request
 handler: a CreateTopics handler commits records and the listener here opens the
@@ -18,6 +27,7 @@ leader at the epoch the caller names.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import shutil
 import threading
@@ -32,7 +42,7 @@ from pylog.storage.checkpoint import HIGH_WATERMARK_FILE, read_offset_checkpoint
 from pylog.storage.relocate import DuplicatePartitionError, find_partition_dirs, recover_moves
 
 from pylog.broker.control.metadata import INTERNAL_TOPICS
-from pylog.broker.datapath.delayed import await_replication, delayed_fetch
+from pylog.broker.datapath.delayed import DelayedFetch, DelayedOperation, DelayedProduce, Purgatory
 from pylog.broker.datapath.fetch_params import (
     CONSUMER,
     NO_EPOCH,
@@ -89,12 +99,46 @@ PARTITION_METADATA = "partition.metadata"
 RecordCheck = Callable[[str, Mapping[str, str], Any], "str | None"]
 
 
+class AcksAllWait(DelayedProduce):
+    """The delayed produce of one produce request: completes its acks=all results in place."""
+
+    def __init__(self, waiting: list[tuple[AppendResult, Partition]], deadline_ms: int) -> None:
+        super().__init__([(part, res.last_offset) for res, part in waiting], deadline_ms)
+        self.results = [res for res, _ in waiting]
+
+    def finish(self) -> None:
+        for res, code in zip(self.results, self.codes):
+            if code:
+                res.error = code
+                res.message = ErrorCode.of(code).name
+
+
+class MarkerWait(DelayedProduce):
+    """A transaction marker waiting for the in-sync replicas (no timeout, no min.insync check)."""
+
+    def __init__(self, part: Partition, last_offset: int, on_done: Callable[[ErrorCode], None]) -> None:
+        super().__init__([(part, last_offset)], None, check_min_isr=False)
+        self.on_done = on_done
+
+    def finish(self) -> None:
+        self.on_done(ErrorCode.of(self.codes[0] or 0))
+
+
+class FetchWait(DelayedFetch[list[FetchPartitionData]]):
+    """The delayed fetch of one Fetch request."""
+
+    params: FetchParams
+    wanted: Sequence[tuple[str, PartitionFetch]]
+
+
 @dataclass(slots=True)
 class ProduceResult:
-    """The answer of ``append_records``: one result per partition, in the order asked, and the
-    delayed produce completing the acks=all ones in place (None when nothing waits)."""
+    """The answer of ``append``: one result per partition, in the order asked, and the delayed
+    produce (``pending``, completed by ``tick``) that completes the acks=all ones in place (None
+    when nothing waits). ``append_records`` adds ``delayed``: an awaitable of that completion."""
 
     results: list[AppendResult]
+    pending: AcksAllWait | None = None
     delayed: Awaitable[None] | None = None
 
     @property
@@ -148,6 +192,12 @@ class ReplicaManager:
         # reads below the local log start, from the remote tier (set when the broker has one)
         self.remote_reads: RemoteReads | None = None
         self.topic_stats = TopicStats()  # messages and bytes in / out, read by pylog.metrics
+        self.purgatory = Purgatory()  # delayed produces and fetches, completed by ``tick``
+        self.purgatory.notify = self._tick_soon
+        self._loop: asyncio.AbstractEventLoop | None = None  # the shell's, once something waits
+        self._tick_scheduled = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._timer_at: int | None = None
         self.planner = FetchPlanner(
             self.node_id,
             self.rack,
@@ -198,22 +248,24 @@ class ReplicaManager:
             return None, self.absent_error(topic, index)
         return part, part.check_leader_epoch(current_leader_epoch)
 
-    # --- the append path (Kafka's appendRecords, DelayedProduce) and reads (fetch_reader) ---
+    # --- the core: append, fetch and tick take ``now`` and read no clock ----------------------
 
-    def append_records(
+    def append(
         self,
         entries: Iterable[tuple[str, int, Any]],
         *,
         acks: int,
         timeout_ms: int,
+        now_ms: int,
         origin: AppendOrigin = AppendOrigin.CLIENT,
         record_check: RecordCheck | None = None,
     ) -> ProduceResult:
-        """Append one batch per (topic, partition, records) as leader, with ``acks`` 0 / 1 / -1
-        (all); a result per entry, errors as data. ``record_check`` may refuse a partition's
-        records (INVALID_RECORD with its message) before they are appended; only a coordinator
-        writes internal topics."""
-        now = self._now_ms()
+        """The produce path (Kafka's appendRecords): append one batch per (topic, partition,
+        records) as leader, with ``acks`` 0 / 1 / -1 (all); a result per entry, errors as data,
+        and for acks=all batches the in-sync replicas do not all have yet, the pending delayed
+        produce (``tick`` completes it). ``record_check`` may refuse a partition's records
+        (INVALID_RECORD with its message) before they are appended; only a coordinator writes
+        internal topics."""
         results: list[AppendResult] = []
         waiting: list[tuple[AppendResult, Partition]] = []  # acks=all, until replicated
         bad_acks = acks not in (-1, 0, 1)
@@ -239,7 +291,7 @@ class ReplicaManager:
             elif (refusal := check(topic, part.configs, records)) is not None:
                 res = AppendResult(ErrorCode.INVALID_RECORD, message=refusal)
             else:
-                res = part.append_as_leader(records, now, origin)
+                res = part.append_as_leader(records, now_ms, origin)
                 if res.error == 0:
                     self.topic_stats.appended(topic, res.last_offset - res.base_offset + 1, len(records))
                 if acks == -1 and res.error == 0 and part.high_watermark <= res.last_offset:
@@ -247,15 +299,119 @@ class ReplicaManager:
             results.append(res)
         if not waiting:
             return ProduceResult(results)
-        return ProduceResult(results, self._delayed_produce(waiting, timeout_ms))
+        op = AcksAllWait(waiting, now_ms + max(timeout_ms, 0))
+        if self.purgatory.add(op, now_ms):
+            op.finish()
+            return ProduceResult(results)
+        return ProduceResult(results, op)
 
-    async def _delayed_produce(self, waiting: list[tuple[AppendResult, Partition]], timeout_ms: int) -> None:
-        waits = [(part, res.last_offset) for res, part in waiting]
-        codes = await await_replication(waits, timeout_ms / 1000)
-        for (res, _), code in zip(waiting, codes):
-            if code:
-                res.error = code
-                res.message = ErrorCode.of(code).name
+    def append_marker(
+        self,
+        topic: str,
+        index: int,
+        producer_id: int,
+        producer_epoch: int,
+        commit: bool,
+        coordinator_epoch: int,
+        on_done: Callable[[ErrorCode], None],
+        now_ms: int,
+    ) -> MarkerWait | None:
+        """Append a COMMIT / ABORT marker for the producer here (its leader) and call ``on_done``
+        once the in-sync replicas hold it (markers are written with acks=all), or with the error;
+        the pending wait when ``tick`` is to complete it."""
+        part = self.get(topic, index)
+        if part is None:
+            on_done(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            return None
+        marker = marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now_ms)
+        res = part.append_as_leader(marker, now_ms, AppendOrigin.COORDINATOR)
+        if res.error:
+            on_done(ErrorCode.of(res.error))
+            return None
+        op = MarkerWait(part, res.last_offset, on_done)
+        if self.purgatory.add(op, now_ms):
+            op.finish()
+            return None
+        return op
+
+    def fetch(
+        self,
+        params: FetchParams,
+        wanted: Sequence[tuple[str, PartitionFetch]],
+        *,
+        now_ms: int,
+        expand_isr: Callable[[Partition, int], None],
+        stopping: Callable[[], bool] = lambda: False,
+    ) -> list[FetchPartitionData] | FetchWait:
+        """The fetch path (Kafka's fetchMessages): read ``wanted`` ((topic, partition) pairs; one
+        answer each, in order); the answer at once when there is ``min_bytes`` of data, an error,
+        a read from the remote tier to make, or no wait asked for; otherwise the pending delayed
+        fetch (``tick`` completes it: woken by an append, a high watermark that moved, a role
+        change, or its ``max_wait_ms``). ``expand_isr`` is told of each follower fetch."""
+        reader = self.reader
+        answer, complete = reader.read(params, wanted, now_ms, expand_isr)
+        if any(d.remote is not None for d in answer):
+            return answer  # the shell reads the store, then counts it (``fetched``)
+        if complete or params.max_wait_ms <= 0:
+            self.fetched(params, wanted, answer)
+            return answer
+        watched = [p for t, w in wanted if (p := self.get(t, w.partition)) is not None]
+        op = FetchWait(
+            watched,
+            to_log_end=params.from_follower,
+            deadline_ms=now_ms + params.max_wait_ms,
+            build=lambda now: reader.read(params, wanted, now, expand_isr),
+            first=answer,
+            stopping=stopping,
+        )
+        op.params, op.wanted = params, wanted
+        self.purgatory.add(op, now_ms)  # never done at once: nothing woke it yet
+        return op
+
+    def tick(self, now_ms: int) -> list[DelayedOperation]:
+        """Complete the delayed produces and fetches that an event made ready (an append, a
+        high watermark that moved, a role change, truncation) or whose deadline ``now_ms``
+        passed; each one's ``on_complete`` is called, and the completed are returned."""
+        done = self.purgatory.tick(now_ms)
+        for op in done:
+            try:
+                if isinstance(op, FetchWait):
+                    self.fetched(op.params, op.wanted, op.result)
+                elif isinstance(op, AcksAllWait | MarkerWait):
+                    op.finish()
+                if op.on_complete is not None:
+                    op.on_complete(op)
+            except Exception:  # one waiter's failure must not keep the others waiting
+                log.exception("completing a delayed operation failed")
+        return done
+
+    def fetched(
+        self, params: FetchParams, wanted: Sequence[tuple[str, PartitionFetch]],
+        answer: list[FetchPartitionData],
+    ) -> None:
+        """A fetch answer is complete: count its bytes (topic stats, the leader replication quota)."""
+        self.reader.record_throttled(params, wanted, answer)
+        self.topic_stats.fetched(wanted, answer, follower=params.from_follower)
+
+    # --- the asyncio shell: the clock, the tick's timer, futures for the handlers ---------------
+
+    def append_records(
+        self,
+        entries: Iterable[tuple[str, int, Any]],
+        *,
+        acks: int,
+        timeout_ms: int,
+        origin: AppendOrigin = AppendOrigin.CLIENT,
+        record_check: RecordCheck | None = None,
+    ) -> ProduceResult:
+        """``append`` now; ``delayed`` awaits the acks=all wait when there is one."""
+        result = self.append(
+            entries, acks=acks, timeout_ms=timeout_ms, now_ms=self._now_ms(), origin=origin,
+            record_check=record_check,
+        )
+        if result.pending is not None:
+            result.delayed = self._completion(result.pending)
+        return result
 
     def append_txn_marker(
         self,
@@ -267,19 +423,12 @@ class ReplicaManager:
         coordinator_epoch: int,
         on_done: Callable[[ErrorCode], None],
     ) -> None:
-        """Append a COMMIT / ABORT marker for the producer here (its leader) and call ``on_done``
-        once the in-sync replicas hold it (markers are written with acks=all), or with the error."""
-        part = self.get(topic, index)
-        if part is None:
-            on_done(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            return
-        now = self._now_ms()
-        marker = marker_batch(producer_id, producer_epoch, commit, coordinator_epoch, now)
-        res = part.append_as_leader(marker, now, AppendOrigin.COORDINATOR)
-        if res.error:
-            on_done(ErrorCode.of(res.error))
-            return
-        part.add_hw_waiter(res.last_offset, lambda code: on_done(ErrorCode.of(code)))
+        """``append_marker`` now; a later tick calls ``on_done`` if it waits."""
+        op = self.append_marker(
+            topic, index, producer_id, producer_epoch, commit, coordinator_epoch, on_done, self._now_ms()
+        )
+        if op is not None:
+            self._completion(op)
 
     def fetch_messages(
         self,
@@ -289,37 +438,74 @@ class ReplicaManager:
         expand_isr: Callable[[Partition, int], None],
         stopping: Callable[[], bool],
     ) -> list[FetchPartitionData] | Awaitable[list[FetchPartitionData]]:
-        """The fetch path (Kafka's fetchMessages): read ``wanted`` ((topic, partition) pairs; one
-        answer each, in order) at once when there is ``min_bytes`` of data, an error, or no wait
-        asked for; otherwise as a delayed fetch. ``expand_isr`` is told of each follower fetch."""
-        reader = self.reader
-        answer, complete = reader.read(params, wanted, self._now_ms(), expand_isr)
+        """``fetch`` now: the answer, or an awaitable of the delayed fetch's or the remote
+        tier's."""
+        answer = self.fetch(params, wanted, now_ms=self._now_ms(), expand_isr=expand_isr, stopping=stopping)
+        if isinstance(answer, FetchWait):
+            return self._fetch_result(answer, self._completion(answer))
         if any(d.remote is not None for d in answer):
-            return self._counted(params, wanted, reader.remote_fetch(params, answer))
-        if complete or params.max_wait_ms <= 0:
-            reader.record_throttled(params, wanted, answer)
-            self.topic_stats.fetched(wanted, answer, follower=params.from_follower)
-            return answer
-        watched = [p for t, w in wanted if (p := self.get(t, w.partition)) is not None]
-        delayed = delayed_fetch(
-            watched,
-            to_log_end=params.from_follower,
-            max_wait_ms=params.max_wait_ms,
-            build=lambda: reader.read(params, wanted, self._now_ms(), expand_isr),
-            stopping=stopping,
-        )
-        return self._counted(params, wanted, delayed, throttled=True)
+            return self._remote_fetch(params, wanted, answer)
+        return answer
 
-    async def _counted(
+    async def _fetch_result(self, op: FetchWait, done: Awaitable[None]) -> list[FetchPartitionData]:
+        await done
+        return op.result
+
+    async def _remote_fetch(
         self, params: FetchParams, wanted: Sequence[tuple[str, PartitionFetch]],
-        answer: Awaitable[list[FetchPartitionData]], *, throttled: bool = False,
+        answer: list[FetchPartitionData],
     ) -> list[FetchPartitionData]:
-        """A delayed fetch's answer, its bytes counted once it is complete."""
-        done = await answer
-        if throttled:
-            self.reader.record_throttled(params, wanted, done)
-        self.topic_stats.fetched(wanted, done, follower=params.from_follower)
+        done = await self.reader.remote_fetch(params, answer)
+        self.fetched(params, wanted, done)
         return done
+
+    def _completion(self, op: DelayedOperation) -> asyncio.Future[None]:
+        """A future set when a tick completes ``op``; the tick's timer is armed for its deadline."""
+        loop = asyncio.get_running_loop()
+        if loop is not self._loop:  # a first operation, or a new event loop: forget the old one's
+            self._loop, self._tick_scheduled, self._timer, self._timer_at = loop, False, None, None
+        fut: asyncio.Future[None] = loop.create_future()
+        op.on_complete = lambda _op: None if fut.done() else fut.set_result(None)
+        self._arm()
+        return fut
+
+    def _tick_soon(self) -> None:
+        """The purgatory's notify: an operation is ready, tick once the current step is done."""
+        loop = self._loop
+        if loop is None or self._tick_scheduled or loop.is_closed():
+            return
+        self._tick_scheduled = True
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is loop:
+            loop.call_soon(self._run_tick)
+        else:  # an event from another thread (the maintenance thread)
+            loop.call_soon_threadsafe(self._run_tick)
+
+    def _run_tick(self) -> None:
+        self._tick_scheduled = False
+        self.tick(self._now_ms())
+        self._arm()
+
+    def _on_timer(self) -> None:
+        self._timer = None
+        self._timer_at = None
+        self._run_tick()
+
+    def _arm(self) -> None:
+        """One timer, at the earliest deadline of a pending operation."""
+        deadline = self.purgatory.next_deadline()
+        if self._timer is not None and (deadline is None or self._timer_at != deadline):
+            self._timer.cancel()
+            self._timer = None
+            self._timer_at = None
+        if deadline is None or self._timer is not None or self._loop is None:
+            return
+        delay_ms = max(deadline - self._now_ms(), 1)  # a timer that fired early looks again
+        self._timer = self._loop.call_later(delay_ms / 1000, self._on_timer)
+        self._timer_at = deadline
 
     # --- driven by applied metadata ---------------------------------------------------------
 
@@ -451,6 +637,9 @@ class ReplicaManager:
             self._checkpointed = offsets
 
     def close(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
         self.mover.close()
         try:
             self.checkpoint_high_watermarks()
