@@ -1,15 +1,18 @@
 """Streams groups (KIP-1071) over a real socket against a broker process: two members join with a
 word-count topology, the broker creates its internal topics, the members get disjoint active tasks
 covering all of them, StreamsGroupDescribe / ListGroups / DescribeGroups show the group, and when
-one member leaves the other gets every task."""
+one member leaves the other gets every task; a restarted broker brings the group back from
+__consumer_offsets."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
+from harness import BrokerThread, Client
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 
@@ -206,3 +209,57 @@ def test_bad_topologies_get_kafkas_errors(client: BlockingClient) -> None:
     assert r.error_code == ErrorCode.STREAMS_INVALID_TOPOLOGY
     r = join({**TOPOLOGY, "subtopologies": [{**TOPOLOGY["subtopologies"][0], "source_topics": ["absent"]}]})
     assert r.error_code == 0 and 1 in [s.status_code for s in r.status]  # MISSING_SOURCE_TOPICS
+
+
+def test_the_group_survives_a_coordinator_restart(tmp_path: Path) -> None:
+    """The group's records in __consumer_offsets bring it back: members, epochs and tasks."""
+    config = {"group.streams.initial.rebalance.delay.ms": "0"}
+    topology = {
+        **TOPOLOGY,
+        "subtopologies": [{**TOPOLOGY["subtopologies"][0], "repartition_sink_topics": []}],
+    }
+    body = {
+        "group_id": GROUP,
+        "member_id": "a",
+        "member_epoch": 0,
+        "endpoint_information_epoch": 0,
+        "rebalance_timeout_ms": 30000,
+        "topology": topology,
+        "process_id": "p",
+    }
+    b = BrokerThread(tmp_path, config).start()
+    c = Client(b.address)
+    topics = [
+        {"name": SOURCE, "num_partitions": 2, "replication_factor": 1, "assignments": [], "configs": []}
+    ]
+    assert (
+        c.request(ApiKey.CREATE_TOPICS, 5, {"topics": topics, "timeout_ms": 5000}).topics[0].error_code == 0
+    )
+    assert c.request(ApiKey.FIND_COORDINATOR, 4, {"key_type": 0, "coordinator_keys": [GROUP]}).coordinators
+    until(lambda: c.request(ApiKey.STREAMS_GROUP_HEARTBEAT, 0, body).error_code == 0, "no coordinator")
+    joined = c.request(ApiKey.STREAMS_GROUP_HEARTBEAT, 0, body)
+    assert tasks(joined) == {("0", 0), ("0", 1)}
+    c.close()
+    b.stop()
+
+    b = BrokerThread(tmp_path, config).start()
+    try:
+        c = Client(b.address)
+        ask = {"group_ids": [GROUP], "include_authorized_operations": False}
+        until(
+            lambda: c.request(ApiKey.STREAMS_GROUP_DESCRIBE, 0, ask).groups[0].error_code == 0, "not loaded"
+        )
+        (group,) = c.request(ApiKey.STREAMS_GROUP_DESCRIBE, 0, ask).groups
+        (member,) = group.members
+        assert (member.member_id, member.member_epoch, member.process_id) == ("a", joined.member_epoch, "p")
+        assert {(t.subtopology_id, p) for t in member.assignment.active_tasks for p in t.partitions} == {
+            ("0", 0),
+            ("0", 1),
+        }
+        assert group.topology.subtopologies[0].source_topics == [SOURCE]
+        again = {**body, "member_epoch": joined.member_epoch, "topology": None, "process_id": None}
+        r = c.request(ApiKey.STREAMS_GROUP_HEARTBEAT, 0, again)
+        assert (r.error_code, r.member_epoch) == (0, joined.member_epoch)
+        c.close()
+    finally:
+        b.stop()
