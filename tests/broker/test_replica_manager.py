@@ -19,6 +19,7 @@ from pylog.broker.datapath.replica_manager import (
     FetchParams,
     FetchPartitionData,
     FetchPosition,
+    FetchWait,
     ReplicaManager,
 )
 from pylog.broker.datapath.transactions import marker_batch
@@ -247,3 +248,28 @@ def test_a_refused_isr_proposal_releases_the_high_watermark_without_more_traffic
     assert part.high_watermark == 2  # waits for 3 too, which has not fetched offset 2
     part.isr_change_failed()  # the controller refused: 3 is fenced
     assert part.high_watermark == 3
+
+
+def test_delayed_produces_and_fetches_complete_in_tick_only(replicas: ReplicaManager) -> None:
+    """The core completes nothing by itself: an event (here a follower's fetch moving the high
+    watermark) marks the waiting acks=all produce and consumer fetch ready, ``tick(now)`` answers
+    them; a produce nobody replicates answers REQUEST_TIMED_OUT at the tick past its deadline."""
+    now = 1_700_000_000_000
+    lead(replicas, "t", followers=(2,))
+    produced = replicas.append([("t", 0, make_batch([b"a"]))], acks=-1, timeout_ms=100, now_ms=now)
+    assert produced.pending is not None and produced.results[0].error == 0
+    consumer = FetchParams(CONSUMER, 500, 1, 1 << 20, FetchIsolation.HIGH_WATERMARK)
+    waiting = replicas.fetch(consumer, [("t", FetchPosition(0, 0, 1 << 20))], now_ms=now,
+                             expand_isr=lambda _p, _r: None)
+    assert isinstance(waiting, FetchWait)
+    follower = FetchParams(2, 0, 1, 1 << 20, FetchIsolation.LOG_END)
+    replicas.fetch(follower, [("t", FetchPosition(0, 1, 1 << 20, EPOCH, EPOCH))], now_ms=now,
+                   expand_isr=lambda _p, _r: None)  # 2 has offset 0: the high watermark moves to 1
+    assert not produced.pending.done and not waiting.done
+    assert replicas.tick(now + 1) == [produced.pending, waiting]
+    assert produced.results[0].error == 0 and values_of(b"".join(waiting.result[0].records)) == [b"a"]
+    late = replicas.append([("t", 0, make_batch([b"b"]))], acks=-1, timeout_ms=100, now_ms=now + 2)
+    assert late.pending is not None
+    assert replicas.tick(now + 101) == []
+    assert replicas.tick(now + 102) == [late.pending]
+    assert late.results[0].error == ErrorCode.REQUEST_TIMED_OUT
