@@ -527,6 +527,12 @@ class StreamsProtocol:
                 error_response(ErrorCode.INVALID_REQUEST, "Topology updates are not supported yet.")
             )
             return
+        current = group.configured  # the owned tasks must exist (checked before any change)
+        if current is not None and current.ready and current.tasks is not None:
+            for owned in (hb.active_tasks, hb.standby_tasks, hb.warmup_tasks):
+                if (msg := _invalid_tasks(owned, current.tasks)) is not None:
+                    out.response = HeartbeatResult(error_response(ErrorCode.INVALID_REQUEST, msg))
+                    return
         created = self.group(group.group_id) is not group
         if created:
             self.reg.put(group)
@@ -576,11 +582,6 @@ class StreamsProtocol:
             group.configured = configure(group.topology, topics)
         configured = group.configured
         validated = group.topology.epoch if configured.ready else -1
-        if configured.ready and configured.tasks is not None:
-            for tasks in (hb.active_tasks, hb.standby_tasks, hb.warmup_tasks):
-                if (msg := _invalid_tasks(tasks, configured.tasks)) is not None:
-                    out.response = HeartbeatResult(error_response(ErrorCode.INVALID_REQUEST, msg))
-                    return
         if validated != group.validated_topology_epoch:
             group.validated_topology_epoch = validated
             bump = True
