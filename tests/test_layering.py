@@ -1,7 +1,8 @@
 """The dependency rules of ARCHITECTURE.md ("Layers and what each may import"), checked on the
 source: protocol/ and storage/ import nothing from the rest of pylog but the kernel
-(``pylog.model``), which imports nothing from pylog at all; and no import circle closes while
-modules load (imports inside functions and under ``if TYPE_CHECKING`` do not run then)."""
+(``pylog.model``), which imports nothing from pylog at all; every import goes down the layer order
+(``LAYER_ORDER``); and no import circle exists anywhere in the package, counting every import:
+those that run while modules load, those in function bodies and those under ``if TYPE_CHECKING``."""
 
 from __future__ import annotations
 
@@ -71,34 +72,14 @@ def all_modules() -> dict[str, Path]:
     return out
 
 
-def import_time_statements(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
-    """The imports that run when the module loads: its body's, not those in functions or under
-    ``if TYPE_CHECKING``."""
-    out: list[ast.Import | ast.ImportFrom] = []
-
-    def visit(body: list[ast.stmt]) -> None:
-        for node in body:
-            if isinstance(node, (ast.Import, ast.ImportFrom)):
-                out.append(node)
-            elif isinstance(node, ast.If) and "TYPE_CHECKING" not in ast.unparse(node.test):
-                visit(node.body)
-                visit(node.orelse)
-            elif isinstance(node, ast.Try):
-                visit(node.body)
-                for handler in node.handlers:
-                    visit(handler.body)
-                visit(node.orelse)
-                visit(node.finalbody)
-            elif isinstance(node, ast.ClassDef):
-                visit(node.body)
-
-    visit(tree.body)
-    return out
+def import_statements(tree: ast.Module) -> list[ast.Import | ast.ImportFrom]:
+    """Every import of a module: at load time, in function bodies, under ``if TYPE_CHECKING``."""
+    return [n for n in ast.walk(tree) if isinstance(n, (ast.Import, ast.ImportFrom))]
 
 
-def import_time_graph() -> dict[str, set[str]]:
-    """module -> the pylog modules it imports while loading (``from P import m`` names module P.m
-    when there is one; a module's own parent packages, loaded before it anyway, are left out)."""
+def import_graph() -> dict[str, set[str]]:
+    """module -> the pylog modules it imports (``from P import m`` names module P.m when there is
+    one; a module's own parent packages, loaded before it anyway, are left out)."""
     modules = all_modules()
 
     def known(name: str) -> str | None:
@@ -110,7 +91,7 @@ def import_time_graph() -> dict[str, set[str]]:
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         targets: set[str] = set()
-        for node in import_time_statements(ast.parse(path.read_text("utf-8"), str(path))):
+        for node in import_statements(ast.parse(path.read_text("utf-8"), str(path))):
             if isinstance(node, ast.Import):
                 targets.update(alias.name for alias in node.names)
                 continue
@@ -169,14 +150,58 @@ def circles(graph: dict[str, set[str]]) -> list[list[str]]:
     return found
 
 
-def test_the_import_time_graph_sees_the_package() -> None:
-    graph = import_time_graph()
-    appends = graph["pylog.broker.datapath.partition_append"]
-    assert "pylog.protocol.records" in appends  # from pylog.protocol import records (a package)
-    assert "pylog.broker.datapath.partition" not in appends  # under if TYPE_CHECKING
-    assert "pylog.storage.compaction" in graph["pylog.storage.log"]  # a relative import
+# ARCHITECTURE.md's layers, lowest first: a module may import modules of its own row or of rows
+# before it. A module belongs to the row of its longest listed prefix.
+LAYER_ORDER: list[tuple[str, ...]] = [
+    ("pylog.model",),
+    ("pylog.protocol", "pylog.storage"),
+    (
+        "pylog.replication", "pylog.groups", "pylog.txn", "pylog.share", "pylog.tiered", "pylog.quotas",
+        "pylog.telemetry", "pylog.client", "pylog.security", "pylog.schema_registry", "pylog.cluster",
+        "pylog.metrics", "pylog.config", "pylog.config_defs", "pylog.kafka_configs", "pylog.properties",
+        "pylog.clock", "pylog.tasks", "pylog.cluster_info", "pylog._extras", "pylog._lazy",
+    ),
+    ("pylog.sdk",),
+    ("pylog.iceberg", "pylog.spark", "pylog.widgets"),
+    ("pylog.broker",),
+    # services over a node's parts, started by the composition root
+    (
+        "pylog.metrics.observed", "pylog.metrics.collector", "pylog.metrics.health", "pylog.metrics.node",
+        "pylog.flight",
+    ),
+    ("pylog.broker.broker",),
+    (
+        "pylog", "pylog.__main__", "pylog.cli", "pylog.local", "pylog.local_cluster", "pylog.local_processes",
+        "pylog.admin", "pylog.testing", "pylog.testing_s3", "pylog.onecopy_kafka",
+    ),
+]
+
+
+def layer_of(module: str) -> int:
+    rows = {prefix: i for i, row in enumerate(LAYER_ORDER) for prefix in row}
+    name = module
+    while name not in rows:
+        if "." not in name:
+            raise AssertionError(f"{module} is in no row of LAYER_ORDER (add it to its row)")
+        name = name.rpartition(".")[0]
+    return rows[name]
+
+
+def test_the_import_graph_sees_the_package() -> None:
+    graph = import_graph()
+    # from pylog.protocol import records (a package)
+    assert "pylog.protocol.records" in graph["pylog.broker.coordinators.internal_topics"]
+    observed = graph["pylog.metrics.observed"]  # imports under if TYPE_CHECKING count
+    assert any(m.startswith("pylog.broker.") for m in observed)
     assert circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
 
 
-def test_no_import_circle_closes_while_modules_load() -> None:
-    assert circles(import_time_graph()) == []
+def test_no_import_circle() -> None:
+    assert circles(import_graph()) == []
+
+
+def test_every_import_goes_down_the_layer_order() -> None:
+    upward = sorted(
+        f"{a} -> {b}" for a, deps in import_graph().items() for b in deps if layer_of(b) > layer_of(a)
+    )
+    assert upward == []

@@ -20,7 +20,8 @@ import pyarrow.compute as pc
 
 from pylog.schema_registry.core import Schema
 from pylog.schema_registry.errors import RegistryError
-from pylog.sdk.registry import LogSchemas, RecordDecodeError, RegistryDecoder
+from pylog.sdk.decoders import RecordDecodeError
+from pylog.sdk.registry import LogSchemas, RegistryDecoder
 
 REFRESH_S = 1.0
 

@@ -24,6 +24,15 @@ DecodeSpec = Union[str, Decoder, Mapping[str, Union[str, Decoder]], None]  # noq
 
 
 
+class RecordDecodeError(ValueError):
+    """A record that cannot be decoded; `row` is its position in the decoded column."""
+
+    def __init__(self, row: int, reason: str) -> None:
+        super().__init__(reason)
+        self.row = row
+        self.reason = reason
+
+
 @functools.cache
 def _scalars() -> tuple[pa.Scalar, pa.Scalar, pa.Scalar]:
     """``{}``, newline and empty scalars, made on first use: building a pyarrow scalar imports pandas
@@ -154,11 +163,10 @@ def resolve_decoders(decode: DecodeSpec, context: Mapping[str, Any] | None = Non
 
 def _one(spec: str | Decoder, column: str = "value", context: Mapping[str, Any] | None = None) -> Decoder:
     if spec == REGISTRY:
-        from pylog.sdk.registry import registry_decoder
-
-        if context is None or "topic" not in context:
+        make = (context or {}).get("registry_decoder")
+        if make is None:
             raise ValueError("decode='registry' needs the topic being read (use read_topic / scan_topic)")
-        return registry_decoder(column=column, **context)
+        return cast(Decoder, make(column=column))
     if isinstance(spec, str):
         make = _REGISTRY.get(spec)
         if make is None:

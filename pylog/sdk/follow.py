@@ -41,6 +41,7 @@ from pylog.sdk.frames import check_frame_type, to_frame
 from pylog.sdk.group_offsets import GroupOffsets
 from pylog.sdk.offsets import OffsetSpec, TimestampSpec, resolve_ranges
 from pylog.sdk.options import ReadOptions
+from pylog.sdk.scan import decode_context
 from pylog.sdk.schema import as_instants, output_schema
 from pylog.sdk.tail import SOURCE_COLUMNS, TailReader
 
@@ -92,7 +93,7 @@ class Follower:
         self.commit_offsets = commit
         self.columns = options.output_columns
         self.schema = output_schema(self.columns)
-        self._decoders = resolve_decoders(options.decode, options.decode_context(topic))
+        self._decoders = resolve_decoders(options.decode, decode_context(options, topic))
         self.records = 0  # handed over so far
         self.batches = 0
         self._closed = False

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import datetime as dt
 import json
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, Union
+from typing import TYPE_CHECKING, Any, Protocol, Union
 
 # the SDK raises the client's: one class for a missing topic
 from pylog.client.errors import UnknownTopicError as UnknownTopicError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 EARLIEST = -2
 LATEST = -1
@@ -55,6 +58,15 @@ class OffsetSource(Protocol):
     def offsets_for_times(self, topic: str, times: dict[int, int]) -> dict[int, int | None]:
         """{partition: first offset whose timestamp >= ts, or None when there is none}."""
         ...
+
+
+class TopicSource(OffsetSource, Protocol):
+    """A source a scan reads: its offsets, and the records of given ranges as Arrow batches."""
+
+    def read(self, ranges: list[PartitionRange], columns: Sequence[str]
+             ) -> Iterator[tuple[PartitionRange, pa.RecordBatch]]: ...
+
+    def close(self) -> None: ...
 
 
 def parse_offsets(spec: OffsetSpec, topic: str, *, name: str) -> int | dict[int, int]:

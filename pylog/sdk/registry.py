@@ -25,18 +25,10 @@ from pylog.schema_registry.core import Reference, RegistryState, Schema
 from pylog.schema_registry.errors import RegistryError
 from pylog.schema_registry.formats import AVRO, JSON, PROTOBUF, ParsedSchema
 from pylog.schema_registry.wire import HEADER_SIZE, schema_ids
+from pylog.sdk.decoders import JsonDecoder, RecordDecodeError
 from pylog.security.registry_client import RegistryCredentials
 
 ON_DECODE_ERROR = ("raise", "null")
-
-
-class RecordDecodeError(ValueError):
-    """A record that cannot be decoded; `row` is its position in the decoded column."""
-
-    def __init__(self, row: int, reason: str) -> None:
-        super().__init__(reason)
-        self.row = row
-        self.reason = reason
 
 
 class HttpSchemas:
@@ -305,8 +297,6 @@ class RegistryDecoder:
     def _decode_json(self, group: pa.Array) -> pa.Array:
         import pyarrow.compute as pc
 
-        from pylog.sdk.decoders import JsonDecoder
-
         if self._json_decoder is None:
             self._json_decoder = JsonDecoder()
         body = pc.binary_slice(group, HEADER_SIZE, (1 << 31) - 1)  # an explicit stop: Arrow 26 misreads None
@@ -334,19 +324,14 @@ def registry_decoder(
 def registry_schemas(
     *,
     schema_registry_url: str | None = None,
-    data_dir: Any = None,
-    bootstrap_servers: Any = None,
     fetch_options: Any = None,
+    read_schemas: Callable[[], pa.Table] | None = None,
     **_: Any,
 ) -> HttpSchemas | LogSchemas:
     """The schemas of a registry at `schema_registry_url`, else of the ``_schemas`` topic of the
-    read's own source."""
+    read's own source (`read_schemas` reads it)."""
     if schema_registry_url:
         return HttpSchemas(schema_registry_url, security=getattr(fetch_options, "security", None))
-    from pylog.sdk.api import read_topic
-
-    def read() -> pa.Table:
-        return read_topic("_schemas", data_dir=data_dir, bootstrap_servers=bootstrap_servers,
-                          fetch_options=fetch_options, columns=["key", "value"])
-
-    return LogSchemas(read)
+    if read_schemas is None:
+        raise ValueError("decode='registry' needs schema_registry_url= or a source with a _schemas topic")
+    return LogSchemas(read_schemas)

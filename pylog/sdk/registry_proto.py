@@ -129,7 +129,7 @@ def _descriptor(schema: Any, indexes: list[int]) -> Descriptor:
 def decode(writer: Any, reader: Any, values: pa.Array, *, null_on_error: bool) -> pa.Array:
     """Payloads of one writer schema -> a struct of the message type (read with the writer's
     descriptor: protobuf is read field by number, so old and new messages share field names)."""
-    from pylog.sdk.registry import RecordDecodeError
+    from pylog.sdk.decoders import RecordDecodeError
 
     classes: dict[tuple[int, ...], Any] = {}
     rows: list[Any] = []

@@ -24,7 +24,7 @@ from typing import Any
 import pyarrow as pa
 
 from pylog.model import TRANSACTIONAL_MASK
-from pylog.sdk.offsets import PartitionRange
+from pylog.sdk.offsets import PartitionRange, TopicSource
 from pylog.storage.remote_cache import RemoteReadCache
 from pylog.storage.remote_layout import (
     RemoteManifest,
@@ -146,12 +146,11 @@ class RemoteTier:
 class TieredKafkaSource:
     """`TopicSource` over a cluster whose topic is tiered: the remote part from the store."""
 
-    def __init__(self, kafka: Any, tier: RemoteTier) -> None:
-        from pylog.sdk.dir_source import DirTopicSource
-
+    def __init__(self, kafka: Any, tier: RemoteTier, store_reader: TopicSource) -> None:
+        """`store_reader`: a reader of `tier` alone (a `DirTopicSource` without a data directory)."""
         self.kafka = kafka
         self.tier = tier
-        self.store_reader = DirTopicSource(None, remote=tier)
+        self.store_reader = store_reader
 
     def close(self) -> None:
         self.kafka.close()

@@ -7,18 +7,20 @@ pandas and DuckDB are imported only by their adapters.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+import functools
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
 from pylog._extras import require
 from pylog.sdk.constant import ConstantPool
 from pylog.sdk.decoders import apply_decoders, resolve_decoders
-from pylog.sdk.offsets import OffsetSource, PartitionRange, resolve_ranges
+from pylog.sdk.offsets import PartitionRange, TopicSource, resolve_ranges
 from pylog.sdk.options import ReadOptions, check_isolation, check_source
 from pylog.sdk.options import with_security as with_security  # where pylog.widgets finds it
 from pylog.sdk.progress import progress_bar
+from pylog.sdk.registry import registry_decoder
 from pylog.sdk.schema import as_instants, output_columns, output_schema, source_schema
 
 if TYPE_CHECKING:
@@ -31,11 +33,23 @@ if TYPE_CHECKING:
 SOURCE_COLUMNS = ("offset", "timestamp", "key", "value", "headers", "timestampType")
 
 
-class TopicSource(OffsetSource, Protocol):
-    def read(self, ranges: list[PartitionRange], columns: Sequence[str]
-             ) -> Iterator[tuple[PartitionRange, pa.RecordBatch]]: ...
+SCHEMAS_TOPIC = "_schemas"  # where a registry kept in the cluster stores its schemas
 
-    def close(self) -> None: ...
+
+def decode_context(options: ReadOptions, topic: str) -> dict[str, Any]:
+    """What decoding `topic` needs: the options' decode settings, a reader of the source's own
+    ``_schemas`` topic, and the ``"registry"`` decoder built from both."""
+    context = options.decode_context(topic)
+    context["read_schemas"] = functools.partial(read_schemas_topic, options)
+    context["registry_decoder"] = functools.partial(registry_decoder, **context)
+    return context
+
+
+def read_schemas_topic(options: ReadOptions) -> pa.Table:
+    """The ``_schemas`` topic of the source `options` name (keys and values only)."""
+    schemas = ReadOptions(data_dir=options.data_dir, bootstrap_servers=options.bootstrap_servers,
+                          fetch_options=options.fetch, columns=["key", "value"])
+    return TopicScan(SCHEMAS_TOPIC, schemas).to_arrow()
 
 
 def open_source(data_dir: Any, bootstrap_servers: Any, fetch_options: Any = None,
@@ -56,8 +70,9 @@ def open_source(data_dir: Any, bootstrap_servers: Any, fetch_options: Any = None
     kafka = KafkaTopicSource(bootstrap_servers, fetch_options)
     if tier is None:
         return kafka
+    from pylog.sdk.dir_source import DirTopicSource
     from pylog.sdk.remote_source import TieredKafkaSource
-    return TieredKafkaSource(kafka, tier)
+    return TieredKafkaSource(kafka, tier, DirTopicSource(None, remote=tier))
 
 
 def open_read_source(options: ReadOptions, remote: RemoteStorageSpec | None = None, pins: Any = None,
@@ -100,7 +115,7 @@ class TopicScan:
         self._tiered = False
         self.columns = options.output_columns
         self._schema: pa.Schema | None = None
-        self.decode_context = options.decode_context(topic)
+        self.decode_context = decode_context(options, topic)
         resolve_decoders(options.decode, self.decode_context)  # unknown names fail here, not at read time
 
     def __repr__(self) -> str:

@@ -35,7 +35,7 @@ from pylog._extras import require
 from pylog.sdk.decoders import DecodeSpec, apply_decoders, resolve_decoders
 from pylog.sdk.offsets import UnknownTopicError
 from pylog.sdk.options import ReadOptions
-from pylog.sdk.scan import TopicScan, open_source
+from pylog.sdk.scan import TopicScan, decode_context, open_source
 from pylog.sdk.schema import DEFAULT_COLUMNS, TIMESTAMP_TYPE, output_schema
 from pylog.sdk.table import read_retrying
 
@@ -120,7 +120,7 @@ class TopicDataset(ds.Dataset):
         self.topic = topic
         self.options = options.replace(decode=None)  # the scans read raw bytes, decoded here
         self.decode = options.decode
-        self.decode_context = options.decode_context(topic)
+        self.decode_context = decode_context(options, topic)
         self.reads: list[tuple[dict[int, int], dict[int, int]]] = []  # (starts, ends) of each scan
         self._schema = self._decoded_schema()
 

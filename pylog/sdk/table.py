@@ -30,7 +30,7 @@ from pylog.sdk.decoders import DecodeSpec, apply_decoders, resolve_decoders
 from pylog.sdk.frames import check_frame_type, to_frame
 from pylog.sdk.offsets import parse_timestamps
 from pylog.sdk.options import ReadOptions
-from pylog.sdk.scan import TopicScan
+from pylog.sdk.scan import TopicScan, decode_context
 
 _ROW = "__pylog_row"
 
@@ -110,7 +110,7 @@ def read_table(
         ts = table.column("timestamp").cast(pa.int64())
         table = table.filter(pc.less_equal(ts, until_ms))
     table = latest_per_key(table)
-    decoders = resolve_decoders(decode, options.decode_context(topic))
+    decoders = resolve_decoders(decode, decode_context(options, topic))
     if decoders:
         table = apply_decoders(table.combine_chunks(), decoders)
     return to_frame(table, as_)

@@ -26,9 +26,9 @@ import pyarrow as pa
 
 from pylog.sdk import options as sdk_options
 from pylog.sdk.constant import int32_column, string_column
-from pylog.sdk.offsets import PartitionRange, resolve_ranges
+from pylog.sdk.offsets import PartitionRange, TopicSource, resolve_ranges
 from pylog.sdk.remote_source import RemoteStorageSpec
-from pylog.sdk.scan import SOURCE_COLUMNS, TopicSource, open_read_source
+from pylog.sdk.scan import SOURCE_COLUMNS, open_read_source
 
 DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
 # remote segments smaller than this are packed into one task (Spark's files.maxPartitionBytes default)

@@ -14,13 +14,14 @@ from typing import Any
 import pyarrow as pa
 
 from pylog.schema_registry import formats
-from pylog.sdk.decoders import _where
-from pylog.sdk.registry import RecordDecodeError, RegistryDecoder, registry_schemas
+from pylog.sdk.decoders import RecordDecodeError, _where
+from pylog.sdk.registry import RegistryDecoder, registry_schemas
+from pylog.sdk.scan import decode_context
 from pylog.spark.options import ReadOptions
 
 
 def _schemas(options: ReadOptions) -> Any:
-    return registry_schemas(**options.sdk().decode_context(options.topics[0]))
+    return registry_schemas(**decode_context(options.sdk(), options.topics[0]))
 
 
 def _sparkable(t: pa.DataType) -> pa.DataType:

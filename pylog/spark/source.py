@@ -44,9 +44,8 @@ from pyspark.sql.types import (
 )
 
 from pylog.sdk.dir_source import DirTopicSource, stored_rows
-from pylog.sdk.offsets import PartitionRange
+from pylog.sdk.offsets import PartitionRange, TopicSource
 from pylog.sdk.remote_source import RemoteTier, TieredKafkaSource, remote_cache_bytes
-from pylog.sdk.scan import TopicSource
 from pylog.spark.options import ReadOptions, source_columns, split_ranges, to_spark_batch
 from pylog.storage.remote_cache import RemoteReadCache
 from pylog.storage.remote_layout import RemoteLogSegment, partition_prefix
@@ -248,7 +247,7 @@ def store_reader(source: TopicSource | None) -> DirTopicSource | None:
     """What reads the source's remote tier (and its data directory, if any)."""
     if isinstance(source, DirTopicSource):
         return source
-    if isinstance(source, TieredKafkaSource):
+    if isinstance(source, TieredKafkaSource) and isinstance(source.store_reader, DirTopicSource):
         return source.store_reader
     return None
 

@@ -18,7 +18,8 @@ from pylog.schema_registry import avro_arrow as aa
 from pylog.schema_registry.core import Schema
 from pylog.schema_registry.formats import avro as favro
 from pylog.schema_registry.wire import frame, schema_ids
-from pylog.sdk.registry import RecordDecodeError, RegistryDecoder
+from pylog.sdk.decoders import RecordDecodeError
+from pylog.sdk.registry import RegistryDecoder
 
 IMPLS = [pytest.param(aa.C_IMPL, id="c"), pytest.param(aa.PYTHON_IMPL, id="python")]
 WIDE = {

@@ -41,7 +41,7 @@ import logging
 import socket
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from pylog.protocol import api
 from pylog.protocol.api import ApiKey
@@ -51,13 +51,36 @@ from pylog.protocol.framing import FrameReader
 from pylog.broker.network import handler_table
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.legacy import unsupported_version_response
-from pylog.broker.network.throttling import with_throttle, without_records
-from pylog.metrics.counters import ApiStats
+from pylog.broker.network.throttling import QuotaEnforcer, with_throttle, without_records
+from pylog.metrics.counters import ApiStats, ListenerStats, RequestStats
 from pylog.security.principal import ANONYMOUS, KafkaPrincipal, ssl_principal
 from pylog.security.sasl_server import SaslAuthenticator
 
 if TYPE_CHECKING:
-    from pylog.broker.network.server import KafkaServer
+    from pylog.broker.access.audit_shell import AuditShell
+    from pylog.clock import Clock
+    from pylog.security.listener import ListenerSecurity
+
+
+class Acceptor(Protocol):
+    """What a connection needs of the listener that accepted it (`pylog.broker.network.server`'s
+    ``KafkaServer``): its handlers, limits, security, counters, and admission."""
+
+    table: handler_table.HandlerTable
+    clock: Clock
+    listener: str
+    security: ListenerSecurity
+    client_quotas: QuotaEnforcer | None
+    audit: AuditShell | None
+    request_stats: RequestStats
+    listener_stats: ListenerStats
+    max_request_bytes: int
+    max_queued_requests: int
+    max_queued_request_bytes: int
+
+    def accept(self, conn: KafkaConnection, address: str) -> tuple[str, float] | None: ...
+
+    def forget(self, conn: KafkaConnection, address: str) -> None: ...
 
 log = logging.getLogger(__name__)
 
@@ -90,7 +113,7 @@ _DISCARD = memoryview(bytearray(64 * 1024))
 
 
 class KafkaConnection(asyncio.BufferedProtocol):
-    def __init__(self, server: KafkaServer) -> None:
+    def __init__(self, server: Acceptor) -> None:
         self.server = server
         self.table = server.table
         self.transport: asyncio.Transport | None = None
