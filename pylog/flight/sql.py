@@ -37,11 +37,11 @@ import pyarrow.flight as flight
 from pylog import __version__
 from pylog._extras import require
 from pylog.flight import sql_messages as msg
+from pylog.schema_registry.records import TOPIC as SCHEMAS_TOPIC
 from pylog.security.acl_operations import AclOperation
 
 log = logging.getLogger(__name__)
 
-SCHEMAS_TOPIC = "_schemas"  # the schema registry's log (its subjects' schemas)
 REGISTRY = "registry"  # pylog.sql's decoder of registry-framed keys and values
 CATALOG = "pylog"
 DB_SCHEMA = "topics"

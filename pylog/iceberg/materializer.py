@@ -26,6 +26,7 @@ from pylog.iceberg import layout as L
 from pylog.iceberg.catalog import CatalogSettings
 from pylog.iceberg.plan import CommitPlan, MaterializerPlan
 from pylog.iceberg.tables import CommitConflict, TopicTables
+from pylog.schema_registry.records import TOPIC as SCHEMAS_TOPIC
 from pylog.sdk import aio
 from pylog.sdk.constant import ConstantPool
 from pylog.sdk.kafka_source import FetchOptions, KafkaTopicSource
@@ -141,7 +142,7 @@ class Materializer:
         from pylog.sdk.api import read_topic
 
         def read() -> pa.Table:
-            return read_topic("_schemas", bootstrap_servers=self.bootstrap_servers,
+            return read_topic(SCHEMAS_TOPIC, bootstrap_servers=self.bootstrap_servers,
                               fetch_options=self.options, columns=["key", "value"], progress=False)
 
         return ValueDecoder(self.spec.topic, RefreshingSchemas(read))

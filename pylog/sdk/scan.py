@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 
 from pylog._extras import require
+from pylog.schema_registry.records import TOPIC as SCHEMAS_TOPIC
 from pylog.sdk.constant import ConstantPool
 from pylog.sdk.decoders import apply_decoders, resolve_decoders
 from pylog.sdk.offsets import PartitionRange, TopicSource, resolve_ranges
@@ -31,9 +32,6 @@ if TYPE_CHECKING:
     from pylog.sdk.remote_source import RemoteStorageSpec
 
 SOURCE_COLUMNS = ("offset", "timestamp", "key", "value", "headers", "timestampType")
-
-
-SCHEMAS_TOPIC = "_schemas"  # where a registry kept in the cluster stores its schemas
 
 
 def decode_context(options: ReadOptions, topic: str) -> dict[str, Any]:
