@@ -3,6 +3,7 @@ plan and byte budget, and the one leader-epoch check; on real partition logs, no
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -273,3 +274,24 @@ def test_delayed_produces_and_fetches_complete_in_tick_only(replicas: ReplicaMan
     assert replicas.tick(now + 101) == []
     assert replicas.tick(now + 102) == [late.pending]
     assert late.results[0].error == ErrorCode.REQUEST_TIMED_OUT
+
+
+def test_the_shell_answers_an_acks_all_produce_once_the_follower_has_it(replicas: ReplicaManager) -> None:
+    """The asyncio shell: ``append_records`` (called here outside an event loop) hands back an
+    awaitable that the shell's own tick resolves after the follower's fetch moved the high
+    watermark."""
+    lead(replicas, "t", followers=(2,))
+    produced = replicas.append_records([("t", 0, make_batch([b"a"]))], acks=-1, timeout_ms=5_000)
+    delayed = produced.delayed
+    assert delayed is not None
+
+    async def replicate_and_wait() -> None:
+        follower = FetchParams(2, 0, 1, 1 << 20, FetchIsolation.LOG_END)
+        waiting = asyncio.ensure_future(delayed)
+        await asyncio.sleep(0)
+        replicas.fetch_messages(follower, [("t", FetchPosition(0, 1, 1 << 20, EPOCH, EPOCH))],
+                                expand_isr=lambda _p, _r: None, stopping=lambda: False)
+        await asyncio.wait_for(waiting, 5)
+
+    asyncio.run(replicate_and_wait())
+    assert produced.results[0].error == 0

@@ -16,6 +16,7 @@ Each run prints its seed; ``PYLOG_SIM_SEED=<seed>`` replays one.
 
 from __future__ import annotations
 
+import functools
 import heapq
 import itertools
 import os
@@ -146,7 +147,7 @@ class Sim:
     def publish(self) -> None:
         """Every broker applies the new record (an isolated one when it rejoins)."""
         for b in BROKERS:
-            self.send(0, b, lambda b=b: self.apply_metadata(b))
+            self.send(0, b, functools.partial(self.apply_metadata, b))
 
     def elect(self) -> None:
         """A leader change (a preferred-leader election, a controlled shutdown): another ISR

@@ -459,15 +459,23 @@ class ReplicaManager:
         self.fetched(params, wanted, done)
         return done
 
-    def _completion(self, op: DelayedOperation) -> asyncio.Future[None]:
-        """A future set when a tick completes ``op``; the tick's timer is armed for its deadline."""
-        loop = asyncio.get_running_loop()
+    def _completion(self, op: DelayedOperation) -> Awaitable[None]:
+        """A future set when a tick completes ``op``; the tick's timer is armed for its deadline.
+        Called outside an event loop, the wait starts when it is awaited in one."""
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return self._completion_later(op)
         if loop is not self._loop:  # a first operation, or a new event loop: forget the old one's
             self._loop, self._tick_scheduled, self._timer, self._timer_at = loop, False, None, None
         fut: asyncio.Future[None] = loop.create_future()
         op.on_complete = lambda _op: None if fut.done() else fut.set_result(None)
         self._arm()
         return fut
+
+    async def _completion_later(self, op: DelayedOperation) -> None:
+        if not op.done:
+            await self._completion(op)
 
     def _tick_soon(self) -> None:
         """The purgatory's notify: an operation is ready, tick once the current step is done."""
