@@ -295,3 +295,26 @@ def test_the_shell_answers_an_acks_all_produce_once_the_follower_has_it(replicas
 
     asyncio.run(replicate_and_wait())
     assert produced.results[0].error == 0
+
+
+def test_the_shell_times_a_wait_out_by_the_event_loop_even_if_the_clock_stands_still(
+    tmp_path: Path,
+) -> None:
+    """The timeout is the event loop's timer: an injected clock that does not move (a manual one)
+    still sees a long poll answered, empty, once its max wait passed."""
+    clock = ManualClock(wall_ms=1_800_000_000_000)
+    replicas = ReplicaManager(BrokerConfig({}), tmp_path, clock.wall_ms)
+    try:
+        lead(replicas, "t")
+        params = FetchParams(CONSUMER, 20, 1, 1 << 20, FetchIsolation.HIGH_WATERMARK)
+
+        async def long_poll() -> list[FetchPartitionData]:
+            answer = replicas.fetch_messages(params, [("t", FetchPosition(0, 0, 1 << 20))],
+                                             expand_isr=lambda _p, _r: None, stopping=lambda: False)
+            assert not isinstance(answer, list)
+            return await asyncio.wait_for(answer, 5)
+
+        (data,) = asyncio.run(long_poll())
+        assert data.error == 0 and data.records == ()
+    finally:
+        replicas.close()

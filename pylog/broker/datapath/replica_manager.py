@@ -498,9 +498,14 @@ class ReplicaManager:
         self._arm()
 
     def _on_timer(self) -> None:
+        """The earliest deadline came, as the event loop counts time: tick at least there, so an
+        injected clock that lags the loop's (a manual one, a wall clock set back) cannot hold a
+        wait past its timeout."""
+        at = self._timer_at
         self._timer = None
         self._timer_at = None
-        self._run_tick()
+        self.tick(max(self._now_ms(), at if at is not None else 0))
+        self._arm()
 
     def _arm(self) -> None:
         """One timer, at the earliest deadline of a pending operation."""
@@ -511,7 +516,7 @@ class ReplicaManager:
             self._timer_at = None
         if deadline is None or self._timer is not None or self._loop is None:
             return
-        delay_ms = max(deadline - self._now_ms(), 1)  # a timer that fired early looks again
+        delay_ms = max(deadline - self._now_ms(), 0)
         self._timer = self._loop.call_later(delay_ms / 1000, self._on_timer)
         self._timer_at = deadline
 
