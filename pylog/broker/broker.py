@@ -520,6 +520,12 @@ class Broker:
         server, security = self._own_client_listener()
         return f"{_local(server.host)}:{server.port}", security
 
+    @property
+    def own_client(self) -> tuple[str, Any]:
+        """(bootstrap servers, client security) for this node's own clients of its listener (the
+        metrics ask other leaders for their high watermarks through it); known once it listens."""
+        return self._own_client()
+
     def _own_client_listener(self) -> tuple[KafkaServer, Any]:
         """The listener this node's own clients (the schema registry's) use: the inter-broker one,
         with this node's credentials for it."""

@@ -108,6 +108,7 @@ class BrokerCollector(Collector):
             self._requests,
             self._topics,
             self._replicas,
+            self._replication_quotas,
             self._logs,
             self._controller,
             self._raft,
@@ -337,6 +338,30 @@ class BrokerCollector(Collector):
             counter = CounterMetricFamily(f"kafka_server_replicamanager_{name}", doc)
             counter.add_metric([], value)
             yield counter
+
+    def _replication_quotas(self) -> Iterator[Family]:
+        """The replication throttles (KIP-73): the byte rate each measures, as Kafka's
+        ``kafka.server:type=LeaderReplication`` / ``FollowerReplication`` ``byte-rate``, and the
+        throttled bytes moved since the start. Read only: the quotas' windows are measured on a copy."""
+        replicas = self.broker.replicas
+        now_ms = self.broker.clock.monotonic_ms()
+        total = CounterMetricFamily(
+            "pylog_replication_throttled_bytes",
+            "Bytes of throttled replicas moved, by quota: LeaderReplication (returned to followers "
+            "by this leader), FollowerReplication (taken by this broker's replica fetchers).",
+            labels=["quota"],
+        )
+        for name, quota, side in (("LeaderReplication", replicas.leader_quota, "leader"),
+                                  ("FollowerReplication", replicas.follower_quota, "follower")):
+            rate = GaugeMetricFamily(
+                f"kafka_server_{name.lower()}_byte_rate",
+                f"Throttled replication bytes/s the {name} quota measures (what "
+                f"{side}.replication.throttled.rate bounds).",
+            )
+            rate.add_metric([], quota.byte_rate(now_ms))
+            yield rate
+            total.add_metric([name], quota.bytes_total)
+        yield total
 
     def _logs(self) -> Iterator[Family]:
         parts = self.broker.replicas.snapshot()

@@ -34,7 +34,8 @@ class NodeMetrics:
         self.loop_lag = LoopLag()
         source = node  # the image is the broker's (or a controller's) once it has started
         self.leader_offsets = LeaderOffsets(
-            node.node_id, lambda: (source.metadata or source.quorum or _NoImage).image, node._own_client
+            node.node_id, lambda: (source.metadata or source.quorum or _NoImage).image,
+            lambda: node.own_client,
         )
         self.collector = BrokerCollector(node, self.loop_lag, self.leader_offsets)
         try:

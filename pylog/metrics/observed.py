@@ -20,6 +20,7 @@ if TYPE_CHECKING:
     from pylog.broker.datapath.replica_manager import ReplicaManager
     from pylog.broker.network.server import KafkaServer
     from pylog.broker.tiered.remote_log_manager import RemoteLogManager
+    from pylog.clock import Clock
     from pylog.cluster.node_config import NodeSettings
     from pylog.cluster.observer import MetadataObserver
     from pylog.cluster.quorum import MetadataQuorum
@@ -34,6 +35,8 @@ class ObservedNode(Protocol):
     def cluster_id(self) -> str: ...
     @property
     def stopping(self) -> bool: ...
+    @property
+    def clock(self) -> Clock: ...
     @property
     def replicas(self) -> ReplicaManager: ...
     @property
@@ -60,7 +63,8 @@ class ObservedNode(Protocol):
     def servers(self) -> list[KafkaServer]: ...
     @property
     def controller_server(self) -> KafkaServer | None: ...
-    def _own_client(self) -> tuple[str, Any]:
+    @property
+    def own_client(self) -> tuple[str, Any]:
         """(bootstrap servers, client security) of the node's own clients of its listener: the
         group lag asks the leaders of partitions led elsewhere through it."""
         ...

@@ -24,6 +24,7 @@ so the rate over the windows stays near the bound; a fresh quota lets one window
 
 from __future__ import annotations
 
+import copy
 import logging
 import re
 from collections.abc import Mapping
@@ -85,6 +86,7 @@ class ReplicationQuota:
         self.rate = SampledRate(samples, window_ms, simple=True)
         self.bound = float(bound)
         self._throttled: dict[str, Throttled] = {}
+        self.bytes_total = 0  # every throttled byte recorded since the start (only grows; pylog.metrics)
 
     def update_bound(self, bytes_per_s: float) -> None:
         """A new ``*.replication.throttled.rate`` (the measured past is kept, as in Kafka)."""
@@ -117,6 +119,13 @@ class ReplicationQuota:
         """Throttled bytes that moved (recorded even past the bound: they were sent)."""
         if nbytes > 0:
             self.rate.record(nbytes, now_ms)
+            self.bytes_total += nbytes
+
+    def byte_rate(self, now_ms: int) -> float:
+        """Throttled bytes/s as `exceeded` measures them (Kafka's ``byte-rate``), measured on a copy
+        of the windows: a reader on another thread (a metrics scrape) changes nothing the throttle
+        decides on."""
+        return copy.deepcopy(self.rate).measure(now_ms)
 
     def delay_ms(self, now_ms: int) -> int:
         """How long until the rate is back within the bound if nothing moves (0 within it)."""
