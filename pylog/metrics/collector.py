@@ -55,6 +55,7 @@ Family = Any  # a prometheus_client Metric
 
 _LEADER_DOC = "The metadata quorum's leader (-1: none)."
 _LE = [str(b) for b in TIME_BUCKETS_MS] + ["+Inf"]
+_LE_SECONDS = [str(b / 1000) for b in TIME_BUCKETS_MS] + ["+Inf"]
 _API_NAMES = {int(k): "".join(w.capitalize() for w in k.name.split("_")) for k in ApiKey} | {
     int(k): "Pylog" + "".join(w.capitalize() for w in k.name.split("_")) for k in PylogApiKey
 } | {FETCH_CONSUMER: "FetchConsumer", FETCH_FOLLOWER: "FetchFollower"}
@@ -118,6 +119,7 @@ class BrokerCollector(Collector):
             self._transactions,
             self._follower_lag,
             self._tiered,
+            self._schema_registry,
             self._connections,
             self._quotas,
             self._loop,
@@ -651,6 +653,33 @@ class BrokerCollector(Collector):
                                      "Bytes copied to remote storage.")
         copied.add_metric([], manager.stats()["bytes_uploaded"])
         yield from (size, count, lag_bytes, lag_segments, copied)
+
+    def _schema_registry(self) -> Iterator[Family]:
+        """What this node's schema registry answered, by route pattern, method and status, and how
+        long it took."""
+        server = self.broker.schema_registry
+        if server is None:
+            return
+        stats = server.requests
+        count = CounterMetricFamily(
+            "pylog_schema_registry_requests",
+            "Schema registry HTTP requests answered, by route pattern, method and status.",
+            labels=["route", "method", "status"],
+        )
+        for (route, method, status), n in sorted(_copy(stats.answered.items)):
+            count.add_metric([route, method, str(status)], n)
+        times = HistogramMetricFamily(
+            "pylog_schema_registry_request_duration_seconds",
+            "Seconds from a schema registry request's dispatch to its answer, by route pattern and method.",
+            labels=["route", "method"],
+        )
+        for (route, method), hist in sorted(_copy(stats.times.items)):
+            cumulative, running = [], 0
+            for le, n in zip(_LE_SECONDS, list(hist.buckets)):
+                running += n
+                cumulative.append((le, running))
+            times.add_metric([route, method], cumulative, hist.sum_ns / 1e9)
+        yield from (count, times)
 
     # --- connections, event loop -------------------------------------------------------------
 

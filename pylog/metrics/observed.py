@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pylog.cluster.node_config import NodeSettings
     from pylog.cluster.observer import MetadataObserver
     from pylog.cluster.quorum import MetadataQuorum
+    from pylog.schema_registry.http import RegistryServer
 
 
 class ObservedNode(Protocol):
@@ -63,6 +64,8 @@ class ObservedNode(Protocol):
     def servers(self) -> list[KafkaServer]: ...
     @property
     def controller_server(self) -> KafkaServer | None: ...
+    @property
+    def schema_registry(self) -> RegistryServer | None: ...
     @property
     def own_client(self) -> tuple[str, Any]:
         """(bootstrap servers, client security) of the node's own clients of its listener: the

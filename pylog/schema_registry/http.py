@@ -14,12 +14,14 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
 
+from pylog.metrics.counters import TimeHistogram
 from pylog.schema_registry import errors as e
 from pylog.schema_registry.auth import (
     ALLOW_ALL,
@@ -75,6 +77,33 @@ def _route(request: web.Request) -> str:
     return f"{request.method} {info.canonical if info is not None else request.path}"
 
 
+UNMATCHED = "unmatched"  # the route label of a path no route serves (the path itself is the caller's)
+_METHODS = frozenset({"GET", "POST", "PUT", "DELETE", "HEAD", "OPTIONS", "PATCH"})
+
+
+class RegistryRequests:
+    """Requests answered, by route pattern, method and status, and their time by route and method
+    (read by pylog.metrics). Label values are bounded: a route is a pattern of the app's, a path
+    no route serves counts as `UNMATCHED`, an unknown method as ``OTHER``."""
+
+    __slots__ = ("answered", "times")
+
+    def __init__(self) -> None:
+        self.answered: dict[tuple[str, str, int], int] = {}
+        self.times: dict[tuple[str, str], TimeHistogram] = {}
+
+    def observe(self, request: web.Request, status: int, ns: int) -> None:
+        resource = request.match_info.route.resource
+        route = resource.canonical if resource is not None else UNMATCHED
+        method = request.method if request.method in _METHODS else "OTHER"
+        key = (route, method, status)
+        self.answered[key] = self.answered.get(key, 0) + 1
+        hist = self.times.get((route, method))
+        if hist is None:
+            hist = self.times[(route, method)] = TimeHistogram()
+        hist.observe(ns)
+
+
 def _access(request: web.Request) -> SubjectAccess:
     access: SubjectAccess = request.get("access", ALLOW_ALL)
     return access
@@ -95,13 +124,17 @@ def _version_arg(request: web.Request) -> str | int:
 
 
 class RegistryApp:
-    def __init__(self, registry: SchemaRegistry, security: RegistrySecurity = OPEN) -> None:
+    def __init__(
+        self, registry: SchemaRegistry, security: RegistrySecurity = OPEN,
+        requests: RegistryRequests | None = None,
+    ) -> None:
         self.registry = registry
         self.security = security
+        self.requests = requests if requests is not None else RegistryRequests()
         self._forward_session: ClientSession | None = None
 
     def app(self) -> web.Application:
-        middlewares = [self._errors]
+        middlewares = [self._count, self._errors]
         if self.security.authenticator is not None:
             middlewares.append(self._authenticate)
         app = web.Application(middlewares=middlewares, client_max_size=16 << 20)
@@ -142,6 +175,21 @@ class RegistryApp:
     async def _close(self, _app: web.Application) -> None:
         if self._forward_session is not None:
             await self._forward_session.close()
+
+    @web.middleware
+    async def _count(self, request: web.Request, handler: Handler) -> web.StreamResponse:
+        """Every answer, as `RegistryRequests` counts them (outermost: refusals and errors too)."""
+        began = time.monotonic_ns()
+        status = 500
+        try:
+            response = await handler(request)
+            status = response.status
+            return response
+        except web.HTTPException as exc:
+            status = exc.status
+            raise
+        finally:
+            self.requests.observe(request, status, time.monotonic_ns() - began)
 
     @web.middleware
     async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -438,6 +486,7 @@ class RegistryServer:
         self.access = access  # how callers of the registry are authenticated and authorized
         self.node_id = node_id
         self.registry: SchemaRegistry | None = None
+        self.requests = RegistryRequests()  # what the HTTP API answered (pylog.metrics)
         self._runner: web.AppRunner | None = None
 
     @property
@@ -447,7 +496,8 @@ class RegistryServer:
 
     async def start(self) -> str:
         self.registry = SchemaRegistry(self.bootstrap_servers, node_id=self.node_id, security=self.security)
-        self._runner = web.AppRunner(RegistryApp(self.registry, self.access).app(), access_log=None)
+        app = RegistryApp(self.registry, self.access, self.requests).app()
+        self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()
         site = web.TCPSite(
             self._runner, self.host, self.port, reuse_address=True, ssl_context=self.access.ssl_context

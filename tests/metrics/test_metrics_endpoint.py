@@ -547,3 +547,51 @@ def test_stuck_scrapers_hold_up_neither_the_broker_nor_other_scrapes(broker):
     finally:
         for sock in stuck:
             sock.close()
+
+
+def _registry(broker, method: str, path: str, body: dict | None = None) -> int:
+    """``method path`` on the broker's schema registry; the HTTP status it answered."""
+    data = json.dumps(body).encode() if body is not None else None
+    req = urllib.request.Request(broker.schema_registry_url + path, data=data, method=method,
+                                 headers={"Content-Type": "application/vnd.schemaregistry.v1+json"})
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            r.read()
+            return r.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_schema_registry_requests_by_route_method_and_status(broker):
+    """Registry requests count under their route's pattern (not the subject or id asked for), a
+    path no route serves under ``unmatched``, each with its status; their times are a histogram."""
+    assert broker.schema_registry_url is not None, "no schema registry: install the registry extra"
+    route = "/subjects/{subject}/versions"
+
+    def counts() -> dict[tuple[str, str, str], float]:
+        found = samples(get(broker.metrics_url + "/metrics")[2].decode())
+        return {(lv["route"], lv["method"], lv["status"]): v
+                for lv, v in found.get("pylog_schema_registry_requests_total", [])}
+
+    before = counts()
+    schema = {"schema": json.dumps({"type": "record", "name": "R", "fields": [{"name": "a", "type": "int"}]})}
+    assert _registry(broker, "POST", "/subjects/metrics-a-value/versions", schema) == 200
+    assert _registry(broker, "POST", "/subjects/metrics-b-value/versions", schema) == 200
+    assert _registry(broker, "GET", "/subjects/metrics-a-value/versions") == 200
+    assert _registry(broker, "POST", "/subjects/metrics-a-value/versions", {"schema": "{not json"}) == 422
+    assert _registry(broker, "GET", "/schemas/ids/987654") == 404
+    assert _registry(broker, "GET", "/no/such/path/x1") == 404
+    after = counts()
+    delta = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
+    assert delta == {
+        (route, "POST", "200"): 2,
+        (route, "GET", "200"): 1,
+        (route, "POST", "422"): 1,
+        ("/schemas/ids/{id}", "GET", "404"): 1,
+        ("unmatched", "GET", "404"): 1,
+    }
+    found = samples(get(broker.metrics_url + "/metrics")[2].decode())
+    posts = value(found, "pylog_schema_registry_request_duration_seconds_count", route=route, method="POST")
+    assert posts == after[(route, "POST", "200")] + after[(route, "POST", "422")]
+    assert value(found, "pylog_schema_registry_request_duration_seconds_bucket", route=route, method="POST",
+                 le="+Inf") == posts
