@@ -361,7 +361,7 @@ class Broker:
             security=self.security.controller,
         )
         controller = self.controller = ControllerClient(self.channel, self.cluster_id)
-        metadata = self.metadata = BrokerMetadata(source, self.cluster_id)
+        metadata = self.metadata = BrokerMetadata(source, self.cluster_id, clock=self.clock)
         self.replicas.partition_exists = lambda topic, index: source.image.partition(topic, index) is not None
         self.producer_ids = ProducerIdManager(controller, self.node_id, lambda: self.broker_epoch)
         shared: dict[str, Any] = {
@@ -474,7 +474,7 @@ class Broker:
         if self.remote_tier is not None:
             self.remote_log = RemoteLogManager(
                 self.node_id, self.remote_tier, self.replicas, lambda: source.image, controller,
-                broker_epoch=lambda: self.broker_epoch, now_ms=self.clock.wall_ms,
+                broker_epoch=lambda: self.broker_epoch, clock=self.clock,
             )
             await self.remote_log.start()
             if self.fetchers is not None:

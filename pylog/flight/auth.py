@@ -12,12 +12,11 @@ from __future__ import annotations
 
 import secrets
 import threading
-import time
-from collections.abc import Callable
 from typing import Any
 
 import pyarrow.flight as flight
 
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.schema_registry.auth import Authenticator, Unauthenticated
 from pylog.security.principal import KafkaPrincipal
 
@@ -38,8 +37,8 @@ def basic_padded(authorization: str) -> str:
 class BearerTokens:
     """The tokens one Flight server issued: token -> (principal, last use)."""
 
-    def __init__(self, now_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
-        self.now_ms = now_ms
+    def __init__(self, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.now_ms = clock.wall_ms
         self._lock = threading.Lock()
         self._tokens: dict[str, tuple[KafkaPrincipal | None, int]] = {}
 

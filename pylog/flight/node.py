@@ -65,7 +65,7 @@ def broker_flight(broker: Any) -> list[FlightService]:
 
     node = FlightNode(broker.node_id, led, leaders, locate, authorize, broker._own_client,
                       access.authenticator, acls=lambda: bool(authz.enabled), topics=topics,
-                      subjects=subjects)
+                      subjects=subjects, clock=broker.clock)
     return start_flight(listeners, node, lambda: tls_certificates(broker))
 
 

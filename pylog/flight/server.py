@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 import pyarrow as pa
 import pyarrow.flight as flight
 
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.cluster.node_config import Listener
 from pylog.flight.auth import AuthFactory, BearerTokens, HandshakeAuth
 from pylog.flight.sources import partition_scan
@@ -77,6 +78,7 @@ class FlightNode:
     acls: Callable[[], bool] = field(default=lambda: False)
     topics: Callable[[], list[str]] = field(default=lambda: [])  # the cluster's topic names
     subjects: Callable[[], set[str]] = field(default=lambda: set())  # the schema registry's live subjects
+    clock: Clock = SYSTEM_CLOCK  # ages bearer tokens and held statements
 
 
 def _peer_host(context: flight.ServerCallContext) -> str:
@@ -91,8 +93,9 @@ def _peer_host(context: flight.ServerCallContext) -> str:
 class FlightService(flight.FlightServerBase):
     def __init__(self, location: str, node: FlightNode,
                  tls_certificates: list[tuple[bytes, bytes]] | None = None) -> None:
+        tokens = BearerTokens(node.clock)
         super().__init__(location, tls_certificates=tls_certificates or None, auth_handler=HandshakeAuth(),
-                         middleware={AUTH_MIDDLEWARE: AuthFactory(node.authenticator, BearerTokens())})
+                         middleware={AUTH_MIDDLEWARE: AuthFactory(node.authenticator, tokens)})
         self.node = node
         self._sql: FlightSql | None = None  # made on the first Flight SQL call (it needs DuckDB, protobuf)
         self._sql_lock = threading.Lock()
@@ -140,7 +143,7 @@ class FlightService(flight.FlightServerBase):
                 except ModuleNotFoundError as exc:
                     raise NotImplementedError(f"Flight SQL needs {exc.name}, which this broker lacks: "
                                               f"pip install 'pylog[flight]'") from None
-                self._sql = FlightSql(self.node)
+                self._sql = FlightSql(self.node, self.node.clock)
             return self._sql
 
     def _sql_caller(self, context: flight.ServerCallContext) -> SqlCaller:

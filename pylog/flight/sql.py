@@ -25,7 +25,6 @@ import logging
 import re
 import secrets
 import threading
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ import pyarrow.flight as flight
 
 from pylog import __version__
 from pylog._extras import require
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.flight import sql_messages as msg
 from pylog.schema_registry.records import TOPIC as SCHEMAS_TOPIC
 from pylog.security.acl_operations import AclOperation
@@ -212,9 +212,9 @@ class _Statement:
 class FlightSql:
     """The Flight SQL commands of one Flight server (see the module doc)."""
 
-    def __init__(self, node: SqlNode, now: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, node: SqlNode, clock: Clock = SYSTEM_CLOCK) -> None:
         self.node = node
-        self.now = now
+        self.now = clock.monotonic_s
         self._lock = threading.Lock()
         self._statements: dict[bytes, _Statement] = {}  # started statements and prepared ones
 

@@ -11,13 +11,13 @@ version registered after the materialiser started), at most every `REFRESH_S`.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.schema_registry.core import Schema
 from pylog.schema_registry.errors import RegistryError
 from pylog.sdk.decoders import RecordDecodeError
@@ -31,17 +31,17 @@ class RefreshingSchemas(LogSchemas):
     not asked for since the last read, else at most every `REFRESH_S` (a poison record naming a
     bogus id costs one read, not one per record)."""
 
-    def __init__(self, read: Callable[[], pa.Table], clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, read: Callable[[], pa.Table], clock: Clock = SYSTEM_CLOCK) -> None:
         super().__init__(read)
         self._clock = clock
         self._read_at = -REFRESH_S
         self._missed: set[int | str] = set()  # asked for and not found since the last read
 
     def _refresh(self, what: int | str) -> bool:
-        if what in self._missed and self._clock() - self._read_at < REFRESH_S:
+        if what in self._missed and self._clock.monotonic_s() - self._read_at < REFRESH_S:
             return False
         self._state = None
-        self._read_at = self._clock()
+        self._read_at = self._clock.monotonic_s()
         self._missed = {what}
         return True
 

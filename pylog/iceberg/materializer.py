@@ -12,8 +12,6 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +19,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pylog.clock import SYSTEM_CLOCK
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.iceberg import layout as L
 from pylog.iceberg.catalog import CatalogSettings
 from pylog.iceberg.plan import CommitPlan, MaterializerPlan
@@ -57,13 +55,14 @@ class Materializer:
     """Keeps the Iceberg table of `spec` up to date from the cluster at `bootstrap_servers`."""
 
     def __init__(self, spec: TopicSpec, catalog: CatalogSettings, bootstrap_servers: str, *,
-                 security: Any = None, now_ms: Callable[[], int] = SYSTEM_CLOCK.wall_ms,
+                 security: Any = None, clock: Clock = SYSTEM_CLOCK,
                  max_buffer_records: int | None = None) -> None:
         self.spec = spec
         self.catalog_settings = catalog
         self.bootstrap_servers = bootstrap_servers
         self.options = FetchOptions(client_id=f"pylog-iceberg-{spec.topic}", security=security)
-        self.now_ms = now_ms
+        self.clock = clock
+        self.now_ms = clock.wall_ms
         self.max_buffer_records = max_buffer_records
         self.stats = {"commits": 0, "records": 0, "dead_letters": 0, "conflicts": 0, "restarts": 0}
 
@@ -115,12 +114,12 @@ class Materializer:
                     continue
                 commit = plan.commit_plan()
                 try:
-                    began = time.monotonic()
+                    began = self.clock.monotonic_s()
                     self._commit(tables, decoder, buffer, commit)
                     plan.committed(commit, self.now_ms())
                     self.stats["commits"] += 1
                     log.debug("%s: committed %d records in %.3fs, offsets %s", spec.table, commit.rows,
-                              time.monotonic() - began, commit.offsets)
+                              self.clock.monotonic_s() - began, commit.offsets)
                 except CommitConflict:
                     self.stats["conflicts"] += 1
                     main, dlq = tables.load()
@@ -145,7 +144,7 @@ class Materializer:
             return read_topic(SCHEMAS_TOPIC, bootstrap_servers=self.bootstrap_servers,
                               fetch_options=self.options, columns=["key", "value"], progress=False)
 
-        return ValueDecoder(self.spec.topic, RefreshingSchemas(read))
+        return ValueDecoder(self.spec.topic, RefreshingSchemas(read, self.clock))
 
     # --- one commit ----------------------------------------------------------------------------
 

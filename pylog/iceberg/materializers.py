@@ -13,16 +13,21 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.cluster.image import MetadataImage
 from pylog.config import BrokerConfig
 from pylog.tasks import cancel_and_wait
+
+if TYPE_CHECKING:
+    from pylog.iceberg.materializer import Materializer
+    from pylog.iceberg.plan import MaterializerPlan
 
 log = logging.getLogger(__name__)
 
@@ -54,11 +59,31 @@ def wanted_topics(image: MetadataImage, node_id: int,
     return out
 
 
+@functools.cache
+def _materializer_class() -> type[Materializer]:
+    """`Materializer` keeping the plan it works from where `IcebergMaterializers.table_offsets`
+    reads it (built on first use: the materialiser is imported only when a topic asks for a table)."""
+    from pylog.iceberg.materializer import Materializer
+
+    class Tracked(Materializer):
+        plan: MaterializerPlan | None = None
+        started: dict[int, int] = {}  # where each partition's reading started
+
+        def _notes(self, plan: MaterializerPlan) -> None:
+            # called each time the plan starts from the table's offsets (at the start, after a lost race)
+            self.started = dict(plan.positions)
+            self.plan = plan
+            super()._notes(plan)
+
+    return Tracked
+
+
 class _Worker:
-    def __init__(self, spec: Any, target: Callable[[threading.Event], None]) -> None:
+    def __init__(self, spec: Any, materializer: Any) -> None:
         self.spec = spec
+        self.materializer = materializer
         self.stop = threading.Event()
-        self.thread = threading.Thread(target=target, args=(self.stop,), daemon=True,
+        self.thread = threading.Thread(target=materializer.run, args=(self.stop,), daemon=True,
                                        name=f"pylog-iceberg-{spec.topic}")
 
 
@@ -82,6 +107,18 @@ class IcebergMaterializers:
 
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name=f"iceberg-materializers-{self.node_id}")
+
+    def table_offsets(self) -> dict[str, dict[int, int]]:
+        """Per topic materialised here: the next offset of each partition its table lacks, as the
+        table's last commit says (a partition it holds nothing of: the log start offset reading
+        started at). Safe from any thread (pylog.metrics reads it)."""
+        out = {}
+        for topic, worker in list(self._workers.items()):
+            m = worker.materializer
+            plan = getattr(m, "plan", None)
+            if plan is not None:
+                out[topic] = {**m.started, **plan.main}
+        return out
 
     async def _loop(self) -> None:
         while True:
@@ -129,13 +166,11 @@ class IcebergMaterializers:
                           "pip install 'pylog[iceberg]'", spec.topic)
                 self._missing_reported = True
             return
-        from pylog.iceberg.materializer import Materializer
-
         bootstrap, security = self._client()
-        materializer = Materializer(
-            spec, self.catalog, bootstrap, security=security, now_ms=self._clock.wall_ms
+        materializer = _materializer_class()(
+            spec, self.catalog, bootstrap, security=security, clock=self._clock
         )
-        worker = self._workers[spec.topic] = _Worker(spec, materializer.run)
+        worker = self._workers[spec.topic] = _Worker(spec, materializer)
         worker.thread.start()
         log.info("materialising topic %s into Iceberg table %s (this broker leads partition 0)", spec.topic,
                  spec.table)

@@ -9,7 +9,6 @@ controller must know the quorum's leader.
 from __future__ import annotations
 
 import threading
-import time
 from typing import TYPE_CHECKING
 
 from pylog.metrics.loop_lag import LoopLag
@@ -46,7 +45,7 @@ class Readiness:
         with self._lock:  # one check at a time: they share the partitions' first-missing times
             for _ in range(3):
                 try:
-                    return readiness(self.broker, self._missing_since, time.monotonic())
+                    return readiness(self.broker, self._missing_since, self.broker.clock.monotonic_s())
                 except (RuntimeError, KeyError):  # the image changed while it was read: read again
                     continue
             return ["the metadata image changes too fast to check it"]

@@ -14,10 +14,10 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Collection
 from typing import TYPE_CHECKING, Any
 
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.protocol.api import ApiKey
 
 if TYPE_CHECKING:
@@ -49,9 +49,11 @@ class LeaderOffsets:
     (bootstrap servers, client security) of the node's own client of its listener."""
 
     def __init__(
-        self, node_id: int, image: Callable[[], Any], own_client: Callable[[], tuple[str, Any]]
+        self, node_id: int, image: Callable[[], Any], own_client: Callable[[], tuple[str, Any]],
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self.node_id = node_id
+        self.clock = clock
         self._image = image
         self._own_client = own_client
         self._client: KafkaClient | None = None
@@ -80,7 +82,7 @@ class LeaderOffsets:
         loop = self._loop
         if loop is None or not wanted:
             return {}
-        now = time.monotonic()
+        now = self.clock.monotonic_s()
         current = self._round
         if current is None or (current.done() and now - self._round_at >= REFRESH_S):
             self._round_at = now

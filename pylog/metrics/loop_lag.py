@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import time
+
+from pylog.clock import SYSTEM_CLOCK, Clock
 
 LAG_BUCKETS_S: tuple[float, ...] = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 
@@ -12,13 +13,14 @@ LAG_BUCKETS_S: tuple[float, ...] = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 
 class LoopLag:
     """A task on the loop that sleeps ``interval_s`` and measures how late it wakes."""
 
-    def __init__(self, interval_s: float = 0.25) -> None:
+    def __init__(self, interval_s: float = 0.25, clock: Clock = SYSTEM_CLOCK) -> None:
         self.interval_s = interval_s
+        self.clock = clock
         self.bounds_s = LAG_BUCKETS_S
         self.buckets = [0] * (len(LAG_BUCKETS_S) + 1)
         self.sum_s = 0.0
         self.last_s = 0.0
-        self.last_tick = time.monotonic()  # read by the liveness check on another thread
+        self.last_tick = self.clock.monotonic_s()  # read by the liveness check on another thread
         self._task: asyncio.Task[None] | None = None
 
     def start(self) -> None:
@@ -33,13 +35,13 @@ class LoopLag:
 
     def stalled_s(self) -> float:
         """Seconds since the probe last ran (0 while it runs on time)."""
-        return max(0.0, time.monotonic() - self.last_tick - self.interval_s)
+        return max(0.0, self.clock.monotonic_s() - self.last_tick - self.interval_s)
 
     async def _run(self) -> None:
         while True:
-            before = time.monotonic()
+            before = self.clock.monotonic_s()
             await asyncio.sleep(self.interval_s)
-            now = time.monotonic()
+            now = self.clock.monotonic_s()
             lag = max(0.0, now - before - self.interval_s)
             self.last_tick = now
             self.last_s = lag

@@ -31,11 +31,11 @@ class NodeMetrics:
             addresses = parse_listeners(listeners, CONFIG)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
-        self.loop_lag = LoopLag()
+        self.loop_lag = LoopLag(clock=node.clock)
         source = node  # the image is the broker's (or a controller's) once it has started
         self.leader_offsets = LeaderOffsets(
             node.node_id, lambda: (source.metadata or source.quorum or _NoImage).image,
-            lambda: node.own_client,
+            lambda: node.own_client, node.clock,
         )
         self.collector = BrokerCollector(node, self.loop_lag, self.leader_offsets)
         try:

@@ -20,6 +20,8 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from pylog.clock import SYSTEM_CLOCK, Clock
+
 Labels = tuple[tuple[str, str], ...]
 
 COLUMNS = ("NODE", "STATE", "LEADERS", "REPLICAS", "URP", "MSG/S IN", "MB/S IN", "MB/S OUT", "REQ/S",
@@ -59,8 +61,8 @@ def parse(url: str, at: float, ready: str, text: str) -> Snapshot:
     return snap
 
 
-def scrape(url: str, timeout_s: float = 5.0) -> Snapshot:
-    at = time.monotonic()
+def scrape(url: str, timeout_s: float = 5.0, clock: Clock = SYSTEM_CLOCK) -> Snapshot:
+    at = clock.monotonic_s()
     try:
         with urllib.request.urlopen(url + "/metrics", timeout=timeout_s) as r:
             text = r.read().decode()

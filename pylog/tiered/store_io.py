@@ -6,11 +6,11 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
-import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import TypeVar
 
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.storage.remote_store import RemoteObjectNotFound, RemoteStorageError, RemoteStore
 
 log = logging.getLogger(__name__)
@@ -19,8 +19,9 @@ T = TypeVar("T")
 
 class StoreExecutor:
     def __init__(self, store: RemoteStore, *, threads: int, timeout_s: float = 60.0, attempts: int = 4,
-                 backoff_s: float = 0.2) -> None:
+                 backoff_s: float = 0.2, clock: Clock = SYSTEM_CLOCK) -> None:
         self.store = store
+        self.clock = clock
         self.pool = ThreadPoolExecutor(max_workers=threads, thread_name_prefix="pylog-remote")
         self.timeout_s = timeout_s
         self.attempts = attempts
@@ -55,9 +56,9 @@ class StoreExecutor:
             self._check_size(key, size)
             return size
 
-        started = time.perf_counter()
+        started = self.clock.monotonic_ns()
         sizes = await asyncio.gather(*(self.run(f"upload {k}", put, k, p) for k, p in pairs))
-        self.upload_seconds += time.perf_counter() - started
+        self.upload_seconds += (self.clock.monotonic_ns() - started) / 1e9
         total = sum(sizes)
         self.bytes_uploaded += total
         return total

@@ -275,16 +275,17 @@ def test_a_topic_with_a_registry_subject_has_typed_columns(conn: flight_sql.Conn
 
 
 def test_bearer_tokens_last_while_used() -> None:
+    from pylog.clock import ManualClock
     from pylog.flight.auth import TOKEN_IDLE_MS, BearerTokens, basic_padded
     from pylog.security.principal import user
 
-    now = [0]
-    tokens = BearerTokens(now_ms=lambda: now[0])
+    clock = ManualClock()
+    tokens = BearerTokens(clock)
     token = tokens.issue(user("bob"))
     for _ in range(3):  # used within the idle time: kept, however long in all
-        now[0] += TOKEN_IDLE_MS - 1
+        clock.advance(TOKEN_IDLE_MS - 1)
         assert tokens.principal(token) == (True, user("bob"))
-    now[0] += TOKEN_IDLE_MS + 1
+    clock.advance(TOKEN_IDLE_MS + 1)
     assert tokens.principal(token) == (False, None)
     assert tokens.principal("never-issued") == (False, None)
     assert basic_padded("Basic Ym9iOmI") == "Basic Ym9iOmI="  # Go's unpadded base64 of bob:b

@@ -15,12 +15,12 @@ import base64
 import collections
 import logging
 import random
-import time
 import uuid
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Protocol
 
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.cluster.image import MetadataImage, PartitionImage, TopicImage
 from pylog.cluster.image_feed import ImageListener, MetadataChange, MetadataListener
 from pylog.cluster.voters import directory_id_str, new_directory_id, parse_directory_id
@@ -107,9 +107,11 @@ class MetadataSource(Protocol):
 class BrokerMetadata:
     """The committed image as the broker side of a node sees it, and the publishers acting on it."""
 
-    def __init__(self, quorum: MetadataSource, cluster_id: str, *, slice_s: float = SLICE_S) -> None:
+    def __init__(self, quorum: MetadataSource, cluster_id: str, *, slice_s: float = SLICE_S,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.quorum = quorum
         self.slice_s = slice_s
+        self.clock = clock  # measures the loop turn's slice
         self.cluster_id = cluster_id
         self._publishers: list[MetadataPublisher] = []
         self._waiters: list[tuple[Callable[[MetadataImage], bool], asyncio.Event]] = []
@@ -156,11 +158,11 @@ class BrokerMetadata:
         decisions."""
         self._live = True
         for p in self._publishers:
-            slice_end = time.monotonic() + self.slice_s
+            slice_end = self.clock.monotonic_s() + self.slice_s
             for _ in p.reconcile(self.image):
-                if time.monotonic() >= slice_end:
+                if self.clock.monotonic_s() >= slice_end:
                     await asyncio.sleep(0)
-                    slice_end = time.monotonic() + self.slice_s
+                    slice_end = self.clock.monotonic_s() + self.slice_s
 
     async def published(self) -> None:
         """Return once no applied change waits for a later loop turn (the partitions the image
@@ -228,7 +230,7 @@ class BrokerMetadata:
             p.on_change(change, self.image)
 
     def _slice_spent(self) -> bool:
-        now = time.monotonic()
+        now = self.clock.monotonic_s()
         if self._turn_ends is None:
             try:
                 asyncio.get_running_loop().call_soon(self._next_turn)
@@ -244,14 +246,14 @@ class BrokerMetadata:
     async def _drain(self) -> None:
         while self._backlog:
             await asyncio.sleep(0)
-            ends = time.monotonic() + self.slice_s
+            ends = self.clock.monotonic_s() + self.slice_s
             while self._backlog:  # at least one change a turn
                 change = self._backlog.popleft()
                 try:
                     self._publish(change)
                 except Exception:  # as when published at once (the feed logs and goes on)
                     log.exception("metadata publisher failed on %r", change.record)
-                if time.monotonic() >= ends:
+                if self.clock.monotonic_s() >= ends:
                     break
 
 

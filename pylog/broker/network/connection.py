@@ -39,7 +39,6 @@ import asyncio
 import inspect
 import logging
 import socket
-import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -115,6 +114,7 @@ _DISCARD = memoryview(bytearray(64 * 1024))
 class KafkaConnection(asyncio.BufferedProtocol):
     def __init__(self, server: Acceptor) -> None:
         self.server = server
+        self.clock = server.clock
         self.table = server.table
         self.transport: asyncio.Transport | None = None
         self.peer = "?"
@@ -138,8 +138,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
         self._held: deque[memoryview] = deque()  # frames read but not served while throttled
         self._out: list[Any] | None = None  # responses of the read being served, sent in one write
         self.software: tuple[str | None, str | None] = (None, None)  # from ApiVersions v3+
-        self.last_active = time.monotonic()
-        self._read_ns = time.perf_counter_ns()  # when the bytes being served were read
+        self.last_active = self.clock.monotonic_s()
+        self._read_ns = self.clock.monotonic_ns()  # when the bytes being served were read
         self._timed: list[Timing] = []  # answers on their way to the transport's next write
         self._draining: list[tuple[Timing, int]] = []  # answers written while its buffer was not empty
         self._drain_check: asyncio.TimerHandle | None = None
@@ -212,8 +212,8 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def buffer_updated(self, nbytes: int) -> None:
         if self._closing or self._close_when_drained:
             return
-        self.last_active = time.monotonic()
-        self._read_ns = time.perf_counter_ns()
+        self.last_active = self.clock.monotonic_s()
+        self._read_ns = self.clock.monotonic_ns()
         try:
             frames = self.decoder.buffer_updated(nbytes)
         except ProtocolError as exc:
@@ -301,7 +301,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         quotas = self.server.client_quotas
         if quotas is not None:
             quotas.before(ctx, request.body)
-        started = time.perf_counter_ns()
+        started = self.clock.monotonic_ns()
         try:
             result = spec.fn(ctx, request.body)
         except Exception:
@@ -309,7 +309,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self.server.request_stats.failed(key, ErrorCode.UNKNOWN_SERVER_ERROR)
             self._push(self._error_parts(ctx, request.body))
             return
-        busy_ns = time.perf_counter_ns() - started
+        busy_ns = self.clock.monotonic_ns() - started
         if inspect.isawaitable(result):
             slot = _Slot(nbytes=len(frame))
             self._queue.append(slot)
@@ -328,13 +328,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self._unanswered(ctx, request.body, len(frame), busy_ns)
             else:
                 self._close_after_pending()
-            ready = time.perf_counter_ns()
+            ready = self.clock.monotonic_ns()
             self.server.request_stats.record(
                 key, version, ready - started, busy_ns, result, request.body, started - read_ns
             ).unanswered(ready - read_ns)
             return
         parts = self._respond(ctx, request.body, result, len(frame), busy_ns)
-        ready = time.perf_counter_ns()
+        ready = self.clock.monotonic_ns()
         stats = self.server.request_stats.record(
             key, version, ready - started, busy_ns, result, request.body, started - read_ns
         )
@@ -477,13 +477,13 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._close_when_drained = True
                 else:
                     self._unanswered(ctx, body, request_bytes, busy_ns)
-                ready = time.perf_counter_ns()
+                ready = self.clock.monotonic_ns()
                 self.server.request_stats.record(
                     ctx.api_key, ctx.api_version, ready - started_ns, busy_ns, result, body, queue_ns
                 ).unanswered(ready - read_ns)
             else:
                 slot.parts = self._respond(ctx, body, result, request_bytes, busy_ns)
-                ready = time.perf_counter_ns()
+                ready = self.clock.monotonic_ns()
                 stats = self.server.request_stats.record(
                     ctx.api_key, ctx.api_version, ready - started_ns, busy_ns, result, body, queue_ns
                 )
@@ -502,7 +502,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
         quotas = self.server.client_quotas
         if quotas is None or not quotas.active:
             return self._encode(ctx, body)
-        started = time.perf_counter_ns()
+        started = self.clock.monotonic_ns()
         parts = self._encode(ctx, body)
         if parts is None:
             return None
@@ -511,7 +511,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             req,
             request_bytes=request_bytes,
             response_bytes=sum(p.nbytes if isinstance(p, memoryview) else len(p) for p in parts),
-            busy_ns=busy_ns + time.perf_counter_ns() - started,
+            busy_ns=busy_ns + self.clock.monotonic_ns() - started,
             answered=True,
         )
         if throttle <= 0:
@@ -555,7 +555,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
     def _end_throttle(self) -> None:
         self._unthrottle = None
         if self._held and not self._closing:
-            self._read_ns = time.perf_counter_ns()  # held as if unread: the throttle is its own time
+            self._read_ns = self.clock.monotonic_ns()  # held as if unread: the throttle is its own time
             self._serve(self._take_held())
         self._update_reading()
 
@@ -610,12 +610,12 @@ class KafkaConnection(asyncio.BufferedProtocol):
         timed = self._timed
         if not timed:
             transport.writelines(parts)
-            self.last_active = time.monotonic()
+            self.last_active = self.clock.monotonic_s()
             return
         self._timed = []
-        written = time.perf_counter_ns()
+        written = self.clock.monotonic_ns()
         transport.writelines(parts)
-        self.last_active = time.monotonic()
+        self.last_active = self.clock.monotonic_s()
         if transport.get_write_buffer_size():  # the client reads slower than we write: sent later
             self._draining.extend((t, written) for t in timed)
             if self._drain_check is None:
@@ -624,7 +624,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
                     self._drain_wait_s, self._check_drained
                 )
             return
-        done = time.perf_counter_ns()
+        done = self.clock.monotonic_ns()
         if self._draining:  # an empty buffer: what was written before has left too
             self._sent_drained(done)
         for stats, read_ns, ready_ns in timed:
@@ -640,7 +640,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._drain_wait_s = min(self._drain_wait_s * 2, DRAIN_POLL_S[1])
             self._drain_check = asyncio.get_running_loop().call_later(self._drain_wait_s, self._check_drained)
             return
-        self._sent_drained(time.perf_counter_ns())
+        self._sent_drained(self.clock.monotonic_ns())
 
     def _sent_drained(self, done: int) -> None:
         draining, self._draining = self._draining, []

@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import sys
-import time
 
 from pylog.broker.access.audit_shell import AuditShell
 from pylog.broker.network.connection import KafkaConnection
@@ -112,7 +111,7 @@ class KafkaServer:
         self._reaper = asyncio.get_running_loop().call_later(interval, self._reap_idle)
 
     def _reap_idle(self) -> None:
-        deadline = time.monotonic() - self.idle_ms / 1000.0
+        deadline = self.clock.monotonic_s() - self.idle_ms / 1000.0
         for conn in list(self.connections):
             if conn.idle and conn.last_active < deadline:
                 log.info("closing idle connection from %s", conn.peer)

@@ -45,6 +45,7 @@ from pylog.broker.control.controller_channel import ControllerUnavailable
 from pylog.broker.control.controller_client import ControllerClient
 from pylog.broker.datapath.partition import Partition
 from pylog.broker.datapath.replica_manager import ReplicaManager
+from pylog.clock import Clock
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.records import RemoteLogSegmentState as S
 from pylog.config import ConfigError
@@ -105,7 +106,7 @@ class RemoteLogManager:
         controller: ControllerClient,
         *,
         broker_epoch: Callable[[], int],
-        now_ms: Callable[[], int],
+        clock: Clock,
     ) -> None:
         self.node_id = node_id
         self.settings = settings
@@ -113,7 +114,8 @@ class RemoteLogManager:
         self._image = image
         self.controller = controller
         self._broker_epoch = broker_epoch
-        self._now_ms = now_ms
+        self.clock = clock
+        self._now_ms = clock.wall_ms
         self.io: StoreExecutor | None = None
         self._task: asyncio.Task[None] | None = None
         self._busy: set[Key] = set()
@@ -132,7 +134,7 @@ class RemoteLogManager:
                                                self.settings.store_options)
         except (ValueError, RemoteStorageError) as exc:
             raise ConfigError(f"remote.log.storage.uri: {exc}") from None
-        self.io = StoreExecutor(store, threads=self.settings.threads)
+        self.io = StoreExecutor(store, threads=self.settings.threads, clock=self.clock)
         self._task = asyncio.create_task(self._loop(), name="remote-log-manager")
 
     async def stop(self) -> None:
