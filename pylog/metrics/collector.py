@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import logging
 import re
+import threading
 from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -102,8 +103,11 @@ class BrokerCollector(Collector):
         self.loop_lag = loop_lag
         self.leader_offsets = leader_offsets
         self.collect_errors = 0
+        # this scrape's partitions led elsewhere, by who wants their high watermark (a scrape per thread)
+        self._scrape = threading.local()
 
     def collect(self) -> Iterator[Family]:
+        self._scrape.wanted = {}
         for part in (
             self._node,
             self._requests,
@@ -120,6 +124,7 @@ class BrokerCollector(Collector):
             self._follower_lag,
             self._tiered,
             self._schema_registry,
+            self._iceberg,
             self._connections,
             self._quotas,
             self._loop,
@@ -480,6 +485,19 @@ class BrokerCollector(Collector):
 
     # --- groups -------------------------------------------------------------------------------
 
+    def _leader_high_watermarks(self, who: str, wanted: set[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """High watermarks of ``wanted``, led elsewhere, as `LeaderOffsets` last heard them. One
+        set is asked per scrape (a round forgets what it was not asked): what the parts of this
+        scrape wanted so far, and the Iceberg tables' partitions, known beforehand."""
+        if self.leader_offsets is None:
+            return {}
+        asked: dict[str, set[tuple[str, int]]] = getattr(self._scrape, "wanted", {})
+        asked[who] = wanted
+        if "iceberg" not in asked:
+            asked["iceberg"] = self._iceberg_partitions()[1]
+        union = set().union(*asked.values())
+        return {tp: hw for tp, hw in self.leader_offsets.high_watermarks(union).items() if tp in wanted}
+
     def _groups(self) -> Iterator[Family]:
         """Lag of the groups this broker coordinates: the partition's high watermark minus the
         committed offset. The high watermark of a partition led here is its replica's; of one led
@@ -512,8 +530,7 @@ class BrokerCollector(Collector):
                     elsewhere.add(tp)
                     if part is not None:
                         local[tp] = part.high_watermark  # a follower's, if its leader does not answer
-        if elsewhere and self.leader_offsets is not None:
-            local.update(self.leader_offsets.high_watermarks(elsewhere))
+        local.update(self._leader_high_watermarks("groups", elsewhere))
         for group_id, committed in by_group:
             g = label(group_id)
             sum_lag = 0
@@ -680,6 +697,46 @@ class BrokerCollector(Collector):
                 cumulative.append((le, running))
             times.add_metric([route, method], cumulative, hist.sum_ns / 1e9)
         yield from (count, times)
+
+    def _iceberg(self) -> Iterator[Family]:
+        """Iceberg tables materialised here: records each partition's table lacks below the high
+        watermark (the high watermark of a partition led elsewhere is asked of its leader, as for
+        group lag; without one the partition has no value)."""
+        offsets = self.broker.iceberg.table_offsets()
+        if not offsets:
+            return
+        hws, elsewhere = self._iceberg_partitions(offsets)
+        hws.update(self._leader_high_watermarks("iceberg", elsewhere))
+        lag = GaugeMetricFamily(
+            "pylog_iceberg_materialization_lag",
+            "Records of a partition below its high watermark that its Iceberg table does not hold yet.",
+            labels=["topic", "partition"],
+        )
+        for topic, committed in sorted(offsets.items()):
+            for index, offset in sorted(committed.items()):
+                hw = hws.get((topic, index))
+                if hw is not None:
+                    lag.add_metric([label(topic), str(index)], max(hw - offset, 0))
+        yield lag
+
+    def _iceberg_partitions(
+        self, offsets: dict[str, dict[int, int]] | None = None
+    ) -> tuple[dict[tuple[str, int], int], set[tuple[str, int]]]:
+        """The partitions of the tables materialised here: high watermarks of those led here, and
+        those led elsewhere."""
+        if offsets is None:
+            offsets = self.broker.iceberg.table_offsets()
+        replicas, node = self.broker.replicas, self.broker.node_id
+        hws: dict[tuple[str, int], int] = {}
+        elsewhere: set[tuple[str, int]] = set()
+        for topic, committed in offsets.items():
+            for index in committed:
+                part = replicas.get(topic, index)
+                if part is not None and part.leader_id == node and part.role.value == "leader":
+                    hws[(topic, index)] = part.high_watermark
+                else:
+                    elsewhere.add((topic, index))
+        return hws, elsewhere
 
     # --- connections, event loop -------------------------------------------------------------
 

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
     from pylog.cluster.node_config import NodeSettings
     from pylog.cluster.observer import MetadataObserver
     from pylog.cluster.quorum import MetadataQuorum
+    from pylog.iceberg.materializers import IcebergMaterializers
     from pylog.schema_registry.http import RegistryServer
 
 
@@ -66,6 +67,8 @@ class ObservedNode(Protocol):
     def controller_server(self) -> KafkaServer | None: ...
     @property
     def schema_registry(self) -> RegistryServer | None: ...
+    @property
+    def iceberg(self) -> IcebergMaterializers: ...
     @property
     def own_client(self) -> tuple[str, Any]:
         """(bootstrap servers, client security) of the node's own clients of its listener: the

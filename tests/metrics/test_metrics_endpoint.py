@@ -595,3 +595,42 @@ def test_schema_registry_requests_by_route_method_and_status(broker):
     assert posts == after[(route, "POST", "200")] + after[(route, "POST", "422")]
     assert value(found, "pylog_schema_registry_request_duration_seconds_bucket", route=route, method="POST",
                  le="+Inf") == posts
+
+
+def test_iceberg_materialization_lag_per_partition(broker):
+    """A topic kept as an Iceberg table: until its table commits, every record is behind; once a
+    commit is due (a record older than the commit interval arrives) the lag is 0 and the table
+    holds every record."""
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from pylog.iceberg import open_catalog
+    from pylog.iceberg.catalog import table_identifier
+
+    topic = "materialised"
+    config = {"pylog.iceberg.enable": "true", "pylog.iceberg.commit.interval.ms": "600000"}
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 2, 1, config=config)])[topic].result(30)
+    p = Producer({"bootstrap.servers": broker.bootstrap_servers})
+    for i in range(16):
+        p.produce(topic, value=b"r%d" % i, partition=0 if i < 10 else 1)
+    assert p.flush(30) == 0
+
+    def lags() -> dict[str, float]:
+        found = samples(get(broker.metrics_url + "/metrics")[2].decode())
+        return {lv["partition"]: v for lv, v in found.get("pylog_iceberg_materialization_lag", [])
+                if lv["topic"] == topic}
+
+    def wait_for(want: dict[str, float], what: str) -> None:
+        deadline = time.monotonic() + 60
+        while (got := lags()) != want:
+            assert time.monotonic() < deadline, f"{what}: lag {got}, not {want}"
+            time.sleep(0.2)
+
+    # fresh records and a 10 minute interval: no commit yet, every record is behind
+    wait_for({"0": 10, "1": 6}, "the materialiser started")
+    # a record two hours old: the table commits as soon as the materialiser has read it
+    p.produce(topic, value=b"old", partition=1, timestamp=int(time.time() * 1000) - 7_200_000)
+    assert p.flush(30) == 0
+    wait_for({"0": 0, "1": 0}, "the table committed")
+    rows = open_catalog(broker.data_dir).load_table(table_identifier(topic, None)).scan().to_arrow()
+    assert rows.num_rows == 17
