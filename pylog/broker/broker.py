@@ -506,11 +506,11 @@ class Broker:
                 self.authorization,
                 lambda name: node_client_context(lambda key: self.config.listener_raw(name, key)),
                 audit=self.audit,
-                now_ms=self.clock.wall_ms,
+                clock=self.clock,
             )
             self.schema_registry = RegistryServer(
                 listener, f"{_local(server.host)}:{server.port}", node_id=self.node_id, security=security,
-                access=access,
+                access=access, clock=self.clock,
             )
             await self.schema_registry.start()
             self.schema_validation.known_ids = known_ids_of(self.schema_registry.registry.state.by_id)

@@ -20,7 +20,7 @@ def broker_flight(broker: Any) -> list[FlightService]:
     from pylog.schema_registry.auth import registry_security
 
     access = registry_security([broker.security.listener(s.listener) for s in broker.servers],
-                               broker.authorization, now_ms=broker.clock.wall_ms)
+                               broker.authorization, clock=broker.clock)
     authz = broker.authorization
 
     def led(topic: str) -> dict[int, Path]:

@@ -96,7 +96,7 @@ class Materializer:
         log.info("materialising %s into Iceberg table %s from offsets {%s}", spec.topic, spec.table,
                  ", ".join(f"{p}: {o}" for p, o in sorted(positions.items())))
         reader = TailReader(self.bootstrap_servers, spec.topic, positions, SOURCE_COLUMNS,
-                            options=self.options, follow_new_partitions=True)
+                            options=self.options, follow_new_partitions=True, clock=self.clock)
         decoder = self._value_decoder()
         buffer: list[tuple[int, pa.RecordBatch]] = []
         try:

@@ -22,11 +22,11 @@ import hashlib
 import hmac
 import os
 import ssl
-import time
 from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.security.acl import CLUSTER_NAME
 from pylog.security.acl_operations import AclOperation, ResourceType
 from pylog.security.oauthbearer import InvalidToken, OAuthBearerValidation, token_key_id
@@ -248,11 +248,11 @@ def registry_security(
     client_ssl_context: Callable[[str], ssl.SSLContext] | None = None,
     *,
     audit: Any = None,
-    now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+    clock: Clock = SYSTEM_CLOCK,
 ) -> RegistrySecurity:
     """The registry's security from the broker's client listeners (in ``listeners`` order).
     ``client_ssl_context(listener name)``: the node's client context for that listener;
-    ``now_ms``: the wall clock bearer tokens are checked against."""
+    ``clock``: its wall time is what bearer tokens are checked against."""
     li = choose_listener(listeners)
     if li is None:
         return OPEN
@@ -260,7 +260,7 @@ def registry_security(
     if li.sasl is not None:
         validators["basic"] = BasicValidator(li.sasl)
         if li.sasl.oauth is not None:
-            validators["bearer"] = BearerValidator(li.sasl.oauth, now_ms)
+            validators["bearer"] = BearerValidator(li.sasl.oauth, clock.wall_ms)
     ctx = li.ssl_context
     certificates = ctx is not None and ctx.verify_mode != ssl.CERT_NONE
     authenticator = Authenticator(validators, certificates, li.principal_rules) if (

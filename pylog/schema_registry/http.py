@@ -14,13 +14,13 @@ from __future__ import annotations
 import contextlib
 import json
 import logging
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
 from aiohttp import ClientError, ClientSession, ClientTimeout, web
 
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.metrics.counters import TimeHistogram
 from pylog.schema_registry import errors as e
 from pylog.schema_registry.auth import (
@@ -179,7 +179,7 @@ class RegistryApp:
     @web.middleware
     async def _count(self, request: web.Request, handler: Handler) -> web.StreamResponse:
         """Every answer, as `RegistryRequests` counts them (outermost: refusals and errors too)."""
-        began = time.monotonic_ns()
+        began = self.registry.clock.monotonic_ns()
         status = 500
         try:
             response = await handler(request)
@@ -189,7 +189,7 @@ class RegistryApp:
             status = exc.status
             raise
         finally:
-            self.requests.observe(request, status, time.monotonic_ns() - began)
+            self.requests.observe(request, status, self.registry.clock.monotonic_ns() - began)
 
     @web.middleware
     async def _errors(self, request: web.Request, handler: Handler) -> web.StreamResponse:
@@ -479,7 +479,9 @@ class RegistryServer:
         node_id: int,
         security: Any = None,
         access: RegistrySecurity = OPEN,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self.clock = clock
         self.host, self.port = parse_listener(listener)
         self.bootstrap_servers = bootstrap_servers
         self.security = security  # how this node reaches its own (possibly secured) listener
@@ -495,7 +497,8 @@ class RegistryServer:
         return f"{self.access.scheme}://{host}:{self.port}"
 
     async def start(self) -> str:
-        self.registry = SchemaRegistry(self.bootstrap_servers, node_id=self.node_id, security=self.security)
+        self.registry = SchemaRegistry(self.bootstrap_servers, node_id=self.node_id, security=self.security,
+                                       clock=self.clock)
         app = RegistryApp(self.registry, self.access, self.requests).app()
         self._runner = web.AppRunner(app, access_log=None)
         await self._runner.setup()

@@ -12,6 +12,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.schema_registry import records
 from pylog.schema_registry.core import Plan, RegistryState
 from pylog.schema_registry.errors import FORWARDING_ERROR, RegistryError
@@ -27,9 +28,12 @@ class SchemaRegistry:
         url: str = "",
         timeout_s: float = 30.0,
         security: Any = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self.clock = clock
         self.state = RegistryState()
-        self.store = KafkaStore(bootstrap_servers, self.state.apply, timeout_s=timeout_s, security=security)
+        self.store = KafkaStore(bootstrap_servers, self.state.apply, timeout_s=timeout_s, security=security,
+                                clock=clock)
         self.node_id = node_id
         self.url = url
         self._lock = asyncio.Lock()

@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,6 +17,7 @@ import pyarrow as pa
 
 from pylog.client.cluster import KafkaClient
 from pylog.client.errors import KafkaError
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.protocol.records import decode_batch, encode_batch, iter_batches
@@ -43,7 +43,9 @@ class KafkaStore:
         topic: str = records.TOPIC,
         timeout_s: float = 30.0,
         security: Any = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
+        self.clock = clock
         self.client = KafkaClient(
             bootstrap_servers,
             client_id="pylog-schema-registry",
@@ -189,9 +191,9 @@ class KafkaStore:
 
     async def wait_applied(self, offset: int) -> None:
         """Until the tail has applied `offset`."""
-        deadline = time.monotonic() + self.timeout_s
+        deadline = self.clock.monotonic_s() + self.timeout_s
         while self.position <= offset:
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.clock.monotonic_s()
             if remaining <= 0:
                 raise RegistryError(
                     500,
@@ -211,7 +213,7 @@ class KafkaStore:
         if not recs:
             return self.position - 1
         n = len(recs)
-        now = int(time.time() * 1000)
+        now = self.clock.wall_ms()
         batch = pa.RecordBatch.from_pydict(
             {
                 "offset": pa.array(range(n), pa.int64()),

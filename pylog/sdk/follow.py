@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pyarrow as pa
 
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.sdk import aio
 from pylog.sdk.constant import ConstantPool
 from pylog.sdk.decoders import DecodeSpec, apply_decoders, resolve_decoders
@@ -63,6 +63,7 @@ class Follower:
         idle_timeout: float | None = None,
         commit: bool = True,
         as_: str = "arrow",
+        clock: Clock = SYSTEM_CLOCK,
         **read: Any,
     ) -> None:
         """`options` (or `ReadOptions` of the `read` keywords, starting at the latest offsets as
@@ -104,7 +105,7 @@ class Follower:
         positions = self._start_positions(options)
         self._reader = TailReader(options.bootstrap_servers, topic, positions,
                                   [c for c in SOURCE_COLUMNS if c in self.columns], options=options.fetch,
-                                  follow_new_partitions=options.partitions is None)
+                                  follow_new_partitions=options.partitions is None, clock=clock)
         self._groups: GroupOffsets | None = None
         if group is not None:
             self._groups = GroupOffsets(aio.run(self._reader.connect()), group)
@@ -113,7 +114,8 @@ class Follower:
             self._committed = dict(committed)
             if commit:  # a restart before the first batch resumes here, skipping nothing
                 self._commit(self._reader.positions)
-        self._last_data = time.monotonic()
+        self.clock = clock
+        self._last_data = clock.monotonic_s()
 
     def _start_positions(self, options: ReadOptions) -> dict[int, int]:
         """Where each partition starts without a committed offset."""
@@ -169,7 +171,8 @@ class Follower:
                 raise StopIteration from None
             if item is not None:
                 return item
-            if self.idle_timeout is not None and time.monotonic() - self._last_data >= self.idle_timeout:
+            idle_s = self.clock.monotonic_s() - self._last_data
+            if self.idle_timeout is not None and idle_s >= self.idle_timeout:
                 self.close()
                 raise StopIteration
 
@@ -191,7 +194,7 @@ class Follower:
         pieces = aio.run(self._reader.poll(self.max_records, wait_s))
         if not pieces:
             return None
-        self._last_data = time.monotonic()
+        self._last_data = self.clock.monotonic_s()
         batch = self._assemble(pieces)
         if self._decoders:
             batch = apply_decoders(batch, self._decoders)

@@ -20,13 +20,13 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
-import time
 from collections import deque
 from collections.abc import Sequence
 
 import pyarrow as pa
 
 from pylog.client.fetch_session import SESSION_ERRORS, FetchSessionHandler
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.protocol.errors import ErrorCode
 from pylog.sdk.client import FETCH, READ_COMMITTED, KafkaClient, KafkaError
 from pylog.sdk.kafka_source import EARLIEST_TS, LATEST_TS, FetchOptions, _consume_partition, _PartitionCursor
@@ -62,8 +62,9 @@ class TailReader:
 
     def __init__(self, bootstrap_servers: str | Sequence[str], topic: str, positions: dict[int, int],
                  columns: Sequence[str] = SOURCE_COLUMNS, *, options: FetchOptions | None = None,
-                 follow_new_partitions: bool = False) -> None:
+                 follow_new_partitions: bool = False, clock: Clock = SYSTEM_CLOCK) -> None:
         self.bootstrap_servers = bootstrap_servers
+        self.clock = clock
         self.topic = topic
         self.columns = tuple(c for c in SOURCE_COLUMNS if c in columns)
         self.options = tail_options(options)
@@ -117,12 +118,12 @@ class TailReader:
     async def poll(self, max_records: int, max_wait_s: float) -> list[tuple[int, pa.RecordBatch]]:
         """Up to `max_records` rows as (partition, batch) pairs, waiting at most `max_wait_s` for them
         (returns early once it has `max_records`); advances `positions` past what it returns."""
-        deadline = time.monotonic() + max(0.0, max_wait_s)
+        deadline = self.clock.monotonic_s() + max(0.0, max_wait_s)
         out: list[tuple[int, pa.RecordBatch]] = []
         wanted = max_records
         while True:
             wanted -= self._take(out, wanted)
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self.clock.monotonic_s()
             if wanted <= 0 or remaining <= 0:
                 return out
             await self._round(min(remaining, ROUND_WAIT_S))
@@ -158,7 +159,7 @@ class TailReader:
             await asyncio.sleep(min(wait_s, RETRY_BACKOFF_S[1]))
             self._metadata_at = 0.0
             return
-        now = time.monotonic()
+        now = self.clock.monotonic_s()
         by_leader: dict[int, list[int]] = {}
         for p in self._cursors:
             leader = self._leaders.get(p, -1)
@@ -172,7 +173,7 @@ class TailReader:
                                for leader, parts in by_leader.items()))
 
     async def _refresh_metadata(self, client: KafkaClient) -> None:
-        now = time.monotonic()
+        now = self.clock.monotonic_s()
         if self._leaders and now - self._metadata_at < METADATA_REFRESH_S:
             return
         tm = await client.metadata([self.topic])
@@ -198,7 +199,7 @@ class TailReader:
     def _failed(self, leader: int, exc: BaseException) -> None:
         delay = min(self._backoff.get(leader, RETRY_BACKOFF_S[0]) * 2, RETRY_BACKOFF_S[1])
         self._backoff[leader] = delay
-        self._retry_at[leader] = time.monotonic() + delay
+        self._retry_at[leader] = self.clock.monotonic_s() + delay
         self._metadata_at = 0.0
         log.debug("tail of %s: broker %d: %s (retrying in %.2fs)", self.topic, leader, exc, delay)
 
@@ -212,7 +213,7 @@ class TailReader:
             "replica_id": -1, "max_wait_ms": max(0, int(wait_s * 1000)), "min_bytes": 1,
             "max_bytes": o.fetch_max_bytes, "isolation_level": READ_COMMITTED, **request.body(),
         }
-        began = time.monotonic()
+        began = self.clock.monotonic_s()
         try:
             conn = await client.connection(leader)
             resp = await conn.request(FETCH, client.version(FETCH), body)
@@ -221,9 +222,9 @@ class TailReader:
             self._failed(leader, exc)
             return
         finally:
-            if time.monotonic() - began > 2 * wait_s + 1:
+            if self.clock.monotonic_s() - began > 2 * wait_s + 1:
                 log.info("tail of %s: a fetch from broker %d took %.1fs", self.topic, leader,
-                         time.monotonic() - began)
+                         self.clock.monotonic_s() - began)
         error = getattr(resp, "error_code", 0)
         answered = [(tr.topic, pr.partition_index) for tr in resp.responses for pr in tr.partitions]
         if not session.handle_response(error, getattr(resp, "session_id", 0), answered):

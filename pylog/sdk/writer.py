@@ -14,7 +14,6 @@ import asyncio
 import itertools
 import json
 import random
-import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.protocol.records import encode_batch
 from pylog.sdk import aio
 from pylog.sdk.client import PRODUCE, KafkaClient, KafkaError
@@ -173,7 +173,7 @@ class Producer:
     def __init__(self, bootstrap_servers: Any, *, compression: str = "none", batch_size: int = 1_000_000,
                  max_in_flight: int = 8, request_timeout_s: float = 30.0,
                  client_id: str = "pylog-sdk-producer", progress: Progress | None = None,
-                 security: Any = None) -> None:
+                 security: Any = None, clock: Clock = SYSTEM_CLOCK) -> None:
         if compression not in COMPRESSIONS:
             raise ValueError(f"compression must be one of {', '.join(COMPRESSIONS)}, not {compression!r}")
         if batch_size <= 0:
@@ -185,7 +185,7 @@ class Producer:
         self.results: dict[str, WriteResult] = {}
         self._topics: dict[str, tuple[dict[int, int], _Sticky]] = {}
         self._in_flight: list[tuple[Future[None], int, int]] = []  # (ack, records, bytes)
-        self._now_ms = int(time.time() * 1000)
+        self._now_ms = clock.wall_ms()  # the default timestamp of records written without one
         self._progress = progress
 
     def __enter__(self) -> Producer:

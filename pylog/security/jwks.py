@@ -15,13 +15,14 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import time
 import urllib.request
 from collections import OrderedDict
 from typing import Any
 
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
+
+from pylog.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 
@@ -61,8 +62,10 @@ def fetch_url(url: str, timeout_s: float = FETCH_TIMEOUT_S) -> bytes:
 class JwksKeys:
     """A ``KeySource`` over a JWKS endpoint."""
 
-    def __init__(self, url: str, refresh_ms: int, backoff_ms: int, backoff_max_ms: int) -> None:
+    def __init__(self, url: str, refresh_ms: int, backoff_ms: int, backoff_max_ms: int,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.url = url
+        self.clock = clock
         self.refresh_s = max(refresh_ms, 1000) / 1000
         self.backoff_s = max(backoff_ms, 1) / 1000
         self.backoff_max_s = max(backoff_max_ms, backoff_ms, 1) / 1000
@@ -104,7 +107,7 @@ class JwksKeys:
             return self._next_fetch()
         if kid is None or kid in self._kids or len(kid) > MISSING_KEY_ID_MAX_LENGTH:
             return None
-        now = time.monotonic()
+        now = self.clock.monotonic_s()
         last = self._missing.get(kid)
         if last is not None and now - last < MISSING_KEY_ID_INTERVAL_S:
             return None

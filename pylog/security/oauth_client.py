@@ -13,10 +13,11 @@ import asyncio
 import base64
 import json
 import threading
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
+
+from pylog.clock import SYSTEM_CLOCK, Clock
 
 REFRESH_FRACTION = 0.8
 TOKEN_TIMEOUT_S = 10.0
@@ -63,8 +64,10 @@ def request_token(url: str, client_id: str, client_secret: str, scope: str | Non
 class ClientCredentialsTokens:
     """The current access token of one client, fetched again once 80% of its lifetime is gone."""
 
-    def __init__(self, url: str, client_id: str, client_secret: str, scope: str | None = None) -> None:
+    def __init__(self, url: str, client_id: str, client_secret: str, scope: str | None = None,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.url, self.client_id, self.scope = url, client_id, scope
+        self.clock = clock
         self._secret = client_secret
         self._token: str | None = None
         self._refresh_at = 0.0
@@ -75,7 +78,7 @@ class ClientCredentialsTokens:
 
     async def token(self) -> str:
         token = self._token
-        if token is not None and time.monotonic() < self._refresh_at:
+        if token is not None and self.clock.monotonic_s() < self._refresh_at:
             return token
         return await asyncio.to_thread(self._fetch)
 
@@ -85,9 +88,9 @@ class ClientCredentialsTokens:
 
     def _fetch(self) -> str:
         with self._lock:
-            if self._token is not None and time.monotonic() < self._refresh_at:
+            if self._token is not None and self.clock.monotonic_s() < self._refresh_at:
                 return self._token
-            started = time.monotonic()
+            started = self.clock.monotonic_s()
             token, lifetime_s = request_token(self.url, self.client_id, self._secret, self.scope)
             self._token, self._refresh_at = token, started + lifetime_s * REFRESH_FRACTION
             return token

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from pylog.clock import ManualClock
 from pylog.schema_registry.auth import Unauthenticated, registry_security
 from pylog.security.listener import ListenerSecurity
 from pylog.security.oauthbearer import OAUTHBEARER, JwtRules, OAuthBearerValidation
@@ -38,7 +39,7 @@ def listener(oauth: bool) -> ListenerSecurity:
 
 
 def test_a_bearer_token_is_checked_as_the_listener_checks_oauthbearer() -> None:
-    auth = registry_security([listener(True)], None, now_ms=lambda: NOW_MS).authenticator
+    auth = registry_security([listener(True)], None, clock=ManualClock(wall_ms=NOW_MS)).authenticator
     assert auth is not None
     assert auth.challenge == 'Basic realm="pylog schema registry", Bearer realm="pylog schema registry"'
     assert auth.authenticate(f"Bearer {unsigned(claims())}", None) == user("alice")
