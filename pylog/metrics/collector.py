@@ -301,6 +301,12 @@ class BrokerCollector(Collector):
                 total += n
             per_topic.samples.append(Sample(per_topic.name + "_total", {}, total))
             yield per_topic
+        moved = CounterMetricFamily(
+            "kafka_server_brokertopicmetrics_reassignmentbytesout",
+            "Record bytes sent to replicas a reassignment is adding (of replicationbytesout).",
+        )
+        moved.add_metric([], stats.reassignment_bytes_out)
+        yield moved
 
     # --- partitions this broker hosts ---------------------------------------------------------
 

@@ -7,7 +7,7 @@ a read may miss the increment in flight, which the next scrape sees (counters on
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from typing import Any
 
 TIME_BUCKETS_MS: tuple[float, ...] = (
@@ -225,29 +225,45 @@ class ListenerStats:
         self.successful_authentications = 0
 
 
-class TopicStats:
-    """Per topic: records and bytes appended as leader, bytes read by consumers and by followers."""
+def _none_adding(topic: str, index: int) -> Collection[int]:
+    return ()
 
-    __slots__ = ("bytes_in", "bytes_out", "messages_in", "replication_bytes_out")
+
+class TopicStats:
+    """Per topic: records and bytes appended as leader, bytes read by consumers and by followers;
+    of those, the bytes read by replicas a reassignment is adding (Kafka's ReassignmentBytesOut)."""
+
+    __slots__ = ("adding_replicas", "bytes_in", "bytes_out", "messages_in", "reassignment_bytes_out",
+                 "replication_bytes_out")
 
     def __init__(self) -> None:
         self.messages_in: dict[str, int] = {}
         self.bytes_in: dict[str, int] = {}
         self.bytes_out: dict[str, int] = {}
         self.replication_bytes_out: dict[str, int] = {}
+        self.reassignment_bytes_out = 0
+        # the replicas a reassignment is adding to a partition (the metadata's addingReplicas); the
+        # node's metrics set it to read the node's metadata image
+        self.adding_replicas: Callable[[str, int], Collection[int]] = _none_adding
 
     def appended(self, topic: str, records: int, nbytes: int) -> None:
         self.messages_in[topic] = self.messages_in.get(topic, 0) + records
         self.bytes_in[topic] = self.bytes_in.get(topic, 0) + nbytes
 
-    def fetched(self, wanted: Iterable[tuple[str, Any]], answer: Iterable[Any], *, follower: bool) -> None:
-        """The bytes of one fetch answer: ``wanted`` (topic, partition fetch) pairs and ``answer``'s
-        partition data (``.size`` bytes) in step."""
+    def fetched(
+        self, wanted: Iterable[tuple[str, Any]], answer: Iterable[Any], *, follower: bool,
+        replica_id: int = -1,
+    ) -> None:
+        """The bytes of one fetch answer (of follower ``replica_id``): ``wanted`` (topic, partition
+        fetch) pairs and ``answer``'s partition data (``.size`` bytes) in step."""
         out = self.replication_bytes_out if follower else self.bytes_out
-        for (topic, _), data in zip(wanted, answer):
+        adding = self.adding_replicas
+        for (topic, fetch), data in zip(wanted, answer):
             size = data.size
             if size:
                 out[topic] = out.get(topic, 0) + size
+                if follower and replica_id in adding(topic, fetch.partition):
+                    self.reassignment_bytes_out += size
 
     def forget(self, known: Sequence[str] | set[str]) -> None:
         """Drop the counters of topics no longer in ``known`` (deleted topics)."""

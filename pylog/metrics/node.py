@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import functools
 import ssl
 from typing import TYPE_CHECKING
 
@@ -23,6 +24,13 @@ class _NoImage:
     image = None
 
 
+def _adding_replicas(node: ObservedNode, topic: str, index: int) -> tuple[int, ...]:
+    """The replicas a reassignment is adding to a partition, as the node's metadata image says."""
+    image = (node.metadata or node.quorum or _NoImage).image
+    p = image.partition(topic, index) if image is not None else None
+    return p.adding_replicas if p is not None else ()
+
+
 class NodeMetrics:
     """``node``'s metrics listeners; ``https://`` ones serve with ``ssl_context``."""
 
@@ -38,6 +46,7 @@ class NodeMetrics:
             lambda: node.own_client, node.clock,
         )
         self.collector = BrokerCollector(node, self.loop_lag, self.leader_offsets)
+        node.replicas.topic_stats.adding_replicas = functools.partial(_adding_replicas, node)
         try:
             self.server = MetricsServer(
                 addresses,

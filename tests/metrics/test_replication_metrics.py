@@ -1,6 +1,6 @@
-"""Replication throttles in the metrics: a partition moved onto a second broker under throttles
-(KIP-73) shows the throttled bytes on the leader and on the new replica, and reading the quotas
-for a scrape leaves what they decide unchanged."""
+"""Replication in the metrics: a partition moved onto a second broker under throttles (KIP-73)
+shows the throttled bytes on the leader and on the new replica, and the bytes the reassignment
+moved on the leader; reading the quotas for a scrape leaves what they decide unchanged."""
 
 from __future__ import annotations
 
@@ -87,6 +87,9 @@ def test_a_throttled_move_shows_its_bytes_on_leader_and_new_replica(moved: pylog
     assert sent > RECORDS * RECORD_BYTES
     assert value(leader, "pylog_replication_throttled_bytes_total", quota="LeaderReplication") == sent
     assert value(follower, "pylog_replication_throttled_bytes_total", quota="FollowerReplication") == sent
+    # the follower fetched it all while the reassignment was adding it (Kafka's ReassignmentBytesOut)
+    assert value(leader, "kafka_server_brokertopicmetrics_reassignmentbytesout_total") == sent
+    assert value(follower, "kafka_server_brokertopicmetrics_reassignmentbytesout_total") == 0
     # nothing moves the other way
     assert value(leader, "pylog_replication_throttled_bytes_total", quota="FollowerReplication") == 0
     assert value(follower, "pylog_replication_throttled_bytes_total", quota="LeaderReplication") == 0

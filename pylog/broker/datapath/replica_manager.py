@@ -391,7 +391,7 @@ class ReplicaManager:
     ) -> None:
         """A fetch answer is complete: count its bytes (topic stats, the leader replication quota)."""
         self.reader.record_throttled(params, wanted, answer)
-        self.topic_stats.fetched(wanted, answer, follower=params.from_follower)
+        self.topic_stats.fetched(wanted, answer, follower=params.from_follower, replica_id=params.replica_id)
 
     # --- the asyncio shell: the clock, the tick's timer, futures for the handlers ---------------
 
