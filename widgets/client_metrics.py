@@ -9,11 +9,11 @@ partitions of consumers, rates where the client reports them); `snapshot` is the
 
 from __future__ import annotations
 
-import time
 from collections.abc import Mapping
 from typing import Any
 
 from pylog._extras import require
+from pylog.clock import SYSTEM_CLOCK, Clock
 
 PREFIX = "org.apache.kafka."
 
@@ -61,7 +61,8 @@ def _ms(value: Any) -> int | None:
         return None
 
 
-def snapshot(*, bootstrap_servers: Any, security: Mapping[str, Any] | None = None) -> dict[str, Any]:
+def snapshot(*, bootstrap_servers: Any, security: Mapping[str, Any] | None = None,
+             clock: Clock = SYSTEM_CLOCK) -> dict[str, Any]:
     """Every client instance with its identity, highlighted values and all its metrics (JSON-able)."""
     import pylog
 
@@ -96,7 +97,7 @@ def snapshot(*, bootstrap_servers: Any, security: Mapping[str, Any] | None = Non
     clients.sort(key=lambda c: (c["client_id"] or "", c["client_instance_id"]))
     shown = [{"metric": name, "label": label} for name, label in HIGHLIGHTS
              if any(name in c["highlights"] for c in clients)]
-    return {"updated_ms": int(time.time() * 1000), "clients": clients, "columns": shown}
+    return {"updated_ms": clock.wall_ms(), "clients": clients, "columns": shown}
 
 
 def frame(snap: Mapping[str, Any]) -> Any:

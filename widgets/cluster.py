@@ -5,11 +5,11 @@ as it runs. `brokers()` is its one-shot DataFrame form."""
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
 from pylog._extras import require
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.sdk.cluster_admin import ClusterAdminSync
 
 if TYPE_CHECKING:
@@ -22,14 +22,16 @@ class ClusterMonitor:
     """Polls a cluster; each `poll` is a snapshot dict (`ClusterState.to_dict` plus the time and a
     history of [t_ms, partitions moving] samples)."""
 
-    def __init__(self, *, bootstrap_servers: Any, security: Any = None, history_size: int = 240) -> None:
+    def __init__(self, *, bootstrap_servers: Any, security: Any = None, history_size: int = 240,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         if bootstrap_servers is None:
             raise ValueError("pass bootstrap_servers=")
+        self.clock = clock
         self._admin = ClusterAdminSync(bootstrap_servers, security=security, request_timeout_s=10.0)
         self.history: deque[list[int]] = deque(maxlen=history_size)
 
     def poll(self, now_ms: int | None = None) -> dict[str, Any]:
-        now = int(time.time() * 1000) if now_ms is None else now_ms
+        now = self.clock.wall_ms() if now_ms is None else now_ms
         snap = self._admin.state().to_dict()
         snap["updated_ms"] = now
         self.history.append([now, len(snap["reassignments"])])

@@ -11,7 +11,6 @@ history itself is Burrow's window.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from pylog.widgets.admin import LATEST, Admin, AsyncAdmin, GroupDescription, Gro
 from pylog.widgets.burrow import LagWindow, Status, evaluate_group, evaluate_partition
 
 from pylog._extras import require
+from pylog.clock import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
     import pandas
@@ -141,13 +141,14 @@ class LagMonitor:
 
     def __init__(self, group: str | Sequence[str] | None = None, *, bootstrap_servers: Any = None,
                  data_dir: Any = None, window: LagWindow | None = None, history_size: int = 240,
-                 security: Any = None) -> None:
+                 security: Any = None, clock: Clock = SYSTEM_CLOCK) -> None:
         if (bootstrap_servers is None) == (data_dir is None):
             raise ValueError("pass exactly one of bootstrap_servers= (a Kafka cluster) or data_dir= "
                              "(a pylog data directory)")
         self.groups = [group] if isinstance(group, str) else (None if group is None else list(group))
         self.bootstrap_servers = bootstrap_servers
         self.security = security
+        self.clock = clock
         self.data_dir = data_dir
         self.window = window or LagWindow()
         self.history: dict[str, deque[tuple[int, int]]] = {}
@@ -157,9 +158,9 @@ class LagMonitor:
 
     def poll(self, now_ms: int | None = None) -> dict[str, Any]:
         """One poll: the new snapshot (also kept as ``self.snapshot``). Errors propagate. `now_ms`
-        (default: the wall clock) is the time the samples are taken at."""
+        (default: the clock's wall time) is the time the samples are taken at."""
         if now_ms is None:
-            now_ms = int(time.time() * 1000)
+            now_ms = self.clock.wall_ms()
         snap = self._poll_dir(now_ms) if self.data_dir is not None else self._poll_cluster(now_ms)
         for g in snap["groups"]:
             points = self.history.setdefault(g["group"], deque(maxlen=self.history_size))

@@ -16,7 +16,6 @@ import itertools
 import math
 import re
 import threading
-import time
 import urllib.error
 import urllib.request
 from collections import deque
@@ -24,6 +23,8 @@ from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
+
+from pylog.clock import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
     import pandas
@@ -223,9 +224,9 @@ def node_status(scrape: Scrape | None) -> list[dict[str, Any]]:
     return [{"url": n.url, "node_id": n.node_id, "up": n.up, "error": n.error} for n in scrape.nodes.values()]
 
 
-def fetch_sample(url: str, timeout_s: float, now: Callable[[], float] = time.time) -> NodeSample:
+def fetch_sample(url: str, timeout_s: float, clock: Clock = SYSTEM_CLOCK) -> NodeSample:
     """Scrape one node; an unreachable or failing node is a sample with ``error`` set, never raises."""
-    at = now()
+    at = clock.wall_ms() / 1000
     try:
         with urllib.request.urlopen(url.rstrip("/") + "/metrics", timeout=timeout_s) as r:
             text = r.read().decode("utf-8", "replace")
@@ -251,9 +252,10 @@ class MetricsHistory:
 
     def __init__(self, metrics_urls: str | Sequence[str], *, interval_s: float = 5.0, window_s: float = 600.0,
                  timeout_s: float = 2.0, requests: Sequence[str] = DEFAULT_REQUESTS,
-                 quantiles: Sequence[float] = DEFAULT_QUANTILES) -> None:
+                 quantiles: Sequence[float] = DEFAULT_QUANTILES, clock: Clock = SYSTEM_CLOCK) -> None:
         if interval_s <= 0 or window_s <= 0:
             raise ValueError("interval_s and window_s must be positive")
+        self.clock = clock
         self.urls = _urls(metrics_urls)
         self.interval_s, self.window_s, self.timeout_s = float(interval_s), float(window_s), float(timeout_s)
         self.requests, self.quantiles = tuple(requests), tuple(quantiles)
@@ -308,8 +310,8 @@ class MetricsHistory:
     # the shell ------------------------------------------------------------------------------------
     def scrape(self) -> Scrape:
         """Scrape every node now (in parallel), add the round and tell the listeners."""
-        at = time.time()
-        samples = list(self._pool.map(lambda u: fetch_sample(u, self.timeout_s), self.urls))
+        at = self.clock.wall_ms() / 1000
+        samples = list(self._pool.map(lambda u: fetch_sample(u, self.timeout_s, self.clock), self.urls))
         scrape = Scrape(at, {s.url: s for s in samples})
         self.add(scrape)
         for f in list(self._listeners):
@@ -328,14 +330,14 @@ class MetricsHistory:
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            started = time.monotonic()
+            started = self.clock.monotonic_s()
             try:
                 self.scrape()
             except Exception:  # a listener's failure must not end the history
                 import logging
 
                 logging.getLogger(__name__).exception("metric history refresh failed")
-            self._stop.wait(max(0.0, self.interval_s - (time.monotonic() - started)))
+            self._stop.wait(max(0.0, self.interval_s - (self.clock.monotonic_s() - started)))
 
     @property
     def running(self) -> bool:

@@ -8,7 +8,6 @@ commits what was shown, so another `live_table` of that group continues where th
 
 from __future__ import annotations
 
-import time
 from collections import deque
 from typing import Any
 
@@ -17,6 +16,8 @@ import pyarrow.compute as pc
 import traitlets
 from pylog.widgets import browse, html
 from pylog.widgets.views import _LiveWidget
+
+from pylog.clock import SYSTEM_CLOCK, Clock
 
 DISPLAY_COLUMNS = ["partition", "offset", "timestamp", "key", "value"]
 
@@ -34,7 +35,7 @@ class LiveTable(_LiveWidget):
     def __init__(self, topic: str, n: int = 20, *, bootstrap_servers: Any, group: str | None = None,
                  starting_offsets: Any = "latest", decode: str = "auto", interval_s: float = 1.0,
                  live: bool = True, history_size: int = 120, schema_registry_url: str | None = None,
-                 security: Any = None) -> None:
+                 security: Any = None, clock: Clock = SYSTEM_CLOCK) -> None:
         from pylog.sdk.follow import Follower
 
         if decode not in browse.DECODINGS:
@@ -42,14 +43,16 @@ class LiveTable(_LiveWidget):
         if n <= 0:
             raise ValueError(f"n must be positive, got {n}")
         follower = Follower(topic, bootstrap_servers=bootstrap_servers, group=group,
-                            starting_offsets=starting_offsets, max_wait=float(interval_s), security=security)
+                            starting_offsets=starting_offsets, max_wait=float(interval_s), security=security,
+                            clock=clock)
         super().__init__(kind="live", topic=topic, n=int(n), decode=decode, interval_s=float(interval_s))
         self.follower = follower
         self.bootstrap_servers, self.security = bootstrap_servers, security
         self.schema_registry_url = schema_registry_url
         self._latest: pa.Table | None = None
         self._history: deque[list[float]] = deque(maxlen=history_size)
-        self._last_poll = time.monotonic()
+        self._clock = clock
+        self._last_poll = clock.monotonic_s()
         self._decoded: dict[str, list[str | None]] = {}
         self._poll(0.05)
         if live:
@@ -64,11 +67,11 @@ class LiveTable(_LiveWidget):
 
     def _poll(self, timeout_s: float) -> None:
         batch = self.follower.poll(timeout_s)
-        now = time.monotonic()
+        now = self._clock.monotonic_s()
         got = 0 if batch is None else batch.num_rows
         elapsed = max(now - self._last_poll, 1e-3)
         self._last_poll = now
-        self._history.append([time.time_ns() // 1_000_000, round(got / elapsed, 1)])
+        self._history.append([self._clock.wall_ms(), round(got / elapsed, 1)])
         if batch is not None:
             rows = pa.Table.from_batches([batch]).select(DISPLAY_COLUMNS)
             newest = _newest_first(rows, self.n)
