@@ -27,7 +27,7 @@ from pylog.quotas.replication import (
     throttled_replicas_error,
 )
 from pylog.replication.replica_selector import SELECTORS
-from pylog.storage.config import SEGMENT_COMPRESSION
+from pylog.storage.config import SEGMENT_COMPRESSION, SEGMENT_FORMATS
 
 log = logging.getLogger(__name__)
 
@@ -146,6 +146,13 @@ B, S, INT, L, D, LS = (
 _CLEANUP = ("delete", "compact")
 _COMPRESSION = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
 _TS_TYPE = ("CreateTime", "LogAppendTime")
+
+
+def segment_format_error(_name: str, value: str) -> str | None:
+    """Why a `pylog.segment.format` value is refused (None when it is a known format)."""
+    return None if value.strip() in {str(f) for f in SEGMENT_FORMATS} else "must be 1 or 2"
+
+
 _CAPPED = "Capped at the live brokers when the internal topic is created."
 _TLS_VERSIONS = ("TLSv1", "TLSv1.1", "TLSv1.2", "TLSv1.3")
 PW = ConfigType.PASSWORD
@@ -537,6 +544,15 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
             "producers sent).",
         ),
         _d(
+            "pylog.segment.format",
+            INT,
+            1,
+            "The format new segments are written in (storage/FORMAT.md): 1, Arrow columns (and a "
+            ".wire copy of the Kafka batches); 2, one copy, Arrow views into the producers' records "
+            "sections. Segments of either format are served and read.",
+            check=segment_format_error,
+        ),
+        _d(
             "pylog.wire.cache.bytes",
             L,
             64 * 1024 * 1024,
@@ -584,6 +600,7 @@ TOPIC_SYNONYMS: dict[str, tuple[str, ...]] = {
     "unclean.leader.election.enable": ("unclean.leader.election.enable",),
     "pylog.segment.compression": ("pylog.segment.compression",),
     "pylog.segment.wire": ("pylog.segment.wire",),
+    "pylog.segment.format": ("pylog.segment.format",),
 }
 
 TOPIC_CONFIGS: dict[str, ConfigDef] = {
@@ -625,6 +642,9 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _d("pylog.segment.compression", S, "producer", choices=SEGMENT_COMPRESSION),
         _d("pylog.segment.wire", B, True,
            "Keep sealed segments' Kafka batches as wire bytes (.wire) for fetches of history."),
+        _d("pylog.segment.format", INT, 1,
+           "The format new segments are written in: 1 (Arrow columns) or 2 (one copy).",
+           check=segment_format_error),
         _d("pylog.iceberg.enable", B, False,
            "Keep an Apache Iceberg table of this topic up to date (the leader of partition 0 writes it)."),
         _d("pylog.iceberg.table", S, None,

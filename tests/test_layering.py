@@ -160,6 +160,7 @@ LAYER_ORDER: list[tuple[str, ...]] = [
         "pylog.telemetry", "pylog.client", "pylog.security", "pylog.schema_registry", "pylog.cluster",
         "pylog.metrics", "pylog.config", "pylog.config_defs", "pylog.kafka_configs", "pylog.properties",
         "pylog.clock", "pylog.tasks", "pylog.cluster_info", "pylog._extras", "pylog._lazy",
+        "pylog.onecopy_kafka",
     ),
     ("pylog.sdk",),
     ("pylog.iceberg", "pylog.spark", "pylog.widgets"),
@@ -172,7 +173,7 @@ LAYER_ORDER: list[tuple[str, ...]] = [
     ("pylog.broker.broker",),
     (
         "pylog", "pylog.__main__", "pylog.cli", "pylog.local", "pylog.local_cluster", "pylog.local_processes",
-        "pylog.admin", "pylog.testing", "pylog.testing_s3", "pylog.onecopy_kafka",
+        "pylog.admin", "pylog.testing", "pylog.testing_s3",
     ),
 ]
 

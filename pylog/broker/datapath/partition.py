@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from pylog.protocol import records as rec
-from pylog.protocol.errors import CorruptRecordBatch, ErrorCode, RecordBatchTooLarge
+from pylog.protocol.errors import CorruptRecordBatch, ErrorCode, MalformedRecords, RecordBatchTooLarge
 from pylog.storage import (
     BatchMeta,
     CompactionResult,
@@ -42,6 +42,7 @@ from pylog.storage import (
     PartitionLog,
     StorageError,
 )
+from pylog.storage.onecopy import INLINE, Rows
 from pylog.storage.published_hw import PublishedHighWatermark
 from pylog.storage.schema import metas_from_entries
 
@@ -54,10 +55,11 @@ from pylog.broker.datapath.batch_bytes import (
 )
 from pylog.broker.datapath.delayed import HwWaiter, Watchers
 from pylog.broker.datapath.producer_state import AbortedTxn, ProducerStateTable, last_sequence
-from pylog.broker.datapath.record_validation import RecordRules, validate_records
+from pylog.broker.datapath.record_validation import RecordRules, validate_columns, validate_records
 from pylog.broker.datapath.transactions import is_abort_marker, last_offset_of
 from pylog.broker.datapath.wire_cache import WireBudget, WireBytes, WireCache
 from pylog.model import COMPRESSION_MASK, CONTROL_MASK, LONG_MAX, TIMESTAMP_TYPE_MASK
+from pylog.onecopy_kafka import rows_from_kafka
 from pylog.replication import LeaderState, leader_epoch_error
 
 __all__ = ["AppendOrigin", "AppendResult", "Partition", "Role"]
@@ -135,11 +137,26 @@ class Partition:
         self.log_config = LogConfig()
         self.apply_configs(configs)
         self.log = PartitionLog.open(path, self.log_config, now_ms=now_ms)
-        self.log.wire_encoder = encode_stored  # sealed segments keep their batches' wire bytes
+        self._attach_codecs()
         self._published_hw = PublishedHighWatermark(path)  # for readers of the data directory
         self._rebuild_producer_state()
 
     # --- configuration ----------------------------------------------------------------------
+
+    def _attach_codecs(self) -> None:
+        """The Kafka codec the log needs: format 1 sealed segments keep their batches' wire bytes
+        (`wire_encoder`); format 2 builds Rows of a batch it is handed as Arrow (compaction of a
+        batch that lost records, a topic's compression.type) with `rows_decoder`."""
+        self.log.wire_encoder = encode_stored
+        limit = self.max_uncompressed_bytes
+        self.log.rows_decoder = lambda b, comp: rows_from_kafka(
+            b, base_offset=int.from_bytes(b[:8], "big", signed=True), segment_compression=comp,
+            max_uncompressed_bytes=limit)
+
+    @property
+    def one_copy(self) -> bool:
+        """New batches are written in format 2 (`pylog.segment.format`, storage/FORMAT.md)."""
+        return self.log.config.segment_format == 2
 
     def apply_configs(self, configs: dict[str, str]) -> None:
         try:
@@ -295,82 +312,152 @@ class Partition:
                         0, dup.first_offset, -1, self.log.log_start_offset, last_offset=dup.last_offset
                     )
             leo = self.log.log_end_offset
-            try:
-                table = decode_at(view, header, leo, self.max_uncompressed_bytes)
-            except RecordBatchTooLarge as exc:
-                return AppendResult(ErrorCode.MESSAGE_TOO_LARGE, message=str(exc))
-            except CorruptRecordBatch as exc:
-                return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
-            except InvalidRecordStructure as exc:
-                return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
-            if not control:
-                refused = validate_records(
-                    table,
-                    self.record_rules,
-                    now_ms=now_ms,
-                    producer_log_append_time=bool(header.attributes & TIMESTAMP_TYPE_MASK),
-                    max_timestamp=header.max_timestamp,
-                    offset_shift=header.base_offset - leo,
-                    topic_partition=f"{self.topic}-{self.index}",
-                )
-                if refused is not None:
-                    return AppendResult(refused.error, message=refused.message, record_errors=refused.records)
-            attributes = header.attributes & ~TIMESTAMP_TYPE_MASK
-            cacheable = True
-            if not control and self.target_codec is not None and self.target_codec != header.compression:
-                # compression.type other than "producer": fetches re-encode with the topic's codec
-                attributes = (attributes & ~COMPRESSION_MASK) | self.target_codec
-                cacheable = False
-            meta = BatchMeta(
-                base_offset=leo,
-                last_offset_delta=header.last_offset_delta,
-                record_count=header.record_count,
-                base_timestamp=header.base_timestamp,
-                max_timestamp=header.max_timestamp,
-                producer_id=pid,
-                producer_epoch=header.producer_epoch,
-                base_sequence=first_seq,
-                attributes=attributes,
-                partition_leader_epoch=self.leader_epoch,
-            )
-            segments = self.log.segment_count
-            sent: list[WireBytes] = []
-
-            def patched(stored: BatchMeta) -> WireBytes:
-                # the producer's bytes with the stored offset, epoch (and append time): what the
-                # wire cache serves and the active segment's `.wire` keeps
-                at = stored.max_timestamp if stored.attributes & TIMESTAMP_TYPE_MASK else -1
-                sent.append(rewrite_for_wire_cache(view, stored.base_offset, self.leader_epoch, at))
-                return sent[0]
-
-            try:
-                wire_size = len(view) if cacheable else None  # fetch budgets count the bytes sent
-                stored = self.log.append(table, meta, now_ms=now_ms, wire_size=wire_size,
-                                         wire=patched if cacheable else None)
-            except InvalidRecord as exc:
-                return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc))
-            except InvalidAppend as exc:
-                return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc))
-            except StorageError as exc:
-                log.error("append to %s-%d failed: %s", self.topic, self.index, exc)
-                return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc))
-            base = stored.base_offset
-            last = stored.last_offset
-            append_time = stored.max_timestamp if stored.attributes & TIMESTAMP_TYPE_MASK else -1
-            if cacheable:
-                self.wire.add(base, last, sent[0] if sent else patched(stored))
+            if self.one_copy and not control and self.target_codec in (None, header.compression):
+                done = self._append_one_copy(view, header, leo, now_ms)
             else:
-                self.wire.clear()
-            self.producers.replay(stored, marker_aborted=_marker_aborted(table) if control else None)
-            log_start = self.log.log_start_offset
-            rolled = self.log.segment_count != segments
+                done = self._append_decoded(view, header, leo, now_ms, control)
+        result, rolled = done
+        if result.error:
+            return result
         if rolled and self.on_roll is not None:
             self.on_roll(self)
         self.watchers.log_grew()  # followers fetch it; consumers wait for the high watermark
         self.leader_appended()
         if control:
             self.wake()  # a marker moves the last stable offset: read_committed fetches look again
-        return AppendResult(0, base, append_time, log_start, last_offset=last)
+        return result
+
+    def _append_one_copy(
+        self, view: memoryview, header: Any, leo: int, now_ms: int
+    ) -> tuple[AppendResult, bool]:
+        """Format 2 leader append (under ``lock``): the producer's batch decompressed once into
+        Rows (no Arrow table, never recompressed), validated on their columns, written once."""
+        try:
+            rows = rows_from_kafka(view, base_offset=leo, partition_leader_epoch=self.leader_epoch,
+                                   segment_compression=self.log.config.segment_compression,
+                                   max_uncompressed_bytes=self.max_uncompressed_bytes)
+        except RecordBatchTooLarge as exc:
+            return AppendResult(ErrorCode.MESSAGE_TOO_LARGE, message=str(exc)), False
+        except MalformedRecords as exc:
+            return AppendResult(ErrorCode.INVALID_RECORD,
+                                message=f"Found invalid record structure: {exc}"), False
+        except CorruptRecordBatch as exc:
+            return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc)), False
+        except ValueError as exc:
+            return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc)), False
+        if rows.num_rows != header.record_count:
+            return AppendResult(ErrorCode.INVALID_RECORD, message="inconsistent record count"), False
+        keyless = None if rows.key_valid is None else ~rows.key_valid
+        refused = validate_columns(
+            keyless,
+            lambda: rows.timestamp,
+            lambda: rows.offset,
+            rows.num_rows,
+            self.record_rules,
+            now_ms=now_ms,
+            producer_log_append_time=bool(header.attributes & TIMESTAMP_TYPE_MASK),
+            max_timestamp=header.max_timestamp,
+            offset_shift=header.base_offset - leo,
+            topic_partition=f"{self.topic}-{self.index}",
+        )
+        if refused is not None:
+            return AppendResult(refused.error, message=refused.message, record_errors=refused.records), False
+        segments = self.log.segment_count
+        try:
+            stored = self.log.append_rows(rows, now_ms=now_ms)
+        except InvalidRecord as exc:
+            return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc)), False
+        except InvalidAppend as exc:
+            return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc)), False
+        except StorageError as exc:
+            log.error("append to %s-%d failed: %s", self.topic, self.index, exc)
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc)), False
+        base, last = stored.base_offset, stored.last_offset
+        append_time = stored.max_timestamp if stored.attributes & TIMESTAMP_TYPE_MASK else -1
+        if stored.attributes & COMPRESSION_MASK == header.compression:  # the producer's section
+            self.wire.add(base, last, rewrite_for_wire_cache(view, base, self.leader_epoch, append_time))
+        else:  # gzip / snappy stored in another codec: fetches read the log
+            self.wire.clear()
+        self.producers.replay(stored)
+        rolled = self.log.segment_count != segments
+        return AppendResult(0, base, append_time, self.log.log_start_offset, last_offset=last), rolled
+
+    def _append_decoded(
+        self, view: memoryview, header: Any, leo: int, now_ms: int, control: bool
+    ) -> tuple[AppendResult, bool]:
+        """Leader append (under ``lock``) of a batch decoded to Arrow: format 1, markers, and a
+        topic whose compression.type is not the producer's."""
+        pid, first_seq = header.producer_id, header.base_sequence
+        try:
+            table = decode_at(view, header, leo, self.max_uncompressed_bytes)
+        except RecordBatchTooLarge as exc:
+            return AppendResult(ErrorCode.MESSAGE_TOO_LARGE, message=str(exc)), False
+        except CorruptRecordBatch as exc:
+            return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc)), False
+        except InvalidRecordStructure as exc:
+            return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc)), False
+        if not control:
+            refused = validate_records(
+                table,
+                self.record_rules,
+                now_ms=now_ms,
+                producer_log_append_time=bool(header.attributes & TIMESTAMP_TYPE_MASK),
+                max_timestamp=header.max_timestamp,
+                offset_shift=header.base_offset - leo,
+                topic_partition=f"{self.topic}-{self.index}",
+            )
+            if refused is not None:
+                refusal = AppendResult(refused.error, message=refused.message, record_errors=refused.records)
+                return refusal, False
+        attributes = header.attributes & ~TIMESTAMP_TYPE_MASK
+        cacheable = True
+        if not control and self.target_codec is not None and self.target_codec != header.compression:
+            # compression.type other than "producer": fetches re-encode with the topic's codec
+            attributes = (attributes & ~COMPRESSION_MASK) | self.target_codec
+            cacheable = False
+        meta = BatchMeta(
+            base_offset=leo,
+            last_offset_delta=header.last_offset_delta,
+            record_count=header.record_count,
+            base_timestamp=header.base_timestamp,
+            max_timestamp=header.max_timestamp,
+            producer_id=pid,
+            producer_epoch=header.producer_epoch,
+            base_sequence=first_seq,
+            attributes=attributes,
+            partition_leader_epoch=self.leader_epoch,
+        )
+        segments = self.log.segment_count
+        sent: list[WireBytes] = []
+
+        def patched(stored: BatchMeta) -> WireBytes:
+            # the producer's bytes with the stored offset, epoch (and append time): what the
+            # wire cache serves and the active segment's `.wire` keeps
+            at = stored.max_timestamp if stored.attributes & TIMESTAMP_TYPE_MASK else -1
+            sent.append(rewrite_for_wire_cache(view, stored.base_offset, self.leader_epoch, at))
+            return sent[0]
+
+        try:
+            wire_size = len(view) if cacheable else None  # fetch budgets count the bytes sent
+            stored = self.log.append(table, meta, now_ms=now_ms, wire_size=wire_size,
+                                     wire=patched if cacheable else None)
+        except InvalidRecord as exc:
+            return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc)), False
+        except InvalidAppend as exc:
+            return AppendResult(ErrorCode.CORRUPT_MESSAGE, message=str(exc)), False
+        except StorageError as exc:
+            log.error("append to %s-%d failed: %s", self.topic, self.index, exc)
+            return AppendResult(ErrorCode.KAFKA_STORAGE_ERROR, message=str(exc)), False
+        base = stored.base_offset
+        last = stored.last_offset
+        append_time = stored.max_timestamp if stored.attributes & TIMESTAMP_TYPE_MASK else -1
+        if cacheable:
+            self.wire.add(base, last, sent[0] if sent else patched(stored))
+        else:
+            self.wire.clear()
+        self.producers.replay(stored, marker_aborted=_marker_aborted(table) if control else None)
+        rolled = self.log.segment_count != segments
+        return AppendResult(0, base, append_time, self.log.log_start_offset, last_offset=last), rolled
 
     def append_as_follower(self, records: memoryview | bytes, now_ms: int) -> int:
         """Append the leader's batches as they are (offsets, epochs, producer metadata); batches
@@ -380,6 +467,11 @@ class Partition:
         appended = 0
         for header, batch in rec.iter_batches(view):
             if header.base_offset + header.last_offset_delta < self.log.log_end_offset:
+                continue
+            if self.one_copy:
+                if not self._append_rows_as_follower(batch, header, now_ms):
+                    return appended
+                appended += 1
                 continue
             table = decode_at(batch, header, header.base_offset, self.max_uncompressed_bytes)
             meta = BatchMeta(
@@ -409,6 +501,29 @@ class Partition:
                 self.on_roll(self)
             appended += 1
         return appended
+
+    def _append_rows_as_follower(self, batch: memoryview, header: Any, now_ms: int) -> bool:
+        """Format 2: the leader's batch stored as it came (decompressed once to find its records,
+        never recompressed); False once the replica is deleted."""
+        try:
+            rows = rows_from_kafka(batch, base_offset=header.base_offset,
+                                   segment_compression=self.log.config.segment_compression,
+                                   max_uncompressed_bytes=self.max_uncompressed_bytes)
+        except ValueError as exc:
+            raise CorruptRecordBatch(f"batch at offset {header.base_offset}: {exc}") from exc
+        with self.lock:
+            if self.deleted:
+                return False
+            segments = self.log.segment_count
+            stored = self.log.append_rows(rows, now_ms=now_ms, base_offset=header.base_offset)
+            marker = None
+            if header.is_control:
+                marker = _rows_marker_aborted(rows, batch, header, self.max_uncompressed_bytes)
+            self.producers.replay(stored, marker_aborted=marker)
+            rolled = self.log.segment_count != segments
+        if rolled and self.on_roll is not None:
+            self.on_roll(self)
+        return True
 
     # --- fetch ------------------------------------------------------------------------------
 
@@ -736,7 +851,7 @@ class Partition:
         (AlterReplicaLogDirs); offsets, producers and cached wire bytes are unchanged."""
         with self.lock:
             self.log = PartitionLog.open(path, self.log_config, now_ms=now_ms)
-            self.log.wire_encoder = encode_stored
+            self._attach_codecs()
             self.path = path
             self._published_hw.close()
             self._published_hw = PublishedHighWatermark(path)
@@ -766,6 +881,16 @@ def _classify_records(records: memoryview | bytes) -> AppendResult:
     return AppendResult(
         ErrorCode.INVALID_RECORD, message="a produce request must carry exactly one record batch"
     )
+
+
+def _rows_marker_aborted(rows: Rows, batch: memoryview, header: Any, limit: int) -> bool:
+    """Whether a control batch held as Rows is an ABORT marker: its key and value are short
+    enough to sit in their views (a longer one is decoded)."""
+    k, v = rows.key[0], rows.value[0]
+    if rows.key_valid is None and rows.value_valid is None and k[0] <= INLINE and v[0] <= INLINE:
+        key, value = k.tobytes()[4:4 + int(k[0])], v.tobytes()[4:4 + int(v[0])]
+        return rec.parse_control_record(key, value).is_abort
+    return _marker_aborted(decode_at(batch, header, header.base_offset, limit))
 
 
 def _marker_aborted(records: Any) -> bool:

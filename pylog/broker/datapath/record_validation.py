@@ -18,6 +18,7 @@ only touches the offenders, to word their messages.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -64,9 +65,40 @@ def validate_records(
     LogAppendTime batch's records all carry its max timestamp, as Kafka reads them. Adding
     ``offset_shift`` to a row's offset gives the offset the producer wrote (messages quote it).
     """
-    n = records.num_rows
-    bad_key = _keyless(records) if rules.compacted else None
-    bad_ts, ts = _timestamp_errors(records, rules, now_ms, producer_log_append_time, max_timestamp)
+    col = records.column(1)
+    return validate_columns(
+        _keyless(records) if rules.compacted else None,
+        lambda: _int64(col) if col.null_count == 0 else np.asarray(
+            col.cast(pa.int64()).fill_null(NO_TIMESTAMP).to_numpy(), dtype=np.int64),
+        lambda: _int64(records.column(0)),
+        records.num_rows,
+        rules,
+        now_ms=now_ms,
+        producer_log_append_time=producer_log_append_time,
+        max_timestamp=max_timestamp,
+        offset_shift=offset_shift,
+        topic_partition=topic_partition,
+    )
+
+
+def validate_columns(
+    keyless: np.ndarray | None,
+    timestamps: Callable[[], np.ndarray],
+    offsets: Callable[[], np.ndarray],
+    n: int,
+    rules: RecordRules,
+    *,
+    now_ms: int,
+    producer_log_append_time: bool,
+    max_timestamp: int,
+    offset_shift: int,
+    topic_partition: str,
+) -> RecordErrors | None:
+    """``validate_records`` over the columns it reads: the mask of records without a key (None
+    when every record has one), and, asked for only when needed, the records' timestamps (int64,
+    -1 for none) and offsets. A format 2 append passes its Rows' columns (no Arrow table)."""
+    bad_key = keyless if rules.compacted and keyless is not None and keyless.any() else None
+    bad_ts, ts = _timestamp_errors(n, timestamps, rules, now_ms, producer_log_append_time, max_timestamp)
     if bad_key is None and bad_ts is None:
         return None
     if bad_key is None:
@@ -84,10 +116,10 @@ def validate_records(
         else:
             lo = max(now_ms - rules.timestamp_before_max_ms, LONG_MIN)
             hi = min(now_ms + rules.timestamp_after_max_ms, LONG_MAX)
-            offsets = _int64(records.column(0))
+            offs = offsets()
             for i in ts_rows.tolist():
                 errors[i] = (
-                    f"Timestamp {int(ts[i])} of message with offset {int(offsets[i]) + offset_shift} is out "
+                    f"Timestamp {int(ts[i])} of message with offset {int(offs[i]) + offset_shift} is out "
                     f"of range. The timestamp should be within [{lo}, {hi}]"
                 )
     listed = sorted(errors.items())
@@ -111,14 +143,14 @@ def _keyless(records: pa.RecordBatch) -> np.ndarray | None:
 
 
 def _timestamp_errors(
-    records: pa.RecordBatch,
+    n: int,
+    timestamps: Callable[[], np.ndarray],
     rules: RecordRules,
     now_ms: int,
     producer_log_append_time: bool,
     max_timestamp: int,
 ) -> tuple[np.ndarray | None, np.ndarray | None]:
     """(mask of records with a timestamp error or None, their timestamps as Kafka reads them)."""
-    n = records.num_rows
     if producer_log_append_time:
         # Kafka reads every record of a LogAppendTime batch at the batch's max timestamp.
         if rules.log_append_time or max_timestamp == NO_TIMESTAMP:
@@ -127,10 +159,7 @@ def _timestamp_errors(
     elif rules.log_append_time:
         return None, None
     else:
-        col = records.column(1)
-        ts = _int64(col) if col.null_count == 0 else np.asarray(
-            col.cast(pa.int64()).fill_null(NO_TIMESTAMP).to_numpy(), dtype=np.int64
-        )
+        ts = timestamps()
     before, after = rules.timestamp_before_max_ms, rules.timestamp_after_max_ms
     check_low, check_high = before < LONG_MAX, after < LONG_MAX
     if n == 0 or not (check_low or check_high):
