@@ -30,6 +30,10 @@ import weakref
 from collections.abc import Mapping
 from pathlib import Path
 
+from pylog.clock import SYSTEM_CLOCK, Clock
+
+CLOCK: Clock = SYSTEM_CLOCK  # the harness's clock: it waits for processes, it keeps no node's time
+
 _REMOVE_ENV = "PYLOG_LOCAL_BROKER_REMOVE"
 _PID_FILE_ENV = "PYLOG_LOCAL_BROKER_PID_FILE"
 _READY = re.compile(r"pylog broker listening on (\[?[^\s\]]+\]?):(\d+), data in (.+)$")
@@ -112,7 +116,7 @@ class LocalBroker:
             self.process = subprocess.Popen(args, stdout=out, stderr=err, stdin=subprocess.PIPE,
                                             start_new_session=True, env=env)
         self._finalizer = weakref.finalize(self, _terminate, self.process, None)
-        deadline = time.monotonic() + self.startup_timeout_s
+        deadline = CLOCK.monotonic_s() + self.startup_timeout_s
         while True:
             printed = out_path.read_text(errors="replace")
             match = _READY.search(printed)
@@ -130,7 +134,7 @@ class LocalBroker:
                 self.process = None
                 raise RuntimeError(f"the pylog broker exited with code {code} before listening:\n"
                                    f"{self.log_tail()}")
-            if time.monotonic() > deadline:
+            if CLOCK.monotonic_s() > deadline:
                 self.stop()
                 raise TimeoutError(f"the pylog broker did not listen within {self.startup_timeout_s}s:\n"
                                    f"{self.log_tail()}")
@@ -258,7 +262,7 @@ def _watchdog(args: list[str]) -> int:
 
     def stop(signum: object = None, _frame: object = None) -> None:
         if not stop_requested:
-            stop_requested.append((time.monotonic(), "parent" if signum is None else "signal"))
+            stop_requested.append((CLOCK.monotonic_s(), "parent" if signum is None else "signal"))
             with contextlib.suppress(ProcessLookupError):
                 broker.send_signal(signal.SIGTERM)
 
@@ -277,7 +281,7 @@ def _watchdog(args: list[str]) -> int:
             code = broker.wait(timeout=1.0)
             break
         except subprocess.TimeoutExpired:
-            if stop_requested and time.monotonic() - stop_requested[0][0] > 30:
+            if stop_requested and CLOCK.monotonic_s() - stop_requested[0][0] > 30:
                 broker.kill()
     remove = os.environ.get(_REMOVE_ENV)
     if remove and stop_requested and stop_requested[0][1] == "parent":

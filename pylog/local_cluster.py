@@ -26,7 +26,10 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.local import _PID_FILE_ENV, _READY, _REGISTRY, _terminate, free_port, registry_installed
+
+CLOCK: Clock = SYSTEM_CLOCK  # the harness's clock: it waits for processes, it keeps no node's time
 
 _FORMAT = [sys.executable, "-m", "pylog", "storage", "format", "--config-file"]
 
@@ -394,7 +397,7 @@ class LocalCluster:
             )
 
     def _wait_listening(self, node: LocalNode, timeout_s: float | None = None) -> None:
-        deadline = time.monotonic() + (timeout_s or self.startup_timeout_s)
+        deadline = CLOCK.monotonic_s() + (timeout_s or self.startup_timeout_s)
         while True:
             if _READY.search(node.stdout_path.read_text(errors="replace")):
                 return
@@ -403,7 +406,7 @@ class LocalCluster:
                 raise RuntimeError(
                     f"node {node.node_id} exited with code {code} before listening:\n{node.log_tail()}"
                 )
-            if time.monotonic() > deadline:
+            if CLOCK.monotonic_s() > deadline:
                 raise TimeoutError(
                     f"node {node.node_id} did not listen within "
                     f"{timeout_s or self.startup_timeout_s}s:\n{node.log_tail()}"
@@ -449,10 +452,10 @@ class LocalCluster:
             with contextlib.suppress(ProcessLookupError):
                 proc.send_signal(signal.SIGTERM)
             procs.append((proc, pid))
-        deadline = time.monotonic() + timeout_s
+        deadline = CLOCK.monotonic_s() + timeout_s
         for proc, pid in procs:
             try:
-                proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+                proc.wait(timeout=max(deadline - CLOCK.monotonic_s(), 0.1))
             except subprocess.TimeoutExpired:
                 pass
             if pid is not None:
@@ -488,12 +491,12 @@ class LocalCluster:
         self.nodes[node_id] = node
         self._launch(node)
         self._wait_listening(node, timeout_s)
-        deadline = time.monotonic() + timeout_s
+        deadline = CLOCK.monotonic_s() + timeout_s
         while True:
             with contextlib.suppress(OSError):
                 if any(b[0] == node_id for b in describe_cluster(node.bootstrap, timeout_s=2.0).brokers):
                     return node_id
-            if time.monotonic() > deadline:
+            if CLOCK.monotonic_s() > deadline:
                 raise TimeoutError(f"node {node_id} did not register within {timeout_s}s:\n{node.log_tail()}")
             time.sleep(0.1)
 
@@ -538,9 +541,9 @@ class LocalCluster:
         reports it (brokers name any live broker)."""
         from pylog.cluster_info import describe_cluster
 
-        deadline = time.monotonic() + timeout_s
+        deadline = CLOCK.monotonic_s() + timeout_s
         last: Exception | None = None
-        while time.monotonic() < deadline:
+        while CLOCK.monotonic_s() < deadline:
             for node in self.nodes.values():
                 controller = node.node_id <= self.voter_count or node.node_id in self.controller_only
                 if not node.running or not controller:

@@ -27,6 +27,10 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pylog.clock import SYSTEM_CLOCK, Clock
+
+CLOCK: Clock = SYSTEM_CLOCK  # the harness's clock: it waits for processes, it keeps no node's time
+
 PARENT_ENV = "PYLOG_EXIT_WITH_PARENT"  # the broker stops when its parent is no longer this pid
 CLUSTER_PID_FILE = "cluster.pid"  # the `pylog cluster start` process of a cluster directory
 _PR_SET_PDEATHSIG = 1
@@ -100,9 +104,9 @@ def _gone(pid: int) -> bool:
 
 def wait_gone(pids: list[int], timeout_s: float) -> list[int]:
     """Wait until none of `pids` runs; the ones still running at `timeout_s`."""
-    deadline = time.monotonic() + timeout_s
+    deadline = CLOCK.monotonic_s() + timeout_s
     left = list(pids)
-    while left and time.monotonic() < deadline:
+    while left and CLOCK.monotonic_s() < deadline:
         left = [p for p in left if not _gone(p)]
         if left:
             time.sleep(0.05)

@@ -37,6 +37,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
+from pylog.clock import SYSTEM_CLOCK, Clock
+
+CLOCK: Clock = SYSTEM_CLOCK  # the test helpers' clock: they wait for a cluster, they keep no node's time
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
@@ -78,13 +82,13 @@ class KafkaServers:
             }],
             "timeout_ms": int(timeout_s * 1000), "validate_only": False,
         }
-        deadline = time.monotonic() + timeout_s
+        deadline = CLOCK.monotonic_s() + timeout_s
         while True:
             result = self._request(ApiKey.CREATE_TOPICS, 7, body).topics[0]
             error = _error_name(result.error_code)
             if error is None:
                 break
-            if error not in _RETRIABLE or time.monotonic() > deadline:
+            if error not in _RETRIABLE or CLOCK.monotonic_s() > deadline:
                 raise RuntimeError(f"CreateTopics {name!r}: {error}"
                                    + (f" ({result.error_message})" if result.error_message else ""))
             time.sleep(0.1)
@@ -160,7 +164,7 @@ class KafkaServers:
                 led = [p for p in md.partitions if p.leader_id >= 0 and not p.error_code]
                 if not md.error_code and len(led) == partitions:
                     break
-                if time.monotonic() > deadline:
+                if CLOCK.monotonic_s() > deadline:
                     raise TimeoutError(f"topic {name!r} has no leader for every partition at {address}")
                 time.sleep(0.05)
 

@@ -23,7 +23,10 @@ from collections.abc import Mapping
 from types import TracebackType
 from typing import Any
 
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.local import free_port
+
+CLOCK: Clock = SYSTEM_CLOCK  # the harness's clock: it waits for the S3 server to start
 
 ACCESS_KEY = "pylog-test"
 SECRET_KEY = "pylog-test-secret"
@@ -61,13 +64,13 @@ class S3TestServer:
             raise RuntimeError("moto_server is not installed: pip install 'moto[server]>=5.2.2'")
         self._proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(self.port)],
                                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + self._start_timeout_s
+        deadline = CLOCK.monotonic_s() + self._start_timeout_s
         while True:
             try:
                 urllib.request.urlopen(f"{self.endpoint_url}/moto-api/", timeout=1).close()
                 break
             except OSError:
-                if self._proc.poll() is not None or time.monotonic() > deadline:
+                if self._proc.poll() is not None or CLOCK.monotonic_s() > deadline:
                     self.stop()
                     raise RuntimeError(f"moto_server did not start on {self.endpoint_url}") from None
                 time.sleep(0.1)

@@ -22,8 +22,11 @@ import time
 from typing import Any
 
 from pylog.admin.common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, AdminError, command, emit, print_table
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
+
+CLOCK: Clock = SYSTEM_CLOCK  # the admin tool's clock: its deadlines are the operator's, no node's
 
 RETRYABLE = (ErrorCode.REQUEST_TIMED_OUT, ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.NOT_CONTROLLER)
 
@@ -67,7 +70,7 @@ def send(args: argparse.Namespace, api_key: int, version: int, body: dict[str, A
     until ``--timeout``; the last answer."""
     from pylog.cluster_info import request
 
-    deadline = time.monotonic() + args.timeout
+    deadline = CLOCK.monotonic_s() + args.timeout
     last: Any = None
     errors: list[str] = []
     while True:
@@ -79,7 +82,7 @@ def send(args: argparse.Namespace, api_key: int, version: int, body: dict[str, A
                 continue
             if last.error_code not in RETRYABLE:
                 return last
-        if time.monotonic() >= deadline:
+        if CLOCK.monotonic_s() >= deadline:
             if last is None:
                 tried = ",".join(_addresses(args))
                 raise AdminError(f"no node answered at {tried}: {'; '.join(errors[-2:])}")
@@ -155,13 +158,13 @@ def remove_controller(args: argparse.Namespace) -> int:
 def quorum(args: argparse.Namespace) -> int:
     from pylog.cluster_info import describe_quorum
 
-    deadline = time.monotonic() + args.timeout
+    deadline = CLOCK.monotonic_s() + args.timeout
     while True:
         try:
             info = describe_quorum(",".join(_addresses(args)), timeout_s=min(args.timeout, 10.0))
             break
         except OSError as exc:
-            if time.monotonic() >= deadline:
+            if CLOCK.monotonic_s() >= deadline:
                 raise AdminError(str(exc)) from None
             time.sleep(0.5)
 

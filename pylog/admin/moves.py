@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pylog.admin.common import AdminError
+from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.cluster.rebalance_plan import Plan, PlanError, plan
 from pylog.protocol.errors import ErrorCode
 from pylog.sdk.cluster_admin import BROKER_RESOURCE, TOPIC_RESOURCE, ClusterAdminSync, ClusterState
@@ -27,6 +28,7 @@ LEADER_REPLICAS, FOLLOWER_REPLICAS = (
     "leader.replication.throttled.replicas",
     "follower.replication.throttled.replicas",
 )
+CLOCK: Clock = SYSTEM_CLOCK  # the admin tool's clock: its deadlines are the operator's, no node's
 POLL_S = 0.5
 
 
@@ -136,7 +138,7 @@ def execute(
     if throttle is not None:
         admin.alter_configs(throttle_configs(state, moves, throttle))
         print(f"replication throttled to {throttle} bytes/s on the brokers involved", file=out)
-    started = time.monotonic()
+    started = CLOCK.monotonic_s()
     try:
         answers = admin.alter_reassignments(moves)
         refused = {tp: a for tp, a in answers.items() if a[0] != ErrorCode.NONE}
@@ -146,7 +148,7 @@ def execute(
     finally:
         if throttle is not None:
             admin.alter_configs(throttle_configs(state, moves, None))
-    took = time.monotonic() - started
+    took = CLOCK.monotonic_s() - started
     elect_leaders(admin, list(moves))
     if refused:
         raise AdminError(f"{len(refused)} of {len(moves)} move(s) refused (see above)")
@@ -158,12 +160,12 @@ def wait_for_moves(admin: ClusterAdminSync, partitions: list[TopicPartition], *,
     """Print progress until none of ``partitions`` is moving."""
     total = len(partitions)
     wanted = set(partitions)
-    started = last_print = time.monotonic()
+    started = last_print = CLOCK.monotonic_s()
     last = -1
     while True:
         moving = wanted & set(admin.list_reassignments())
         done = total - len(moving)
-        now = time.monotonic()
+        now = CLOCK.monotonic_s()
         if done != last or now - last_print > 10:
             print(f"  [{now - started:6.1f}s] {done}/{total} partition(s) moved", file=out, flush=True)
             if done == last:  # no progress for a while: say what each move waits for
@@ -228,9 +230,9 @@ def remove_broker(
         elif broker_id in state.brokers:
             print(f"broker {broker_id} holds no replicas now: stop it; it is unregistered once it has "
                   "stopped", file=out, flush=True)
-        deadline = time.monotonic() + timeout_s
+        deadline = CLOCK.monotonic_s() + timeout_s
         while _still_there(admin, broker_id):
-            if time.monotonic() > deadline:
+            if CLOCK.monotonic_s() > deadline:
                 raise AdminError(f"broker {broker_id} is still running after {timeout_s:g}s; stop it and "
                                  "run this command again to unregister it")
             time.sleep(POLL_S)
