@@ -18,6 +18,9 @@ LISTEN ?= 127.0.0.1:9092
 JS_DIR := compat-tests/js
 OIDC_DIR := compat-tests/oidc
 PYTEST_ARGS ?=
+# pytest processes of make test: most tests wait on brokers, clients and timers, so two workers
+# keep both cores busy (1 runs the suite in one process)
+TEST_WORKERS ?= 2
 LOCK := requirements/test.lock
 # how install-test picks versions: the lock's (make test) or the newest allowed (make test-latest)
 TEST_PIN ?= -c $(LOCK)
@@ -39,7 +42,7 @@ test: install-test kcat kafkajs oidc chromium iproute2 prometheus
 	@rc=0; \
 	$(VENV)/bin/ruff check . || rc=1; \
 	$(MAKE) --no-print-directory typecheck-run || rc=1; \
-	$(VPY) -m pytest $(wildcard tests compat-tests) $(PYTEST_ARGS) || rc=1; \
+	$(VPY) -m pytest -n $(TEST_WORKERS) --dist loadfile $(wildcard tests compat-tests) $(PYTEST_ARGS) || rc=1; \
 	exit $$rc
 
 # The codec builds the message classes from Kafka's JSON at import; their static types are a
