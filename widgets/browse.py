@@ -83,8 +83,8 @@ def registry_texts(table: pa.Table, topic: str, *, bootstrap_servers: Any = None
     """{column: JSON text of each decoded record, None where it is not in the wire format or does not
     decode} for the key and value columns that hold any wire-format record."""
     from pylog.schema_registry.wire import schema_ids
-    from pylog.sdk.registry import registry_decoder
-    from pylog.sdk.scan import with_security
+    from pylog.sdk.options import ReadOptions
+    from pylog.sdk.scan import decode_context
 
     out: dict[str, list[str | None]] = {}
     for column in ("key", "value"):
@@ -92,9 +92,9 @@ def registry_texts(table: pa.Table, topic: str, *, bootstrap_servers: Any = None
         if values is None or not schema_ids(values)[1].any():
             continue
         try:
-            decoder = registry_decoder(column=column, topic=topic, schema_registry_url=schema_registry_url,
-                                       data_dir=data_dir, bootstrap_servers=bootstrap_servers,
-                                       fetch_options=with_security(None, security), on_decode_error="null")
+            options = ReadOptions(data_dir=data_dir, bootstrap_servers=bootstrap_servers, security=security,
+                                  schema_registry_url=schema_registry_url, on_decode_error="null")
+            decoder = decode_context(options, topic)["registry_decoder"](column=column)
             decoded = decoder(values).to_pylist()
         except (ValueError, ConnectionError):
             continue  # no registry reachable: the bytes are shown as they are
