@@ -3,7 +3,7 @@
 A producer's lz4 or zstd section is stored as it came (decompressed once, to find the records'
 byte positions; never recompressed); a plain section as it came. gzip and snappy have no Arrow
 IPC buffer codec: such a section is decompressed once and stored as the topic's
-`pylog.segment.compression` says ("producer": gzip as zstd, snappy as lz4; "none": plain; "lz4" /
+`pylog.segment.compression` says ("producer" and "none": plain, which every client reads; "lz4" /
 "zstd": that codec), the batch's codec bits and CRC following, as Kafka's own broker does when a
 topic's `compression.type` differs from the producer's. A section whose varints are not minimal
 (legal, written by no known client) is re-encoded canonically with its batch's codec.
@@ -20,7 +20,9 @@ from pylog.protocol.records.header import HEADER_SIZE, LOG_OVERHEAD, verify_crc
 from pylog.storage.onecopy import NonCanonicalRecords, Rows, batch_crc, rows_from_section
 from pylog.storage.schema import BatchMeta
 
-_STORED_CODEC = {"producer": {GZIP: ZSTD, SNAPPY: LZ4}, "none": {GZIP: NONE, SNAPPY: NONE},
+# "producer": plain, which every client reads (a gzip-only consumer, e.g. kafkajs without codec
+# plugins, cannot read the zstd or lz4 an Arrow codec would need)
+_STORED_CODEC = {"producer": {GZIP: NONE, SNAPPY: NONE}, "none": {GZIP: NONE, SNAPPY: NONE},
                  "lz4": {GZIP: LZ4, SNAPPY: LZ4}, "zstd": {GZIP: ZSTD, SNAPPY: ZSTD}}
 
 

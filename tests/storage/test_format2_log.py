@@ -193,14 +193,14 @@ def test_follower_truncation_inside_a_sealed_segment(tmp_path: Path) -> None:
     reopened.close()
 
 
-@pytest.mark.parametrize("codec,stored", [("gzip", 4), ("snappy", 3)])
+@pytest.mark.parametrize("codec,stored", [("gzip", 0), ("snappy", 0)])
 def test_gzip_and_snappy_are_served_as_stored(tmp_path: Path, codec: str, stored: int) -> None:
     log = open_log(2, tmp_path / "t-0")
     rb = records(20, value_size=200)
     b = encode_batch(rb, base_offset=0, compression=codec, producer_id=1, producer_epoch=0, base_sequence=0)
     append_produced(log, b, 0)
     (sent,) = log.read_wire(0, 1 << 30)
-    got = decode_batch(bytes(sent))  # a valid batch (CRC checked), re-compressed with an Arrow codec
+    got = decode_batch(bytes(sent))  # a valid batch (CRC checked), stored plain
     assert got.header.attributes & 7 == stored
     assert got.records.equals(decode_batch(b).records)
     assert log.read_table().to_batches()[0].equals(got.records)

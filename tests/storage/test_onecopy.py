@@ -131,7 +131,8 @@ def test_one_copy_on_disk(codec: str) -> None:
 @pytest.mark.parametrize("codec,stored", [("gzip", "zstd"), ("snappy", "lz4")])
 def test_gzip_and_snappy_are_stored_with_an_arrow_codec(tmp_path: Path, codec: str, stored: str) -> None:
     b = produce(make_rows(50), codec)
-    m = oc.encode_message(rows_from_kafka(b, base_offset=10, partition_leader_epoch=0))
+    m = oc.encode_message(rows_from_kafka(b, base_offset=10, partition_leader_epoch=0,
+                                          segment_compression=stored))
     check_readers(write_file(tmp_path / "s.arrow", [m]), expected([(b, 10)]))
     (fetched,) = oc.kafka_batches(joined(m.chunks))
     served = decode_batch(joined(fetched))
@@ -139,9 +140,10 @@ def test_gzip_and_snappy_are_stored_with_an_arrow_codec(tmp_path: Path, codec: s
     assert served.records.equals(decode_batch(assigned(b, 10, 0)).records)
 
 
-def test_gzip_stored_plain_under_segment_compression_none() -> None:
+@pytest.mark.parametrize("segment_compression", ["none", "producer"])
+def test_gzip_stored_plain_under_segment_compression_none(segment_compression: str) -> None:
     b = produce(make_rows(30), "gzip")
-    m = oc.encode_message(rows_from_kafka(b, base_offset=0, segment_compression="none"))
+    m = oc.encode_message(rows_from_kafka(b, base_offset=0, segment_compression=segment_compression))
     (fetched,) = oc.kafka_batches(joined(m.chunks))
     served = decode_batch(joined(fetched))
     assert served.header.compression == 0
