@@ -63,7 +63,7 @@ def broker_flight(broker: Any) -> list[FlightService]:
     def authorize(principal: KafkaPrincipal, host: str, op: int, topic: str) -> bool:
         return bool(authz.authorizer().authorize(principal, host, op, ResourceType.TOPIC, topic))
 
-    node = FlightNode(broker.node_id, led, leaders, locate, authorize, broker._own_client,
+    node = FlightNode(broker.node_id, led, leaders, locate, authorize, lambda: broker.own_client,
                       access.authenticator, acls=lambda: bool(authz.enabled), topics=topics,
                       subjects=subjects, clock=broker.clock)
     return start_flight(listeners, node, lambda: tls_certificates(broker))

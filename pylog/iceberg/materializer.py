@@ -65,6 +65,8 @@ class Materializer:
         self.now_ms = clock.wall_ms
         self.max_buffer_records = max_buffer_records
         self.stats = {"commits": 0, "records": 0, "dead_letters": 0, "conflicts": 0, "restarts": 0}
+        self._plan: MaterializerPlan | None = None  # the plan being worked, for table_offsets
+        self._start_positions: dict[int, int] = {}  # where each partition's reading started
 
     def run(self, stop: threading.Event) -> None:
         while not stop.is_set():
@@ -92,7 +94,7 @@ class Materializer:
             plan.max_buffer_records = self.max_buffer_records
         main, dlq = tables.load()
         positions = plan.start(main, dlq, self._log_bounds())
-        self._notes(plan)
+        self._started(plan)
         log.info("materialising %s into Iceberg table %s from offsets {%s}", spec.topic, spec.table,
                  ", ".join(f"{p}: {o}" for p, o in sorted(positions.items())))
         reader = TailReader(self.bootstrap_servers, spec.topic, positions, SOURCE_COLUMNS,
@@ -124,10 +126,22 @@ class Materializer:
                     self.stats["conflicts"] += 1
                     main, dlq = tables.load()
                     reader.seek(plan.lost_race(main, dlq, self._log_bounds()))
-                    self._notes(plan)
+                    self._started(plan)
                 buffer.clear()
         finally:
             aio.run(reader.close())
+
+    def table_offsets(self) -> dict[int, int]:
+        """The next offset of each partition the table lacks, as its last commit says (a partition
+        it holds nothing of: where reading started). Safe from any thread."""
+        plan = self._plan
+        return {} if plan is None else {**self._start_positions, **plan.main}
+
+    def _started(self, plan: MaterializerPlan) -> None:
+        """The plan (re)starts from the table's offsets: at the start and after a lost race."""
+        self._start_positions = dict(plan.positions)
+        self._plan = plan
+        self._notes(plan)
 
     def _notes(self, plan: MaterializerPlan) -> None:
         for note in plan.notes:

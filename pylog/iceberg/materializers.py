@@ -13,21 +13,16 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import threading
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.cluster.image import MetadataImage
 from pylog.config import BrokerConfig
 from pylog.tasks import cancel_and_wait
-
-if TYPE_CHECKING:
-    from pylog.iceberg.materializer import Materializer
-    from pylog.iceberg.plan import MaterializerPlan
 
 log = logging.getLogger(__name__)
 
@@ -57,25 +52,6 @@ def wanted_topics(image: MetadataImage, node_id: int,
             mode=c.get("pylog.iceberg.mode", "append"), layout=c.get("pylog.iceberg.layout", "auto"),
             partition_by=c.get("pylog.iceberg.partition.by", "day"))
     return out
-
-
-@functools.cache
-def _materializer_class() -> type[Materializer]:
-    """`Materializer` keeping the plan it works from where `IcebergMaterializers.table_offsets`
-    reads it (built on first use: the materialiser is imported only when a topic asks for a table)."""
-    from pylog.iceberg.materializer import Materializer
-
-    class Tracked(Materializer):
-        plan: MaterializerPlan | None = None
-        started: dict[int, int] = {}  # where each partition's reading started
-
-        def _notes(self, plan: MaterializerPlan) -> None:
-            # called each time the plan starts from the table's offsets (at the start, after a lost race)
-            self.started = dict(plan.positions)
-            self.plan = plan
-            super()._notes(plan)
-
-    return Tracked
 
 
 class _Worker:
@@ -114,10 +90,9 @@ class IcebergMaterializers:
         started at). Safe from any thread (pylog.metrics reads it)."""
         out = {}
         for topic, worker in list(self._workers.items()):
-            m = worker.materializer
-            plan = getattr(m, "plan", None)
-            if plan is not None:
-                out[topic] = {**m.started, **plan.main}
+            offsets = worker.materializer.table_offsets()
+            if offsets:
+                out[topic] = offsets
         return out
 
     async def _loop(self) -> None:
@@ -166,8 +141,10 @@ class IcebergMaterializers:
                           "pip install 'pylog[iceberg]'", spec.topic)
                 self._missing_reported = True
             return
+        from pylog.iceberg.materializer import Materializer  # imports pyiceberg
+
         bootstrap, security = self._client()
-        materializer = _materializer_class()(
+        materializer = Materializer(
             spec, self.catalog, bootstrap, security=security, clock=self._clock
         )
         worker = self._workers[spec.topic] = _Worker(spec, materializer)
