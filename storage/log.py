@@ -704,6 +704,10 @@ class PartitionLog:
         """Rewrite rolled IPC-stream segments as IPC files; see `SegmentJobs.seal_pending`."""
         return self._jobs.seal_pending(limit)
 
+    def upgrade_format(self, limit: int | None = None) -> int:
+        """Rewrite sealed format 1 segments as format 2; see `SegmentJobs.upgrade_format`."""
+        return self._jobs.upgrade_format(limit)
+
     def compact(self, now_ms: int, *, max_offset: int | None = None, force: bool = False) -> CompactionResult:
         """Log compaction of the segments before the active one (and below `max_offset`, e.g. the
         last stable offset) when a run is due by Kafka's cleaner rules, or always with `force`; see

@@ -96,6 +96,26 @@ class SegmentJobs:
         return done
 
 
+    def upgrade_format(self, limit: int | None = None) -> int:
+        """Rewrite sealed format 1 segments as format 2 (one copy), oldest first: each batch from
+        its `.wire` bytes when the segment has them, else encoded from Arrow, decoded with the
+        owner's `rows_decoder` (gzip / snappy stored as `pylog.segment.compression` says). The swap
+        is atomic (`rewrite.py`): a crash leaves the old segment or the new one. Needs the owner's
+        codecs; returns segments rewritten."""
+        owner = self.owner
+        if owner.rows_decoder is None or owner.wire_encoder is None:
+            return 0
+        done = 0
+        while limit is None or done < limit:
+            with self.rewrite(_first_format_1) as job:
+                if job is None:
+                    return done
+                (seg,), (snap,) = job.segments, job.snapshots
+                done += job.replace_rows(seg, oc.group_for_message(
+                    _rows_of_format_1(seg, snap, owner), oc.SEALED_MESSAGE_BYTES))
+        return done
+
+
 class SegmentRewrite:
     """Segments claimed by `PartitionLog.rewrite`: their snapshots (what to rewrite from), the base
     offset of the segment after them, optionally the `.batches` entries from there on, and the
@@ -170,3 +190,27 @@ class SegmentRewrite:
 
 def _first_unsealed(segments: tuple[Segment, ...]) -> list[Segment]:
     return next(([s] for s in segments[:-1] if not s.sealed and not s.busy), [])
+
+
+def _first_format_1(segments: tuple[Segment, ...]) -> list[Segment]:
+    return next(([s] for s in segments[:-1] if s.sealed and s.fmt == 1 and not s.busy), [])
+
+
+def _rows_of_format_1(seg: Segment, snap: SegmentSnapshot, owner: JobOwner) -> list[oc.Rows]:
+    """Format 2 Rows, one per Kafka batch, of a sealed format 1 segment (its stored entries'
+    append times and delete horizons kept)."""
+    encode, decode = owner.wire_encoder, owner.rows_decoder
+    assert encode is not None and decode is not None
+    comp = owner.config.segment_compression
+    wire = seg.wire_batches(0, len(snap.batches))
+    out: list[oc.Rows] = []
+    for rb, entries in snap.blocks():
+        for meta, e, row in zip(metas_from_entries(entries), entries, entries["row"].tolist()):
+            raw = wire[len(out)] if wire is not None else encode(meta, rb.slice(row, meta.record_count))
+            rows = oc.with_header_timestamps(decode(raw, comp))
+            new = rows.entries.copy()
+            for f in ("append_time", "delete_horizon"):
+                new[f] = e[f]
+            new["row"] = 0
+            out.append(dataclasses.replace(rows, entries=new))
+    return out

@@ -5,21 +5,27 @@ producers sent; a kill -9 while producing loses no acknowledged record; follower
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import signal
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow as pa
 import pytest
 from confluent_kafka import Consumer, KafkaException, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 from kafka import KafkaProducer
+from pylog.protocol.records import decode_batch, encode_batch
+from pylog.storage import RECORD_SCHEMA, LogConfig
 
 import pylog
+from pylog.broker.datapath.batch_bytes import encode_stored
+from pylog.onecopy_kafka import rows_from_kafka
 from pylog.sdk import read_topic
 
 FORMAT2 = {"pylog.segment.format": "2"}
@@ -61,13 +67,13 @@ def consume(bootstrap: str, topic: str, n: int, *, isolation: str = "read_uncomm
     return sorted(out, key=lambda r: (r[0], r[1]))
 
 
-def segment_formats(partition_dir: Path) -> set[str]:
+def segment_formats(partition_dir: Path, *, sealed_only: bool = False) -> set[str]:
     """The `pylog.format` each data file's schema names ("1" when it names none)."""
     out = set()
     for f in partition_dir.iterdir():
         if f.suffix == ".arrow":
             schema = pa.ipc.open_file(f).schema
-        elif f.suffix == ".arrows" and f.stat().st_size:
+        elif f.suffix == ".arrows" and f.stat().st_size and not sealed_only:
             schema = pa.ipc.open_stream(f).schema
         else:
             continue
@@ -217,3 +223,133 @@ def test_followers_write_format_2(tmp_path: Path) -> None:
             assert not list(part.glob("*.wire"))
             table = pylog.storage.PartitionLog.open_readonly(part).read_table()
             assert table.num_rows == n and table["key"].to_pylist()[-1] == b"%d" % (n - 1)
+
+
+class Crash(Exception):
+    """A kill -9 between two file-system steps of a segment swap."""
+
+
+class CrashAfter:
+    """``os`` for storage.rewrite that dies at its ``steps``-th rename or unlink."""
+
+    def __init__(self, steps: int) -> None:
+        self.left = steps
+
+    def _step(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        def step(*args: Any, **kwargs: Any) -> Any:
+            if self.left == 0:
+                raise Crash
+            self.left -= 1
+            return fn(*args, **kwargs)
+        return step
+
+    def __getattr__(self, name: str) -> Any:
+        fn = getattr(os, name)
+        return self._step(fn) if name in ("replace", "unlink") else fn
+
+
+def format_1_log(path: Path) -> tuple[pylog.storage.PartitionLog, list[bytes]]:
+    """A format 1 log of several sealed segments (with `.wire` files) and the batches it serves."""
+    log = pylog.storage.PartitionLog.open(path, LogConfig(segment_bytes=20_000, segment_format=1), now_ms=0)
+    attach(log)
+    for i in range(40):
+        rb = pa.record_batch([pa.array([b"k%d" % (i % 7)] * 10), pa.array([b"value %d " % i * 30] * 10)],
+                             ["key", "value"])
+        batch = encode_batch(pa.record_batch({
+            "offset": pa.array(range(10), pa.int64()),
+            "timestamp": pa.array([1_700_000_000_000 + i] * 10, pa.timestamp("ms", tz="UTC")),
+            "key": rb["key"], "value": rb["value"],
+            "headers": pa.array([[]] * 10, RECORD_SCHEMA.field("headers").type),
+        }, schema=RECORD_SCHEMA), base_offset=0, compression=("lz4", "gzip", "none", "zstd")[i % 4])
+        log.append_rows(rows_from_kafka(batch, base_offset=0, partition_leader_epoch=0), now_ms=0)
+    log.roll()
+    log.seal_pending()
+    assert len(list(path.glob("*.wire"))) >= 3
+    return log, wire(log)
+
+
+def wire(log: pylog.storage.PartitionLog) -> list[bytes]:
+    """Every batch as a fetch sends it (stored bytes, or encoded from Arrow as the broker does)."""
+    return [bytes(b) if isinstance(b, memoryview) else encode_stored(b.meta, b.records)
+            for b in log.read_wire(0, 1 << 30)]
+
+
+def attach(log: pylog.storage.PartitionLog) -> None:
+    """The Kafka codecs a broker's partition gives its log."""
+    log.wire_encoder = encode_stored
+    log.rows_decoder = lambda b, comp: rows_from_kafka(
+        b, base_offset=int.from_bytes(b[:8], "big", signed=True), segment_compression=comp)
+
+
+def test_format_upgrade_interrupted_at_every_step_leaves_old_or_new_segments(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import pylog.storage.rewrite as rewrite
+
+    path = tmp_path / "t-0"
+    log, served = format_1_log(path)
+    table = log.read_table()
+    steps = 0
+    while True:
+        log.config = dataclasses.replace(log.config, segment_format=2)
+        monkeypatch.setattr(rewrite, "os", CrashAfter(steps))
+        try:
+            log.upgrade_format()
+            finished = True
+        except Crash:
+            finished = False
+        monkeypatch.undo()
+        # the process died here: a new one opens the directory
+        log = pylog.storage.PartitionLog.open(path, dataclasses.replace(log.config), now_ms=0)
+        attach(log)
+        assert log.read_table().equals(table), steps
+        again = wire(log)
+        assert [decode_batch(b).records for b in again] == [decode_batch(b).records for b in served]
+        formats = set(segment_formats(path))
+        assert formats <= {"1", "2"}
+        if finished:
+            break
+        steps += 1
+    log.upgrade_format()
+    assert segment_formats(path, sealed_only=True) == {"2"} and not list(path.glob("*.wire"))
+    assert log.read_table().equals(table)
+    assert steps > 5  # the swaps were interrupted at many points
+    log.close()
+
+
+def test_a_format_1_data_directory_upgrades_in_the_background(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    old = pylog.LocalBroker(data, config={"log.segment.bytes": "16384"})
+    old.start()
+    try:
+        create(old.bootstrap_servers, "old")
+        p = Producer({"bootstrap.servers": old.bootstrap_servers, "compression.type": "lz4", "linger.ms": 5})
+        for i in range(1500):
+            p.produce("old", key=b"%d" % i, value=b"written in format 1 %d " % i * 5)
+        assert p.flush(30) == 0
+        deadline = time.monotonic() + 30
+        while not list((data / "old-0").glob("*.wire")) and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        old.stop()
+    before = read_topic("old", data_dir=data)
+    assert segment_formats(data / "old-0") == {"1"}
+    new = pylog.LocalBroker(data, config={**FORMAT2, "log.segment.bytes": "16384"})
+    new.start()
+    try:
+        bs = new.bootstrap_servers
+        p = Producer({"bootstrap.servers": bs, "compression.type": "zstd", "linger.ms": 5})
+        for i in range(1500, 2000):
+            p.produce("old", key=b"%d" % i, value=b"written in format 2 %d " % i * 5)
+        assert p.flush(30) == 0
+        part = data / "old-0"
+        deadline = time.monotonic() + 60
+        while (list(part.glob("*.wire")) or segment_formats(part) != {"2"}) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert segment_formats(part) == {"2"} and not list(part.glob("*.wire"))
+        got = consume(bs, "old", 2000)
+        assert [r[2] for r in got] == [b"%d" % i for i in range(2000)]
+        after = read_topic("old", data_dir=data)
+        assert after.slice(0, before.num_rows).equals(before)
+        assert after.num_rows == 2000
+    finally:
+        new.close()

@@ -2,7 +2,9 @@
 
 One daemon thread wakes for the earliest due job or when a partition asks for
 work (its active segment rolled, so the rolled IPC stream can be sealed into an
-IPC file). Timers follow Kafka's names: ``log.retention.check.interval.ms``,
+IPC file). Under ``pylog.segment.format=2`` the same pass rewrites sealed format 1
+segments as format 2, one segment per partition per pass, from start-up on.
+Timers follow Kafka's names: ``log.retention.check.interval.ms``,
 ``log.cleaner.backoff.ms`` (compacted topics), ``log.flush.scheduler.interval.ms``
 (topics with ``flush.ms``); ``pylog.memory.release.interval.ms`` returns freed
 memory to the kernel. The partition log is thread-safe and swaps rewritten
@@ -102,6 +104,8 @@ class Maintenance:
                 self._seal.clear()
             for part in seal:
                 self._guard("sealing", part, part.seal_rolled_segments)
+                if part.one_copy:  # one old segment at a time, then the other jobs get a turn
+                    self._guard("format upgrade", part, functools.partial(self._upgrade, part))
             now = time.monotonic()
             if now >= self._due["retention"]:
                 self.run_retention()
@@ -121,6 +125,12 @@ class Maintenance:
             if now >= self._due["release"]:
                 release_unused_memory()
                 self._due["release"] = time.monotonic() + (self.release_s or MAX_SLEEP_S)
+
+    def _upgrade(self, part: Partition) -> None:
+        """Rewrite one sealed format 1 segment of ``part`` as format 2; ask again while any is left."""
+        if part.upgrade_segments(1):
+            with self._cond:
+                self._seal[id(part)] = part
 
     def _guard(self, what: str, part: Partition, fn: Callable[[], object]) -> None:
         if part.deleted:

@@ -813,6 +813,11 @@ class Partition:
         """Rewrite rolled segments as sealed IPC files (the maintenance thread)."""
         return self.log.seal_pending()
 
+    def upgrade_segments(self, limit: int = 1) -> int:
+        """Under format 2, rewrite up to ``limit`` sealed format 1 segments as format 2 (the
+        maintenance thread); offsets and bytes served stay the same. Returns segments rewritten."""
+        return self.log.upgrade_format(limit) if self.one_copy else 0
+
     def apply_retention(self, now_ms: int, producer_expiration_ms: int) -> None:
         """Delete segments past retention (never above the high watermark) and forget what they
         held; expire producers idle longer than ``producer.id.expiration.ms``."""
