@@ -8,11 +8,13 @@ figure that separates the brokers.
 
     python bench/bench_client_ceiling.py                       # lz4 produce of 1 KB records, 5 runs
     python bench/bench_client_ceiling.py --codec none --size 100 --repeat 3
+    python bench/bench_client_ceiling.py --segment-format 1,2 --brokers pylog,null  # formats side by side
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import statistics
 import sys
 from pathlib import Path
@@ -25,17 +27,34 @@ from common import BenchBroker, create_topic
 BROKERS = ("pylog", "tansu", "null")
 
 
+def broker_labels(args: argparse.Namespace) -> dict[str, tuple[str, dict[str, str]]]:
+    """Label -> (broker kind, config): pylog once per `--segment-format` ("pylog f1", "pylog f2"
+    when there are several)."""
+    formats = [f.strip() for f in args.segment_format.split(",") if f.strip()]
+    out: dict[str, tuple[str, dict[str, str]]] = {}
+    for kind in args.brokers.split(","):
+        if kind == "pylog":
+            for f in formats:
+                label = "pylog" if len(formats) == 1 else f"pylog f{f}"
+                out[label] = ("pylog", {"pylog.segment.format": f})
+        else:
+            out[kind] = (kind, {})
+    return out
+
+
 def run(args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:
     """(records/s, broker CPU s per million records) of every run, by broker."""
     sc = Scenario(args.size, compression=args.codec)
-    brokers = {kind: BenchBroker(kind).start() for kind in BROKERS}
-    samples: dict[str, list[tuple[float, float]]] = {kind: [] for kind in BROKERS}
+    kinds = broker_labels(args)
+    labels = tuple(kinds)
+    brokers = {label: BenchBroker(kind, config=config).start() for label, (kind, config) in kinds.items()}
+    samples: dict[str, list[tuple[float, float]]] = {label: [] for label in labels}
     try:
         for b in brokers.values():
             create_topic(b.bootstrap, "ceiling", 1)
             produce(b.bootstrap, "ceiling", sc, args.records // 10)  # connections, caches, first segment
         for rep in range(args.repeat):
-            order = BROKERS[rep % len(BROKERS):] + BROKERS[: rep % len(BROKERS)]  # each goes first in turn
+            order = labels[rep % len(labels):] + labels[: rep % len(labels)]  # each goes first in turn
             for kind in order:
                 b = brokers[kind]
                 before = b.stats().cpu_s
@@ -57,19 +76,26 @@ def table(samples: dict[str, list[tuple[float, float]]], label: str) -> str:
         return [x / y for x, y in zip(rate[a], rate[b])]
 
     lines = [
-        f"{label}: median of {len(rate['pylog'])} runs, brokers alternating",
+        f"{label}: median of {len(next(iter(rate.values())))} runs, brokers alternating",
         "",
         "| broker | records/s | broker CPU s / M records | records/s per run |",
         "|---|---:|---:|---|",
     ]
-    for kind in BROKERS:
+    for kind in samples:
         runs = " ".join(f"{x / 1e3:,.0f}k" for x in rate[kind])
         lines.append(f"| {kind} | {fmt(statistics.median(rate[kind]))} | "
                      f"{fmt(statistics.median(cpu[kind]))} | {runs} |")
     lines += ["", "| ratio | median | per run |", "|---|---:|---|"]
-    for a, b in (("pylog", "tansu"), ("pylog", "null"), ("tansu", "null")):
+    pylogs = [k for k in samples if k.startswith("pylog")]
+    pairs = [(p, o) for p in pylogs for o in ("tansu", "null") if o in samples]
+    pairs += [("tansu", "null")] if "tansu" in samples and "null" in samples else []
+    pairs += [(b, a) for a, b in itertools.pairwise(pylogs)]
+    for a, b in pairs:
         r = ratios(a, b)
         lines.append(f"| {a} / {b} | {statistics.median(r):.2f} | {' '.join(f'{x:.2f}' for x in r)} |")
+    for a, b in itertools.pairwise(pylogs):
+        c = [x / y for x, y in zip(cpu[b], cpu[a])]
+        lines.append(f"| CPU {b} / {a} | {statistics.median(c):.2f} | {' '.join(f'{x:.2f}' for x in c)} |")
     return "\n".join(lines)
 
 
@@ -79,6 +105,9 @@ def main() -> None:
     ap.add_argument("--size", type=int, default=1000, help="record size in bytes")
     ap.add_argument("--codec", default="lz4", help="the producer's compression.type")
     ap.add_argument("--repeat", type=int, default=5, help="runs per broker")
+    ap.add_argument("--brokers", default=",".join(BROKERS), help="which of pylog, tansu, null to run")
+    ap.add_argument("--segment-format", default="1", help="pylog.segment.format of the pylog broker; "
+                    "several (1,2) run one pylog broker each, side by side")
     args = ap.parse_args()
     label = f"produce {args.size} B, acks=1, {args.codec}, 1 partition"
     print("\n" + table(run(args), label))

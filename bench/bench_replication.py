@@ -26,6 +26,10 @@ benchmark's warm-up does.
 
     python bench/bench_replication.py                  # 500k records per row, 10 s latency row
     python bench/bench_replication.py --records 100000 --repeat 3
+    python bench/bench_replication.py --segment-format 1,2 --seconds 0   # formats side by side
+
+Each row also shows the leader's CPU and the busiest follower's, per million records, and the
+follower's against the RF=1 leader's (what a replica costs beside the leader it copies).
 """
 
 from __future__ import annotations
@@ -94,16 +98,18 @@ def delete(bootstrap: str, topic: str) -> None:
     time.sleep(0.5)
 
 
-def cpu(cluster: LocalCluster) -> float:
-    return sum(proc_stats(n.pid).cpu_s for n in cluster.nodes.values() if n.pid is not None)
+def cpu(cluster: LocalCluster) -> dict[int, float]:
+    """CPU seconds so far of each node's process."""
+    return {i: proc_stats(n.pid).cpu_s for i, n in cluster.nodes.items() if n.pid is not None}
 
 
-Rows = dict[str, list[tuple[float, float]]]
+Rows = dict[str, list[tuple[float, float, float, float]]]  # records/s, CPU s / M: cluster, leader, follower
 Latency = dict[str, dict[str, list[float]]]
 
 
 def run(
-    records: int, repeat: int = 1, only: str = "", rate: int = 10_000, seconds: float = 10.0
+    records: int, repeat: int = 1, only: str = "", rate: int = 10_000, seconds: float = 10.0,
+    config: dict[str, str] | None = None,
 ) -> tuple[Rows, Latency]:
     """Start a 3-node cluster, run the throughput rows whose label contains ``only`` (all with
     "") ``repeat`` times and, unless ``seconds`` is 0, the latency rows; returns per row label its
@@ -112,7 +118,7 @@ def run(
     lat: Latency = {f"linger.ms={linger}": {} for linger in LINGERS_MS}
     with (
         tempfile.TemporaryDirectory(prefix="pylog-bench-repl-") as home,
-        LocalCluster(3, data_dir=home, log_level="WARNING") as cluster,
+        LocalCluster(3, data_dir=home, log_level="WARNING", config=config) as cluster,
     ):
         bs = cluster.bootstrap_servers
         nodes = sorted(cluster.nodes)
@@ -138,8 +144,12 @@ def run(
                 before = cpu(cluster)
                 elapsed = produce(bs, topic, Scenario(1000, acks=acks), records, config)
                 settle(bs, topic, records)
-                used = cpu(cluster) - before
-                rows.setdefault(label, []).append((records / elapsed, used / records * 1e6))
+                after = cpu(cluster)
+                used = {i: after[i] - before.get(i, 0.0) for i in after}
+                per_m = 1e6 / records
+                follower = max((c for i, c in used.items() if i != leader), default=0.0)
+                rows.setdefault(label, []).append((records / elapsed, sum(used.values()) * per_m,
+                                                   used.get(leader, 0.0) * per_m, follower * per_m))
                 delete(bs, topic)
             if seconds <= 0:
                 continue
@@ -161,7 +171,7 @@ def run(
 def baseline(rows: Rows, label: str) -> float:
     """The median records/s of the RF=1 row ``label`` is compared with (same batches)."""
     ref = "RF=1, acks=all, 1 MB batches" if label.endswith("1 MB batches") else "RF=1, acks=all"
-    return statistics.median(r for r, _ in rows[ref]) if ref in rows else float("nan")
+    return statistics.median(r[0] for r in rows[ref]) if ref in rows else float("nan")
 
 
 def main() -> None:
@@ -171,19 +181,27 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=10_000, help="latency row: records per second")
     ap.add_argument("--seconds", type=float, default=10.0, help="latency row: how long (0: skip it)")
     ap.add_argument("--only", default="", help="run only the throughput rows whose label contains this")
+    ap.add_argument("--segment-format", default="1", help="pylog.segment.format of the cluster; several "
+                    "(1,2) run one cluster each, one after the other, printed side by side")
     args = ap.parse_args()
-    rows, lat = run(args.records, args.repeat, args.only, args.rate, args.seconds)
+    formats = [f.strip() for f in args.segment_format.split(",") if f.strip()]
+    lat: Latency = {}
     print(f"\n3-node pylog cluster, 1 KB records, {args.records:,} per row, median of {args.repeat}\n")
-    print(
-        f"| {'row':<29} | {'records/s':>10} | {'MB/s':>7} | {'cluster CPU s / M records':>25} "
-        f"| {'vs RF=1':>7} |"
-    )
-    print(f"|{'-' * 31}|{'-' * 12}|{'-' * 9}|{'-' * 27}|{'-' * 9}|")
-    for label, values in rows.items():
-        rate = statistics.median(r for r, _ in values)
-        cost = statistics.median(c for _, c in values)
-        ratio = rate / baseline(rows, label)
-        print(f"| {label:<29} | {rate:>10,.0f} | {rate / 1000:>7.1f} | {cost:>25.2f} | {ratio:>7.2f} |")
+    print(f"| {'format':>6} | {'row':<29} | {'records/s':>10} | {'MB/s':>7} | {'cluster CPU s/M':>15} "
+          f"| {'leader CPU s/M':>14} | {'follower CPU s/M':>16} | {'follower / RF=1 leader':>22} "
+          f"| {'vs RF=1':>7} |")
+    print("|" + "|".join("-" * w for w in (8, 31, 12, 9, 17, 16, 18, 24, 9)) + "|")
+    for fmt in formats:
+        rows, lat = run(args.records, args.repeat, args.only, args.rate, args.seconds,
+                        {"pylog.segment.format": fmt})
+        solo = rows.get("RF=1, acks=all")
+        solo_leader = statistics.median(r[2] for r in solo) if solo else float("nan")
+        for label, values in rows.items():
+            rate, cost, lead, follow = (statistics.median(r[k] for r in values) for k in range(4))
+            ratio = rate / baseline(rows, label)
+            print(f"| {fmt:>6} | {label:<29} | {rate:>10,.0f} | {rate / 1000:>7.1f} | {cost:>15.2f} "
+                  f"| {lead:>14.2f} | {follow:>16.2f} | {follow / solo_leader:>22.2f} | {ratio:>7.2f} |",
+                  flush=True)
     if args.seconds <= 0:
         return
     print(
