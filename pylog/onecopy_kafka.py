@@ -1,7 +1,8 @@
 """Kafka batches -> format 2 ("one copy") rows: the codec work `pylog.storage.onecopy` leaves out.
 
 A producer's lz4 or zstd section is stored as it came (decompressed once, to find the records'
-byte positions; never recompressed); a plain section as it came. gzip and snappy have no Arrow
+byte positions; never recompressed), or plain under `pylog.segment.compression=none` (the bytes
+that decompression gave); a plain section as it came. gzip and snappy have no Arrow
 IPC buffer codec: such a section is decompressed once and stored as the topic's
 `pylog.segment.compression` says ("producer" and "none": plain, which every client reads; "lz4" /
 "zstd": that codec), the batch's codec bits and CRC following, as Kafka's own broker does when a
@@ -22,7 +23,8 @@ from pylog.storage.schema import BatchMeta
 
 # "producer": plain, which every client reads (a gzip-only consumer, e.g. kafkajs without codec
 # plugins, cannot read the zstd or lz4 an Arrow codec would need)
-_STORED_CODEC = {"producer": {GZIP: NONE, SNAPPY: NONE}, "none": {GZIP: NONE, SNAPPY: NONE},
+_STORED_CODEC = {"producer": {GZIP: NONE, SNAPPY: NONE},
+                 "none": {GZIP: NONE, SNAPPY: NONE, LZ4: NONE, ZSTD: NONE},
                  "lz4": {GZIP: LZ4, SNAPPY: LZ4}, "zstd": {GZIP: ZSTD, SNAPPY: ZSTD}}
 
 
@@ -43,8 +45,8 @@ def rows_from_kafka(batch: bytes | bytearray | memoryview, *, base_offset: int,
     codec = h.attributes & COMPRESSION_MASK
     attributes, crc, max_ts = h.attributes, h.crc, h.max_timestamp
     raw = decompress_records(codec, section, max_uncompressed_bytes) if codec else section
-    if codec in (GZIP, SNAPPY):
-        stored = _STORED_CODEC[segment_compression][codec]
+    stored = _STORED_CODEC[segment_compression].get(codec, codec)
+    if stored != codec:
         section = compress(stored, raw) if stored else raw
         attributes = (attributes & ~COMPRESSION_MASK) | stored
         crc = -1
