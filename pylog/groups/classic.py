@@ -39,9 +39,8 @@ when the shell must call `tick` next.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
 
-from pylog.groups.group import ClassicGroup, GroupState, Member, Protocols
+from pylog.groups.group import ClassicGroup, GroupState, Member
 from pylog.groups.records import decode_group_value, encode_group_value, group_metadata_key
 from pylog.groups.registry import GroupRegistry
 from pylog.groups.timers import Timer, TimerKind
@@ -49,6 +48,7 @@ from pylog.groups.types import (
     CoordinatorRecord,
     Handle,
     JoinGroupResult,
+    JoinRequest,
     LeaveGroupResult,
     LeaveMemberResult,
     Output,
@@ -60,20 +60,6 @@ PREPARING = GroupState.PREPARING_REBALANCE
 COMPLETING = GroupState.COMPLETING_REBALANCE
 STABLE = GroupState.STABLE
 EMPTY = GroupState.EMPTY
-
-
-@dataclass(frozen=True)
-class _JoinRequest:
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: Protocols
-    api_version: int
 
 
 class ClassicProtocol:
@@ -108,54 +94,18 @@ class ClassicProtocol:
 
     # ------------------------------------------------------------------ JoinGroup
 
-    def join_group(
-        self,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        protocol_type: str,
-        protocols: Iterable[tuple[str, bytes]],
-        *,
-        reason: str | None = None,
-        api_version: int,
-        now_ms: int,
-        handle: Handle,
-    ) -> Output:
-        """JoinGroup (all versions). The answer for `handle` arrives in some `Output.completions`.
-
-        `rebalance_timeout_ms` < 0 (v0) means the session timeout. `reason` (v8+) is informational.
-        """
+    def join_group(self, req: JoinRequest, *, now_ms: int, handle: Handle) -> Output:
+        """JoinGroup (all versions) of a `normalised` request. The answer for `handle` arrives in
+        some `Output.completions`."""
         out = Output()
         self.reg.run_timers(now_ms, out)
-        uniq: dict[str, bytes] = {}
-        for name, metadata in protocols:
-            uniq.setdefault(name, bytes(metadata))
-        req = _JoinRequest(
-            group_id,
-            member_id,
-            group_instance_id,
-            client_id,
-            client_host,
-            session_timeout_ms,
-            session_timeout_ms if rebalance_timeout_ms < 0 else rebalance_timeout_ms,
-            protocol_type,
-            tuple(uniq.items()),
-            api_version,
-        )
+        group_id, member_id = req.group_id, req.member_id
         error = ErrorCode.NONE
         if not group_id:
             error = ErrorCode.INVALID_GROUP_ID
         elif (e := self.reg.coordinator_error(group_id)) is not ErrorCode.NONE:
             error = e
-        elif not (
-            self.config.group_min_session_timeout_ms
-            <= session_timeout_ms
-            <= self.config.group_max_session_timeout_ms
-        ):
+        elif not self.config.accepts_session_timeout(req.session_timeout_ms):
             error = ErrorCode.INVALID_SESSION_TIMEOUT
         elif member_id and self.group(group_id) is None:
             error = ErrorCode.UNKNOWN_MEMBER_ID
@@ -189,7 +139,7 @@ class ClassicProtocol:
         return True
 
     def _join_new_member(
-        self, group: ClassicGroup, req: _JoinRequest, handle: Handle, now_ms: int, out: Output
+        self, group: ClassicGroup, req: JoinRequest, handle: Handle, now_ms: int, out: Output
     ) -> None:
         if not group.supports_protocols(req.protocol_type, [n for n, _ in req.protocols]):
             out.complete(handle, JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=""))
@@ -211,7 +161,7 @@ class ClassicProtocol:
             self._add_member_and_rebalance(group, new_id, req, handle, now_ms, out)
 
     def _join_existing_member(
-        self, group: ClassicGroup, req: _JoinRequest, handle: Handle, now_ms: int, out: Output
+        self, group: ClassicGroup, req: JoinRequest, handle: Handle, now_ms: int, out: Output
     ) -> None:
         member_id = req.member_id
         if not group.supports_protocols(req.protocol_type, [n for n, _ in req.protocols]):
@@ -246,7 +196,7 @@ class ClassicProtocol:
         self,
         group: ClassicGroup,
         member_id: str,
-        req: _JoinRequest,
+        req: JoinRequest,
         handle: Handle,
         now_ms: int,
         out: Output,
@@ -271,7 +221,7 @@ class ClassicProtocol:
         self._maybe_prepare_rebalance_or_complete_join(group, now_ms, out)
 
     def _update_member_and_rebalance(
-        self, group: ClassicGroup, m: Member, req: _JoinRequest, handle: Handle, now_ms: int, out: Output
+        self, group: ClassicGroup, m: Member, req: JoinRequest, handle: Handle, now_ms: int, out: Output
     ) -> None:
         group.update_member(m, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms)
         if m.join_handle is not None:
@@ -286,7 +236,7 @@ class ClassicProtocol:
         group: ClassicGroup,
         old_id: str,
         new_id: str,
-        req: _JoinRequest,
+        req: JoinRequest,
         handle: Handle,
         now_ms: int,
         out: Output,

@@ -64,6 +64,7 @@ from pylog.groups.types import (
     GroupConfig,
     Handle,
     JoinGroupResult,
+    JoinRequest,
     LeaveGroupResult,
     LeaveMemberResult,
     ListedGroup,
@@ -185,69 +186,29 @@ class GroupCoordinator:
     # ------------------------------------------------------------------ classic APIs
 
     def join_group(
-        self,
-        group_id: str,
-        member_id: str,
-        group_instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        protocol_type: str,
-        protocols: Iterable[tuple[str, bytes]],
-        *,
-        reason: str | None = None,
-        api_version: int,
-        now_ms: int,
-        handle: Handle,
-        topics: TopicsView | None = None,
+        self, req: JoinRequest, *, now_ms: int, handle: Handle, topics: TopicsView | None = None
     ) -> Output:
-        """JoinGroup (all versions). The answer for `handle` arrives in some `Output.completions`.
-
-        `rebalance_timeout_ms` < 0 (v0) means the session timeout. `reason` (v8+) is informational.
-        """
+        """JoinGroup (all versions). The answer for `handle` arrives in some `Output.completions`."""
         self._topics(topics)
         out = Output()
         self.registry.run_timers(now_ms, out)
-        g = self._routable(group_id)
+        req = req.normalised()
+        g = self._routable(req.group_id)
+        error = ErrorCode.NONE
         if isinstance(g, (ShareGroup, StreamsGroup)):
-            out.complete(handle, JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
-            return out
-        if isinstance(g, ConsumerGroup) and g.members:
-            if not (
-                self.config.group_min_session_timeout_ms
-                <= session_timeout_ms
-                <= self.config.group_max_session_timeout_ms
-            ):
-                out.complete(handle, JoinGroupResult(ErrorCode.INVALID_SESSION_TIMEOUT, member_id=member_id))
+            error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+        elif isinstance(g, ConsumerGroup) and g.members:
+            if not self.config.accepts_session_timeout(req.session_timeout_ms):
+                error = ErrorCode.INVALID_SESSION_TIMEOUT
+            else:
+                self.migration.join(g, req, now_ms=now_ms, handle=handle, out=out)
                 return out
-            uniq: dict[str, bytes] = {}
-            for name, metadata in protocols:
-                uniq.setdefault(name, bytes(metadata))
-            self.migration.join(
-                g,
-                member_id,
-                group_instance_id,
-                client_id,
-                client_host,
-                session_timeout_ms,
-                session_timeout_ms if rebalance_timeout_ms < 0 else rebalance_timeout_ms,
-                protocol_type,
-                tuple(uniq.items()),
-                api_version=api_version,
-                now_ms=now_ms,
-                handle=handle,
-                out=out,
-            )
+        if error is not ErrorCode.NONE:
+            out.complete(handle, JoinGroupResult(error, member_id=req.member_id))
             return out
         if isinstance(g, ConsumerGroup):
             self.consumer.delete(g, out)  # an empty consumer group becomes a classic group, as in Kafka
-        joined = self.classic.join_group(
-            group_id, member_id, group_instance_id, client_id, client_host, session_timeout_ms,
-            rebalance_timeout_ms, protocol_type, protocols, reason=reason, api_version=api_version,
-            now_ms=now_ms, handle=handle,
-        )  # fmt: skip
-        return _merged(out, joined)
+        return _merged(out, self.classic.join_group(req, now_ms=now_ms, handle=handle))
 
     def _routable(self, group_id: str) -> ClassicGroup | ConsumerGroup | ShareGroup | StreamsGroup | None:
         """The group a request names, if this coordinator serves it now."""

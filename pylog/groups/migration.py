@@ -62,6 +62,7 @@ from pylog.groups.types import (
     CoordinatorRecord,
     Handle,
     JoinGroupResult,
+    JoinRequest,
     LeaveGroupResult,
     LeaveMemberResult,
     Output,
@@ -210,24 +211,12 @@ class Migration:
     # ------------------------------------------------------------------ classic members of a consumer group
 
     def join(
-        self,
-        group: ConsumerGroup,
-        member_id: str,
-        instance_id: str | None,
-        client_id: str,
-        client_host: str,
-        session_timeout_ms: int,
-        rebalance_timeout_ms: int,
-        protocol_type: str,
-        protocols: tuple[tuple[str, bytes], ...],
-        *,
-        api_version: int,
-        now_ms: int,
-        handle: Handle,
-        out: Output,
+        self, group: ConsumerGroup, req: JoinRequest, *, now_ms: int, handle: Handle, out: Output
     ) -> None:
         """JoinGroup of a classic member to a consumer group: answered at once (a completion)."""
-        if protocol_type != CONSUMER_PROTOCOL_TYPE or not protocols:
+        member_id, instance_id, client_id = req.member_id, req.group_instance_id, req.client_id
+        protocols = req.protocols
+        if req.protocol_type != CONSUMER_PROTOCOL_TYPE or not protocols:
             out.complete(handle, JoinGroupResult(ErrorCode.INCONSISTENT_GROUP_PROTOCOL, member_id=member_id))
             return
         try:
@@ -242,7 +231,7 @@ class Migration:
                 # A static member restarting: the new id replaces the old one.
                 self.consumer.remove_member(group, group.members[previous_id], out)
                 self.consumer.bump_epoch(group, out)
-        elif existing is None and api_version >= 4 and not member_id:
+        elif existing is None and req.api_version >= 4 and not member_id:
             new_id = self.reg.new_member_id(client_id, group.members)
             out.complete(handle, JoinGroupResult(ErrorCode.MEMBER_ID_REQUIRED, member_id=new_id))
             return
@@ -267,9 +256,9 @@ class Migration:
         bump |= topics != m.subscribed_topic_names
         m.subscribed_topic_names, m.subscribed_topic_regex, m.server_assignor = topics, None, None
         m.rack_id = sub.rack_id
-        m.rebalance_timeout_ms = rebalance_timeout_ms
-        m.client_id, m.client_host = client_id, client_host
-        m.classic = ClassicMemberMetadata(session_timeout_ms, protocols)
+        m.rebalance_timeout_ms = req.rebalance_timeout_ms
+        m.client_id, m.client_host = client_id, req.client_host
+        m.classic = ClassicMemberMetadata(req.session_timeout_ms, protocols)
         self.consumer.write_member(group, m, out)
         if bump:
             self.consumer.bump_epoch(group, out)
@@ -279,7 +268,7 @@ class Migration:
         self.consumer.reconcile(group, m, self._to_ids(sub.owned or {}), now_ms, out)
         self._arm_session(group, m, now_ms)
         self.reg.arm(
-            m.sync, now_ms + rebalance_timeout_ms, TimerKind.CONSUMER_SYNC, group.group_id, m.member_id
+            m.sync, now_ms + req.rebalance_timeout_ms, TimerKind.CONSUMER_SYNC, group.group_id, m.member_id
         )
         out.complete(
             handle,

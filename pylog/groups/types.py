@@ -7,7 +7,7 @@ response bodies without translation.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from pylog.protocol.errors import ErrorCode
@@ -63,12 +63,44 @@ class GroupConfig:
         kwargs = {cls._KAFKA_NAMES[k]: int(v) for k, v in props.items() if k in cls._KAFKA_NAMES}
         return cls(**kwargs)
 
+    def accepts_session_timeout(self, session_timeout_ms: int) -> bool:
+        """A classic member's session timeout lies within the broker's bounds."""
+        return self.group_min_session_timeout_ms <= session_timeout_ms <= self.group_max_session_timeout_ms
+
 
 @dataclass(frozen=True)
 class JoinGroupMember:
     member_id: str
     group_instance_id: str | None
     metadata: bytes
+
+
+@dataclass(frozen=True)
+class JoinRequest:
+    """A JoinGroup as the coordinator reads it: who joins, with which timeouts and protocols.
+
+    `rebalance_timeout_ms` < 0 (v0) means the session timeout. `reason` (v8+) is informational.
+    """
+
+    group_id: str
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    api_version: int
+    reason: str | None = None
+
+    def normalised(self) -> JoinRequest:
+        """The v0 rebalance timeout resolved and repeated protocol names dropped (the first wins)."""
+        uniq: dict[str, bytes] = {}
+        for name, metadata in self.protocols:
+            uniq.setdefault(name, bytes(metadata))
+        rebalance = self.session_timeout_ms if self.rebalance_timeout_ms < 0 else self.rebalance_timeout_ms
+        return replace(self, rebalance_timeout_ms=rebalance, protocols=tuple(uniq.items()))
 
 
 @dataclass(frozen=True)

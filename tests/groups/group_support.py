@@ -7,7 +7,7 @@ import random
 import struct
 from dataclasses import dataclass, field
 
-from pylog.groups import GroupConfig, GroupCoordinator, JoinGroupResult, Output, SyncGroupResult
+from pylog.groups import GroupConfig, GroupCoordinator, JoinGroupResult, JoinRequest, Output, SyncGroupResult
 from pylog.groups.records import decode_key
 
 GROUP = "g"
@@ -92,16 +92,18 @@ class Shell:
         h = next(_handles)
         self.absorb(
             self.c.join_group(
-                group,
-                member_id,
-                instance,
-                client_id,
-                "/127.0.0.1",
-                session,
-                rebalance,
-                protocol_type,
-                protocols,
-                api_version=version,
+                JoinRequest(
+                    group,
+                    member_id,
+                    instance,
+                    client_id,
+                    "/127.0.0.1",
+                    session,
+                    rebalance,
+                    protocol_type,
+                    protocols,
+                    version,
+                ),
                 now_ms=self.now,
                 handle=h,
             )

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from group_support import subscription
 from pylog.protocol.errors import ErrorCode as E
 
-from pylog.groups import GroupCoordinator, Output
+from pylog.groups import GroupCoordinator, JoinRequest, Output
 from pylog.groups.consumer import Heartbeat
 from pylog.groups.consumer_protocol import decode_assignment, encode_assignment
 from pylog.groups.records import decode_key
@@ -123,16 +123,18 @@ class ClassicClient:
         self.join = next(_handles)
         w.absorb(
             w.c.join_group(
-                GROUP,
-                self.member_id,
-                None,
-                self.name,
-                "/127.0.0.1",
-                10_000,
-                20_000,
-                "consumer",
-                [("range", subscription(TOPIC))],
-                api_version=5,
+                JoinRequest(
+                    GROUP,
+                    self.member_id,
+                    None,
+                    self.name,
+                    "/127.0.0.1",
+                    10_000,
+                    20_000,
+                    "consumer",
+                    [("range", subscription(TOPIC))],
+                    5,
+                ),
                 now_ms=w.now,
                 handle=self.join,
                 topics=TOPICS,

@@ -21,6 +21,7 @@ from pylog.groups import (
     GroupCoordinator,
     GroupState,
     JoinGroupResult,
+    JoinRequest,
     OffsetCommitPartition,
     Output,
     SyncGroupResult,
@@ -133,16 +134,18 @@ class GroupMachine(RuleBasedStateMachine):
         h = self.handle_for(client)
         self.absorb(
             w.c.join_group(
-                GROUP,
-                client.member_id,
-                client.instance,
-                f"c{i}",
-                "/h",
-                SESSION,
-                REBALANCE,
-                "consumer",
-                METADATA[variant],
-                api_version=version,
+                JoinRequest(
+                    GROUP,
+                    client.member_id,
+                    client.instance,
+                    f"c{i}",
+                    "/h",
+                    SESSION,
+                    REBALANCE,
+                    "consumer",
+                    METADATA[variant],
+                    version,
+                ),
                 now_ms=w.now,
                 handle=h,
             )

@@ -24,7 +24,7 @@ from migration_support import (
 )
 from pylog.protocol.errors import ErrorCode as E
 
-from pylog.groups import GroupConfig, GroupCoordinator, GroupState, OffsetCommitPartition
+from pylog.groups import GroupConfig, GroupCoordinator, GroupState, JoinRequest, OffsetCommitPartition
 from pylog.groups.consumer import ConsumerGroupConfig, Heartbeat
 from pylog.groups.consumer_group import ConsumerGroup
 from pylog.groups.group import ClassicGroup
@@ -116,16 +116,18 @@ def test_upgrade_refused_by_policy_or_by_a_non_consumer_protocol() -> None:
     h = 10**9
     w.absorb(
         w.c.join_group(
-            "connect",
-            "",
-            None,
-            "c",
-            "/h",
-            10_000,
-            10_000,
-            "connect",
-            [("v1", b"x")],
-            api_version=3,
+            JoinRequest(
+                "connect",
+                "",
+                None,
+                "c",
+                "/h",
+                10_000,
+                10_000,
+                "connect",
+                [("v1", b"x")],
+                3,
+            ),
             now_ms=0,
             handle=h,
         )
@@ -161,16 +163,18 @@ def test_classic_member_joining_a_consumer_group_reports_owned_partitions() -> N
     h = 10**9 + 1
     w.absorb(
         w.c.join_group(
-            GROUP,
-            "",
-            None,
-            "a",
-            "/h",
-            10_000,
-            20_000,
-            "consumer",
-            [("cooperative-sticky", subscription_v1(TOPIC, []))],
-            api_version=5,
+            JoinRequest(
+                GROUP,
+                "",
+                None,
+                "a",
+                "/h",
+                10_000,
+                20_000,
+                "consumer",
+                [("cooperative-sticky", subscription_v1(TOPIC, []))],
+                5,
+            ),
             now_ms=w.now,
             handle=h,
         )
@@ -179,16 +183,18 @@ def test_classic_member_joining_a_consumer_group_reports_owned_partitions() -> N
     assert res.error == E.MEMBER_ID_REQUIRED
     w.absorb(
         w.c.join_group(
-            GROUP,
-            res.member_id,
-            None,
-            "a",
-            "/h",
-            10_000,
-            20_000,
-            "consumer",
-            [("cooperative-sticky", subscription_v1(TOPIC, []))],
-            api_version=5,
+            JoinRequest(
+                GROUP,
+                res.member_id,
+                None,
+                "a",
+                "/h",
+                10_000,
+                20_000,
+                "consumer",
+                [("cooperative-sticky", subscription_v1(TOPIC, []))],
+                5,
+            ),
             now_ms=w.now,
             handle=h + 1,
         )

@@ -20,7 +20,7 @@ from pylog.broker.control.metadata import MetadataView
 from pylog.broker.coordinators.group_shell import GroupShell, client_host, not_available, topics_view
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves
-from pylog.groups import JoinGroupResult, SyncGroupResult
+from pylog.groups import JoinGroupResult, JoinRequest, SyncGroupResult
 
 
 def error_response(req: JoinGroupRequest, code: int) -> JoinGroupResponse:
@@ -36,7 +36,7 @@ def join_group(
     if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
         return response(ctx, JoinGroupResult(error, member_id=req.member_id))
     handle, fut = shell.park()
-    out = shell.coordinator.join_group(
+    join = JoinRequest(
         req.group_id,
         req.member_id,
         getattr(req, "group_instance_id", None),
@@ -45,9 +45,12 @@ def join_group(
         req.session_timeout_ms,
         getattr(req, "rebalance_timeout_ms", -1),
         req.protocol_type,
-        [(p.name, p.metadata) for p in req.protocols],
+        tuple((p.name, p.metadata) for p in req.protocols),
+        ctx.api_version,
         reason=getattr(req, "reason", None),
-        api_version=ctx.api_version,
+    )
+    out = shell.coordinator.join_group(
+        join,
         now_ms=shell.clock(),
         handle=handle,
         topics=topics_view(metadata.image),
