@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import os
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -325,6 +325,42 @@ class PartitionLog:
             self._segments[-1].append_rows(rows, now_ms)
             stored = metas_from_entries(rows.entries)[0]
             self._appended(stored, n, now_ms)
+        return stored
+
+    def append_replicated_rows(self, parts: Sequence[oc.Rows], *, now_ms: int) -> list[BatchMeta]:
+        """A follower's append of the leader's batches, each as format 2 Rows of one batch at the
+        leader's base offset and epoch (in offset order, the first at or past the log end): under
+        format 2 consecutive batches share one Arrow message of about `SEALED_MESSAGE_BYTES` (one
+        write per fetched run, not per batch); under format 1 each goes through `append_rows`.
+        Returns the stored metadata of each batch."""
+        self._check_writable()
+        if self.config.segment_format != 2:
+            return [self.append_rows(rows, now_ms=now_ms, base_offset=int(rows.entries["base_offset"][0]))
+                    for rows in parts]
+        if not parts:
+            return []
+        prev = -1
+        for rows in parts:
+            e = rows.entries
+            if len(e) != 1 or rows.num_rows == 0 or int(e["last_offset_delta"][0]) < rows.num_rows - 1:
+                raise InvalidAppend("each part must be one non-empty Kafka batch")
+            if int(e["base_offset"][0]) <= prev:
+                raise InvalidAppend("batches out of offset order")
+            prev = int(e["base_offset"][0]) + int(e["last_offset_delta"][0])
+        stored: list[BatchMeta] = []
+        with self._lock:
+            leo = self._log_end_offset
+            if int(parts[0].entries["base_offset"][0]) < leo:
+                raise InvalidAppend(f"base offset {int(parts[0].entries['base_offset'][0])} is below the "
+                                    f"log end offset {leo}")
+            ready = [oc.with_header_timestamps(r) for r in parts]
+            for group in oc.group_for_message(ready, oc.SEALED_MESSAGE_BYTES):
+                group = dataclasses.replace(group, entries=group.entries.copy())
+                self._maybe_roll(int(group.entries["size"].sum()), now_ms, 2)
+                self._segments[-1].append_rows(group, now_ms)
+                for meta in metas_from_entries(group.entries):
+                    self._appended(meta, meta.record_count, now_ms)
+                    stored.append(meta)
         return stored
 
     def _append_rows_as_arrow(self, rows: oc.Rows, now_ms: int, base_offset: int | None) -> BatchMeta:

@@ -501,13 +501,13 @@ class Segment:
         return length
 
     def append_rows(self, rows: oc.Rows, append_time: int) -> int:
-        """Format 2: write one Kafka batch (its section as stored) as one message, then
-        `.batches`, `.index`, `.timeindex`; the batch's `size` is its exact wire length. Returns
-        the message length."""
+        """Format 2: write Kafka batches (their sections as stored; one, or a follower's run of
+        them) as one message, then `.batches`, `.index`, `.timeindex`; each batch's `size` is its
+        exact wire length. Returns the message length."""
         batches, index, times = self.files()
         msg, batch_no, pos = len(index), len(batches), self.data_size
         e = rows.entries
-        e["append_time"], e["message"], e["row"] = append_time, msg, 0
+        e["append_time"], e["message"] = append_time, msg
         message = oc.encode_message(rows)
         if self._fd is None:
             self._fd = os.open(self.data_path, OPEN_FLAGS, 0o644)

@@ -464,14 +464,11 @@ class Partition:
         already held are skipped. Returns how many batches were appended; raises
         CorruptRecordBatch (nothing after the bad batch is appended)."""
         view = records if type(records) is memoryview else memoryview(records)
+        if self.one_copy:
+            return self._append_rows_as_follower(view, now_ms)
         appended = 0
         for header, batch in rec.iter_batches(view):
             if header.base_offset + header.last_offset_delta < self.log.log_end_offset:
-                continue
-            if self.one_copy:
-                if not self._append_rows_as_follower(batch, header, now_ms):
-                    return appended
-                appended += 1
                 continue
             table = decode_at(batch, header, header.base_offset, self.max_uncompressed_bytes)
             meta = BatchMeta(
@@ -502,28 +499,44 @@ class Partition:
             appended += 1
         return appended
 
-    def _append_rows_as_follower(self, batch: memoryview, header: Any, now_ms: int) -> bool:
-        """Format 2: the leader's batch stored as it came (decompressed once to find its records,
-        never recompressed); False once the replica is deleted."""
+    def _append_rows_as_follower(self, view: memoryview, now_ms: int) -> int:
+        """Format 2: the leader's batches stored as they came (each decompressed once to find its
+        records, never recompressed), written together (one Arrow message per run of about 1 MiB,
+        not one per batch). A corrupt batch raises CorruptRecordBatch after the batches before it
+        are appended. Returns how many batches were appended."""
+        leo = self.log.log_end_offset
+        parts: list[tuple[Any, memoryview, Rows]] = []
+        error: Exception | None = None
         try:
-            rows = rows_from_kafka(batch, base_offset=header.base_offset,
-                                   segment_compression=self.log.config.segment_compression,
-                                   max_uncompressed_bytes=self.max_uncompressed_bytes)
-        except ValueError as exc:
-            raise CorruptRecordBatch(f"batch at offset {header.base_offset}: {exc}") from exc
-        with self.lock:
-            if self.deleted:
-                return False
-            segments = self.log.segment_count
-            stored = self.log.append_rows(rows, now_ms=now_ms, base_offset=header.base_offset)
-            marker = None
-            if header.is_control:
-                marker = _rows_marker_aborted(rows, batch, header, self.max_uncompressed_bytes)
-            self.producers.replay(stored, marker_aborted=marker)
-            rolled = self.log.segment_count != segments
-        if rolled and self.on_roll is not None:
-            self.on_roll(self)
-        return True
+            for header, batch in rec.iter_batches(view):
+                if header.base_offset + header.last_offset_delta < leo:
+                    continue
+                try:
+                    rows = rows_from_kafka(batch, base_offset=header.base_offset,
+                                           segment_compression=self.log.config.segment_compression,
+                                           max_uncompressed_bytes=self.max_uncompressed_bytes)
+                except ValueError as exc:
+                    raise CorruptRecordBatch(f"batch at offset {header.base_offset}: {exc}") from exc
+                parts.append((header, batch, rows))
+        except CorruptRecordBatch as exc:
+            error = exc
+        if parts:
+            with self.lock:
+                if self.deleted:
+                    return 0
+                segments = self.log.segment_count
+                stored = self.log.append_replicated_rows([r for _, _, r in parts], now_ms=now_ms)
+                for meta, (header, batch, rows) in zip(stored, parts):
+                    marker = None
+                    if header.is_control:
+                        marker = _rows_marker_aborted(rows, batch, header, self.max_uncompressed_bytes)
+                    self.producers.replay(meta, marker_aborted=marker)
+                rolled = self.log.segment_count != segments
+            if rolled and self.on_roll is not None:
+                self.on_roll(self)
+        if error is not None:
+            raise error
+        return len(parts)
 
     # --- fetch ------------------------------------------------------------------------------
 
