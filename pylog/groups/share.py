@@ -42,7 +42,7 @@ from pylog.groups.group_records import (
 from pylog.groups.registry import GroupRegistry
 from pylog.groups.share_group import ShareGroup, ShareMember
 from pylog.groups.timers import Timer, TimerKind
-from pylog.groups.types import CoordinatorRecord, Output
+from pylog.groups.types import CoordinatorRecord, Output, int_settings
 from pylog.protocol.errors import ErrorCode
 
 
@@ -54,11 +54,8 @@ class ShareGroupConfig:
 
     @classmethod
     def from_kafka(cls, props: Mapping[str, str]) -> ShareGroupConfig:
-        return cls(
-            int(props.get("group.share.session.timeout.ms", 45000)),
-            int(props.get("group.share.heartbeat.interval.ms", 5000)),
-            int(props.get("group.share.max.size", 200)),
-        )
+        """Build from broker properties (`group.share.*`); unrelated keys are ignored."""
+        return cls(**int_settings(cls, props, "group.share."))
 
 
 @dataclass(frozen=True)

@@ -65,7 +65,7 @@ from pylog.groups.streams_group import (
     Topology,
 )
 from pylog.groups.timers import Timer, TimerKind
-from pylog.groups.types import CoordinatorRecord, Output
+from pylog.groups.types import CoordinatorRecord, Output, int_settings
 from pylog.protocol.errors import ErrorCode
 
 LEAVE_EPOCH = -1
@@ -82,13 +82,8 @@ class StreamsGroupConfig:
 
     @classmethod
     def from_kafka(cls, props: Mapping[str, str]) -> StreamsGroupConfig:
-        return cls(
-            int(props.get("group.streams.session.timeout.ms", 45000)),
-            int(props.get("group.streams.heartbeat.interval.ms", 5000)),
-            int(props.get("group.streams.max.size", 2147483647)),
-            int(props.get("group.streams.num.standby.replicas", 0)),
-            int(props.get("group.streams.initial.rebalance.delay.ms", 3000)),
-        )
+        """Build from broker properties (`group.streams.*`); unrelated keys are ignored."""
+        return cls(**int_settings(cls, props, "group.streams."))
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ response bodies without translation.
 from __future__ import annotations
 
 from collections.abc import Hashable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
 from pylog.protocol.errors import ErrorCode
@@ -16,6 +16,13 @@ Handle = Hashable
 """Opaque token the shell passes with a JoinGroup / SyncGroup request; never None."""
 
 TopicPartition = tuple[str, int]
+
+
+def int_settings(config: type, props: Mapping[str, str], prefix: str) -> dict[str, int]:
+    """The int fields of the dataclass `config` that broker `props` set, each under its Kafka name:
+    field `session_timeout_ms` of prefix `group.share.` is `group.share.session.timeout.ms`."""
+    names = {prefix + f.name.replace("_", "."): f.name for f in fields(config) if f.type == "int"}
+    return {names[k]: int(v) for k, v in props.items() if k in names}
 
 
 @dataclass(frozen=True)
