@@ -39,6 +39,7 @@ from pylog.flight.auth import AuthFactory, BearerTokens, HandshakeAuth
 from pylog.flight.sources import partition_scan
 from pylog.flight.tickets import BadRequest, FlightTicket, is_flight_sql, parse_read_request
 from pylog.schema_registry.auth import Authenticator
+from pylog.sdk.flight_source import NOT_LED
 from pylog.sdk.offsets import OffsetOutOfRangeError, UnknownTopicError
 from pylog.sdk.scan import TopicScan
 from pylog.sdk.schema import output_columns, output_schema
@@ -213,7 +214,7 @@ class FlightService(flight.FlightServerBase):
         led = self.node.led(t.topic)
         if t.partition not in led:
             raise flight.FlightServerError(
-                f"{t.topic}-{t.partition} is not led by node {self.node.node_id}; ask GetFlightInfo again")
+                f"{t.topic}-{t.partition} is not led by node {self.node.node_id}; {NOT_LED}")
         (r,) = self._plan(t.topic, t.partition, led[t.partition], t.isolation, t.start, t.end,
                           t.start_timestamp, t.end_timestamp)  # still readable; bounds resolved
         scan = partition_scan(t.topic, t.partition, led[t.partition], t.isolation, start=r.start, end=r.end,

@@ -36,6 +36,8 @@ FLIGHT_LISTENERS = "pylog.flight.listeners"  # the broker config naming its Flig
 TICKET_VERSION = 1  # pylog's Flight tickets (JSON, see pylog.flight.tickets)
 READ_COMMITTED = "read_committed"
 _QUEUED_BATCHES = 16  # batches read ahead per read, all brokers together
+NOT_LED = "ask GetFlightInfo again"  # a DoGet at a broker that no longer leads the partition
+_MOVED_RETRIES = 3  # times a range is asked again after its leader moved
 _DONE = object()
 
 
@@ -201,6 +203,23 @@ class FlightTopicSource:
         missing = sorted(set(partitions) - set(out))
         raise FlightReadError(f"{topic} partitions {missing}: no broker resolved their range over Flight")
 
+    def place(self, topic: str, partition: int, location: str) -> None:
+        """Read `partition` from `location` (a planner's endpoint, e.g. a Spark task's) without asking
+        GetFlightInfo first; a location that no longer leads it is asked again when read."""
+        self._where.setdefault(topic, {})[partition] = location
+
+    def locations(self, topic: str) -> dict[int, str]:
+        """{partition: the Flight URL of the broker that serves it} (its endpoint's location)."""
+        return dict(self._leaders(topic))
+
+    def _location(self, topic: str, partition: int, refresh: bool = False) -> str:
+        where = self._where.get(topic, {})
+        if refresh or partition not in where:
+            where = self._leaders(topic, refresh=True)
+        if partition not in where:
+            raise FlightReadError(f"{topic} has no partition {partition} over Flight")
+        return where[partition]
+
     def _leaders(self, topic: str, refresh: bool = False) -> dict[int, str]:
         if refresh or topic not in self._where:
             info = self._info(self.url, topic)
@@ -233,14 +252,15 @@ class FlightTopicSource:
 
     def read(self, ranges: list[PartitionRange], columns: Sequence[str]
              ) -> Iterator[tuple[PartitionRange, pa.RecordBatch]]:
-        """Each range's batches: one DoGet at a time per broker, the brokers in parallel."""
+        """Each range's batches: one DoGet at a time per broker, the brokers in parallel. A range whose
+        broker no longer leads it (a leader change) is asked again from its new leader."""
         ranges = [r for r in ranges if r.count > 0]
         if not ranges:
             return
         asked = list(columns) or ["offset"]  # a ticket names at least one column
         by_location: dict[str, list[PartitionRange]] = {}
         for r in ranges:
-            by_location.setdefault(self._leaders(r.topic)[r.partition], []).append(r)
+            by_location.setdefault(self._location(r.topic, r.partition), []).append(r)
         out: queue.Queue[Any] = queue.Queue(maxsize=_QUEUED_BATCHES)
         stop = threading.Event()
 
@@ -255,14 +275,28 @@ class FlightTopicSource:
 
         def stream(location: str, mine: list[PartitionRange]) -> None:
             try:
-                client = self._client(location)
                 for r in mine:
-                    raw = ticket(r.topic, r.partition, r.start, r.end, asked)
-                    reader = client.do_get(self._flight.Ticket(raw), self._call)
-                    for chunk in reader:
-                        if not put((r, _stored(chunk.data, columns))):
+                    at = location
+                    for attempt in range(_MOVED_RETRIES + 1):
+                        raw = ticket(r.topic, r.partition, r.start, r.end, asked)
+                        try:
+                            reader = self._client(at).do_get(self._flight.Ticket(raw), self._call)
+                            first = reader.read_chunk()  # a moved partition fails here, before any row
+                        except self._flight.FlightServerError as exc:
+                            if attempt == _MOVED_RETRIES or NOT_LED not in str(exc):
+                                raise
+                            at = self._location(r.topic, r.partition, refresh=True)
+                            continue
+                        except StopIteration:
+                            break
+                        if not put((r, _stored(first.data, columns))):
                             reader.cancel()
                             return
+                        for chunk in reader:
+                            if not put((r, _stored(chunk.data, columns))):
+                                reader.cancel()
+                                return
+                        break
             except BaseException as exc:  # handed to the reading thread
                 put(exc)
             finally:

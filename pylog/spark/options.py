@@ -11,7 +11,10 @@ Option names and meanings follow Spark's Kafka integration: ``subscribe`` (comma
 broker) and ``storageOptions`` (JSON, e.g. ``{"endpoint_url": "http://..."}``; credentials otherwise
 from the AWS environment variables of the executors). With ``kafka.bootstrap.servers`` and no
 ``remoteStorage`` the store the brokers name is used for a topic with ``remote.storage.enable``
-(``remoteStorage`` = ``false`` turns that off).
+(``remoteStorage`` = ``false`` turns that off). The transport, as the SDK's arguments: ``transport``
+(``auto``, the default: Arrow Flight when a broker names ``pylog.flight.listeners`` and the topic has
+no remote tier, else the Kafka protocol; ``flight``; ``kafka``) and ``flight`` (a ``grpc://`` URL of
+any broker); over Flight each task reads its range from the broker its endpoint names.
 """
 
 from __future__ import annotations
@@ -120,6 +123,8 @@ class ReadOptions:
     remote_storage: str | None = None
     storage_options: tuple[tuple[str, str], ...] = ()
     discover_remote: bool = False  # ask the brokers for their store on the driver (`with_store`)
+    transport: str = "auto"  # as the SDK's: "kafka", "flight" or "auto" (resolved on the driver)
+    flight: str | None = None  # a broker's Flight URL (else the one the brokers advertise)
 
     @classmethod
     def parse(cls, options: Mapping[str, str], *, streaming: bool) -> ReadOptions:
@@ -163,6 +168,14 @@ class ReadOptions:
             if spec.strip().lower() not in ("earliest", "latest"):
                 parsed = _json(options, name)
                 _check_topics(parsed, topics, name)
+        transport = (_get(options, "transport") or "auto").strip().lower()
+        if transport not in sdk_options.TRANSPORTS:
+            raise ValueError(f"option transport must be one of {', '.join(sdk_options.TRANSPORTS)}, "
+                             f"not {transport!r}")
+        flight = _get(options, "flight")
+        if (transport == "flight" or flight is not None) and servers is None:
+            raise ValueError("options transport=flight and flight read through brokers: "
+                             "set kafka.bootstrap.servers")
         start_ts = _timestamps(options, "startingTimestamp", "startingOffsetsByTimestamp", topics)
         end_ts = _timestamps(options, "endingTimestamp", "endingOffsetsByTimestamp", topics)
         return cls(
@@ -182,6 +195,7 @@ class ReadOptions:
             remote_storage=remote,
             storage_options=tuple(sorted((str(k), str(v)) for k, v in store_options.items())),
             discover_remote=servers is not None and remote is None and not no_remote,
+            transport=transport if servers is not None else "kafka", flight=flight,
         )
 
     def registry_columns(self) -> tuple[str, ...]:
@@ -196,14 +210,31 @@ class ReadOptions:
             data_dir=self.data_dir, bootstrap_servers=self.bootstrap_servers,
             include_headers=self.include_headers, schema_registry_url=self.schema_registry_url,
             security=dict(self.security) or None, remote_storage=self.remote_storage,
-            storage_options=dict(self.storage_options) or None, transport="kafka")
+            storage_options=dict(self.storage_options) or None, transport=self.transport,
+            flight=self.flight)
 
     def remote(self) -> RemoteStorageSpec | None:
         return self.sdk().remote
 
     def with_store(self) -> ReadOptions:
-        """These options with the store the brokers name for a tiered topic (asked once, on the
-        driver, so executors read the store without asking)."""
+        """These options with the store the brokers name for a tiered topic and the transport
+        resolved (asked once, on the driver, so executors read without asking)."""
+        return self._store()._transport()
+
+    def _transport(self) -> ReadOptions:
+        """``auto`` settled: ``flight`` with the Flight URL to plan from when the cluster serves
+        Flight and the read has no remote tier, else ``kafka``."""
+        if self.transport == "kafka" or (self.transport == "flight" and self.flight is not None):
+            return self
+        from pylog.sdk.flight_source import flight_source
+
+        source = flight_source(self.sdk(), tiered=self.remote_storage is not None)
+        if source is None:
+            return replace(self, transport="kafka")
+        source.close()
+        return replace(self, transport="flight", flight=source.url)
+
+    def _store(self) -> ReadOptions:
         if not self.discover_remote:
             return self
         from pylog.sdk.scan import _discovered_store

@@ -2,7 +2,9 @@
 writes of Kafka topics, with Spark's Kafka-source schema and options.
 
 Reads plan on the driver (offset ranges per topic partition, cut into input partitions) and read on
-the workers, each yielding ``pyarrow.RecordBatch`` es straight from the data directory or a Fetch.
+the workers, each yielding ``pyarrow.RecordBatch`` es straight from the data directory, a Fetch, or
+over Arrow Flight a DoGet at the broker the partition's endpoint names (the driver plans from
+GetFlightInfo; a task whose broker no longer leads its partition asks again).
 A topic's remote tier is planned as input partitions of whole remote segments (small ones packed up
 to ``maxBytesPerPartition``), carrying the manifest version the driver planned with: executors
 read those objects from the store with pyarrow and never ask a broker for them. When the driver's
@@ -44,6 +46,7 @@ from pyspark.sql.types import (
 )
 
 from pylog.sdk.dir_source import DirTopicSource, stored_rows
+from pylog.sdk.flight_source import FlightTopicSource
 from pylog.sdk.offsets import PartitionRange, TopicSource
 from pylog.sdk.remote_source import RemoteTier, TieredKafkaSource, remote_cache_bytes
 from pylog.spark.options import ReadOptions, source_columns, split_ranges, to_spark_batch
@@ -78,11 +81,12 @@ class OffsetRangePartition(InputPartition):
 
     def __init__(self, topic: str, partition: int, start: int, end: int,
                  pin: tuple[str, int] | None = None,
-                 stored: tuple[RemoteLogSegment, ...] | None = None) -> None:
+                 stored: tuple[RemoteLogSegment, ...] | None = None, location: str | None = None) -> None:
         super().__init__((topic, partition, start, end, pin))
         self.topic, self.partition, self.start, self.end = topic, partition, start, end
         self.pin = pin
         self.stored = stored
+        self.location = location  # over Flight: the endpoint's broker, which the task reads from
 
     def pins(self) -> dict[tuple[str, int], tuple[uuid.UUID, int]] | None:
         if self.pin is None:
@@ -160,6 +164,8 @@ def _committed(options: ReadOptions, part: OffsetRangePartition, columns: list[s
                ) -> Iterator[tuple[PartitionRange, pa.RecordBatch]]:
     """The committed rows of the partition's range, through the source its options name."""
     source = options.open(part.pins())
+    if part.location is not None and isinstance(source, FlightTopicSource):
+        source.place(part.topic, part.partition, part.location)
     try:
         yield from source.read([part.range()], columns)
     finally:
@@ -211,7 +217,11 @@ def _input_partitions(options: ReadOptions, ranges: list[PartitionRange],
             rest.append(PartitionRange(r.topic, r.partition, log.log_end_offset, r.end))
     pieces = split_ranges(rest, max_records=options.max_records_per_partition,
                           min_partitions=options.min_partitions)
-    return out + [OffsetRangePartition(r.topic, r.partition, r.start, r.end) for r in pieces]
+    where: dict[str, dict[int, str]] = {}
+    if isinstance(source, FlightTopicSource):  # each task at its partition's Flight endpoint
+        where = {t: source.locations(t) for t in {r.topic for r in pieces}}
+    return out + [OffsetRangePartition(r.topic, r.partition, r.start, r.end,
+                                       location=where.get(r.topic, {}).get(r.partition)) for r in pieces]
 
 
 def pack_segments(segments: Sequence[RemoteLogSegment],
