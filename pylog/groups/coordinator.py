@@ -216,6 +216,15 @@ class GroupCoordinator:
             return None
         return self.group(group_id)
 
+    def _modern(self, group_id: str, now_ms: int) -> tuple[Output, ConsumerGroup | None] | None:
+        """None when a classic group (or none) answers a classic call; otherwise the call's Output
+        (timers run) and the consumer group whose classic members it may come from."""
+        if not isinstance(self._routable(group_id), (ConsumerGroup, ShareGroup, StreamsGroup)):
+            return None
+        out = Output()
+        self.registry.run_timers(now_ms, out)
+        return out, self.consumer.group(group_id)
+
     def sync_group(
         self,
         group_id: str,
@@ -232,23 +241,21 @@ class GroupCoordinator:
     ) -> Output:
         """SyncGroup; `assignments` matter only from the leader. The answer arrives as a completion."""
         self._topics(topics)
-        g = self._routable(group_id)
-        if isinstance(g, (ConsumerGroup, ShareGroup, StreamsGroup)):
-            out = Output()
-            self.registry.run_timers(now_ms, out)
-            cg = self.consumer.group(group_id)
-            if cg is None:
-                out.complete(handle, SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID))
-            else:
-                self.migration.sync(
-                    cg, generation_id, member_id, group_instance_id, protocol_type, protocol_name,
-                    now_ms=now_ms, handle=handle, out=out,
-                )  # fmt: skip
-            return out
-        return self.classic.sync_group(
-            group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name, assignments,
-            now_ms=now_ms, handle=handle,
-        )  # fmt: skip
+        modern = self._modern(group_id, now_ms)
+        if modern is None:
+            return self.classic.sync_group(
+                group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name,
+                assignments, now_ms=now_ms, handle=handle,
+            )  # fmt: skip
+        out, cg = modern
+        if cg is None:
+            out.complete(handle, SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID))
+        else:
+            self.migration.sync(
+                cg, generation_id, member_id, group_instance_id, protocol_type, protocol_name,
+                now_ms=now_ms, handle=handle, out=out,
+            )  # fmt: skip
+        return out
 
     def heartbeat(
         self,
@@ -262,35 +269,33 @@ class GroupCoordinator:
     ) -> Output:
         """Heartbeat; `Output.response` is the ErrorCode. Extends the member's session."""
         self._topics(topics)
-        g = self._routable(group_id)
-        if isinstance(g, (ConsumerGroup, ShareGroup, StreamsGroup)):
-            out = Output()
-            self.registry.run_timers(now_ms, out)
-            cg = self.consumer.group(group_id)
-            out.response = (
-                ErrorCode.UNKNOWN_MEMBER_ID
-                if cg is None
-                else self.migration.heartbeat(cg, generation_id, member_id, group_instance_id, now_ms)
+        modern = self._modern(group_id, now_ms)
+        if modern is None:
+            return self.classic.heartbeat(
+                group_id, generation_id, member_id, group_instance_id, now_ms=now_ms
             )
-            return out
-        return self.classic.heartbeat(group_id, generation_id, member_id, group_instance_id, now_ms=now_ms)
+        out, cg = modern
+        out.response = (
+            ErrorCode.UNKNOWN_MEMBER_ID
+            if cg is None
+            else self.migration.heartbeat(cg, generation_id, member_id, group_instance_id, now_ms)
+        )
+        return out
 
     def leave_group(self, group_id: str, members: Iterable[tuple[str, str | None]], *, now_ms: int) -> Output:
         """LeaveGroup: `members` are (member_id, group_instance_id); `Output.response` is a
         LeaveGroupResult. A static member may be named by group.instance.id alone."""
-        g = self._routable(group_id)
-        if isinstance(g, (ConsumerGroup, ShareGroup, StreamsGroup)):
-            out = Output()
-            self.registry.run_timers(now_ms, out)
-            cg = self.consumer.group(group_id)
-            members = list(members)
-            if cg is None:
-                e = ErrorCode.UNKNOWN_MEMBER_ID
-                out.response = LeaveGroupResult(e, tuple(LeaveMemberResult(m, i, e) for m, i in members))
-            else:
-                out.response = self.migration.leave(cg, members, out)
-            return out
-        return self.classic.leave_group(group_id, members, now_ms=now_ms)
+        modern = self._modern(group_id, now_ms)
+        if modern is None:
+            return self.classic.leave_group(group_id, members, now_ms=now_ms)
+        out, cg = modern
+        members = list(members)
+        if cg is None:
+            e = ErrorCode.UNKNOWN_MEMBER_ID
+            out.response = LeaveGroupResult(e, tuple(LeaveMemberResult(m, i, e) for m, i in members))
+        else:
+            out.response = self.migration.leave(cg, members, out)
+        return out
 
     # ------------------------------------------------------------------ offsets
 
