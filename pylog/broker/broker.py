@@ -29,6 +29,7 @@ from pylog.broker.control.controller_duties import ControllerDuties
 from pylog.broker.control.lifecycle import BrokerLifecycle
 from pylog.broker.control.metadata import BrokerMetadata, MetadataSource, load_meta_properties
 from pylog.broker.control.publisher import ReplicaPublisher
+from pylog.broker.coordinators.coordinator_shell import ShellServices
 from pylog.broker.coordinators.group_shell import GroupShell
 from pylog.broker.coordinators.producer_ids import ProducerIdManager
 from pylog.broker.coordinators.share_shell import SHARE_STATE_TOPIC, ShareShell
@@ -364,14 +365,8 @@ class Broker:
         metadata = self.metadata = BrokerMetadata(source, self.cluster_id, clock=self.clock)
         self.replicas.partition_exists = lambda topic, index: source.image.partition(topic, index) is not None
         self.producer_ids = ProducerIdManager(controller, self.node_id, lambda: self.broker_epoch)
-        shared: dict[str, Any] = {
-            "node_id": self.node_id,
-            "replicas": self.replicas,
-            "metadata": metadata,
-            "controller": controller,
-            "clock": self.clock.wall_ms,
-        }
-        groups = self.groups = GroupShell(cfg, **shared)
+        shared = ShellServices(self.node_id, self.replicas, metadata, controller, self.clock.wall_ms)
+        groups = self.groups = GroupShell(cfg, shared)
         # Replica fetches and transaction markers each have their own connections (BrokerChannels).
         listener, security = s.inter_broker_listener_name, self.security.inter_broker
         channels = BrokerChannels(
@@ -384,10 +379,8 @@ class Broker:
         markers = self.markers = MarkerWriter(
             self.node_id, self.replicas, metadata, marker_channels, request_timeout_s=timeout_s
         )
-        txn = self.txn = TxnShell(
-            cfg, producer_ids=self.producer_ids, groups=groups, markers=markers, **shared
-        )
-        share = self.share_state = ShareShell(cfg, **shared)
+        txn = self.txn = TxnShell(cfg, shared, producer_ids=self.producer_ids, groups=groups, markers=markers)
+        share = self.share_state = ShareShell(cfg, shared)
         self.fetchers = ReplicaFetcherManager(
             self.node_id,
             channels,

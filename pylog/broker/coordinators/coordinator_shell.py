@@ -15,6 +15,7 @@ import functools
 import inspect
 import logging
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
 from pylog.protocol.errors import ErrorCode
@@ -23,6 +24,7 @@ from pylog.broker.coordinators.internal_topics import InternalTopic, append_reco
 from pylog.broker.datapath.delayed import await_replication
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import ErrorResponse
+from pylog.clock import SYSTEM_CLOCK
 from pylog.cluster.controller import NewTopic
 from pylog.groups import CoordinatorRecord
 
@@ -37,6 +39,18 @@ log = logging.getLogger(__name__)
 ResponseOnError = Callable[[Any, ErrorCode], Any]
 
 
+@dataclass(frozen=True)
+class ShellServices:
+    """What every coordinator shell works with: this node, its replicas, the metadata it reads, the
+    controller that creates its internal topic, and the wall clock in ms."""
+
+    node_id: int
+    replicas: ReplicaManager
+    metadata: MetadataView
+    controller: ControllerClient
+    clock: Callable[[], int] = SYSTEM_CLOCK.wall_ms
+
+
 KeyT = TypeVar("KeyT")
 """What a coordinator is found by: a group id, a transactional id, a share-partition key."""
 
@@ -47,24 +61,14 @@ class CoordinatorShell(Generic[KeyT]):
     coordinator: Any  # the sans-IO coordinator, None until `start`
     tick_name = "coordinator"  # for the log line of a failed tick
 
-    def __init__(
-        self,
-        topic: str,
-        new_topic: Callable[[], NewTopic],
-        clock: Callable[[], int],
-        *,
-        node_id: int,
-        replicas: ReplicaManager,
-        metadata: MetadataView,
-        controller: ControllerClient,
-    ) -> None:
-        self.node_id = node_id
-        self.replicas = replicas
-        self.metadata = metadata
-        self.clock = clock
+    def __init__(self, topic: str, new_topic: Callable[[], NewTopic], services: ShellServices) -> None:
+        self.node_id = services.node_id
+        self.replicas = services.replicas
+        self.metadata = services.metadata
+        self.clock = services.clock
         self.coordinator = None
         self._topic_name = topic
-        self._topic = InternalTopic(topic, new_topic, metadata, controller)
+        self._topic = InternalTopic(topic, new_topic, services.metadata, services.controller)
         self._timer: asyncio.TimerHandle | None = None
         self._timer_deadline: int | None = None
         self._unreplicated: dict[int, int] = {}  # partition -> last offset appended, until replicated

@@ -37,15 +37,14 @@ import asyncio
 import itertools
 import logging
 import random
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.coordinators.coordinator_shell import CoordinatorShell, ResponseOnError
+from pylog.broker.coordinators.coordinator_shell import CoordinatorShell, ResponseOnError, ShellServices
 from pylog.broker.coordinators.internal_topics import iter_log_entries
-from pylog.clock import SYSTEM_CLOCK
 from pylog.cluster.controller import NewTopic
 from pylog.cluster.records import ConfigResourceType
 from pylog.config import BROKER_CONFIGS
@@ -68,9 +67,6 @@ from pylog.groups.streams import StreamsGroupConfig
 from pylog.txn import OFFSETS_TOPIC
 
 if TYPE_CHECKING:
-    from pylog.broker.control.controller_client import ControllerClient
-    from pylog.broker.control.metadata import MetadataView
-    from pylog.broker.datapath.replica_manager import ReplicaManager
     from pylog.config import BrokerConfig
 
 log = logging.getLogger(__name__)
@@ -86,25 +82,8 @@ class GroupShell(CoordinatorShell[str]):
     coordinator: GroupCoordinator | None
     tick_name = "group coordinator"
 
-    def __init__(
-        self,
-        config: BrokerConfig,
-        *,
-        node_id: int,
-        replicas: ReplicaManager,
-        metadata: MetadataView,
-        controller: ControllerClient,
-        clock: Callable[[], int] = SYSTEM_CLOCK.wall_ms,
-    ) -> None:
-        super().__init__(
-            OFFSETS_TOPIC,
-            self._offsets_topic,
-            clock,
-            node_id=node_id,
-            replicas=replicas,
-            metadata=metadata,
-            controller=controller,
-        )
+    def __init__(self, config: BrokerConfig, services: ShellServices) -> None:
+        super().__init__(OFFSETS_TOPIC, self._offsets_topic, services)
         self.broker_config = config
         props = {n: config.raw(n) for n in BROKER_CONFIGS}
         self.config = GroupConfig.from_kafka({k: v for k, v in props.items() if v is not None})

@@ -24,9 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.coordinators.coordinator_shell import CoordinatorShell
+from pylog.broker.coordinators.coordinator_shell import CoordinatorShell, ShellServices
 from pylog.broker.coordinators.internal_topics import iter_log_entries
-from pylog.clock import SYSTEM_CLOCK
 from pylog.cluster.controller import NewTopic
 from pylog.cluster.records import ConfigResourceType
 from pylog.cluster.resource_configs import iso_duration_ms
@@ -36,11 +35,7 @@ from pylog.share.partition import ShareConfig
 from pylog.share.state import ShareKey, ShareStateStore
 
 if TYPE_CHECKING:
-    from pylog.cluster.controller_client import ControllerClient
-
-    from pylog.broker.control.metadata import MetadataView
     from pylog.broker.datapath.partition import Partition
-    from pylog.broker.datapath.replica_manager import ReplicaManager
     from pylog.config import BrokerConfig
 
 log = logging.getLogger(__name__)
@@ -52,25 +47,8 @@ class ShareShell(CoordinatorShell[ShareKey]):
     coordinator: ShareStateStore | None
     tick_name = "share coordinator"
 
-    def __init__(
-        self,
-        config: BrokerConfig,
-        *,
-        node_id: int,
-        replicas: ReplicaManager,
-        metadata: MetadataView,
-        controller: ControllerClient,
-        clock: Callable[[], int] = SYSTEM_CLOCK.wall_ms,
-    ) -> None:
-        super().__init__(
-            SHARE_STATE_TOPIC,
-            self._state_topic,
-            clock,
-            node_id=node_id,
-            replicas=replicas,
-            metadata=metadata,
-            controller=controller,
-        )
+    def __init__(self, config: BrokerConfig, services: ShellServices) -> None:
+        super().__init__(SHARE_STATE_TOPIC, self._state_topic, services)
         self.broker_config = cfg = config
         self.share_config = ShareConfig(
             cfg.int("group.share.record.lock.duration.ms"),
@@ -211,4 +189,3 @@ class ShareShell(CoordinatorShell[ShareKey]):
         """Records became available again: wake the waiting ShareFetches."""
         for cb in list(self._waiters):
             cb()
-

@@ -32,15 +32,13 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from pylog.protocol.errors import ErrorCode
 
-from pylog.broker.coordinators.coordinator_shell import CoordinatorShell, ResponseOnError
+from pylog.broker.coordinators.coordinator_shell import CoordinatorShell, ResponseOnError, ShellServices
 from pylog.broker.coordinators.internal_topics import iter_log_entries, plain_records
-from pylog.clock import SYSTEM_CLOCK
 from pylog.cluster.controller import NewTopic
 from pylog.config import BROKER_CONFIGS
 from pylog.groups import append_error_to_response
@@ -55,12 +53,9 @@ from pylog.txn import (
 )
 
 if TYPE_CHECKING:
-    from pylog.broker.control.controller_client import ControllerClient
-    from pylog.broker.control.metadata import MetadataView
     from pylog.broker.coordinators.group_shell import GroupShell
     from pylog.broker.coordinators.producer_ids import ProducerIdManager
     from pylog.broker.coordinators.txn_markers import MarkerWriter
-    from pylog.broker.datapath.replica_manager import ReplicaManager
     from pylog.config import BrokerConfig
 
 log = logging.getLogger(__name__)
@@ -77,25 +72,13 @@ class TxnShell(CoordinatorShell[str]):
     def __init__(
         self,
         config: BrokerConfig,
+        services: ShellServices,
         *,
-        node_id: int,
-        replicas: ReplicaManager,
-        metadata: MetadataView,
-        controller: ControllerClient,
         producer_ids: ProducerIdManager,
         groups: GroupShell,
         markers: MarkerWriter,
-        clock: Callable[[], int] = SYSTEM_CLOCK.wall_ms,
     ) -> None:
-        super().__init__(
-            TRANSACTION_STATE_TOPIC,
-            self._state_topic,
-            clock,
-            node_id=node_id,
-            replicas=replicas,
-            metadata=metadata,
-            controller=controller,
-        )
+        super().__init__(TRANSACTION_STATE_TOPIC, self._state_topic, services)
         self.broker_config = config
         self.producer_ids = producer_ids
         self.groups = groups
@@ -245,8 +228,13 @@ class TxnShell(CoordinatorShell[str]):
         if self.coordinator is None or self._stopped:
             return
         if code is ErrorCode.INVALID_PRODUCER_EPOCH:
-            log.warning("%s-%d has a newer epoch of producer %d than marker epoch %d; skipped",
-                        topic, p, m.producer_id, m.producer_epoch)
+            log.warning(
+                "%s-%d has a newer epoch of producer %d than marker epoch %d; skipped",
+                topic,
+                p,
+                m.producer_id,
+                m.producer_epoch,
+            )
         elif code is ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and self.metadata.image.partition(topic, p) is None:
             pass  # the topic was deleted: nothing to mark
         elif code is not ErrorCode.NONE:
