@@ -6,8 +6,8 @@ from __future__ import annotations
 import struct
 from typing import Any
 
+import pylog.protocol.records as rec
 from crc32c import crc32c
-from pylog.protocol import records as rec
 from pylog.protocol.errors import CorruptRecordBatch, MalformedRecords
 
 from pylog.broker.datapath.wire_cache import WireBytes

@@ -13,7 +13,7 @@ from __future__ import annotations
 import struct
 from typing import Any
 
-from pylog.protocol import records as rec
+import pylog.protocol.records as rec
 
 _Q = struct.Struct(">q")
 _I = struct.Struct(">i")
