@@ -14,21 +14,18 @@ from __future__ import annotations
 import asyncio
 import logging
 
-from pylog.client.protocol import Channel
-from pylog.cluster.channel import ChannelError, node_channel
+from pylog.cluster.channel import ChannelError
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.image_feed import ImageFeed, ImageListener, MetadataListener
+from pylog.cluster.metadata_fetch import MetadataFetches
 from pylog.cluster.quorum_addresses import QuorumAddresses
 from pylog.cluster.raft_transport import snapshot_from_wire
-from pylog.protocol.api import PylogApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.security.client import PLAINTEXT, ClientSecurity
 from pylog.tasks import cancel_and_wait, keep_running
 
 log = logging.getLogger(__name__)
 
-MAX_WAIT_MS = 500
-MAX_BYTES = 8 * 1024 * 1024
 RETRY_S = 0.1
 
 
@@ -45,10 +42,10 @@ class MetadataObserver:
         self.node_id = node_id
         self.cluster_id = cluster_id
         self.feed = ImageFeed()
-        self.request_timeout_s = request_timeout_s
         self.addresses = addresses
-        self.security = security
-        self._channels: dict[tuple[str, int], Channel] = {}
+        self._fetches = MetadataFetches(
+            node_id, cluster_id, addresses, request_timeout_s=request_timeout_s, security=security
+        )
         self.leader_id: int | None = None
         self.high_watermark = 0
         self._caught_up = asyncio.Event()
@@ -80,13 +77,6 @@ class MetadataObserver:
         )
         await self._caught_up.wait()
 
-    def _channel(self, address: tuple[str, int]) -> Channel:
-        ch = self._channels.get(address)
-        if ch is None:
-            client_id = f"pylog-observer-{self.node_id}"
-            ch = self._channels[address] = node_channel(*address, client_id=client_id, security=self.security)
-        return ch
-
     async def _run(self) -> None:
         while True:
             target = self.leader_id
@@ -96,26 +86,13 @@ class MetadataObserver:
             if address is None:
                 await asyncio.sleep(RETRY_S)
                 continue
-            body = {
-                "cluster_id": self.cluster_id,
-                "replica_id": self.node_id,
-                "replica_directory_id": None,
-                "fetch_offset": self.applied_offset + 1,
-                "max_wait_ms": MAX_WAIT_MS,
-                "max_bytes": MAX_BYTES,
-            }
             try:
-                resp = await self._channel(address).request(
-                    PylogApiKey.METADATA_FETCH, 1, body, MAX_WAIT_MS / 1000 + self.request_timeout_s
-                )
+                resp = await self._fetches.fetch(address, self.applied_offset + 1)
             except ChannelError as exc:
                 log.debug("metadata fetch from %s: %s", address, exc)
                 self.leader_id = None
                 await asyncio.sleep(RETRY_S)
                 continue
-            for e in resp.leader_endpoints:
-                if e.name == self.addresses.listener and resp.leader_id >= 0:
-                    self.addresses.learn(resp.leader_id, (e.host, e.port))
             if resp.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID:
                 log.error("the controllers belong to another cluster than %s", self.cluster_id)
                 await asyncio.sleep(1.0)
@@ -144,5 +121,4 @@ class MetadataObserver:
         if self._task is not None:
             await cancel_and_wait(self._task)
             self._task = None
-        for ch in self._channels.values():
-            ch.close()
+        self._fetches.close()

@@ -15,21 +15,18 @@ import asyncio
 import logging
 from typing import Any
 
-from pylog.client.protocol import Channel
-from pylog.cluster.channel import ChannelError, node_channel
+from pylog.cluster.channel import ChannelError
+from pylog.cluster.metadata_fetch import MetadataFetches
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.quorum_addresses import QuorumAddresses
 from pylog.cluster.raft_transport import snapshot_from_wire, uuid_or_none
 from pylog.cluster.raft_types import Entry, Message, MessageType
-from pylog.protocol.api import PylogApiKey
 from pylog.protocol.errors import ErrorCode
 from pylog.security.client import PLAINTEXT, ClientSecurity
 from pylog.tasks import cancel_and_wait, keep_running
 
 log = logging.getLogger(__name__)
 
-MAX_WAIT_MS = 500
-MAX_BYTES = 8 * 1024 * 1024
 IDLE_S = 0.1  # how often a voter in touch with its leader checks whether it still is
 RETRY_S = 0.1
 
@@ -82,9 +79,9 @@ class QuorumFetcher:
         self.quorum = quorum
         self.addresses = addresses
         self.cluster_id = cluster_id
-        self.request_timeout_s = request_timeout_s
-        self.security = security
-        self._channels: dict[tuple[str, int], Channel] = {}
+        self._fetches = MetadataFetches(
+            quorum.node_id, cluster_id, addresses, request_timeout_s=request_timeout_s, security=security
+        )
         self._target: int | None = None
         self._task: asyncio.Task[None] | None = None
         self.fetches = 0
@@ -97,13 +94,6 @@ class QuorumFetcher:
     def _needs_fetch(self) -> bool:
         q = self.quorum
         return not q.is_voter or q.leader_id is None
-
-    def _channel(self, address: tuple[str, int]) -> Channel:
-        ch = self._channels.get(address)
-        if ch is None:
-            client_id = f"pylog-observer-{self.quorum.node_id}"
-            ch = self._channels[address] = node_channel(*address, client_id=client_id, security=self.security)
-        return ch
 
     async def _run(self) -> None:
         q = self.quorum
@@ -121,26 +111,13 @@ class QuorumFetcher:
             if target is None or address is None:
                 await asyncio.sleep(RETRY_S)
                 continue
-            body = {
-                "cluster_id": self.cluster_id,
-                "replica_id": q.node_id,
-                "replica_directory_id": q.directory_id,
-                "fetch_offset": q.committed_offset + 1,
-                "max_wait_ms": MAX_WAIT_MS,
-                "max_bytes": MAX_BYTES,
-            }
             try:
-                resp = await self._channel(address).request(
-                    PylogApiKey.METADATA_FETCH, 1, body, MAX_WAIT_MS / 1000 + self.request_timeout_s
-                )
+                resp = await self._fetches.fetch(address, q.committed_offset + 1, q.directory_id)
             except ChannelError as exc:
                 log.debug("metadata fetch from %s: %s", address, exc)
                 self._target = None
                 await asyncio.sleep(RETRY_S)
                 continue
-            for e in resp.leader_endpoints:
-                if e.name == self.addresses.listener and resp.leader_id >= 0:
-                    self.addresses.learn(resp.leader_id, (e.host, e.port))
             if resp.error_code == ErrorCode.INCONSISTENT_CLUSTER_ID:
                 log.error("the controller at %s belongs to another cluster than %s", address, self.cluster_id)
                 self._target = None
@@ -166,5 +143,4 @@ class QuorumFetcher:
         if self._task is not None:
             await cancel_and_wait(self._task)
             self._task = None
-        for ch in self._channels.values():
-            ch.close()
+        self._fetches.close()
