@@ -253,7 +253,8 @@ class FlightTopicSource:
     def read(self, ranges: list[PartitionRange], columns: Sequence[str]
              ) -> Iterator[tuple[PartitionRange, pa.RecordBatch]]:
         """Each range's batches: one DoGet at a time per broker, the brokers in parallel. A range whose
-        broker no longer leads it (a leader change) is asked again from its new leader."""
+        broker no longer leads it (a leader change) or is down is asked again from its new leader, before
+        any of its rows was read."""
         ranges = [r for r in ranges if r.count > 0]
         if not ranges:
             return
@@ -282,8 +283,9 @@ class FlightTopicSource:
                         try:
                             reader = self._client(at).do_get(self._flight.Ticket(raw), self._call)
                             first = reader.read_chunk()  # a moved partition fails here, before any row
-                        except self._flight.FlightServerError as exc:
-                            if attempt == _MOVED_RETRIES or NOT_LED not in str(exc):
+                        except (self._flight.FlightServerError, self._flight.FlightUnavailableError) as exc:
+                            gone = isinstance(exc, self._flight.FlightUnavailableError)
+                            if attempt == _MOVED_RETRIES or not (gone or NOT_LED in str(exc)):
                                 raise
                             at = self._location(r.topic, r.partition, refresh=True)
                             continue
