@@ -15,7 +15,8 @@ other resources on the cluster (TOPIC_ / GROUP_ / CLUSTER_AUTHORIZATION_FAILED).
 from __future__ import annotations
 
 import logging
-from typing import Any
+from collections.abc import Iterable
+from typing import Any, TypeVar
 
 from pylog.protocol.api import ApiKey
 from pylog.protocol.errors import ErrorCode
@@ -229,28 +230,19 @@ class _Refused:
         self.resource_type, self.resource_name = resource_type, resource_name
 
 
-def _alter_responses(results: list[Any]) -> AlterConfigsResponse:
-    return AlterConfigsResponse(
-        throttle_time_ms=0,
-        responses=[
-            AlterConfigsResponse.AlterConfigsResourceResponse(
-                error_code=r.error_code,
-                error_message=r.error_message,
-                resource_type=r.resource_type,
-                resource_name=r.resource_name,
-            )
-            for r in results
-        ],
-    )
+AlterResponse = TypeVar("AlterResponse", AlterConfigsResponse, IncrementalAlterConfigsResponse)
 
 
-def _incremental_responses(results: list[Any]) -> IncrementalAlterConfigsResponse:
-    return IncrementalAlterConfigsResponse(
+def _alter_response(
+    kind: type[AlterResponse], results: Iterable[Any], code: int | None = None
+) -> AlterResponse:
+    """One answer per resource: its own result, or `code` for every resource of a refused request."""
+    return kind(
         throttle_time_ms=0,
         responses=[
-            IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
-                error_code=r.error_code,
-                error_message=r.error_message,
+            kind.AlterConfigsResourceResponse(
+                error_code=r.error_code if code is None else code,
+                error_message=r.error_message if code is None else None,
                 resource_type=r.resource_type,
                 resource_name=r.resource_name,
             )
@@ -260,14 +252,7 @@ def _incremental_responses(results: list[Any]) -> IncrementalAlterConfigsRespons
 
 
 def alter_configs_error(req: AlterConfigsRequest, code: int) -> AlterConfigsResponse:
-    return AlterConfigsResponse(
-        responses=[
-            AlterConfigsResponse.AlterConfigsResourceResponse(
-                error_code=code, resource_type=r.resource_type, resource_name=r.resource_name
-            )
-            for r in req.resources
-        ]
-    )
+    return _alter_response(AlterConfigsResponse, req.resources, code)
 
 
 @serves(ApiKey.ALTER_CONFIGS, versions=(0, 2), error_response=alter_configs_error)
@@ -285,20 +270,13 @@ async def alter_configs(
     )
     if not validate_only:
         _note_stored(results, {(r.resource_type, r.resource_name): list(r.configs) for r in resources})
-    return _alter_responses(results)
+    return _alter_response(AlterConfigsResponse, results)
 
 
 def incremental_alter_configs_error(
     req: IncrementalAlterConfigsRequest, code: int
 ) -> IncrementalAlterConfigsResponse:
-    return IncrementalAlterConfigsResponse(
-        responses=[
-            IncrementalAlterConfigsResponse.AlterConfigsResourceResponse(
-                error_code=code, resource_type=r.resource_type, resource_name=r.resource_name
-            )
-            for r in req.resources
-        ]
-    )
+    return _alter_response(IncrementalAlterConfigsResponse, req.resources, code)
 
 
 @serves(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1), error_response=incremental_alter_configs_error)
@@ -326,7 +304,7 @@ async def incremental_alter_configs(
     if not validate_only:
         ops = {(r.resource_type, r.resource_name): [o.name for o in r.ops] for r in resources}
         _note_stored(results, ops)
-    return _incremental_responses(_in_request_order(req, local, results))
+    return _alter_response(IncrementalAlterConfigsResponse, _in_request_order(req, local, results))
 
 
 @serves(ApiKey.INCREMENTAL_ALTER_CONFIGS, versions=(0, 1), error_response=incremental_alter_configs_error)
@@ -355,8 +333,8 @@ async def incremental_alter_configs_forwarded(
             timed_out = ErrorCode.REQUEST_TIMED_OUT
             forwarded = [_Refused(timed_out, r.resource_type, r.resource_name) for r in rest]
     if not local:
-        return _incremental_responses(forwarded)
-    return _incremental_responses(_in_request_order(req, local, forwarded))
+        return _alter_response(IncrementalAlterConfigsResponse, forwarded)
+    return _alter_response(IncrementalAlterConfigsResponse, _in_request_order(req, local, forwarded))
 
 
 def _alter_loggers(ctx: RequestContext, req: Any, node_id: int, authz: Authorization) -> dict[int, Any]:
