@@ -53,6 +53,7 @@ from pylog.broker.tiered.remote_reads import RemoteReads
 from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.cluster.bootstrap import read_bootstrap
 from pylog.cluster.image import MetadataImage
+from pylog.cluster.metadata_fetch import MetadataFetches
 from pylog.cluster.node_config import Listener, NodeSettings
 from pylog.cluster.observer import MetadataObserver
 from pylog.cluster.quorum import MetadataQuorum
@@ -320,13 +321,7 @@ class Broker:
             await self.controller_server.start()
         if transport is not None:
             transport.start()
-            self.fetcher = QuorumFetcher(
-                quorum,
-                addresses,
-                self.cluster_id,
-                request_timeout_s=s.request_timeout_ms / 1000,
-                security=self.security.controller,
-            )
+            self.fetcher = QuorumFetcher(quorum, self._metadata_fetches(addresses))
             self.fetcher.start()
         self.duties = ControllerDuties(
             quorum,
@@ -337,6 +332,11 @@ class Broker:
         if s.standalone:
             await quorum.wait_for_controller()
 
+    def _metadata_fetches(self, addresses: QuorumAddresses) -> MetadataFetches:
+        """How this node reads the metadata log from the controllers when it is no voter in touch."""
+        timeout_s = self.settings.request_timeout_ms / 1000
+        return MetadataFetches(self.node_id, self.cluster_id, addresses, timeout_s, self.security.controller)
+
     async def _start_broker(self) -> None:
         s, cfg = self.settings, self.config
         addresses = self.addresses
@@ -345,13 +345,7 @@ class Broker:
         if self.quorum is not None:
             source = self.quorum
         else:  # a broker that is not a voter follows the log from the active controller
-            source = self.observer = MetadataObserver(
-                self.node_id,
-                self.cluster_id,
-                addresses,
-                request_timeout_s=s.request_timeout_ms / 1000,
-                security=self.security.controller,
-            )
+            source = self.observer = MetadataObserver(self._metadata_fetches(addresses))
             await self.observer.start()
         self.channel = ControllerChannel(
             self.node_id,

@@ -4,6 +4,7 @@ leader's endpoint on this listener."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any
 
 from pylog.client.protocol import Channel
@@ -16,24 +17,16 @@ MAX_WAIT_MS = 500
 MAX_BYTES = 8 * 1024 * 1024
 
 
+@dataclass
 class MetadataFetches:
     """Sends metadata fetches of replica `node_id` to the controllers of `addresses`."""
 
-    def __init__(
-        self,
-        node_id: int,
-        cluster_id: str,
-        addresses: QuorumAddresses,
-        *,
-        request_timeout_s: float,
-        security: ClientSecurity = PLAINTEXT,
-    ) -> None:
-        self.node_id = node_id
-        self.cluster_id = cluster_id
-        self.addresses = addresses
-        self.request_timeout_s = request_timeout_s
-        self.security = security
-        self._channels: dict[tuple[str, int], Channel] = {}
+    node_id: int
+    cluster_id: str
+    addresses: QuorumAddresses
+    request_timeout_s: float
+    security: ClientSecurity = PLAINTEXT
+    _channels: dict[tuple[str, int], Channel] = field(default_factory=dict)
 
     async def fetch(self, address: tuple[str, int], fetch_offset: int, directory_id: Any = None) -> Any:
         """The answer from `address` to a fetch from `fetch_offset`; raises ChannelError."""

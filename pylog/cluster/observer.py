@@ -18,10 +18,8 @@ from pylog.cluster.channel import ChannelError
 from pylog.cluster.image import MetadataImage
 from pylog.cluster.image_feed import ImageFeed, ImageListener, MetadataListener
 from pylog.cluster.metadata_fetch import MetadataFetches
-from pylog.cluster.quorum_addresses import QuorumAddresses
 from pylog.cluster.raft_transport import snapshot_from_wire
 from pylog.protocol.errors import ErrorCode
-from pylog.security.client import PLAINTEXT, ClientSecurity
 from pylog.tasks import cancel_and_wait, keep_running
 
 log = logging.getLogger(__name__)
@@ -30,22 +28,12 @@ RETRY_S = 0.1
 
 
 class MetadataObserver:
-    def __init__(
-        self,
-        node_id: int,
-        cluster_id: str,
-        addresses: QuorumAddresses,
-        *,
-        request_timeout_s: float,
-        security: ClientSecurity = PLAINTEXT,
-    ) -> None:
-        self.node_id = node_id
-        self.cluster_id = cluster_id
+    def __init__(self, fetches: MetadataFetches) -> None:
+        self.node_id = fetches.node_id
+        self.cluster_id = fetches.cluster_id
         self.feed = ImageFeed()
-        self.addresses = addresses
-        self._fetches = MetadataFetches(
-            node_id, cluster_id, addresses, request_timeout_s=request_timeout_s, security=security
-        )
+        self.addresses = fetches.addresses
+        self._fetches = fetches
         self.leader_id: int | None = None
         self.high_watermark = 0
         self._caught_up = asyncio.Event()

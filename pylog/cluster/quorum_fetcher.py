@@ -18,11 +18,9 @@ from typing import Any
 from pylog.cluster.channel import ChannelError
 from pylog.cluster.metadata_fetch import MetadataFetches
 from pylog.cluster.quorum import MetadataQuorum
-from pylog.cluster.quorum_addresses import QuorumAddresses
 from pylog.cluster.raft_transport import snapshot_from_wire, uuid_or_none
 from pylog.cluster.raft_types import Entry, Message, MessageType
 from pylog.protocol.errors import ErrorCode
-from pylog.security.client import PLAINTEXT, ClientSecurity
 from pylog.tasks import cancel_and_wait, keep_running
 
 log = logging.getLogger(__name__)
@@ -67,21 +65,11 @@ def fetch_answer_message(resp: Any, node_id: int, directory_id: Any) -> Message 
 
 
 class QuorumFetcher:
-    def __init__(
-        self,
-        quorum: MetadataQuorum,
-        addresses: QuorumAddresses,
-        cluster_id: str,
-        *,
-        request_timeout_s: float,
-        security: ClientSecurity = PLAINTEXT,
-    ) -> None:
+    def __init__(self, quorum: MetadataQuorum, fetches: MetadataFetches) -> None:
         self.quorum = quorum
-        self.addresses = addresses
-        self.cluster_id = cluster_id
-        self._fetches = MetadataFetches(
-            quorum.node_id, cluster_id, addresses, request_timeout_s=request_timeout_s, security=security
-        )
+        self.addresses = fetches.addresses
+        self.cluster_id = fetches.cluster_id
+        self._fetches = fetches
         self._target: int | None = None
         self._task: asyncio.Task[None] | None = None
         self.fetches = 0
