@@ -83,11 +83,13 @@ def _described(
     )
 
 
-def create_acls_error(req: CreateAclsRequest, code: int) -> CreateAclsResponse:
+def create_acls_error(req: CreateAclsRequest, code: int, message: str | None = None) -> CreateAclsResponse:
     return CreateAclsResponse(
+        throttle_time_ms=0,
         results=[
-            CreateAclsResponse.AclCreationResult(error_code=code, error_message=None) for _ in req.creations
-        ]
+            CreateAclsResponse.AclCreationResult(error_code=code, error_message=message)
+            for _ in req.creations
+        ],
     )
 
 
@@ -97,14 +99,7 @@ async def create_acls(
 ) -> CreateAclsResponse:
     denied = _refusal(ctx, authz)
     if denied is not None:
-        code, message = denied
-        return CreateAclsResponse(
-            throttle_time_ms=0,
-            results=[
-                CreateAclsResponse.AclCreationResult(error_code=code, error_message=message)
-                for _ in req.creations
-            ],
-        )
+        return create_acls_error(req, *denied)
     bindings = [
         AclBinding(
             c.resource_type,
@@ -127,12 +122,15 @@ async def create_acls(
     )
 
 
-def delete_acls_error(req: DeleteAclsRequest, code: int) -> DeleteAclsResponse:
+def delete_acls_error(req: DeleteAclsRequest, code: int, message: str | None = None) -> DeleteAclsResponse:
     return DeleteAclsResponse(
+        throttle_time_ms=0,
         filter_results=[
-            DeleteAclsResponse.DeleteAclsFilterResult(error_code=code, error_message=None, matching_acls=[])
+            DeleteAclsResponse.DeleteAclsFilterResult(
+                error_code=code, error_message=message, matching_acls=[]
+            )
             for _ in req.filters
-        ]
+        ],
     )
 
 
@@ -142,16 +140,7 @@ async def delete_acls(
 ) -> DeleteAclsResponse:
     denied = _refusal(ctx, authz)
     if denied is not None:
-        code, message = denied
-        return DeleteAclsResponse(
-            throttle_time_ms=0,
-            filter_results=[
-                DeleteAclsResponse.DeleteAclsFilterResult(
-                    error_code=code, error_message=message, matching_acls=[]
-                )
-                for _ in req.filters
-            ],
-        )
+        return delete_acls_error(req, *denied)
     filters = [
         AclBindingFilter(
             f.resource_type_filter,
