@@ -127,11 +127,7 @@ class ReplicaControl:
         """ElectLeaders; ``partitions`` None means every partition."""
         image = self._image()
         if partitions is None:
-            partitions = [
-                (name, i)
-                for name, t in sorted(image.topics.items())
-                for i in sorted(image.partitions(t.topic_id))
-            ]
+            partitions = _every_partition(image)
         out = []
         for name, index in partitions:
             p = image.partition(name, index)
@@ -244,11 +240,7 @@ class ReplicaControl:
         partitions that do not exist or are not moving are left out, as Kafka does."""
         image = self._image()
         if partitions is None:
-            partitions = [
-                (name, i)
-                for name, t in sorted(image.topics.items())
-                for i in sorted(image.partitions(t.topic_id))
-            ]
+            partitions = _every_partition(image)
         out = []
         for name, index in partitions:
             p = image.partition(name, index)
@@ -276,3 +268,9 @@ def _result(p: PartitionImage, error: int) -> IsrChangeResult:
     return IsrChangeResult(
         p.topic_id, p.partition_id, error, p.leader, p.leader_epoch, p.isr, p.partition_epoch
     )
+
+
+def _every_partition(image: MetadataImage) -> list[tuple[str, int]]:
+    """Every partition of `image`, by topic name and index: what a request naming none means."""
+    topics = sorted(image.topics.items())
+    return [(name, i) for name, t in topics for i in sorted(image.partitions(t.topic_id))]
