@@ -12,8 +12,6 @@ ROOT = Path(__file__).resolve().parent.parent
 SOURCE_DIRS = ("pylog", "storage", "protocol", "widgets")
 READINGS = {"time", "time_ns", "monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns"}
 CLOCK = "pylog/clock.py"
-# Pending: still reads the system clock directly, until it moves to the injected clock.
-PENDING = {"pylog/broker/datapath/maintenance.py"}
 
 
 def is_reading(node: ast.AST) -> bool:
@@ -35,16 +33,9 @@ def test_no_direct_time_reads_outside_the_clock() -> None:
     for directory in SOURCE_DIRS:
         for path in sorted((ROOT / directory).rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
-            if rel != CLOCK and rel not in PENDING:
+            if rel != CLOCK:
                 found.extend(f"{rel}:{line}" for line in direct_reads(path.read_text("utf-8"), rel))
     assert not found, "read the time through an injected pylog.clock.Clock instead:\n" + "\n".join(found)
-
-
-def test_pending_files_still_read_the_clock_directly() -> None:
-    """A pending file that no longer reads the system clock leaves the list."""
-    done = [rel for rel in sorted(PENDING)
-            if not (ROOT / rel).exists() or not direct_reads((ROOT / rel).read_text("utf-8"), rel)]
-    assert not done, f"no direct time reads left: drop from PENDING {done}"
 
 
 def test_the_scan_sees_every_form_of_reading() -> None:

@@ -120,7 +120,7 @@ class Broker:
         self.replicas = ReplicaManager(
             config, self.data_dir, clock.wall_ms, clock.monotonic_ms, log_dirs=self.log_dirs
         )
-        self.maintenance = Maintenance(config, self.replicas, clock.wall_ms)
+        self.maintenance = Maintenance(config, self.replicas, clock)
         self.cluster_id = ""
         self.directory_id: uuid.UUID | None = None
         self.quorum: MetadataQuorum | None = None

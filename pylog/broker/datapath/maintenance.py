@@ -16,11 +16,11 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from pylog.broker.datapath.memory import release_unused_memory
+from pylog.clock import Clock
 from pylog.config import BrokerConfig
 from pylog.model import LONG_MAX
 
@@ -36,9 +36,10 @@ RELEASE_SOON_S = 0.5  # after a bulk free: long enough for a burst of deletions 
 
 
 class Maintenance:
-    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, now_ms: Callable[[], int]) -> None:
+    def __init__(self, config: BrokerConfig, replicas: ReplicaManager, clock: Clock) -> None:
         self.replicas = replicas
-        self._now_ms = now_ms
+        self._now_ms = clock.wall_ms  # stamps compared with record times (retention)
+        self._monotonic_s = clock.monotonic_s  # when each job is due
         self.retention_s = config.int("log.retention.check.interval.ms") / 1000.0
         self.cleaner_s = (
             config.int("log.cleaner.backoff.ms") / 1000.0 if config.bool("log.cleaner.enable") else None
@@ -56,7 +57,7 @@ class Maintenance:
         self._due: dict[str, float] = {}
 
     def start(self) -> None:
-        now = time.monotonic()
+        now = self._monotonic_s()
         self._due = {
             "retention": now + self.retention_s,
             "cleaner": now + self.cleaner_s if self.cleaner_s is not None else float("inf"),
@@ -88,14 +89,14 @@ class Maintenance:
         if self.release_s is None:
             return
         with self._cond:
-            self._due["release"] = min(self._due.get("release", 0.0), time.monotonic() + RELEASE_SOON_S)
+            self._due["release"] = min(self._due.get("release", 0.0), self._monotonic_s() + RELEASE_SOON_S)
             self._cond.notify()
 
     def _run(self) -> None:
         while True:
             with self._cond:
                 if not self._seal and not self._stop:
-                    wait = min(self._due.values()) - time.monotonic()
+                    wait = min(self._due.values()) - self._monotonic_s()
                     if wait > 0:
                         self._cond.wait(min(wait, MAX_SLEEP_S))
                 if self._stop:
@@ -106,25 +107,25 @@ class Maintenance:
                 self._guard("sealing", part, part.seal_rolled_segments)
                 if part.one_copy:  # one old segment at a time, then the other jobs get a turn
                     self._guard("format upgrade", part, functools.partial(self._upgrade, part))
-            now = time.monotonic()
+            now = self._monotonic_s()
             if now >= self._due["retention"]:
                 self.run_retention()
-                self._due["retention"] = time.monotonic() + self.retention_s
+                self._due["retention"] = self._monotonic_s() + self.retention_s
             if now >= self._due["cleaner"]:
                 self.run_cleaner()
-                self._due["cleaner"] = time.monotonic() + (self.cleaner_s or MAX_SLEEP_S)
+                self._due["cleaner"] = self._monotonic_s() + (self.cleaner_s or MAX_SLEEP_S)
             if now >= self._due["flush"]:
                 self.run_time_flush()
-                self._due["flush"] = time.monotonic() + self.flush_s
+                self._due["flush"] = self._monotonic_s() + self.flush_s
             if now >= self._due["checkpoint"]:
                 try:
                     self.replicas.checkpoint_high_watermarks()
                 except OSError:
                     log.exception("writing the high watermark checkpoint failed")
-                self._due["checkpoint"] = time.monotonic() + self.checkpoint_s
+                self._due["checkpoint"] = self._monotonic_s() + self.checkpoint_s
             if now >= self._due["release"]:
                 release_unused_memory()
-                self._due["release"] = time.monotonic() + (self.release_s or MAX_SLEEP_S)
+                self._due["release"] = self._monotonic_s() + (self.release_s or MAX_SLEEP_S)
 
     def _upgrade(self, part: Partition) -> None:
         """Rewrite one sealed format 1 segment of ``part`` as format 2; ask again while any is left."""
