@@ -13,11 +13,9 @@ from pylog.protocol.messages import AddOffsetsToTxnRequest, AddOffsetsToTxnRespo
 from pylog.broker.coordinators.group_shell import GroupShell
 from pylog.broker.coordinators.txn_shell import TxnShell, fenced_error, not_available
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 
-
-def error_response(req: AddOffsetsToTxnRequest, code: int) -> AddOffsetsToTxnResponse:
-    return AddOffsetsToTxnResponse(error_code=code)
+error_response = top_level_error(AddOffsetsToTxnResponse)
 
 
 @serves(ApiKey.ADD_OFFSETS_TO_TXN, versions=(0, 3), error_response=error_response)

@@ -6,14 +6,13 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.messages import AllocateProducerIdsRequest, AllocateProducerIdsResponse
 
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.cluster.quorum import MetadataQuorum
 
 BLOCK_SIZE = 1000
 
 
-def error_response(req: AllocateProducerIdsRequest, code: int) -> AllocateProducerIdsResponse:
-    return AllocateProducerIdsResponse(error_code=code)
+error_response = top_level_error(AllocateProducerIdsResponse)
 
 
 @serves(ApiKey.ALLOCATE_PRODUCER_IDS, versions=(0, 0), error_response=error_response)

@@ -9,13 +9,11 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.messages import AlterPartitionRequest, AlterPartitionResponse
 
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.replica_control import IsrChange
 
-
-def error_response(req: AlterPartitionRequest, code: int) -> AlterPartitionResponse:
-    return AlterPartitionResponse(error_code=code)
+error_response = top_level_error(AlterPartitionResponse)
 
 
 @serves(ApiKey.ALTER_PARTITION, versions=(3, 3), error_response=error_response)

@@ -6,12 +6,10 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.messages import BrokerHeartbeatRequest, BrokerHeartbeatResponse
 
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.cluster.quorum import MetadataQuorum
 
-
-def error_response(req: BrokerHeartbeatRequest, code: int) -> BrokerHeartbeatResponse:
-    return BrokerHeartbeatResponse(error_code=code)
+error_response = top_level_error(BrokerHeartbeatResponse)
 
 
 @serves(ApiKey.BROKER_HEARTBEAT, versions=(0, 0), error_response=error_response)

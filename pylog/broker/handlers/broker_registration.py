@@ -7,13 +7,11 @@ from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import BrokerRegistrationRequest, BrokerRegistrationResponse
 
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.records import BrokerEndpoint
 
-
-def error_response(req: BrokerRegistrationRequest, code: int) -> BrokerRegistrationResponse:
-    return BrokerRegistrationResponse(error_code=code)
+error_response = top_level_error(BrokerRegistrationResponse)
 
 
 @serves(ApiKey.BROKER_REGISTRATION, versions=(0, 0), error_response=error_response)

@@ -17,13 +17,11 @@ from pylog.protocol.messages import ConsumerGroupHeartbeatRequest, ConsumerGroup
 from pylog.broker.control.metadata import MetadataView
 from pylog.broker.coordinators.group_shell import GroupShell, client_host, not_available, topics_view
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.groups.consumer import Heartbeat, TopicsView
 from pylog.groups.group_records import from_wire
 
-
-def error_response(req: ConsumerGroupHeartbeatRequest, code: int) -> ConsumerGroupHeartbeatResponse:
-    return ConsumerGroupHeartbeatResponse(error_code=code)
+error_response = top_level_error(ConsumerGroupHeartbeatResponse)
 
 
 @serves(ApiKey.CONSUMER_GROUP_HEARTBEAT, versions=(0, 1), error_response=error_response)

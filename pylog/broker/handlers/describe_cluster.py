@@ -17,7 +17,7 @@ from pylog.protocol.messages import DescribeClusterRequest, DescribeClusterRespo
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.control.metadata import MetadataView, controller_for_clients
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.cluster.node_config import NodeSettings
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.security.acl_operations import AclOperation, ResourceType, operations_if_requested
@@ -27,8 +27,7 @@ CONTROLLERS_ENDPOINT = 2
 _NAMES = {BROKERS_ENDPOINT: "BROKER", CONTROLLERS_ENDPOINT: "CONTROLLER"}
 
 
-def error_response(req: DescribeClusterRequest, code: int) -> DescribeClusterResponse:
-    return DescribeClusterResponse(error_code=code)
+error_response = top_level_error(DescribeClusterResponse)
 
 
 @serves(ApiKey.DESCRIBE_CLUSTER, versions=(0, 2), error_response=error_response)

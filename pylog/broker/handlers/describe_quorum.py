@@ -13,7 +13,7 @@ from pylog.protocol.messages import DescribeQuorumRequest, DescribeQuorumRespons
 from pylog.protocol.schema import ZERO_UUID
 
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.cluster.controller import METADATA_TOPIC
 from pylog.cluster.quorum import MetadataQuorum
 
@@ -22,8 +22,7 @@ def _error(code: int, message: str) -> DescribeQuorumResponse:
     return DescribeQuorumResponse(error_code=code, error_message=message, topics=[], nodes=[])
 
 
-def error_response(req: DescribeQuorumRequest, code: int) -> DescribeQuorumResponse:
-    return DescribeQuorumResponse(error_code=code)
+error_response = top_level_error(DescribeQuorumResponse)
 
 
 @serves(ApiKey.DESCRIBE_QUORUM, versions=(0, 2), error_response=error_response)

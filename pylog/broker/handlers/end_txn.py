@@ -12,11 +12,9 @@ from pylog.protocol.messages import EndTxnRequest, EndTxnResponse
 
 from pylog.broker.coordinators.txn_shell import TxnShell, fenced_error, not_available
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 
-
-def error_response(req: EndTxnRequest, code: int) -> EndTxnResponse:
-    return EndTxnResponse(error_code=code)
+error_response = top_level_error(EndTxnResponse)
 
 
 @serves(ApiKey.END_TXN, versions=(0, 3), error_response=error_response)

@@ -18,7 +18,7 @@ from pylog.broker.control.metadata import MetadataView
 from pylog.broker.coordinators.group_shell import GroupShell
 from pylog.broker.coordinators.txn_shell import TxnShell
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.security.acl_operations import AclOperation
 
 GROUP, TRANSACTION = 0, 1
@@ -26,8 +26,7 @@ NO_NODE = (-1, "", -1)
 Answer = tuple[ErrorCode, tuple[int, str, int]]
 
 
-def error_response(req: FindCoordinatorRequest, code: int) -> FindCoordinatorResponse:
-    return FindCoordinatorResponse(error_code=code)
+error_response = top_level_error(FindCoordinatorResponse)
 
 
 @serves(ApiKey.FIND_COORDINATOR, versions=(0, 6), error_response=error_response)

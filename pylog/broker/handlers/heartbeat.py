@@ -9,11 +9,9 @@ from pylog.protocol.messages import HeartbeatRequest, HeartbeatResponse
 from pylog.broker.control.metadata import MetadataView
 from pylog.broker.coordinators.group_shell import GroupShell, not_available, topics_view
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 
-
-def error_response(req: HeartbeatRequest, code: int) -> HeartbeatResponse:
-    return HeartbeatResponse(error_code=code)
+error_response = top_level_error(HeartbeatResponse)
 
 
 @serves(ApiKey.HEARTBEAT, versions=(0, 4), error_response=error_response)

@@ -16,11 +16,9 @@ from pylog.protocol.messages import InitProducerIdRequest, InitProducerIdRespons
 from pylog.broker.coordinators.producer_ids import ProducerIdManager
 from pylog.broker.coordinators.txn_shell import TxnShell, fenced_error, not_available
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 
-
-def error_response(req: InitProducerIdRequest, code: int) -> InitProducerIdResponse:
-    return InitProducerIdResponse(error_code=code)
+error_response = top_level_error(InitProducerIdResponse)
 
 
 @serves(ApiKey.INIT_PRODUCER_ID, versions=(0, 4), error_response=error_response)

@@ -19,12 +19,10 @@ from pylog.protocol.messages import JoinGroupRequest, JoinGroupResponse
 from pylog.broker.control.metadata import MetadataView
 from pylog.broker.coordinators.group_shell import GroupShell, client_host, not_available, topics_view
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.groups import JoinGroupResult, JoinRequest, SyncGroupResult
 
-
-def error_response(req: JoinGroupRequest, code: int) -> JoinGroupResponse:
-    return JoinGroupResponse(error_code=code)
+error_response = top_level_error(JoinGroupResponse)
 
 
 @serves(ApiKey.JOIN_GROUP, versions=(0, 7), error_response=error_response)

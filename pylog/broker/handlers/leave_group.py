@@ -11,12 +11,10 @@ from pylog.protocol.messages import LeaveGroupRequest, LeaveGroupResponse
 
 from pylog.broker.coordinators.group_shell import GroupShell, not_available
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.groups import LeaveGroupResult, LeaveMemberResult
 
-
-def error_response(req: LeaveGroupRequest, code: int) -> LeaveGroupResponse:
-    return LeaveGroupResponse(error_code=code)
+error_response = top_level_error(LeaveGroupResponse)
 
 
 @serves(ApiKey.LEAVE_GROUP, versions=(0, 5), error_response=error_response)

@@ -13,7 +13,7 @@ from pylog.protocol.messages import ListConfigResourcesRequest, ListConfigResour
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.control.metadata import MetadataView
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.cluster.records import ConfigResourceType as T
 from pylog.security.acl_operations import AclOperation
 
@@ -21,8 +21,7 @@ from pylog.security.acl_operations import AclOperation
 V1_TYPES = (T.GROUP, T.CLIENT_METRICS, T.BROKER_LOGGER, T.BROKER, T.TOPIC)
 
 
-def error_response(req: ListConfigResourcesRequest, code: int) -> ListConfigResourcesResponse:
-    return ListConfigResourcesResponse(error_code=code)
+error_response = top_level_error(ListConfigResourcesResponse)
 
 
 @serves(ApiKey.LIST_CONFIG_RESOURCES, versions=(0, 1), error_response=error_response)

@@ -16,7 +16,7 @@ from pylog.protocol.messages import PylogMetadataFetchRequest, PylogMetadataFetc
 from pylog.protocol.schema import ZERO_UUID
 
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.raft_transport import snapshot_control, uuid_or_none
 from pylog.cluster.raft_types import MessageType
@@ -24,8 +24,7 @@ from pylog.cluster.raft_types import MessageType
 MAX_WAIT_MS = 5000
 
 
-def error_response(req: PylogMetadataFetchRequest, code: int) -> PylogMetadataFetchResponse:
-    return PylogMetadataFetchResponse(error_code=code)
+error_response = top_level_error(PylogMetadataFetchResponse)
 
 
 @serves(PylogApiKey.METADATA_FETCH, versions=(0, 1), error_response=error_response)

@@ -9,12 +9,10 @@ from pylog.protocol.messages import OffsetDeleteRequest, OffsetDeleteResponse
 from pylog.broker.control.metadata import MetadataView
 from pylog.broker.coordinators.group_shell import GroupShell, not_available
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.groups import OffsetDeleteResult
 
-
-def error_response(req: OffsetDeleteRequest, code: int) -> OffsetDeleteResponse:
-    return OffsetDeleteResponse(error_code=code)
+error_response = top_level_error(OffsetDeleteResponse)
 
 
 @serves(ApiKey.OFFSET_DELETE, versions=(0, 0), error_response=error_response)

@@ -9,15 +9,14 @@ from pylog.protocol.errors import ErrorCode
 from pylog.protocol.messages import PylogRaftRequest, PylogRaftResponse
 
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.raft_transport import message_from_wire
 
 log = logging.getLogger(__name__)
 
 
-def error_response(req: PylogRaftRequest, code: int) -> PylogRaftResponse:
-    return PylogRaftResponse(error_code=code)
+error_response = top_level_error(PylogRaftResponse)
 
 
 @serves(PylogApiKey.RAFT, versions=(0, 1), error_response=error_response)

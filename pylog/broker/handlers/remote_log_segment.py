@@ -8,14 +8,12 @@ from pylog.protocol.api import PylogApiKey
 from pylog.protocol.messages import PylogRemoteLogSegmentRequest, PylogRemoteLogSegmentResponse
 
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.records import RemoteLogSegmentRecord, RemoteLogStartOffsetRecord
 from pylog.cluster.remote_log_control import RemoteLogProposal
 
-
-def error_response(req: PylogRemoteLogSegmentRequest, code: int) -> PylogRemoteLogSegmentResponse:
-    return PylogRemoteLogSegmentResponse(error_code=code)
+error_response = top_level_error(PylogRemoteLogSegmentResponse)
 
 
 def proposal(broker_id: int, c: PylogRemoteLogSegmentRequest.Change) -> RemoteLogProposal:

@@ -16,13 +16,11 @@ from pylog.broker.control.metadata import MetadataView
 from pylog.broker.coordinators.group_shell import GroupShell, client_host, not_available, topics_view
 from pylog.broker.coordinators.share_shell import ShareShell
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.groups.consumer import TopicsView
 from pylog.groups.share import ShareHeartbeat
 
-
-def error_response(req: ShareGroupHeartbeatRequest, code: int) -> ShareGroupHeartbeatResponse:
-    return ShareGroupHeartbeatResponse(error_code=code)
+error_response = top_level_error(ShareGroupHeartbeatResponse)
 
 
 @serves(ApiKey.SHARE_GROUP_HEARTBEAT, versions=(1, 1), error_response=error_response)

@@ -25,7 +25,7 @@ from pylog.broker.control.controller_client import ControllerClient
 from pylog.broker.control.metadata import INTERNAL_TOPICS, MetadataView
 from pylog.broker.coordinators.group_shell import GroupShell, client_host, not_available, topics_view
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.cluster.topic_control import NewTopic, validate_topic_name
 from pylog.groups.streams import HeartbeatResult, StreamsHeartbeat, tasks_from_wire, topology_from_wire
 from pylog.groups.streams import error_response as streams_error
@@ -70,8 +70,7 @@ class InternalTopicCreator:
             self._inflight.difference_update(t.name for t in topics)
 
 
-def error_response(req: StreamsGroupHeartbeatRequest, code: int) -> StreamsGroupHeartbeatResponse:
-    return StreamsGroupHeartbeatResponse(error_code=code)
+error_response = top_level_error(StreamsGroupHeartbeatResponse)
 
 
 @serves(ApiKey.STREAMS_GROUP_HEARTBEAT, versions=(0, 0), error_response=error_response)

@@ -11,12 +11,10 @@ from pylog.protocol.messages import SyncGroupRequest, SyncGroupResponse
 from pylog.broker.control.metadata import MetadataView
 from pylog.broker.coordinators.group_shell import GroupShell, not_available, topics_view
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.groups import JoinGroupResult, SyncGroupResult
 
-
-def error_response(req: SyncGroupRequest, code: int) -> SyncGroupResponse:
-    return SyncGroupResponse(error_code=code)
+error_response = top_level_error(SyncGroupResponse)
 
 
 @serves(ApiKey.SYNC_GROUP, versions=(0, 5), error_response=error_response)

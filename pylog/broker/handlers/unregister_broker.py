@@ -7,12 +7,10 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.messages import UnregisterBrokerRequest, UnregisterBrokerResponse
 
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.cluster.quorum import MetadataQuorum
 
-
-def error_response(req: UnregisterBrokerRequest, code: int) -> UnregisterBrokerResponse:
-    return UnregisterBrokerResponse(error_code=code)
+error_response = top_level_error(UnregisterBrokerResponse)
 
 
 @serves(ApiKey.UNREGISTER_BROKER, versions=(0, 0), error_response=error_response)

@@ -12,13 +12,11 @@ from pylog.protocol.api import ApiKey
 from pylog.protocol.messages import UpdateFeaturesRequest, UpdateFeaturesResponse
 
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.cluster.feature_control import FeatureUpdate, UpgradeType
 from pylog.cluster.quorum import MetadataQuorum
 
-
-def error_response(req: UpdateFeaturesRequest, code: int) -> UpdateFeaturesResponse:
-    return UpdateFeaturesResponse(error_code=code)
+error_response = top_level_error(UpdateFeaturesResponse)
 
 
 @serves(ApiKey.UPDATE_FEATURES, versions=(0, 2), error_response=error_response)

@@ -46,6 +46,15 @@ class HandlerSpec:
     error_response: ErrorResponse | None = None
 
 
+def top_level_error(response: Callable[..., Any]) -> ErrorResponse:
+    """The error response of an API whose answer is one top-level error code."""
+
+    def error_response(_req: Any, code: int) -> Any:
+        return response(error_code=code)
+
+    return error_response
+
+
 def serves(
     api_key: int, versions: tuple[int, int], error_response: ErrorResponse | None = None
 ) -> Callable[[Any], Any]:
