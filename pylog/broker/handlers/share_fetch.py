@@ -153,10 +153,11 @@ async def share_fetch(
     batch_size = req.batch_size if req.batch_size > 0 else max_records
     record_limit = req.share_acquire_mode == RECORD_LIMIT
     limits = FetchLimits(max_records, batch_size, max(req.max_bytes, 0), record_limit)
-    got = _acquire_all(shell, image, replicas, group, member, targets, limits, results, node_id)
-    if not got and req.max_wait_ms > 0 and targets:
-        wait = req.max_wait_ms
-        await _wait(shell, image, replicas, group, member, targets, limits, results, node_id, wait, stopping)
+    acquire = functools.partial(
+        _acquire_all, shell, image, replicas, group, member, targets, limits, results, node_id
+    )
+    if not acquire() and req.max_wait_ms > 0 and targets:
+        await _wait(shell, _watched(image, replicas, targets), acquire, req.max_wait_ms, stopping)
     shell.persist()  # first start offsets of new share partitions
     if epoch == 0:
         for tid, p in requested:
@@ -301,21 +302,8 @@ def _aborted_batches(spans: list[Span], aborted: list[AbortedTxn]) -> set[int]:
     }
 
 
-async def _wait(
-    shell: ShareShell,
-    image: Any,
-    replicas: Any,
-    group: str,
-    member: str,
-    targets: list,
-    limits: FetchLimits,
-    results: Results,
-    node_id: int,
-    max_wait_ms: int,
-    stopping: Callable[[], bool],
-) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max_wait_ms / 1000.0
+def _watched(image: Any, replicas: Any, targets: list) -> list[Partition]:
+    """The local partitions among `targets`, whose appends may end a wait."""
     names = image.topics_by_id
     watched = []
     for tid, p in targets:
@@ -323,6 +311,20 @@ async def _wait(
         part = replicas.get(topic.name, p) if topic is not None else None
         if part is not None:
             watched.append(part)
+    return watched
+
+
+async def _wait(
+    shell: ShareShell,
+    watched: list[Partition],
+    acquire: Callable[[], int],
+    max_wait_ms: int,
+    stopping: Callable[[], bool],
+) -> None:
+    """Until `acquire` gets records (tried again on each append to a watched partition and each
+    share-state change), the wait runs out, or the broker stops."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max_wait_ms / 1000.0
     current: list[asyncio.Future] = []
     expired: list[bool] = []
 
@@ -347,9 +349,7 @@ async def _wait(
                 for part in watched:
                     part.watchers.remove_fetch(wake)
                 shell.remove_waiter(wake)
-            if _acquire_all(
-                shell, image, replicas, group, member, targets, limits, results, node_id
-            ):
+            if acquire():
                 return
     finally:
         timer.cancel()
