@@ -23,6 +23,7 @@ from pylog.groups.types import (
     Output,
     PartitionError,
     SyncGroupResult,
+    SyncRequest,
     TxnMarkerRecord,
     TxnOffsetRecord,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "Output",
     "PartitionError",
     "SyncGroupResult",
+    "SyncRequest",
     "TxnMarkerRecord",
     "TxnOffsetRecord",
     "append_error_to_response",

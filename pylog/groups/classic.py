@@ -53,6 +53,7 @@ from pylog.groups.types import (
     LeaveMemberResult,
     Output,
     SyncGroupResult,
+    SyncRequest,
 )
 from pylog.protocol.errors import ErrorCode
 
@@ -269,36 +270,24 @@ class ClassicProtocol:
 
     # ------------------------------------------------------------------ SyncGroup
 
-    def sync_group(
-        self,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        group_instance_id: str | None,
-        protocol_type: str | None,
-        protocol_name: str | None,
-        assignments: Mapping[str, bytes] | Iterable[tuple[str, bytes]],
-        *,
-        now_ms: int,
-        handle: Handle,
-    ) -> Output:
-        """SyncGroup; `assignments` matter only from the leader. The answer arrives as a completion."""
+    def sync_group(self, req: SyncRequest, *, now_ms: int, handle: Handle) -> Output:
+        """SyncGroup; the answer arrives as a completion."""
         out = Output()
         self.reg.run_timers(now_ms, out)
-        group = self.group(group_id)
+        group = self.group(req.group_id)
         error = ErrorCode.NONE
-        if not group_id:
+        if not req.group_id:
             error = ErrorCode.INVALID_GROUP_ID
-        elif (e := self.reg.coordinator_error(group_id)) is not ErrorCode.NONE:
+        elif (e := self.reg.coordinator_error(req.group_id)) is not ErrorCode.NONE:
             error = e
         elif group is None:
             error = ErrorCode.UNKNOWN_MEMBER_ID
-        elif (e := group.validate_member(member_id, group_instance_id)) is not ErrorCode.NONE:
+        elif (e := group.validate_member(req.member_id, req.group_instance_id)) is not ErrorCode.NONE:
             error = e
-        elif generation_id != group.generation_id:
+        elif req.generation_id != group.generation_id:
             error = ErrorCode.ILLEGAL_GENERATION
-        elif _inconsistent(protocol_type, group.protocol_type) or _inconsistent(
-            protocol_name, group.protocol_name
+        elif _inconsistent(req.protocol_type, group.protocol_type) or _inconsistent(
+            req.protocol_name, group.protocol_name
         ):
             error = ErrorCode.INCONSISTENT_GROUP_PROTOCOL
         elif group.is_(EMPTY):
@@ -309,8 +298,8 @@ class ClassicProtocol:
             out.complete(handle, SyncGroupResult(error))
             return out
 
-        m = group.members[member_id]
-        self._pending_sync_received(group, member_id)
+        m = group.members[req.member_id]
+        self._pending_sync_received(group, req.member_id)
         if group.is_(STABLE):
             out.complete(
                 handle,
@@ -322,8 +311,8 @@ class ClassicProtocol:
         if m.sync_handle is not None:
             out.complete(m.sync_handle, SyncGroupResult(ErrorCode.REBALANCE_IN_PROGRESS))
         m.sync_handle = handle
-        if group.is_leader(member_id):
-            given = dict(assignments.items() if isinstance(assignments, Mapping) else assignments)
+        if group.is_leader(req.member_id):
+            given = dict(req.assignments.items() if isinstance(req.assignments, Mapping) else req.assignments)
             for mm in group.members.values():
                 mm.assignment = bytes(given.get(mm.member_id, b""))
             self.store_group(group, out)

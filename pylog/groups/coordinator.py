@@ -74,6 +74,7 @@ from pylog.groups.types import (
     Output,
     PartitionError,
     SyncGroupResult,
+    SyncRequest,
     TopicPartition,
 )
 from pylog.protocol.errors import ErrorCode
@@ -226,35 +227,18 @@ class GroupCoordinator:
         return out, self.consumer.group(group_id)
 
     def sync_group(
-        self,
-        group_id: str,
-        generation_id: int,
-        member_id: str,
-        group_instance_id: str | None,
-        protocol_type: str | None,
-        protocol_name: str | None,
-        assignments: Mapping[str, bytes] | Iterable[tuple[str, bytes]],
-        *,
-        now_ms: int,
-        handle: Handle,
-        topics: TopicsView | None = None,
+        self, req: SyncRequest, *, now_ms: int, handle: Handle, topics: TopicsView | None = None
     ) -> Output:
         """SyncGroup; `assignments` matter only from the leader. The answer arrives as a completion."""
         self._topics(topics)
-        modern = self._modern(group_id, now_ms)
+        modern = self._modern(req.group_id, now_ms)
         if modern is None:
-            return self.classic.sync_group(
-                group_id, generation_id, member_id, group_instance_id, protocol_type, protocol_name,
-                assignments, now_ms=now_ms, handle=handle,
-            )  # fmt: skip
+            return self.classic.sync_group(req, now_ms=now_ms, handle=handle)
         out, cg = modern
         if cg is None:
             out.complete(handle, SyncGroupResult(ErrorCode.UNKNOWN_MEMBER_ID))
         else:
-            self.migration.sync(
-                cg, generation_id, member_id, group_instance_id, protocol_type, protocol_name,
-                now_ms=now_ms, handle=handle, out=out,
-            )  # fmt: skip
+            self.migration.sync(cg, req, now_ms=now_ms, handle=handle, out=out)
         return out
 
     def heartbeat(

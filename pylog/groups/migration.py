@@ -67,6 +67,7 @@ from pylog.groups.types import (
     LeaveMemberResult,
     Output,
     SyncGroupResult,
+    SyncRequest,
 )
 from pylog.protocol.errors import ErrorCode
 
@@ -283,23 +284,15 @@ class Migration:
         )
 
     def sync(
-        self,
-        group: ConsumerGroup,
-        generation_id: int,
-        member_id: str,
-        instance_id: str | None,
-        protocol_type: str | None,
-        protocol_name: str | None,
-        *,
-        now_ms: int,
-        handle: Handle,
-        out: Output,
+        self, group: ConsumerGroup, req: SyncRequest, *, now_ms: int, handle: Handle, out: Output
     ) -> None:
-        m, error = self._classic_member(group, member_id, instance_id)
+        """SyncGroup of a classic member of a consumer group: its assignment, answered at once."""
+        m, error = self._classic_member(group, req.member_id, req.group_instance_id)
         if m is None or m.classic is None:
             out.complete(handle, SyncGroupResult(error))
             return
-        if generation_id != m.member_epoch:
+        protocol_type, protocol_name = req.protocol_type, req.protocol_name
+        if req.generation_id != m.member_epoch:
             out.complete(handle, SyncGroupResult(ErrorCode.ILLEGAL_GENERATION))
             return
         names = [n for n, _ in m.classic.protocols]

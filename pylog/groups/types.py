@@ -6,7 +6,7 @@ response bodies without translation.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
@@ -108,6 +108,20 @@ class JoinRequest:
             uniq.setdefault(name, bytes(metadata))
         rebalance = self.session_timeout_ms if self.rebalance_timeout_ms < 0 else self.rebalance_timeout_ms
         return replace(self, rebalance_timeout_ms=rebalance, protocols=tuple(uniq.items()))
+
+
+@dataclass(frozen=True)
+class SyncRequest:
+    """A SyncGroup as the coordinator reads it. `assignments` (member id to assignment) matter only
+    from the leader; `protocol_type` and `protocol_name` (v5+) are None when not sent."""
+
+    group_id: str
+    generation_id: int
+    member_id: str
+    group_instance_id: str | None
+    protocol_type: str | None
+    protocol_name: str | None
+    assignments: Mapping[str, bytes] | Iterable[tuple[str, bytes]] = ()
 
 
 @dataclass(frozen=True)

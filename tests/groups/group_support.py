@@ -7,7 +7,15 @@ import random
 import struct
 from dataclasses import dataclass, field
 
-from pylog.groups import GroupConfig, GroupCoordinator, JoinGroupResult, JoinRequest, Output, SyncGroupResult
+from pylog.groups import (
+    GroupConfig,
+    GroupCoordinator,
+    JoinGroupResult,
+    JoinRequest,
+    Output,
+    SyncGroupResult,
+    SyncRequest,
+)
 from pylog.groups.records import decode_key
 
 GROUP = "g"
@@ -129,13 +137,7 @@ class Shell:
         h = next(_handles)
         self.absorb(
             self.c.sync_group(
-                group,
-                generation,
-                member_id,
-                instance,
-                "consumer",
-                None,
-                assignments or {},
+                SyncRequest(group, generation, member_id, instance, "consumer", None, assignments or {}),
                 now_ms=self.now,
                 handle=h,
             )

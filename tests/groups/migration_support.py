@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from group_support import subscription
 from pylog.protocol.errors import ErrorCode as E
 
-from pylog.groups import GroupCoordinator, JoinRequest, Output
+from pylog.groups import GroupCoordinator, JoinRequest, Output, SyncRequest
 from pylog.groups.consumer import Heartbeat
 from pylog.groups.consumer_protocol import decode_assignment, encode_assignment
 from pylog.groups.records import decode_key
@@ -80,13 +80,15 @@ class ClassicClient:
             self.sync = next(_handles)
             w.absorb(
                 w.c.sync_group(
-                    GROUP,
-                    self.generation,
-                    self.member_id,
-                    None,
-                    "consumer",
-                    res.protocol_name,
-                    assignments,
+                    SyncRequest(
+                        GROUP,
+                        self.generation,
+                        self.member_id,
+                        None,
+                        "consumer",
+                        res.protocol_name,
+                        assignments,
+                    ),
                     now_ms=w.now,
                     handle=self.sync,
                     topics=TOPICS,

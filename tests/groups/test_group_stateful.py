@@ -25,6 +25,7 @@ from pylog.groups import (
     OffsetCommitPartition,
     Output,
     SyncGroupResult,
+    SyncRequest,
 )
 
 SESSION = 6000
@@ -160,13 +161,15 @@ class GroupMachine(RuleBasedStateMachine):
         h = self.handle_for(client)
         self.absorb(
             self.w.c.sync_group(
-                GROUP,
-                client.generation,
-                client.member_id,
-                client.instance,
-                "consumer",
-                None,
-                assignments,
+                SyncRequest(
+                    GROUP,
+                    client.generation,
+                    client.member_id,
+                    client.instance,
+                    "consumer",
+                    None,
+                    assignments,
+                ),
                 now_ms=self.w.now,
                 handle=h,
             )

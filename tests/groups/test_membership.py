@@ -8,7 +8,7 @@ import pytest
 from group_support import GROUP, Shell, coordinator
 from pylog.protocol.errors import ErrorCode as E
 
-from pylog.groups import GroupState
+from pylog.groups import GroupState, SyncRequest
 from pylog.groups.records import GroupKey, decode_group_value, decode_key
 
 
@@ -201,7 +201,7 @@ def test_sync_errors_and_followers_waiting_for_the_leader():
     leader = s.result(ha).leader
     follower = b if leader == a else a
     assert s.result(s.sync("nobody", gen)).error == E.UNKNOWN_MEMBER_ID
-    h = s.c.sync_group(GROUP, gen, follower, None, "other", None, {}, now_ms=s.now, handle="x")
+    h = s.c.sync_group(SyncRequest(GROUP, gen, follower, None, "other", None, {}), now_ms=s.now, handle="x")
     assert h.completions[0][1].error == E.INCONSISTENT_GROUP_PROTOCOL
     hf = s.sync(follower, gen)
     assert s.result(hf) is None

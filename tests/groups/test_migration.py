@@ -24,7 +24,14 @@ from migration_support import (
 )
 from pylog.protocol.errors import ErrorCode as E
 
-from pylog.groups import GroupConfig, GroupCoordinator, GroupState, JoinRequest, OffsetCommitPartition
+from pylog.groups import (
+    GroupConfig,
+    GroupCoordinator,
+    GroupState,
+    JoinRequest,
+    OffsetCommitPartition,
+    SyncRequest,
+)
 from pylog.groups.consumer import ConsumerGroupConfig, Heartbeat
 from pylog.groups.consumer_group import ConsumerGroup
 from pylog.groups.group import ClassicGroup
@@ -206,13 +213,9 @@ def test_classic_member_joining_a_consumer_group_reports_owned_partitions() -> N
     # k still owns everything: the classic member gets nothing until k revokes
     w.absorb(
         w.c.sync_group(
-            GROUP,
-            joined.generation_id,
-            joined.member_id,
-            None,
-            "consumer",
-            "cooperative-sticky",
-            {},
+            SyncRequest(
+                GROUP, joined.generation_id, joined.member_id, None, "consumer", "cooperative-sticky", {}
+            ),
             now_ms=w.now,
             handle=h + 2,
             topics=TOPICS,

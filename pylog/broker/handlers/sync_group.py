@@ -12,7 +12,7 @@ from pylog.broker.control.metadata import MetadataView
 from pylog.broker.coordinators.group_shell import GroupShell, not_available, topics_view
 from pylog.broker.network.context import RequestContext
 from pylog.broker.network.handler_table import serves, top_level_error
-from pylog.groups import JoinGroupResult, SyncGroupResult
+from pylog.groups import JoinGroupResult, SyncGroupResult, SyncRequest
 
 error_response = top_level_error(SyncGroupResponse)
 
@@ -26,7 +26,7 @@ def sync_group(
     if error is not ErrorCode.NONE or shell is None or shell.coordinator is None:
         return _response(SyncGroupResult(error))
     handle, fut = shell.park()
-    out = shell.coordinator.sync_group(
+    sync = SyncRequest(
         req.group_id,
         req.generation_id,
         req.member_id,
@@ -34,6 +34,9 @@ def sync_group(
         getattr(req, "protocol_type", None),
         getattr(req, "protocol_name", None),
         [(a.member_id, a.assignment) for a in req.assignments],
+    )
+    out = shell.coordinator.sync_group(
+        sync,
         now_ms=shell.clock(),
         handle=handle,
         topics=topics_view(metadata.image),
