@@ -60,15 +60,22 @@ def _described(a: Assignment, names: TopicNames) -> dict[str, Any]:
     }
 
 
-def consumer_group(group: ConsumerGroup, assignor: str, names: TopicNames) -> dict[str, Any]:
-    """One DescribedGroup of ConsumerGroupDescribe."""
+def _opening(group: ConsumerGroup | ShareGroup | StreamsGroup, assignment_epoch: int) -> dict[str, Any]:
+    """The fields every description of a consumer, share or streams group starts with."""
     return {
         "error_code": ErrorCode.NONE,
         "error_message": None,
         "group_id": group.group_id,
         "group_state": group.state,
         "group_epoch": group.group_epoch,
-        "assignment_epoch": group.assignment_epoch,
+        "assignment_epoch": assignment_epoch,
+    }
+
+
+def consumer_group(group: ConsumerGroup, assignor: str, names: TopicNames) -> dict[str, Any]:
+    """One DescribedGroup of ConsumerGroupDescribe."""
+    return {
+        **_opening(group, group.assignment_epoch),
         "assignor_name": assignor,
         "members": [
             {
@@ -92,12 +99,7 @@ def consumer_group(group: ConsumerGroup, assignor: str, names: TopicNames) -> di
 def share_group(group: ShareGroup, names: TopicNames) -> dict[str, Any]:
     """One DescribedGroup of ShareGroupDescribe."""
     return {
-        "error_code": ErrorCode.NONE,
-        "error_message": None,
-        "group_id": group.group_id,
-        "group_state": group.state,
-        "group_epoch": group.group_epoch,
-        "assignment_epoch": group.group_epoch,
+        **_opening(group, group.group_epoch),
         "assignor_name": "simple",
         "members": [
             {
@@ -234,12 +236,7 @@ def streams_group(group: StreamsGroup) -> dict[str, Any]:
             ],
         }
     return {
-        "error_code": ErrorCode.NONE,
-        "error_message": None,
-        "group_id": group.group_id,
-        "group_state": group.state,
-        "group_epoch": group.group_epoch,
-        "assignment_epoch": group.assignment_epoch,
+        **_opening(group, group.assignment_epoch),
         "topology": topology,
         "members": [
             {
