@@ -38,6 +38,7 @@ from pylog._extras import require
 from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.flight import sql_messages as msg
 from pylog.schema_registry.records import TOPIC as SCHEMAS_TOPIC
+from pylog.sdk.sql import base_tables
 from pylog.security.acl_operations import AclOperation
 
 log = logging.getLogger(__name__)
@@ -154,20 +155,11 @@ def referenced_tables(query: str) -> list[str]:
             message = _NO_ROWS
         raise invalid(message)
     found: set[str] = set()
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("type") == "BASE_TABLE" and isinstance(node.get("table_name"), str):
-                schema, catalog = node.get("schema_name") or "", node.get("catalog_name") or ""
-                if (not schema and not catalog) or (schema == DB_SCHEMA and catalog in ("", CATALOG)):
-                    found.add(node["table_name"])
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(tree)
+    for node in base_tables(tree):
+        if isinstance(node.get("table_name"), str):
+            schema, catalog = node.get("schema_name") or "", node.get("catalog_name") or ""
+            if (not schema and not catalog) or (schema == DB_SCHEMA and catalog in ("", CATALOG)):
+                found.add(node["table_name"])
     return sorted(found)
 
 

@@ -24,7 +24,7 @@ the subject's latest schema; other decoders the type of the newest records (`SAM
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -236,20 +236,20 @@ def table_names(query: str) -> list[str]:
     tree = json.loads(duckdb.execute("select json_serialize_sql(?)", [query]).fetchone()[0])
     if tree.get("error"):
         raise ValueError(f"pylog.sql: {tree.get('error_message', 'the query does not parse')}")
-    found: set[str] = set()
+    return sorted({t["table_name"] for t in base_tables(tree) if not t.get("schema_name")})
 
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            if node.get("type") == "BASE_TABLE" and not node.get("schema_name"):
-                found.add(node["table_name"])
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
 
-    walk(tree)
-    return sorted(found)
+def base_tables(node: Any) -> Iterator[dict[str, Any]]:
+    """The table references (``BASE_TABLE`` nodes) of a query tree from DuckDB's
+    ``json_serialize_sql``, at any depth."""
+    if isinstance(node, dict):
+        if node.get("type") == "BASE_TABLE":
+            yield node
+        for v in node.values():
+            yield from base_tables(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from base_tables(v)
 
 
 def _decode_for(decode: Any, topic: str, names: Sequence[str]) -> DecodeSpec:
