@@ -23,7 +23,7 @@ from pylog.protocol.messages import (
 
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.security.acl import AclBinding, AclBindingFilter
 from pylog.security.acl_operations import AclOperation
@@ -48,8 +48,7 @@ def _grouped(acls: Iterable[AclBinding]) -> list[DescribeAclsResponse.DescribeAc
     ]
 
 
-def describe_acls_error(req: DescribeAclsRequest, code: int) -> DescribeAclsResponse:
-    return DescribeAclsResponse(error_code=code)
+describe_acls_error = top_level_error(DescribeAclsResponse)
 
 
 @serves(ApiKey.DESCRIBE_ACLS, versions=(0, 3), error_response=describe_acls_error)

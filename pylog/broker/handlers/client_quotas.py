@@ -19,7 +19,7 @@ from pylog.protocol.messages import (
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.control.metadata import MetadataView
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.cluster.quota_control import (
     FilterComponent,
@@ -30,9 +30,7 @@ from pylog.cluster.quota_control import (
 )
 from pylog.security.acl_operations import AclOperation
 
-
-def describe_error(req: DescribeClientQuotasRequest, code: int) -> DescribeClientQuotasResponse:
-    return DescribeClientQuotasResponse(error_code=code)
+describe_error = top_level_error(DescribeClientQuotasResponse)
 
 
 @serves(ApiKey.DESCRIBE_CLIENT_QUOTAS, versions=(0, 1), error_response=describe_error)

@@ -18,7 +18,7 @@ from pylog.protocol.messages import (
 )
 
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 
 
 @serves(ApiKey.SASL_HANDSHAKE, versions=(1, 1))  # v0 (raw tokens) is gone from Kafka 4 (KIP-896)
@@ -26,8 +26,7 @@ def sasl_handshake(ctx: RequestContext, req: SaslHandshakeRequest) -> SaslHandsh
     return SaslHandshakeResponse(error_code=ErrorCode.ILLEGAL_SASL_STATE, mechanisms=[])
 
 
-def sasl_authenticate_error(req: SaslAuthenticateRequest, code: int) -> SaslAuthenticateResponse:
-    return SaslAuthenticateResponse(error_code=code)
+sasl_authenticate_error = top_level_error(SaslAuthenticateResponse)
 
 
 @serves(ApiKey.SASL_AUTHENTICATE, versions=(0, 2), error_response=sasl_authenticate_error)

@@ -21,16 +21,12 @@ from pylog.protocol.messages import (
 from pylog.broker.access.authorization import Authorization
 from pylog.broker.control.metadata import MetadataView
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.cluster.acl_control import ScramDeletion, ScramUpsertion
 from pylog.cluster.quorum import MetadataQuorum
 from pylog.security.acl_operations import AclOperation
 
-
-def describe_error(
-    req: DescribeUserScramCredentialsRequest, code: int
-) -> DescribeUserScramCredentialsResponse:
-    return DescribeUserScramCredentialsResponse(error_code=code)
+describe_error = top_level_error(DescribeUserScramCredentialsResponse)
 
 
 @serves(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, versions=(0, 0), error_response=describe_error)

@@ -19,7 +19,7 @@ from pylog.protocol.messages import (
 
 from pylog.broker.coordinators.telemetry_shell import TelemetryShell
 from pylog.broker.network.context import RequestContext
-from pylog.broker.network.handler_table import serves
+from pylog.broker.network.handler_table import serves, top_level_error
 from pylog.telemetry.manager import ACCEPTED_COMPRESSION
 from pylog.telemetry.subscriptions import ClientIdentity
 
@@ -38,10 +38,7 @@ def _identity(ctx: RequestContext) -> Any:
     return build
 
 
-def subscriptions_error(
-    req: GetTelemetrySubscriptionsRequest, code: int
-) -> GetTelemetrySubscriptionsResponse:
-    return GetTelemetrySubscriptionsResponse(error_code=code)
+subscriptions_error = top_level_error(GetTelemetrySubscriptionsResponse)
 
 
 @serves(ApiKey.GET_TELEMETRY_SUBSCRIPTIONS, versions=(0, 0), error_response=subscriptions_error)
@@ -75,8 +72,7 @@ def get_telemetry_subscriptions(
     return body
 
 
-def push_error(req: PushTelemetryRequest, code: int) -> PushTelemetryResponse:
-    return PushTelemetryResponse(error_code=code)
+push_error = top_level_error(PushTelemetryResponse)
 
 
 @serves(ApiKey.PUSH_TELEMETRY, versions=(0, 0), error_response=push_error)
