@@ -12,9 +12,10 @@ one stored copy serves both Arrow readers (pyarrow, Polars, DuckDB) and Kafka fe
 
 pyarrow cannot write buffers that are already compressed, so this module writes the IPC
 `Message` flatbuffers itself (a few fixed tables, no dependency); bodies are lists of chunks, the
-sections among them zero-copy. Views are computed with numpy from the decoded records' lengths
-(the varint layout's sizes), never per record in Python. This module does no I/O and knows no
-Kafka codec: the caller decompresses and decodes each section once (`rows_from_section`).
+sections among them zero-copy. Views are computed with numpy from the records' byte positions and
+lengths, never per record in Python. This module does no I/O and knows no Kafka codec: the
+caller decompresses each section once and walks its records for those positions
+(`rows_from_section`).
 """
 
 from __future__ import annotations
@@ -76,11 +77,6 @@ _I32 = struct.Struct("<i")
 _U32 = struct.Struct("<I")
 
 
-class NonCanonicalRecords(ValueError):
-    """The records section's varints are not all minimal (legal Kafka, but its byte positions
-    cannot be derived from the field lengths); the caller re-encodes the batch canonically."""
-
-
 # --------------------------------------------------------------------------------------------
 # Rows: one or more Kafka batches ready to be one Arrow record batch
 
@@ -120,40 +116,6 @@ class Rows:
         return codecs.pop() if codecs else 0
 
 
-_VARINT_LIMITS = np.array([1 << (7 * k) for k in range(1, 10)], np.uint64)
-
-
-def _zigzag_size(x: np.ndarray) -> np.ndarray:
-    """Bytes of each int64 as a minimal zigzag varint (Kafka's varint and varlong)."""
-    z = ((x << 1) ^ (x >> 63)).view(np.uint64)
-    return np.searchsorted(_VARINT_LIMITS, z, side="right") + 1
-
-
-_NONE = np.zeros(0, np.int64)
-
-
-def _int64s(arr: pa.Array) -> np.ndarray:
-    """The int64 values of a null-free int64 or timestamp array, zero-copy."""
-    if len(arr) == 0:
-        return _NONE
-    return np.frombuffer(arr.buffers()[1], np.int64, len(arr), arr.offset * 8)
-
-
-def _lengths(arr: pa.Array) -> tuple[np.ndarray, np.ndarray | None]:
-    """Byte length of each value of a binary/string array (-1 for null) and its validity."""
-    n = len(arr)
-    bufs = arr.buffers()
-    if n == 0:
-        return np.zeros(0, np.int64), None
-    offsets = np.frombuffer(bufs[1], np.int32, n + 1, arr.offset * 4)
-    lengths = (offsets[1:] - offsets[:-1]).astype(np.int64)
-    if arr.null_count == 0:
-        return lengths, None
-    valid = np.unpackbits(np.frombuffer(bufs[0], np.uint8), bitorder="little")[arr.offset:arr.offset + n]
-    valid = valid.astype(bool)
-    return np.where(valid, lengths, -1), valid
-
-
 def _views(raw: np.ndarray, at: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """binary_view views for values of `lengths` (-1: null) at byte positions `at` of `raw`;
     long values point into buffer 0 at their position."""
@@ -175,63 +137,34 @@ def _views(raw: np.ndarray, at: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     return words
 
 
-def rows_from_section(meta: BatchMeta, crc: int, section: Buffer, raw: Buffer,
-                      records: pa.RecordBatch, *, log_append_time: int | None = None) -> Rows:
-    """Rows for one Kafka batch: `section` is its records section as stored (the producer's bytes,
-    compressed with `meta`'s codec or plain), `raw` the same records uncompressed (`section`
-    itself when plain), `records` their decoded RECORD_SCHEMA rows (offsets already reassigned to
-    `meta.base_offset`) and `crc` the batch's CRC-32C. Under `log_append_time` the `timestamp`
-    column holds that time (the records keep their own deltas, as Kafka's leader leaves them).
-    Raises NonCanonicalRecords when the byte positions implied by the decoded lengths do not add
-    up to `raw`."""
-    n = records.num_rows
+def rows_from_section(meta: BatchMeta, crc: int, section: Buffer, raw: Buffer, rows: np.ndarray,
+                   header_offsets: np.ndarray, headers: np.ndarray, *,
+                   log_append_time: int | None = None) -> Rows:
+    """Rows for one Kafka batch from a walk of its records (`raw`, uncompressed): `rows` is (n, 6)
+    int64 of offset, timestamp, key position and length, value position and length; `headers`
+    (header count, 4) int64 of key position and length, value position and length (length -1:
+    null); `header_offsets` int32 (n + 1). The positions are where the bytes are, whatever the
+    varints' widths. `section` is the records section as stored (the producer's bytes, compressed
+    with `meta`'s codec or plain), `raw` the same records uncompressed (`section` itself when
+    plain) and `crc` the batch's CRC-32C. Under `log_append_time` the `timestamp` column holds that
+    time (the records keep their own deltas, as Kafka's leader leaves them)."""
+    n = len(rows)
+    nh = len(headers)
     raw_np = np.frombuffer(raw, np.uint8)
-    offset = _int64s(records.column(0))
-    timestamp = _int64s(records.column(1))
-    klen, kvalid = _lengths(records.column(2))
-    vlen, vvalid = _lengths(records.column(3))
-    headers = records.column(4)
-    hoff = (np.frombuffer(headers.buffers()[1], np.int32, n + 1, headers.offset * 4) if n
-            else np.zeros(1, np.int32))
-    first_h = int(hoff[0])
-    hstruct = headers.values
-    hkeys, hvals = hstruct.field(0), hstruct.field(1)
-    hcount = (hoff[1:] - hoff[:-1]).astype(np.int64)
-    nh = int(hoff[-1]) - first_h
-    hklen, _ = _lengths(hkeys.slice(first_h, nh)) if nh else (_NONE, None)
-    hvlen, hvvalid = _lengths(hvals.slice(first_h, nh)) if nh else (_NONE, None)
-
-    # Sizes of each field as a minimal varint layout (Kafka's DefaultRecord), in one pass
-    fields = np.concatenate([timestamp - meta.base_timestamp, offset - meta.base_offset, klen, vlen, hcount,
-                             hklen, hvlen])
-    vs = _zigzag_size(fields)
-    ts_s, od_s, k_s, v_s, hc_s = (vs[i * n:(i + 1) * n] for i in range(5))
-    hk_s, hv_s = vs[5 * n:5 * n + nh], vs[5 * n + nh:]
-    kbytes, vbytes, hvbytes = np.maximum(klen, 0), np.maximum(vlen, 0), np.maximum(hvlen, 0)
-    rel = (hoff - first_h).astype(np.int64)
-    head = 1 + ts_s + od_s
-    body = head + k_s + kbytes + v_s + vbytes + hc_s
     if nh:
-        hcum = np.zeros(nh + 1, np.int64)
-        np.cumsum(hk_s + hklen + hv_s + hvbytes, out=hcum[1:])
-        body += hcum[rel[1:]] - hcum[rel[:-1]]
-    len_s = _zigzag_size(body)
-    start = np.zeros(n + 1, np.int64)
-    np.cumsum(len_s + body, out=start[1:])
-    if int(start[-1]) != len(raw_np):
-        raise NonCanonicalRecords(
-            f"records section holds {len(raw_np)} bytes, its fields' minimal encoding {int(start[-1])}")
-    key_at = start[:-1] + len_s + head + k_s
-    value_at = key_at + kbytes + v_s
-    if nh:
-        rec = np.repeat(np.arange(n), hcount)
-        hk_at = (value_at + vbytes + hc_s)[rec] + hcum[:-1] - hcum[rel[:-1]][rec] + hk_s
-        hv_at = hk_at + hklen + hv_s
-        views = _views(raw_np, np.concatenate([key_at, value_at, hk_at, hv_at]),
-                       np.concatenate([klen, vlen, hklen, hvlen]))
+        at = np.concatenate([rows[:, 2], rows[:, 4], headers[:, 0], headers[:, 2]])
+        lengths = np.concatenate([rows[:, 3], rows[:, 5], headers[:, 1], headers[:, 3]])
     else:
-        views = _views(raw_np, np.concatenate([key_at, value_at]), np.concatenate([klen, vlen]))
-
+        at = np.concatenate([rows[:, 2], rows[:, 4]])
+        lengths = np.concatenate([rows[:, 3], rows[:, 5]])
+    views = _views(raw_np, at, lengths)
+    kvalid = vvalid = hvvalid = None
+    if n and int(lengths.min()) < 0:
+        valid = lengths >= 0
+        kvalid = valid[:n] if not valid[:n].all() else None
+        vvalid = valid[n:2 * n] if not valid[n:2 * n].all() else None
+        hvvalid = valid[2 * n + nh:] if nh and not valid[2 * n + nh:].all() else None
+    offset = rows[:, 0].copy()
     entry = np.array([(meta.base_offset, meta.base_timestamp, meta.max_timestamp, meta.producer_id, -1, -1,
                        meta.last_offset_delta, n, meta.base_sequence, meta.partition_leader_epoch,
                        meta.producer_epoch, meta.attributes, 0, 0, KAFKA_HEADER_SIZE + len(section))],
@@ -243,12 +176,12 @@ def rows_from_section(meta: BatchMeta, crc: int, section: Buffer, raw: Buffer,
         sections=[memoryview(section).cast("B")],
         raw_sizes=np.array([len(raw_np) if compressed else _NO_COMPRESSION], np.int64),
         offset=offset,
-        timestamp=timestamp if log_append_time is None else np.full(n, log_append_time, np.int64),
+        timestamp=rows[:, 1].copy() if log_append_time is None else np.full(n, log_append_time, np.int64),
         key=views[:n],
         key_valid=kvalid,
         value=views[n:2 * n],
         value_valid=vvalid,
-        header_offsets=(hoff - first_h).astype(np.int32),
+        header_offsets=header_offsets,
         header_key=views[2 * n:2 * n + nh],
         header_value=views[2 * n + nh:],
         header_value_valid=hvvalid,

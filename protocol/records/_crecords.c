@@ -391,6 +391,144 @@ static PyObject *decode_records(PyObject *self, PyObject *args) {
 }
 
 /* ------------------------------------------------------------------ */
+/* walk_records: the same checks as decode_records, but positions and  */
+/* lengths into the section instead of copies of the bytes (format 2   */
+/* segments point views at the producer's section).                    */
+
+#define WALK_ROW 6  /* offset, timestamp, key at, key length, value at, value length */
+#define WALK_HDR 4  /* key at, key length, value at, value length */
+
+/* Whether the varint at [from, to) is the minimal encoding of its zig-zag value `zz`. */
+static inline int minimal(const uint8_t *from, const uint8_t *to, uint64_t zz) { return (to - from) == usz(zz); }
+
+/* A length-prefixed field: its position (just past the length) and length (-1: null). */
+static inline const char *walk_field(const uint8_t *base, const uint8_t **pp, const uint8_t *rend,
+                                     int64_t *at, int64_t *len, int *canon) {
+    int32_t l;
+    const uint8_t *from = *pp;
+    if (rd_varint(pp, rend, &l)) return "truncated length varint";
+    *canon &= minimal(from, *pp, zz32(l));
+    *at = (int64_t)(*pp - base);
+    if (l < 0) { /* Kafka reads any negative length as null */
+        *len = -1;
+        return NULL;
+    }
+    if ((size_t)l > (size_t)(rend - *pp)) return "field length past end of record";
+    *len = l;
+    *pp += l;
+    return NULL;
+}
+
+/* Walks `n` records into `rows` (n * WALK_ROW), `hoff` (n + 1) and `hdrs` (WALK_HDR per header). */
+static const char *walk_run(const uint8_t *base, const uint8_t *end, size_t n, long long base_offset,
+                            long long base_ts, int64_t *rows, int32_t *hoff, GBuf *hdrs, int *canon, int *oom) {
+    const uint8_t *p = base;
+    const char *err;
+    int64_t nh = 0;
+    hoff[0] = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t *row = rows + i * WALK_ROW;
+        int32_t rlen;
+        const uint8_t *from = p;
+        if (rd_varint(&p, end, &rlen)) return "truncated record length";
+        *canon &= minimal(from, p, zz32(rlen));
+        if (rlen < 0) return "negative record length";
+        if ((size_t)rlen > (size_t)(end - p)) return "record length past end of batch";
+        const uint8_t *rend = p + rlen;
+        if (p >= rend) return "truncated record attributes";
+        p++;
+        int64_t tsd;
+        int32_t od;
+        from = p;
+        if (rd_varlong(&p, rend, &tsd)) return "bad timestamp delta";
+        *canon &= minimal(from, p, zz64(tsd));
+        from = p;
+        if (rd_varint(&p, rend, &od)) return "bad offset delta";
+        *canon &= minimal(from, p, zz32(od));
+        row[0] = (int64_t)((uint64_t)base_offset + (uint64_t)(int64_t)od);
+        row[1] = (int64_t)((uint64_t)base_ts + (uint64_t)tsd);
+        if ((err = walk_field(base, &p, rend, &row[2], &row[3], canon))) return err;
+        if ((err = walk_field(base, &p, rend, &row[4], &row[5], canon))) return err;
+        int32_t hc;
+        from = p;
+        if (rd_varint(&p, rend, &hc)) return "bad header count";
+        *canon &= minimal(from, p, zz32(hc));
+        if (hc < 0) return "negative header count";
+        if ((size_t)hc > (size_t)(rend - p) / MIN_HEADER_BYTES) return "header count past end of record";
+        if (hc && gb_reserve(hdrs, (size_t)hc * WALK_HDR * sizeof(int64_t))) {
+            *oom = 1;
+            return "out of memory";
+        }
+        for (int32_t h = 0; h < hc; h++) {
+            int64_t *hd = (int64_t *)(hdrs->p + hdrs->len);
+            int32_t hkl;
+            from = p;
+            if (rd_varint(&p, rend, &hkl)) return "bad header key length";
+            *canon &= minimal(from, p, zz32(hkl));
+            if (hkl < 0) return "null header key";
+            if ((size_t)hkl > (size_t)(rend - p)) return "header key past end of record";
+            if (!utf8_valid(p, (size_t)hkl)) return "header key is not valid UTF-8";
+            hd[0] = (int64_t)(p - base);
+            hd[1] = hkl;
+            p += hkl;
+            if ((err = walk_field(base, &p, rend, &hd[2], &hd[3], canon))) return err;
+            hdrs->len += WALK_HDR * sizeof(int64_t);
+            nh++;
+        }
+        hoff[i + 1] = (int32_t)nh;
+        if (p != rend) return "record length does not match its fields";
+    }
+    if (p != end) return "bytes left after the last record";
+    return NULL;
+}
+
+static PyObject *walk_records(PyObject *self, PyObject *args) {
+    Py_buffer in;
+    long long count, base_offset, base_ts;
+    if (!PyArg_ParseTuple(args, "y*LLL", &in, &count, &base_offset, &base_ts)) return NULL;
+    if (decode_check(&in, count)) {
+        PyBuffer_Release(&in);
+        return NULL;
+    }
+    size_t n = (size_t)count;
+    int64_t *rows = (int64_t *)malloc(n ? n * WALK_ROW * sizeof(int64_t) : 1);
+    int32_t *hoff = (int32_t *)malloc((n + 1) * sizeof(int32_t));
+    GBuf hdrs;
+    int oom = 0, canon = 1;
+    const char *err = NULL;
+    if (!rows || !hoff || gb_init(&hdrs, 64)) {
+        free(rows);
+        free(hoff);
+        PyBuffer_Release(&in);
+        return PyErr_NoMemory();
+    }
+    const uint8_t *p = (const uint8_t *)in.buf;
+    Py_BEGIN_ALLOW_THREADS
+    err = walk_run(p, p + in.len, n, base_offset, base_ts, rows, hoff, &hdrs, &canon, &oom);
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&in);
+    if (err) {
+        free(rows);
+        free(hoff);
+        gb_free(&hdrs);
+        if (oom) return PyErr_NoMemory();
+        PyErr_SetString(PyExc_ValueError, err);
+        return NULL;
+    }
+    int64_t nh = (int64_t)(hdrs.len / (WALK_HDR * sizeof(int64_t)));
+    PyObject *r = crec_buffer_new((char *)rows, n * WALK_ROW * sizeof(int64_t));
+    PyObject *h = crec_buffer_new((char *)hoff, (n + 1) * sizeof(int32_t));
+    PyObject *d = gb_finish(&hdrs);
+    if (!r || !h || !d) {
+        Py_XDECREF(r);
+        Py_XDECREF(h);
+        Py_XDECREF(d);
+        return NULL;
+    }
+    return Py_BuildValue("(NNNLN)", r, h, d, (long long)nh, PyBool_FromLong(canon));
+}
+
+/* ------------------------------------------------------------------ */
 /* decode_records_arrow: the same walk, handed to Arrow through the C  */
 /* data interface as one struct array (one import instead of a dozen   */
 /* Array.from_buffers calls).                                          */
@@ -800,6 +938,11 @@ static PyMethodDef methods[] = {
     {"decode_records_arrow", decode_records_arrow, METH_VARARGS,
      "decode_records_arrow(data, count, base_offset, base_timestamp, importer, schema) -> importer(address"
      " of an ArrowArray holding the records as one struct array, schema)"},
+    {"walk_records", walk_records, METH_VARARGS,
+     "walk_records(data, count, base_offset, base_timestamp) -> (rows, header_offsets, headers, header_count, canonical):"
+     " int64 rows of (offset, timestamp, key at, key length, value at, value length), int32 header list"
+     " offsets, int64 headers of (key at, key length, value at, value length), their count, whether every"
+     " varint is minimal); length -1 is null"},
     {"encode_records", encode_records, METH_VARARGS,
      "encode_records(base_offset, base_timestamp, n, reserve, offsets, timestamps, key, value, headers)"
      " -> (bytearray, max_timestamp)"},

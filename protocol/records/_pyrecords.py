@@ -274,3 +274,89 @@ def encode_records(
         _write_uvarint(out, _zz32(len(body)))
         out += body
     return out, max_ts
+
+
+class _Walk:
+    """A walk's cursor over a records section, noting whether every varint it read was minimal."""
+
+    def __init__(self, buf: bytes) -> None:
+        self.buf = buf
+        self.canonical = True
+
+    def varint(self, pos: int, end: int, max_bytes: int, bits: int, what: str) -> tuple[int, int]:
+        value, after = _read_varint(self.buf, pos, end, max_bytes, bits, what)
+        zz = ((value << 1) ^ (value >> (bits - 1))) & ((1 << bits) - 1)
+        if after - pos != max(1, (zz.bit_length() + 6) // 7):
+            self.canonical = False
+        return value, after
+
+    def field(self, pos: int, rend: int) -> tuple[int, int, int]:
+        """A length-prefixed field: (position past its length, length or -1 for null, next position)."""
+        length, pos = self.varint(pos, rend, 5, 32, "truncated length varint")
+        if length < 0:  # Kafka reads any negative length as null
+            return pos, -1, pos
+        if length > rend - pos:
+            raise ValueError("field length past end of record")
+        return pos, length, pos + length
+
+
+def walk_records(data: Any, count: int, base_offset: int, base_timestamp: int) -> tuple[Any, ...]:
+    """Walk ``count`` records of an uncompressed records section into positions, not copies:
+    (rows, header_offsets, headers, header_count, canonical) with int64 rows of (offset, timestamp, key at,
+    key length, value at, value length), int32 header list offsets and int64 headers of (key at,
+    key length, value at, value length); a length of -1 is null; `canonical` says whether every
+    varint was minimal."""
+    buf = bytes(data)
+    end = len(buf)
+    if end > _INT32_MAX:
+        raise ValueError("records section larger than 2 GiB")
+    if count < 0:
+        raise ValueError("negative record count")
+    if count > end // MIN_RECORD_BYTES:
+        raise ValueError("record count larger than the records section can hold")
+    rows = array("q")
+    headers = array("q")
+    header_offsets = array("i", [0])
+    w = _Walk(buf)
+    pos = 0
+    for _ in range(count):
+        rlen, pos = w.varint(pos, end, 5, 32, "truncated record length")
+        if rlen < 0:
+            raise ValueError("negative record length")
+        if rlen > end - pos:
+            raise ValueError("record length past end of batch")
+        rend = pos + rlen
+        if pos >= rend:
+            raise ValueError("truncated record attributes")
+        pos += 1
+        ts_delta, pos = w.varint(pos, rend, 10, 64, "bad timestamp delta")
+        offset_delta, pos = w.varint(pos, rend, 5, 32, "bad offset delta")
+        key_at, key_len, pos = w.field(pos, rend)
+        value_at, value_len, pos = w.field(pos, rend)
+        rows.extend((_wrap64(base_offset + offset_delta), _wrap64(base_timestamp + ts_delta),
+                     key_at, key_len, value_at, value_len))
+        n_headers, pos = w.varint(pos, rend, 5, 32, "bad header count")
+        if n_headers < 0:
+            raise ValueError("negative header count")
+        if n_headers > (rend - pos) // MIN_HEADER_BYTES:
+            raise ValueError("header count past end of record")
+        for _ in range(n_headers):
+            klen, pos = w.varint(pos, rend, 5, 32, "bad header key length")
+            if klen < 0:
+                raise ValueError("null header key")
+            if klen > rend - pos:
+                raise ValueError("header key past end of record")
+            try:
+                buf[pos : pos + klen].decode("utf-8")
+            except UnicodeDecodeError:
+                raise ValueError("header key is not valid UTF-8") from None
+            hkey_at = pos
+            pos += klen
+            hval_at, hval_len, pos = w.field(pos, rend)
+            headers.extend((hkey_at, klen, hval_at, hval_len))
+        header_offsets.append(len(headers) // 4)
+        if pos != rend:
+            raise ValueError("record length does not match its fields")
+    if pos != end:
+        raise ValueError("bytes left after the last record")
+    return rows.tobytes(), header_offsets.tobytes(), headers.tobytes(), len(headers) // 4, w.canonical

@@ -12,6 +12,7 @@ import struct
 from types import ModuleType
 from typing import Any, NamedTuple
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -63,6 +64,7 @@ _impl: ModuleType = (
 IMPLEMENTATION = "c" if _impl is _c_impl else "python"
 _import_batch = pa.RecordBatch._import_from_c
 _c_arrow = getattr(_c_impl, "decode_records_arrow", None)  # absent from an accelerator built before it
+_c_walk = getattr(_c_impl, "walk_records", None)
 _c_lz4_arrow = getattr(_c_impl, "decode_lz4_records_arrow", None) if C_LZ4_FRAMES else None
 _LZ4FrameError: type[Exception] = getattr(_c_impl, "LZ4FrameError", ValueError)
 
@@ -106,6 +108,36 @@ def decode_records(
     except ValueError as exc:
         raise MalformedRecords(str(exc)) from None
     return records_from_buffers(parts, count)
+
+
+class RecordWalk(NamedTuple):
+    """Where each record's fields lie in an uncompressed records section (no bytes copied).
+
+    `rows` is (n, 6) int64: offset, timestamp, key position, key length, value position, value
+    length; `headers` is (header count, 4) int64: key position, key length, value position, value
+    length; a length of -1 is null. `header_offsets` (int32, n + 1) delimits each record's headers.
+    `canonical`: every varint was the minimal encoding of its value."""
+
+    rows: np.ndarray
+    header_offsets: np.ndarray
+    headers: np.ndarray
+    canonical: bool
+
+
+def walk_records(
+    data: Any, count: int, base_offset: int, base_timestamp: int, *, impl: ModuleType | None = None
+) -> RecordWalk:
+    """The positions and lengths of the records of an uncompressed records section, checked as
+    `decode_records` checks them (records that do not parse raise MalformedRecords)."""
+    mod = impl or _impl
+    walk = _c_walk if mod is _c_impl and _c_walk is not None else _pyrecords.walk_records
+    try:
+        rows, hoff, headers, nh, canonical = walk(data, count, base_offset, base_timestamp)
+    except ValueError as exc:
+        raise MalformedRecords(str(exc)) from None
+    return RecordWalk(np.frombuffer(rows, np.int64, 6 * count).reshape(count, 6),
+                      np.frombuffer(hoff, np.int32, count + 1),
+                      np.frombuffer(headers, np.int64, 4 * nh).reshape(nh, 4), canonical)
 
 
 def decode_section(
@@ -332,9 +364,11 @@ __all__ = [
     "PYTHON_IMPL",
     "RECORD_SCHEMA",
     "DecodedBatch",
+    "RecordWalk",
     "decode_batch",
     "decode_records",
     "decode_section",
     "encode_batch",
     "records_from_buffers",
+    "walk_records",
 ]
