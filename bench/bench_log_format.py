@@ -1,6 +1,6 @@
 """PartitionLog in format 1 (Arrow columns + `.wire`) against format 2 (one copy), side by side.
 
-    python bench/bench_log_format.py [--mb 16] [--dir PATH]
+    python bench/bench_log_format.py [--mb 16] [--record-mb 4] [--dir PATH]
 
 1 KB records compressed with lz4 (about 2:1), producer batches of 1 MiB and of 16 KiB, `--mb` MB of
 records per case, one thread, no fsync; CPU time (process_time), best of 3:
@@ -16,6 +16,9 @@ records per case, one thread, no fsync; CPU time (process_time), best of 3:
 - seal ms/MB: the rolled segment rewritten as a sealed IPC file (`seal_pending`).
 - fetch ms/MB: `read_wire` of the whole sealed partition (format 1: `.wire` slices; format 2:
   the header rebuilt from `.batches` and the section joined to it).
+
+A second table gives the append per record for lz4 batches of 50 and of 1000 records
+(`--record-mb` MB of records each), where the fixed cost of each batch shows.
 """
 
 from __future__ import annotations
@@ -27,7 +30,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from bench_onecopy import producer_batches
+from bench_onecopy import RECORD, producer_batches
 from pylog.protocol.records import decode_batch, set_base_offset
 from pylog.storage import BatchMeta, LogConfig, PartitionLog
 
@@ -91,6 +94,7 @@ def run(fmt: int, batches: list[bytes], d: Path) -> dict[str, float]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--mb", type=int, default=16)
+    ap.add_argument("--record-mb", type=int, default=4)
     ap.add_argument("--dir", type=Path, default=None)
     args = ap.parse_args()
     root = Path(tempfile.mkdtemp(prefix="pylog-bench-log-format-", dir=args.dir))
@@ -115,6 +119,15 @@ def main() -> None:
                   f"{ms(two, 'seal'):6.2f} | {ms(one, 'fetch'):14.2f} {ms(two, 'fetch'):6.2f}", flush=True)
             shutil.rmtree(root / "t-1", ignore_errors=True)
             shutil.rmtree(root / "t-2", ignore_errors=True)
+        print(f"\n{'lz4 batch':12} | {'append us/record v1':>19} {'v2':>6}")
+        for per in (50, 1000):
+            batches = producer_batches(per * RECORD, args.record_mb << 20, "lz4")
+            n = per * len(batches)
+            one, two = run(1, batches, root / "r-1"), run(2, batches, root / "r-2")
+            us = {k: r["append"] / n * 1e6 for k, r in (("v1", one), ("v2", two))}
+            print(f"{per:5} records | {us['v1']:19.2f} {us['v2']:6.2f}", flush=True)
+            shutil.rmtree(root / "r-1", ignore_errors=True)
+            shutil.rmtree(root / "r-2", ignore_errors=True)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -292,7 +292,7 @@ class _Fb:
 
     def table(self, fields: Sequence[tuple[str, int] | None]) -> tuple[int, dict[int, int]]:
         """Write a table of `fields` ("h" int16, "b" int8, "q" int64, "o" an offset to fill with
-        `point`, None absent): its position and each offset field's position."""
+        `point`, None absent): its position and each field's position."""
         vtable, table_size, layout = _table_layout(tuple(None if f is None else f[0] for f in fields))
         self.buf += bytes(-(len(self.buf) + len(vtable)) % 8)  # the table starts 8-aligned
         vt_at = len(self.buf)
@@ -302,9 +302,8 @@ class _Fb:
         _I32.pack_into(self.buf, table_at, table_at - vt_at)
         refs: dict[int, int] = {}
         for i, code, p in layout:
-            if code == "I":
-                refs[i] = table_at + p
-            else:
+            refs[i] = table_at + p
+            if code != "I":
                 struct.pack_into("<" + code, self.buf, table_at + p, fields[i][1])  # type: ignore[index]
         return table_at, refs
 
@@ -339,14 +338,19 @@ class _Fb:
         return bytes(self.buf)
 
 
-def _key_values(fb: _Fb, field_at: int, pairs: Sequence[tuple[bytes, bytes]]) -> None:
+def _key_values(fb: _Fb, field_at: int, pairs: Sequence[tuple[bytes, bytes]]) -> list[int]:
+    """The custom metadata `pairs`; where each value's bytes start."""
     vec, slots = fb.offsets_vector(len(pairs))
     fb.point(field_at, vec)
+    values = []
     for slot, (key, value) in zip(slots, pairs):
         at, refs = fb.table([("o", 0), ("o", 0)])
         fb.point(slot, at)
         fb.point(refs[0], fb.string(key))
-        fb.point(refs[1], fb.string(value))
+        value_at = fb.string(value)
+        fb.point(refs[1], value_at)
+        values.append(value_at + 4)
+    return values
 
 
 _MESSAGE_VERSION_V5 = 4
@@ -354,24 +358,58 @@ _HEADER_RECORD_BATCH = 3
 _BUFFER = struct.Struct("<qq")
 
 
-def _record_batch_metadata(length: int, nodes: list[tuple[int, int]], buffers: list[tuple[int, int]],
-                           codec: int | None, variadic: list[int], body_length: int,
-                           custom: Sequence[tuple[bytes, bytes]]) -> bytes:
-    """The flatbuffer `Message` of a RecordBatch (Message.fbs, metadata version V5)."""
+@dataclass(frozen=True)
+class _MetadataTemplate:
+    """A RecordBatch `Message` flatbuffer for one layout (codec, variadic counts, sizes of the
+    custom values), with where the per-message numbers go: built once per layout, then copied
+    and patched for each message instead of being built field by field."""
+
+    buf: bytes
+    length_at: int
+    body_length_at: int
+    nodes_at: int
+    buffers_at: int
+    custom_at: tuple[int, ...]
+
+
+@functools.lru_cache(maxsize=256)
+def _metadata_template(n_nodes: int, n_buffers: int, codec: int | None, variadic: tuple[int, ...],
+                       custom: tuple[tuple[bytes, int], ...]) -> _MetadataTemplate:
+    """The flatbuffer `Message` of a RecordBatch (Message.fbs, metadata version V5) with zeroed
+    numbers and custom values of the given keys and sizes."""
     fb = _Fb()
     msg_at, msg = fb.table([("h", _MESSAGE_VERSION_V5), ("b", _HEADER_RECORD_BATCH), ("o", 0),
-                            ("q", body_length), ("o", 0)])
+                            ("q", 0), ("o", 0)])
     fb.root(msg_at)
     compression = ("o", 0) if codec is not None else None
-    rb_at, rb = fb.table([("q", length), ("o", 0), ("o", 0), compression, ("o", 0)])
+    rb_at, rb = fb.table([("q", 0), ("o", 0), ("o", 0), compression, ("o", 0)])
     fb.point(msg[2], rb_at)
     if codec is not None:
         fb.point(rb[3], fb.table([("b", codec), ("b", 0)])[0])  # method BUFFER
-    fb.point(rb[1], fb.vector(len(nodes), b"".join(_BUFFER.pack(*n) for n in nodes), 8))
-    fb.point(rb[2], fb.vector(len(buffers), b"".join(_BUFFER.pack(*b) for b in buffers), 8))
+    nodes_at = fb.vector(n_nodes, bytes(16 * n_nodes), 8) + 4
+    fb.point(rb[1], nodes_at - 4)
+    buffers_at = fb.vector(n_buffers, bytes(16 * n_buffers), 8) + 4
+    fb.point(rb[2], buffers_at - 4)
     fb.point(rb[4], fb.vector(len(variadic), struct.pack(f"<{len(variadic)}q", *variadic), 8))
-    _key_values(fb, msg[4], custom)
-    return fb.finish()
+    custom_at = _key_values(fb, msg[4], [(key, bytes(size)) for key, size in custom])
+    return _MetadataTemplate(fb.finish(), rb[0], msg[3], nodes_at, buffers_at, tuple(custom_at))
+
+
+def _record_batch_metadata(length: int, nodes: list[tuple[int, int]], buffers: list[tuple[int, int]],
+                           codec: int | None, variadic: list[int], body_length: int,
+                           custom: Sequence[tuple[bytes, bytes]]) -> bytes:
+    """The flatbuffer `Message` of a RecordBatch (Message.fbs, metadata version V5): its layout's
+    template with this message's numbers and custom values written in."""
+    t = _metadata_template(len(nodes), len(buffers), codec, tuple(variadic),
+                           tuple((key, len(value)) for key, value in custom))
+    buf = bytearray(t.buf)
+    _Q.pack_into(buf, t.length_at, length)
+    _Q.pack_into(buf, t.body_length_at, body_length)
+    buf[t.nodes_at:t.nodes_at + 16 * len(nodes)] = np.array(nodes, "<i8").tobytes()
+    buf[t.buffers_at:t.buffers_at + 16 * len(buffers)] = np.array(buffers, "<i8").tobytes()
+    for at, (_key, value) in zip(t.custom_at, custom):
+        buf[at:at + len(value)] = value
+    return bytes(buf)
 
 
 # --------------------------------------------------------------------------------------------
