@@ -387,6 +387,7 @@ class Broker:
             now_ms=self.clock.wall_ms,
             quota=self.replicas.follower_quota,
             monotonic_ms=self.clock.monotonic_ms,
+            topic_stats=self.replicas.topic_stats,
         )
         metadata.add_publisher(
             ReplicaPublisher(

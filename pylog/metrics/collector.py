@@ -287,6 +287,7 @@ class BrokerCollector(Collector):
             ("bytes_in", "bytesin", "Bytes of record batches appended to partitions this broker leads."),
             ("bytes_out", "bytesout", "Record bytes sent to consumers."),
             ("replication_bytes_out", "replicationbytesout", "Record bytes sent to follower replicas."),
+            ("replication_bytes_in", "replicationbytesin", "Record bytes appended as a follower."),
         ):
             per_topic = CounterMetricFamily(
                 f"kafka_server_brokertopicmetrics_{name}", doc + " By topic; without topic: all topics.",
@@ -307,6 +308,12 @@ class BrokerCollector(Collector):
         )
         moved.add_metric([], stats.reassignment_bytes_out)
         yield moved
+        arrived = CounterMetricFamily(
+            "kafka_server_brokertopicmetrics_reassignmentbytesin",
+            "Record bytes appended as a replica a reassignment is adding (of replicationbytesin).",
+        )
+        arrived.add_metric([], stats.reassignment_bytes_in)
+        yield arrived
 
     # --- partitions this broker hosts ---------------------------------------------------------
 

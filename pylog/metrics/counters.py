@@ -230,11 +230,12 @@ def _none_adding(topic: str, index: int) -> Collection[int]:
 
 
 class TopicStats:
-    """Per topic: records and bytes appended as leader, bytes read by consumers and by followers;
-    of those, the bytes read by replicas a reassignment is adding (Kafka's ReassignmentBytesOut)."""
+    """Per topic: records and bytes appended as leader, bytes read by consumers and by followers,
+    bytes this broker appended as a follower; of those, the bytes read by or written to replicas a
+    reassignment is adding (Kafka's ReassignmentBytesOut / ReassignmentBytesIn)."""
 
-    __slots__ = ("adding_replicas", "bytes_in", "bytes_out", "messages_in", "reassignment_bytes_out",
-                 "replication_bytes_out")
+    __slots__ = ("adding_replicas", "bytes_in", "bytes_out", "messages_in", "reassignment_bytes_in",
+                 "reassignment_bytes_out", "replication_bytes_in", "replication_bytes_out")
 
     def __init__(self) -> None:
         self.messages_in: dict[str, int] = {}
@@ -242,6 +243,8 @@ class TopicStats:
         self.bytes_out: dict[str, int] = {}
         self.replication_bytes_out: dict[str, int] = {}
         self.reassignment_bytes_out = 0
+        self.replication_bytes_in: dict[str, int] = {}
+        self.reassignment_bytes_in = 0
         # the replicas a reassignment is adding to a partition (the metadata's addingReplicas); the
         # node's metrics set it to read the node's metadata image
         self.adding_replicas: Callable[[str, int], Collection[int]] = _none_adding
@@ -265,8 +268,15 @@ class TopicStats:
                 if follower and replica_id in adding(topic, fetch.partition):
                     self.reassignment_bytes_out += size
 
+    def replicated(self, topic: str, partition: int, nbytes: int, node_id: int) -> None:
+        """Follower ``node_id`` appended ``nbytes`` of its leader's batches to ``partition``."""
+        self.replication_bytes_in[topic] = self.replication_bytes_in.get(topic, 0) + nbytes
+        if node_id in self.adding_replicas(topic, partition):
+            self.reassignment_bytes_in += nbytes
+
     def forget(self, known: Sequence[str] | set[str]) -> None:
         """Drop the counters of topics no longer in ``known`` (deleted topics)."""
-        for counts in (self.messages_in, self.bytes_in, self.bytes_out, self.replication_bytes_out):
+        for counts in (self.messages_in, self.bytes_in, self.bytes_out, self.replication_bytes_out,
+                       self.replication_bytes_in):
             for topic in [t for t in list(counts) if t not in known]:
                 counts.pop(topic, None)

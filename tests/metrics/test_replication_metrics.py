@@ -90,6 +90,10 @@ def test_a_throttled_move_shows_its_bytes_on_leader_and_new_replica(moved: pylog
     # the follower fetched it all while the reassignment was adding it (Kafka's ReassignmentBytesOut)
     assert value(leader, "kafka_server_brokertopicmetrics_reassignmentbytesout_total") == sent
     assert value(follower, "kafka_server_brokertopicmetrics_reassignmentbytesout_total") == 0
+    # and appended all of it as the replica being added (ReplicationBytesIn, ReassignmentBytesIn)
+    assert value(follower, "kafka_server_brokertopicmetrics_replicationbytesin_total", topic=TOPIC) == sent
+    assert value(follower, "kafka_server_brokertopicmetrics_reassignmentbytesin_total") == sent
+    assert value(leader, "kafka_server_brokertopicmetrics_reassignmentbytesin_total") == 0
     # nothing moves the other way
     assert value(leader, "pylog_replication_throttled_bytes_total", quota="FollowerReplication") == 0
     assert value(follower, "pylog_replication_throttled_bytes_total", quota="LeaderReplication") == 0

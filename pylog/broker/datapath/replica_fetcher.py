@@ -46,6 +46,7 @@ from pylog.broker.datapath.partition import Partition, Role
 from pylog.client.errors import TransportError
 from pylog.client.fetch_session import FetchSessionHandler
 from pylog.client.protocol import Channel
+from pylog.metrics.counters import TopicStats
 from pylog.quotas.replication import ReplicationQuota, should_throttle
 from pylog.replication import truncation_offset, truncation_on_divergence
 from pylog.tasks import cancel_and_wait
@@ -96,6 +97,7 @@ class ReplicaFetcherManager:
         now_ms: Callable[[], int],
         quota: ReplicationQuota | None = None,
         monotonic_ms: Callable[[], int] | None = None,
+        topic_stats: TopicStats | None = None,
     ) -> None:
         self.node_id = node_id
         self.channels = channels
@@ -109,6 +111,7 @@ class ReplicaFetcherManager:
         )
         self._now_ms = now_ms
         self.quota = quota
+        self.topic_stats = topic_stats  # replication bytes in, for pylog.metrics
         self.monotonic_ms = monotonic_ms or now_ms
         self._fetchers: dict[int, ReplicaFetcher] = {}
         self._leader_of: dict[tuple[str, int], int] = {}
@@ -356,6 +359,9 @@ class ReplicaFetcher:
                 log.error("%s-%d: appending the leader's batches failed: %s", part.topic, part.index, exc)
                 self._pause(f)
                 return
+            stats = self.manager.topic_stats
+            if stats is not None:
+                stats.replicated(part.topic, part.index, len(records), self.manager.node_id)
         f.in_sync = part.log_end_offset >= a.high_watermark
         part.follower_high_watermark(a.high_watermark)
         if a.log_start_offset > part.log_start_offset:
