@@ -3,11 +3,16 @@ per partition at the Flight server of its leader, and the leaders together retur
 A leader change during a DoGet: the stream at the old leader ends (completed or cut by its stop),
 and the client recovers by asking GetFlightInfo again for what it has not read, reading the rest
 from the new leader; pylog's own Flight reader does the same for a range planned at the old leader.
+A notebook without pylog (only ADBC's Flight SQL driver, pyarrow and polars importable) lists the
+topics as tables and joins two of them, one led by several nodes, getting Arrow back.
 The tests share one cluster, in order (the last one stops a node)."""
 
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -68,6 +73,94 @@ def test_any_node_points_each_partition_at_its_leader(cluster: pylog.LocalCluste
         [("partition", "ascending"), ("offset", "ascending")])
     assert got.num_rows == 600
     assert got.equals(expected)
+
+
+VIEWS, PAGES = "views", "pages"
+
+# Runs in a fresh interpreter where pylog cannot be imported, as in a notebook with only
+# adbc-driver-flightsql, pyarrow and polars installed; prints what it got as JSON.
+NOTEBOOK = r"""
+import sys
+
+class NoPylog:
+    def find_spec(self, name, path=None, target=None):
+        if name == "pylog" or name.startswith("pylog."):
+            raise ImportError("pylog is not installed here")
+        return None
+
+sys.meta_path.insert(0, NoPylog())
+try:
+    import pylog
+    importable = True
+except ImportError:
+    importable = False
+
+import json
+import adbc_driver_flightsql.dbapi as flight_sql
+import polars as pl
+import pyarrow as pa
+
+url, views, pages = sys.argv[1:]
+query = (
+    'select v.partition, v."offset", decode(v.value) as view, decode(p.value) as title '
+    f'from {views} v join pylog.topics.{pages} p on v.key = p.key '
+    'where v."offset" >= 2 and p.partition = 0 and p.timestamp > now() - interval 1 hour '
+    'order by v.partition, v."offset"')
+with flight_sql.connect(url, autocommit=True) as conn, conn.cursor() as cur:
+    objects = conn.adbc_get_objects(depth="tables").read_all().to_pylist()
+    cur.execute(query)
+    table = cur.fetch_arrow_table()
+print(json.dumps({
+    "pylog_importable": importable,
+    "pylog_loaded": sorted(m for m in sys.modules if m == "pylog" or m.startswith("pylog.")),
+    "catalogs": [c["catalog_name"] for c in objects],
+    "tables": sorted(t["table_name"] for c in objects for s in c["catalog_db_schemas"]
+                     for t in s["db_schema_tables"]),
+    "arrow": isinstance(table, pa.Table),
+    "rows": pl.from_arrow(table).to_dicts(),
+}))
+"""
+
+
+def test_a_notebook_without_pylog_queries_two_topics_over_flight_sql(
+        cluster: pylog.LocalCluster, tmp_path: Path) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    for f in admin.create_topics([NewTopic(VIEWS, 3, 3), NewTopic(PAGES, 1, 3)]).values():
+        f.result(60)
+    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all", "enable.idempotence": True})
+    titles = {f"p{i}": f"title-{i}" for i in range(4)}
+    for key, title in titles.items():
+        p.produce(PAGES, key=key.encode(), value=title.encode(), partition=0)
+    views: dict[int, list[tuple[str, str]]] = {0: [], 1: [], 2: []}  # partition: (key, value) by offset
+    for i in range(30):
+        key = f"p{i % 5}"  # p4 has no page: the join drops it
+        views[i % 3].append((key, f"view-{i}"))
+        p.produce(VIEWS, key=key.encode(), value=f"view-{i}".encode(), partition=i % 3)
+    assert p.flush(60) == 0
+
+    url = cluster.flight_urls[-1]  # any node; the next test's survivor runs nothing before its leader change
+    client = flight.FlightClient(url)
+    try:
+        fi = client.get_flight_info(flight.FlightDescriptor.for_path(VIEWS))
+    finally:
+        client.close()
+    assert len({ep.locations[0].uri.decode() for ep in fi.endpoints}) > 1  # the query crosses brokers
+
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    done = subprocess.run([sys.executable, "-I", "-c", NOTEBOOK, url, VIEWS, PAGES], env=env,
+                          cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    got = json.loads(done.stdout)
+
+    assert got["pylog_importable"] is False and got["pylog_loaded"] == []
+    assert got["catalogs"] == ["pylog"]
+    assert {VIEWS, PAGES} <= set(got["tables"])
+    assert got["arrow"] is True
+    expected = [{"partition": part, "offset": off, "view": value, "title": titles[key]}
+                for part in range(3) for off, (key, value) in enumerate(views[part])
+                if off >= 2 and key in titles]
+    assert len(expected) == 19
+    assert got["rows"] == expected
 
 
 def _endpoint(url: str, **command: object) -> flight.FlightEndpoint:
