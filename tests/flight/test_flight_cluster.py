@@ -138,7 +138,7 @@ def test_a_notebook_without_pylog_queries_two_topics_over_flight_sql(
         p.produce(VIEWS, key=key.encode(), value=f"view-{i}".encode(), partition=i % 3)
     assert p.flush(60) == 0
 
-    url = cluster.flight_urls[-1]  # any node; the next test's survivor runs nothing before its leader change
+    url = cluster.flight_urls[-1]  # any node answers SQL over the whole cluster
     client = flight.FlightClient(url)
     try:
         fi = client.get_flight_info(flight.FlightDescriptor.for_path(VIEWS))
