@@ -27,6 +27,10 @@ def broker_flight(broker: Any) -> list[FlightService]:
         return {p: part.log.dir.parent for p, part in dict(broker.replicas.topic_partitions(topic)).items()
                 if part.is_leader}
 
+    def log_end(topic: str, partition: int) -> int | None:
+        part = dict(broker.replicas.topic_partitions(topic)).get(partition)
+        return part.log_end_offset if part is not None and part.is_leader else None
+
     def image() -> Any:
         return broker.metadata.image if broker.metadata is not None else None
 
@@ -65,7 +69,7 @@ def broker_flight(broker: Any) -> list[FlightService]:
 
     node = FlightNode(broker.node_id, led, leaders, locate, authorize, lambda: broker.own_client,
                       access.authenticator, acls=lambda: bool(authz.enabled), topics=topics,
-                      subjects=subjects, clock=broker.clock)
+                      subjects=subjects, clock=broker.clock, log_end=log_end)
     return start_flight(listeners, node, lambda: tls_certificates(broker))
 
 

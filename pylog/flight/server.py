@@ -67,7 +67,8 @@ class FlightNode:
     ``leaders(topic)``: {partition: leader id} in the metadata image, None for an unknown topic;
     ``locate(node id)``: the Flight location that node registered, if any;
     ``authorize(principal, host, op, topic)``; ``produce_to``: (bootstrap servers, client
-    security) of the node's own client."""
+    security) of the node's own client; ``log_end(topic, partition)``: the log end offset of a
+    partition this broker leads (None otherwise)."""
 
     node_id: int
     led: Callable[[str], dict[int, Path]]
@@ -80,6 +81,7 @@ class FlightNode:
     topics: Callable[[], list[str]] = field(default=lambda: [])  # the cluster's topic names
     subjects: Callable[[], set[str]] = field(default=lambda: set())  # the schema registry's live subjects
     clock: Clock = SYSTEM_CLOCK  # ages bearer tokens and held statements
+    log_end: Callable[[str, int], int | None] = field(default=lambda topic, partition: None)
 
 
 def _peer_host(context: flight.ServerCallContext) -> str:
@@ -200,7 +202,16 @@ class FlightService(flight.FlightServerBase):
                               start_ts=start_ts, end_ts=end_ts)
         try:
             return scan.plan()
-        except (OffsetOutOfRangeError, UnknownTopicError, ValueError) as exc:
+        except OffsetOutOfRangeError as exc:
+            written = self.node.log_end(topic, partition)
+            if start is not None and written is not None and start <= written:
+                # written here but above the high watermark, as on a leader just elected whose
+                # followers have not fetched yet (Kafka's OFFSET_NOT_AVAILABLE): a client asks again
+                raise flight.FlightUnavailableError(
+                    f"{topic}-{partition}: offset {start} is not readable yet on node {self.node.node_id} "
+                    f"(its high watermark is behind its log end {written}); ask again") from None
+            raise flight.FlightServerError(str(exc)) from None
+        except (UnknownTopicError, ValueError) as exc:
             raise flight.FlightServerError(str(exc)) from None
 
     def do_get(self, context: flight.ServerCallContext, ticket: flight.Ticket) -> flight.FlightDataStream:

@@ -18,6 +18,7 @@ import base64
 import json
 import queue
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -37,7 +38,8 @@ TICKET_VERSION = 1  # pylog's Flight tickets (JSON, see pylog.flight.tickets)
 READ_COMMITTED = "read_committed"
 _QUEUED_BATCHES = 16  # batches read ahead per read, all brokers together
 NOT_LED = "ask GetFlightInfo again"  # a DoGet at a broker that no longer leads the partition
-_MOVED_RETRIES = 3  # times a range is asked again after its leader moved
+_MOVED_RETRIES = 5  # times a range is asked again after its leader moved or was not readable yet
+_MOVED_BACKOFF_S = 0.1  # the wait before asking again grows by this much each time
 _DONE = object()
 
 
@@ -287,6 +289,7 @@ class FlightTopicSource:
                             gone = isinstance(exc, self._flight.FlightUnavailableError)
                             if attempt == _MOVED_RETRIES or not (gone or NOT_LED in str(exc)):
                                 raise
+                            time.sleep(_MOVED_BACKOFF_S * (attempt + 1))  # a new leader catching up
                             at = self._location(r.topic, r.partition, refresh=True)
                             continue
                         except StopIteration:

@@ -13,6 +13,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -81,6 +82,7 @@ VIEWS, PAGES = "views", "pages"
 # adbc-driver-flightsql, pyarrow and polars installed; prints what it got as JSON.
 NOTEBOOK = r"""
 import sys
+import time
 
 class NoPylog:
     def find_spec(self, name, path=None, target=None):
@@ -198,7 +200,16 @@ def test_a_leader_change_during_a_doget_is_recovered_by_asking_again(cluster: py
 
     read = pa.Table.from_batches(got).column("offset").to_pylist()
     assert read == list(range(len(read)))
-    new = _endpoint(survivor, start_offset=len(read))  # asking again: the new leader, the rest
+    # asking again: the new leader serves the rest once its high watermark has caught up (until
+    # then the records are written there but not readable, and it answers "unavailable")
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            new = _endpoint(survivor, start_offset=len(read))
+            break
+        except flight.FlightUnavailableError:
+            assert time.monotonic() < deadline, "the new leader never served the rest"
+            time.sleep(0.1)
     assert new.locations[0].uri.decode() != old_url
     client = flight.FlightClient(new.locations[0])
     try:
