@@ -66,5 +66,5 @@ def test_a_scan_and_the_spark_source_carry_one_options_object(tmp_path: Path) ->
                                    streaming=False)
     sdk = spark.sdk()
     assert (sdk.bootstrap_servers, sdk.include_headers, sdk.schema_registry_url, sdk.transport) == \
-        ("h:1", True, "http://r", "kafka")
+        ("h:1", True, "http://r", "auto")
     assert pickle.loads(pickle.dumps(spark)) == spark  # it travels to Spark's Python workers
