@@ -325,10 +325,19 @@ def wire_records(path: Path) -> int:
 def test_real_producers_batches(tmp_path: Path, client: str) -> None:
     """Batches exactly as real clients sent them to a real broker (its active segment's `.wire`
     keeps the producer's bytes): stored one copy, read by every reader, fetched byte for byte."""
+    from kafka.admin import KafkaAdminClient, NewTopic
+
     import pylog
 
     batches: list[tuple[bytes, int]] = []
     with pylog.LocalBroker() as broker:
+        # created before the first send: a producer racing the auto-creation of its topic may give
+        # up on a batch (kafka-python drops it once its retries are spent)
+        admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
+        try:
+            admin.create_topics([NewTopic(f"onecopy-{c}", 1, 1) for c in ("lz4", "zstd", "none")])
+        finally:
+            admin.close()
         for t, codec in enumerate(("lz4", "zstd", "none")):
             topic = f"onecopy-{codec}"
             values = [os.urandom(8) + b"payload-%d " % i * (20 + i % 50) for i in range(300)]  # compressible
@@ -346,9 +355,11 @@ def test_real_producers_batches(tmp_path: Path, client: str) -> None:
 
                 p = KafkaProducer(bootstrap_servers=broker.bootstrap_servers, compression_type=None
                                   if codec == "none" else codec, linger_ms=50)
-                for i, v in enumerate(values):
-                    p.send(topic, key=b"key-%d" % i if i % 2 else None, value=v, headers=[("h", b"%d" % i)])
+                sent = [p.send(topic, key=b"key-%d" % i if i % 2 else None, value=v,
+                               headers=[("h", b"%d" % i)]) for i, v in enumerate(values)]
                 p.flush(30)
+                for future in sent:
+                    future.get(30)  # a refused batch fails here, with the broker's error
                 p.close()
             wire = broker.data_dir / f"{topic}-0" / "00000000000000000000.wire"
             deadline = time.monotonic() + 20
