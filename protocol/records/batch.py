@@ -29,7 +29,7 @@ from pylog.model import (
 
 from ..errors import CorruptRecordBatch, MalformedRecords
 from . import _pyrecords
-from .compression import C_LZ4_FRAMES, LZ4, codec_id, compress, decompress_records
+from .compression import C_LZ4_FRAMES, LZ4, batch_codec, codec_id, compress, decompress_records
 from .header import (
     ATTRIBUTES_OFFSET,
     CRC_OFFSET,
@@ -49,7 +49,6 @@ _BINARY = pa.binary()
 _STRING = pa.string()
 
 DEFAULT_MAX_UNCOMPRESSED_BYTES = 64 * 1024 * 1024
-MAX_CODEC = 4  # zstd
 
 try:
     from . import _crecords as _c_impl  # type: ignore[attr-defined]
@@ -154,8 +153,7 @@ def decode_section(
     that does not decompress raises CorruptRecordBatch (RecordBatchTooLarge past the bound),
     records that do not parse MalformedRecords. An lz4 frame from Kafka's clients goes through
     the C accelerator's streamed walk (no whole decompressed copy); same results and errors."""
-    if not 0 <= codec <= MAX_CODEC:
-        raise CorruptRecordBatch(f"unknown compression codec {codec}")
+    codec = batch_codec(codec)
     mod = impl or _impl
     if codec == LZ4 and mod is _c_impl and _c_lz4_arrow is not None:
         try:

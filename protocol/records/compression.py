@@ -85,6 +85,14 @@ def codec_id(codec: int | str) -> int:
     return codec
 
 
+def batch_codec(codec: int) -> int:
+    """A batch's codec bits (attributes 0-2) as a known codec: a batch naming 5, 6 or 7 is corrupt
+    (Kafka answers CORRUPT_MESSAGE), whichever path reads it."""
+    if codec not in CODEC_NAMES:
+        raise CorruptRecordBatch(f"unknown compression codec {codec}")
+    return codec
+
+
 def compress(codec: int | str, data: Bytes, level: int | None = None) -> bytes:
     """Compress a records section the way Kafka's own clients frame it."""
     codec = codec_id(codec)
@@ -109,8 +117,9 @@ def compress(codec: int | str, data: Bytes, level: int | None = None) -> bytes:
 
 
 def decompress(codec: int | str, data: Bytes, max_bytes: int) -> bytes:
-    """Decompress; output past ``max_bytes`` raises RecordBatchTooLarge, bad input CorruptRecordBatch."""
-    codec = codec_id(codec)
+    """Decompress; output past ``max_bytes`` raises RecordBatchTooLarge, bad input (an unknown
+    codec id too) CorruptRecordBatch."""
+    codec = codec_id(codec) if isinstance(codec, str) else batch_codec(codec)
     if codec == NONE:
         if len(data) > max_bytes:
             raise RecordBatchTooLarge(f"records section of {len(data)} bytes exceeds {max_bytes}")

@@ -7,6 +7,7 @@ import struct
 import time
 
 import pyarrow as pa
+import pytest
 from crc32c import crc32c
 from harness import Client
 from pylog.protocol import records as rec
@@ -117,16 +118,19 @@ def test_validation_is_skipped_when_nothing_can_fail() -> None:
     assert found is None
 
 
-def test_an_unknown_compression_codec_is_a_corrupt_message(client: Client) -> None:
+@pytest.mark.parametrize("segment_format", ["1", "2"])
+def test_an_unknown_compression_codec_is_a_corrupt_message(client: Client, segment_format: str) -> None:
     """Attribute bits 0-2 name codecs 0-4; a batch whose CRC holds but names 5, 6 or 7 is refused
-    with CORRUPT_MESSAGE, not a failed request, and the partition takes the next batch."""
-    create(client, "codec")
+    with CORRUPT_MESSAGE, not a failed request, and the partition takes the next batch (the same
+    answer whichever segment format the leader writes)."""
+    topic = f"codec-{segment_format}"
+    create(client, topic, configs={"pylog.segment.format": segment_format})
     for codec in (5, 6, 7):
         batch = bytearray(make_batch([b"v"]))
         attributes = struct.unpack_from(">h", batch, ATTRIBUTES_AT)[0]
         struct.pack_into(">h", batch, ATTRIBUTES_AT, attributes | codec)
-        res = produce(client, "codec", resign(batch))
+        res = produce(client, topic, resign(batch))
         assert res.error_code == ErrorCode.CORRUPT_MESSAGE
         assert f"unknown compression codec {codec}" in res.error_message
-    assert fetch(client, "codec", 0).high_watermark == 0
-    assert produce(client, "codec", make_batch([b"ok"])).base_offset == 0
+    assert fetch(client, topic, 0).high_watermark == 0
+    assert produce(client, topic, make_batch([b"ok"])).base_offset == 0
