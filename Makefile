@@ -2,8 +2,8 @@
 #   make run          - virtualenv + pylog with its notebook and registry extras (what the README's examples
 #                       use), then a single-node broker on 127.0.0.1:9092 (data in ./pylog-data)
 #   make test         - virtualenv with the locked test environment (requirements/test.lock) + kcat +
-#                       kafkajs and oidc-provider (package-lock.json) + chromium + prometheus, then ruff and the whole
-#                       test suite
+#                       kafkajs and oidc-provider (package-lock.json) + chromium + prometheus + the Arrow readers'
+#                       next majors (requirements/readers2.lock, in build/readers2), then ruff and the whole test suite
 #   make test-latest  - the same suite in .venv-latest, with the newest releases pyproject.toml allows
 #   make lock         - write the versions installed in $(VENV) to requirements/test.lock
 #   make typecheck    - mypy over the whole pylog package and the message classes' stub (also part of make test)
@@ -28,9 +28,13 @@ LATEST_VENV ?= .venv-latest
 # The lock keeps these on their previous major, so that make test and make test-latest together run the
 # SDK's adapters on both majors of each
 LOCK_HOLD := 'duckdb<2' 'polars<2'
+# ... and the segment files are read by the next majors too, in a process of their own (no pylog):
+# requirements/readers2.lock installed apart from $(VENV), in build/readers2
+READERS2_LOCK := requirements/readers2.lock
+READERS2 := build/readers2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: run test test-latest lock venv install install-test kcat kafkajs oidc chromium iproute2 prometheus lint pytest \
+.PHONY: run test test-latest lock venv install install-test install-readers2 kcat kafkajs oidc chromium iproute2 prometheus lint pytest \
 	bench clean \
 	messages typecheck typecheck-run
 
@@ -38,7 +42,7 @@ run: install
 	exec $(VENV)/bin/pylog broker --data-dir $(DATA_DIR) --listen $(LISTEN)
 
 # Lint and tests both run; the target fails if either fails (pytest's 5, "no tests", included).
-test: install-test kcat kafkajs oidc chromium iproute2 prometheus
+test: install-test install-readers2 kcat kafkajs oidc chromium iproute2 prometheus
 	@rc=0; \
 	$(VENV)/bin/ruff check . || rc=1; \
 	$(MAKE) --no-print-directory typecheck-run || rc=1; \
@@ -82,6 +86,13 @@ install: $(VPY)
 
 install-test: $(VPY)
 	$(VPY) -m pip install $(TEST_PIN) -e '.[test]'
+
+install-readers2: $(READERS2)/.installed
+
+$(READERS2)/.installed: $(READERS2_LOCK) | $(VPY)
+	rm -rf $(READERS2)
+	$(VPY) -m pip install --quiet --target $(READERS2) -r $(READERS2_LOCK)
+	touch $@
 
 # Drift on purpose: the newest releases of every dependency, in a venv of their own.
 test-latest:
