@@ -8,6 +8,7 @@ from typing import Any
 
 from pylog.cluster.records import SecurityProtocol
 from pylog.flight.server import FLIGHT_LISTENER, FlightNode, FlightService, flight_url, start_flight
+from pylog.flight.sources import LeaderTier
 from pylog.security.acl_operations import ResourceType
 from pylog.security.principal import KafkaPrincipal
 
@@ -30,6 +31,15 @@ def broker_flight(broker: Any) -> list[FlightService]:
     def log_end(topic: str, partition: int) -> int | None:
         part = dict(broker.replicas.topic_partitions(topic)).get(partition)
         return part.log_end_offset if part is not None and part.is_leader else None
+
+    def tier(topic: str, partition: int) -> LeaderTier | None:
+        reads = broker.replicas.remote_reads
+        part = dict(broker.replicas.topic_partitions(topic)).get(partition)
+        if reads is None or part is None or not part.is_leader:
+            return None
+        log = reads.remote_log(part)
+        uri = str(broker.config.raw("remote.log.storage.uri") or "")
+        return None if log is None else LeaderTier(topic, partition, log, uri)
 
     def image() -> Any:
         return broker.metadata.image if broker.metadata is not None else None
@@ -69,7 +79,7 @@ def broker_flight(broker: Any) -> list[FlightService]:
 
     node = FlightNode(broker.node_id, led, leaders, locate, authorize, lambda: broker.own_client,
                       access.authenticator, acls=lambda: bool(authz.enabled), topics=topics,
-                      subjects=subjects, clock=broker.clock, log_end=log_end)
+                      subjects=subjects, clock=broker.clock, log_end=log_end, tier=tier)
     return start_flight(listeners, node, lambda: tls_certificates(broker))
 
 

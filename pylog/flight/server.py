@@ -36,7 +36,7 @@ import pyarrow.flight as flight
 from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.cluster.node_config import Listener
 from pylog.flight.auth import AuthFactory, BearerTokens, HandshakeAuth
-from pylog.flight.sources import partition_scan
+from pylog.flight.sources import LeaderTier, partition_scan
 from pylog.flight.tickets import BadRequest, FlightTicket, is_flight_sql, parse_read_request
 from pylog.schema_registry.auth import Authenticator
 from pylog.sdk.flight_source import NOT_LED
@@ -68,7 +68,8 @@ class FlightNode:
     ``locate(node id)``: the Flight location that node registered, if any;
     ``authorize(principal, host, op, topic)``; ``produce_to``: (bootstrap servers, client
     security) of the node's own client; ``log_end(topic, partition)``: the log end offset of a
-    partition this broker leads (None otherwise)."""
+    partition this broker leads (None otherwise); ``tier(topic, partition)``: the remote segments of
+    a partition this broker leads (None: nothing remote)."""
 
     node_id: int
     led: Callable[[str], dict[int, Path]]
@@ -82,6 +83,7 @@ class FlightNode:
     subjects: Callable[[], set[str]] = field(default=lambda: set())  # the schema registry's live subjects
     clock: Clock = SYSTEM_CLOCK  # ages bearer tokens and held statements
     log_end: Callable[[str, int], int | None] = field(default=lambda topic, partition: None)
+    tier: Callable[[str, int], LeaderTier | None] = field(default=lambda topic, partition: None)
 
 
 def _peer_host(context: flight.ServerCallContext) -> str:
@@ -181,7 +183,7 @@ class FlightService(flight.FlightServerBase):
         for p in chosen:
             if p in led:  # here: the range is resolved now, its size known
                 (r,) = self._plan(req.topic, p, led[p], req.isolation, req.start_offset, req.end_offset,
-                                  req.start_timestamp, req.end_timestamp)
+                                  req.start_timestamp, req.end_timestamp, self.node.tier(req.topic, p))
                 ticket = FlightTicket(req.topic, p, r.start, r.end, columns, req.isolation)
                 endpoints.append(flight.FlightEndpoint(ticket.encode(), [self.url]))
                 rows = rows + r.count if rows >= 0 else rows
@@ -197,9 +199,10 @@ class FlightService(flight.FlightServerBase):
         return flight.FlightInfo(output_schema(columns), descriptor, endpoints, rows, -1)
 
     def _plan(self, topic: str, partition: int, log_dir: Path, isolation: str, start: int | None,
-              end: int | None, start_ts: int | None = None, end_ts: int | None = None) -> list[Any]:
+              end: int | None, start_ts: int | None = None, end_ts: int | None = None,
+              tier: LeaderTier | None = None) -> list[Any]:
         scan = partition_scan(topic, partition, log_dir, isolation, start=start, end=end,
-                              start_ts=start_ts, end_ts=end_ts)
+                              start_ts=start_ts, end_ts=end_ts, tier=tier)
         try:
             return scan.plan()
         except OffsetOutOfRangeError as exc:
@@ -226,10 +229,11 @@ class FlightService(flight.FlightServerBase):
         if t.partition not in led:
             raise flight.FlightServerError(
                 f"{t.topic}-{t.partition} is not led by node {self.node.node_id}; {NOT_LED}")
+        tier = self.node.tier(t.topic, t.partition)
         (r,) = self._plan(t.topic, t.partition, led[t.partition], t.isolation, t.start, t.end,
-                          t.start_timestamp, t.end_timestamp)  # still readable; bounds resolved
+                          t.start_timestamp, t.end_timestamp, tier)  # still readable; bounds resolved
         scan = partition_scan(t.topic, t.partition, led[t.partition], t.isolation, start=r.start, end=r.end,
-                              columns=t.columns)
+                              columns=t.columns, tier=tier)
         schema = output_schema(t.columns)
         return flight.GeneratorStream(schema, self._batches(scan, t, context))
 

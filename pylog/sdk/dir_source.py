@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
@@ -49,7 +49,8 @@ from pylog.storage.published_hw import read_published_high_watermark
 from pylog.storage.tiered_log import ReadableLog, TieredLog
 
 if TYPE_CHECKING:
-    from pylog.sdk.remote_source import RemoteTier
+    from pylog.sdk.remote_source import RemoteStorageSpec
+    from pylog.storage.remote_segment import RemoteLog
 
 HW_CHECKPOINT = HIGH_WATERMARK_FILE
 # Runs of messages with fewer rows are concatenated into batches of about COALESCED_ROWS; larger
@@ -65,6 +66,19 @@ REOPEN_ATTEMPTS = 5
 T = TypeVar("T")
 
 
+class RemoteSegments(Protocol):
+    """What a `DirTopicSource` reads of a remote tier: ``pylog.sdk.remote_source.RemoteTier`` (the
+    store, as a client reads it) or a broker's own view of a partition's remote segments."""
+
+    spec: RemoteStorageSpec
+
+    def partitions(self, topic: str) -> list[int]: ...
+
+    def remote_log(self, topic: str, partition: int) -> RemoteLog | None: ...
+
+    def close(self) -> None: ...
+
+
 def read_hw_checkpoint(data_dir: Path) -> dict[tuple[str, int], int]:
     """Kafka's ``replication-offset-checkpoint`` (version, count, then ``topic partition offset``)."""
     return read_offset_checkpoint(data_dir / HW_CHECKPOINT)
@@ -76,7 +90,7 @@ class DirTopicSource:
     partition's remote segments (the manifest pinned at first use) come first and the local log
     serves the offsets after them; without a data directory the store alone is read."""
 
-    def __init__(self, data_dir: str | os.PathLike[str] | None, *, remote: RemoteTier | None = None,
+    def __init__(self, data_dir: str | os.PathLike[str] | None, *, remote: RemoteSegments | None = None,
                  read_committed: bool = True) -> None:
         if data_dir is None and remote is None:
             raise ValueError("a data directory or a remote store is needed")

@@ -50,12 +50,11 @@ class FlightReadError(RuntimeError):
 def flight_source(options: ReadOptions, tiered: bool) -> FlightTopicSource | None:
     """The Flight source for `options` (a read through ``bootstrap_servers``), or None to read
     through the Kafka protocol: ``transport="kafka"``, or ``"auto"`` when the cluster serves no
-    Flight or the topic is `tiered` (Flight serves the brokers' local segments only)."""
+    Flight or the read takes the topic's remote tier straight from its store (`tiered`: a store this
+    client reaches, so the brokers serve the tail only). Flight serves the remote tier too, so
+    ``transport="flight"`` reads a tiered topic whole through the brokers."""
     if options.transport == "kafka" or (options.transport == "auto" and tiered):
         return None
-    if tiered:
-        raise ValueError("transport='flight': the topic keeps its history in the remote tier, which "
-                         "Arrow Flight does not serve; read it with transport='kafka' or 'auto'")
     url = flight_location(options)
     if url is None:
         if options.transport == "flight":

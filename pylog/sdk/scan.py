@@ -73,17 +73,17 @@ def open_source(data_dir: Any, bootstrap_servers: Any, fetch_options: Any = None
     return TieredKafkaSource(kafka, tier, DirTopicSource(None, remote=tier))
 
 
-def open_read_source(options: ReadOptions, remote: RemoteStorageSpec | None = None, pins: Any = None,
-                     tiered: bool = False) -> TopicSource:
+def open_read_source(options: ReadOptions, remote: RemoteStorageSpec | None = None,
+                     pins: Any = None) -> TopicSource:
     """The source `options` name: over Arrow Flight when their transport picks it
-    (`pylog.sdk.flight_source`; not for a `tiered` topic, whose history Flight does not serve),
-    else as `open_source` opens it (`remote`: the store of the remote tier, when known, else the
-    one the options name)."""
+    (`pylog.sdk.flight_source`; with ``auto``, not when the read takes a remote tier straight from a
+    store this client reaches), else as `open_source` opens it (`remote`: the store of the remote
+    tier, when known, else the one the options name)."""
     remote = options.remote if remote is None else remote
     if options.bootstrap_servers is not None and options.transport != "kafka":
         from pylog.sdk.flight_source import flight_source
 
-        flight = flight_source(options, tiered or remote is not None)
+        flight = flight_source(options, remote is not None)
         if flight is not None:
             return flight
     return open_source(options.data_dir, options.bootstrap_servers, options.fetch, remote, pins,
@@ -105,12 +105,9 @@ class TopicScan:
         self.options = options
         self.topic = topic
         self.remote = options.remote
-        # whether the topic is tiered, and the store the brokers name, are asked once, on the first
-        # read through bootstrap_servers (remote_storage=False: only to choose the transport)
-        store = options.remote_storage
-        self._discover = options.bootstrap_servers is not None and (
-            store is None or (store is False and options.transport != "kafka"))
-        self._tiered = False
+        # the store the brokers name for a tiered topic is asked once, on the first read through
+        # bootstrap_servers (remote_storage=False: never)
+        self._discover = options.bootstrap_servers is not None and options.remote_storage is None
         self.columns = options.output_columns
         self._schema: pa.Schema | None = None
         self.decode_context = decode_context(options, topic)
@@ -132,11 +129,9 @@ class TopicScan:
     def _source(self) -> TopicSource:
         if self._discover:
             self._discover = False  # asked once per scan object
-            self._tiered, store = _discovered_tier(self.options.bootstrap_servers, self.topic,
-                                                   self.options.security)
-            if self.options.remote_storage is None:
-                self.remote = store
-        return open_read_source(self.options, self.remote, tiered=self._tiered or self.remote is not None)
+            self.remote = _discovered_store(self.options.bootstrap_servers, self.topic,
+                                            self.options.security)
+        return open_read_source(self.options, self.remote)
 
     def transport(self) -> str:
         """How this scan reads: ``"flight"`` (Arrow Flight), ``"kafka"`` (the Kafka protocol, with the
