@@ -27,7 +27,7 @@ from pylog.quotas.replication import (
     throttled_replicas_error,
 )
 from pylog.replication.replica_selector import SELECTORS
-from pylog.storage.config import SEGMENT_COMPRESSION, SEGMENT_FORMATS
+from pylog.storage.config import DEFAULT_SEGMENT_FORMAT, SEGMENT_COMPRESSION, SEGMENT_FORMATS
 
 log = logging.getLogger(__name__)
 
@@ -546,7 +546,7 @@ BROKER_CONFIGS: dict[str, ConfigDef] = {
         _d(
             "pylog.segment.format",
             INT,
-            1,
+            DEFAULT_SEGMENT_FORMAT,
             "The format new segments are written in (storage/FORMAT.md): 1, Arrow columns (and a "
             ".wire copy of the Kafka batches); 2, one copy, Arrow views into the producers' records "
             "sections. Segments of either format are served and read.",
@@ -642,7 +642,7 @@ TOPIC_CONFIGS: dict[str, ConfigDef] = {
         _d("pylog.segment.compression", S, "producer", choices=SEGMENT_COMPRESSION),
         _d("pylog.segment.wire", B, True,
            "Keep sealed segments' Kafka batches as wire bytes (.wire) for fetches of history."),
-        _d("pylog.segment.format", INT, 1,
+        _d("pylog.segment.format", INT, DEFAULT_SEGMENT_FORMAT,
            "The format new segments are written in: 1 (Arrow columns) or 2 (one copy).",
            check=segment_format_error),
         _d("pylog.iceberg.enable", B, False,

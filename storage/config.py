@@ -12,8 +12,10 @@ _TIMESTAMP_TYPES = {"CreateTime", "LogAppendTime"}
 # `pylog.segment.compression`: how segment bodies are compressed (see storage.ipc.body_codec).
 SEGMENT_COMPRESSION = ("producer", "none", "lz4", "zstd")
 # `pylog.segment.format`: the format new segments are written in (FORMAT.md): 1 (Arrow columns
-# plus `.wire`) or 2 (one copy: Arrow views into the producer's records sections)
+# plus `.wire`) or 2 (one copy: Arrow views into the producer's records sections); new segments
+# are written in format 2 unless a topic or the broker asks for 1, and segments of either are read
 SEGMENT_FORMATS = (1, 2)
+DEFAULT_SEGMENT_FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,7 @@ class LogConfig:
     segment_compression: str = field(default="producer", metadata={"kafka": "pylog.segment.compression"})
     # `pylog.segment.wire`: sealed segments keep their Kafka batches' wire bytes (`.wire`, wire.py)
     segment_wire: bool = field(default=True, metadata={"kafka": "pylog.segment.wire"})
-    segment_format: int = field(default=1, metadata={"kafka": "pylog.segment.format"})
+    segment_format: int = field(default=DEFAULT_SEGMENT_FORMAT, metadata={"kafka": "pylog.segment.format"})
     # the remote tier (KIP-405): -2 local retention means "the same as retention.ms / .bytes"
     remote_storage_enable: bool = field(default=False, metadata={"kafka": "remote.storage.enable"})
     local_retention_ms: int = field(default=-2, metadata={"kafka": "local.retention.ms"})

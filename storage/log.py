@@ -399,7 +399,7 @@ class PartitionLog:
         count = active.batch_count
         if active.fmt != fmt:
             if count:
-                self.roll()
+                self.roll(fmt)
             else:
                 active.delete_files()
                 self._set_segments((*self._segments[:-1], Segment.create(self.dir, active.base_offset, fmt)))
@@ -411,10 +411,12 @@ class PartitionLog:
         if (active.data_size + size > c.segment_bytes
                 or now_ms - active.first_append_time >= c.segment_ms
                 or (count + 1) * BATCH_DTYPE.itemsize > c.segment_index_bytes):
-            self.roll()
+            self.roll(fmt)
 
-    def roll(self) -> None:
-        """Start a new active segment at the log end offset (no-op if the active one is empty)."""
+    def roll(self, fmt: int | None = None) -> None:
+        """Start a new active segment at the log end offset (no-op if the active one is empty), in
+        format `fmt` (default `pylog.segment.format`): an append rolls to the format it writes, so
+        Arrow rows appended without `rows_decoder` start format 1 segments under format 2."""
         self._check_writable()
         with self._lock:
             active = self._segments[-1]
@@ -423,8 +425,8 @@ class PartitionLog:
             if self.config.flush_messages != LONG_MAX or self.config.flush_ms != LONG_MAX:
                 active.fsync()
             active.close()
-            self._set_segments((*self._segments, Segment.create(self.dir, self._log_end_offset,
-                                                                self.config.segment_format)))
+            self._set_segments((*self._segments, Segment.create(
+                self.dir, self._log_end_offset, self.config.segment_format if fmt is None else fmt)))
             self._dir_dirty = True
 
     def assign_leader_epoch(self, epoch: int, start_offset: int) -> None:

@@ -253,6 +253,20 @@ def test_a_log_without_a_kafka_decoder_appends_arrow_rows_in_format_1(tmp_path: 
     bare.close()
 
 
+def test_arrow_rows_without_a_decoder_roll_into_format_1_segments(tmp_path: Path) -> None:
+    """A segment rolled by size under such a writer starts in the format the append writes (1),
+    not the topic's (2), so every segment reads back."""
+    bare = PartitionLog.open(tmp_path / "t-0", LogConfig(segment_format=2, segment_bytes=2048), now_ms=0)
+    for _ in range(8):
+        rb = records(10, value_size=100)
+        bare.append(rb, meta_for(rb), now_ms=0)
+    assert bare.segment_count > 2 and {s.fmt for s in bare._segments} == {1}
+    bare.close()
+    again = PartitionLog.open_readonly(tmp_path / "t-0")
+    assert again.read_table().column("offset").to_pylist() == list(range(80))
+    again.close()
+
+
 def test_format_2_segments_read_from_the_remote_tier(tmp_path: Path) -> None:
     """Sealed format 2 segments copied to an object store read back as the local log reads them:
     the same rows (a fetch's and a whole-segment scan's) and the same Kafka bytes."""
