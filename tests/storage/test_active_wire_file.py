@@ -12,7 +12,8 @@ from pylog.storage.wire import WIRE_EXT
 from storage_helpers import meta_for, records
 from test_wire_file import encode
 
-CFG = LogConfig(segment_bytes=3000)
+# `.wire` files belong to format 1 (format 2 keeps the producers' bytes in its data file)
+CFG = LogConfig(segment_bytes=3000, segment_format=1)
 
 
 class CountingEncoder:
@@ -56,7 +57,7 @@ def _expected(log: PartitionLog, start: int, end: int) -> bytes:
 
 def test_appended_bytes_are_the_encoding_of_each_stored_batch(tmp_path: Path) -> None:
     path = tmp_path / "t-0"
-    log, _ = _open(path, LogConfig())
+    log, _ = _open(path, LogConfig(segment_format=1))
     stored = [_append(log, i) for i in range(4)]
     want = b"".join(encode(b.meta, b.records) for b in log.read(0, 1 << 30))
     assert _wire_of(path, 0).read_bytes() == want  # byte-identical to encoding, in `.batches` order
@@ -88,13 +89,13 @@ def test_torn_tail_after_a_crash_is_cut_and_appending_goes_on(tmp_path: Path) ->
     """The kernel kept part of a `.wire` write past the batches `.batches` knows: the next append
     cuts it back to them, and the file stays whole (kept at seal)."""
     path = tmp_path / "t-0"
-    log, _ = _open(path, LogConfig())
+    log, _ = _open(path, LogConfig(segment_format=1))
     for i in range(3):
         _append(log, i)
     log.close()
     with open(_wire_of(path, 0), "ab") as f:
         f.write(b"\x00" * 37)  # a torn write of a batch that never reached `.batches`
-    log, _ = _open(path, LogConfig())
+    log, _ = _open(path, LogConfig(segment_format=1))
     _append(log, 3)
     assert _wire_of(path, 0).read_bytes() == _expected(log, 0, log.log_end_offset)
     log.close()
@@ -165,7 +166,7 @@ def test_a_batch_without_bytes_drops_the_file(tmp_path: Path) -> None:
 
 def test_truncation_drops_the_active_wire_and_seal_encodes(tmp_path: Path) -> None:
     path = tmp_path / "t-0"
-    log, enc = _open(path, LogConfig())
+    log, enc = _open(path, LogConfig(segment_format=1))
     for i in range(4):
         _append(log, i)
     log.truncate_to(10)
@@ -181,7 +182,7 @@ def test_truncation_drops_the_active_wire_and_seal_encodes(tmp_path: Path) -> No
 
 def test_config_off_writes_no_active_wire(tmp_path: Path) -> None:
     path = tmp_path / "t-0"
-    log, _ = _open(path, LogConfig(segment_wire=False))
+    log, _ = _open(path, LogConfig(segment_wire=False, segment_format=1))
     _append(log, 0)
     assert not _wire_of(path, 0).exists()
     log.close()

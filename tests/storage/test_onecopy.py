@@ -335,7 +335,9 @@ def test_real_producers_batches(tmp_path: Path, client: str) -> None:
         # up on a batch (kafka-python drops it once its retries are spent)
         admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap_servers)
         try:
-            admin.create_topics([NewTopic(f"onecopy-{c}", 1, 1) for c in ("lz4", "zstd", "none")])
+            # in format 1, whose active segment's `.wire` is where this test reads the producers' bytes
+            admin.create_topics([NewTopic(f"onecopy-{c}", 1, 1, topic_configs={"pylog.segment.format": "1"})
+                                 for c in ("lz4", "zstd", "none")])
         finally:
             admin.close()
         for t, codec in enumerate(("lz4", "zstd", "none")):

@@ -29,7 +29,8 @@ def encode(meta: BatchMeta, rows: pa.RecordBatch) -> bytes:
     )
 
 
-CFG = LogConfig(segment_bytes=3000)
+# `.wire` files belong to format 1 (format 2 keeps the producers' bytes in its data file)
+CFG = LogConfig(segment_bytes=3000, segment_format=1)
 
 
 def _log(path: Path, cfg: LogConfig = CFG, *, batches: int = 12, encoder: bool = True) -> PartitionLog:
@@ -124,7 +125,7 @@ def test_check_wire_rejects_mismatches() -> None:
 
 
 def test_compaction_rewrites_the_wire_file(tmp_path: Path) -> None:
-    cfg = LogConfig(segment_bytes=3000, cleanup_policy="compact")
+    cfg = LogConfig(segment_bytes=3000, cleanup_policy="compact", segment_format=1)
     log = _log(tmp_path / "t-0", cfg)
     before = log.read_table().num_rows
     log.compact(now_ms=10_000, force=True)
@@ -142,7 +143,7 @@ def test_compaction_rewrites_the_wire_file(tmp_path: Path) -> None:
 
 
 def test_compaction_without_an_encoder_drops_the_wire_file(tmp_path: Path) -> None:
-    cfg = LogConfig(segment_bytes=3000, cleanup_policy="compact")
+    cfg = LogConfig(segment_bytes=3000, cleanup_policy="compact", segment_format=1)
     path = tmp_path / "t-0"
     log = _log(path, cfg)
     assert _wires(path)
@@ -220,7 +221,8 @@ def test_interrupted_swap_keeps_wire_and_batches_together(tmp_path: Path, crash_
 
 def test_topic_config_turns_the_wire_file_off(tmp_path: Path) -> None:
     assert LogConfig().segment_wire is True
-    off = LogConfig.from_kafka({"pylog.segment.wire": "false", "segment.bytes": "3000"})
+    off = LogConfig.from_kafka({"pylog.segment.wire": "false", "segment.bytes": "3000",
+                                "pylog.segment.format": "1"})
     assert off.segment_wire is False and off.to_kafka()["pylog.segment.wire"] == "false"
     with pytest.raises(ValueError, match="true or false"):
         LogConfig.from_kafka({"pylog.segment.wire": "yes"})
