@@ -24,6 +24,7 @@ RECORD_SCHEMA = pa.schema(
     ]
 )
 HEADERS_TYPE = RECORD_SCHEMA.field("headers").type
+BINARY_VIEW_INLINE = 12  # Arrow binary_view: a value of at most this many bytes lives in its 16-byte view
 
 # RecordBatch v2 attribute bits
 COMPRESSION_MASK = 0x07

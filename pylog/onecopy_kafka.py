@@ -7,7 +7,7 @@ IPC buffer codec: such a section is decompressed once and stored as the topic's
 `pylog.segment.compression` says ("producer" and "none": plain, which every client reads; "lz4" /
 "zstd": that codec), the batch's codec bits and CRC following, as Kafka's own broker does when a
 topic's `compression.type` differs from the producer's. The records are walked once for their
-fields' byte positions (`walk_records`: no copies of keys or values). A section whose varints are
+fields' views (`walk_views`: no copies of keys or values). A section whose varints are
 not minimal (legal, written by no known client) is re-encoded canonically with its batch's codec.
 """
 
@@ -17,7 +17,7 @@ from typing import Any
 
 from pylog.model import COMPRESSION_MASK, TIMESTAMP_TYPE_MASK
 from pylog.protocol.records import DEFAULT_MAX_UNCOMPRESSED_BYTES, decode_records, encode_batch, parse_header
-from pylog.protocol.records.batch import walk_records
+from pylog.protocol.records.batch import walk_views
 from pylog.protocol.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress, decompress_records
 from pylog.protocol.records.header import HEADER_SIZE, LOG_OVERHEAD, verify_crc
 from pylog.storage.onecopy import Rows, batch_crc, rows_from_section
@@ -60,10 +60,9 @@ def rows_from_kafka(batch: bytes | bytearray | memoryview, *, base_offset: int,
                      h.producer_id, h.producer_epoch, h.base_sequence, attributes, epoch)
     if crc == -1:
         crc = batch_crc(meta, section)
-    walk = walk_records(raw, h.record_count, base_offset, h.base_timestamp)
+    walk = walk_views(raw, h.record_count, base_offset, h.base_timestamp)
     if walk.canonical:
-        return rows_from_section(meta, crc, section, raw, walk.rows, walk.header_offsets, walk.headers,
-                                 log_append_time=log_append_time)
+        return rows_from_section(meta, crc, section, len(raw), walk, log_append_time=log_append_time)
     records = decode_records(raw, h.record_count, base_offset, h.base_timestamp)
     again = encode_batch(records, base_offset=base_offset, attributes=attributes & ~TIMESTAMP_TYPE_MASK,
                          producer_id=h.producer_id, producer_epoch=h.producer_epoch,

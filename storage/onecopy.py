@@ -12,10 +12,9 @@ one stored copy serves both Arrow readers (pyarrow, Polars, DuckDB) and Kafka fe
 
 pyarrow cannot write buffers that are already compressed, so this module writes the IPC
 `Message` flatbuffers itself (a few fixed tables, no dependency); bodies are lists of chunks, the
-sections among them zero-copy. Views are computed with numpy from the records' byte positions and
-lengths, never per record in Python. This module does no I/O and knows no Kafka codec: the
-caller decompresses each section once and walks its records for those positions
-(`rows_from_section`).
+sections among them zero-copy. The views come from the record walk (C, or its numpy twin), never
+per record in Python. This module does no I/O and knows no Kafka codec: the
+caller decompresses each section once and walks its records into views (`rows_from_section`).
 """
 
 from __future__ import annotations
@@ -26,12 +25,13 @@ import functools
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
 from crc32c import crc32c
 
-from pylog.model import COMPRESSION_MASK, HEADERS_TYPE, RECORD_SCHEMA, TIMESTAMP_TYPE_MASK
+from pylog.model import BINARY_VIEW_INLINE, COMPRESSION_MASK, HEADERS_TYPE, RECORD_SCHEMA, TIMESTAMP_TYPE_MASK
 
 from .ipc import (
     BATCHES_KEY,
@@ -68,7 +68,7 @@ _CRC_FROM = 21  # the CRC covers attributes .. end of batch
 KAFKA_LZ4, KAFKA_ZSTD = 3, 4
 ARROW_CODEC = {KAFKA_LZ4: 0, KAFKA_ZSTD: 1}  # Kafka codec -> BodyCompression.codec (LZ4_FRAME, ZSTD)
 SEALED_MESSAGE_BYTES = 1 << 20  # sealing merges a segment's batches into messages of about this much
-INLINE = 12  # a binary_view value of at most 12 bytes lives in its view
+INLINE = BINARY_VIEW_INLINE
 _NO_COMPRESSION = -1
 Buffer = bytes | bytearray | memoryview
 
@@ -116,55 +116,41 @@ class Rows:
         return codecs.pop() if codecs else 0
 
 
-def _views(raw: np.ndarray, at: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """binary_view views for values of `lengths` (-1: null) at byte positions `at` of `raw`;
-    long values point into buffer 0 at their position."""
-    n = len(at)
-    out = np.zeros((n, 16), np.uint8)
-    if n == 0:
-        return out.view(np.int32)
-    size = np.maximum(lengths, 0)
-    cols = np.arange(INLINE, dtype=np.int64)
-    idx = np.minimum(at[:, None] + cols, max(len(raw) - 1, 0))
-    take = cols < np.minimum(size, INLINE)[:, None]
-    if len(raw):
-        out[:, 4:] = np.where(take, raw[idx], 0)
-    words = out.view(np.int32)
-    words[:, 0] = size
-    long = size > INLINE
-    words[long, 2] = 0
-    words[long, 3] = at[long]
-    return words
+class RecordViews(Protocol):
+    """One Kafka batch's records as format 2 columns (`pylog.protocol.records.batch.ViewWalk`):
+    offsets, timestamps, and binary_view views ((n, 4) int32, long values in buffer 0 at their
+    position in the uncompressed section) with validity (None: no null)."""
+
+    @property
+    def offset(self) -> np.ndarray: ...
+    @property
+    def timestamp(self) -> np.ndarray: ...
+    @property
+    def key(self) -> np.ndarray: ...
+    @property
+    def key_valid(self) -> np.ndarray | None: ...
+    @property
+    def value(self) -> np.ndarray: ...
+    @property
+    def value_valid(self) -> np.ndarray | None: ...
+    @property
+    def header_offsets(self) -> np.ndarray: ...
+    @property
+    def header_key(self) -> np.ndarray: ...
+    @property
+    def header_value(self) -> np.ndarray: ...
+    @property
+    def header_value_valid(self) -> np.ndarray | None: ...
 
 
-def rows_from_section(meta: BatchMeta, crc: int, section: Buffer, raw: Buffer, rows: np.ndarray,
-                   header_offsets: np.ndarray, headers: np.ndarray, *,
-                   log_append_time: int | None = None) -> Rows:
-    """Rows for one Kafka batch from a walk of its records (`raw`, uncompressed): `rows` is (n, 6)
-    int64 of offset, timestamp, key position and length, value position and length; `headers`
-    (header count, 4) int64 of key position and length, value position and length (length -1:
-    null); `header_offsets` int32 (n + 1). The positions are where the bytes are, whatever the
-    varints' widths. `section` is the records section as stored (the producer's bytes, compressed
-    with `meta`'s codec or plain), `raw` the same records uncompressed (`section` itself when
-    plain) and `crc` the batch's CRC-32C. Under `log_append_time` the `timestamp` column holds that
-    time (the records keep their own deltas, as Kafka's leader leaves them)."""
-    n = len(rows)
-    nh = len(headers)
-    raw_np = np.frombuffer(raw, np.uint8)
-    if nh:
-        at = np.concatenate([rows[:, 2], rows[:, 4], headers[:, 0], headers[:, 2]])
-        lengths = np.concatenate([rows[:, 3], rows[:, 5], headers[:, 1], headers[:, 3]])
-    else:
-        at = np.concatenate([rows[:, 2], rows[:, 4]])
-        lengths = np.concatenate([rows[:, 3], rows[:, 5]])
-    views = _views(raw_np, at, lengths)
-    kvalid = vvalid = hvvalid = None
-    if n and int(lengths.min()) < 0:
-        valid = lengths >= 0
-        kvalid = valid[:n] if not valid[:n].all() else None
-        vvalid = valid[n:2 * n] if not valid[n:2 * n].all() else None
-        hvvalid = valid[2 * n + nh:] if nh and not valid[2 * n + nh:].all() else None
-    offset = rows[:, 0].copy()
+def rows_from_section(meta: BatchMeta, crc: int, section: Buffer, raw_size: int, views: RecordViews, *,
+                      log_append_time: int | None = None) -> Rows:
+    """Rows for one Kafka batch from the walk of its records (`views`, built from the uncompressed
+    records, `raw_size` bytes). `section` is the records section as stored (the producer's bytes,
+    compressed with `meta`'s codec or plain) and `crc` the batch's CRC-32C. Under
+    `log_append_time` the `timestamp` column holds that time (the records keep their own deltas,
+    as Kafka's leader leaves them)."""
+    n = len(views.offset)
     entry = np.array([(meta.base_offset, meta.base_timestamp, meta.max_timestamp, meta.producer_id, -1, -1,
                        meta.last_offset_delta, n, meta.base_sequence, meta.partition_leader_epoch,
                        meta.producer_epoch, meta.attributes, 0, 0, KAFKA_HEADER_SIZE + len(section))],
@@ -174,17 +160,17 @@ def rows_from_section(meta: BatchMeta, crc: int, section: Buffer, raw: Buffer, r
         entries=entry,
         crcs=np.array([crc], np.uint32),
         sections=[memoryview(section).cast("B")],
-        raw_sizes=np.array([len(raw_np) if compressed else _NO_COMPRESSION], np.int64),
-        offset=offset,
-        timestamp=rows[:, 1].copy() if log_append_time is None else np.full(n, log_append_time, np.int64),
-        key=views[:n],
-        key_valid=kvalid,
-        value=views[n:2 * n],
-        value_valid=vvalid,
-        header_offsets=header_offsets,
-        header_key=views[2 * n:2 * n + nh],
-        header_value=views[2 * n + nh:],
-        header_value_valid=hvvalid,
+        raw_sizes=np.array([raw_size if compressed else _NO_COMPRESSION], np.int64),
+        offset=views.offset,
+        timestamp=views.timestamp if log_append_time is None else np.full(n, log_append_time, np.int64),
+        key=views.key,
+        key_valid=views.key_valid,
+        value=views.value,
+        value_valid=views.value_valid,
+        header_offsets=views.header_offsets,
+        header_key=views.header_key,
+        header_value=views.header_value,
+        header_value_valid=views.header_value_valid,
     )
 
 

@@ -529,6 +529,143 @@ static PyObject *walk_records(PyObject *self, PyObject *args) {
 }
 
 /* ------------------------------------------------------------------ */
+/* walk_views: the walk, then the columns of a format 2 segment built   */
+/* from it: int64 offsets and timestamps, Arrow binary_view views of    */
+/* the keys, values and header keys / values (a value of at most 12     */
+/* bytes inline, a longer one its 4-byte prefix, buffer 0 and its       */
+/* position), validity as one byte per value (None: no null).           */
+
+#define VIEW_INLINE 12 /* pylog.model.BINARY_VIEW_INLINE */
+
+/* One 16-byte binary_view of the value at `at` of `len` bytes (-1: null, an all-zero view). */
+static inline void put_view(uint8_t *v, const uint8_t *base, int64_t at, int64_t len) {
+    memset(v, 0, 16);
+    if (len <= 0) return;
+    int32_t l = (int32_t)len;
+    memcpy(v, &l, 4);
+    if (len <= VIEW_INLINE) {
+        memcpy(v + 4, base + at, (size_t)len);
+    } else {
+        int32_t pos = (int32_t)at;
+        memcpy(v + 4, base + at, 4);
+        memcpy(v + 12, &pos, 4); /* buffer index (bytes 8..12) stays 0 */
+    }
+}
+
+/* Views of `n` values whose (position, length) pairs are `stride` int64 apart from `pairs`;
+ * the validity bytes (1 = present) when one is null, else NULL. Returns -1 out of memory. */
+static int build_views(const uint8_t *base, const int64_t *pairs, size_t stride, size_t n, uint8_t *views,
+                       uint8_t **valid) {
+    size_t nulls = 0;
+    for (size_t i = 0; i < n; i++) {
+        const int64_t *pr = pairs + i * stride;
+        put_view(views + 16 * i, base, pr[0], pr[1]);
+        nulls += pr[1] < 0;
+    }
+    *valid = NULL;
+    if (!nulls) return 0;
+    uint8_t *v = (uint8_t *)malloc(n);
+    if (!v) return -1;
+    for (size_t i = 0; i < n; i++) v[i] = pairs[i * stride + 1] >= 0;
+    *valid = v;
+    return 0;
+}
+
+static PyObject *valid_or_none(uint8_t *valid, size_t n) {
+    if (!valid) Py_RETURN_NONE;
+    return crec_buffer_new((char *)valid, n);
+}
+
+static PyObject *walk_views(PyObject *self, PyObject *args) {
+    Py_buffer in;
+    long long count, base_offset, base_ts;
+    if (!PyArg_ParseTuple(args, "y*LLL", &in, &count, &base_offset, &base_ts)) return NULL;
+    if (decode_check(&in, count)) {
+        PyBuffer_Release(&in);
+        return NULL;
+    }
+    size_t n = (size_t)count;
+    size_t n1 = n ? n : 1;
+    int64_t *rows = (int64_t *)malloc(n1 * WALK_ROW * sizeof(int64_t));
+    int32_t *hoff = (int32_t *)malloc((n + 1) * sizeof(int32_t));
+    int64_t *offs = (int64_t *)malloc(n1 * sizeof(int64_t));
+    int64_t *tss = (int64_t *)malloc(n1 * sizeof(int64_t));
+    uint8_t *kviews = (uint8_t *)malloc(n1 * 16);
+    uint8_t *vviews = (uint8_t *)malloc(n1 * 16);
+    uint8_t *hkviews = NULL, *hvviews = NULL, *kvalid = NULL, *vvalid = NULL, *hvvalid = NULL, *hkvalid = NULL;
+    GBuf hdrs;
+    int oom = 0, canon = 1, hdrs_ok = 0;
+    const char *err = NULL;
+    size_t nh = 0;
+    if (rows && hoff && offs && tss && kviews && vviews && !gb_init(&hdrs, 64)) {
+        hdrs_ok = 1;
+        const uint8_t *p = (const uint8_t *)in.buf;
+        Py_BEGIN_ALLOW_THREADS
+        err = walk_run(p, p + in.len, n, base_offset, base_ts, rows, hoff, &hdrs, &canon, &oom);
+        if (!err) {
+            nh = hdrs.len / (WALK_HDR * sizeof(int64_t));
+            for (size_t i = 0; i < n; i++) {
+                offs[i] = rows[i * WALK_ROW];
+                tss[i] = rows[i * WALK_ROW + 1];
+            }
+            hkviews = (uint8_t *)malloc(nh ? nh * 16 : 1);
+            hvviews = (uint8_t *)malloc(nh ? nh * 16 : 1);
+            const int64_t *hd = (const int64_t *)hdrs.p;
+            if (!hkviews || !hvviews
+                || build_views(p, rows + 2, WALK_ROW, n, kviews, &kvalid)
+                || build_views(p, rows + 4, WALK_ROW, n, vviews, &vvalid)
+                || build_views(p, hd, WALK_HDR, nh, hkviews, &hkvalid)
+                || build_views(p, hd + 2, WALK_HDR, nh, hvviews, &hvvalid)) {
+                oom = 1;
+                err = "out of memory";
+            }
+        }
+        Py_END_ALLOW_THREADS
+    } else {
+        oom = 1;
+        err = "out of memory";
+    }
+    PyBuffer_Release(&in);
+    free(rows);
+    free(hkvalid); /* header keys are never null */
+    if (hdrs_ok) gb_free(&hdrs);
+    if (err) {
+        free(hoff);
+        free(offs);
+        free(tss);
+        free(kviews);
+        free(vviews);
+        free(hkviews);
+        free(hvviews);
+        free(kvalid);
+        free(vvalid);
+        free(hvvalid);
+        if (oom) return PyErr_NoMemory();
+        PyErr_SetString(PyExc_ValueError, err);
+        return NULL;
+    }
+    PyObject *items[10];
+    items[0] = crec_buffer_new((char *)offs, n * sizeof(int64_t));
+    items[1] = crec_buffer_new((char *)tss, n * sizeof(int64_t));
+    items[2] = crec_buffer_new((char *)kviews, n * 16);
+    items[3] = valid_or_none(kvalid, n);
+    items[4] = crec_buffer_new((char *)vviews, n * 16);
+    items[5] = valid_or_none(vvalid, n);
+    items[6] = crec_buffer_new((char *)hoff, (n + 1) * sizeof(int32_t));
+    items[7] = crec_buffer_new((char *)hkviews, nh * 16);
+    items[8] = crec_buffer_new((char *)hvviews, nh * 16);
+    items[9] = valid_or_none(hvvalid, nh);
+    for (int i = 0; i < 10; i++) {
+        if (!items[i]) {
+            for (int j = 0; j < 10; j++) Py_XDECREF(items[j]);
+            return NULL;
+        }
+    }
+    return Py_BuildValue("(NNNNNNNNNNLN)", items[0], items[1], items[2], items[3], items[4], items[5], items[6],
+                         items[7], items[8], items[9], (long long)nh, PyBool_FromLong(canon));
+}
+
+/* ------------------------------------------------------------------ */
 /* decode_records_arrow: the same walk, handed to Arrow through the C  */
 /* data interface as one struct array (one import instead of a dozen   */
 /* Array.from_buffers calls).                                          */
@@ -943,6 +1080,12 @@ static PyMethodDef methods[] = {
      " int64 rows of (offset, timestamp, key at, key length, value at, value length), int32 header list"
      " offsets, int64 headers of (key at, key length, value at, value length), their count, whether every"
      " varint is minimal); length -1 is null"},
+    {"walk_views", walk_views, METH_VARARGS,
+     "walk_views(data, count, base_offset, base_timestamp) -> (offsets, timestamps, key views, key validity,"
+     " value views, value validity, header offsets, header key views, header value views, header value"
+     " validity, header count, canonical): walk_records's checks, int64 offsets and timestamps, 16-byte"
+     " binary_view views (a value longer than 12 bytes: buffer 0 at its position), one validity byte per"
+     " value (None when none is null), int32 header list offsets"},
     {"encode_records", encode_records, METH_VARARGS,
      "encode_records(base_offset, base_timestamp, n, reserve, offsets, timestamps, key, value, headers)"
      " -> (bytearray, max_timestamp)"},

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from pylog.model import (
+    BINARY_VIEW_INLINE,
     COMPRESSION_MASK,
     CONTROL_MASK,
     HEADER_STRUCT_TYPE,
@@ -64,6 +65,7 @@ IMPLEMENTATION = "c" if _impl is _c_impl else "python"
 _import_batch = pa.RecordBatch._import_from_c
 _c_arrow = getattr(_c_impl, "decode_records_arrow", None)  # absent from an accelerator built before it
 _c_walk = getattr(_c_impl, "walk_records", None)
+_c_walk_views = getattr(_c_impl, "walk_views", None)  # absent from an accelerator built before it
 _c_lz4_arrow = getattr(_c_impl, "decode_lz4_records_arrow", None) if C_LZ4_FRAMES else None
 _LZ4FrameError: type[Exception] = getattr(_c_impl, "LZ4FrameError", ValueError)
 
@@ -137,6 +139,90 @@ def walk_records(
     return RecordWalk(np.frombuffer(rows, np.int64, 6 * count).reshape(count, 6),
                       np.frombuffer(hoff, np.int32, count + 1),
                       np.frombuffer(headers, np.int64, 4 * nh).reshape(nh, 4), canonical)
+
+
+class ViewWalk(NamedTuple):
+    """A records section's columns as a format 2 segment stores them, from one walk: offsets and
+    timestamps (int64), and per key, value, header key and header value an Arrow binary_view view
+    ((n, 4) int32: length, then the value inline when at most `BINARY_VIEW_INLINE` bytes, else a
+    4-byte prefix, buffer 0 and the value's position in the section) with its validity (bool, None
+    when none is null; a null's view is all zero). `canonical` as in RecordWalk."""
+
+    offset: np.ndarray
+    timestamp: np.ndarray
+    key: np.ndarray
+    key_valid: np.ndarray | None
+    value: np.ndarray
+    value_valid: np.ndarray | None
+    header_offsets: np.ndarray  # int32, n + 1, from 0
+    header_key: np.ndarray
+    header_value: np.ndarray
+    header_value_valid: np.ndarray | None
+    canonical: bool
+
+
+def binary_views(raw: np.ndarray, at: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """binary_view views ((n, 4) int32) of values of `lengths` (-1: null) at byte positions `at`
+    of `raw` (uint8); long values point into buffer 0 at their position (numpy, no record loop)."""
+    n = len(at)
+    out = np.zeros((n, 16), np.uint8)
+    if n == 0:
+        return out.view(np.int32)
+    size = np.maximum(lengths, 0)
+    cols = np.arange(BINARY_VIEW_INLINE, dtype=np.int64)
+    idx = np.minimum(at[:, None] + cols, max(len(raw) - 1, 0))
+    take = cols < np.minimum(size, BINARY_VIEW_INLINE)[:, None]
+    if len(raw):
+        out[:, 4:] = np.where(take, raw[idx], 0)
+    words = out.view(np.int32)
+    words[:, 0] = size
+    long = size > BINARY_VIEW_INLINE
+    words[long, 2] = 0
+    words[long, 3] = at[long]
+    return words
+
+
+def _valid(lengths: np.ndarray) -> np.ndarray | None:
+    valid = lengths >= 0
+    return None if valid.all() else valid
+
+
+def _views_twin(data: Any, count: int, base_offset: int, base_timestamp: int) -> ViewWalk:
+    """The pure-Python walk_views: the Python walk, then the views with numpy."""
+    w = walk_records(data, count, base_offset, base_timestamp, impl=_pyrecords)  # type: ignore[arg-type]
+    raw = np.frombuffer(data, np.uint8)
+    rows, headers = w.rows, w.headers
+    return ViewWalk(rows[:, 0].copy(), rows[:, 1].copy(),
+                    binary_views(raw, rows[:, 2], rows[:, 3]), _valid(rows[:, 3]),
+                    binary_views(raw, rows[:, 4], rows[:, 5]), _valid(rows[:, 5]),
+                    w.header_offsets, binary_views(raw, headers[:, 0], headers[:, 1]),
+                    binary_views(raw, headers[:, 2], headers[:, 3]), _valid(headers[:, 3]), w.canonical)
+
+
+def _bools(buf: Any, n: int) -> np.ndarray | None:
+    return None if buf is None else np.frombuffer(buf, np.bool_, n)
+
+
+def walk_views(
+    data: Any, count: int, base_offset: int, base_timestamp: int, *, impl: ModuleType | None = None
+) -> ViewWalk:
+    """The format 2 columns of an uncompressed records section (`ViewWalk`), checked as
+    `walk_records` checks them (records that do not parse raise MalformedRecords). The C walk
+    builds the views as it goes; the pure-Python twin computes the same with numpy."""
+    mod = impl or _impl
+    if mod is not _c_impl or _c_walk_views is None:
+        return _views_twin(data, count, base_offset, base_timestamp)
+    try:
+        off, ts, kv, kval, vv, vval, hoff, hkv, hvv, hvval, nh, canonical = _c_walk_views(
+            data, count, base_offset, base_timestamp)
+    except ValueError as exc:
+        raise MalformedRecords(str(exc)) from None
+    return ViewWalk(np.frombuffer(off, np.int64, count), np.frombuffer(ts, np.int64, count),
+                    np.frombuffer(kv, np.int32, 4 * count).reshape(count, 4), _bools(kval, count),
+                    np.frombuffer(vv, np.int32, 4 * count).reshape(count, 4), _bools(vval, count),
+                    np.frombuffer(hoff, np.int32, count + 1),
+                    np.frombuffer(hkv, np.int32, 4 * nh).reshape(nh, 4),
+                    np.frombuffer(hvv, np.int32, 4 * nh).reshape(nh, 4), _bools(hvval, nh), canonical)
 
 
 def decode_section(
@@ -363,10 +449,12 @@ __all__ = [
     "RECORD_SCHEMA",
     "DecodedBatch",
     "RecordWalk",
+    "ViewWalk",
     "decode_batch",
     "decode_records",
     "decode_section",
     "encode_batch",
     "records_from_buffers",
     "walk_records",
+    "walk_views",
 ]

@@ -1,10 +1,12 @@
 """walk_records: the C walk and its pure-Python twin give the same positions, lengths and flags, or
 the same MalformedRecords, for any records section; the positions are where decode_records finds
-the bytes."""
+the bytes. walk_views (format 2's columns: binary_view views) agrees between C and Python too, and
+its views name the walked bytes."""
 
 from __future__ import annotations
 
 import itertools
+import struct
 
 import pyarrow as pa
 import pytest
@@ -12,7 +14,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pylog.protocol.errors import MalformedRecords
 from pylog.protocol.records import C_IMPL, PYTHON_IMPL, decode_records
-from pylog.protocol.records.batch import RecordWalk, walk_records
+from pylog.protocol.records.batch import RecordWalk, walk_records, walk_views
+
+from pylog.model import BINARY_VIEW_INLINE
 
 IMPLS = (C_IMPL, PYTHON_IMPL)
 BASE_OFFSET, BASE_TS = 1 << 40, 1_700_000_000_000
@@ -162,3 +166,48 @@ def test_malformed_sections_are_refused_with_the_reason(impl: object, data: byte
                                                         message: str) -> None:
     with pytest.raises(MalformedRecords, match=message):
         walk_records(data, count, 0, 0, impl=impl)  # type: ignore[arg-type]
+
+
+def views_outcome(data: bytes, count: int, impl: object) -> tuple[object, ...] | str:
+    try:
+        w = walk_views(data, count, BASE_OFFSET, BASE_TS, impl=impl)  # type: ignore[arg-type]
+    except MalformedRecords as exc:
+        return f"malformed: {exc}"
+    return tuple(None if v is None else v.tolist() if hasattr(v, "tolist") else v for v in w)
+
+
+def view_value(data: bytes, view: list[int]) -> bytes:
+    """The bytes a binary_view names: inline, or buffer 0 (the section) at its offset."""
+    raw = struct.pack("<4i", *view)
+    length = view[0]
+    if length <= BINARY_VIEW_INLINE:
+        assert raw[4 + length:] == bytes(12 - length)  # zero padded
+        return raw[4:4 + length]
+    assert view[2] == 0 and raw[4:8] == data[view[3]:view[3] + 4]  # the prefix
+    return data[view[3]:view[3] + length]
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(sections().map(lambda s: s[:2]), damaged()))
+def test_both_view_walks_agree_and_name_the_walked_bytes(case: tuple[bytes, int]) -> None:
+    data, count = case
+    c, py = (views_outcome(data, count, impl) for impl in IMPLS)
+    assert c == py
+    walked = outcome(data, count, C_IMPL)
+    if isinstance(c, str):  # refused as walk_records refuses it
+        assert c == walked
+        return
+    assert not isinstance(walked, str)
+    w = walk_views(data, count, BASE_OFFSET, BASE_TS, impl=C_IMPL)
+    rows, hoff, headers, canonical = walked
+    assert w.offset.tolist() == [r[0] for r in rows] and w.timestamp.tolist() == [r[1] for r in rows]
+    assert w.header_offsets.tolist() == hoff and w.canonical is canonical
+    for views, valid, pairs in ((w.key, w.key_valid, [(r[2], r[3]) for r in rows]),
+                                (w.value, w.value_valid, [(r[4], r[5]) for r in rows]),
+                                (w.header_key, None, [(h[0], h[1]) for h in headers]),
+                                (w.header_value, w.header_value_valid, [(h[2], h[3]) for h in headers])):
+        expected = [value_at(data, at, length) for at, length in pairs]
+        present = [e is not None for e in expected]
+        assert (valid is None and all(present)) or (valid is not None and valid.tolist() == present)
+        assert [view_value(data, v) if p else v for v, p in zip(views.tolist(), present)] == [
+            e if e is not None else [0, 0, 0, 0] for e in expected]
