@@ -47,7 +47,9 @@ def check(broker: BrokerProcess, topic: str, sent: list[Rec], client: str) -> No
 
 
 def test_history_from_wire_files_after_restart(own_broker: BrokerProcess, topic_name: str) -> None:
-    create_topic(own_broker.bootstrap, topic_name, configs={"segment.bytes": "6000"})
+    # format 1 writes the `.wire` files this test serves history from
+    configs = {"segment.bytes": "6000", "pylog.segment.format": "1"}
+    create_topic(own_broker.bootstrap, topic_name, configs=configs)
     sent = workload()
     for i in range(0, N, 40):  # several batches, so several segments
         client, codec = ("confluent-kafka", "none") if i < N // 2 else ("kafka-python", "lz4")

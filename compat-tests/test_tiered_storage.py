@@ -151,7 +151,8 @@ def test_single_broker_copies_commits_and_drops_local_segments(
     b = tiered_broker
     remote = tmp_path / "remote"
     topic = f"tiered-{uuid.uuid4().hex[:8]}"
-    create_topic(b.bootstrap, topic)
+    # format 1: its sealed segments have the `.wire` files whose upload is checked below
+    create_topic(b.bootstrap, topic, **{"pylog.segment.format": "1"})
     assert produce(b.bootstrap, topic, RECORDS) == RECORDS
     store = open_remote_store(f"file://{remote}")
     part_dir = tmp_path / "data" / f"{topic}-0"

@@ -29,6 +29,7 @@ from pylog.onecopy_kafka import rows_from_kafka
 from pylog.sdk import read_topic
 
 FORMAT2 = {"pylog.segment.format": "2"}
+FORMAT1 = {"pylog.segment.format": "1"}  # pinned where a test writes format 1 data to upgrade
 pytestmark = pytest.mark.timeout(180)
 
 
@@ -318,7 +319,7 @@ def test_format_upgrade_interrupted_at_every_step_leaves_old_or_new_segments(
 
 def test_a_format_1_data_directory_upgrades_in_the_background(tmp_path: Path) -> None:
     data = tmp_path / "data"
-    old = pylog.LocalBroker(data, config={"log.segment.bytes": "16384"})
+    old = pylog.LocalBroker(data, config={**FORMAT1, "log.segment.bytes": "16384"})
     old.start()
     try:
         create(old.bootstrap_servers, "old")

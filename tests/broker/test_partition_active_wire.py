@@ -16,6 +16,9 @@ from pylog.broker.datapath.batch_bytes import encode_stored, rewrite_for_wire_ca
 from pylog.broker.datapath.replica_manager import ReplicaManager
 from pylog.config import BrokerConfig
 
+# the active `.wire` belongs to format 1 (format 2 keeps the producers' bytes in its data file)
+FORMAT1 = {"pylog.segment.format": "1"}
+
 
 def _batch(i: int, codec: str) -> bytes:
     rows = pa.table(
@@ -48,7 +51,8 @@ def test_leader_appends_patched_bytes_and_sealing_keeps_them(tmp_path: Path) -> 
         replicas = _replicas(tmp_path / timestamp_type)
         try:
             part = replicas.ensure_partition(
-                "a", 0, uuid.uuid4(), {"segment.bytes": "8000", "message.timestamp.type": timestamp_type}
+                "a", 0, uuid.uuid4(),
+                {**FORMAT1, "segment.bytes": "8000", "message.timestamp.type": timestamp_type}
             )
             part.become_leader(1, 3, 0, (1,), (1,), 0)
             produced = [_batch(i, "lz4" if i % 2 else "none") for i in range(30)]
@@ -88,12 +92,12 @@ def test_follower_keeps_the_leaders_bytes(tmp_path: Path) -> None:
     leader_rm, follower_rm = _replicas(tmp_path / "leader"), _replicas(tmp_path / "follower")
     try:
         topic_id = uuid.uuid4()
-        leader = leader_rm.ensure_partition("a", 0, topic_id, {"segment.bytes": "8000"})
+        leader = leader_rm.ensure_partition("a", 0, topic_id, {**FORMAT1, "segment.bytes": "8000"})
         leader.become_leader(1, 4, 0, (1, 2), (1, 2), 0)
         for i in range(30):
             assert leader.append_as_leader(_batch(i, "lz4" if i % 3 else "none"), 0).error == 0
         sent = leader.read_wire(0, 1 << 30, leader.log.log_end_offset)
-        follower = follower_rm.ensure_partition("a", 0, topic_id, {"segment.bytes": "8000"})
+        follower = follower_rm.ensure_partition("a", 0, topic_id, {**FORMAT1, "segment.bytes": "8000"})
         follower.become_follower(2, 1, 4, 0, (1, 2), (1, 2))
         for chunk in (sent[:7], sent[7:]):  # two fetch responses
             assert follower.append_as_follower(b"".join(bytes(b) for b in chunk), 0) == len(chunk)

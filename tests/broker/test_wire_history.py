@@ -31,7 +31,9 @@ def test_history_is_served_from_wire_files(tmp_path: Path) -> None:
     config = BrokerConfig({"pylog.wire.cache.bytes": "1", "pylog.wire.cache.total.bytes": "1"})
     replicas = ReplicaManager(config, tmp_path, lambda: 0)
     try:
-        part = replicas.ensure_partition("a", 0, uuid.uuid4(), {"segment.bytes": "8000"})
+        # `.wire` files belong to format 1 (format 2 serves its sections from the data file)
+        configs = {"pylog.segment.format": "1", "segment.bytes": "8000"}
+        part = replicas.ensure_partition("a", 0, uuid.uuid4(), configs)
         part.become_leader(1, 3, 0, (1,), (1,), 0)
         sent = [_batch(i, "lz4" if i % 2 else "none") for i in range(30)]
         for b in sent:

@@ -45,7 +45,8 @@ def write_partition(path: Path, *, batches: int, per_batch: int, segment_bytes: 
     """A partition log of ``batches`` batches, rolled every ``segment_bytes`` and sealed; record i
     has timestamp TS0 + (i // per_batch) * ts_step + i % per_batch. With ``wire``, sealed segments
     get their `.wire` files."""
-    log = PartitionLog.open(path, LogConfig(segment_bytes=segment_bytes), now_ms=TS0)
+    # format 1: these Arrow rows have no Kafka decoder (format 2 needs one), and its `.wire` files
+    log = PartitionLog.open(path, LogConfig(segment_bytes=segment_bytes, segment_format=1), now_ms=TS0)
     log.wire_encoder = wire
     for b in range(batches):
         rb, meta = batch(b * per_batch, per_batch, ts=TS0 + b * ts_step, value_size=value_size)
