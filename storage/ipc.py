@@ -13,7 +13,7 @@ import itertools
 import os
 import struct
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import NamedTuple, TypeAlias
 
 import numpy as np
@@ -287,11 +287,21 @@ def read_batches(buf: pa.Buffer, position: int, end: int, count: int, *,
     When they are the first messages of their file (the schema message at `schema_at` directly
     before them), Arrow's stream reader walks them; otherwise its message reader does. Either costs
     about half of slicing out and reading each message."""
+    return list(iter_batches(buf, position, end, count, schema_at=schema_at, schema=schema,
+                             schema_message=schema_message))
+
+
+def iter_batches(buf: pa.Buffer, position: int, end: int, count: int, *,
+                 schema_at: int | None = None, schema: pa.Schema = RECORD_SCHEMA,
+                 schema_message: bytes = SCHEMA_MESSAGE) -> Iterator[pa.RecordBatch]:
+    """`read_batches`, each message decoded (decompressed) only when it is reached: a reader that
+    lets each batch go before taking the next keeps one message's buffers in memory, which the
+    allocator hands out again, instead of fresh pages for a whole segment."""
     if schema_at is not None and position == schema_at + len(schema_message):
         stream = ipc.open_stream(buf.slice(schema_at, end - schema_at), options=_READ_OPTIONS)
-        return list(itertools.islice(stream, count))
+        return itertools.islice(stream, count)
     reader = ipc.MessageReader.open_stream(buf.slice(position, end - position))
-    return [ipc.read_record_batch(message, schema) for message in itertools.islice(reader, count)]
+    return (ipc.read_record_batch(message, schema) for message in itertools.islice(reader, count))
 
 
 class FileBlockWriter:

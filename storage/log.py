@@ -538,8 +538,8 @@ class PartitionLog:
                     continue
                 index = seg.files()[1]
                 m0 = max(0, index.search("offset", start, "right") - 1)
-                parts = seg.messages(m0, index.search("offset", end, "left"))
-            last = len(parts) - 1
+                count, parts = seg.message_run(m0, index.search("offset", end, "left"))
+            last = count - 1  # each message decoded as it is reached, outside the lock
             for j, rb in enumerate(parts):
                 if j == 0 or j == last:  # messages between the first and the last lie inside the range
                     offs = rb.column(0).to_numpy()

@@ -16,6 +16,7 @@ import os
 import struct
 import threading
 from collections import OrderedDict
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -31,9 +32,9 @@ from .ipc import (
     SCHEMA_MESSAGE,
     MessageInfo,
     encode_message,
+    iter_batches,
     parse_message,
     read_batch,
-    read_batches,
     scan_messages,
     write_all,
 )
@@ -416,15 +417,21 @@ class Segment:
         """Rows of messages [start, stop) as RECORD_SCHEMA, zero-copy over the mapped data for
         format 1 (one map, no per-message index lookups); format 2 values are copied out of their
         views (`onecopy.to_record_schema`)."""
+        return list(self.message_run(start, stop)[1])
+
+    def message_run(self, start: int, stop: int) -> tuple[int, Iterator[pa.RecordBatch]]:
+        """(how many, the rows of each) of messages [start, stop) as `messages` reads them, each one
+        decoded when it is reached: the map and index entries are taken now (under the log's lock),
+        the decoding happens as the caller iterates (outside it)."""
         ix = self.files()[1].entries(start, stop)
         if not len(ix):
-            return []
+            return 0, iter(())
         end = _end(ix[-1])
         fmt = self.fmt
         schema_at = 8 if self.sealed else 0  # after a file's magic
-        got = read_batches(self.buffer(end), int(ix[0]["position"]), end, len(ix), schema_at=schema_at,
+        got = iter_batches(self.buffer(end), int(ix[0]["position"]), end, len(ix), schema_at=schema_at,
                            schema=SCHEMAS[fmt], schema_message=SCHEMA_MESSAGES[fmt])
-        return [oc.to_record_schema(rb) for rb in got] if fmt == 2 else got
+        return len(ix), map(oc.to_record_schema, got) if fmt == 2 else got
 
     def kafka_batches(self, first: int, stop: int) -> list[memoryview]:
         """Format 2: the RecordBatch v2 bytes of batches [first, stop) of `.batches` (the header
