@@ -22,6 +22,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import functools
+import os
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -381,18 +382,19 @@ def _metadata_template(n_nodes: int, n_buffers: int, codec: int | None, variadic
     return _MetadataTemplate(fb.finish(), rb[0], msg[3], nodes_at, buffers_at, tuple(custom_at))
 
 
-def _record_batch_metadata(length: int, nodes: list[tuple[int, int]], buffers: list[tuple[int, int]],
-                           codec: int | None, variadic: list[int], body_length: int,
+def _record_batch_metadata(length: int, nodes: bytes, buffers: bytes, codec: int | None,
+                           variadic: tuple[int, ...], body_length: int,
                            custom: Sequence[tuple[bytes, bytes]]) -> bytes:
     """The flatbuffer `Message` of a RecordBatch (Message.fbs, metadata version V5): its layout's
-    template with this message's numbers and custom values written in."""
-    t = _metadata_template(len(nodes), len(buffers), codec, tuple(variadic),
+    template with this message's numbers (`nodes` and `buffers`: int64 (length, null count) and
+    (offset, length) pairs) and custom values written in."""
+    t = _metadata_template(len(nodes) // 16, len(buffers) // 16, codec, variadic,
                            tuple((key, len(value)) for key, value in custom))
     buf = bytearray(t.buf)
     _Q.pack_into(buf, t.length_at, length)
     _Q.pack_into(buf, t.body_length_at, body_length)
-    buf[t.nodes_at:t.nodes_at + 16 * len(nodes)] = np.array(nodes, "<i8").tobytes()
-    buf[t.buffers_at:t.buffers_at + 16 * len(buffers)] = np.array(buffers, "<i8").tobytes()
+    buf[t.nodes_at:t.nodes_at + len(nodes)] = nodes
+    buf[t.buffers_at:t.buffers_at + len(buffers)] = buffers
     for at, (_key, value) in zip(t.custom_at, custom):
         buf[at:at + len(value)] = value
     return bytes(buf)
@@ -419,19 +421,16 @@ def _bitmap(valid: np.ndarray | None) -> tuple[bytes, int]:
     return np.packbits(valid, bitorder="little").tobytes(), int(len(valid) - np.count_nonzero(valid))
 
 
-def encode_message(rows: Rows) -> Message:
-    """The IPC message of `rows`: small buffers first, then each section once. The `value`
-    column names every section as its variadic buffers (so each batch's bytes are reachable
-    from the metadata alone); `key` and the header columns name them too when one of their
-    values is longer than 12 bytes, as aliases of the same body ranges (none otherwise)."""
-    kafka_codec = rows.kafka_codec
-    codec = ARROW_CODEC.get(kafka_codec) if kafka_codec else None
-    if kafka_codec and codec is None:
-        raise ValueError(f"Kafka codec {kafka_codec} cannot be an Arrow IPC buffer codec")
-    prefix = codec is not None
-    n, nh = rows.num_rows, len(rows.header_key)
+Layout = tuple[bytes, bytes, bytes, tuple[int, int, int, int], int]
+"""A message's small buffers, its 8 nodes and every buffer's (offset, length) (int64 pairs), the
+variadic buffer counts of key, value, header key and header value, and the body length."""
+
+
+def _layout_py(rows: Rows, section_sizes: np.ndarray, prefix: bool) -> Layout:
+    """The pure-Python twin of the accelerator's `onecopy_layout`."""
+    n, nh, k = rows.num_rows, len(rows.header_key), len(section_sizes)
     small = bytearray()
-    buffers: list[tuple[int, int] | str] = []  # (offset, length) or a column name (its sections)
+    buffers: list[tuple[int, int] | int] = []  # (offset, length), or a section ordinal
 
     def add(data: bytes | np.ndarray) -> None:
         raw = data.tobytes() if isinstance(data, np.ndarray) else data
@@ -447,9 +446,8 @@ def encode_message(rows: Rows) -> Message:
 
     nodes: list[tuple[int, int]] = []
     variadic: list[int] = []
-    k = len(rows.sections)
 
-    def view_column(name: str, views: np.ndarray, valid: np.ndarray | None, length: int, force: bool) -> None:
+    def view_column(views: np.ndarray, valid: np.ndarray | None, length: int, force: bool) -> None:
         bitmap, nulls = _bitmap(valid)
         nodes.append((length, nulls))
         add(bitmap)
@@ -457,7 +455,7 @@ def encode_message(rows: Rows) -> Message:
         refer = force or bool(length and (views[:, 0] > INLINE).any())
         variadic.append(k if refer else 0)
         if refer:
-            buffers.extend([name] * k)
+            buffers.extend(range(k))
 
     nodes.append((n, 0))
     add(b"")
@@ -465,46 +463,74 @@ def encode_message(rows: Rows) -> Message:
     nodes.append((n, 0))
     add(b"")
     add(rows.timestamp)
-    view_column("key", rows.key, rows.key_valid, n, False)
-    view_column("value", rows.value, rows.value_valid, n, True)
+    view_column(rows.key, rows.key_valid, n, False)
+    view_column(rows.value, rows.value_valid, n, True)
     nodes.append((n, 0))  # headers: list
     add(b"")
     add(rows.header_offsets)
     nodes.append((nh, 0))  # its struct
     add(b"")
-    view_column("header_key", rows.header_key, None, nh, False)
-    view_column("header_value", rows.header_value, rows.header_value_valid, nh, False)
-
+    view_column(rows.header_key, None, nh, False)
+    view_column(rows.header_value, rows.header_value_valid, nh, False)
     # the sections after the small buffers, each once, every column's references aliasing them
-    body_chunks: list[Chunk] = [bytes(small)]
     pos = len(small)
     where: list[tuple[int, int]] = []
-    for section, raw_size in zip(rows.sections, rows.raw_sizes.tolist()):
-        at = pos
+    for size in section_sizes.tolist():
+        length = size + (8 if prefix else 0)
+        where.append((pos, length))
+        pos += length + (-length % 8)
+    spans = [where[b] if isinstance(b, int) else b for b in buffers]
+    return (bytes(small), np.array(nodes, "<i8").tobytes(), np.array(spans, "<i8").tobytes(),
+            (variadic[0], variadic[1], variadic[2], variadic[3]), pos)
+
+
+def _layout_c(rows: Rows, section_sizes: np.ndarray, prefix: bool) -> Layout:
+    c = np.ascontiguousarray
+    return _c_layout(c(rows.offset), c(rows.timestamp), c(rows.key), _bytes_or_none(rows.key_valid),  # type: ignore[misc]
+                     c(rows.value), _bytes_or_none(rows.value_valid), c(rows.header_offsets, np.int32),
+                     c(rows.header_key), c(rows.header_value), _bytes_or_none(rows.header_value_valid),
+                     section_sizes, prefix)
+
+
+def _bytes_or_none(valid: np.ndarray | None) -> np.ndarray | None:
+    return None if valid is None else np.ascontiguousarray(valid, np.bool_)
+
+
+try:  # the C accelerator lays the small buffers out in one call (PYLOG_PURE_PYTHON=1: the twin)
+    from pylog.protocol.records._crecords import onecopy_layout as _c_layout  # type: ignore[import-not-found]
+except ImportError:  # no compiler at install time, or an accelerator built before it
+    _c_layout = None
+layout = _layout_c if _c_layout is not None and os.environ.get("PYLOG_PURE_PYTHON") != "1" else _layout_py
+_PAD = [bytes(i) for i in range(8)]
+
+
+def encode_message(rows: Rows) -> Message:
+    """The IPC message of `rows`: small buffers first, then each section once. The `value`
+    column names every section as its variadic buffers (so each batch's bytes are reachable
+    from the metadata alone); `key` and the header columns name them too when one of their
+    values is longer than 12 bytes, as aliases of the same body ranges (none otherwise)."""
+    kafka_codec = rows.kafka_codec
+    codec = ARROW_CODEC.get(kafka_codec) if kafka_codec else None
+    if kafka_codec and codec is None:
+        raise ValueError(f"Kafka codec {kafka_codec} cannot be an Arrow IPC buffer codec")
+    prefix = codec is not None
+    sections = rows.sections
+    small, nodes, spans, variadic, body_length = layout(
+        rows, np.array([len(s) for s in sections], np.int64), prefix)
+    body_chunks: list[Chunk] = [small]
+    for section, raw_size in zip(sections, rows.raw_sizes.tolist()):
         if prefix:
             body_chunks.append(_Q.pack(raw_size))
-            pos += 8
         body_chunks.append(section)
-        pos += len(section)
-        where.append((at, pos - at))
-        pad = -pos % 8
+        pad = -(len(section) + (8 if prefix else 0)) % 8
         if pad:
-            body_chunks.append(bytes(pad))
-            pos += pad
-    resolved: list[tuple[int, int]] = []
-    counters: dict[str, int] = {}
-    for b in buffers:
-        if isinstance(b, str):
-            i = counters.get(b, 0)
-            counters[b] = i + 1
-            resolved.append(where[i])
-        else:
-            resolved.append(b)
+            body_chunks.append(_PAD[pad])
     custom = [(BATCHES_KEY.encode(), encode_entries(rows.entries.tobytes()).encode()),
               (CRCS_KEY.encode(), base64.b64encode(rows.crcs.astype("<u4").tobytes()))]
-    fb = _record_batch_metadata(n, nodes, resolved, codec, variadic, pos, custom)
+    fb = _record_batch_metadata(rows.num_rows, nodes, spans, codec, variadic, body_length, custom)
     head = CONTINUATION + _I32.pack(len(fb))
-    return Message([head, fb, *body_chunks], 8 + len(fb) + pos, 8 + len(fb), pos, n)
+    return Message([head, fb, *body_chunks], 8 + len(fb) + body_length, 8 + len(fb), body_length,
+                   rows.num_rows)
 
 
 def stream_chunks(messages: Sequence[Message]) -> list[Chunk]:

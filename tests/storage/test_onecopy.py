@@ -311,10 +311,21 @@ def test_random_batches_round_trip(tmp_path: Path, batches: list) -> None:
     assert pl.read_ipc(path, memory_map=False).to_dicts() == pl.from_arrow(want).to_dicts()
     for m, b, o in zip(messages, produced, bases):
         assert joined(oc.kafka_batches(joined(m.chunks))[0]) == assigned(b, o, 0)
-    merged = oc.encode_message(oc.concat_rows([oc.rows_from_message(joined(oc.encode_message(r).chunks))
-                                               for r in (appended[i] for i in keep)]))
+    concat = oc.concat_rows([oc.rows_from_message(joined(oc.encode_message(r).chunks))
+                             for r in (appended[i] for i in keep)])
+    merged = oc.encode_message(concat)
     assert [joined(f) for f in oc.kafka_batches(joined(merged.chunks))] == [
         assigned(produced[i], bases[i], 0) for i in keep]
+    for r in [*appended, concat]:
+        check_layouts(r)
+
+
+def check_layouts(rows: oc.Rows) -> None:
+    """The accelerator lays a message's small buffers out exactly as its pure-Python twin."""
+    assert oc._c_layout is not None
+    sizes = np.array([len(s) for s in rows.sections], np.int64)
+    for prefix in (False, True):
+        assert oc._layout_c(rows, sizes, prefix) == oc._layout_py(rows, sizes, prefix)
 
 
 def wire_records(path: Path) -> int:
