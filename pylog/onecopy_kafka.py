@@ -19,7 +19,7 @@ from pylog.model import COMPRESSION_MASK, TIMESTAMP_TYPE_MASK
 from pylog.protocol.records import DEFAULT_MAX_UNCOMPRESSED_BYTES, decode_records, encode_batch, parse_header
 from pylog.protocol.records.batch import walk_views
 from pylog.protocol.records.compression import GZIP, LZ4, NONE, SNAPPY, ZSTD, compress, decompress_records
-from pylog.protocol.records.header import HEADER_SIZE, LOG_OVERHEAD, verify_crc
+from pylog.protocol.records.header import HEADER_SIZE, LOG_OVERHEAD, BatchHeader, verify_crc
 from pylog.storage.onecopy import Rows, batch_crc, rows_from_section
 from pylog.storage.schema import BatchMeta
 
@@ -34,13 +34,15 @@ def rows_from_kafka(batch: bytes | bytearray | memoryview, *, base_offset: int,
                     partition_leader_epoch: int | None = None, log_append_time: int | None = None,
                     segment_compression: str = "producer",
                     max_uncompressed_bytes: int = DEFAULT_MAX_UNCOMPRESSED_BYTES,
-                    verify: bool = True) -> Rows:
+                    verify: bool = True, header: BatchHeader | None = None) -> Rows:
     """Format 2 rows for one RecordBatch v2 as a producer sent it, stored at `base_offset` (and
     `partition_leader_epoch`, when given); `log_append_time` marks it LogAppendTime at that time.
-    Bad input raises the codec's CorruptRecordBatch / MalformedRecords."""
-    mv = memoryview(batch).cast("B")
-    h = parse_header(mv)
-    mv = mv[:LOG_OVERHEAD + h.batch_length]
+    `header` is the batch's parsed header when the caller has it (`iter_batches`). Bad input
+    raises the codec's CorruptRecordBatch / MalformedRecords."""
+    mv = batch if type(batch) is memoryview and batch.format == "B" else memoryview(batch).cast("B")
+    h = parse_header(mv) if header is None else header
+    if len(mv) != LOG_OVERHEAD + h.batch_length:
+        mv = mv[:LOG_OVERHEAD + h.batch_length]
     if verify:
         verify_crc(h, mv)
     section: Any = mv[HEADER_SIZE:]

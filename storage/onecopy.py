@@ -111,6 +111,8 @@ class Rows:
     @property
     def kafka_codec(self) -> int:
         """The one compressed Kafka codec among the sections (0 if all are plain)."""
+        if len(self.entries) == 1:
+            return int(self.entries["attributes"][0]) & COMPRESSION_MASK
         codecs = set((self.entries["attributes"] & COMPRESSION_MASK).tolist()) - {0}
         if len(codecs) > 1:
             raise ValueError(f"sections of one message mix codecs {sorted(codecs)}")
@@ -217,7 +219,8 @@ def concat_rows(groups: Sequence[Rows]) -> Rows:
         out[long, 2] += shift[long]
         return out
 
-    entries = np.concatenate([g.entries for g in groups])
+    # joined as bytes: np.concatenate of structured arrays promotes their fields pair by pair
+    entries = np.frombuffer(b"".join([g.entries.tobytes() for g in groups]), BATCH_DTYPE).copy()
     entries["row"] += np.repeat(row_base, [len(g.entries) for g in groups]).astype(np.int32)
     hbase = np.cumsum([0, *hcounts[:-1]])
     header_offsets = np.concatenate(

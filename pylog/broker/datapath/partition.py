@@ -514,7 +514,8 @@ class Partition:
                 try:
                     rows = rows_from_kafka(batch, base_offset=header.base_offset,
                                            segment_compression=self.log.config.segment_compression,
-                                           max_uncompressed_bytes=self.max_uncompressed_bytes)
+                                           max_uncompressed_bytes=self.max_uncompressed_bytes,
+                                           header=header)
                 except ValueError as exc:
                     raise CorruptRecordBatch(f"batch at offset {header.base_offset}: {exc}") from exc
                 parts.append((header, batch, rows))
