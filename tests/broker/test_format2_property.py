@@ -108,10 +108,13 @@ def pyarrow_alone(part: Path) -> tuple[pa.Table, dict[str, tuple[int, list[int]]
     data files by base offset, view columns cast to format 1 types; and per sealed file its Arrow
     record batches and the stored codecs of its Kafka batches (`.batches` attributes)."""
     v1 = pa.schema([f.remove_metadata() for f in RECORD_SCHEMA])
-    for _ in range(20):  # a segment sealed while listing: list again (FORMAT.md, crash safety)
+    for _ in range(100):  # a segment sealed while listing: list again (FORMAT.md, crash safety)
         try:
+            files = sorted(part.glob("*.arrow*"), key=lambda p: p.stem)
+            if {p.stem for p in files} != {p.stem for p in part.glob("*.batches")}:
+                raise FileNotFoundError("a swap half done: side files without their data file")
             tables, sealed = [], {}
-            for path in sorted(part.glob("*.arrow*"), key=lambda p: p.stem):
+            for path in files:
                 if path.suffix == ".arrow":
                     reader: Any = pa.ipc.open_file(path)
                     table = reader.read_all()
