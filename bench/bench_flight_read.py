@@ -2,7 +2,8 @@
 
     python bench/bench_flight_read.py                      # 2M records of 100 B (lz4), 4 partitions
     python bench/bench_flight_read.py --records 500000 --repeat 3
-    python bench/bench_flight_read.py --format 2         # the topic's segments in format 2 (one copy)
+    python bench/bench_flight_read.py --format 1         # the topic's segments in format 1 (default: 2)
+    python bench/bench_flight_read.py --segment-compression none   # segments stored decompressed
 
 A ``pylog broker`` process with ``pylog.flight.listeners`` is started on a fresh data directory and
 the records are produced with ``pylog.write_topic`` (lz4). Each row reads the whole topic with
@@ -33,6 +34,7 @@ import pyarrow as pa
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import BenchBroker, create_topic
+from pylog.storage.config import DEFAULT_SEGMENT_FORMAT, SEGMENT_COMPRESSION, SEGMENT_FORMATS
 
 import pylog
 from pylog.local import free_port
@@ -81,18 +83,23 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=2_000_000)
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--format", type=int, choices=(1, 2), default=1,
-                        help="the topic's pylog.segment.format (2: one copy, the producer's batches kept)")
+    parser.add_argument("--format", type=int, choices=SEGMENT_FORMATS, default=DEFAULT_SEGMENT_FORMAT,
+                        help="the topic's pylog.segment.format (1: Arrow columns and .wire; 2: one copy, "
+                             "the producer's batches kept)")
+    parser.add_argument("--segment-compression", choices=SEGMENT_COMPRESSION, default="producer",
+                        help="the topic's pylog.segment.compression (none: stored decompressed)")
     args = parser.parse_args()
     n = args.records
     flight_url = f"grpc://127.0.0.1:{free_port('127.0.0.1')}"
     broker = BenchBroker("pylog", config={"pylog.flight.listeners": flight_url}).start()
     try:
-        create_topic(broker.bootstrap, TOPIC, PARTITIONS, {"pylog.segment.format": str(args.format)})
+        stored = {"pylog.segment.format": str(args.format),
+                  "pylog.segment.compression": args.segment_compression}
+        create_topic(broker.bootstrap, TOPIC, PARTITIONS, stored)
         t0 = time.perf_counter()
         produce(broker.bootstrap, n)
         print(f"{n:,} records of {VALUE_BYTES} B (lz4) in {PARTITIONS} partitions, segment format "
-              f"{args.format}, produced in "
+              f"{args.format} ({args.segment_compression}), produced in "
               f"{time.perf_counter() - t0:.1f}s; Flight at {flight_url}; best of {args.repeat}")
         for transport in ("kafka", "flight"):  # warm-up: connections, page cache, imports
             pylog.read_topic(TOPIC, bootstrap_servers=broker.bootstrap, transport=transport, progress=False,

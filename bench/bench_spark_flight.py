@@ -2,10 +2,11 @@
 same read over the Kafka protocol, side by side on the same data.
 
     python bench/bench_spark_flight.py                     # 1M records of 100 B (lz4), 4 partitions
-    python bench/bench_spark_flight.py --records 2000000 --format 2
+    python bench/bench_spark_flight.py --records 2000000 --format 1
 
 A ``pylog broker`` process with ``pylog.flight.listeners`` is started on a fresh data directory, a
-topic of 4 partitions is created (``pylog.segment.format`` as ``--format``) and the records are
+topic of 4 partitions is created (``pylog.segment.format`` as ``--format``, by default the broker's
+default, and ``pylog.segment.compression`` as ``--segment-compression``) and the records are
 produced with ``pylog.write_topic`` (lz4). One local Spark session (``local[2]``) then reads the
 topic with ``spark.read.format("pylog")`` and ``kafka.bootstrap.servers``, ``transport`` set to
 ``kafka`` or ``flight``, and computes ``count(*)`` and ``sum(length(value))``:
@@ -33,6 +34,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from bench_flight_read import PARTITIONS, TOPIC, VALUE_BYTES, produce
 from common import BenchBroker, create_topic
+from pylog.storage.config import DEFAULT_SEGMENT_FORMAT, SEGMENT_COMPRESSION, SEGMENT_FORMATS
 
 from pylog.local import free_port
 
@@ -70,8 +72,11 @@ def main() -> None:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--records", type=int, default=1_000_000)
     parser.add_argument("--repeat", type=int, default=2)
-    parser.add_argument("--format", type=int, choices=(1, 2), default=1,
-                        help="the topic's pylog.segment.format (2: one copy, the producer's batches kept)")
+    parser.add_argument("--format", type=int, choices=SEGMENT_FORMATS, default=DEFAULT_SEGMENT_FORMAT,
+                        help="the topic's pylog.segment.format (1: Arrow columns and .wire; 2: one copy, "
+                             "the producer's batches kept)")
+    parser.add_argument("--segment-compression", choices=SEGMENT_COMPRESSION, default="producer",
+                        help="the topic's pylog.segment.compression (none: stored decompressed)")
     parser.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value")
     args = parser.parse_args()
     n = args.records
@@ -80,11 +85,14 @@ def main() -> None:
     spark = None
     rows: dict[str, tuple[float, float]] = {}
     try:
-        create_topic(broker.bootstrap, TOPIC, PARTITIONS, {"pylog.segment.format": str(args.format)})
+        stored = {"pylog.segment.format": str(args.format),
+                  "pylog.segment.compression": args.segment_compression}
+        create_topic(broker.bootstrap, TOPIC, PARTITIONS, stored)
         t0 = time.perf_counter()
         produce(broker.bootstrap, n)
         print(f"{n:,} records of {VALUE_BYTES} B (lz4) in {PARTITIONS} partitions, segment format "
-              f"{args.format}, produced in {time.perf_counter() - t0:.1f}s; Flight at {flight_url}; "
+              f"{args.format} ({args.segment_compression}), produced in {time.perf_counter() - t0:.1f}s; "
+              f"Flight at {flight_url}; "
               f"Spark local[2], best of {args.repeat}")
         spark = spark_session(dict(c.split("=", 1) for c in args.conf))
         expected = (n, n * VALUE_BYTES)
