@@ -328,25 +328,26 @@ class PartitionLog:
         return stored
 
     def append_replicated_rows(self, parts: Sequence[oc.Rows], *, now_ms: int) -> list[BatchMeta]:
-        """A follower's append of the leader's batches, each as format 2 Rows of one batch at the
-        leader's base offset and epoch (in offset order, the first at or past the log end): under
-        format 2 consecutive batches share one Arrow message of about `SEALED_MESSAGE_BYTES` (one
-        write per fetched run, not per batch); under format 1 each goes through `append_rows`.
-        Returns the stored metadata of each batch."""
+        """A follower's append of the leader's batches as format 2 Rows of one or more consecutive
+        batches each (`pylog.onecopy_kafka.rows_from_fetch`) at the leader's base offsets and
+        epochs (in offset order, the first at or past the log end): under format 2 consecutive
+        batches share one Arrow message of about `SEALED_MESSAGE_BYTES` (one write per fetched
+        run, not per batch); under format 1 each batch goes through `append_rows`. Returns the
+        stored metadata of each batch."""
         self._check_writable()
         if self.config.segment_format != 2:
-            return [self.append_rows(rows, now_ms=now_ms, base_offset=int(rows.entries["base_offset"][0]))
-                    for rows in parts]
+            return [self.append_rows(one, now_ms=now_ms, base_offset=int(one.entries["base_offset"][0]))
+                    for rows in parts for one in oc.split_batches(rows)]
         if not parts:
             return []
-        prev = -1
-        for rows in parts:
-            e = rows.entries
-            if len(e) != 1 or rows.num_rows == 0 or int(e["last_offset_delta"][0]) < rows.num_rows - 1:
-                raise InvalidAppend("each part must be one non-empty Kafka batch")
-            if int(e["base_offset"][0]) <= prev:
-                raise InvalidAppend("batches out of offset order")
-            prev = int(e["base_offset"][0]) + int(e["last_offset_delta"][0])
+        e = parts[0].entries if len(parts) == 1 else np.concatenate([r.entries for r in parts])
+        counts = e["record_count"]
+        if (not len(e) or int(counts.min()) <= 0 or bool((e["last_offset_delta"] < counts - 1).any())
+                or sum(r.num_rows for r in parts) != int(counts.sum())):
+            raise InvalidAppend("each part must be non-empty Kafka batches")
+        last = e["base_offset"] + e["last_offset_delta"]
+        if len(e) > 1 and bool((e["base_offset"][1:] <= last[:-1]).any()):
+            raise InvalidAppend("batches out of offset order")
         stored: list[BatchMeta] = []
         with self._lock:
             leo = self._log_end_offset

@@ -812,9 +812,17 @@ section stored as the given `pylog.segment.compression` says (the owner's Kafka 
 
 
 def with_header_timestamps(rows: Rows) -> Rows:
-    """`rows` of one Kafka batch whose header says LogAppendTime: every row's timestamp is the
-    header's `max_timestamp` (the records may keep the producer's deltas)."""
+    """`rows` whose batches' headers say LogAppendTime: every row of such a batch has the
+    header's `max_timestamp` as its timestamp (the records may keep the producer's deltas)."""
     e = rows.entries
-    if not len(e) or not int(e["attributes"][0]) & TIMESTAMP_TYPE_MASK:
+    if len(e) == 1:
+        if not int(e["attributes"][0]) & TIMESTAMP_TYPE_MASK:
+            return rows
+        append_time = int(e["max_timestamp"][0])
+        return dataclasses.replace(rows, timestamp=np.full(rows.num_rows, append_time, np.int64))
+    appended = (e["attributes"] & TIMESTAMP_TYPE_MASK) != 0
+    if not appended.any():
         return rows
-    return dataclasses.replace(rows, timestamp=np.full(rows.num_rows, int(e["max_timestamp"][0]), np.int64))
+    counts = e["record_count"]
+    timestamp = np.where(np.repeat(appended, counts), np.repeat(e["max_timestamp"], counts), rows.timestamp)
+    return dataclasses.replace(rows, timestamp=timestamp.astype(np.int64))

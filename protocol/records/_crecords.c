@@ -665,6 +665,178 @@ static PyObject *walk_views(PyObject *self, PyObject *args) {
                          items[7], items[8], items[9], (long long)nh, PyBool_FromLong(canon));
 }
 
+/* walk_views_many: walk_views over consecutive Kafka batches at once (a follower's fetch), their
+ * columns concatenated: a long view's buffer index is its batch's ordinal, header offsets run on.
+ * A batch that does not parse stops the walk: the columns hold the batches before it. */
+static PyObject *walk_views_many(PyObject *self, PyObject *args) {
+    PyObject *raws, *counts, *offsets, *timestamps;
+    if (!PyArg_ParseTuple(args, "OOOO", &raws, &counts, &offsets, &timestamps)) return NULL;
+    if (!PyList_Check(raws) || !PyList_Check(counts) || !PyList_Check(offsets) || !PyList_Check(timestamps)
+        || PyList_GET_SIZE(counts) != PyList_GET_SIZE(raws) || PyList_GET_SIZE(offsets) != PyList_GET_SIZE(raws)
+        || PyList_GET_SIZE(timestamps) != PyList_GET_SIZE(raws)) {
+        PyErr_SetString(PyExc_TypeError, "walk_views_many takes four lists of one length");
+        return NULL;
+    }
+    Py_ssize_t k = PyList_GET_SIZE(raws);
+    size_t total = 0;
+    for (Py_ssize_t b = 0; b < k; b++) { /* sized by the batches that can hold their counts (the walk stops at
+                                             the first that cannot) */
+        long long c = PyLong_AsLongLong(PyList_GET_ITEM(counts, b));
+        if (c == -1 && PyErr_Occurred()) return NULL;
+        Py_ssize_t len = PyObject_Length(PyList_GET_ITEM(raws, b));
+        if (len < 0) return NULL;
+        if (c < 0 || c > len / MIN_RECORD_BYTES) break;
+        total += (size_t)c;
+    }
+    size_t t1 = total ? total : 1;
+    int64_t *offs = (int64_t *)malloc(t1 * 8), *tss = (int64_t *)malloc(t1 * 8);
+    uint8_t *kviews = (uint8_t *)malloc(t1 * 16), *vviews = (uint8_t *)malloc(t1 * 16);
+    uint8_t *kvalid = (uint8_t *)malloc(t1), *vvalid = (uint8_t *)malloc(t1);
+    int32_t *hoff = (int32_t *)malloc((total + 1) * sizeof(int32_t));
+    int64_t *canon_out = (int64_t *)malloc((size_t)(k ? k : 1) * 8);
+    GBuf hk, hv, hvvalid;
+    int ok = offs && tss && kviews && vviews && kvalid && vvalid && hoff && canon_out;
+    int g1 = ok && !gb_init(&hk, 256), g2 = g1 && !gb_init(&hv, 256), g3 = g2 && !gb_init(&hvvalid, 64);
+    size_t row = 0, nh = 0;
+    int64_t knull = 0, vnull = 0, hvnull = 0;
+    Py_ssize_t done = 0;
+    PyObject *error = Py_None;
+    Py_INCREF(Py_None);
+    if (!g3) goto oom;
+    hoff[0] = 0;
+    for (; done < k; done++) {
+        Py_buffer in;
+        long long count = PyLong_AsLongLong(PyList_GET_ITEM(counts, done));
+        long long base_offset = PyLong_AsLongLong(PyList_GET_ITEM(offsets, done));
+        long long base_ts = PyLong_AsLongLong(PyList_GET_ITEM(timestamps, done));
+        if (PyErr_Occurred()) goto fail;
+        if (PyObject_GetBuffer(PyList_GET_ITEM(raws, done), &in, PyBUF_SIMPLE)) goto fail;
+        if (decode_check(&in, count)) {
+            PyBuffer_Release(&in);
+            PyObject *type, *value, *tb;
+            PyErr_Fetch(&type, &value, &tb);
+            Py_DECREF(error);
+            error = value ? PyObject_Str(value) : PyUnicode_FromString("bad batch");
+            Py_XDECREF(type);
+            Py_XDECREF(value);
+            Py_XDECREF(tb);
+            if (!error) goto fail;
+            break;
+        }
+        size_t n = (size_t)count;
+        int64_t *rows = (int64_t *)malloc((n ? n : 1) * WALK_ROW * sizeof(int64_t));
+        GBuf hdrs;
+        if (!rows || gb_init(&hdrs, 64)) {
+            free(rows);
+            PyBuffer_Release(&in);
+            goto oom;
+        }
+        int oom = 0, canon = 1;
+        const uint8_t *p = (const uint8_t *)in.buf;
+        const char *err;
+        Py_BEGIN_ALLOW_THREADS
+        err = walk_run(p, p + in.len, n, base_offset, base_ts, rows, hoff + row, &hdrs, &canon, &oom);
+        Py_END_ALLOW_THREADS
+        size_t bnh = hdrs.len / (WALK_HDR * sizeof(int64_t));
+        if (!err && (gb_reserve(&hk, bnh * 16) || gb_reserve(&hv, bnh * 16) || gb_reserve(&hvvalid, bnh))) {
+            oom = 1;
+            err = "out of memory";
+        }
+        if (err) {
+            free(rows);
+            gb_free(&hdrs);
+            PyBuffer_Release(&in);
+            hoff[row] = (int32_t)nh; /* the walk may have written past the last whole batch */
+            if (oom) goto oom;
+            Py_DECREF(error);
+            error = PyUnicode_FromString(err);
+            if (!error) goto fail;
+            break;
+        }
+        const int32_t b32 = (int32_t)done;
+        hoff[row] = (int32_t)nh; /* the walk started this batch's header offsets from 0 */
+        for (size_t i = 0; i < n; i++) {
+            const int64_t *r = rows + i * WALK_ROW;
+            offs[row + i] = r[0];
+            tss[row + i] = r[1];
+            put_view(kviews + 16 * (row + i), p, r[2], r[3]);
+            put_view(vviews + 16 * (row + i), p, r[4], r[5]);
+            if (r[3] > VIEW_INLINE) memcpy(kviews + 16 * (row + i) + 8, &b32, 4);
+            if (r[5] > VIEW_INLINE) memcpy(vviews + 16 * (row + i) + 8, &b32, 4);
+            kvalid[row + i] = r[3] >= 0;
+            vvalid[row + i] = r[5] >= 0;
+            knull += r[3] < 0;
+            vnull += r[5] < 0;
+            hoff[row + i + 1] += (int32_t)nh;
+        }
+        const int64_t *hd = (const int64_t *)hdrs.p;
+        for (size_t h = 0; h < bnh; h++) {
+            const int64_t *x = hd + h * WALK_HDR;
+            uint8_t *kvw = (uint8_t *)hk.p + hk.len, *vvw = (uint8_t *)hv.p + hv.len;
+            put_view(kvw, p, x[0], x[1]);
+            put_view(vvw, p, x[2], x[3]);
+            if (x[1] > VIEW_INLINE) memcpy(kvw + 8, &b32, 4);
+            if (x[3] > VIEW_INLINE) memcpy(vvw + 8, &b32, 4);
+            hk.len += 16;
+            hv.len += 16;
+            hvvalid.p[hvvalid.len++] = (char)(x[3] >= 0);
+            hvnull += x[3] < 0;
+        }
+        canon_out[done] = canon;
+        row += n;
+        nh += bnh;
+        free(rows);
+        gb_free(&hdrs);
+        PyBuffer_Release(&in);
+    }
+    {
+        PyObject *items[10];
+        items[0] = crec_buffer_new((char *)offs, row * 8);
+        items[1] = crec_buffer_new((char *)tss, row * 8);
+        items[2] = crec_buffer_new((char *)kviews, row * 16);
+        if (knull) items[3] = crec_buffer_new((char *)kvalid, row);
+        else { free(kvalid); Py_INCREF(Py_None); items[3] = Py_None; }
+        items[4] = crec_buffer_new((char *)vviews, row * 16);
+        if (vnull) items[5] = crec_buffer_new((char *)vvalid, row);
+        else { free(vvalid); Py_INCREF(Py_None); items[5] = Py_None; }
+        items[6] = crec_buffer_new((char *)hoff, (row + 1) * sizeof(int32_t));
+        items[7] = gb_finish(&hk);
+        items[8] = gb_finish(&hv);
+        if (hvnull) items[9] = gb_finish(&hvvalid);
+        else { gb_free(&hvvalid); Py_INCREF(Py_None); items[9] = Py_None; }
+        PyObject *canons = PyList_New(done);
+        for (Py_ssize_t b = 0; canons && b < done; b++)
+            PyList_SET_ITEM(canons, b, PyBool_FromLong((long)canon_out[b]));
+        free(canon_out);
+        int bad = !canons;
+        for (int i = 0; i < 10; i++) bad |= !items[i];
+        if (bad) {
+            for (int i = 0; i < 10; i++) Py_XDECREF(items[i]);
+            Py_XDECREF(canons);
+            Py_DECREF(error);
+            return NULL;
+        }
+        return Py_BuildValue("(NNNNNNNNNNLNN)", items[0], items[1], items[2], items[3], items[4], items[5],
+                             items[6], items[7], items[8], items[9], (long long)nh, canons, error);
+    }
+oom:
+    PyErr_NoMemory();
+fail:
+    Py_DECREF(error);
+    free(offs);
+    free(tss);
+    free(kviews);
+    free(vviews);
+    free(kvalid);
+    free(vvalid);
+    free(hoff);
+    free(canon_out);
+    if (g1) gb_free(&hk);
+    if (g2) gb_free(&hv);
+    if (g3) gb_free(&hvvalid);
+    return NULL;
+}
+
 /* ------------------------------------------------------------------ */
 /* onecopy_layout: the small buffers of a format 2 record batch message */
 /* (storage/FORMAT.md, "Record batch message, byte for byte") laid out  */
@@ -1261,6 +1433,11 @@ static PyMethodDef methods[] = {
      " validity, header count, canonical): walk_records's checks, int64 offsets and timestamps, 16-byte"
      " binary_view views (a value longer than 12 bytes: buffer 0 at its position), one validity byte per"
      " value (None when none is null), int32 header list offsets"},
+    {"walk_views_many", walk_views_many, METH_VARARGS,
+     "walk_views_many(raws, counts, base_offsets, base_timestamps) -> walk_views's columns of consecutive"
+     " batches concatenated (a long view's buffer index: its batch's ordinal; header offsets running on),"
+     " each batch's canonical flag, and None or the message of the first batch that does not parse (the"
+     " columns then hold the batches before it)"},
     {"onecopy_layout", onecopy_layout, METH_VARARGS,
      "onecopy_layout(offset, timestamp, key, key_valid, value, value_valid, header_offsets, header_key,"
      " header_value, header_value_valid, section_sizes, compressed) -> (small buffers, nodes, buffers,"

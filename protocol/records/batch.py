@@ -66,6 +66,7 @@ _import_batch = pa.RecordBatch._import_from_c
 _c_arrow = getattr(_c_impl, "decode_records_arrow", None)  # absent from an accelerator built before it
 _c_walk = getattr(_c_impl, "walk_records", None)
 _c_walk_views = getattr(_c_impl, "walk_views", None)  # absent from an accelerator built before it
+_c_walk_views_many = getattr(_c_impl, "walk_views_many", None)
 _c_lz4_arrow = getattr(_c_impl, "decode_lz4_records_arrow", None) if C_LZ4_FRAMES else None
 _LZ4FrameError: type[Exception] = getattr(_c_impl, "LZ4FrameError", ValueError)
 
@@ -201,6 +202,69 @@ def _views_twin(data: Any, count: int, base_offset: int, base_timestamp: int) ->
 
 def _bools(buf: Any, n: int) -> np.ndarray | None:
     return None if buf is None else np.frombuffer(buf, np.bool_, n)
+
+
+def _many_twin(raws: list[Any], counts: list[int], base_offsets: list[int],
+               base_timestamps: list[int]) -> tuple[ViewWalk, list[bool], str | None]:
+    """The pure-Python walk_views_many: walk_views of each batch, concatenated."""
+    walked: list[ViewWalk] = []
+    error = None
+    for raw, count, base, ts in zip(raws, counts, base_offsets, base_timestamps):
+        try:
+            walked.append(_views_twin(raw, count, base, ts))
+        except MalformedRecords as exc:
+            error = str(exc)
+            break
+    walks = walked or [_views_twin(b"", 0, 0, 0)]
+    sizes = [len(w.offset) for w in walks]
+    hsizes = [len(w.header_key) for w in walks]
+
+    def views(name: str, lengths: list[int]) -> np.ndarray:
+        out = np.concatenate([getattr(w, name) for w in walks])
+        ordinal = np.repeat(np.arange(len(walks), dtype=np.int32), lengths)
+        long = out[:, 0] > BINARY_VIEW_INLINE
+        out[long, 2] = ordinal[long]
+        return out
+
+    def valid(name: str, lengths: list[int]) -> np.ndarray | None:
+        parts = [getattr(w, name) for w in walks]
+        if all(v is None for v in parts):
+            return None
+        return np.concatenate([np.ones(n, bool) if v is None else v for v, n in zip(parts, lengths)])
+
+    hbase = np.cumsum([0, *hsizes[:-1]])
+    header_offsets = np.concatenate([np.zeros(1, np.int32)] + [
+        (w.header_offsets[1:] + b).astype(np.int32) for w, b in zip(walks, hbase)])
+    canonical = [w.canonical for w in walked]
+    walk = ViewWalk(np.concatenate([w.offset for w in walks]), np.concatenate([w.timestamp for w in walks]),
+                    views("key", sizes), valid("key_valid", sizes), views("value", sizes),
+                    valid("value_valid", sizes), header_offsets, views("header_key", hsizes),
+                    views("header_value", hsizes), valid("header_value_valid", hsizes), all(canonical))
+    return walk, canonical, error
+
+
+def walk_views_many(
+    raws: list[Any], counts: list[int], base_offsets: list[int], base_timestamps: list[int], *,
+    impl: ModuleType | None = None,
+) -> tuple[ViewWalk, list[bool], str | None]:
+    """`walk_views` of consecutive Kafka batches' uncompressed records at once (a follower's
+    fetch): their columns concatenated, a long view's buffer index the ordinal of its batch,
+    header offsets running on. Returns the columns, each walked batch's canonical flag and None,
+    or the MalformedRecords message of the first batch that does not parse (the columns then hold
+    the batches before it)."""
+    mod = impl or _impl
+    if mod is not _c_impl or _c_walk_views_many is None:
+        return _many_twin(raws, counts, base_offsets, base_timestamps)
+    off, ts, kv, kval, vv, vval, hoff, hkv, hvv, hvval, nh, canonical, error = _c_walk_views_many(
+        raws, counts, base_offsets, base_timestamps)
+    n = len(off) // 8
+    walk = ViewWalk(np.frombuffer(off, np.int64, n), np.frombuffer(ts, np.int64, n),
+                    np.frombuffer(kv, np.int32, 4 * n).reshape(n, 4), _bools(kval, n),
+                    np.frombuffer(vv, np.int32, 4 * n).reshape(n, 4), _bools(vval, n),
+                    np.frombuffer(hoff, np.int32, n + 1),
+                    np.frombuffer(hkv, np.int32, 4 * nh).reshape(nh, 4),
+                    np.frombuffer(hvv, np.int32, 4 * nh).reshape(nh, 4), _bools(hvval, nh), all(canonical))
+    return walk, canonical, error
 
 
 def walk_views(
@@ -457,4 +521,5 @@ __all__ = [
     "records_from_buffers",
     "walk_records",
     "walk_views",
+    "walk_views_many",
 ]

@@ -14,7 +14,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pylog.protocol.errors import MalformedRecords
 from pylog.protocol.records import C_IMPL, PYTHON_IMPL, decode_records
-from pylog.protocol.records.batch import RecordWalk, walk_records, walk_views
+from pylog.protocol.records.batch import RecordWalk, walk_records, walk_views, walk_views_many
 
 from pylog.model import BINARY_VIEW_INLINE
 
@@ -168,9 +168,10 @@ def test_malformed_sections_are_refused_with_the_reason(impl: object, data: byte
         walk_records(data, count, 0, 0, impl=impl)  # type: ignore[arg-type]
 
 
-def views_outcome(data: bytes, count: int, impl: object) -> tuple[object, ...] | str:
+def views_outcome(data: bytes, count: int, impl: object, base_offset: int = BASE_OFFSET,
+                  base_timestamp: int = BASE_TS) -> tuple[object, ...] | str:
     try:
-        w = walk_views(data, count, BASE_OFFSET, BASE_TS, impl=impl)  # type: ignore[arg-type]
+        w = walk_views(data, count, base_offset, base_timestamp, impl=impl)  # type: ignore[arg-type]
     except MalformedRecords as exc:
         return f"malformed: {exc}"
     return tuple(None if v is None else v.tolist() if hasattr(v, "tolist") else v for v in w)
@@ -211,3 +212,27 @@ def test_both_view_walks_agree_and_name_the_walked_bytes(case: tuple[bytes, int]
         assert (valid is None and all(present)) or (valid is not None and valid.tolist() == present)
         assert [view_value(data, v) if p else v for v, p in zip(views.tolist(), present)] == [
             e if e is not None else [0, 0, 0, 0] for e in expected]
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.one_of(sections().map(lambda s: s[:2]), damaged()), min_size=0, max_size=4))
+def test_both_many_walks_agree_and_are_the_single_walks_joined(cases: list[tuple[bytes, int]]) -> None:
+    args = ([d for d, _ in cases], [c for _, c in cases], [BASE_OFFSET + 100 * i for i in range(len(cases))],
+            [BASE_TS + i for i in range(len(cases))])
+    c, py = (walk_views_many(*args, impl=impl) for impl in IMPLS)  # type: ignore[arg-type]
+    assert [None if v is None else v.tolist() if hasattr(v, "tolist") else v for v in c[0]] == [
+        None if v is None else v.tolist() if hasattr(v, "tolist") else v for v in py[0]]
+    assert c[1:] == py[1:]
+    singles = [views_outcome(d, n, C_IMPL, base, ts) for (d, n), base, ts in zip(cases, args[2], args[3])]
+    walked = len(c[1])
+    assert all(not isinstance(s, str) for s in singles[:walked])
+    if walked < len(cases):
+        assert singles[walked] == f"malformed: {c[2]}"
+    else:
+        assert c[2] is None
+    w = c[0]
+    assert w.offset.tolist() == [o for s in singles[:walked] for o in s[0]]  # type: ignore[index]
+    values = [v for s in singles[:walked] for v in s[4]]  # type: ignore[index]
+    ordinals = [i for i, s in enumerate(singles[:walked]) for _ in s[4]]  # type: ignore[index]
+    assert w.value.tolist() == [v if v[0] <= BINARY_VIEW_INLINE else [v[0], v[1], i, v[3]]
+                                for v, i in zip(values, ordinals)]

@@ -59,7 +59,7 @@ from pylog.broker.datapath.record_validation import RecordRules, validate_column
 from pylog.broker.datapath.transactions import is_abort_marker, last_offset_of
 from pylog.broker.datapath.wire_cache import WireBudget, WireBytes, WireCache
 from pylog.model import COMPRESSION_MASK, CONTROL_MASK, LONG_MAX, TIMESTAMP_TYPE_MASK
-from pylog.onecopy_kafka import rows_from_kafka
+from pylog.onecopy_kafka import rows_from_fetch, rows_from_kafka
 from pylog.replication import LeaderState, leader_epoch_error
 
 __all__ = ["AppendOrigin", "AppendResult", "Partition", "Role"]
@@ -501,43 +501,33 @@ class Partition:
 
     def _append_rows_as_follower(self, view: memoryview, now_ms: int) -> int:
         """Format 2: the leader's batches stored as they came (each decompressed once to find its
-        records, never recompressed), written together (one Arrow message per run of about 1 MiB,
-        not one per batch). A corrupt batch raises CorruptRecordBatch after the batches before it
-        are appended. Returns how many batches were appended."""
-        leo = self.log.log_end_offset
-        parts: list[tuple[Any, memoryview, Rows]] = []
-        error: Exception | None = None
-        try:
-            for header, batch in rec.iter_batches(view):
-                if header.base_offset + header.last_offset_delta < leo:
-                    continue
-                try:
-                    rows = rows_from_kafka(batch, base_offset=header.base_offset,
-                                           segment_compression=self.log.config.segment_compression,
-                                           max_uncompressed_bytes=self.max_uncompressed_bytes,
-                                           header=header)
-                except ValueError as exc:
-                    raise CorruptRecordBatch(f"batch at offset {header.base_offset}: {exc}") from exc
-                parts.append((header, batch, rows))
-        except CorruptRecordBatch as exc:
-            error = exc
-        if parts:
+        records, never recompressed), walked and written together (one C walk and one Arrow
+        message per run of about 1 MiB, not one per batch). A corrupt batch raises
+        CorruptRecordBatch after the batches before it are appended. Returns how many batches
+        were appended."""
+        runs, error = rows_from_fetch(view, log_end_offset=self.log.log_end_offset,
+                                      segment_compression=self.log.config.segment_compression,
+                                      max_uncompressed_bytes=self.max_uncompressed_bytes)
+        appended = 0
+        if runs:
             with self.lock:
                 if self.deleted:
                     return 0
                 segments = self.log.segment_count
-                stored = self.log.append_replicated_rows([r for _, _, r in parts], now_ms=now_ms)
-                for meta, (header, batch, rows) in zip(stored, parts):
+                stored = self.log.append_replicated_rows([r.rows for r in runs], now_ms=now_ms)
+                batches = [(header, batch, run.rows) for run in runs for header, batch in run.batches]
+                for meta, (header, batch, rows) in zip(stored, batches):
                     marker = None
-                    if header.is_control:
+                    if header.is_control:  # a control batch is a run of its own
                         marker = _rows_marker_aborted(rows, batch, header, self.max_uncompressed_bytes)
                     self.producers.replay(meta, marker_aborted=marker)
+                appended = len(stored)
                 rolled = self.log.segment_count != segments
             if rolled and self.on_roll is not None:
                 self.on_roll(self)
         if error is not None:
             raise error
-        return len(parts)
+        return appended
 
     # --- fetch ------------------------------------------------------------------------------
 
