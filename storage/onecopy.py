@@ -60,6 +60,7 @@ SCHEMA_V2 = pa.schema(
     ],
     metadata={FORMAT_KEY: b"2"},
 )
+HEADERS_V2_TYPE = SCHEMA_V2.field("headers").type
 SCHEMA_V2_MESSAGE: bytes = SCHEMA_V2.serialize().to_pybytes()
 EOS = CONTINUATION + b"\x00\x00\x00\x00"
 
@@ -707,10 +708,27 @@ def rows_from_message(message: memoryview | bytes) -> Rows:
 
 def to_record_schema(batch: pa.RecordBatch) -> pa.RecordBatch:
     """A format 2 record batch as RECORD_SCHEMA (format 1 types), for code written against it."""
-    headers = batch.column(4).cast(HEADERS_TYPE)
-    cols = [batch.column(0), batch.column(1), batch.column(2).cast(pa.binary()),
-            batch.column(3).cast(pa.binary()), headers]
+    cols = [batch.column(0), batch.column(1), *(to_record_type(batch.column(i)) for i in (2, 3, 4))]
     return pa.RecordBatch.from_arrays(cols, schema=RECORD_SCHEMA)
+
+
+_NO_HEADERS = pa.array([], HEADERS_TYPE.value_type)
+
+
+def to_record_type(column: pa.Array) -> pa.Array:
+    """A column of a format 2 batch as its RECORD_SCHEMA type (any other column as it is): view
+    values copied into binary; headers likewise, except that a column without any header keeps its
+    offsets and validity (the common case costs no cast). Readers whose output takes views
+    (Polars, DuckDB) skip this."""
+    kind = column.type
+    if kind == pa.binary_view():
+        return column.cast(pa.binary())
+    if kind == HEADERS_V2_TYPE:
+        if len(column.values):  # type: ignore[attr-defined]
+            return column.cast(HEADERS_TYPE)
+        return pa.Array.from_buffers(HEADERS_TYPE, len(column), column.buffers()[:2], column.null_count,
+                                     column.offset, children=[_NO_HEADERS])
+    return column
 
 
 # --------------------------------------------------------------------------------------------
