@@ -26,11 +26,12 @@ import os
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
 from crc32c import crc32c
+from pylog.protocol.records import C_IMPL
 
 from pylog.model import BINARY_VIEW_INLINE, COMPRESSION_MASK, HEADERS_TYPE, RECORD_SCHEMA, TIMESTAMP_TYPE_MASK
 
@@ -490,7 +491,7 @@ def _layout_py(rows: Rows, section_sizes: np.ndarray, prefix: bool) -> Layout:
 
 def _layout_c(rows: Rows, section_sizes: np.ndarray, prefix: bool) -> Layout:
     c = np.ascontiguousarray
-    return _c_layout(c(rows.offset), c(rows.timestamp), c(rows.key), _bytes_or_none(rows.key_valid),  # type: ignore[misc]
+    return _c_layout(c(rows.offset), c(rows.timestamp), c(rows.key), _bytes_or_none(rows.key_valid),
                      c(rows.value), _bytes_or_none(rows.value_valid), c(rows.header_offsets, np.int32),
                      c(rows.header_key), c(rows.header_value), _bytes_or_none(rows.header_value_valid),
                      section_sizes, prefix)
@@ -500,10 +501,9 @@ def _bytes_or_none(valid: np.ndarray | None) -> np.ndarray | None:
     return None if valid is None else np.ascontiguousarray(valid, np.bool_)
 
 
-try:  # the C accelerator lays the small buffers out in one call (PYLOG_PURE_PYTHON=1: the twin)
-    from pylog.protocol.records._crecords import onecopy_layout as _c_layout  # type: ignore[import-not-found]
-except ImportError:  # no compiler at install time, or an accelerator built before it
-    _c_layout = None
+# the C accelerator lays the small buffers out in one call (absent without a compiler at install
+# time, or from an accelerator built before it; PYLOG_PURE_PYTHON=1: the twin)
+_c_layout: Any = getattr(C_IMPL, "onecopy_layout", None)
 layout = _layout_c if _c_layout is not None and os.environ.get("PYLOG_PURE_PYTHON") != "1" else _layout_py
 _PAD = [bytes(i) for i in range(8)]
 

@@ -190,7 +190,7 @@ def _valid(lengths: np.ndarray) -> np.ndarray | None:
 
 def _views_twin(data: Any, count: int, base_offset: int, base_timestamp: int) -> ViewWalk:
     """The pure-Python walk_views: the Python walk, then the views with numpy."""
-    w = walk_records(data, count, base_offset, base_timestamp, impl=_pyrecords)  # type: ignore[arg-type]
+    w = walk_records(data, count, base_offset, base_timestamp, impl=_pyrecords)
     raw = np.frombuffer(data, np.uint8)
     rows, headers = w.rows, w.headers
     return ViewWalk(rows[:, 0].copy(), rows[:, 1].copy(),
