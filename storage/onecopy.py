@@ -712,7 +712,7 @@ def to_record_schema(batch: pa.RecordBatch) -> pa.RecordBatch:
     return pa.RecordBatch.from_arrays(cols, schema=RECORD_SCHEMA)
 
 
-_NO_HEADERS = pa.array([], HEADERS_TYPE.value_type)
+_NO_HEADERS = pa.nulls(0, HEADERS_TYPE.value_type)  # not pa.array: that imports pandas when present
 
 
 def to_record_type(column: pa.Array) -> pa.Array:
