@@ -520,11 +520,14 @@ class PartitionLog:
                 parts.append(np.array(entries))  # copied under the lock: the caller may keep it
         return np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else np.zeros(0, BATCH_DTYPE)
 
-    def scan(self, start_offset: int | None = None,
-             end_offset: int | None = None) -> Iterator[pa.RecordBatch]:
+    def scan(self, start_offset: int | None = None, end_offset: int | None = None, *,
+             views: bool = False) -> Iterator[pa.RecordBatch]:
         """Record batches (RECORD_SCHEMA) holding exactly the records with start <= offset < end
         (format 1: zero-copy slices of whole Arrow messages; format 2: their view columns cast, the
-        values copied; control records included), for analysts rather than Kafka fetches."""
+        values copied; control records included), for analysts rather than Kafka fetches. With
+        `views`, format 2 batches come as stored (SCHEMA_V2, zero-copy): a reader that selects
+        columns first casts only those (`onecopy.to_record_type`), one whose output takes views
+        none."""
         first = self.local_log_start_offset
         start = first if start_offset is None else max(start_offset, first)
         end = self._log_end_offset if end_offset is None else min(end_offset, self._log_end_offset)
@@ -539,7 +542,7 @@ class PartitionLog:
                     continue
                 index = seg.files()[1]
                 m0 = max(0, index.search("offset", start, "right") - 1)
-                count, parts = seg.message_run(m0, index.search("offset", end, "left"))
+                count, parts = seg.message_run(m0, index.search("offset", end, "left"), views=views)
             last = count - 1  # each message decoded as it is reached, outside the lock
             for j, rb in enumerate(parts):
                 if j == 0 or j == last:  # messages between the first and the last lie inside the range

@@ -101,20 +101,21 @@ class RemoteSegment:
         end = int(ix["position"][-1] + ix["length"][-1]) if len(ix) else 0
         return RemoteFile(self.store, self.key(".arrow"), end)  # no byte past the last message is read
 
-    def whole(self, ahead: ObjectReadAhead | None = None) -> Iterator[pa.RecordBatch]:
+    def whole(self, ahead: ObjectReadAhead | None = None, *, views: bool = False) -> Iterator[pa.RecordBatch]:
         """Every record of the segment (offsets ``[base_offset, next_offset)``), read front to back
         in one pass over the data object, without its side files or the read cache: the way a scan
         of whole segments (a Spark task, a full read) reads as fast as the store serves one object.
         The object arrives on a background thread (``ahead``, started early by a scan that knows
         this segment comes next) in a few large parts while the caller decodes; the batches are
-        zero-copy slices of those parts. An IPC file is its magic, then an IPC stream (schema,
-        batches, end marker), then a footer."""
+        zero-copy slices of those parts (`views`: format 2 batches as stored, see
+        ``PartitionLog.scan``). An IPC file is its magic, then an IPC stream (schema, batches, end
+        marker), then a footer."""
         lo, hi = self.base_offset, self.next_offset
         with ahead or self.read_ahead() as f:
             if bytes(f.read(len(IPC_FILE_HEAD))) != IPC_FILE_HEAD:
                 raise StorageError(f"{self.store.uri}/{self.key('.arrow')} is not an Arrow IPC file")
             for rb in paipc.open_stream(pa.PythonFile(f, mode="r")):
-                if rb.schema.metadata:  # format 2 (FORMAT.md): view columns as RECORD_SCHEMA
+                if rb.schema.metadata and not views:  # format 2 (FORMAT.md): view columns as RECORD_SCHEMA
                     rb = oc.to_record_schema(rb)
                 rb = _clip(rb, lo, hi)
                 if rb.num_rows:
@@ -132,8 +133,10 @@ class RemoteSegment:
             return i
         return i + 1
 
-    def messages(self, start: int, stop: int, then: RemoteSegment | None = None) -> list[pa.RecordBatch]:
-        """Rows of messages ``[start, stop)``: one byte range from the cache, decoded in one pass."""
+    def messages(self, start: int, stop: int, then: RemoteSegment | None = None, *,
+                 views: bool = False) -> list[pa.RecordBatch]:
+        """Rows of messages ``[start, stop)``: one byte range from the cache, decoded in one pass
+        (`views`: format 2 batches as stored, see ``PartitionLog.scan``)."""
         ix = self.index[start:stop]
         if not len(ix):
             return []
@@ -145,7 +148,7 @@ class RemoteSegment:
         buf = self.cache.read(self.data, pos, end, then=then.data if then is not None else None)
         if self.fmt == 2:
             got = read_batches(buf, 0, end - pos, len(ix), schema=oc.SCHEMA_V2)
-            return [oc.to_record_schema(rb) for rb in got]
+            return got if views else [oc.to_record_schema(rb) for rb in got]
         if len(ix) == 1:
             return [read_batch(buf, 0, end - pos)]
         return read_batches(buf, 0, end - pos, len(ix))
@@ -347,8 +350,8 @@ class RemoteLog:
             parts.append(np.array(entries))
         return np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else np.zeros(0, BATCH_DTYPE)
 
-    def scan(self, start_offset: int | None = None,
-             end_offset: int | None = None) -> Iterator[pa.RecordBatch]:
+    def scan(self, start_offset: int | None = None, end_offset: int | None = None, *,
+             views: bool = False) -> Iterator[pa.RecordBatch]:
         """As ``PartitionLog.scan``: record batches with exactly the records start <= offset < end."""
         start = self.log_start_offset if start_offset is None else max(start_offset, self.log_start_offset)
         end = self.log_end_offset if end_offset is None else min(end_offset, self.log_end_offset)
@@ -363,7 +366,7 @@ class RemoteLog:
                 if nxt is not None and nxt.next_offset <= end:
                     pending = nxt.read_ahead()
                 try:
-                    yield from seg.whole(ahead)
+                    yield from seg.whole(ahead, views=views)
                 except BaseException:
                     if pending is not None:
                         pending.close()
@@ -374,7 +377,7 @@ class RemoteLog:
             m1 = int(np.searchsorted(offs, end, "left"))
             nxt = self._after(k) if self._after(k) is not None and self._after(k).base_offset < end else None  # type: ignore[union-attr]
             for a in range(m0, m1, SCAN_MESSAGES):
-                parts = seg.messages(a, min(m1, a + SCAN_MESSAGES), nxt)
+                parts = seg.messages(a, min(m1, a + SCAN_MESSAGES), nxt, views=views)
                 for rb in parts:
                     rb = _clip(rb, start, end)
                     if rb.num_rows:

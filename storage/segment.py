@@ -419,10 +419,12 @@ class Segment:
         views (`onecopy.to_record_schema`)."""
         return list(self.message_run(start, stop)[1])
 
-    def message_run(self, start: int, stop: int) -> tuple[int, Iterator[pa.RecordBatch]]:
-        """(how many, the rows of each) of messages [start, stop) as `messages` reads them, each one
-        decoded when it is reached: the map and index entries are taken now (under the log's lock),
-        the decoding happens as the caller iterates (outside it)."""
+    def message_run(self, start: int, stop: int, *, views: bool = False
+                    ) -> tuple[int, Iterator[pa.RecordBatch]]:
+        """(how many, the rows of each) of messages [start, stop) as `messages` reads them (with
+        `views`, format 2 rows as stored: view columns, nothing copied), each one decoded when it is
+        reached: the map and index entries are taken now (under the log's lock), the decoding
+        happens as the caller iterates (outside it)."""
         ix = self.files()[1].entries(start, stop)
         if not len(ix):
             return 0, iter(())
@@ -431,7 +433,7 @@ class Segment:
         schema_at = 8 if self.sealed else 0  # after a file's magic
         got = iter_batches(self.buffer(end), int(ix[0]["position"]), end, len(ix), schema_at=schema_at,
                            schema=SCHEMAS[fmt], schema_message=SCHEMA_MESSAGES[fmt])
-        return len(ix), map(oc.to_record_schema, got) if fmt == 2 else got
+        return len(ix), map(oc.to_record_schema, got) if fmt == 2 and not views else got
 
     def kafka_batches(self, first: int, stop: int) -> list[memoryview]:
         """Format 2: the RecordBatch v2 bytes of batches [first, stop) of `.batches` (the header

@@ -38,8 +38,8 @@ class ReadableLog(Protocol):
     def batch_metadata(self, start_offset: int | None = None, end_offset: int | None = None, *,
                        attributes: int = 0) -> np.ndarray: ...
 
-    def scan(self, start_offset: int | None = None,
-             end_offset: int | None = None) -> Iterator[pa.RecordBatch]: ...
+    def scan(self, start_offset: int | None = None, end_offset: int | None = None, *,
+             views: bool = False) -> Iterator[pa.RecordBatch]: ...
 
     def offset_for_timestamp(self, timestamp_ms: int, *,
                              max_offset: int | None = None) -> tuple[int, int] | None: ...
@@ -113,13 +113,13 @@ class TieredLog:
         return np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else \
             self.remote.batch_metadata(0, 0)
 
-    def scan(self, start_offset: int | None = None,
-             end_offset: int | None = None) -> Iterator[pa.RecordBatch]:
+    def scan(self, start_offset: int | None = None, end_offset: int | None = None, *,
+             views: bool = False) -> Iterator[pa.RecordBatch]:
         s, e, cut = self._split(start_offset, end_offset)
         if s < min(e, cut):
-            yield from self.remote.scan(s, min(e, cut))
+            yield from self.remote.scan(s, min(e, cut), views=views)
         if self.local is not None and max(s, cut) < e:
-            yield from self.local.scan(max(s, cut), e)
+            yield from self.local.scan(max(s, cut), e, views=views)
 
     def read_table(self, start_offset: int | None = None, end_offset: int | None = None) -> pa.Table:
         return pa.Table.from_batches(list(self.scan(start_offset, end_offset)), schema=RECORD_SCHEMA)

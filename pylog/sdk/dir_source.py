@@ -22,7 +22,10 @@ batches with their markers. Rows are zero-copy slices of whole Arrow messages (`
 filtered only where a dropped batch lies; only runs of tiny messages (a producer sending one record
 per batch) are concatenated, so a topic read right after it was produced costs what reading its
 segments with pyarrow costs. `read_tables` (what ``to_arrow`` uses) chooses the columns once per
-range rather than once per message; unrequested columns are never touched.
+range rather than once per message; unrequested columns are never touched. Format 2 segments hold
+``key``, ``value`` and header values as views into the records sections the producers sent; they
+are read as stored and only the chosen columns are copied into the public binary types, once per
+range (per batch for a stream); an output that takes views (Polars, DuckDB) copies nothing.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import replace
-from functools import partial
+from functools import cache, partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol, TypeVar
 
@@ -38,12 +41,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from pylog.model import CONTROL_MASK, RECORD_SCHEMA, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK
+from pylog.model import CONTROL_MASK, HEADERS_TYPE, RECORD_SCHEMA, TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK
 from pylog.protocol.records import parse_control_record
 from pylog.sdk.constant import ConstantPool
 from pylog.sdk.offsets import PartitionRange, UnknownTopicError
 from pylog.sdk.schema import source_schema
 from pylog.storage import PartitionLog, list_partitions
+from pylog.storage import onecopy as oc
 from pylog.storage.checkpoint import HIGH_WATERMARK_FILE, read_offset_checkpoint
 from pylog.storage.published_hw import read_published_high_watermark
 from pylog.storage.tiered_log import ReadableLog, TieredLog
@@ -192,13 +196,15 @@ class DirTopicSource:
             for batch in _coalesced(self._resumed_messages(r, columns), SMALL_BATCH_ROWS):
                 yield r, batch
 
-    def read_tables(self, ranges: list[PartitionRange], columns: Sequence[str]
+    def read_tables(self, ranges: list[PartitionRange], columns: Sequence[str], *, views: bool = False
                     ) -> Iterator[tuple[PartitionRange, pa.Table]]:
-        """One table of the requested source columns per non-empty range, in range order."""
+        """One table of the requested source columns per non-empty range, in range order; with
+        `views`, a range read from format 2 segments alone keeps their view columns (binary_view,
+        headers of string_view / binary_view: `record_types` makes them the source schema's)."""
         schema = source_schema(columns)
         for r in ranges:
             if r.count > 0:
-                read = partial(_table, r=r, columns=columns, schema=schema)
+                read = partial(_table, r=r, columns=columns, schema=schema, views=views)
                 yield r, self._reopening(r.topic, r.partition, read)
 
     def _resumed_messages(self, r: PartitionRange, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
@@ -342,21 +348,51 @@ def _special(part: _Partition, r: PartitionRange, columns: Sequence[str]
     return drop_first, drop_last, lat_first, lat_last, lat_ts
 
 
-def _table(part: _Partition, r: PartitionRange, columns: Sequence[str], schema: pa.Schema) -> pa.Table:
+def _table(part: _Partition, r: PartitionRange, columns: Sequence[str], schema: pa.Schema,
+           views: bool = False) -> pa.Table:
     """The committed rows of [start, end) as a table: when no batch is skipped or stamped by the broker,
-    the range's messages as they are on disk (tiny ones coalesced), columns chosen once."""
+    the range's messages as they are on disk (tiny ones coalesced), columns chosen once and format 2
+    view columns cast once per column (kept with `views`)."""
     drop_first, _, lat_first, _, _ = _special(part, r, columns)
     if len(drop_first) or len(lat_first):
         return pa.Table.from_batches(list(_rows(part, r, columns, small_rows=TINY_MESSAGE_ROWS)),
                                      schema=schema)
     stored = [c for c in columns if c != "timestampType"]
-    messages = _coalesced(part.log.scan(r.start, r.end), TINY_MESSAGE_ROWS)
-    table = pa.Table.from_batches(list(messages), schema=RECORD_SCHEMA)
+    messages = list(_coalesced(part.log.scan(r.start, r.end, views=True), TINY_MESSAGE_ROWS))
+    if any(not m.schema.equals(messages[0].schema) for m in messages):  # format 1 and 2 segments
+        messages = [oc.to_record_schema(m) if m.schema.metadata else m for m in messages]
+    table = pa.Table.from_batches(messages, schema=messages[0].schema if messages else RECORD_SCHEMA)
     table = table.select(stored)
+    if not views:
+        table = record_types(table)
     if "timestampType" in columns:  # CreateTime everywhere
         zeros = ConstantPool().chunks(0, table.num_rows)
         table = table.append_column("timestampType", pa.chunked_array(zeros, pa.int32()))
-    return table if table.schema.equals(schema) else pa.Table.from_arrays(table.columns, schema=schema)
+    if table.schema.equals(schema):
+        return table
+    return pa.Table.from_arrays(table.columns, schema=_typed_as(schema, table.schema))
+
+
+def record_types(table: pa.Table) -> pa.Table:
+    """`table` with its format 2 view columns as their RECORD_SCHEMA types (one cast per column;
+    `onecopy.to_record_type`), any other column as it is."""
+    for i, field in enumerate(table.schema):
+        if field.type not in _VIEW_TYPES:
+            continue
+        column = table.column(i)
+        cast = column.cast(pa.binary()) if field.type == pa.binary_view() else pa.chunked_array(
+            [oc.to_record_type(c) for c in column.chunks], HEADERS_TYPE)
+        table = table.set_column(i, pa.field(field.name, cast.type, field.nullable, field.metadata), cast)
+    return table
+
+
+_VIEW_TYPES = (pa.binary_view(), oc.HEADERS_V2_TYPE)
+
+
+def _typed_as(schema: pa.Schema, stored: pa.Schema) -> pa.Schema:
+    """`schema` with the view types of `stored` where it holds them."""
+    return pa.schema([f.with_type(s.type) if s.type in _VIEW_TYPES else f for f, s in zip(schema, stored)],
+                     metadata=schema.metadata)
 
 
 def _coalesced(messages: Iterator[pa.RecordBatch], small_rows: int) -> Iterator[pa.RecordBatch]:
@@ -365,6 +401,9 @@ def _coalesced(messages: Iterator[pa.RecordBatch], small_rows: int) -> Iterator[
     run: list[pa.RecordBatch] = []
     run_rows = 0
     for rows in messages:
+        if run and not rows.schema.equals(run[0].schema):  # a format 1 message after format 2 ones
+            yield _concat(run)
+            run, run_rows = [], 0
         if rows.num_rows >= small_rows:
             if run:
                 yield _concat(run)
@@ -392,14 +431,18 @@ def stored_rows(log: ReadableLog, r: PartitionRange, columns: Sequence[str]) -> 
     """The rows of [start, end) as stored (runs of small messages coalesced, as `read` does), for
     a range the caller knows `reads_as_stored`: no batch metadata is read."""
     zeros = ConstantPool()
-    rows = (_columns(rows, columns, zeros) for rows in log.scan(r.start, r.end) if rows.num_rows)
+    rows = (_columns(rows, columns, zeros) for rows in log.scan(r.start, r.end, views=True) if rows.num_rows)
     return _coalesced(rows, SMALL_BATCH_ROWS)
 
 
 def _columns(rows: pa.RecordBatch, columns: Sequence[str], zeros: ConstantPool,
              ts_type: pa.Array | None = None) -> pa.RecordBatch:
-    """The requested columns of stored rows; timestampType is CreateTime (0) unless given."""
+    """The requested columns of stored rows (format 2 view columns cast: only those chosen);
+    timestampType is CreateTime (0) unless given."""
     out = rows.select([c for c in columns if c != "timestampType"])
+    if rows.schema.metadata:  # format 2
+        out = pa.RecordBatch.from_arrays([oc.to_record_type(c) for c in out.columns],
+                                         schema=_record_schema(tuple(out.schema.names)))
     if "timestampType" in columns:
         out = out.append_column("timestampType", zeros.take(0, rows.num_rows) if ts_type is None
                                 else ts_type)
@@ -412,7 +455,7 @@ def _messages(part: _Partition, r: PartitionRange, columns: Sequence[str]
     drop_first, drop_last, lat_first, lat_last, lat_ts = _special(part, r, columns)
     zeros = ConstantPool()
     special = len(drop_first) or len(lat_first)
-    for rows in part.log.scan(r.start, r.end):
+    for rows in part.log.scan(r.start, r.end, views=True):
         if not rows.num_rows:
             continue
         ts_type = None
@@ -421,6 +464,8 @@ def _messages(part: _Partition, r: PartitionRange, columns: Sequence[str]
             offsets = rows.column(0).to_numpy()
             lo, hi = int(offsets[0]), int(offsets[-1])
             if _overlaps(drop_first, drop_last, lo, hi):
+                if rows.schema.metadata:  # format 2: pyarrow takes no rows of views
+                    rows = oc.to_record_schema(rows)
                 rows = rows.filter(pa.array(~_covered(offsets, drop_first, drop_last)))
                 if not rows.num_rows:
                     continue
@@ -430,6 +475,12 @@ def _messages(part: _Partition, r: PartitionRange, columns: Sequence[str]
 
 
 _NONE = np.zeros(0, np.int64)
+
+
+@cache
+def _record_schema(names: tuple[str, ...]) -> pa.Schema:
+    """RECORD_SCHEMA's fields `names`."""
+    return pa.schema([RECORD_SCHEMA.field(n) for n in names])
 
 
 def _overlaps(first: np.ndarray, last: np.ndarray, lo: int, hi: int) -> bool:

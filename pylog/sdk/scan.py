@@ -22,7 +22,7 @@ from pylog.sdk.options import ReadOptions, check_isolation, check_source
 from pylog.sdk.options import with_security as with_security  # where pylog.widgets finds it
 from pylog.sdk.progress import progress_bar
 from pylog.sdk.registry import registry_decoder
-from pylog.sdk.schema import as_instants, output_columns, output_schema, source_schema
+from pylog.sdk.schema import OUTPUT_FIELDS, as_instants, output_columns, output_schema, source_schema
 
 if TYPE_CHECKING:
     import duckdb
@@ -220,19 +220,35 @@ class TopicScan:
         """Record batches as they are read (the iterator form of `to_arrow_batch_reader`)."""
         return iter(self.to_arrow_batch_reader())
 
-    def to_arrow(self) -> pa.Table:
+    def to_arrow(self, *, binary_view: bool = False) -> pa.Table:
         """All records as one ``pyarrow.Table`` (decoders see the whole column, so a JSON schema is
-        inferred from every record)."""
+        inferred from every record). ``binary_view=True``: ``key`` and ``value`` as ``binary_view``
+        and headers as ``list<struct<key: string_view, value: binary_view>>``, which format 2
+        segments are read as without copying their values (other sources' are converted)."""
+        decoders = resolve_decoders(self.options.decode, self.decode_context)
+        table = self._to_arrow(views=binary_view and not decoders)
+        if decoders:
+            table = apply_decoders(table, decoders)
+        return as_views(table) if binary_view else table
+
+    def _to_arrow(self, views: bool) -> pa.Table:
+        """`to_arrow` before decoding; with `views`, format 2 segments' view columns as they are
+        (only where every range read has them: else all as the output schema)."""
         schema = self.schema
         source_columns = [c for c in SOURCE_COLUMNS if c in self.columns]
         stored = source_schema(source_columns)
         runs: list[tuple[PartitionRange, int]] = []  # consecutive rows of one range share constants
         if self.options.bootstrap_servers is None:  # a data directory: whole tables per range, zero-copy
+            from pylog.sdk.dir_source import record_types
+
             source = self._source()
             try:
-                tables = list(source.read_tables(self._plan(source), source_columns))  # type: ignore[attr-defined]
+                plan = self._plan(source)
+                tables = list(source.read_tables(plan, source_columns, views=views))  # type: ignore[attr-defined]
             finally:
                 source.close()
+            if any(not t.schema.equals(tables[0][1].schema) for _, t in tables):  # format 1 and 2
+                tables = [(r, record_types(t)) for r, t in tables]
             runs = [(r, t.num_rows) for r, t in tables]
             table = as_instants(pa.concat_tables([t for _, t in tables]) if tables else stored.empty_table())
         else:
@@ -251,10 +267,7 @@ class TopicScan:
                 # add_column, not Table.from_arrays: validating every chunk would fault in a page
                 # of each mapped message's offsets
                 table = table.add_column(i, field, pa.chunked_array(chunks, field.type))
-        if table.schema.names != schema.names:
-            table = table.select(schema.names)
-        decoders = resolve_decoders(self.options.decode, self.decode_context)
-        return apply_decoders(table, decoders) if decoders else table
+        return table if table.schema.names == schema.names else table.select(schema.names)
 
     def to_pandas(self, **kwargs: Any) -> pandas.DataFrame:
         """``to_arrow().to_pandas(**kwargs)``."""
@@ -262,8 +275,17 @@ class TopicScan:
         return self.to_arrow().to_pandas(**kwargs)
 
     def to_polars(self) -> polars.DataFrame:
+        """The records as a Polars DataFrame; Polars keeps binary as views, so format 2 segments'
+        values go to it without a copy."""
         pl = require("polars", "to_polars()")
-        return pl.from_arrow(self.to_arrow())
+        return pl.from_arrow(self._to_arrow_for_views())
+
+    def _to_arrow_for_views(self) -> pa.Table:
+        """`to_arrow` for a consumer that reads view columns: format 2 values are not copied."""
+        decoders = resolve_decoders(self.options.decode, self.decode_context)
+        if decoders:
+            return apply_decoders(self._to_arrow(views=False), decoders)
+        return self._to_arrow(views=True)
 
     def to_duckdb(self, table_name: str, connection: duckdb.DuckDBPyConnection | None = None
                   ) -> duckdb.DuckDBPyConnection:
@@ -271,11 +293,31 @@ class TopicScan:
         database by default) and return the connection: ``scan.to_duckdb("t").sql("select ...")``."""
         duckdb = require("duckdb", "to_duckdb()")
         con = connection if connection is not None else duckdb.connect()
-        con.register(table_name, self.to_arrow())
+        views = _duckdb_reads_views(duckdb.__version__)
+        con.register(table_name, self._to_arrow_for_views() if views else self.to_arrow())
         return con
 
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
         return self.to_arrow_batch_reader().__arrow_c_stream__(requested_schema)
+
+
+def _duckdb_reads_views(version: str) -> bool:
+    """Whether this DuckDB scans Arrow binary_view / string_view columns (1.4 on)."""
+    major, minor = (int(p) if p.isdigit() else 0 for p in [*version.split("."), "0"][:2])
+    return (major, minor) >= (1, 4)
+
+
+def as_views(table: pa.Table) -> pa.Table:
+    """`table` with binary ``key`` / ``value`` and ``headers`` columns as their view types (values
+    not copied: a view per value over the same data)."""
+    from pylog.storage.onecopy import HEADERS_V2_TYPE
+
+    views = {"key": pa.binary_view(), "value": pa.binary_view(), "headers": HEADERS_V2_TYPE}
+    for i, field in enumerate(table.schema):
+        view = views.get(field.name)
+        if view is not None and field.type == OUTPUT_FIELDS[field.name]:
+            table = table.set_column(i, field.with_type(view), table.column(i).cast(view))
+    return table
 
 
 def _discovered_store(bootstrap_servers: Any, topic: str, security: Any) -> RemoteStorageSpec | None:
