@@ -190,6 +190,11 @@ def decode_entries(text: bytes) -> bytes:
 
 def write_all(fd: int, chunks: Sequence[Chunk]) -> None:
     """Hand every chunk to the kernel (os.writev, retried on short writes)."""
+    if len(chunks) <= 1024:  # the common case: one writev takes them all
+        n = os.writev(fd, chunks)
+        if n == sum([c.nbytes if type(c) is memoryview else len(c) for c in chunks]):
+            return
+        chunks = [memoryview(b"".join([bytes(c) for c in chunks]))[n:]]
     views = [v for v in (memoryview(c).cast("B") for c in chunks) if len(v)]
     while views:
         n = os.writev(fd, views[:1024])

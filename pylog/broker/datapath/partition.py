@@ -335,7 +335,7 @@ class Partition:
         try:
             rows = rows_from_kafka(view, base_offset=leo, partition_leader_epoch=self.leader_epoch,
                                    segment_compression=self.log.config.segment_compression,
-                                   max_uncompressed_bytes=self.max_uncompressed_bytes)
+                                   max_uncompressed_bytes=self.max_uncompressed_bytes, header=header)
         except RecordBatchTooLarge as exc:
             return AppendResult(ErrorCode.MESSAGE_TOO_LARGE, message=str(exc)), False
         except MalformedRecords as exc:
