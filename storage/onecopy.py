@@ -738,10 +738,10 @@ def to_record_type(column: pa.Array) -> pa.Array:
 def at_base_offset(rows: Rows, base_offset: int, partition_leader_epoch: int | None = None) -> Rows:
     """`rows` of one Kafka batch moved to `base_offset` (and `partition_leader_epoch`): both lie
     outside the batch's CRC, so the section and CRC stay as they are."""
-    e = rows.entries.copy()
-    shift = base_offset - int(e["base_offset"][0])
+    shift = base_offset - int(rows.entries["base_offset"][0])
     if shift == 0 and partition_leader_epoch is None:
         return rows
+    e = rows.entries.copy()
     e["base_offset"] += shift
     if partition_leader_epoch is not None:
         e["partition_leader_epoch"] = partition_leader_epoch
