@@ -29,13 +29,15 @@ uploaded, then (wall time; reads best of 3, the consumer once):
 - local disk/B: every file of the partition directory (data, side files, `.wire`) per byte sent;
 - remote disk/B: every object of the partition's uploaded segments per byte sent in them (the
   `size`s of their `.batches`);
-- read_topic Mrows/s: `pylog.read_topic(data_dir=...)`, against `raw pyarrow`: each data file
-  opened (memory map) and `read_all()` (format 2: view columns, not cast);
+- read_topic Mrows/s: `pylog.read_topic(data_dir=...)` (key and value binary: format 2 copies
+  the values out of their views); `views`: `scan_topic(...).to_arrow(binary_view=True)` (format 2
+  values not copied); against `raw pyarrow`: each data file opened (memory map) and `read_all()`
+  (format 2: view columns, not cast);
 - catch-up from disk over Kafka: consume Mrows/s, a confluent-kafka consumer from offset 0 to
   the end, timed from its first record (bound by the client's per-record cost); fetch MB/s (bytes
   sent per second), `bench_clients.raw_fetch`'s plain Fetch v11 client (1 MiB per partition, one
   request in flight, batch headers walked only), which times the broker and the socket.
-`--broker-mb 0` skips it.
+`--broker-mb 0` skips it, `--mb 0` the first two tables.
 """
 
 from __future__ import annotations
@@ -217,18 +219,21 @@ def broker_run(fmt: int, batches: list[bytes], root: Path, segment_bytes: int) -
 
         t_read = _wall_best(read)
         assert n == records, (n, records)
+        scan = pylog.scan_topic("t", data_dir=broker.data_dir)
+        t_views = _wall_best(lambda: scan.to_arrow(binary_view=True))
         t_raw = _wall_best(lambda: _raw_pyarrow(part))
         assert _raw_pyarrow(part) == records
         t_consume = _consume(bs, "t", records)
         t_fetch = _wall_best(lambda: raw_fetch(bs, "t", records))
     return {"local": local / sent, "remote": remote_bytes / remote_sent, "segments": segments,
-            "read": records / t_read / 1e6, "raw": records / t_raw / 1e6,
+            "read": records / t_read / 1e6, "views": records / t_views / 1e6, "raw": records / t_raw / 1e6,
             "consume": records / t_consume / 1e6, "fetch_mb": sent / t_fetch / 1e6}
 
 
 def broker_table(mb: int, root: Path) -> None:
     head = (f"{'codec':5} | {'local disk/B v1':>15} {'v2':>5} | {'remote disk/B v1':>16} {'v2':>5} | "
-            f"{'read_topic Mrows/s v1':>21} {'v2':>5} | {'raw pyarrow v1':>14} {'v2':>5} | "
+            f"{'read_topic Mrows/s v1':>21} {'v2':>5} | {'views v1':>8} {'v2':>5} | "
+            f"{'raw pyarrow v1':>14} {'v2':>5} | "
             f"{'consume Mrows/s v1':>18} {'v2':>5} | {'fetch MB/s v1':>13} {'v2':>5}")
     print(f"\nbroker, {mb} MB of 1 KB records in 64 KiB batches, 4 MiB segments, file:// remote tier")
     print(head)
@@ -237,7 +242,8 @@ def broker_table(mb: int, root: Path) -> None:
         batches = producer_batches(64 << 10, mb << 20, codec)
         one, two = (broker_run(fmt, batches, root / codec, 4 << 20) for fmt in (1, 2))
         print(f"{codec:5} | {one['local']:15.2f} {two['local']:5.2f} | {one['remote']:16.2f} "
-              f"{two['remote']:5.2f} | {one['read']:21.2f} {two['read']:5.2f} | {one['raw']:14.2f} "
+              f"{two['remote']:5.2f} | {one['read']:21.2f} {two['read']:5.2f} | {one['views']:8.2f} "
+              f"{two['views']:5.2f} | {one['raw']:14.2f} "
               f"{two['raw']:5.2f} | {one['consume']:18.3f} {two['consume']:5.3f} | "
               f"{one['fetch_mb']:13.0f} {two['fetch_mb']:5.0f}", flush=True)
         shutil.rmtree(root / codec, ignore_errors=True)
@@ -257,7 +263,7 @@ def main() -> None:
     print(head)
     print("-" * len(head))
     try:
-        for batch_bytes, label in ((1 << 20, "1 MiB"), (16 << 10, "16 KiB")):
+        for batch_bytes, label in ((1 << 20, "1 MiB"), (16 << 10, "16 KiB")) if args.mb else ():
             batches = producer_batches(batch_bytes, args.mb << 20, "lz4")
             sent = sum(len(b) for b in batches)
             mb = sent / 1e6
@@ -273,7 +279,7 @@ def main() -> None:
             shutil.rmtree(root / "t-1", ignore_errors=True)
             shutil.rmtree(root / "t-2", ignore_errors=True)
         print(f"\n{'lz4 batch':12} | {'append us/record v1':>19} {'v2':>6}")
-        for per in (50, 1000):
+        for per in (50, 1000) if args.mb else ():
             batches = producer_batches(per * RECORD, args.record_mb << 20, "lz4")
             n = per * len(batches)
             one, two = run(1, batches, root / "r-1"), run(2, batches, root / "r-2")
