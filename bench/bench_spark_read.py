@@ -10,7 +10,9 @@ to the store under the remote layout (moto's S3 server, or ``file://``), and the
 
 Each timed read runs twice in one Spark session (the first one also starts the Python workers);
 the best is shown. Run: ``python bench/bench_spark_read.py [--records 1200000] [--value-size 200]
-[--segment-bytes 33554432] [--store s3|file]``.
+[--segment-bytes 33554432] [--store s3|file] [--segment-format 1|2] [--codec none|lz4|zstd]``.
+``--segment-format 2`` writes the log as a broker does by default (one copy: the producer's
+batches, compressed with ``--codec``, appended as they came) instead of format 1's Arrow columns.
 """
 
 from __future__ import annotations
@@ -34,13 +36,18 @@ AGGREGATES = ("count(*) as n", "sum(length(value)) as b")
 
 
 def write_log(data: Path, records: int, value_size: int, segment_bytes: int, per_batch: int,
-              incompressible: bool = False) -> None:
+              incompressible: bool = False, segment_format: int = 1, codec: str = "lz4") -> None:
     """One partition of ``records`` records in producer-sized batches, rolled and sealed; values
-    repeat one byte (the segments' lz4 bodies shrink them) unless ``incompressible``."""
+    repeat one byte (the segments' lz4 bodies shrink them) unless ``incompressible``. Format 2:
+    each batch encoded as a producer sends it (``codec``) and appended as a broker does."""
+    from pylog.protocol.records import encode_batch
     from pylog.storage import RECORD_SCHEMA, BatchMeta, LogConfig, PartitionLog
 
+    from pylog.onecopy_kafka import rows_from_kafka
+
     ts0 = 1_700_000_000_000
-    log = PartitionLog.open(data / f"{TOPIC}-0", LogConfig(segment_bytes=segment_bytes), now_ms=ts0)
+    config = LogConfig(segment_bytes=segment_bytes, segment_format=segment_format)
+    log = PartitionLog.open(data / f"{TOPIC}-0", config, now_ms=ts0)
     body = np.frombuffer(b"x" * value_size, np.uint8)
     rng = np.random.default_rng(7)
     headers = RECORD_SCHEMA.field("headers").type
@@ -54,6 +61,11 @@ def write_log(data: Path, records: int, value_size: int, segment_bytes: int, per
         rb = pa.RecordBatch.from_arrays(
             [pa.array(np.arange(n, dtype=np.int64)), pa.array(np.arange(ts, ts + n), pa.timestamp("ms")),
              pa.nulls(n, pa.binary()), values, pa.nulls(n, headers)], schema=RECORD_SCHEMA)
+        if segment_format == 2:
+            batch = encode_batch(rb, base_offset=0, compression=codec, producer_id=-1, producer_epoch=-1,
+                                 base_sequence=-1)
+            log.append_rows(rows_from_kafka(batch, base_offset=0, partition_leader_epoch=0), now_ms=ts)
+            continue
         log.append(rb, BatchMeta(0, n - 1, n, ts, ts + n - 1, partition_leader_epoch=0), now_ms=ts)
     log.roll()
     log.seal_pending()
@@ -106,9 +118,22 @@ def pyarrow_read(store: object, manifest: object) -> tuple[float, tuple[int, int
             with store.open(segment_key(manifest.prefix, seg, ".arrow")) as f:  # type: ignore[attr-defined]
                 table = ipc.open_file(f).read_all()
             n += table.num_rows
-            b += pc.sum(pc.binary_length(table.column("value"))).as_py() or 0
+            b += _value_bytes(table.column("value")) if table.schema.metadata else \
+                pc.sum(pc.binary_length(table.column("value"))).as_py() or 0
         best = min(best, time.perf_counter() - t0)
     return best, (n, b)
+
+
+def _value_bytes(column: pa.ChunkedArray) -> int:
+    """Sum of a binary_view column's value lengths, from its views (pyarrow has no binary_length
+    kernel for views): each view's first int32, null slots left out."""
+    import pyarrow.compute as pc
+
+    total = 0
+    for chunk in column.chunks:
+        lengths = np.frombuffer(chunk.buffers()[1], np.int32).reshape(-1, 4)[chunk.offset:][:len(chunk), 0]
+        total += int(lengths[pc.is_valid(chunk).to_numpy(zero_copy_only=False)].sum())
+    return total
 
 
 Result = tuple[float, tuple[int, int]]
@@ -154,6 +179,9 @@ def main() -> None:
     ap.add_argument("--incompressible", action="store_true",
                     help="random values (the store then carries every byte), not one repeated byte")
     ap.add_argument("--conf", action="append", default=[], help="extra Spark conf key=value")
+    ap.add_argument("--segment-format", type=int, choices=(1, 2), default=1)
+    ap.add_argument("--codec", choices=("none", "lz4", "zstd"), default="lz4",
+                    help="the producer's compression (format 2)")
     args = ap.parse_args()
     from pylog.storage.remote_store import open_remote_store
 
@@ -170,7 +198,7 @@ def main() -> None:
         uri = f"file://{tmp / 'remote'}"
     try:
         write_log(tmp / "data", args.records, args.value_size, args.segment_bytes, args.per_batch,
-                  args.incompressible)
+                  args.incompressible, args.segment_format, args.codec)
         store = open_remote_store(uri, options)
         manifest = upload(tmp / "data" / f"{TOPIC}-0", store)
         pdt, pres = pyarrow_read(store, manifest)
@@ -185,8 +213,9 @@ def main() -> None:
             server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     segments = len(manifest.segments)  # type: ignore[attr-defined]
-    print(f"store: {args.store}, {args.records} records of {args.value_size} B, {segments} remote segments"
-          + (f", conf {conf}" if conf else ""))
+    fmt = f"format {args.segment_format}" + (f" ({args.codec})" if args.segment_format == 2 else "")
+    print(f"store: {args.store}, {args.records} records of {args.value_size} B, {segments} remote segments, "
+          f"{fmt}" + (f", conf {conf}" if conf else ""))
     print(f"{'row':<26}{'records':>10}{'seconds':>10}{'records/s':>12}{'MB/s':>8}{'vs pyarrow':>12}")
     for name, (dt, (n, b)) in [*got.items(), ("pyarrow (same objects)", (pdt, pres))]:
         assert (n, b) == pres, f"{name} read {(n, b)}, pyarrow {pres}"
