@@ -724,7 +724,7 @@ def to_record_type(column: pa.Array) -> pa.Array:
     if kind == pa.binary_view():
         return column.cast(pa.binary())
     if kind == HEADERS_V2_TYPE:
-        if len(column.values):  # type: ignore[attr-defined]
+        if len(column.values):
             return column.cast(HEADERS_TYPE)
         return pa.Array.from_buffers(HEADERS_TYPE, len(column), column.buffers()[:2], column.null_count,
                                      column.offset, children=[_NO_HEADERS])
