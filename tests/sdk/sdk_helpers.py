@@ -46,6 +46,8 @@ class LogWriter:
     def __init__(self, data_dir: Path, topic: str, partition: int = 0, **config: object) -> None:
         from pylog.storage import LogConfig
 
+        # format 1 unless asked: Arrow rows without a Kafka codec cannot be written in format 2
+        config = {"segment_format": 1, **config}
         self.log = PartitionLog.open(data_dir / f"{topic}-{partition}", LogConfig(**config), now_ms=T0)
 
     @property
