@@ -32,6 +32,17 @@ def broker_flight(broker: Any) -> list[FlightService]:
         part = dict(broker.replicas.topic_partitions(topic)).get(partition)
         return part.log_end_offset if part is not None and part.is_leader else None
 
+    def readable_end(topic: str, partition: int, committed: bool) -> int | None:
+        part = dict(broker.replicas.topic_partitions(topic)).get(partition)
+        if part is None or not part.is_leader:
+            return None
+        for _ in range(3):  # the producers' state changes on the broker's loop, read here on Flight's
+            try:
+                return part.last_stable_offset if committed else part.high_watermark
+            except RuntimeError:  # changed while it was read
+                continue
+        return part.high_watermark if not committed else None
+
     def tier(topic: str, partition: int) -> LeaderTier | None:
         reads = broker.replicas.remote_reads
         part = dict(broker.replicas.topic_partitions(topic)).get(partition)
@@ -79,7 +90,8 @@ def broker_flight(broker: Any) -> list[FlightService]:
 
     node = FlightNode(broker.node_id, led, leaders, locate, authorize, lambda: broker.own_client,
                       access.authenticator, acls=lambda: bool(authz.enabled), topics=topics,
-                      subjects=subjects, clock=broker.clock, log_end=log_end, tier=tier)
+                      subjects=subjects, clock=broker.clock, log_end=log_end, tier=tier,
+                      readable_end=readable_end)
     return start_flight(listeners, node, lambda: tls_certificates(broker))
 
 

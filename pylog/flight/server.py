@@ -37,9 +37,9 @@ from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.cluster.node_config import Listener
 from pylog.flight.auth import AuthFactory, BearerTokens, HandshakeAuth
 from pylog.flight.sources import LeaderTier, partition_scan
-from pylog.flight.tickets import BadRequest, FlightTicket, is_flight_sql, parse_read_request
+from pylog.flight.tickets import READ_COMMITTED, BadRequest, FlightTicket, is_flight_sql, parse_read_request
 from pylog.schema_registry.auth import Authenticator
-from pylog.sdk.flight_source import NOT_LED
+from pylog.sdk.flight_source import NOT_LED, OUT_OF_RANGE, TailEnd
 from pylog.sdk.offsets import OffsetOutOfRangeError, UnknownTopicError
 from pylog.sdk.scan import TopicScan
 from pylog.sdk.schema import output_columns, output_schema
@@ -57,6 +57,7 @@ AUTH_MIDDLEWARE = "pylog-auth"
 # never see it (Metadata answers the endpoints of the listener a client connected to).
 FLIGHT_LISTENER = "PYLOG_FLIGHT"
 SHUTDOWN_S = 5.0  # how long a broker's stop waits for Flight calls in progress
+TAIL_CHECK_S = 0.02  # how often a tailing DoGet looks at the readable end while it waits
 
 
 @dataclass
@@ -69,7 +70,8 @@ class FlightNode:
     ``authorize(principal, host, op, topic)``; ``produce_to``: (bootstrap servers, client
     security) of the node's own client; ``log_end(topic, partition)``: the log end offset of a
     partition this broker leads (None otherwise); ``tier(topic, partition)``: the remote segments of
-    a partition this broker leads (None: nothing remote)."""
+    a partition this broker leads (None: nothing remote); ``readable_end(topic, partition,
+    read_committed)``: its last stable offset or high watermark now, on the leader (None elsewhere)."""
 
     node_id: int
     led: Callable[[str], dict[int, Path]]
@@ -84,6 +86,8 @@ class FlightNode:
     clock: Clock = SYSTEM_CLOCK  # ages bearer tokens and held statements
     log_end: Callable[[str, int], int | None] = field(default=lambda topic, partition: None)
     tier: Callable[[str, int], LeaderTier | None] = field(default=lambda topic, partition: None)
+    readable_end: Callable[[str, int, bool], int | None] = field(
+        default=lambda topic, partition, committed: None)
 
 
 def _peer_host(context: flight.ServerCallContext) -> str:
@@ -213,7 +217,7 @@ class FlightService(flight.FlightServerBase):
                 raise flight.FlightUnavailableError(
                     f"{topic}-{partition}: offset {start} is not readable yet on node {self.node.node_id} "
                     f"(its high watermark is behind its log end {written}); ask again") from None
-            raise flight.FlightServerError(str(exc)) from None
+            raise flight.FlightServerError(f"{OUT_OF_RANGE}: {exc}") from None
         except (UnknownTopicError, ValueError) as exc:
             raise flight.FlightServerError(str(exc)) from None
 
@@ -225,17 +229,53 @@ class FlightService(flight.FlightServerBase):
         except BadRequest as exc:
             raise flight.FlightServerError(str(exc)) from None
         self._require(context, AclOperation.READ, t.topic)
+        led = self._leading(t)
+        if t.max_wait_ms is not None:
+            return self._tail(t, led, context)
+        tier = self.node.tier(t.topic, t.partition)
+        (r,) = self._plan(t.topic, t.partition, led, t.isolation, t.start, t.end,
+                          t.start_timestamp, t.end_timestamp, tier)  # still readable; bounds resolved
+        scan = partition_scan(t.topic, t.partition, led, t.isolation, start=r.start, end=r.end,
+                              columns=t.columns, tier=tier)
+        schema = output_schema(t.columns)
+        return flight.GeneratorStream(schema, self._batches(scan, t, context))
+
+    def _leading(self, t: FlightTicket) -> Path:
+        """The log directory of the ticket's partition, which this broker must lead."""
         led = self.node.led(t.topic)
         if t.partition not in led:
             raise flight.FlightServerError(
                 f"{t.topic}-{t.partition} is not led by node {self.node.node_id}; {NOT_LED}")
+        return led[t.partition]
+
+    def _tail(self, t: FlightTicket, log_dir: Path,
+              context: flight.ServerCallContext) -> flight.FlightDataStream:
+        """A tailing read: wait up to the ticket's max wait for records at or above its start, then
+        stream what is readable (up to its end at most), closed by a `TailEnd`."""
+        assert t.start is not None and t.max_wait_ms is not None  # checked by FlightTicket.decode
+        committed = t.isolation == READ_COMMITTED
+        clock = self.node.clock
+        deadline = clock.monotonic_s() + t.max_wait_ms / 1000
+        while not (self.stopping.is_set() or context.is_cancelled()):
+            readable = self.node.readable_end(t.topic, t.partition, committed)
+            if readable is None or readable > t.start or clock.monotonic_s() >= deadline:
+                break
+            self.stopping.wait(min(TAIL_CHECK_S, max(0.0, deadline - clock.monotonic_s())))
+        log_dir = self._leading(t)  # leadership may have moved meanwhile
         tier = self.node.tier(t.topic, t.partition)
-        (r,) = self._plan(t.topic, t.partition, led[t.partition], t.isolation, t.start, t.end,
-                          t.start_timestamp, t.end_timestamp, tier)  # still readable; bounds resolved
-        scan = partition_scan(t.topic, t.partition, led[t.partition], t.isolation, start=r.start, end=r.end,
+        (r,) = self._plan(t.topic, t.partition, log_dir, t.isolation, t.start, None, tier=tier)
+        end = r.end if t.end is None else max(r.start, min(r.end, t.end))
+        scan = partition_scan(t.topic, t.partition, log_dir, t.isolation, start=r.start, end=end,
                               columns=t.columns, tier=tier)
         schema = output_schema(t.columns)
-        return flight.GeneratorStream(schema, self._batches(scan, t, context))
+        closing = pa.RecordBatch.from_pylist([], schema=schema), pa.py_buffer(TailEnd(end, r.end).encode())
+
+        def stream() -> Iterator[Any]:
+            if end > r.start:
+                yield from self._batches(scan, t, context)
+            yield closing
+
+        return flight.GeneratorStream(schema, stream())
 
     def _batches(self, scan: TopicScan, t: FlightTicket,
                  context: flight.ServerCallContext) -> Iterator[pa.RecordBatch]:

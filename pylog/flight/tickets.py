@@ -4,6 +4,12 @@ Both are small JSON documents. A descriptor is a path ``[topic]`` or a command
 ``{"topic": ..., "partitions": [...], "start_offset"/"end_offset"/"start_timestamp"/"end_timestamp",
 "columns": [...], "isolation": "read_committed"}``; a ticket names one partition's resolved range
 ``[start, end)``, the columns and the isolation, so DoGet needs no planning state on the server.
+
+A ticket with ``max_wait_ms`` tails the partition (what ``pylog.follow`` sends): its ``end`` is a
+limit, not a promise; DoGet waits up to that long (at most `MAX_WAIT_MS`) for records readable at
+``start`` or above, streams what is readable then, never past the high watermark (read_committed:
+the last stable offset) nor ``end``, and ends with an empty batch whose metadata says where the
+next read starts (``pylog.sdk.flight_source.TailEnd``).
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ FLIGHT_SQL_TYPE_URL_PREFIX = "type.googleapis.com/arrow.flight.protocol.sql."
 READ_COMMITTED = "read_committed"
 READ_UNCOMMITTED = "read_uncommitted"
 TICKET_VERSION = 1
+MAX_WAIT_MS = 30_000  # the longest a tailing DoGet waits for records
 
 
 class BadRequest(ValueError):
@@ -111,6 +118,7 @@ class FlightTicket:
     isolation: str = READ_COMMITTED
     start_timestamp: int | None = None
     end_timestamp: int | None = None
+    max_wait_ms: int | None = None  # a tailing read (see the module doc)
 
     @property
     def resolved(self) -> bool:
@@ -118,10 +126,12 @@ class FlightTicket:
             self.start_timestamp is None and self.end_timestamp is None
 
     def encode(self) -> bytes:
-        return json.dumps({"v": TICKET_VERSION, "topic": self.topic, "partition": self.partition,
-                           "start": self.start, "end": self.end, "start_timestamp": self.start_timestamp,
-                           "end_timestamp": self.end_timestamp, "columns": self.columns,
-                           "isolation": self.isolation}, separators=(",", ":")).encode()
+        doc = {"v": TICKET_VERSION, "topic": self.topic, "partition": self.partition, "start": self.start,
+               "end": self.end, "start_timestamp": self.start_timestamp, "end_timestamp": self.end_timestamp,
+               "columns": self.columns, "isolation": self.isolation}
+        if self.max_wait_ms is not None:
+            doc["max_wait_ms"] = self.max_wait_ms
+        return json.dumps(doc, separators=(",", ":")).encode()
 
     @classmethod
     def decode(cls, raw: bytes) -> FlightTicket:
@@ -147,7 +157,13 @@ class FlightTicket:
             raise BadRequest(str(exc)) from None
         if isolation not in (READ_COMMITTED, READ_UNCOMMITTED):
             raise BadRequest(f"the ticket's isolation {isolation!r} is unknown")
-        return cls(topic, partition, start, end, columns, isolation, start_ts, end_ts)
+        wait = doc.get("max_wait_ms")
+        if wait is not None and (not _offset(wait) or start is None or start_ts is not None or
+                                 end_ts is not None):
+            raise BadRequest("a tailing ticket needs a non-negative max_wait_ms and a start offset "
+                             "(no timestamps)")
+        return cls(topic, partition, start, end, columns, isolation, start_ts, end_ts,
+                   None if wait is None else min(wait, MAX_WAIT_MS))
 
 
 def is_flight_sql(raw: bytes) -> bool:

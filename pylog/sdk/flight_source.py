@@ -20,6 +20,7 @@ import queue
 import threading
 import time
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
@@ -38,6 +39,7 @@ TICKET_VERSION = 1  # pylog's Flight tickets (JSON, see pylog.flight.tickets)
 READ_COMMITTED = "read_committed"
 _QUEUED_BATCHES = 16  # batches read ahead per read, all brokers together
 NOT_LED = "ask GetFlightInfo again"  # a DoGet at a broker that no longer leads the partition
+OUT_OF_RANGE = "offset out of range"  # opens the answer to a read outside the partition's log
 _MOVED_RETRIES = 5  # times a range is asked again after its leader moved or was not readable yet
 _MOVED_BACKOFF_S = 0.1  # the wait before asking again grows by this much each time
 _DONE = object()
@@ -112,11 +114,33 @@ def advertised_flight(listeners: str | None, kafka_host: str) -> str | None:
     return None
 
 
-def ticket(topic: str, partition: int, start: int, end: int, columns: Sequence[str]) -> bytes:
-    """A DoGet ticket for ``[start, end)`` of one partition (the server checks it like any other)."""
-    return json.dumps({"v": TICKET_VERSION, "topic": topic, "partition": partition, "start": start,
-                       "end": end, "start_timestamp": None, "end_timestamp": None,
-                       "columns": list(columns), "isolation": READ_COMMITTED}, separators=(",", ":")).encode()
+def ticket(topic: str, partition: int, start: int, end: int, columns: Sequence[str],
+           max_wait_ms: int | None = None) -> bytes:
+    """A DoGet ticket for ``[start, end)`` of one partition (the server checks it like any other);
+    with ``max_wait_ms``, a tailing read: at most up to ``end``, waiting that long for records."""
+    doc: dict[str, Any] = {"v": TICKET_VERSION, "topic": topic, "partition": partition, "start": start,
+                           "end": end, "start_timestamp": None, "end_timestamp": None,
+                           "columns": list(columns), "isolation": READ_COMMITTED}
+    if max_wait_ms is not None:
+        doc["max_wait_ms"] = max_wait_ms
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+@dataclass(frozen=True)
+class TailEnd:
+    """The metadata ending a tailing DoGet: the offset the next read starts at, and the partition's
+    readable end (high watermark, or last stable offset) when the read was planned."""
+
+    next_offset: int
+    readable_end: int
+
+    def encode(self) -> bytes:
+        return json.dumps({"next_offset": self.next_offset, "readable_end": self.readable_end}).encode()
+
+    @classmethod
+    def decode(cls, raw: bytes) -> TailEnd:
+        doc = json.loads(raw)
+        return cls(int(doc["next_offset"]), int(doc["readable_end"]))
 
 
 def _ticket_range(raw: bytes) -> tuple[int, int | None, int | None]:
@@ -324,6 +348,22 @@ class FlightTopicSource:
             stop.set()
             for t in threads:
                 t.join(timeout=5)
+
+    def tail(self, topic: str, partition: int, start: int, end: int, columns: Sequence[str], wait_ms: int,
+             *, relocate: bool = False) -> tuple[list[pa.RecordBatch], TailEnd]:
+        """One tailing DoGet at the partition's leader (``relocate``: asked where it is first): the
+        batches of ``[start, at most end)`` readable within ``wait_ms``, and where to go on."""
+        at = self._location(topic, partition, refresh=relocate)
+        raw = ticket(topic, partition, start, end, list(columns) or ["offset"], max_wait_ms=wait_ms)
+        batches, tail_end = [], None
+        for chunk in self._client(at).do_get(self._flight.Ticket(raw), self._call):
+            if chunk.app_metadata is not None:
+                tail_end = TailEnd.decode(chunk.app_metadata.to_pybytes())
+            if chunk.data.num_rows:
+                batches.append(_stored(chunk.data, columns))
+        if tail_end is None:
+            raise FlightReadError(f"the tailing read of {topic}-{partition} at {at} ended without its end")
+        return batches, tail_end
 
     def close(self) -> None:
         with self._lock:

@@ -22,14 +22,20 @@ write both in one transaction of your store, and on restart pass the stored valu
 The group is used the way Kafka's manually assigning consumers use one: the follower reads every
 partition (or ``partitions``) itself and commits with generation -1, which the coordinator allows
 while no consumer has joined the group. Ctrl-C while waiting ends the loop cleanly.
+
+Transport, as for `read_topic`: ``transport="auto"`` reads over Arrow Flight when the cluster serves
+it (`pylog.sdk.flight_tail`: tailing DoGets that wait on the leader for new records), else with
+Kafka Fetch long polls (`pylog.sdk.tail`); ``"flight"`` insists on Flight, ``"kafka"`` never uses
+it. ``Follower.transport`` tells which way it reads.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -45,7 +51,12 @@ from pylog.sdk.scan import decode_context
 from pylog.sdk.schema import as_instants, output_schema
 from pylog.sdk.tail import SOURCE_COLUMNS, TailReader
 
+if TYPE_CHECKING:
+    from pylog.sdk.flight_source import FlightTopicSource
+    from pylog.sdk.flight_tail import FlightTail
+
 log = logging.getLogger(__name__)
+_CLOSING: set[asyncio.Future[None]] = set()  # closes of collected followers still running
 
 
 class Follower:
@@ -97,32 +108,59 @@ class Follower:
         self._decoders = resolve_decoders(options.decode, decode_context(options, topic))
         self.records = 0  # handed over so far
         self.batches = 0
-        self._closed = False
+        self._closed = True  # until the reader is made: nothing to close
         self._stopping = threading.Event()
         self._pool = ConstantPool()
         self._committed: dict[int, int] = {}
         self._outstanding: dict[int, int] | None = None  # positions after the batch last handed over
-        positions = self._start_positions(options)
-        self._reader = TailReader(options.bootstrap_servers, topic, positions,
-                                  [c for c in SOURCE_COLUMNS if c in self.columns], options=options.fetch,
-                                  follow_new_partitions=options.partitions is None, clock=clock)
+        from pylog.sdk.flight_source import flight_source
+
+        flight = flight_source(options, tiered=False)  # None: through Kafka
+        self.transport = "kafka" if flight is None else "flight"
+        columns = [c for c in SOURCE_COLUMNS if c in self.columns]
+        every = options.partitions is None  # partitions added later are followed too
+        self._reader: TailReader | FlightTail
+        try:
+            positions = self._start_positions(options, flight)
+            if flight is None:
+                self._reader = TailReader(options.bootstrap_servers, topic, positions, columns,
+                                          options=options.fetch, follow_new_partitions=every, clock=clock)
+            else:
+                from pylog.sdk.flight_tail import FlightTail
+
+                self._reader = FlightTail(flight, options.bootstrap_servers, topic, positions, columns,
+                                          options=options.fetch, follow_new_partitions=every, clock=clock)
+        except BaseException:
+            if flight is not None:
+                flight.close()
+            raise
+        self._closed = False
         self._groups: GroupOffsets | None = None
         if group is not None:
-            self._groups = GroupOffsets(aio.run(self._reader.connect()), group)
-            committed = aio.run(self._groups.fetch(topic, sorted(positions)))
-            self._reader.seek(committed)  # out of range: the reader moves to the log start or end
-            self._committed = dict(committed)
-            if commit:  # a restart before the first batch resumes here, skipping nothing
-                self._commit(self._reader.positions)
+            try:
+                self._groups = GroupOffsets(aio.run(self._reader.connect()), group)
+                committed = aio.run(self._groups.fetch(topic, sorted(positions)))
+                self._reader.seek(committed)  # out of range: the reader moves to the log start or end
+                self._committed = dict(committed)
+                if commit:  # a restart before the first batch resumes here, skipping nothing
+                    self._commit(self._reader.positions)
+            except BaseException:  # closed here, not by a garbage collection on the I/O loop's thread
+                self.close()
+                raise
         self.clock = clock
         self._last_data = clock.monotonic_s()
 
-    def _start_positions(self, options: ReadOptions) -> dict[int, int]:
-        """Where each partition starts without a committed offset."""
+    def _start_positions(self, options: ReadOptions, flight: FlightTopicSource | None) -> dict[int, int]:
+        """Where each partition starts without a committed offset (asked the way the follower reads)."""
         from pylog.sdk.kafka_source import KafkaTopicSource
 
+        chosen = None if options.partitions is None else list(options.partitions)
+        if flight is not None:
+            ranges = resolve_ranges(flight, self.topic, partitions=chosen,
+                                    starting_offsets=options.starting_offsets,
+                                    starting_timestamp=options.starting_timestamp)
+            return {r.partition: r.start for r in ranges}
         with KafkaTopicSource(options.bootstrap_servers, options.fetch) as source:
-            chosen = None if options.partitions is None else list(options.partitions)
             ranges = resolve_ranges(source, self.topic, partitions=chosen,
                                     starting_offsets=options.starting_offsets,
                                     starting_timestamp=options.starting_timestamp)
@@ -241,9 +279,18 @@ class Follower:
     def __del__(self) -> None:
         if not getattr(self, "_closed", True):
             try:
-                self.close()
-            except Exception:
-                pass
+                asyncio.get_running_loop()
+            except RuntimeError:  # no event loop in this thread: closing may wait for the I/O loop
+                try:
+                    self.close()
+                except Exception:
+                    pass
+                return
+            # collected on the I/O loop's own thread, which must not wait for itself
+            self._closed = True
+            task = asyncio.ensure_future(self._reader.close())
+            _CLOSING.add(task)
+            task.add_done_callback(_CLOSING.discard)
 
     def __repr__(self) -> str:
         who = f", group={self.group!r}" if self.group else ""
@@ -270,12 +317,15 @@ def follow(
     as_: str = "arrow",
     fetch_options: Any = None,
     security: Any = None,
+    transport: str = "auto",
+    flight: str | None = None,
 ) -> Follower:
     """Follow `topic` as records arrive: an iterator of ``pyarrow.RecordBatch`` (``as_="polars"`` or
     ``"pandas"`` for frames) with the columns of `read_topic` (``columns``, ``include_headers``,
     ``decode`` and ``schema_registry_url`` as there). See the module doc for where it starts,
     ``max_records`` / ``max_wait`` / ``idle_timeout``, and delivery (``group`` and ``commit``).
-    ``bootstrap_servers`` / ``security`` / ``fetch_options`` as for `read_topic`."""
+    ``bootstrap_servers`` / ``security`` / ``fetch_options`` / ``transport`` / ``flight`` as for
+    `read_topic` (over Arrow Flight when the cluster serves it, see the module doc)."""
     options = ReadOptions.from_arguments(locals())
     return Follower(topic, options, group=group, max_records=max_records, max_wait=max_wait,
                     idle_timeout=idle_timeout, commit=commit, as_=as_)

@@ -108,11 +108,7 @@ class TailReader:
     async def connect(self) -> KafkaClient:
         """The reader's client (connected on first use)."""
         if self._client is None:
-            o = self.options
-            client = KafkaClient(self.bootstrap_servers, client_id=o.client_id,
-                                 request_timeout_s=o.request_timeout_s, security=o.security)
-            await client.start()
-            self._client = client
+            self._client = await tail_client(self.bootstrap_servers, self.options)
         return self._client
 
     async def poll(self, max_records: int, max_wait_s: float) -> list[tuple[int, pa.RecordBatch]]:
@@ -264,6 +260,15 @@ class TailReader:
                     partition, lo, hi, new)
         self._cursors[partition] = _cursor(self.topic, partition, new)
         self._handed[partition] = new
+
+
+async def tail_client(bootstrap_servers: str | Sequence[str], options: FetchOptions | None) -> KafkaClient:
+    """A started client of the cluster with a tail's fetch options (client id, timeout, security)."""
+    o = tail_options(options)
+    client = KafkaClient(bootstrap_servers, client_id=o.client_id, request_timeout_s=o.request_timeout_s,
+                         security=o.security)
+    await client.start()
+    return client
 
 
 def _cursor(topic: str, partition: int, offset: int) -> _PartitionCursor:
