@@ -35,6 +35,7 @@ def scan_topic(
     storage_options: Any = None,
     transport: str = "auto",
     flight: str | None = None,
+    binary_view: bool = False,
 ) -> TopicScan:
     """A lazy read of `topic`: call ``.to_arrow()``, ``.to_arrow_batch_reader()``, ``.to_pandas()``,
     ``.to_polars()`` or ``.to_duckdb(name)``, or hand it to anything that takes an Arrow stream.
@@ -70,6 +71,10 @@ def scan_topic(
     serves it, else Kafka). The Flight address is ``flight`` (``"grpc://broker:8815"``) or else the
     brokers' ``pylog.flight.listeners`` (DescribeConfigs); ``security``'s SASL user and password
     authenticate to Flight too. A topic with a remote tier read from its store stays on Kafka.
+    ``binary_view=True``: ``key`` and ``value`` as ``binary_view`` and headers as
+    ``list<struct<key: string_view, value: binary_view>>`` (pyarrow, Polars and DuckDB 1.4+ read
+    them): format 2 segments hold values so, and are then read without copying them (the default
+    binary types copy each value once).
     All keywords are checked at once (`pylog.sdk.options.ReadOptions`); a wrong one raises
     ``ValueError``.
     """
@@ -98,10 +103,11 @@ def read_topic(
     storage_options: Any = None,
     transport: str = "auto",
     flight: str | None = None,
+    binary_view: bool = False,
 ) -> pa.Table:
     """Read `topic` into a ``pyarrow.Table`` with Spark's Kafka source columns: ``key binary, value
     binary, topic string, partition int32, offset int64, timestamp timestamp[ms, tz=UTC], timestampType
     int32``
-    (+ ``headers list<struct<key: string, value: binary>>`` with ``include_headers=True``).
-    Arguments as for `scan_topic`."""
+    (+ ``headers list<struct<key: string, value: binary>>`` with ``include_headers=True``; with
+    ``binary_view=True`` their view types). Arguments as for `scan_topic`."""
     return TopicScan(topic, ReadOptions.from_arguments(locals())).to_arrow()

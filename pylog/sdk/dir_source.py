@@ -188,12 +188,13 @@ class DirTopicSource:
 
         return self._reopening(r.topic, r.partition, as_stored)
 
-    def read(self, ranges: list[PartitionRange], columns: Sequence[str]
+    def read(self, ranges: list[PartitionRange], columns: Sequence[str], *, views: bool = False
              ) -> Iterator[tuple[PartitionRange, pa.RecordBatch]]:
+        """The batches of each range (`views`: format 2 ones keep their view columns)."""
         for r in ranges:
             if r.count <= 0:
                 continue
-            for batch in _coalesced(self._resumed_messages(r, columns), SMALL_BATCH_ROWS):
+            for batch in _coalesced(self._resumed_messages(r, columns, views), SMALL_BATCH_ROWS):
                 yield r, batch
 
     def read_tables(self, ranges: list[PartitionRange], columns: Sequence[str], *, views: bool = False
@@ -207,7 +208,8 @@ class DirTopicSource:
                 read = partial(_table, r=r, columns=columns, schema=schema, views=views)
                 yield r, self._reopening(r.topic, r.partition, read)
 
-    def _resumed_messages(self, r: PartitionRange, columns: Sequence[str]) -> Iterator[pa.RecordBatch]:
+    def _resumed_messages(self, r: PartitionRange, columns: Sequence[str], views: bool = False
+                          ) -> Iterator[pa.RecordBatch]:
         """`_messages` of ``r``; when a segment of the view vanished under the reader (the broker
         sealed, compacted or deleted it after the view was opened), the partition is reopened and
         the read resumes after the last offset already returned."""
@@ -215,7 +217,7 @@ class DirTopicSource:
         for attempt in range(REOPEN_ATTEMPTS):
             try:
                 part = self._partition(r.topic, r.partition, reopen=attempt > 0)
-                for rows, last in _messages(part, replace(r, start=start), columns):
+                for rows, last in _messages(part, replace(r, start=start), columns, views):
                     start = last + 1
                     yield rows
                 return
@@ -436,11 +438,11 @@ def stored_rows(log: ReadableLog, r: PartitionRange, columns: Sequence[str]) -> 
 
 
 def _columns(rows: pa.RecordBatch, columns: Sequence[str], zeros: ConstantPool,
-             ts_type: pa.Array | None = None) -> pa.RecordBatch:
-    """The requested columns of stored rows (format 2 view columns cast: only those chosen);
-    timestampType is CreateTime (0) unless given."""
+             ts_type: pa.Array | None = None, views: bool = False) -> pa.RecordBatch:
+    """The requested columns of stored rows (format 2 view columns cast unless `views`: only those
+    chosen); timestampType is CreateTime (0) unless given."""
     out = rows.select([c for c in columns if c != "timestampType"])
-    if rows.schema.metadata:  # format 2
+    if rows.schema.metadata and not views:  # format 2
         out = pa.RecordBatch.from_arrays([oc.to_record_type(c) for c in out.columns],
                                          schema=_record_schema(tuple(out.schema.names)))
     if "timestampType" in columns:
@@ -449,7 +451,7 @@ def _columns(rows: pa.RecordBatch, columns: Sequence[str], zeros: ConstantPool,
     return out
 
 
-def _messages(part: _Partition, r: PartitionRange, columns: Sequence[str]
+def _messages(part: _Partition, r: PartitionRange, columns: Sequence[str], views: bool = False
               ) -> Iterator[tuple[pa.RecordBatch, int]]:
     """Each message's committed rows with the last offset the message covered."""
     drop_first, drop_last, lat_first, lat_last, lat_ts = _special(part, r, columns)
@@ -471,7 +473,7 @@ def _messages(part: _Partition, r: PartitionRange, columns: Sequence[str]
                     continue
             if _overlaps(lat_first, lat_last, lo, hi):
                 rows, ts_type = _log_append_time(rows, lat_first, lat_last, lat_ts, "timestamp" in columns)
-        yield _columns(rows, columns, zeros, ts_type), last
+        yield _columns(rows, columns, zeros, ts_type, views), last
 
 
 _NONE = np.zeros(0, np.int64)

@@ -53,6 +53,7 @@ class ReadOptions:
     storage_options: Any = None
     transport: str = "auto"
     flight: str | None = None
+    binary_view: bool = False
     read_committed: bool = field(default=True, repr=False)
 
     def __post_init__(self) -> None:
@@ -60,6 +61,8 @@ class ReadOptions:
 
         if self.partitions is not None:
             object.__setattr__(self, "partitions", tuple(int(p) for p in self.partitions))
+        if not isinstance(self.binary_view, bool):
+            raise ValueError(f"binary_view must be True or False, not {self.binary_view!r}")
         if self.on_decode_error not in DECODE_ERRORS:
             raise ValueError(f"on_decode_error must be 'raise' or 'null', not {self.on_decode_error!r}")
         if self.transport not in TRANSPORTS:

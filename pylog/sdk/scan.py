@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pyarrow as pa
 
@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pylog.sdk.remote_source import RemoteStorageSpec
 
 SOURCE_COLUMNS = ("offset", "timestamp", "key", "value", "headers", "timestampType")
+T = TypeVar("T", pa.Table, pa.RecordBatch)
 
 
 def decode_context(options: ReadOptions, topic: str) -> dict[str, Any]:
@@ -165,7 +166,8 @@ class TopicScan:
     def schema(self) -> pa.Schema:
         """The output schema before decoding (decoded columns get their type from the data)."""
         if self._schema is None or self._schema.names != self.columns:
-            self._schema = output_schema(self.columns)
+            schema = output_schema(self.columns)
+            self._schema = as_views(schema.empty_table()).schema if self.options.binary_view else schema
         return self._schema
 
     def _source_batches(self) -> Iterator[tuple[PartitionRange, pa.RecordBatch]]:
@@ -174,7 +176,11 @@ class TopicScan:
         source = self._source()
         try:
             ranges = self._plan(source)
-            batches = source.read(ranges, [c for c in SOURCE_COLUMNS if c in self.columns])
+            columns = [c for c in SOURCE_COLUMNS if c in self.columns]
+            if self._views_out() and _reads_views(source):
+                batches = source.read(ranges, columns, views=True)  # type: ignore[call-arg]
+            else:
+                batches = source.read(ranges, columns)
             if self.options.bootstrap_servers is None:
                 yield from batches
                 return
@@ -191,6 +197,17 @@ class TopicScan:
         for r, batch in self._source_batches():
             yield self._finish(r, batch, pool)
 
+    def _views_out(self) -> bool:
+        """Whether the source's batches go out with view columns (``binary_view``, no decoder:
+        decoders take the binary types)."""
+        return self.options.binary_view and not resolve_decoders(self.options.decode, self.decode_context)
+
+    def _output_batches(self) -> Iterator[pa.RecordBatch]:
+        """The decoders' input: `_raw_batches`, as views when they go out so."""
+        if self._views_out():
+            return (as_views(b) for b in self._raw_batches())
+        return self._raw_batches()
+
     def _finish(self, r: PartitionRange, batch: pa.RecordBatch, pool: ConstantPool) -> pa.RecordBatch:
         batch = as_instants(batch)
         if "topic" not in self.columns and "partition" not in self.columns:
@@ -205,14 +222,15 @@ class TopicScan:
 
     def to_arrow_batch_reader(self) -> pa.RecordBatchReader:
         """A stream of record batches, read as it is consumed."""
-        batches = self._raw_batches()
+        batches = self._output_batches()
         decoders = resolve_decoders(self.options.decode, self.decode_context)
         if not decoders:
             return pa.RecordBatchReader.from_batches(self.schema, batches)
-        decoded = (apply_decoders(b, decoders) for b in batches)
+        views = as_views if self.options.binary_view else _same
+        decoded = (views(apply_decoders(b, decoders)) for b in batches)
         first = next(decoded, None)
         if first is None:
-            empty = apply_decoders(_empty_batch(self.schema), decoders)
+            empty = views(apply_decoders(_empty_batch(output_schema(self.columns)), decoders))
             return pa.RecordBatchReader.from_batches(empty.schema, iter(()))
         return pa.RecordBatchReader.from_batches(first.schema, _chain(first, decoded))
 
@@ -220,11 +238,14 @@ class TopicScan:
         """Record batches as they are read (the iterator form of `to_arrow_batch_reader`)."""
         return iter(self.to_arrow_batch_reader())
 
-    def to_arrow(self, *, binary_view: bool = False) -> pa.Table:
+    def to_arrow(self, *, binary_view: bool | None = None) -> pa.Table:
         """All records as one ``pyarrow.Table`` (decoders see the whole column, so a JSON schema is
-        inferred from every record). ``binary_view=True``: ``key`` and ``value`` as ``binary_view``
-        and headers as ``list<struct<key: string_view, value: binary_view>>``, which format 2
-        segments are read as without copying their values (other sources' are converted)."""
+        inferred from every record). ``binary_view`` (default: the scan's option): ``key`` and
+        ``value`` as ``binary_view`` and headers as ``list<struct<key: string_view, value:
+        binary_view>>``, which format 2 segments are read as without copying their values (other
+        sources' are converted)."""
+        if binary_view is None:
+            binary_view = self.options.binary_view
         decoders = resolve_decoders(self.options.decode, self.decode_context)
         table = self._to_arrow(views=binary_view and not decoders)
         if decoders:
@@ -307,9 +328,9 @@ def _duckdb_reads_views(version: str) -> bool:
     return (major, minor) >= (1, 4)
 
 
-def as_views(table: pa.Table) -> pa.Table:
-    """`table` with binary ``key`` / ``value`` and ``headers`` columns as their view types (values
-    not copied: a view per value over the same data)."""
+def as_views(table: T) -> T:
+    """`table` (or batch) with binary ``key`` / ``value`` and ``headers`` columns as their view
+    types (values not copied: a view per value over the same data)."""
     from pylog.storage.onecopy import HEADERS_V2_TYPE
 
     views = {"key": pa.binary_view(), "value": pa.binary_view(), "headers": HEADERS_V2_TYPE}
@@ -339,6 +360,17 @@ def _discovered_tier(bootstrap_servers: Any, topic: str, security: Any
         return tiered, spec if spec is not None and reachable(spec) else None
     except (KafkaError, RemoteStorageError, OSError, ValueError):
         return False, None
+
+
+def _reads_views(source: TopicSource) -> bool:
+    """Whether `source` hands format 2 view columns over as they are when asked (`views=True`)."""
+    from pylog.sdk.dir_source import DirTopicSource
+
+    return isinstance(source, DirTopicSource)
+
+
+def _same(batch: T) -> T:
+    return batch
 
 
 def _empty_batch(schema: pa.Schema) -> pa.RecordBatch:

@@ -161,3 +161,27 @@ def test_remote_tier_reads_format_2(topic_dir: tuple[Path, list[dict]]) -> None:
     assert both.equals(pylog.read_topic(TOPIC, data_dir=data, partitions=[1], include_headers=True))
     views = pylog.scan_topic(TOPIC, remote_storage=tier, partitions=[1], include_headers=True)
     assert views.to_arrow(binary_view=True).cast(table.schema).equals(table)
+
+
+def test_binary_view_option(topic_dir: tuple[Path, list[dict]]) -> None:
+    """``binary_view=True`` on read_topic / scan_topic: view types in every output (table, batch
+    reader, Arrow stream), the same values as the default binary ones, decoders still applied."""
+    data, _ = topic_dir
+    public = pylog.read_topic(TOPIC, data_dir=data, include_headers=True)
+    views = pylog.read_topic(TOPIC, data_dir=data, include_headers=True, binary_view=True)
+    assert [views.schema.field(c).type for c in ("key", "value", "headers")] == [
+        pa.binary_view(), pa.binary_view(), oc.HEADERS_V2_TYPE]
+    assert views.cast(public.schema).equals(public)
+    scan = pylog.scan_topic(TOPIC, data_dir=data, include_headers=True, binary_view=True)
+    streamed = scan.to_arrow_batch_reader().read_all()
+    assert streamed.schema.equals(views.schema) and streamed.cast(public.schema).equals(public)
+    assert pa.RecordBatchReader.from_stream(scan).read_all().schema.equals(views.schema)
+    assert scan.to_arrow(binary_view=False).equals(public)
+    decoded = pylog.scan_topic(TOPIC, data_dir=data, columns=["key", "value"], decode="utf8",
+                               binary_view=True)
+    for table in (decoded.to_arrow(), decoded.to_arrow_batch_reader().read_all()):
+        assert table.schema.field("value").type == pa.string()
+        assert table.column("value").to_pylist() == pylog.read_topic(
+            TOPIC, data_dir=data, columns=["value"], decode="utf8").column("value").to_pylist()
+    with pytest.raises(ValueError, match="binary_view must be True or False"):
+        pylog.read_topic(TOPIC, data_dir=data, binary_view="yes")  # type: ignore[arg-type]
