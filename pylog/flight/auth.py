@@ -80,9 +80,13 @@ class AuthFactory(flight.ServerMiddlewareFactory):
     listeners do not authenticate) every caller is let in, and a Handshake still answers a token so
     that clients which insist on one carry on."""
 
-    def __init__(self, authenticator: Authenticator | None, tokens: BearerTokens) -> None:
+    def __init__(self, authenticator: Authenticator | None, tokens: BearerTokens, *,
+                 certificates: bool = False) -> None:
+        """``certificates``: a call without credentials is let in, for the server to name it by its
+        TLS client certificate (behind `pylog.flight.tls_front.TlsFront`)."""
         self.authenticator = authenticator
         self.tokens = tokens
+        self.certificates = certificates
 
     def start_call(self, info: Any, headers: dict[str, list[str]]) -> Caller:
         principal = self._principal(headers)
@@ -102,6 +106,8 @@ class AuthFactory(flight.ServerMiddlewareFactory):
                 if known:
                     return principal
             authorization = basic_padded(authorization)
+        elif self.certificates and self.authenticator.certificates:
+            return None  # named by its client certificate
         try:
             return self.authenticator.authenticate(authorization, None)
         except Unauthenticated as exc:

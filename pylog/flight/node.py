@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import ssl
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +12,8 @@ from pylog.cluster.records import SecurityProtocol
 from pylog.flight.server import FLIGHT_LISTENER, FlightNode, FlightService, flight_url, start_flight
 from pylog.flight.sources import LeaderTier
 from pylog.security.acl_operations import ResourceType
-from pylog.security.principal import KafkaPrincipal
+from pylog.security.principal import KafkaPrincipal, parse_mapping_rules
+from pylog.security.tls import server_context
 
 
 def broker_flight(broker: Any) -> list[FlightService]:
@@ -92,23 +95,44 @@ def broker_flight(broker: Any) -> list[FlightService]:
                       access.authenticator, acls=lambda: bool(authz.enabled), topics=topics,
                       subjects=subjects, clock=broker.clock, log_end=log_end, tier=tier,
                       readable_end=readable_end)
-    return start_flight(listeners, node, lambda: tls_certificates(broker))
+    return start_flight(listeners, node, lambda: tls_certificates(broker), lambda: mutual_tls(broker))
 
 
 _PEM = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----.*?-----END \1-----", re.S)
 
 
-def tls_certificates(broker: Any) -> list[tuple[bytes, bytes]]:
-    """(certificate chain, private key) in PEM of the first client listener with TLS, from its
-    ``ssl.keystore.*`` settings (pylog's keystores are PEM, see ``pylog.security.tls``)."""
+def _tls_listener(broker: Any) -> tuple[str, Callable[[str], str | None]]:
+    """The first client listener with TLS (its ssl.* settings are the Flight server's): its name and
+    a reader of its settings."""
     tls = [li for li in broker.settings.broker_listeners if li.security_protocol in ("SSL", "SASL_SSL")]
     if not tls:
         raise ValueError("pylog.flight.listeners: grpc+tls:// needs a client listener with TLS (its ssl.* "
                          "settings are the Flight server's)")
+    name = tls[0].name
 
     def get(key: str) -> str | None:
-        value = broker.config.listener_raw(tls[0].name, key)
+        value = broker.config.listener_raw(name, key)
         return None if value is None else str(value)
+
+    return name, get
+
+
+def mutual_tls(broker: Any) -> tuple[ssl.SSLContext, tuple[Any, ...]] | None:
+    """When the TLS listener asks for client certificates (``ssl.client.auth`` required or
+    requested): a server context from its settings offering HTTP/2 (gRPC's ALPN), and its
+    ``ssl.principal.mapping.rules``; else None (gRPC's own TLS serves)."""
+    name, get = _tls_listener(broker)
+    if (get("ssl.client.auth") or "none").strip().lower() == "none":
+        return None
+    context = server_context(get, f"listener {name}: ")
+    context.set_alpn_protocols(["h2"])
+    return context, parse_mapping_rules(get("ssl.principal.mapping.rules"))
+
+
+def tls_certificates(broker: Any) -> list[tuple[bytes, bytes]]:
+    """(certificate chain, private key) in PEM of the first client listener with TLS, from its
+    ``ssl.keystore.*`` settings (pylog's keystores are PEM, see ``pylog.security.tls``)."""
+    name, get = _tls_listener(broker)
 
     location = get("ssl.keystore.location")
     text = Path(location).read_text() if location else \
@@ -117,7 +141,7 @@ def tls_certificates(broker: Any) -> list[tuple[bytes, bytes]]:
     chain = "\n".join(b for kind, b in blocks if kind == "CERTIFICATE")
     keys = [(kind, b) for kind, b in blocks if "PRIVATE KEY" in kind]
     if not chain or not keys:
-        raise ValueError(f"pylog.flight.listeners: the keystore of listener {tls[0].name} holds no "
+        raise ValueError(f"pylog.flight.listeners: the keystore of listener {name} holds no "
                          f"certificate and private key in PEM")
     kind, key = keys[0]
     if kind == "ENCRYPTED PRIVATE KEY":

@@ -20,9 +20,11 @@ token a Handshake issues).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import logging
 import socket
+import ssl
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -38,6 +40,7 @@ from pylog.cluster.node_config import Listener
 from pylog.flight.auth import AuthFactory, BearerTokens, HandshakeAuth
 from pylog.flight.sources import LeaderTier, partition_scan
 from pylog.flight.tickets import READ_COMMITTED, BadRequest, FlightTicket, is_flight_sql, parse_read_request
+from pylog.flight.tls_front import TlsFront
 from pylog.schema_registry.auth import Authenticator
 from pylog.sdk.flight_source import NOT_LED, OUT_OF_RANGE, TailEnd
 from pylog.sdk.offsets import OffsetOutOfRangeError, UnknownTopicError
@@ -101,17 +104,29 @@ def _peer_host(context: flight.ServerCallContext) -> str:
 
 class FlightService(flight.FlightServerBase):
     def __init__(self, location: str, node: FlightNode,
-                 tls_certificates: list[tuple[bytes, bytes]] | None = None) -> None:
+                 tls_certificates: list[tuple[bytes, bytes]] | None = None,
+                 front: Callable[[str, int, int], TlsFront] | None = None) -> None:
+        """``front(host, port, backend port)``: the TLS listener that asks for client certificates
+        (`pylog.flight.tls_front`), in front of this server, which then listens on loopback."""
         tokens = BearerTokens(node.clock)
-        super().__init__(location, tls_certificates=tls_certificates or None, auth_handler=HandshakeAuth(),
-                         middleware={AUTH_MIDDLEWARE: AuthFactory(node.authenticator, tokens)})
+        where = urlsplit(location)
+        super().__init__("grpc://127.0.0.1:0" if front is not None else location,
+                         tls_certificates=tls_certificates or None, auth_handler=HandshakeAuth(),
+                         middleware={AUTH_MIDDLEWARE: AuthFactory(node.authenticator, tokens,
+                                                                  certificates=front is not None)})
         self.node = node
         self._sql: FlightSql | None = None  # made on the first Flight SQL call (it needs DuckDB, protobuf)
         self._sql_lock = threading.Lock()
-        self.tls = bool(tls_certificates)
-        host = urlsplit(location).hostname or ""
+        try:
+            self.front = None if front is None else front(where.hostname or "", where.port or 0, self.port)
+        except BaseException:
+            self.shutdown()
+            raise
+        self.tls = bool(tls_certificates) or self.front is not None
+        self.public_port = self.front.port if self.front is not None else self.port
+        host = where.hostname or ""
         self.host = socket.getfqdn() if host in ("0.0.0.0", "::", "") else host
-        self.url = flight_url(self.host, self.port, tls=self.tls)
+        self.url = flight_url(self.host, self.public_port, tls=self.tls)
         self.ready = threading.Event()  # set once the broker serves clients
         self.stopping = threading.Event()  # set when the broker stops: streams end at their next batch
 
@@ -119,7 +134,7 @@ class FlightService(flight.FlightServerBase):
     def listener(self) -> Listener:
         """This server as a listener of the broker's registration, so other brokers can point
         clients at it."""
-        return Listener(FLIGHT_LISTENER, self.host, self.port, "SSL" if self.tls else "PLAINTEXT")
+        return Listener(FLIGHT_LISTENER, self.host, self.public_port, "SSL" if self.tls else "PLAINTEXT")
 
     def _check_ready(self) -> None:
         if not self.ready.is_set():
@@ -127,14 +142,26 @@ class FlightService(flight.FlightServerBase):
 
     # --- access -----------------------------------------------------------------------------
 
+    def _caller(self, context: flight.ServerCallContext) -> tuple[KafkaPrincipal | None, str]:
+        """(principal, client host) of a call: its credentials' user, else, behind a TLS front, the
+        user its client certificate maps to."""
+        principal = getattr(context.get_middleware(AUTH_MIDDLEWARE), "principal", None)
+        if self.front is None:
+            return principal, _peer_host(context)
+        relayed = self.front.caller(context.peer() or "")
+        if relayed is None:
+            raise flight.FlightUnauthenticatedError("this Flight server takes calls over TLS with a client "
+                                                    "certificate only")
+        return principal or relayed[0], relayed[1]
+
     def _principal(self, context: flight.ServerCallContext) -> KafkaPrincipal | None:
-        return getattr(context.get_middleware(AUTH_MIDDLEWARE), "principal", None)
+        return self._caller(context)[0]
 
     def _allowed(self, context: flight.ServerCallContext, op: int, topic: str) -> bool:
+        principal, host = self._caller(context)
         if not self.node.acls():
             return True
-        principal = self._principal(context) or ANONYMOUS  # an open listener with ACLs on: anonymous
-        return bool(self.node.authorize(principal, _peer_host(context), op, topic))
+        return bool(self.node.authorize(principal or ANONYMOUS, host, op, topic))  # open listener: anonymous
 
     def _require(self, context: flight.ServerCallContext, op: int, topic: str) -> None:
         self._check_ready()
@@ -340,6 +367,8 @@ async def stop_flight(servers: list[FlightService], timeout_s: float = SHUTDOWN_
     stopped reading mid-stream cannot hold the broker's stop."""
     for server in servers:
         server.stopping.set()
+        if server.front is not None:
+            server.front.close()  # no new TLS connections; the relayed ones end with it
     threads = [threading.Thread(target=server.shutdown, name="flight-shutdown", daemon=True)
                for server in servers]
     for thread in threads:
@@ -357,11 +386,19 @@ def flight_url(host: str, port: int, *, tls: bool) -> str:
     return f"{'grpc+tls' if tls else 'grpc'}://{f'[{host}]' if ':' in host else host}:{port}"
 
 
+def _front(context: ssl.SSLContext, rules: tuple[Any, ...], host: str, port: int, backend: int) -> TlsFront:
+    return TlsFront(host, port, context, rules, backend)
+
+
 def start_flight(listeners: str, node: FlightNode,
-                 tls_certificates: Callable[[], list[tuple[bytes, bytes]]]) -> list[FlightService]:
+                 tls_certificates: Callable[[], list[tuple[bytes, bytes]]],
+                 mutual_tls: Callable[[], tuple[ssl.SSLContext, tuple[Any, ...]] | None] = lambda: None,
+                 ) -> list[FlightService]:
     """One Flight server per ``grpc://HOST:PORT`` or ``grpc+tls://HOST:PORT`` of
     ``pylog.flight.listeners`` (port 0: a free one); ``tls_certificates()``: the (certificate
-    chain, private key) PEM pairs a TLS server presents."""
+    chain, private key) PEM pairs a TLS server presents; ``mutual_tls()``: when the TLS listener
+    asks for client certificates, its server context and principal mapping rules (a `TlsFront`
+    then terminates TLS)."""
     servers: list[FlightService] = []
     try:
         for raw in (u.strip() for u in listeners.split(",")):
@@ -371,10 +408,16 @@ def start_flight(listeners: str, node: FlightNode,
             if scheme not in ("grpc", "grpc+tls"):
                 raise ValueError(f"pylog.flight.listeners: {raw!r}: expected grpc://HOST:PORT or "
                                  f"grpc+tls://HOST:PORT")
-            servers.append(FlightService(raw, node, tls_certificates() if scheme == "grpc+tls" else None))
-            log.info("Arrow Flight on %s", servers[-1].url)
+            mutual = mutual_tls() if scheme == "grpc+tls" else None
+            if mutual is not None:
+                servers.append(FlightService(raw, node, front=functools.partial(_front, *mutual)))
+            else:
+                servers.append(FlightService(raw, node, tls_certificates() if scheme == "grpc+tls" else None))
+            log.info("Arrow Flight on %s%s", servers[-1].url, " (client certificates)" if mutual else "")
     except BaseException:
         for s in servers:
+            if s.front is not None:
+                s.front.close()
             s.shutdown()
         raise
     return servers
