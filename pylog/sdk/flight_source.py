@@ -17,6 +17,7 @@ from __future__ import annotations
 import base64
 import json
 import queue
+import re
 import threading
 import time
 from collections.abc import Iterator, Sequence
@@ -43,6 +44,7 @@ OUT_OF_RANGE = "offset out of range"  # opens the answer to a read outside the p
 _MOVED_RETRIES = 5  # times a range is asked again after its leader moved or was not readable yet
 _MOVED_BACKOFF_S = 0.1  # the wait before asking again grows by this much each time
 _DONE = object()
+_PEM_BLOCK = re.compile(r"-----BEGIN ([A-Z0-9 ]+)-----.*?-----END \1-----", re.S)
 
 
 class FlightReadError(RuntimeError):
@@ -164,8 +166,10 @@ class FlightTopicSource:
         timeout = options.fetch.request_timeout_s if options.fetch is not None else 30.0
         self._call = flight.FlightCallOptions(headers=headers, timeout=timeout)
         raw = options.security or {}
-        self._ca = next((raw[k] for k in ("ssl.ca.location", "ssl.cafile", "ssl.truststore.location")
-                         if isinstance(raw, dict) and raw.get(k)), None)
+        self._ca = _setting(raw, "ssl.ca.location", "ssl.cafile", "ssl.truststore.location")
+        # a client certificate, for a broker whose TLS listener asks for one (ssl.client.auth)
+        self._cert = _setting(raw, "ssl.certificate.location", "ssl.certfile", "ssl.keystore.location")
+        self._key = _setting(raw, "ssl.key.location", "ssl.keyfile") or self._cert
         self._clients: dict[str, flight.FlightClient] = {}
         self._lock = threading.Lock()
         self._where: dict[str, dict[int, str]] = {}  # topic -> partition -> its leader's Flight URL
@@ -179,10 +183,13 @@ class FlightTopicSource:
         with self._lock:
             client = self._clients.get(location)
             if client is None:
-                tls = {}
+                tls: dict[str, bytes] = {}
                 if location.startswith("grpc+tls") and self._ca is not None:
                     with open(self._ca, "rb") as f:
-                        tls = {"tls_root_certs": f.read()}
+                        tls["tls_root_certs"] = f.read()
+                if location.startswith("grpc+tls") and self._cert is not None and self._key is not None:
+                    tls["cert_chain"] = _pem(self._cert, "CERTIFICATE")
+                    tls["private_key"] = _pem(self._key, "PRIVATE KEY")
                 client = self._clients[location] = self._flight.FlightClient(location, **tls)
             return client
 
@@ -376,6 +383,23 @@ class FlightTopicSource:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _setting(raw: Any, *names: str) -> str | None:
+    """The first of ``names`` set in a client security dict."""
+    return next((str(raw[k]) for k in names if isinstance(raw, dict) and raw.get(k)), None)
+
+
+def _pem(path: str, kind: str) -> bytes:
+    """The PEM blocks of `kind` (``CERTIFICATE``; ``PRIVATE KEY`` matches any private key) in a file
+    that may hold both a certificate chain and its key."""
+    with open(path, encoding="ascii", errors="replace") as f:
+        text = f.read()
+    found = [m.group(0) for m in _PEM_BLOCK.finditer(text)
+             if (m.group(1) == kind if kind == "CERTIFICATE" else kind in m.group(1))]
+    if not found:
+        raise ValueError(f"{path} holds no {kind} in PEM")
+    return "\n".join(found).encode()
 
 
 def _stored(batch: pa.RecordBatch, columns: Sequence[str]) -> pa.RecordBatch:

@@ -5,6 +5,7 @@ listener names it, so the topic's ACLs decide (READ for alice, nothing for bob).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -100,3 +101,19 @@ def test_the_certificate_subject_is_the_principal_the_acls_judge(broker: pylog.L
             bob.get_flight_info(flight.FlightDescriptor.for_path(TOPIC))
         with pytest.raises(flight.FlightUnauthorizedError, match="User:bob"):
             bob.do_get(fi.endpoints[0].ticket).read_all()
+
+
+def test_the_sdk_presents_its_client_certificate(broker: pylog.LocalBroker, ca: trustme.CA,
+                                                  tmp_path: Path) -> None:
+    """``read_topic``'s security settings (librdkafka's names) carry the certificate to Flight too."""
+    printed = (broker._tmp / "broker.stdout").read_text()
+    ssl_listener = re.search(r"pylog listener SSL on (\S+)", printed)
+    assert ssl_listener is not None, printed
+    ca.cert_pem.write_to_path(str(tmp_path / "ca.pem"))
+    ca.issue_cert("alice@example.com", common_name="alice").private_key_and_cert_chain_pem.write_to_path(
+        str(tmp_path / "alice.pem"))
+    security = {"security.protocol": "SSL", "ssl.ca.location": str(tmp_path / "ca.pem"),
+                "ssl.certificate.location": str(tmp_path / "alice.pem")}
+    table = pylog.read_topic(TOPIC, bootstrap_servers=ssl_listener.group(1), security=security,
+                             transport="flight", flight=broker.flight_url, remote_storage=False)
+    assert table.column("value").to_pylist() == [b"v%d" % i for i in range(5)]
