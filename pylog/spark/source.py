@@ -247,7 +247,7 @@ def pack_segments(segments: Sequence[RemoteLogSegment],
 
 def remote_tier(source: TopicSource | None) -> RemoteTier | None:
     if isinstance(source, DirTopicSource):
-        return source.remote
+        return source.remote if isinstance(source.remote, RemoteTier) else None
     if isinstance(source, TieredKafkaSource):
         return source.tier
     return None
