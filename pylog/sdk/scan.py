@@ -315,7 +315,7 @@ class TopicScan:
         duckdb = require("duckdb", "to_duckdb()")
         con = connection if connection is not None else duckdb.connect()
         views = _duckdb_reads_views(duckdb.__version__)
-        con.register(table_name, self._to_arrow_for_views() if views else self.to_arrow())
+        con.register(table_name, self._to_arrow_for_views() if views else self.to_arrow(binary_view=False))
         return con
 
     def __arrow_c_stream__(self, requested_schema: Any = None) -> Any:
