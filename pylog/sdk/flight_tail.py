@@ -59,6 +59,7 @@ class FlightTail:
         self.columns = ("offset", *(c for c in SOURCE_COLUMNS if c in columns and c != "offset"))
         self.follow_new_partitions = follow_new_partitions
         self.gets = 0  # tailing DoGets answered
+        self.retries = 0  # DoGets asked again (a leader moved, not ready yet, or not answering)
         self._next: dict[int, int] = {}  # where the next DoGet starts
         self._handed: dict[int, int] = {}
         self._pending: dict[int, deque[pa.RecordBatch]] = {}
@@ -195,6 +196,7 @@ class FlightTail:
                 self._retry_at.pop(p, None)
             elif isinstance(exc, (flight.FlightUnavailableError, flight.FlightTimedOutError)) or (
                     isinstance(exc, flight.FlightServerError) and NOT_LED in str(exc)):
+                self.retries += 1
                 failures = self._failures[p] = self._failures.get(p, 0) + 1
                 delay = min(RETRY_BACKOFF_S[0] * 2 ** failures, RETRY_BACKOFF_S[1])
                 self._retry_at[p] = self.clock.monotonic_s() + delay

@@ -3,6 +3,7 @@ per partition at the Flight server of its leader, and the leaders together retur
 A leader change during a DoGet: the stream at the old leader ends (completed or cut by its stop),
 and the client recovers by asking GetFlightInfo again for what it has not read, reading the rest
 from the new leader; pylog's own Flight reader does the same for a range planned at the old leader.
+A follower tailing over Flight reads on from the new leader after a preferred leader election.
 A notebook without pylog (only ADBC's Flight SQL driver, pyarrow and polars importable) lists the
 topics as tables and joins two of them, one led by several nodes, getting Arrow back.
 The tests share one cluster, in order (the last one stops a node)."""
@@ -163,6 +164,53 @@ def test_a_notebook_without_pylog_queries_two_topics_over_flight_sql(
                 if off >= 2 and key in titles]
     assert len(expected) == 19
     assert got["rows"] == expected
+
+
+def test_follow_over_flight_asks_the_new_leader_after_a_preferred_leader_election(
+        cluster: pylog.LocalCluster) -> None:
+    """The partition's leader moves (reordered replicas, then a preferred leader election) while a
+    follower tails it over Flight: its next DoGet at the old leader is refused, it asks again where
+    the partition is led, and it reads on from there, every record once and in order."""
+    from pylog.sdk.cluster_admin import ClusterAdminSync
+
+    topic, tp = "tailing", ("tailing", 0)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic(topic, 1, 3)])[topic].result(60)
+    p = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all"})
+
+    def produce(first: int, n: int) -> None:
+        for i in range(first, first + n):
+            p.produce(topic, value=b"%d" % i, partition=0)
+        assert p.flush(60) == 0
+
+    def read_until(follower: pylog.sdk.follow.Follower, n: int, got: list[int]) -> None:
+        deadline = time.monotonic() + 60
+        while len(got) < n:
+            batch = follower.poll(0.5)
+            if batch is not None:
+                got += batch.column("offset").to_pylist()
+            assert time.monotonic() < deadline, f"read {len(got)} of {n}"
+
+    produce(0, 100)
+    got: list[int] = []
+    with pylog.follow(topic, bootstrap_servers=cluster.bootstrap_servers, transport="flight",
+                      flight=cluster.flight_urls[0], starting_offsets="earliest", max_wait=0.2) as follower:
+        read_until(follower, 100, got)
+        with ClusterAdminSync(cluster.bootstrap_servers) as ca:
+            before = ca.state().partitions[tp]
+            first, second, *rest = before.replicas
+            ca.alter_reassignments({tp: [second, first, *rest]})
+            deadline = time.monotonic() + 60
+            while ca.state().partitions[tp].leader != second:
+                if not ca.list_reassignments():
+                    ca.elect_preferred_leaders([tp])
+                assert time.monotonic() < deadline, ca.state().partitions[tp]
+                time.sleep(0.2)
+        produce(100, 100)
+        read_until(follower, 200, got)
+        assert follower.transport == "flight"
+        assert follower._reader.retries > 0  # the old leader refused, the new one answered
+    assert got == list(range(200))
 
 
 def _endpoint(url: str, **command: object) -> flight.FlightEndpoint:
