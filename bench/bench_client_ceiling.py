@@ -48,7 +48,7 @@ def run(args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:
     kinds = broker_labels(args)
     labels = tuple(kinds)
     brokers = {label: BenchBroker(kind, config=config).start() for label, (kind, config) in kinds.items()}
-    samples: dict[str, list[tuple[float, float]]] = {label: [] for label in labels}
+    samples: dict[str, list[tuple[float, float, float]]] = {label: [] for label in labels}
     try:
         for b in brokers.values():
             create_topic(b.bootstrap, "ceiling", 1)
@@ -57,10 +57,12 @@ def run(args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:
             order = labels[rep % len(labels):] + labels[: rep % len(labels)]  # each goes first in turn
             for kind in order:
                 b = brokers[kind]
-                before = b.stats().cpu_s
+                before = b.stats()
                 seconds = produce(b.bootstrap, "ceiling", sc, args.records)
-                cpu = b.stats().cpu_s - before
-                samples[kind].append((args.records / seconds, cpu / args.records * 1e6))
+                after = b.stats()
+                cpu, user = after.cpu_s - before.cpu_s, after.user_s - before.user_s
+                per_m = 1e6 / args.records
+                samples[kind].append((args.records / seconds, cpu * per_m, user * per_m))
                 print(f"[{kind}] run {rep + 1}: {args.records / seconds:,.0f} records/s", file=sys.stderr)
     finally:
         for b in brokers.values():
@@ -68,9 +70,10 @@ def run(args: argparse.Namespace) -> dict[str, list[tuple[float, float]]]:
     return samples
 
 
-def table(samples: dict[str, list[tuple[float, float]]], label: str) -> str:
+def table(samples: dict[str, list[tuple[float, float, float]]], label: str) -> str:
     rate = {k: [s[0] for s in v] for k, v in samples.items()}
     cpu = {k: [s[1] for s in v] for k, v in samples.items()}
+    user = {k: [s[2] for s in v] for k, v in samples.items()}
 
     def ratios(a: str, b: str) -> list[float]:
         return [x / y for x, y in zip(rate[a], rate[b])]
@@ -78,13 +81,13 @@ def table(samples: dict[str, list[tuple[float, float]]], label: str) -> str:
     lines = [
         f"{label}: median of {len(next(iter(rate.values())))} runs, brokers alternating",
         "",
-        "| broker | records/s | broker CPU s / M records | records/s per run |",
-        "|---|---:|---:|---|",
+        "| broker | records/s | broker CPU s / M records | of which user | records/s per run |",
+        "|---|---:|---:|---:|---|",
     ]
     for kind in samples:
         runs = " ".join(f"{x / 1e3:,.0f}k" for x in rate[kind])
         lines.append(f"| {kind} | {fmt(statistics.median(rate[kind]))} | "
-                     f"{fmt(statistics.median(cpu[kind]))} | {runs} |")
+                     f"{fmt(statistics.median(cpu[kind]))} | {fmt(statistics.median(user[kind]))} | {runs} |")
     lines += ["", "| ratio | median | per run |", "|---|---:|---|"]
     pylogs = [k for k in samples if k.startswith("pylog")]
     pairs = [(p, o) for p in pylogs for o in ("tansu", "null") if o in samples]

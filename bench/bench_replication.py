@@ -28,8 +28,13 @@ benchmark's warm-up does.
     python bench/bench_replication.py --records 100000 --repeat 3
     python bench/bench_replication.py --segment-format 1,2 --seconds 0   # formats side by side
 
-Each row also shows the leader's CPU and the busiest follower's, per million records, and the
-follower's against the RF=1 leader's (what a replica costs beside the leader it copies).
+Each row also shows the leader's CPU and the busiest follower's, per million records, split into
+user CPU (the broker's own work) and system CPU (the kernel's: socket and page-cache copies), and
+the follower's against the RF=1 leader's, in total and in user CPU alone (what a replica costs
+beside the leader it copies). Compare user CPU: on a VM that hands freed memory back to its host,
+writing into page-cache pages not used lately costs the kernel about 4.5 s per GB against 0.2 s
+for warm ones, and which broker gets warm pages varies from run to run, so system CPU (and the
+total) swings by half while user CPU holds within a tenth.
 """
 
 from __future__ import annotations
@@ -40,6 +45,8 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +54,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 from bench_clients import Scenario, latency, produce, quantile
 from common import proc_stats
+from pylog.storage.config import DEFAULT_SEGMENT_FORMAT
 
 from pylog.local_cluster import LocalCluster
 
@@ -98,12 +106,29 @@ def delete(bootstrap: str, topic: str) -> None:
     time.sleep(0.5)
 
 
-def cpu(cluster: LocalCluster) -> dict[int, float]:
-    """CPU seconds so far of each node's process."""
-    return {i: proc_stats(n.pid).cpu_s for i, n in cluster.nodes.items() if n.pid is not None}
+def cpu(cluster: LocalCluster) -> dict[int, tuple[float, float]]:
+    """User and system CPU seconds so far of each node's process."""
+    out = {}
+    for i, n in cluster.nodes.items():
+        if n.pid is not None:
+            st = proc_stats(n.pid)
+            out[i] = (st.user_s, st.sys_s)
+    return out
 
 
-Rows = dict[str, list[tuple[float, float, float, float]]]  # records/s, CPU s / M: cluster, leader, follower
+@dataclass
+class Sample:
+    """One throughput run: records/s and CPU seconds per million records."""
+
+    rate: float
+    cluster: float  # user + system, all three brokers
+    leader_user: float
+    leader_sys: float
+    follower_user: float  # the follower that used the most CPU (user + system)
+    follower_sys: float
+
+
+Rows = dict[str, list[Sample]]
 Latency = dict[str, dict[str, list[float]]]
 
 
@@ -145,11 +170,16 @@ def run(
                 elapsed = produce(bs, topic, Scenario(1000, acks=acks), records, config)
                 settle(bs, topic, records)
                 after = cpu(cluster)
-                used = {i: after[i] - before.get(i, 0.0) for i in after}
+                used = {i: (u - before.get(i, (0.0, 0.0))[0], k - before.get(i, (0.0, 0.0))[1])
+                        for i, (u, k) in after.items()}
                 per_m = 1e6 / records
-                follower = max((c for i, c in used.items() if i != leader), default=0.0)
-                rows.setdefault(label, []).append((records / elapsed, sum(used.values()) * per_m,
-                                                   used.get(leader, 0.0) * per_m, follower * per_m))
+                followers = [c for i, c in used.items() if i != leader]
+                fu, fs = max(followers, key=sum, default=(0.0, 0.0))
+                lu, ls = used.get(leader, (0.0, 0.0))
+                total = sum(u + k for u, k in used.values())
+                rows.setdefault(label, []).append(Sample(
+                    records / elapsed, total * per_m, lu * per_m, ls * per_m, fu * per_m, fs * per_m
+                ))
                 delete(bs, topic)
             if seconds <= 0:
                 continue
@@ -171,7 +201,7 @@ def run(
 def baseline(rows: Rows, label: str) -> float:
     """The median records/s of the RF=1 row ``label`` is compared with (same batches)."""
     ref = "RF=1, acks=all, 1 MB batches" if label.endswith("1 MB batches") else "RF=1, acks=all"
-    return statistics.median(r[0] for r in rows[ref]) if ref in rows else float("nan")
+    return statistics.median(r.rate for r in rows[ref]) if ref in rows else float("nan")
 
 
 def main() -> None:
@@ -181,27 +211,44 @@ def main() -> None:
     ap.add_argument("--rate", type=int, default=10_000, help="latency row: records per second")
     ap.add_argument("--seconds", type=float, default=10.0, help="latency row: how long (0: skip it)")
     ap.add_argument("--only", default="", help="run only the throughput rows whose label contains this")
-    ap.add_argument("--segment-format", default="1", help="pylog.segment.format of the cluster; several "
-                    "(1,2) run one cluster each, one after the other, printed side by side")
+    ap.add_argument("--segment-format", default=str(DEFAULT_SEGMENT_FORMAT),
+                    help="pylog.segment.format of the cluster; several (1,2) run one cluster "
+                    "each, one after the other, printed side by side")
     args = ap.parse_args()
     formats = [f.strip() for f in args.segment_format.split(",") if f.strip()]
     lat: Latency = {}
     print(f"\n3-node pylog cluster, 1 KB records, {args.records:,} per row, median of {args.repeat}\n")
-    print(f"| {'format':>6} | {'row':<29} | {'records/s':>10} | {'MB/s':>7} | {'cluster CPU s/M':>15} "
-          f"| {'leader CPU s/M':>14} | {'follower CPU s/M':>16} | {'follower / RF=1 leader':>22} "
-          f"| {'vs RF=1':>7} |")
-    print("|" + "|".join("-" * w for w in (8, 31, 12, 9, 17, 16, 18, 24, 9)) + "|")
+    head = ("format", "row", "records/s", "MB/s", "cluster CPU s/M", "leader usr s/M", "leader sys s/M",
+            "follower usr s/M", "follower sys s/M", "follower / RF=1 leader", "usr: follower / leader",
+            "vs RF=1")
+    print("| " + " | ".join(head) + " |")
+    print("|" + "|".join("-" * (len(h) + 2) for h in head) + "|")
     for fmt in formats:
         rows, lat = run(args.records, args.repeat, args.only, args.rate, args.seconds,
                         {"pylog.segment.format": fmt})
         solo = rows.get("RF=1, acks=all")
-        solo_leader = statistics.median(r[2] for r in solo) if solo else float("nan")
+        solo_user = statistics.median(r.leader_user for r in solo) if solo else float("nan")
+        solo_total = statistics.median(r.leader_user + r.leader_sys for r in solo) if solo else float("nan")
         for label, values in rows.items():
-            rate, cost, lead, follow = (statistics.median(r[k] for r in values) for k in range(4))
-            ratio = rate / baseline(rows, label)
-            print(f"| {fmt:>6} | {label:<29} | {rate:>10,.0f} | {rate / 1000:>7.1f} | {cost:>15.2f} "
-                  f"| {lead:>14.2f} | {follow:>16.2f} | {follow / solo_leader:>22.2f} | {ratio:>7.2f} |",
+            def med(key: Callable[[Sample], float], values: list[Sample] = values) -> float:
+                return statistics.median(key(r) for r in values)
+
+            rate = med(lambda r: r.rate)
+            fu, fs = med(lambda r: r.follower_user), med(lambda r: r.follower_sys)
+            cells = (
+                fmt, label, f"{rate:,.0f}", f"{rate / 1000:.1f}", f"{med(lambda r: r.cluster):.2f}",
+                f"{med(lambda r: r.leader_user):.2f}", f"{med(lambda r: r.leader_sys):.2f}",
+                f"{fu:.2f}", f"{fs:.2f}", f"{(fu + fs) / solo_total:.2f}", f"{fu / solo_user:.2f}",
+                f"{rate / baseline(rows, label):.2f}",
+            )
+            print("| " + " | ".join(c.rjust(len(h)) if i != 1 else c.ljust(29)
+                                    for i, (c, h) in enumerate(zip(cells, head, strict=True))) + " |",
                   flush=True)
+        if args.repeat > 1:
+            for label, values in rows.items():
+                print(f"  {fmt} {label}: follower usr s/M min {min(r.follower_user for r in values):.2f}, "
+                      f"leader usr s/M min {min(r.leader_user for r in values):.2f}, "
+                      f"records/s max {max(r.rate for r in values):,.0f}")
     if args.seconds <= 0:
         return
     print(

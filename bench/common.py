@@ -41,6 +41,8 @@ class ProcStats:
     hwm_mb: float  # peak resident set
     anon_mb: float = 0.0  # of the resident set: heap and anonymous maps (caches, Python objects)
     file_mb: float = 0.0  # of the resident set: mapped files (segment data in the page cache)
+    user_s: float = 0.0  # of cpu_s: in the process itself (Python, C extensions)
+    sys_s: float = 0.0  # of cpu_s: in the kernel for it (socket and page-cache copies, page faults)
 
 
 def proc_stats(pid: int) -> ProcStats:
@@ -59,6 +61,8 @@ def proc_stats(pid: int) -> ProcStats:
         mem.get("VmHWM", 0.0),
         mem.get("RssAnon", 0.0),
         mem.get("RssFile", 0.0) + mem.get("RssShmem", 0.0),
+        utime / CLK_TCK,
+        stime / CLK_TCK,
     )
 
 
