@@ -38,10 +38,18 @@ import pyarrow.flight as flight
 from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.cluster.node_config import Listener
 from pylog.flight.auth import AuthFactory, BearerTokens, HandshakeAuth
-from pylog.flight.sources import LeaderTier, partition_scan
-from pylog.flight.tickets import READ_COMMITTED, BadRequest, FlightTicket, is_flight_sql, parse_read_request
+from pylog.flight.sources import LeaderTier, leader_source, partition_scan
+from pylog.flight.tickets import (
+    READ_COMMITTED,
+    BadRequest,
+    FlightTicket,
+    ReadRequest,
+    is_flight_sql,
+    parse_read_request,
+)
 from pylog.flight.tls_front import TlsFront
 from pylog.schema_registry.auth import Authenticator
+from pylog.sdk.dir_source import DirTopicSource
 from pylog.sdk.flight_source import NOT_LED, OUT_OF_RANGE, TailEnd
 from pylog.sdk.offsets import OffsetOutOfRangeError, UnknownTopicError
 from pylog.sdk.scan import TopicScan
@@ -209,12 +217,34 @@ class FlightService(flight.FlightServerBase):
                 f"topic {req.topic!r} has partitions {sorted(leaders)}, not {missing}")
         led = self.node.led(req.topic)
         columns = output_columns(req.columns, False)
+        sources = self._sources(req.topic, {p: led[p] for p in chosen if p in led}, req.isolation)
+        try:
+            return self._flight_info(descriptor, req, chosen, leaders, columns, sources)
+        finally:
+            for source in sources.values():
+                source.close()
+
+    def _sources(self, topic: str, led: dict[int, Path], isolation: str) -> dict[int, DirTopicSource]:
+        """{partition: the source reading it}: one per log directory, opening only these partitions."""
+        by_dir: dict[Path, list[int]] = {}
+        for p, log_dir in led.items():
+            by_dir.setdefault(log_dir, []).append(p)
+        out = {}
+        for log_dir, ps in by_dir.items():
+            tiers = [t for t in (self.node.tier(topic, p) for p in ps) if t is not None]
+            source = leader_source(topic, ps, log_dir, isolation, tiers)
+            out.update(dict.fromkeys(ps, source))
+        return out
+
+    def _flight_info(self, descriptor: flight.FlightDescriptor, req: ReadRequest, chosen: list[int],
+                     leaders: dict[int, int], columns: list[str],
+                     sources: dict[int, DirTopicSource]) -> flight.FlightInfo:
         endpoints = []
         rows = 0
         for p in chosen:
-            if p in led:  # here: the range is resolved now, its size known
-                (r,) = self._plan(req.topic, p, led[p], req.isolation, req.start_offset, req.end_offset,
-                                  req.start_timestamp, req.end_timestamp, self.node.tier(req.topic, p))
+            if p in sources:  # here: the range is resolved now, its size known
+                (r,) = self._plan(req.topic, p, sources[p], req.isolation, req.start_offset, req.end_offset,
+                                  req.start_timestamp, req.end_timestamp)
                 ticket = FlightTicket(req.topic, p, r.start, r.end, columns, req.isolation)
                 endpoints.append(flight.FlightEndpoint(ticket.encode(), [self.url]))
                 rows = rows + r.count if rows >= 0 else rows
@@ -229,11 +259,10 @@ class FlightService(flight.FlightServerBase):
             rows = -1
         return flight.FlightInfo(output_schema(columns), descriptor, endpoints, rows, -1)
 
-    def _plan(self, topic: str, partition: int, log_dir: Path, isolation: str, start: int | None,
-              end: int | None, start_ts: int | None = None, end_ts: int | None = None,
-              tier: LeaderTier | None = None) -> list[Any]:
-        scan = partition_scan(topic, partition, log_dir, isolation, start=start, end=end,
-                              start_ts=start_ts, end_ts=end_ts, tier=tier)
+    def _plan(self, topic: str, partition: int, source: DirTopicSource, isolation: str, start: int | None,
+              end: int | None, start_ts: int | None = None, end_ts: int | None = None) -> list[Any]:
+        scan = partition_scan(topic, partition, source, isolation, start=start, end=end,
+                              start_ts=start_ts, end_ts=end_ts)
         try:
             return scan.plan()
         except OffsetOutOfRangeError as exc:
@@ -259,13 +288,25 @@ class FlightService(flight.FlightServerBase):
         led = self._leading(t)
         if t.max_wait_ms is not None:
             return self._tail(t, led, context)
-        tier = self.node.tier(t.topic, t.partition)
-        (r,) = self._plan(t.topic, t.partition, led, t.isolation, t.start, t.end,
-                          t.start_timestamp, t.end_timestamp, tier)  # still readable; bounds resolved
-        scan = partition_scan(t.topic, t.partition, led, t.isolation, start=r.start, end=r.end,
-                              columns=t.columns, tier=tier)
+        source = self._sources(t.topic, {t.partition: led}, t.isolation)[t.partition]
+        try:
+            (r,) = self._plan(t.topic, t.partition, source, t.isolation, t.start, t.end,
+                              t.start_timestamp, t.end_timestamp)  # still readable; bounds resolved
+        except BaseException:
+            source.close()
+            raise
+        scan = partition_scan(t.topic, t.partition, source, t.isolation, start=r.start, end=r.end,
+                              columns=t.columns)
         schema = output_schema(t.columns)
-        return flight.GeneratorStream(schema, self._batches(scan, t, context))
+        return flight.GeneratorStream(schema, self._closing(source, self._batches(scan, t, context)))
+
+    @staticmethod
+    def _closing(source: DirTopicSource, batches: Iterator[Any]) -> Iterator[Any]:
+        """`batches`, then the source they were read from closed (also when the stream ends early)."""
+        try:
+            yield from batches
+        finally:
+            source.close()
 
     def _leading(self, t: FlightTicket) -> Path:
         """The log directory of the ticket's partition, which this broker must lead."""
@@ -289,11 +330,15 @@ class FlightService(flight.FlightServerBase):
                 break
             self.stopping.wait(min(TAIL_CHECK_S, max(0.0, deadline - clock.monotonic_s())))
         log_dir = self._leading(t)  # leadership may have moved meanwhile
-        tier = self.node.tier(t.topic, t.partition)
-        (r,) = self._plan(t.topic, t.partition, log_dir, t.isolation, t.start, None, tier=tier)
+        source = self._sources(t.topic, {t.partition: log_dir}, t.isolation)[t.partition]
+        try:
+            (r,) = self._plan(t.topic, t.partition, source, t.isolation, t.start, None)
+        except BaseException:
+            source.close()
+            raise
         end = r.end if t.end is None else max(r.start, min(r.end, t.end))
-        scan = partition_scan(t.topic, t.partition, log_dir, t.isolation, start=r.start, end=end,
-                              columns=t.columns, tier=tier)
+        scan = partition_scan(t.topic, t.partition, source, t.isolation, start=r.start, end=end,
+                              columns=t.columns)
         schema = output_schema(t.columns)
         closing = pa.RecordBatch.from_pylist([], schema=schema), pa.py_buffer(TailEnd(end, r.end).encode())
 
@@ -302,7 +347,7 @@ class FlightService(flight.FlightServerBase):
                 yield from self._batches(scan, t, context)
             yield closing
 
-        return flight.GeneratorStream(schema, stream())
+        return flight.GeneratorStream(schema, self._closing(source, stream()))
 
     def _batches(self, scan: TopicScan, t: FlightTicket,
                  context: flight.ServerCallContext) -> Iterator[pa.RecordBatch]:

@@ -4,17 +4,22 @@ included, control batches still dropped (as a read_uncommitted Kafka consumer se
 
 A partition with a remote tier is read as its leader sees it: the committed remote segments (the
 broker's own view of them, from the metadata image, through its read cache) up to where the local
-log takes over, the local segments after that."""
+log takes over, the local segments after that.
+
+A DoGet or GetFlightInfo opens only the partitions it reads (never listing the log directory, which
+may hold thousands), each once: its plan and its read share one view."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pyarrow as pa
+
 from pylog.flight.tickets import READ_COMMITTED
-from pylog.sdk.dir_source import DirTopicSource
-from pylog.sdk.offsets import TopicSource
+from pylog.sdk.dir_source import DirTopicSource, RemoteSegments
+from pylog.sdk.offsets import PartitionRange, TopicSource
 from pylog.sdk.options import ReadOptions
 from pylog.sdk.remote_source import RemoteStorageSpec
 from pylog.sdk.scan import TopicScan
@@ -41,30 +46,82 @@ class LeaderTier:
         return None
 
 
-class _LeaderScan(TopicScan):
-    """A scan of the leader's log directory and, when the partition has one, its remote tier."""
+class _LeaderTiers:
+    """The remote segments of several partitions, each as its leader reads it (one `LeaderTier` each)."""
 
-    def __init__(self, topic: str, options: ReadOptions, tier: LeaderTier) -> None:
+    def __init__(self, tiers: Sequence[LeaderTier]) -> None:
+        self.tiers = list(tiers)
+        self.spec = self.tiers[0].spec
+
+    def partitions(self, topic: str) -> list[int]:
+        return sorted({p for tier in self.tiers for p in tier.partitions(topic)})
+
+    def remote_log(self, topic: str, partition: int) -> RemoteLog | None:
+        logs = (tier.remote_log(topic, partition) for tier in self.tiers)
+        return next((log for log in logs if log is not None), None)
+
+    def close(self) -> None:
+        return None
+
+
+def leader_source(topic: str, partitions: Sequence[int], log_dir: Path, isolation: str,
+                  tiers: Sequence[LeaderTier] = ()) -> DirTopicSource:
+    """A source over ``partitions`` of ``topic`` held in ``log_dir`` (a log directory of this
+    broker) and their remote ``tiers``: only those partitions' directories are looked at, each
+    opened once however often the source is asked (one view for a plan and its read)."""
+    remote: RemoteSegments | None = None
+    if tiers:
+        remote = tiers[0] if len(tiers) == 1 else _LeaderTiers(tiers)
+    return DirTopicSource(log_dir, remote=remote, read_committed=isolation == READ_COMMITTED,
+                          only=[(topic, p) for p in partitions])
+
+
+class _Borrowed:
+    """A source a scan reads without closing it: its owner closes it after the scan's reads."""
+
+    def __init__(self, source: DirTopicSource) -> None:
+        self.source = source
+
+    def partitions(self, topic: str) -> list[int]:
+        return self.source.partitions(topic)
+
+    def offset_bounds(self, topic: str, partitions: list[int]) -> dict[int, tuple[int, int]]:
+        return self.source.offset_bounds(topic, partitions)
+
+    def offsets_for_times(self, topic: str, times: dict[int, int]) -> dict[int, int | None]:
+        return self.source.offsets_for_times(topic, times)
+
+    def read(self, ranges: list[PartitionRange], columns: Sequence[str]
+             ) -> Iterator[tuple[PartitionRange, pa.RecordBatch]]:
+        return self.source.read(ranges, columns)
+
+    def close(self) -> None:
+        return None
+
+
+class _LeaderScan(TopicScan):
+    """A scan of one partition through a source its caller owns (`leader_source`)."""
+
+    def __init__(self, topic: str, options: ReadOptions, source: DirTopicSource) -> None:
         super().__init__(topic, options)
-        self.tier = tier
+        self.source = source
 
     def _source(self) -> TopicSource:
-        return DirTopicSource(self.options.data_dir, remote=self.tier,
-                              read_committed=self.options.read_committed)
+        return _Borrowed(self.source)
 
 
-def partition_scan(topic: str, partition: int, log_dir: Path, isolation: str, *,
+def partition_scan(topic: str, partition: int, source: DirTopicSource, isolation: str, *,
                    start: int | None = None, end: int | None = None, start_ts: int | None = None,
-                   end_ts: int | None = None, columns: Sequence[str] | None = None,
-                   tier: LeaderTier | None = None) -> TopicScan:
-    """The scan of one partition held in ``log_dir`` (a log directory of this broker), its remote
-    segments first when ``tier`` names them."""
+                   end_ts: int | None = None, columns: Sequence[str] | None = None) -> TopicScan:
+    """The scan of one partition of ``source`` (a `leader_source`); planning and reading it open
+    nothing more."""
+    assert source.root is not None  # a leader's log directory
     options = ReadOptions(
-        data_dir=log_dir, partitions=[partition], read_committed=isolation == READ_COMMITTED,
+        data_dir=source.root, partitions=[partition], read_committed=isolation == READ_COMMITTED,
         starting_offsets="earliest" if start is None else {partition: start},
         ending_offsets="latest" if end is None else {partition: end},
         starting_timestamp=None if start_ts is None else {partition: start_ts},
         ending_timestamp=None if end_ts is None else {partition: end_ts},
         columns=columns,
     )
-    return TopicScan(topic, options) if tier is None else _LeaderScan(topic, options, tier)
+    return _LeaderScan(topic, options, source)

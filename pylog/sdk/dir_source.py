@@ -31,7 +31,7 @@ range (per batch for a stream); an output that takes views (Polars, DuckDB) copi
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import replace
 from functools import cache, partial
 from pathlib import Path
@@ -95,7 +95,9 @@ class DirTopicSource:
     serves the offsets after them; without a data directory the store alone is read."""
 
     def __init__(self, data_dir: str | os.PathLike[str] | None, *, remote: RemoteSegments | None = None,
-                 read_committed: bool = True) -> None:
+                 read_committed: bool = True, only: Iterable[tuple[str, int]] | None = None) -> None:
+        """``only``: the (topic, partition)s this source reads; their directories are looked up by
+        name instead of listing the data directory (a broker's Flight read of a few of its many)."""
         if data_dir is None and remote is None:
             raise ValueError("a data directory or a remote store is needed")
         self.root = Path(data_dir) if data_dir is not None else None
@@ -105,8 +107,8 @@ class DirTopicSource:
         # False: read_uncommitted, as a consumer with that isolation level (up to the high
         # watermark, open and aborted transactions included; control batches still not rows)
         self.read_committed = read_committed
-        self._dirs = {(p.topic, p.partition): p.path for p in list_partitions(self.root)} if self.root else {}
-        self._hw = read_hw_checkpoint(self.root) if self.root else {}
+        self._dirs = _partition_dirs(self.root, only) if self.root is not None else {}
+        self._hw: dict[tuple[str, int], int] | None = None  # the checkpoint, read when first needed
         self._open: dict[tuple[str, int], _Partition] = {}
 
     def __enter__(self) -> DirTopicSource:
@@ -157,6 +159,8 @@ class DirTopicSource:
             if path is not None:  # what the broker published lately, else its last checkpoint
                 hw = read_published_high_watermark(path)
                 if hw is None:
+                    if self._hw is None:
+                        self._hw = read_hw_checkpoint(self.root) if self.root is not None else {}
                     hw = self._hw.get((topic, partition))
             part = self._open[(topic, partition)] = _Partition(log, hw, self.read_committed)
         return part
@@ -224,6 +228,14 @@ class DirTopicSource:
             except FileNotFoundError:
                 if attempt == REOPEN_ATTEMPTS - 1:
                     raise
+
+
+def _partition_dirs(root: Path, only: Iterable[tuple[str, int]] | None) -> dict[tuple[str, int], Path]:
+    """{(topic, partition): directory} of the data directory: listed, or of ``only`` those that exist."""
+    if only is None:
+        return {(p.topic, p.partition): p.path for p in list_partitions(root)}
+    named = {(topic, partition): root / f"{topic}-{partition}" for topic, partition in only}
+    return {key: path for key, path in named.items() if path.is_dir()}
 
 
 def _offset_at(part: _Partition, ts: int) -> int | None:
