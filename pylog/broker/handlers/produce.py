@@ -63,6 +63,13 @@ async def _respond_when_replicated(req: ProduceRequest, result: ProduceResult) -
 
 
 def _response(req: ProduceRequest, results: Sequence[AppendResult]) -> ProduceResponse:
+    topics = req.topic_data
+    if len(topics) == 1 and len(results) == 1:  # the common request: one partition
+        t = topics[0]
+        only = ProduceResponse.TopicProduceResponse(
+            name=t.name, partition_responses=[_partition(t.partition_data[0].index, results[0])]
+        )
+        return ProduceResponse(responses=[only], throttle_time_ms=0)
     it = iter(results)
     responses = [
         ProduceResponse.TopicProduceResponse(
@@ -83,7 +90,9 @@ def _partition(index: int, r: AppendResult) -> ProduceResponse.PartitionProduceR
         record_errors=[
             ProduceResponse.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=m)
             for i, m in r.record_errors
-        ],
+        ]
+        if r.record_errors
+        else [],
         error_message=r.message if r.error else None,
     )
     if r.current_leader is not None:

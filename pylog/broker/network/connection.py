@@ -39,6 +39,7 @@ import asyncio
 import inspect
 import logging
 import socket
+import types
 from collections import deque
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
@@ -310,7 +311,7 @@ class KafkaConnection(asyncio.BufferedProtocol):
             self._push(self._error_parts(ctx, request.body))
             return
         busy_ns = self.clock.monotonic_ns() - started
-        if inspect.isawaitable(result):
+        if type(result) not in _NEVER_AWAITABLE and _awaitable(result):
             slot = _Slot(nbytes=len(frame))
             self._queue.append(slot)
             self._waiting_bytes += slot.nbytes
@@ -767,6 +768,19 @@ class KafkaConnection(asyncio.BufferedProtocol):
                 self.transport.writelines(self._out)  # answers owed before the bad frame
                 self._out.clear()
             self.transport.close()  # writes what is already buffered, then closes
+
+
+_NEVER_AWAITABLE: set[type] = set()
+"""Answer types seen not to be awaitable (the response messages): ``inspect.isawaitable``'s ABC
+check runs once per type, not once per request."""
+
+
+def _awaitable(result: object) -> bool:
+    if inspect.isawaitable(result):
+        return True
+    if type(result) is not types.GeneratorType:  # a generator's awaitability is its own flag
+        _NEVER_AWAITABLE.add(type(result))
+    return False
 
 
 def _api_name(key: int) -> str:
