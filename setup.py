@@ -58,6 +58,12 @@ setup(
             optional=True,
         ),
         Extension(
+            "pylog.storage._clayout",
+            sources=["storage/_clayout.c"],
+            extra_compile_args=["-O3"],
+            optional=True,
+        ),
+        Extension(
             "pylog.schema_registry._cavro",
             sources=["pylog/schema_registry/_cavro.c"],
             extra_compile_args=["-O3"],

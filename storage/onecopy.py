@@ -26,12 +26,11 @@ import os
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
 from crc32c import crc32c
-from pylog.protocol.records import C_IMPL
 
 from pylog.model import BINARY_VIEW_INLINE, COMPRESSION_MASK, HEADERS_TYPE, RECORD_SCHEMA, TIMESTAMP_TYPE_MASK
 
@@ -502,8 +501,11 @@ def _bytes_or_none(valid: np.ndarray | None) -> np.ndarray | None:
 
 
 # the C accelerator lays the small buffers out in one call (absent without a compiler at install
-# time, or from an accelerator built before it; PYLOG_PURE_PYTHON=1: the twin)
-_c_layout: Any = getattr(C_IMPL, "onecopy_layout", None)
+# time; PYLOG_PURE_PYTHON=1: the twin)
+try:
+    from ._clayout import onecopy_layout as _c_layout  # type: ignore[import-not-found, unused-ignore]
+except ImportError:
+    _c_layout = None
 layout = _layout_c if _c_layout is not None and os.environ.get("PYLOG_PURE_PYTHON") != "1" else _layout_py
 _PAD = [bytes(i) for i in range(8)]
 

@@ -34,7 +34,7 @@ SOURCES = {
     "pylog": "pylog", "pylog/protocol": "protocol", "pylog/storage": "storage", "pylog/widgets": "widgets",
 }
 DATA = ("*.json", "*.md", "*.js", "*.css", "*.pyi")
-EXTENSIONS = ("pylog/protocol/records/_crecords", "pylog/schema_registry/_cavro")
+EXTENSIONS = ("pylog/protocol/records/_crecords", "pylog/storage/_clayout", "pylog/schema_registry/_cavro")
 
 
 def source_files() -> dict[str, Path]:
@@ -101,7 +101,7 @@ def test_sdist_holds_every_source(dist: Dist) -> None:
         names = {n.removeprefix(f"{top}/") for n in tar.getnames()}
     expected = {str(p.relative_to(REPO)) for p in source_files().values()}
     expected |= {"setup.py", "pyproject.toml", "README.md", "protocol/records/_crecords.c",
-                 "pylog/schema_registry/_cavro.c"}
+                 "storage/_clayout.c", "pylog/schema_registry/_cavro.c"}
     missing = sorted(expected - names)
     assert not missing, f"the sdist lacks {missing}"
 
@@ -255,6 +255,7 @@ names = sorted(".".join(("pylog", *p.relative_to(root).with_suffix("").parts)).r
 for name in names:
     importlib.import_module(name)
 from pylog.protocol.records import _crecords
+from pylog.storage import _clayout
 from pylog.schema_registry import _cavro
 print(len(names), "modules")
 """
