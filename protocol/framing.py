@@ -48,10 +48,14 @@ written, so a prefix that announces a huge frame costs no memory until its bytes
 
 
 def _frame_buffer(size: int) -> memoryview:
-    """A writable buffer for a large frame: a zeroed bytearray, whose pages malloc reuses from
-    frame to frame, or past ``COMMIT_ON_WRITE_BYTES`` an uninitialised Arrow allocation."""
+    """A writable buffer for a large frame: an uninitialised malloc block (NumPy's ``empty``),
+    whose pages malloc reuses from frame to frame and which the socket fills without a zeroing
+    pass first (a bytearray's would cost as much user CPU as a replica's CRC check), or past
+    ``COMMIT_ON_WRITE_BYTES`` an uninitialised Arrow allocation."""
     if size < COMMIT_ON_WRITE_BYTES:
-        return memoryview(bytearray(size))
+        import numpy as np
+
+        return memoryview(np.empty(size, np.uint8)).cast("B")
     import pyarrow as pa
 
     return memoryview(pa.allocate_buffer(size)).cast("B")
@@ -64,8 +68,8 @@ class FrameReader:
     ``buffer_updated(n)`` returns the frames that completed. Between frames, reads land in a
     scratch buffer; each whole small frame found there is copied out (one copy, as a ``bytes``
     chunk would have cost) and the scratch is reused. Once a size prefix announces a frame of
-    ``LARGE_FRAME_BYTES`` or more that is not all there yet, it gets a ``bytearray`` of exactly
-    that size (after the bound check), what the scratch holds of it moves there, and later reads
+    ``LARGE_FRAME_BYTES`` or more that is not all there yet, it gets a buffer of its own of exactly
+    that size (after the bound check, not zeroed first), what the scratch holds of it moves there, and later reads
     fill it directly until it is complete (past ``COMMIT_ON_WRITE_BYTES`` that buffer's memory is
     only committed as the bytes arrive). Large frames are writable, so their owner may patch
     them in place. A bad prefix is raised at once unless frames precede it in the same read: they
