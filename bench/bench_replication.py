@@ -34,7 +34,10 @@ the follower's against the RF=1 leader's, in total and in user CPU alone (what a
 beside the leader it copies). Compare user CPU: on a VM that hands freed memory back to its host,
 writing into page-cache pages not used lately costs the kernel about 4.5 s per GB against 0.2 s
 for warm ones, and which broker gets warm pages varies from run to run, so system CPU (and the
-total) swings by half while user CPU holds within a tenth.
+total) swings by half while user CPU holds within a tenth. Each broker also spends some user
+CPU idle (Raft, heartbeats, timers: about 0.01 s per second); "net usr" takes that rate, measured
+for a few seconds before the rows, off each row's user CPU, so a slow row is not charged for
+the time it took.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ from pylog.local_cluster import LocalCluster
 LINGERS_MS = (5, 0)  # the producer's default, then every record sent as soon as it is due
 BIG_BATCHES = {"batch.size": 1_000_000, "linger.ms": 100, "enable.idempotence": False}
 WARM_UP_S = 3.0
+IDLE_S = 3.0
 
 
 def create(bootstrap: str, topic: str, rf: int, leader: int, nodes: list[int], min_isr: int) -> None:
@@ -126,9 +130,20 @@ class Sample:
     leader_sys: float
     follower_user: float  # the follower that used the most CPU (user + system)
     follower_sys: float
+    leader_user_net: float  # user CPU less what the broker spends idle over as long
+    follower_user_net: float
 
 
 Rows = dict[str, list[Sample]]
+
+
+def idle_user(cluster: LocalCluster, seconds: float = IDLE_S) -> dict[int, float]:
+    """Each node's user CPU seconds per second while nothing is produced (Raft, heartbeats,
+    timers): a slow row spends more of it per record, which is not the replication's cost."""
+    before = cpu(cluster)
+    time.sleep(seconds)
+    after = cpu(cluster)
+    return {i: (after[i][0] - before[i][0]) / seconds for i in after if i in before}
 Latency = dict[str, dict[str, list[float]]]
 
 
@@ -162,23 +177,26 @@ def run(
         produce(bs, warm_up, Scenario(1000, acks="all"), records)
         settle(bs, warm_up, records)
         delete(bs, warm_up)
+        idle = idle_user(cluster)
         for _ in range(repeat):
             for label, rf, acks, min_isr, config in cases:
                 topic = f"repl-{uuid.uuid4().hex[:8]}"
                 create(bs, topic, rf, leader, nodes, min_isr)
-                before = cpu(cluster)
+                before, start = cpu(cluster), time.monotonic()
                 elapsed = produce(bs, topic, Scenario(1000, acks=acks), records, config)
                 settle(bs, topic, records)
-                after = cpu(cluster)
+                after, took = cpu(cluster), time.monotonic() - start
                 used = {i: (u - before.get(i, (0.0, 0.0))[0], k - before.get(i, (0.0, 0.0))[1])
                         for i, (u, k) in after.items()}
                 per_m = 1e6 / records
-                followers = [c for i, c in used.items() if i != leader]
-                fu, fs = max(followers, key=sum, default=(0.0, 0.0))
+                follower = max((i for i in used if i != leader), key=lambda i: sum(used[i]), default=None)
+                fu, fs = used[follower] if follower is not None else (0.0, 0.0)
                 lu, ls = used.get(leader, (0.0, 0.0))
                 total = sum(u + k for u, k in used.values())
                 rows.setdefault(label, []).append(Sample(
-                    records / elapsed, total * per_m, lu * per_m, ls * per_m, fu * per_m, fs * per_m
+                    records / elapsed, total * per_m, lu * per_m, ls * per_m, fu * per_m, fs * per_m,
+                    (lu - idle.get(leader, 0.0) * took) * per_m,
+                    (fu - idle.get(follower, 0.0) * took) * per_m if follower is not None else 0.0,
                 ))
                 delete(bs, topic)
             if seconds <= 0:
@@ -196,6 +214,10 @@ def run(
                     out.setdefault(name, []).append(quantile(samples, q))
                 out.setdefault("sent/s", []).append(sent)
     return rows, lat
+
+
+def med_net(values: list[Sample]) -> float:
+    return statistics.median(r.follower_user_net for r in values)
 
 
 def baseline(rows: Rows, label: str) -> float:
@@ -220,7 +242,7 @@ def main() -> None:
     print(f"\n3-node pylog cluster, 1 KB records, {args.records:,} per row, median of {args.repeat}\n")
     head = ("format", "row", "records/s", "MB/s", "cluster CPU s/M", "leader usr s/M", "leader sys s/M",
             "follower usr s/M", "follower sys s/M", "follower / RF=1 leader", "usr: follower / leader",
-            "vs RF=1")
+            "net usr: follower / leader", "vs RF=1")
     print("| " + " | ".join(head) + " |")
     print("|" + "|".join("-" * (len(h) + 2) for h in head) + "|")
     for fmt in formats:
@@ -229,6 +251,7 @@ def main() -> None:
         solo = rows.get("RF=1, acks=all")
         solo_user = statistics.median(r.leader_user for r in solo) if solo else float("nan")
         solo_total = statistics.median(r.leader_user + r.leader_sys for r in solo) if solo else float("nan")
+        solo_net = statistics.median(r.leader_user_net for r in solo) if solo else float("nan")
         for label, values in rows.items():
             def med(key: Callable[[Sample], float], values: list[Sample] = values) -> float:
                 return statistics.median(key(r) for r in values)
@@ -239,6 +262,7 @@ def main() -> None:
                 fmt, label, f"{rate:,.0f}", f"{rate / 1000:.1f}", f"{med(lambda r: r.cluster):.2f}",
                 f"{med(lambda r: r.leader_user):.2f}", f"{med(lambda r: r.leader_sys):.2f}",
                 f"{fu:.2f}", f"{fs:.2f}", f"{(fu + fs) / solo_total:.2f}", f"{fu / solo_user:.2f}",
+                f"{med(lambda r: r.follower_user_net) / solo_net:.2f}",
                 f"{rate / baseline(rows, label):.2f}",
             )
             print("| " + " | ".join(c.rjust(len(h)) if i != 1 else c.ljust(29)
@@ -248,6 +272,7 @@ def main() -> None:
             for label, values in rows.items():
                 print(f"  {fmt} {label}: follower usr s/M min {min(r.follower_user for r in values):.2f}, "
                       f"leader usr s/M min {min(r.leader_user for r in values):.2f}, "
+                      f"net follower usr s/M {med_net(values):.2f}, "
                       f"records/s max {max(r.rate for r in values):,.0f}")
     if args.seconds <= 0:
         return
