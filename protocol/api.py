@@ -155,6 +155,7 @@ _RESPONSES: dict[int, MessageSpec] = {
     m.api_key: m for m in MESSAGES.values() if m.kind == "response" and m.api_key is not None}
 _FLEX_FROM: dict[int, int | None] = {k: m.first_flexible for k, m in _REQUESTS.items()}
 _I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
 
 _DECODE_FAILURES = (struct.error, IndexError, ValueError, OverflowError, TypeError, RecursionError)
 
@@ -252,11 +253,18 @@ def _nbytes(p: Any) -> int:
     return p.nbytes if p.__class__ is memoryview else len(p)
 
 
+_JOINED_RESPONSES = frozenset({ApiKey.PRODUCE})
+"""Frequent answers that carry no record data: sent as one part rather than one per field."""
+
+
 def encode_response_parts(api_key: int, api_version: int, correlation_id: int, body: Any) -> list[Any]:
     """Like encode_response, but the parts (size prefix first) for `transport.writelines`."""
     spec = _spec_for(_RESPONSES, api_key, api_version)
     parts = encode_body(spec, api_version, body)
     head = encode_response_header(correlation_id, response_header_version(api_key, api_version))
+    if api_key in _JOINED_RESPONSES:
+        joined = b"".join(parts)
+        return [_I32.pack(len(head) + len(joined)) + head + joined]
     size = len(head) + sum(map(_nbytes, parts))
     return [struct.pack(">i", size), head, *parts]
 

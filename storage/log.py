@@ -285,15 +285,19 @@ class PartitionLog:
             rows = decode(raw, self.config.segment_compression)
         except ValueError as exc:
             raise InvalidAppend(f"batch cannot be stored: {exc}") from exc
-        return self.append_rows(rows, now_ms=now_ms, base_offset=base_offset)
+        return self.append_rows(rows, now_ms=now_ms, base_offset=base_offset, owned=True)
 
-    def append_rows(self, rows: oc.Rows, *, now_ms: int, base_offset: int | None = None) -> BatchMeta:
+    def append_rows(
+        self, rows: oc.Rows, *, now_ms: int, base_offset: int | None = None, owned: bool = False
+    ) -> BatchMeta:
         """Append one Kafka batch given as format 2 Rows (`pylog.onecopy_kafka.rows_from_kafka` of
         the producer's or the leader's RecordBatch v2: decompressed once, never recompressed). As
         leader (`base_offset` None) it is assigned the log end offset and, under LogAppendTime, the
         append time (the CRC is signed again); a follower passes the leader's base offset. The
         leader epoch is the one the Rows carry. A format 2 log writes the section once; a format 1
-        log stores Arrow columns (and the batch's bytes in `.wire`). Returns the stored metadata."""
+        log stores Arrow columns (and the batch's bytes in `.wire`). Returns the stored metadata.
+        `owned`: the caller hands the Rows over (made for this append, not read again), so the
+        segment writes their batch entries in place instead of a copy."""
         self._check_writable()
         if len(rows.entries) != 1:
             raise InvalidAppend(f"append_rows takes one Kafka batch, not {len(rows.entries)}")
@@ -320,7 +324,8 @@ class PartitionLog:
                 rows = oc.at_append_time(rows, now_ms)
             else:
                 rows = oc.with_header_timestamps(rows)
-            rows = dataclasses.replace(rows, entries=rows.entries.copy())
+            if not owned:
+                rows = dataclasses.replace(rows, entries=rows.entries.copy())
             self._maybe_roll(int(rows.entries["size"][0]), now_ms, 2)
             self._segments[-1].append_rows(rows, now_ms)
             stored = metas_from_entries(rows.entries)[0]

@@ -525,7 +525,8 @@ class Segment:
         base = int(e["base_offset"][0])
         batches.append(e.tobytes())
         index.append(INDEX_STRUCT.pack(base, pos, message.length, batch_no))
-        self._max_ts = max(self.max_timestamp, int(e["max_timestamp"].max()))
+        ts = e["max_timestamp"]
+        self._max_ts = max(self.max_timestamp, int(ts[0]) if len(ts) == 1 else int(ts.max()))
         times.append(TIME_STRUCT.pack(self._max_ts, base))
         self._next_offset = int(e["base_offset"][-1]) + int(e["last_offset_delta"][-1]) + 1
         self.dirty = True

@@ -364,7 +364,7 @@ class Partition:
             return AppendResult(refused.error, message=refused.message, record_errors=refused.records), False
         segments = self.log.segment_count
         try:
-            stored = self.log.append_rows(rows, now_ms=now_ms)
+            stored = self.log.append_rows(rows, now_ms=now_ms, owned=True)  # rows_from_kafka's own
         except InvalidRecord as exc:
             return AppendResult(ErrorCode.INVALID_RECORD, message=str(exc)), False
         except InvalidAppend as exc:
