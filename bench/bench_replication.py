@@ -216,6 +216,11 @@ def run(
     return rows, lat
 
 
+def ratio(a: float, b: float) -> float:
+    """a / b, NaN where b is not positive (too few records for a clock tick of CPU)."""
+    return a / b if b > 0 else float("nan")
+
+
 def med_net(values: list[Sample]) -> float:
     return statistics.median(r.follower_user_net for r in values)
 
@@ -261,9 +266,9 @@ def main() -> None:
             cells = (
                 fmt, label, f"{rate:,.0f}", f"{rate / 1000:.1f}", f"{med(lambda r: r.cluster):.2f}",
                 f"{med(lambda r: r.leader_user):.2f}", f"{med(lambda r: r.leader_sys):.2f}",
-                f"{fu:.2f}", f"{fs:.2f}", f"{(fu + fs) / solo_total:.2f}", f"{fu / solo_user:.2f}",
-                f"{med(lambda r: r.follower_user_net) / solo_net:.2f}",
-                f"{rate / baseline(rows, label):.2f}",
+                f"{fu:.2f}", f"{fs:.2f}", f"{ratio(fu + fs, solo_total):.2f}", f"{ratio(fu, solo_user):.2f}",
+                f"{ratio(med(lambda r: r.follower_user_net), solo_net):.2f}",
+                f"{ratio(rate, baseline(rows, label)):.2f}",
             )
             print("| " + " | ".join(c.rjust(len(h)) if i != 1 else c.ljust(29)
                                     for i, (c, h) in enumerate(zip(cells, head, strict=True))) + " |",
