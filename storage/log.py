@@ -45,7 +45,7 @@ from .ipc import body_codec
 from .log_jobs import SegmentJobs, SegmentRewrite
 from .partition_dir import PARTITION_RE, load_segments
 from .rewrite import Block, recover_swaps, write_rows_segment, write_segment
-from .schema import BATCH_DTYPE, BatchMeta, StoredBatch, metas_from_entries
+from .schema import BATCH_DTYPE, BatchMeta, StoredBatch, meta_of_entry, metas_from_entries
 from .segment import SIDE_EXTS, Segment, SegmentSnapshot
 from .segment_set import SegmentSet
 from .wire import WireEncoder, WireSource
@@ -328,7 +328,7 @@ class PartitionLog:
                 rows = dataclasses.replace(rows, entries=rows.entries.copy())
             self._maybe_roll(int(rows.entries["size"][0]), now_ms, 2)
             self._segments[-1].append_rows(rows, now_ms)
-            stored = metas_from_entries(rows.entries)[0]
+            stored = meta_of_entry(rows.entries)
             self._appended(stored, n, now_ms)
         return stored
 

@@ -6,6 +6,7 @@ numpy dtype here; FORMAT.md documents the same layouts byte by byte.
 
 from __future__ import annotations
 
+import operator
 import struct
 from typing import NamedTuple
 
@@ -104,6 +105,16 @@ def metas_from_entries(entries: np.ndarray) -> list[BatchMeta]:
     cols = [entries[f].tolist() for f in META_FIELDS]
     return [BatchMeta(*row) for row in zip(*cols)]
 
+
+def meta_of_entry(entries: np.ndarray, i: int = 0) -> BatchMeta:
+    """The BatchMeta of one BATCH_DTYPE entry: its fields read as one tuple (an append's one
+    batch costs one `item`, not a `tolist` per field)."""
+    if entries.dtype != BATCH_DTYPE:
+        return metas_from_entries(entries[i : i + 1])[0]
+    return BatchMeta._make(_META_OF_ROW(entries[i].item()))
+
+
+_META_OF_ROW = operator.itemgetter(*(BATCH_DTYPE.names.index(f) for f in META_FIELDS))
 
 BATCH_STRUCT = struct.Struct("<6q4i2h3i")
 INDEX_STRUCT = struct.Struct("<4q")
