@@ -4,7 +4,8 @@ A pylog broker with ``pylog.flight.listeners`` serves its topics over Flight. Ge
 broker answers one endpoint per partition at the Flight server of its leader; the broker that leads a
 partition resolves its bounds (offsets, timestamps, the readable end) when asked GetFlightInfo
 itself, so offsets are planned by asking each leader for its own partitions. The records are then
-read with one DoGet stream per broker at a time, the brokers in parallel (a thread each).
+read with a few DoGet streams per broker at a time (`STREAMS_PER_BROKER`, a partition each), the
+brokers in parallel.
 
 Where Flight is: ``flight=`` (a ``grpc://`` / ``grpc+tls://`` URL of any broker), else the first
 broker that names ``pylog.flight.listeners`` in its configs (DescribeConfigs; a wildcard host is
@@ -15,6 +16,7 @@ authentication, its CA file (``ssl.ca.location``) to ``grpc+tls``.
 from __future__ import annotations
 
 import base64
+import collections
 import json
 import queue
 import re
@@ -27,7 +29,7 @@ from urllib.parse import urlsplit
 
 import pyarrow as pa
 
-from pylog.sdk.offsets import PartitionRange, UnknownTopicError
+from pylog.sdk.offsets import PartitionRange, UnknownTopicError, parse_offsets, parse_timestamps
 from pylog.sdk.schema import STORED_TIMESTAMP_TYPE
 
 if TYPE_CHECKING:
@@ -39,6 +41,9 @@ FLIGHT_LISTENERS = "pylog.flight.listeners"  # the broker config naming its Flig
 TICKET_VERSION = 1  # pylog's Flight tickets (JSON, see pylog.flight.tickets)
 READ_COMMITTED = "read_committed"
 _QUEUED_BATCHES = 16  # batches read ahead per read, all brokers together
+# DoGet streams a read keeps open at once per broker, each on a partition of its own: the broker
+# reads one partition's segments while the client decodes another's batches
+STREAMS_PER_BROKER = 3
 NOT_LED = "ask GetFlightInfo again"  # a DoGet at a broker that no longer leads the partition
 OUT_OF_RANGE = "offset out of range"  # opens the answer to a read outside the partition's log
 _MOVED_RETRIES = 5  # times a range is asked again after its leader moved or was not readable yet
@@ -172,6 +177,7 @@ class FlightTopicSource:
         self._key = _setting(raw, "ssl.key.location", "ssl.keyfile") or self._cert
         self._clients: dict[str, flight.FlightClient] = {}
         self._lock = threading.Lock()
+        self._options = options
         self._where: dict[str, dict[int, str]] = {}  # topic -> partition -> its leader's Flight URL
         # topic -> the ranges resolved by the answer `_where` came from, used by the next
         # `offset_bounds` (a read asks for the partitions, then at once for their bounds)
@@ -248,17 +254,34 @@ class FlightTopicSource:
         where = self._where.get(topic, {})
         if refresh or partition not in where:
             where = self._leaders(topic, refresh=True)
+        if partition not in where and self._asked(topic) is not None:  # not one the read chose
+            info = self._info(self.url, topic, partitions=[partition])
+            where.update({p: at for p, (at, _, _) in info.items()})
         if partition not in where:
             raise FlightReadError(f"{topic} has no partition {partition} over Flight")
         return where[partition]
 
     def _leaders(self, topic: str, refresh: bool = False) -> dict[int, str]:
         if refresh or topic not in self._where:
-            info = self._info(self.url, topic)
+            asked = self._asked(topic)
+            info = self._info(self.url, topic, **({} if asked is None else {"partitions": asked}))
             self._where[topic] = {p: at for p, (at, _, _) in info.items()}
             self._fresh[topic] = {p: (at, start, end) for p, (at, start, end) in info.items()
                                   if start is not None and end is not None}
         return self._where[topic]
+
+    def _asked(self, topic: str) -> list[int] | None:
+        """The partitions a read of chosen ``partitions`` asks GetFlightInfo about (those and any its
+        bounds name), so a broker plans only them; None: the whole topic."""
+        if self._options.partitions is None:
+            return None
+        asked = set(self._options.partitions)
+        for name, spec in self._options.bounds().items():
+            parsed = parse_timestamps(spec, topic, name=name) if name.endswith("timestamp") else \
+                parse_offsets(spec, topic, name=name)
+            if isinstance(parsed, dict):
+                asked.update(parsed)
+        return sorted(asked)
 
     # --- OffsetSource --------------------------------------------------------------------------
 
@@ -284,7 +307,8 @@ class FlightTopicSource:
 
     def read(self, ranges: list[PartitionRange], columns: Sequence[str]
              ) -> Iterator[tuple[PartitionRange, pa.RecordBatch]]:
-        """Each range's batches: one DoGet at a time per broker, the brokers in parallel. A range whose
+        """Each range's batches (in order within a range, ranges interleaved): up to
+        `STREAMS_PER_BROKER` DoGets at a time per broker, the brokers in parallel. A range whose
         broker no longer leads it (a leader change) or is down is asked again from its new leader, before
         any of its rows was read."""
         ranges = [r for r in ranges if r.count > 0]
@@ -306,9 +330,13 @@ class FlightTopicSource:
                     continue
             return False
 
-        def stream(location: str, mine: list[PartitionRange]) -> None:
+        def stream(location: str, mine: collections.deque[PartitionRange]) -> None:
             try:
-                for r in mine:
+                while True:
+                    try:
+                        r = mine.popleft()  # the next range of this broker no stream has taken
+                    except IndexError:
+                        return
                     at = location
                     for attempt in range(_MOVED_RETRIES + 1):
                         raw = ticket(r.topic, r.partition, r.start, r.end, asked)
@@ -337,8 +365,12 @@ class FlightTopicSource:
             finally:
                 put(_DONE)
 
-        threads = [threading.Thread(target=stream, args=(loc, mine), name=f"flight-read {loc}", daemon=True)
-                   for loc, mine in by_location.items()]
+        threads = []
+        for loc, mine in by_location.items():
+            todo = collections.deque(mine)
+            threads += [threading.Thread(target=stream, args=(loc, todo), name=f"flight-read {loc}",
+                                         daemon=True)
+                        for _ in range(min(STREAMS_PER_BROKER, len(mine)))]
         for t in threads:
             t.start()
         running = len(threads)
