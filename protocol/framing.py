@@ -55,7 +55,7 @@ def _frame_buffer(size: int) -> memoryview:
     if size < COMMIT_ON_WRITE_BYTES:
         import numpy as np
 
-        return memoryview(np.empty(size, np.uint8)).cast("B")
+        return np.empty(size, np.uint8).data
     import pyarrow as pa
 
     return memoryview(pa.allocate_buffer(size)).cast("B")
@@ -68,12 +68,13 @@ class FrameReader:
     ``buffer_updated(n)`` returns the frames that completed. Between frames, reads land in a
     scratch buffer; each whole small frame found there is copied out (one copy, as a ``bytes``
     chunk would have cost) and the scratch is reused. Once a size prefix announces a frame of
-    ``LARGE_FRAME_BYTES`` or more that is not all there yet, it gets a buffer of its own of exactly
-    that size (after the bound check, not zeroed first), what the scratch holds of it moves there, and later reads
-    fill it directly until it is complete (past ``COMMIT_ON_WRITE_BYTES`` that buffer's memory is
-    only committed as the bytes arrive). Large frames are writable, so their owner may patch
-    them in place. A bad prefix is raised at once unless frames precede it in the same read: they
-    are returned first and ``raise_pending`` raises it afterwards (Kafka serves them first too).
+    ``LARGE_FRAME_BYTES`` or more that is not all there yet, it gets a buffer of its own of
+    exactly that size (after the bound check, not zeroed first), what the scratch holds of it
+    moves there, and later reads fill it directly until it is complete (past
+    ``COMMIT_ON_WRITE_BYTES`` that buffer's memory is only committed as the bytes arrive). Large
+    frames are writable, so their owner may patch them in place. A bad prefix is raised at once
+    unless frames precede it in the same read: they are returned first and ``raise_pending``
+    raises it afterwards (Kafka serves them first too).
     """
 
     __slots__ = ("_end", "_error", "_filled", "_frame", "_max", "_scratch", "_start", "_view")
