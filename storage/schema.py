@@ -114,7 +114,8 @@ def meta_of_entry(entries: np.ndarray, i: int = 0) -> BatchMeta:
     return BatchMeta._make(_META_OF_ROW(entries[i].item()))
 
 
-_META_OF_ROW = operator.itemgetter(*(BATCH_DTYPE.names.index(f) for f in META_FIELDS))
+_BATCH_FIELDS: tuple[str, ...] = BATCH_DTYPE.names or ()
+_META_OF_ROW = operator.itemgetter(*(_BATCH_FIELDS.index(f) for f in META_FIELDS))
 
 BATCH_STRUCT = struct.Struct("<6q4i2h3i")
 INDEX_STRUCT = struct.Struct("<4q")
