@@ -51,9 +51,8 @@ def broker_flight(broker: Any) -> list[FlightService]:
         part = dict(broker.replicas.topic_partitions(topic)).get(partition)
         if reads is None or part is None or not part.is_leader:
             return None
-        log = reads.remote_log(part)
         uri = str(broker.config.raw("remote.log.storage.uri") or "")
-        return None if log is None else LeaderTier(topic, partition, log, uri)
+        return LeaderTier(topic, partition, lambda: reads.remote_log(part), uri)
 
     def image() -> Any:
         return broker.metadata.image if broker.metadata is not None else None

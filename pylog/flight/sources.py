@@ -11,7 +11,7 @@ may hold thousands), each once: its plan and its read share one view."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -30,17 +30,27 @@ if TYPE_CHECKING:
 
 class LeaderTier:
     """One partition's remote segments as its leader reads them, in the shape a `DirTopicSource`
-    reads a remote tier. The broker owns the segments' cache: closing a read leaves it open."""
+    reads a remote tier. The broker owns the segments' cache: closing a read leaves it open.
 
-    def __init__(self, topic: str, partition: int, log: RemoteLog, uri: str) -> None:
-        self.topic, self.partition, self.log = topic, partition, log
+    The segments are looked up when the source first asks, which it does after opening the local
+    log: a segment leaves the local log only once the store holds it, so the two then meet (looked
+    up before, an upload and a local deletion in between would leave a gap)."""
+
+    def __init__(self, topic: str, partition: int, resolve: Callable[[], RemoteLog | None], uri: str) -> None:
+        self.topic, self.partition, self._resolve = topic, partition, resolve
+        self._log: RemoteLog | None = None
+        self._resolved = False
         self.spec = RemoteStorageSpec(uri)
 
     def partitions(self, topic: str) -> list[int]:
         return [self.partition] if topic == self.topic else []
 
     def remote_log(self, topic: str, partition: int) -> RemoteLog | None:
-        return self.log if (topic, partition) == (self.topic, self.partition) else None
+        if (topic, partition) != (self.topic, self.partition):
+            return None
+        if not self._resolved:  # once: one source, one view
+            self._log, self._resolved = self._resolve(), True
+        return self._log
 
     def close(self) -> None:
         return None

@@ -150,10 +150,14 @@ class DirTopicSource:
             part = None
         if part is None:
             path = self._dirs.get((topic, partition))
-            remote = self.remote.remote_log(topic, partition) if self.remote is not None else None
-            if path is None and remote is None:
-                raise UnknownTopicError(f"topic {topic!r} has no partition {partition} in {self._where}")
+            # the local log first, then the remote segments: a segment leaves the local log only
+            # once the store holds it, so a manifest read after the local log was opened reaches
+            # at least its start (the other way round, an upload and a local deletion between the
+            # two would leave a gap)
             local = PartitionLog.open_readonly(path) if path is not None else None
+            remote = self.remote.remote_log(topic, partition) if self.remote is not None else None
+            if local is None and remote is None:
+                raise UnknownTopicError(f"topic {topic!r} has no partition {partition} in {self._where}")
             log: ReadableLog = local if remote is None else TieredLog(remote, local)  # type: ignore[assignment]
             hw = None
             if path is not None:  # what the broker published lately, else its last checkpoint
