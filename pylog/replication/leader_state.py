@@ -96,11 +96,17 @@ class LeaderState:
             if r not in replicas:
                 del self.followers[r]
 
-    def isr_change_failed(self, *, stale: bool = False) -> None:
+    def isr_change_failed(self, *, stale: bool = False, sent_epoch: int | None = None) -> None:
         """The controller refused the pending ISR (or it did not arrive): propose again later.
         ``stale``: refused because this state is outdated (INVALID_UPDATE_VERSION,
         FENCED_LEADER_EPOCH): nothing is proposed again until a newer partition state arrives,
-        as Kafka's leaders wait for the metadata update instead of asking again and again."""
+        as Kafka's leaders wait for the metadata update instead of asking again and again.
+        ``sent_epoch``: the partition epoch the refused proposal carried. When the newer state
+        came first (the metadata often outruns the AlterPartition answer), the refusal is old
+        news: it neither drops a proposal made since nor blocks the state now held, which would
+        leave the leader waiting for a change that only it can propose."""
+        if sent_epoch is not None and sent_epoch != self.partition_epoch:
+            return
         self.pending_isr = None
         if stale:
             self.refused_epoch = self.partition_epoch

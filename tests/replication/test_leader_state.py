@@ -151,3 +151,21 @@ def test_a_proposal_refused_as_stale_waits_for_the_newer_partition_state() -> No
     s.propose((1, 2, 3))
     s.isr_change_failed()  # lost, or refused for another reason: proposed again at once
     assert s.isr_expand(3) == (1, 2, 3)
+
+
+def test_a_stale_refusal_that_arrives_after_the_newer_state_blocks_nothing() -> None:
+    """The controller fences a broker (partition epoch 7 -> 8, ISR without it) while the leader's
+    shrink at epoch 7 is in flight; the metadata brings epoch 8 before the refusal of the shrink
+    arrives. The leader must still take the broker back once it catches up: only the leader
+    proposes that, so blocking epoch 8 would keep it out of the ISR for good."""
+    s = leader(isr=(1, 2, 3), hw=10)
+    s.propose((1, 2))
+    s.update_partition((1, 2, 3), (1, 2), 8)  # the newer state, first
+    s.on_follower_fetch(3, 10, 10, now_ms=1)
+    s.isr_change_failed(stale=True, sent_epoch=7)  # then the refusal of the epoch-7 proposal
+    assert s.isr_expand(3) == (1, 2, 3)
+    s.propose((1, 2, 3))
+    s.isr_change_failed(stale=True, sent_epoch=7)  # a late refusal keeps the newer proposal
+    assert s.pending_isr == (1, 2, 3)
+    s.isr_change_failed(stale=True, sent_epoch=8)  # refused at the epoch held: wait for a newer one
+    assert s.pending_isr is None and s.isr_expand(3) is None

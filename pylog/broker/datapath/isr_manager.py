@@ -126,6 +126,7 @@ class IsrManager:
         by_topic: dict[Any, list[dict[str, Any]]] = {}
         sent: dict[tuple[Any, int], Partition] = {}
         sizes: dict[tuple[Any, int], int] = {}  # ISR sizes when sent
+        sent_epochs: dict[tuple[Any, int], int] = {}  # partition epochs proposed against
         for part, new_isr in batch:
             epochs = part.leader_epochs()
             if epochs is None:
@@ -141,6 +142,7 @@ class IsrManager:
             )
             sent[(part.topic_id, part.index)] = part
             sizes[(part.topic_id, part.index)] = len(part.isr)
+            sent_epochs[(part.topic_id, part.index)] = epochs[1]
         if not by_topic:
             return
         topics = [{"topic_id": tid, "partitions": ps} for tid, ps in by_topic.items()]
@@ -166,7 +168,8 @@ class IsrManager:
                         target.index,
                         ErrorCode.of(p.error_code).name,
                     )
-                    target.isr_change_failed(stale=p.error_code in _STALE)
+                    target.isr_change_failed(stale=p.error_code in _STALE,
+                                             sent_epoch=sent_epochs[(t.topic_id, p.partition_index)])
         for key, part in sent.items():
             if key not in answered:
                 part.isr_change_failed()

@@ -709,12 +709,12 @@ class Partition:
         state = self.leader_state
         return None if state is None else (state.leader_epoch, state.partition_epoch)
 
-    def isr_change_failed(self, *, stale: bool = False) -> None:
-        """The controller refused the pending ISR change (``stale``: as outdated), or it did
-        not arrive."""
+    def isr_change_failed(self, *, stale: bool = False, sent_epoch: int | None = None) -> None:
+        """The controller refused the pending ISR change (``stale``: as outdated; ``sent_epoch``:
+        the partition epoch it carried), or it did not arrive."""
         state = self.leader_state
         if state is not None:
-            state.isr_change_failed(stale=stale)
+            state.isr_change_failed(stale=stale, sent_epoch=sent_epoch)
             # the high watermark waited for the refused ISR too: recompute it now, or produces
             # waiting on it stay stuck until the next append or follower progress
             self._hw_advanced(state.maybe_advance_high_watermark(self.log.log_end_offset))
