@@ -52,6 +52,10 @@ class LeaderTier:
             self._log, self._resolved = self._resolve(), True
         return self._log
 
+    def refresh(self, topic: str, partition: int) -> RemoteLog | None:
+        self._resolved = False
+        return self.remote_log(topic, partition)
+
     def close(self) -> None:
         return None
 
@@ -68,6 +72,10 @@ class _LeaderTiers:
 
     def remote_log(self, topic: str, partition: int) -> RemoteLog | None:
         logs = (tier.remote_log(topic, partition) for tier in self.tiers)
+        return next((log for log in logs if log is not None), None)
+
+    def refresh(self, topic: str, partition: int) -> RemoteLog | None:
+        logs = (t.refresh(topic, partition) for t in self.tiers if t.partitions(topic) == [partition])
         return next((log for log in logs if log is not None), None)
 
     def close(self) -> None:

@@ -80,7 +80,20 @@ class RemoteSegments(Protocol):
 
     def remote_log(self, topic: str, partition: int) -> RemoteLog | None: ...
 
+    def refresh(self, topic: str, partition: int) -> RemoteLog | None:
+        """The partition's remote segments looked up again (the view held may predate an upload)."""
+        ...
+
     def close(self) -> None: ...
+
+
+def _gap(remote: RemoteLog | None, local: PartitionLog) -> bool:
+    """Whether offsets lie between the remote segments' end and the local log's first offset
+    (with nothing remote: whether the local log has lost any history at all)."""
+    start = local.local_log_start_offset
+    if remote is None or remote.log_end_offset <= remote.log_start_offset:
+        return start > 0
+    return start > remote.log_end_offset
 
 
 def read_hw_checkpoint(data_dir: Path) -> dict[tuple[str, int], int]:
@@ -156,6 +169,10 @@ class DirTopicSource:
             # two would leave a gap)
             local = PartitionLog.open_readonly(path) if path is not None else None
             remote = self.remote.remote_log(topic, partition) if self.remote is not None else None
+            if self.remote is not None and local is not None and _gap(remote, local):
+                # the remote view was taken earlier (a plan pins it): segments uploaded and
+                # deleted locally since then lie between the two; look it up again
+                remote = self.remote.refresh(topic, partition)
             if local is None and remote is None:
                 raise UnknownTopicError(f"topic {topic!r} has no partition {partition} in {self._where}")
             log: ReadableLog = local if remote is None else TieredLog(remote, local)  # type: ignore[assignment]

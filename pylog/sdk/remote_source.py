@@ -134,6 +134,15 @@ class RemoteTier:
                 read_manifest(self.store, partition_prefix(topic, tid_now, partition), self._newest.get(key))
         return self._manifests[key]
 
+    def refresh(self, topic: str, partition: int) -> RemoteLog | None:
+        """The partition's remote segments from its newest manifest, replacing the one pinned (a
+        reader whose local log starts past the pinned segments' end needs the segments uploaded
+        since)."""
+        key = (topic, partition)
+        for held in (self.pins, self._manifests, self._newest, self._logs):
+            held.pop(key, None)
+        return self.remote_log(topic, partition)
+
     def remote_log(self, topic: str, partition: int) -> RemoteLog | None:
         """The partition's remote segments (None: nothing remote)."""
         key = (topic, partition)

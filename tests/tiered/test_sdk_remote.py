@@ -124,6 +124,31 @@ def test_a_read_pins_the_manifest_it_planned_with(tmp_path: Path, spec: RemoteSt
     assert t["offset"][0].as_py() == m.segments[2].base_offset
 
 
+def test_segments_uploaded_and_deleted_locally_after_planning_are_read(
+    tmp_path: Path, spec: RemoteStorageSpec
+) -> None:
+    """A read planned (its manifest pinned) before more segments were uploaded and then deleted from
+    the data directory would find a gap between the pinned segments and the local log: it looks the
+    manifest up again and reads every offset."""
+    data = tmp_path / "data"
+    path = data / f"{TOPIC}-0"
+    store = open_remote_store(spec.uri, spec.options)
+    log = write_partition(path, batches=BATCHES, per_batch=PER_BATCH, segment_bytes=24 << 10)
+    first = upload(log.dir, store, TOPIC, TID, 0, count=2, version=1)
+    drop_local(path, first.end_offset)
+    source = DirTopicSource(data, remote=RemoteTier(spec))
+    try:
+        assert source.partitions(TOPIC) == [0]  # plans: manifest 1 pinned
+        later = upload(log.dir, store, TOPIC, TID, 0, count=5, version=2, previous=first)
+        log.close()
+        drop_local(path, later.end_offset)  # the local log now starts past manifest 1's end
+        got = [b for _r, b in source.read([PartitionRange(TOPIC, 0, 0, TOTAL)], ["offset"])]
+    finally:
+        source.close()
+    offsets = [o for b in got for o in b.column(0).to_pylist()]
+    assert offsets == list(range(TOTAL))
+
+
 def test_transactions_across_the_tiers_read_committed(tmp_path: Path, spec: RemoteStorageSpec) -> None:
     """An aborted transaction in the store is skipped; a transaction whose records are in the store
     and whose COMMIT marker is only on disk is read with the data directory, and a store-only read
