@@ -34,7 +34,14 @@ from pylog.clock import SYSTEM_CLOCK, Clock
 from pylog.sdk.client import KafkaClient
 from pylog.sdk.flight_source import NOT_LED, OUT_OF_RANGE, FlightTopicSource, TailEnd, _readable
 from pylog.sdk.kafka_source import FetchOptions
-from pylog.sdk.tail import METADATA_REFRESH_S, RETRY_BACKOFF_S, ROUND_WAIT_S, SOURCE_COLUMNS, tail_client
+from pylog.sdk.tail import (
+    METADATA_REFRESH_S,
+    RETRY_BACKOFF_S,
+    ROUND_WAIT_S,
+    SOURCE_COLUMNS,
+    tail_client,
+    take_rows,
+)
 
 log = logging.getLogger(__name__)
 
@@ -131,23 +138,7 @@ class FlightTail:
             self._collect()
 
     def _take(self, out: list[tuple[int, pa.RecordBatch]], wanted: int) -> int:
-        """Move up to `wanted` pending rows into `out`, partition by partition; returns how many."""
-        taken = 0
-        for p, queue in self._pending.items():
-            while queue and taken < wanted:
-                batch = queue[0]
-                n = min(batch.num_rows, wanted - taken)
-                if n == batch.num_rows:
-                    queue.popleft()
-                else:
-                    queue[0] = batch.slice(n)
-                    batch = batch.slice(0, n)
-                out.append((p, batch))
-                taken += n
-                self._handed[p] = int(batch.column(0)[n - 1].as_py()) + 1
-            if not queue:
-                self._handed[p] = max(self._handed[p], self._next[p])
-        return taken
+        return take_rows(self._pending, self._handed, self._next, out, wanted)
 
     def _launch(self) -> None:
         """A tailing DoGet for every partition without one, nothing pending and no failure to wait out."""

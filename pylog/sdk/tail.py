@@ -125,23 +125,8 @@ class TailReader:
             await self._round(min(remaining, ROUND_WAIT_S))
 
     def _take(self, out: list[tuple[int, pa.RecordBatch]], wanted: int) -> int:
-        """Move up to `wanted` pending rows into `out`, partition by partition; returns how many."""
-        taken = 0
-        for p, queue in self._pending.items():
-            while queue and taken < wanted:
-                batch = queue[0]
-                n = min(batch.num_rows, wanted - taken)
-                if n == batch.num_rows:
-                    queue.popleft()
-                else:
-                    queue[0] = batch.slice(n)
-                    batch = batch.slice(0, n)
-                out.append((p, batch))
-                taken += n
-                self._handed[p] = int(batch.column(0)[n - 1].as_py()) + 1
-            if not queue:
-                self._handed[p] = max(self._handed[p], self._cursors[p].position)
-        return taken
+        return take_rows(self._pending, self._handed, {p: c.position for p, c in self._cursors.items()},
+                         out, wanted)
 
     # --- fetching ----------------------------------------------------------------------------
 
@@ -274,3 +259,25 @@ async def tail_client(bootstrap_servers: str | Sequence[str], options: FetchOpti
 def _cursor(topic: str, partition: int, offset: int) -> _PartitionCursor:
     return _PartitionCursor(PartitionRange(topic, partition, offset, LONG_MAX))
 
+
+def take_rows(pending: dict[int, deque[pa.RecordBatch]], handed: dict[int, int], next_offsets: dict[int, int],
+              out: list[tuple[int, pa.RecordBatch]], wanted: int) -> int:
+    """Move up to `wanted` pending rows (offset first) into `out`, partition by partition, noting in
+    `handed` the offset after the last handed (after a drained partition: its next fetch offset,
+    past any control records); returns how many."""
+    taken = 0
+    for p, queue in pending.items():
+        while queue and taken < wanted:
+            batch = queue[0]
+            n = min(batch.num_rows, wanted - taken)
+            if n == batch.num_rows:
+                queue.popleft()
+            else:
+                queue[0] = batch.slice(n)
+                batch = batch.slice(0, n)
+            out.append((p, batch))
+            taken += n
+            handed[p] = int(batch.column(0)[n - 1].as_py()) + 1
+        if not queue:
+            handed[p] = max(handed[p], next_offsets[p])
+    return taken
