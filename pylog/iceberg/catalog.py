@@ -25,6 +25,7 @@ from pylog.config_defs import ConfigError
 SQL, REST = "sql", "rest"
 CATALOG_TYPES = (SQL, REST)
 DEFAULT_NAMESPACE = "pylog"
+CREATE_RACE_ATTEMPTS = 3  # opens of a new SQL catalog while another process creates its tables
 
 
 class CatalogConfigError(ConfigError):
@@ -72,6 +73,15 @@ class CatalogSettings:
             Path(self.uri[len("sqlite:///"):]).parent.mkdir(parents=True, exist_ok=True)
         if self.warehouse.startswith("file://"):
             Path(self.warehouse[len("file://"):]).mkdir(parents=True, exist_ok=True)
+        for _ in range(CREATE_RACE_ATTEMPTS - 1):
+            try:
+                return load_catalog(self.name, **self.properties())
+            except Exception as exc:  # sqlalchemy's OperationalError, without importing it here
+                # a SQL catalog creates its tables when first opened; a broker (or notebook)
+                # opening the same new catalog at that moment makes one of the two creates fail
+                # with "already exists": the tables are there, so opening again succeeds
+                if "already exists" not in str(exc):
+                    raise
         return load_catalog(self.name, **self.properties())
 
 
